@@ -1,0 +1,199 @@
+"""The normalized per-rank timeline: what every reader produces and every analysis consumes.
+
+All times are integer nanoseconds (``*_ns``, numpy int64) on the trace's own clock; one
+rank's arrays share one clock. Names (kernels, API calls, annotations) are ids into the
+``names`` symbol table so repeated strings are stored once.
+
+Columns, grouped by table (each table's arrays have one length):
+
+- GPU work (``gpu_*``): kernels, memcpys and memsets. ``gpu_kind`` is one of ``KIND_*``;
+  ``gpu_corr`` links the op to the host API call that launched it (-1 unknown).
+- Host API calls (``api_*``): CUDA/HIP runtime and driver calls, on host thread ``api_tid``.
+- Annotations (``ann_*``): host-side ranges (record_function, NVTX push/pop or start/end).
+- GPU-side sync records (``gsync_*``): Kineto ``cuda_sync`` events or Nsight
+  SYNCHRONIZATION rows; ``gsync_kind`` is one of ``SYNC_*``.
+- Steps (``step_*``): host ranges of ``ProfilerStep#N`` or ``profplug.step``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET = 0, 1, 2
+KIND_NAMES = ("kernel", "memcpy", "memset")
+
+# CUPTI's CUpti_ActivitySynchronizationType numbering (Nsight's ENUM_CUPTI_SYNC_TYPE).
+SYNC_EVENT_SYNC, SYNC_STREAM_WAIT_EVENT, SYNC_STREAM_SYNC, SYNC_CONTEXT_SYNC = 1, 2, 3, 4
+
+I64 = np.int64
+
+
+def _empty(dtype: Any = I64) -> np.ndarray:
+    return np.zeros(0, dtype=dtype)
+
+
+@dataclass
+class Timeline:
+    """One rank's trace, normalized. Times in ns (int64); see the module docstring."""
+
+    rank: int
+    source: str  # "kineto" | "nsys"
+    files: list[str]
+    rank_rule: str = "distributedInfo.rank"  # how ``rank`` was determined
+    names: list[str] = field(default_factory=list)
+
+    gpu_start_ns: np.ndarray = field(default_factory=_empty)
+    gpu_end_ns: np.ndarray = field(default_factory=_empty)
+    gpu_device: np.ndarray = field(default_factory=_empty)
+    gpu_stream: np.ndarray = field(default_factory=_empty)
+    gpu_kind: np.ndarray = field(default_factory=lambda: _empty(np.int8))
+    gpu_name: np.ndarray = field(default_factory=lambda: _empty(np.int32))
+    gpu_corr: np.ndarray = field(default_factory=_empty)
+
+    api_start_ns: np.ndarray = field(default_factory=_empty)
+    api_end_ns: np.ndarray = field(default_factory=_empty)
+    api_tid: np.ndarray = field(default_factory=_empty)
+    api_name: np.ndarray = field(default_factory=lambda: _empty(np.int32))
+    api_corr: np.ndarray = field(default_factory=_empty)
+
+    ann_start_ns: np.ndarray = field(default_factory=_empty)
+    ann_end_ns: np.ndarray = field(default_factory=_empty)
+    ann_tid: np.ndarray = field(default_factory=_empty)
+    ann_name: np.ndarray = field(default_factory=lambda: _empty(np.int32))
+
+    gsync_start_ns: np.ndarray = field(default_factory=_empty)
+    gsync_end_ns: np.ndarray = field(default_factory=_empty)
+    gsync_kind: np.ndarray = field(default_factory=lambda: _empty(np.int8))
+    gsync_device: np.ndarray = field(default_factory=_empty)
+    gsync_stream: np.ndarray = field(default_factory=_empty)
+    gsync_corr: np.ndarray = field(default_factory=_empty)
+    gsync_wait_stream: np.ndarray = field(default_factory=_empty)  # -1 unknown
+    gsync_wait_corr: np.ndarray = field(default_factory=_empty)  # event-record corr, -1 unknown
+
+    step_start_ns: np.ndarray = field(default_factory=_empty)
+    step_end_ns: np.ndarray = field(default_factory=_empty)
+    step_num: np.ndarray = field(default_factory=_empty)
+
+    has_gpu_sync_records: bool = False  # the trace carried cuda_sync / SYNCHRONIZATION data
+    warnings: list[str] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> events skipped
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    # ---- convenience -------------------------------------------------------------------
+    def name(self, idx: int) -> str:
+        return self.names[idx]
+
+    @property
+    def n_gpu(self) -> int:
+        return int(self.gpu_start_ns.size)
+
+    def devices(self) -> list[int]:
+        return sorted(int(d) for d in np.unique(self.gpu_device))
+
+    def skip(self, reason: str, n: int = 1) -> None:
+        if n:
+            self.skipped[reason] = self.skipped.get(reason, 0) + n
+
+    # ---- save / load (the timeline is a value) -----------------------------------------
+    _ARRAYS = (
+        "gpu_start_ns gpu_end_ns gpu_device gpu_stream gpu_kind gpu_name gpu_corr "
+        "api_start_ns api_end_ns api_tid api_name api_corr "
+        "ann_start_ns ann_end_ns ann_tid ann_name "
+        "gsync_start_ns gsync_end_ns gsync_kind gsync_device gsync_stream gsync_corr "
+        "gsync_wait_stream gsync_wait_corr step_start_ns step_end_ns step_num"
+    ).split()
+
+    def save(self, path: str | Path) -> None:
+        """Write the timeline as a numpy ``.npz`` (arrays) with a JSON header; no pickle."""
+        header = {
+            "rank": self.rank, "source": self.source, "files": self.files,
+            "rank_rule": self.rank_rule, "names": self.names, "warnings": self.warnings,
+            "skipped": self.skipped, "metadata": self.metadata,
+            "has_gpu_sync_records": self.has_gpu_sync_records,
+        }
+        arrays = {k: getattr(self, k) for k in self._ARRAYS}
+        header_arr = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+        with open(path, "wb") as fh:
+            np.savez_compressed(fh, __header__=header_arr, **arrays)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Timeline:
+        with np.load(path, allow_pickle=False) as z:
+            header = json.loads(bytes(z["__header__"]).decode())
+            arrays = {k: z[k] for k in cls._ARRAYS}
+        return cls(**header, **arrays)
+
+
+class TimelineBuilder:
+    """Accumulates rows in Python lists and freezes them into a :class:`Timeline`.
+
+    Readers that produce rows one at a time use this; readers that already hold columns
+    (SQL results) fill a Timeline directly.
+    """
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self._ids: dict[str, int] = {}
+        self.cols: dict[str, list[int]] = {k: [] for k in Timeline._ARRAYS}
+
+    def sym(self, s: str) -> int:
+        i = self._ids.get(s)
+        if i is None:
+            i = self._ids[s] = len(self.names)
+            self.names.append(s)
+        return i
+
+    def gpu(self, start: int, end: int, device: int, stream: int, kind: int, name: str,
+            corr: int) -> None:
+        c = self.cols
+        c["gpu_start_ns"].append(start)
+        c["gpu_end_ns"].append(end)
+        c["gpu_device"].append(device)
+        c["gpu_stream"].append(stream)
+        c["gpu_kind"].append(kind)
+        c["gpu_name"].append(self.sym(name))
+        c["gpu_corr"].append(corr)
+
+    def api(self, start: int, end: int, tid: int, name: str, corr: int) -> None:
+        c = self.cols
+        c["api_start_ns"].append(start)
+        c["api_end_ns"].append(end)
+        c["api_tid"].append(tid)
+        c["api_name"].append(self.sym(name))
+        c["api_corr"].append(corr)
+
+    def ann(self, start: int, end: int, tid: int, name: str) -> None:
+        c = self.cols
+        c["ann_start_ns"].append(start)
+        c["ann_end_ns"].append(end)
+        c["ann_tid"].append(tid)
+        c["ann_name"].append(self.sym(name))
+
+    def gsync(self, start: int, end: int, kind: int, device: int, stream: int, corr: int,
+              wait_stream: int = -1, wait_corr: int = -1) -> None:
+        c = self.cols
+        c["gsync_start_ns"].append(start)
+        c["gsync_end_ns"].append(end)
+        c["gsync_kind"].append(kind)
+        c["gsync_device"].append(device)
+        c["gsync_stream"].append(stream)
+        c["gsync_corr"].append(corr)
+        c["gsync_wait_stream"].append(wait_stream)
+        c["gsync_wait_corr"].append(wait_corr)
+
+    def step(self, start: int, end: int, num: int) -> None:
+        c = self.cols
+        c["step_start_ns"].append(start)
+        c["step_end_ns"].append(end)
+        c["step_num"].append(num)
+
+    def build(self, **meta: Any) -> Timeline:
+        dtypes = {"gpu_kind": np.int8, "gsync_kind": np.int8, "gpu_name": np.int32,
+                  "api_name": np.int32, "ann_name": np.int32}
+        arrays = {k: np.asarray(v, dtype=dtypes.get(k, I64)) for k, v in self.cols.items()}
+        return Timeline(names=self.names, **arrays, **meta)

@@ -1,0 +1,3 @@
+from profplug.cli.main import main
+
+raise SystemExit(main())

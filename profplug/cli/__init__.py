@@ -1,0 +1,1 @@
+"""The command line: thin commands (one module each) over the library."""

@@ -1,0 +1,60 @@
+"""Entry point: builds the typer app from one module per subcommand, one error path."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+import typer
+
+from profplug.errors import ProfplugError
+
+app = typer.Typer(
+    name="profplug",
+    help="What torch.cuda.synchronize() costs pipeline-parallel inference, per rank.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# Each module registers its command on `app` when imported.
+_COMMANDS = ("report", "compare", "whatif", "run")
+
+
+def _register() -> None:
+    import importlib
+
+    for name in _COMMANDS:
+        try:
+            importlib.import_module(f"profplug.cli.{name}")
+        except ModuleNotFoundError as exc:  # a command not built yet
+            if exc.name != f"profplug.cli.{name}":
+                raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; user errors print one line on stderr and return a non-zero code."""
+    _register()
+    try:
+        rv = app(args=argv, prog_name="profplug", standalone_mode=False)
+    except ProfplugError as exc:
+        print(f"profplug: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code or 0)
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.Abort:
+        print("profplug: aborted", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:
+        print("profplug: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    return int(rv) if isinstance(rv, int) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

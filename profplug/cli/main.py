@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 
-import click
 import typer
 
 from profplug.errors import ProfplugError
@@ -16,6 +15,13 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+
+@app.callback()
+def _root() -> None:
+    """What torch.cuda.synchronize() costs pipeline-parallel inference, per rank."""
+
 
 # Each module registers its command on `app` when imported.
 _COMMANDS = ("report", "compare", "whatif", "run")
@@ -36,25 +42,19 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; user errors print one line on stderr and return a non-zero code."""
     _register()
     try:
-        rv = app(args=argv, prog_name="profplug", standalone_mode=False)
+        app(args=argv, prog_name="profplug")  # standalone: exits through SystemExit
+    except SystemExit as exc:
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
     except ProfplugError as exc:
         print(f"profplug: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except click.exceptions.Exit as exc:
-        return int(exc.exit_code or 0)
-    except click.ClickException as exc:
-        exc.show()
-        return exc.exit_code
-    except click.exceptions.Abort:
-        print("profplug: aborted", file=sys.stderr)
-        return 130
     except KeyboardInterrupt:
         print("profplug: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
-    return int(rv) if isinstance(rv, int) else 0
-
+    return 0
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -1,0 +1,377 @@
+"""Kineto (torch.profiler) Chrome-trace reader: ``.json`` / ``.json.gz`` -> :class:`Timeline`.
+
+Fast path: msgspec decodes straight into small typed structs, keeping only the fields the
+analysis needs (names, times, ids), so a 500 MB trace never becomes 500 MB of dicts.
+Tolerant path: when the fast path rejects the file (a field of an unexpected type, bad
+UTF-8, a truncated file), events are decoded one by one, bad ones are skipped and counted.
+
+Times: Kineto's ``ts``/``dur`` are microseconds (3 decimals = ns). Recent torch writes
+``ts`` relative to ``baseTimeNanoseconds``; older torch wrote integer epoch microseconds.
+Both become absolute int64 nanoseconds.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ...errors import TraceError
+from ..timeline import (
+    KIND_KERNEL,
+    KIND_MEMCPY,
+    KIND_MEMSET,
+    SYNC_CONTEXT_SYNC,
+    SYNC_EVENT_SYNC,
+    SYNC_STREAM_SYNC,
+    SYNC_STREAM_WAIT_EVENT,
+    Timeline,
+    TimelineBuilder,
+)
+
+MAX_EVENT_DUR_US = 3.6e9  # one hour: longer events are CUPTI timestamp garbage
+EPOCH_US_THRESHOLD = 1e14  # ts above this is epoch microseconds, not relative to a base
+
+GPU_CATS = {"kernel": KIND_KERNEL, "gpu_memcpy": KIND_MEMCPY, "gpu_memset": KIND_MEMSET}
+API_CATS = frozenset({"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver", "runtime",
+                      "driver"})
+ANN_CATS = frozenset({"user_annotation"})
+SYNC_KINDS = {"Event Sync": SYNC_EVENT_SYNC, "Stream Wait Event": SYNC_STREAM_WAIT_EVENT,
+              "Stream Sync": SYNC_STREAM_SYNC, "Context Sync": SYNC_CONTEXT_SYNC}
+STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+STEP_NAMES = frozenset({"profplug.step"})
+RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
+
+
+class Args(msgspec.Struct):
+    correlation: int | None = None
+    stream: int | None = None
+    device: int | None = None
+    cuda_sync_kind: str | None = msgspec.field(name="cuda_sync_kind", default=None)
+    wait_on_stream: int | None = None
+    wait_on_cuda_event_record_corr_id: int | None = None
+
+
+class Event(msgspec.Struct):
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: int | str = -1
+    tid: int | str = -1
+    ts: float | None = None
+    dur: float | None = None
+    args: Args | None = None
+
+
+class Header(msgspec.Struct):
+    distributedInfo: dict[str, Any] | None = None
+    deviceProperties: list[Any] | None = None
+    baseTimeNanoseconds: int | None = None
+    schemaVersion: Any = None
+
+
+class Trace(Header):
+    traceEvents: list[Event] = []
+
+
+_TRACE_DECODER = msgspec.json.Decoder(Trace)
+_EVENTS_DECODER = msgspec.json.Decoder(list[Event])
+_ANY_DECODER = msgspec.json.Decoder()
+
+
+# ---------------------------------------------------------------------------- bytes
+def read_bytes(path: Path) -> tuple[bytes, str | None]:
+    """The file's (uncompressed) bytes, and a note when a ``.gz`` was cut short."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if not raw:
+        raise TraceError(f"{path}: empty file")
+    if raw[:2] != b"\x1f\x8b":
+        return raw, None
+    try:
+        return gzip.decompress(raw), None
+    except (EOFError, zlib.error, OSError):
+        pass
+    # A partial .gz (rank killed while writing): keep whatever inflates.
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        data = d.decompress(raw)
+    except zlib.error as exc:
+        raise TraceError(f"{path}: corrupt gzip ({exc})") from None
+    if not data:
+        raise TraceError(f"{path}: corrupt gzip (nothing could be inflated)")
+    return data, f"gzip stream cut short after {len(raw)} compressed bytes"
+
+
+# ---------------------------------------------------------------------------- decode
+def _decode(path: Path, data: bytes) -> tuple[Header, list[Event], list[str], int]:
+    """Decode a trace; returns (header, events, warnings, events skipped as undecodable)."""
+    stripped = data.lstrip()
+    if not stripped.startswith(b"{"):
+        raise TraceError(f"{path}: not a Kineto trace (not a JSON object)")
+    try:
+        t = _TRACE_DECODER.decode(data)
+        if not t.traceEvents and b'"traceEvents"' not in data:
+            raise TraceError(f"{path}: not a Kineto trace (no traceEvents)")
+        return t, t.traceEvents, [], 0
+    except TraceError:
+        raise
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+        pass
+    return _decode_tolerant(path, data)
+
+
+def _events_span(data: bytes) -> tuple[int, int]:
+    """Byte offsets of the traceEvents array's '[' and of the header's end."""
+    key = data.find(b'"traceEvents"')
+    if key < 0:
+        return -1, -1
+    lb = data.find(b"[", key)
+    return lb, key
+
+
+def _decode_tolerant(path: Path, data: bytes) -> tuple[Header, list[Event], list[str], int]:
+    warnings: list[str] = []
+    lb, key = _events_span(data)
+    if lb < 0:
+        raise TraceError(f"{path}: not a Kineto trace (no traceEvents)")
+    header = _decode_header(data, key)
+    body_end = _array_end(data, lb)
+    truncated = body_end < 0
+    if truncated:
+        cut = _last_complete_event(data, lb)
+        if cut < 0:
+            raise TraceError(f"{path}: truncated before the first complete event")
+        warnings.append(f"truncated at byte {len(data)}")
+        body = data[lb:cut + 1] + b"]"
+    else:
+        body = data[lb:body_end + 1]
+    events, skipped = _decode_events_one_by_one(body)
+    if truncated:
+        warnings[-1] += f"; {len(events)} events recovered"
+    return header, events, warnings, skipped
+
+
+def _decode_header(data: bytes, key: int) -> Header:
+    """The fields before traceEvents (Kineto writes distributedInfo etc. first)."""
+    head = data[:key].rstrip().rstrip(b",") + b"}"
+    try:
+        return msgspec.convert(_ANY_DECODER.decode(head), Header)
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+        return Header()
+
+
+def _array_end(data: bytes, lb: int) -> int:
+    """Offset of the ']' closing the array at ``lb``, or -1 when the file was cut short."""
+    tail = data.rstrip()
+    if not tail.endswith(b"}"):
+        return -1
+    # The array closes before the trailing fields (traceName, baseTimeNanoseconds...).
+    rb = data.rfind(b"]")
+    while rb > lb:
+        try:
+            _ANY_DECODER.decode(data[lb:rb + 1])
+            return rb
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            rb = data.rfind(b"]", lb, rb)
+        if rb < 0:
+            break
+    return -1
+
+
+def _last_complete_event(data: bytes, lb: int, tries: int = 200) -> int:
+    """Offset of the '}' ending the last complete event of a cut-short array, or -1."""
+    end = len(data)
+    for _ in range(tries):
+        pos = data.rfind(b"}", lb, end)
+        if pos < 0:
+            return -1
+        try:
+            _ANY_DECODER.decode(data[lb:pos + 1] + b"]")
+            return pos
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            end = pos
+    return -1
+
+
+def _decode_events_one_by_one(body: bytes) -> tuple[list[Event], int]:
+    """Decode a JSON array of events, skipping (and counting) the ones that do not fit."""
+    text = body.decode("utf-8", errors="replace").encode()
+    try:
+        return _EVENTS_DECODER.decode(text), 0
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        pass
+    raw = _ANY_DECODER.decode(text)
+    events: list[Event] = []
+    bad = 0
+    for item in raw:
+        try:
+            events.append(msgspec.convert(item, Event))
+        except (msgspec.ValidationError, TypeError):
+            ev = _salvage(item)
+            if ev is None:
+                bad += 1
+            else:
+                events.append(ev)
+    return events, bad
+
+
+def _salvage(item: Any) -> Event | None:
+    """Keep an event whose args hold an odd field (e.g. a huge integer) if its core fits."""
+    if not isinstance(item, dict):
+        return None
+    core = {k: item[k] for k in ("ph", "cat", "name", "pid", "tid", "ts", "dur") if k in item}
+    try:
+        ev = msgspec.convert(core, Event)
+    except (msgspec.ValidationError, TypeError):
+        return None
+    args = item.get("args")
+    if isinstance(args, dict):
+        clean = {k: v for k, v in args.items()
+                 if k in Args.__struct_fields__ and (v is None or isinstance(v, int | str))
+                 and not (isinstance(v, int) and abs(v) >= 2**63)}
+        try:
+            ev.args = msgspec.convert(clean, Args)
+        except (msgspec.ValidationError, TypeError):
+            ev.args = None
+    return ev
+
+
+# ---------------------------------------------------------------------------- build
+def _as_int(x: int | str, default: int = -1) -> int:
+    if isinstance(x, int):
+        return x
+    m = re.search(r"-?\d+", x)
+    return int(m.group()) if m else default
+
+
+def _to_timeline(path: Path, header: Header, events: list[Event], *, file_index: int
+                 ) -> Timeline:
+    b = TimelineBuilder()
+    skipped: dict[str, int] = {}
+
+    def skip(reason: str) -> None:
+        skipped[reason] = skipped.get(reason, 0) + 1
+
+    base = header.baseTimeNanoseconds or 0
+    first_ts = next((e.ts for e in events if e.ts is not None and e.ph == "X"), None)
+    relative = first_ts is not None and first_ts < EPOCH_US_THRESHOLD
+    offset = base if relative else 0
+    has_sync = False
+    step_ord = 0
+    gpu_cats = GPU_CATS
+    c = b.cols
+    gs, ge, gd, gst, gk, gn, gc = (c["gpu_start_ns"], c["gpu_end_ns"], c["gpu_device"],
+                                   c["gpu_stream"], c["gpu_kind"], c["gpu_name"], c["gpu_corr"])
+    as_, ae, at, an, ac = (c["api_start_ns"], c["api_end_ns"], c["api_tid"], c["api_name"],
+                           c["api_corr"])
+    sym = b.sym
+    for e in events:
+        if e.ph != "X":
+            continue
+        ts, dur = e.ts, e.dur
+        if ts is None or dur is None:
+            skip("missing ts/dur")
+            continue
+        if dur < 0 or dur > MAX_EVENT_DUR_US:
+            skip("negative or absurd duration")
+            continue
+        start = round(ts * 1000.0) + offset
+        end = start + round(dur * 1000.0)
+        cat = e.cat.lower()
+        args = e.args
+        kind = gpu_cats.get(cat)
+        if kind is not None:
+            dev = args.device if args is not None and args.device is not None else _as_int(e.pid)
+            stream = args.stream if args is not None and args.stream is not None \
+                else _as_int(e.tid)
+            corr = args.correlation if args is not None and args.correlation is not None else -1
+            gs.append(start)
+            ge.append(end)
+            gd.append(dev)
+            gst.append(stream)
+            gk.append(kind)
+            gn.append(sym(e.name))
+            gc.append(corr)
+        elif cat in API_CATS:
+            corr = args.correlation if args is not None and args.correlation is not None else -1
+            as_.append(start)
+            ae.append(end)
+            at.append(_as_int(e.tid))
+            an.append(sym(e.name))
+            ac.append(corr)
+        elif cat in ANN_CATS or cat == "cpu_op":
+            m = STEP_RE.match(e.name)
+            if m:
+                b.step(start, end, int(m.group(1)))
+            elif cat == "cpu_op":
+                continue
+            elif e.name in STEP_NAMES:
+                b.step(start, end, step_ord)
+                step_ord += 1
+                b.ann(start, end, _as_int(e.tid), e.name)
+            else:
+                b.ann(start, end, _as_int(e.tid), e.name)
+        elif cat == "cuda_sync":
+            has_sync = True
+            kind_s = args.cuda_sync_kind if args is not None else None
+            skind = SYNC_KINDS.get(kind_s or e.name)
+            if skind is None:
+                skip("unknown cuda_sync kind")
+                continue
+            dev = args.device if args is not None and args.device is not None else _as_int(e.pid)
+            b.gsync(start, end, skind, dev,
+                    args.stream if args is not None and args.stream is not None else -1,
+                    args.correlation if args is not None and args.correlation is not None else -1,
+                    args.wait_on_stream if args is not None and args.wait_on_stream is not None
+                    else -1,
+                    args.wait_on_cuda_event_record_corr_id
+                    if args is not None and args.wait_on_cuda_event_record_corr_id is not None
+                    else -1)
+    dist = header.distributedInfo or {}
+    rank, rule = _rank_of(path, dist, file_index)
+    tl = b.build(rank=rank, source="kineto", files=[str(path)], rank_rule=rule,
+                 has_gpu_sync_records=has_sync,
+                 metadata={"distributedInfo": dist,
+                           "deviceProperties": header.deviceProperties or [],
+                           "baseTimeNanoseconds": base})
+    tl.skipped.update(skipped)
+    if relative and not header.baseTimeNanoseconds:
+        tl.warnings.append("no baseTimeNanoseconds: times are relative to this rank's own "
+                           "base, not comparable across ranks")
+    return tl
+
+
+def _rank_of(path: Path, dist: dict[str, Any], file_index: int) -> tuple[int, str]:
+    r = dist.get("rank")
+    if isinstance(r, int) and r >= 0:
+        return r, "distributedInfo.rank"
+    m = RANK_IN_NAME.search(path.name)
+    if m:
+        return int(m.group(1)), "rank in file name"
+    return file_index, "file order (no distributedInfo.rank, no rank in the file name)"
+
+
+def read_kineto(path: str | Path, file_index: int = 0) -> Timeline:
+    """Read one Kineto trace file into a Timeline; raises TraceError with a one-line reason."""
+    p = Path(path)
+    data, gz_note = read_bytes(p)
+    header, events, warnings, bad = _decode(p, data)
+    del data
+    if gz_note:
+        warnings.insert(0, gz_note)
+    tl = _to_timeline(p, header, events, file_index=file_index)
+    tl.warnings[:0] = warnings
+    tl.skip("undecodable event", bad)
+    return tl
+
+
+def looks_like_kineto(path: Path) -> bool:
+    n = path.name.lower()
+    return n.endswith((".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz"))

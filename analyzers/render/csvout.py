@@ -1,0 +1,14 @@
+"""CSV renderer: one row per rank (the columns of ``ranks_frame``, times in us)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from ..report import Report
+
+
+def render_csv(rep: Report, out: TextIO) -> None:
+    from ..report import ranks_frame
+
+    ranks_frame(rep).to_csv(out, index=False, lineterminator="\n")

@@ -1,0 +1,102 @@
+"""Terminal table: a per-rank summary, then each rank's sync APIs and costliest call sites.
+
+Fits an 80-column terminal. Percentages are of the rank's GPU window.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TextIO
+
+from ..stalls import CAUSES
+
+if TYPE_CHECKING:
+    from ..report import Report
+    from ..stalls import RankStalls
+
+WIDTH = 80
+TOP_CALLSITES = 5
+
+
+def _pct(x: float, whole: float) -> str:
+    return f"{100.0 * x / whole:5.1f}%" if whole > 0 else "    -"
+
+
+def _num(x: float) -> str:
+    return f"{x:,.1f}"
+
+
+def _clip(s: str, n: int) -> str:
+    return s if len(s) <= n else "…" + s[-(n - 1):]
+
+
+def render_table(rep: Report, out: TextIO) -> None:
+    w = out.write
+    sources = sorted({r.source for r in rep.ranks})
+    w(f"profplug stall report · {len(rep.ranks)} rank(s) · {'/'.join(sources) or '-'} · "
+      f"tolerance {rep.options.tolerance_ns / 1000:g} us\n\n")
+    w("GPU idle by cause, % of each rank's GPU window\n")
+    w(f"{'rank':>4} {'window us':>11} {'step us':>9} {'busy':>6} {'idle':>6} "
+      f"{'dev_sync':>8} {'evt_sync':>8} {'host':>6} {'other':>6}\n")
+    for r in rep.ranks:
+        if not r.has_gpu_work:
+            w(f"{r.rank:>4}  no GPU work in this trace\n")
+            continue
+        win = r.total("window_us")
+        ic = r.idle_by_cause_us()
+        step = _num(r.steps.step_us_mean) if r.steps and r.steps.n_steps else "-"
+        w(f"{r.rank:>4} {_num(win):>11} {step:>9} {_pct(r.total('busy_us'), win):>6} "
+          f"{_pct(r.total('idle_us'), win):>6} {_pct(ic['device_sync'], win):>8} "
+          f"{_pct(ic['event_sync'], win):>8} {_pct(ic['host_bound'], win):>6} "
+          f"{_pct(ic['other'], win):>6}\n")
+    for r in rep.ranks:
+        _rank_detail(r, out)
+
+
+def _rank_detail(r: RankStalls, out: TextIO) -> None:
+    w = out.write
+    w(f"\n── rank {r.rank} " + "─" * (WIDTH - 9 - len(str(r.rank))) + "\n")
+    w(f"rank from {r.rank_rule}; {len(r.files)} file(s)\n")
+    if not r.has_gpu_work:
+        w("no GPU work (kernels, memcpys, memsets) in this rank's trace\n")
+    else:
+        win = r.total("window_us")
+        ic = r.idle_by_cause_us()
+        w(f"GPU window {_num(win)} us: compute {_num(r.total('compute_us'))}, comm "
+          f"{_num(r.total('comm_us'))}, idle {_num(r.total('idle_us'))}\n")
+        w("idle by cause (us): " + ", ".join(f"{c} {_num(ic[c])}" for c in CAUSES) + "\n")
+        if r.steps is not None:
+            s = r.steps
+            if s.n_steps:
+                per = ", ".join(f"{c} {_num(v)}" for c, v in s.idle_per_step_us.items() if v)
+                w(f"{s.n_steps} steps ({s.n_dropped} incomplete dropped): "
+                  f"{_num(s.step_us_mean)} us/step; idle per step: {per or 'none'}\n")
+            else:
+                w(f"{s.n_dropped} step ranges, none complete\n")
+    for reason, n in r.other_reasons.items():
+        w(f"other: {n} gap(s): {reason}\n")
+    if r.stream_waits:
+        n = sum(s.count for s in r.stream_waits)
+        linked = sum(s.linked for s in r.stream_waits)
+        idle = sum(s.gpu_idle_us for s in r.stream_waits)
+        w(f"stream waits: {n} ({linked} linked to their event), stream stalled "
+          f"{_num(r.stream_wait_us)} us, of which whole-GPU idle {_num(idle)} us\n")
+        if linked < n:
+            w(f"  {n - linked} wait(s) could not be linked to the awaited event\n")
+    if r.syncs:
+        w(f"\n{'sync API':<26} {'kind':<11} {'count':>6} {'blocked us':>11} "
+          f"{'p99 us':>9} {'idle us':>11}\n")
+        for s in r.syncs:
+            w(f"{_clip(s.api, 26):<26} {s.kind:<11} {s.count:>6} {_num(s.host_blocked_us):>11} "
+              f"{_num(s.host_blocked_p99_us):>9} {_num(s.idle_caused_us):>11}\n")
+    if r.callsites:
+        w(f"\n{'costliest call sites':<48} {'count':>6} {'idle us':>11} {'/step':>10}\n")
+        for c in r.callsites[:TOP_CALLSITES]:
+            per = _num(c.idle_per_step_us) if c.idle_per_step_us is not None else "-"
+            site = c.callsite.replace("profplug.", "")
+            w(f"{_clip(site, 48):<48} {c.count:>6} {_num(c.idle_caused_us):>11} "
+              f"{per:>10}\n")
+            w(f"  {_clip(c.api, 76)}\n")
+    if r.skipped:
+        w("skipped events: " + ", ".join(f"{k}: {v}" for k, v in r.skipped.items()) + "\n")
+    for msg in r.warnings:
+        w(f"warning: {msg}\n")

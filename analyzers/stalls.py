@@ -1,0 +1,265 @@
+"""Stall attribution: every GPU idle gap of a rank, charged to exactly one cause.
+
+Definitions (times reported in microseconds, ``*_us``; computed in ns):
+
+- GPU work: kernels, memcpys, memsets. comm = NCCL/RCCL kernels, compute = the rest.
+- window: first GPU work start .. last GPU work end, per device.
+- busy: union of GPU work; ``comm_us`` = time with >= 1 comm kernel running,
+  ``compute_us`` = busy - comm. idle = window - busy; a gap = a maximal idle interval.
+- cause of a gap, by where its start falls (within ``tolerance_ns``):
+  ``device_sync`` if a host thread of the rank is inside a device-wide synchronize,
+  else ``event_sync`` if inside a narrower host-blocking wait, else ``host_bound`` if the
+  host was recorded but not blocked, else ``other`` (no host API activity recorded around
+  the gap: the reason is kept). The causes add up to idle exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import classify
+from .callsites import enclosing
+from .gaps import DeviceIntervals, device_intervals
+from .steps import StepStats, step_stats
+from .streamwait import StreamWaitStat, stream_waits
+from .timeline import Timeline
+
+CAUSES = ("device_sync", "event_sync", "host_bound", "other")
+C_DEVICE, C_EVENT, C_HOST, C_OTHER = range(4)
+DEFAULT_TOLERANCE_NS = 2_000
+
+
+@dataclass
+class StallOptions:
+    tolerance_ns: int = DEFAULT_TOLERANCE_NS  # clock slack between host and GPU timestamps
+
+
+@dataclass
+class DeviceStalls:
+    device: int
+    window_us: float
+    busy_us: float
+    compute_us: float
+    comm_us: float
+    idle_us: float
+    idle_by_cause_us: dict[str, float]
+    n_gaps: int
+
+
+@dataclass
+class SyncStat:
+    api: str
+    kind: str  # device | event | stream_wait
+    count: int
+    host_blocked_us: float
+    host_blocked_p50_us: float
+    host_blocked_p99_us: float
+    idle_caused_us: float
+
+
+@dataclass
+class CallsiteStat:
+    callsite: str
+    api: str
+    count: int
+    idle_caused_us: float
+    host_blocked_us: float
+    idle_per_step_us: float | None
+
+
+@dataclass
+class Gaps:
+    """Every idle gap of a rank (columnar): start/end ns, device, cause id, charged call."""
+
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    device: np.ndarray
+    cause: np.ndarray  # index into CAUSES
+    call: np.ndarray  # index into the rank's sync calls, -1 none
+
+
+@dataclass
+class RankStalls:
+    rank: int
+    source: str
+    files: list[str]
+    rank_rule: str
+    devices: list[DeviceStalls]
+    syncs: list[SyncStat]
+    callsites: list[CallsiteStat]
+    stream_waits: list[StreamWaitStat]
+    steps: StepStats | None
+    other_reasons: dict[str, int]
+    warnings: list[str]
+    skipped: dict[str, int]
+    gaps: Gaps
+    call_api: list[str] = field(default_factory=list)  # per sync call: API name
+    call_site: list[str] = field(default_factory=list)  # per sync call: call site
+
+    def total(self, name: str) -> float:
+        return float(sum(getattr(d, name) for d in self.devices))
+
+    def idle_by_cause_us(self) -> dict[str, float]:
+        return {c: float(sum(d.idle_by_cause_us[c] for d in self.devices)) for c in CAUSES}
+
+    @property
+    def stream_wait_us(self) -> float:
+        return float(sum(s.stall_us for s in self.stream_waits))
+
+    @property
+    def has_gpu_work(self) -> bool:
+        return bool(self.devices)
+
+
+def _us(ns: float | int | np.integer) -> float:
+    return round(float(ns) / 1000.0, 3)
+
+
+def _match_calls(gap_start: np.ndarray, c_start: np.ndarray, c_end: np.ndarray, tol: int
+                 ) -> np.ndarray:
+    """Per gap, the index of a call whose [start-tol, end+tol] holds the gap start, else -1.
+
+    Among several, the latest-starting one. Calls need not be sorted.
+    """
+    out = np.full(gap_start.size, -1, dtype=np.int64)
+    if c_start.size == 0 or gap_start.size == 0:
+        return out
+    order = np.argsort(c_start, kind="stable")
+    s, e = c_start[order], c_end[order]
+    reach = np.maximum.accumulate(e)
+    i = np.searchsorted(s, gap_start + tol, side="right") - 1
+    ok = i >= 0
+    ii = np.where(ok, i, 0)
+    covered = ok & (reach[ii] + tol >= gap_start)
+    direct = covered & (e[ii] + tol >= gap_start)
+    out[direct] = order[ii[direct]]
+    for g in np.nonzero(covered & ~direct)[0]:  # an earlier, longer call holds it (rare)
+        k = int(ii[g])
+        while k >= 0 and e[k] + tol < gap_start[g]:
+            k -= 1
+        out[g] = order[k] if k >= 0 else -1
+    return out
+
+
+def analyze_rank(tl: Timeline, options: StallOptions | None = None) -> RankStalls:
+    """Attribute every idle gap of one rank's timeline (see the module docstring)."""
+    opt = options or StallOptions()
+    tol = int(opt.tolerance_ns)
+    kinds = classify.kinds_for_symbols(tl.names)
+    comm_sym = classify.comm_for_symbols(tl.names)
+    api_kind = kinds[tl.api_name] if tl.api_name.size else np.zeros(0, dtype=np.int8)
+    sync_idx = np.nonzero((api_kind == classify.DEVICE) | (api_kind == classify.EVENT))[0]
+    c_start, c_end = tl.api_start_ns[sync_idx], tl.api_end_ns[sync_idx]
+    c_kind = api_kind[sync_idx]
+    dev_calls = np.nonzero(c_kind == classify.DEVICE)[0]
+    evt_calls = np.nonzero(c_kind == classify.EVENT)[0]
+    host_lo = int(tl.api_start_ns.min()) if tl.api_start_ns.size else None
+    host_hi = int(tl.api_end_ns.max()) if tl.api_end_ns.size else None
+
+    devices: list[DeviceStalls] = []
+    per_dev_intervals: dict[int, DeviceIntervals] = {}
+    g_parts: list[tuple[np.ndarray, ...]] = []
+    other_reasons: dict[str, int] = {}
+    for dev in tl.devices():
+        sel = tl.gpu_device == dev
+        s, e = tl.gpu_start_ns[sel], tl.gpu_end_ns[sel]
+        iv = device_intervals(s, e)
+        per_dev_intervals[dev] = iv
+        is_comm = comm_sym[tl.gpu_name[sel]]
+        comm_busy = device_intervals(s[is_comm], e[is_comm]).busy_ns if is_comm.any() else 0
+        gs, ge = iv.gap_start_ns, iv.gap_end_ns
+        cause = np.full(gs.size, C_HOST, dtype=np.int8)
+        call = np.full(gs.size, -1, dtype=np.int64)
+        m_dev = _match_calls(gs, c_start[dev_calls], c_end[dev_calls], tol)
+        hit = m_dev >= 0
+        cause[hit], call[hit] = C_DEVICE, dev_calls[m_dev[hit]]
+        m_evt = _match_calls(gs, c_start[evt_calls], c_end[evt_calls], tol)
+        hit2 = (~hit) & (m_evt >= 0)
+        cause[hit2], call[hit2] = C_EVENT, evt_calls[m_evt[hit2]]
+        rest = cause == C_HOST
+        if host_lo is None:
+            cause[rest] = C_OTHER
+            if rest.any():
+                other_reasons["no host API calls in the trace"] = int(rest.sum())
+        else:
+            outside = rest & ((gs < host_lo - tol) | (gs > host_hi + tol))
+            cause[outside] = C_OTHER
+            if outside.any():
+                other_reasons["gap outside the host trace's time span"] = int(outside.sum())
+        dur = ge - gs
+        by_cause = {c: _us(dur[cause == k].sum()) for k, c in enumerate(CAUSES)}
+        devices.append(DeviceStalls(
+            device=dev, window_us=_us(iv.window_ns), busy_us=_us(iv.busy_ns),
+            compute_us=_us(iv.busy_ns - comm_busy), comm_us=_us(comm_busy),
+            idle_us=_us(iv.window_ns - iv.busy_ns), idle_by_cause_us=by_cause,
+            n_gaps=int(gs.size)))
+        g_parts.append((gs, ge, np.full(gs.size, dev, dtype=np.int64), cause, call))
+
+    if g_parts:
+        gaps = Gaps(*(np.concatenate([p[i] for p in g_parts]) for i in range(5)))
+    else:
+        z = np.zeros(0, dtype=np.int64)
+        gaps = Gaps(z, z, z, z.astype(np.int8), z)
+
+    call_api = [tl.names[n] for n in tl.api_name[sync_idx]]
+    call_site = enclosing(tl, c_start, c_end, tl.api_tid[sync_idx])
+    idle_per_call = np.zeros(sync_idx.size, dtype=np.int64)
+    charged = gaps.call >= 0
+    np.add.at(idle_per_call, gaps.call[charged], (gaps.end_ns - gaps.start_ns)[charged])
+
+    steps = step_stats(tl, gaps, per_dev_intervals, CAUSES)
+    n_steps = steps.n_steps if steps and steps.n_steps else None
+    syncs = _sync_stats(tl, api_kind, call_api, c_start, c_end, c_kind, idle_per_call)
+    callsites = _callsite_stats(call_api, call_site, c_start, c_end, idle_per_call, n_steps)
+    waits = stream_waits(tl, per_dev_intervals)
+    return RankStalls(
+        rank=tl.rank, source=tl.source, files=list(tl.files), rank_rule=tl.rank_rule,
+        devices=devices, syncs=syncs, callsites=callsites, stream_waits=waits, steps=steps,
+        other_reasons=other_reasons, warnings=list(tl.warnings), skipped=dict(tl.skipped),
+        gaps=gaps, call_api=call_api, call_site=call_site)
+
+
+def _pct(x: np.ndarray, q: float) -> float:
+    return _us(np.percentile(x, q)) if x.size else 0.0
+
+
+def _sync_stats(tl: Timeline, api_kind: np.ndarray, call_api: list[str], c_start: np.ndarray,
+                c_end: np.ndarray, c_kind: np.ndarray, idle_per_call: np.ndarray
+                ) -> list[SyncStat]:
+    out: list[SyncStat] = []
+    names = np.array([classify.base_name(a) for a in call_api], dtype=object)
+    for api in sorted(set(names.tolist())):
+        sel = names == api
+        blocked = (c_end - c_start)[sel]
+        kind = classify.KIND_LABELS[int(c_kind[sel][0])]
+        out.append(SyncStat(api, kind, int(sel.sum()), _us(blocked.sum()), _pct(blocked, 50),
+                            _pct(blocked, 99), _us(idle_per_call[sel].sum())))
+    # Non-blocking stream waits: counted here, their stall is in stream_waits.
+    sw = np.nonzero(api_kind == classify.STREAM_WAIT)[0]
+    if sw.size:
+        sw_names = [classify.base_name(tl.names[n]) for n in tl.api_name[sw]]
+        for api in sorted(set(sw_names)):
+            sel = np.array([n == api for n in sw_names])
+            d = (tl.api_end_ns[sw] - tl.api_start_ns[sw])[sel]
+            out.append(SyncStat(api, "stream_wait", int(sel.sum()), _us(d.sum()), _pct(d, 50),
+                                _pct(d, 99), 0.0))
+    out.sort(key=lambda s: (-s.idle_caused_us, -s.host_blocked_us, s.api))
+    return out
+
+
+def _callsite_stats(call_api: list[str], call_site: list[str], c_start: np.ndarray,
+                    c_end: np.ndarray, idle_per_call: np.ndarray, n_steps: int | None
+                    ) -> list[CallsiteStat]:
+    agg: dict[tuple[str, str], list[int]] = {}
+    for i, (api, site) in enumerate(zip(call_api, call_site, strict=True)):
+        a = agg.setdefault((site, classify.base_name(api)), [0, 0, 0])
+        a[0] += 1
+        a[1] += int(idle_per_call[i])
+        a[2] += int(c_end[i] - c_start[i])
+    out = [CallsiteStat(site, api, n, _us(idle), _us(blk),
+                        _us(idle / n_steps) if n_steps else None)
+           for (site, api), (n, idle, blk) in agg.items()]
+    out.sort(key=lambda c: (-c.idle_caused_us, -c.count, c.callsite))
+    return out

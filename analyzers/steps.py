@@ -1,0 +1,87 @@
+"""Per-step view: step time and idle by cause per step (times in us).
+
+A step is a host range (``ProfilerStep#N`` or ``profplug.step``). Its GPU span runs from the
+first GPU op it launched (matched by correlation id) to the first op the next step
+launched; the last step's span ends when its last op ends. A step that launched no GPU work
+is incomplete and dropped (say, the profiler stopped inside it). Each idle gap belongs to
+the step whose span holds the gap's start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .timeline import Timeline
+
+if TYPE_CHECKING:
+    from .gaps import DeviceIntervals
+    from .stalls import Gaps
+
+
+@dataclass
+class StepStats:
+    n_steps: int  # complete steps
+    n_dropped: int  # incomplete steps left out
+    step_us_mean: float  # host duration of a step
+    step_us_p50: float
+    step_us: list[float]  # per complete step
+    step_numbers: list[int]
+    idle_per_step_us: dict[str, float]  # mean idle per complete step, by cause
+    gpu_span_us_mean: float  # mean GPU span of a step
+
+
+def launch_times(tl: Timeline) -> np.ndarray:
+    """Per GPU op, the start of the host call that launched it (its own start if unknown)."""
+    out = tl.gpu_start_ns.copy()
+    if tl.api_corr.size == 0 or tl.gpu_corr.size == 0:
+        return out
+    order = np.argsort(tl.api_corr, kind="stable")
+    sc = tl.api_corr[order]
+    pos = np.minimum(np.searchsorted(sc, tl.gpu_corr), sc.size - 1)
+    ok = (sc[pos] == tl.gpu_corr) & (tl.gpu_corr >= 0)
+    out[ok] = tl.api_start_ns[order[pos[ok]]]
+    return out
+
+
+def step_stats(tl: Timeline, gaps: Gaps, intervals: dict[int, DeviceIntervals],
+               causes: Sequence[str]) -> StepStats | None:
+    if tl.step_start_ns.size == 0 or tl.n_gpu == 0:
+        return None
+    order = np.argsort(tl.step_start_ns, kind="stable")
+    st_s, st_e, st_n = tl.step_start_ns[order], tl.step_end_ns[order], tl.step_num[order]
+    launch = launch_times(tl)
+    step_of_op = np.searchsorted(st_s, launch, side="right") - 1
+    inside = (step_of_op >= 0) & (launch <= st_e[np.maximum(step_of_op, 0)])
+    n = st_s.size
+    first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    last = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(first, step_of_op[inside], tl.gpu_start_ns[inside])
+    np.maximum.at(last, step_of_op[inside], tl.gpu_end_ns[inside])
+    complete = first < np.iinfo(np.int64).max
+    idx = np.nonzero(complete)[0]
+    if idx.size == 0:
+        return StepStats(0, int(n), 0.0, 0.0, [], [], {c: 0.0 for c in causes}, 0.0)
+    span_s = first[idx]
+    span_e = np.append(first[idx][1:], last[idx][-1])
+    span_e = np.maximum(span_e, span_s)
+    gs = gaps.start_ns
+    k = np.searchsorted(span_s, gs, side="right") - 1
+    in_step = (k >= 0) & (gs < span_e[np.maximum(k, 0)])
+    dur = gaps.end_ns - gaps.start_ns
+    per_cause = {}
+    for ci, c in enumerate(causes):
+        sel = in_step & (gaps.cause == ci)
+        per_cause[c] = round(float(dur[sel].sum()) / 1000.0 / idx.size, 3)
+    step_ns = (st_e - st_s)[idx]
+    return StepStats(
+        n_steps=int(idx.size), n_dropped=int(n - idx.size),
+        step_us_mean=round(float(step_ns.mean()) / 1000.0, 3),
+        step_us_p50=round(float(np.median(step_ns)) / 1000.0, 3),
+        step_us=[round(float(x) / 1000.0, 3) for x in step_ns],
+        step_numbers=[int(x) for x in st_n[idx]],
+        idle_per_step_us=per_cause,
+        gpu_span_us_mean=round(float((span_e - span_s).mean()) / 1000.0, 3))

@@ -1,0 +1,83 @@
+"""``profplug report PATH...``: the per-rank stall report of Kineto or Nsight traces."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from profplug.errors import ProfplugError
+
+from .main import app
+
+
+def _write(text: str, output: Path | None) -> None:
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        output.write_text(text)
+    except OSError as exc:
+        raise ProfplugError(f"{output}: cannot write ({exc.strerror or exc})") from None
+
+
+def write_html(rep: object, html: Path) -> None:
+    try:
+        from profplug.analyzers.render.html import render_html
+    except ImportError:
+        print("profplug: HTML report not available in this version", file=sys.stderr)
+        return
+    buf = io.StringIO()
+    render_html(rep, buf)  # type: ignore[arg-type]
+    _write(buf.getvalue(), html)
+    print(f"profplug: wrote {html}", file=sys.stderr)
+
+
+def print_report(paths: list[Path], html: Path | None = None, fmt: str = "table",
+                 output: Path | None = None, tolerance_us: float = 2.0,
+                 strict: bool = False, jobs: int | None = None) -> int:
+    """Analyze ``paths`` and print (or write) the report; returns the exit code."""
+    from profplug.analyzers.render import RENDERERS
+    from profplug.analyzers.report import analyze
+    from profplug.analyzers.stalls import StallOptions
+
+    if fmt not in RENDERERS:
+        raise ProfplugError(f"unknown format {fmt!r} (choose from {', '.join(RENDERERS)})")
+    rep = analyze(paths, StallOptions(tolerance_ns=round(tolerance_us * 1000)), jobs=jobs)
+    buf = io.StringIO()
+    RENDERERS[fmt](rep, buf)
+    _write(buf.getvalue(), output)
+    if html is not None:
+        write_html(rep, html)
+    problems = [f"rank {r.rank}: {w}" for r in rep.ranks for w in r.warnings]
+    if fmt != "table":
+        for p in problems:
+            print(f"profplug: warning: {p}", file=sys.stderr)
+    if strict and (problems or any(r.skipped for r in rep.ranks)):
+        print("profplug: --strict: the traces had warnings or skipped events", file=sys.stderr)
+        return 1
+    return 0
+
+
+@app.command()
+def report(
+    paths: Annotated[list[Path], typer.Argument(help="Trace files or directories (one rank "
+                                                     "per Kineto file; Nsight: all ranks).")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table | json | csv")] = "table",
+    output: Annotated[Path | None, typer.Option("-o", "--output",
+                                                help="Write the report here.")] = None,
+    html: Annotated[Path | None, typer.Option("--html", help="Also write an HTML report.")
+                    ] = None,
+    tolerance_us: Annotated[float, typer.Option(
+        "--tolerance-us", help="Clock slack when matching a gap to a sync call.")] = 2.0,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Exit 1 if any trace was truncated or had skipped events.")] = False,
+    jobs: Annotated[int | None, typer.Option("--jobs", "-j", help="Parallel parsers.")] = None,
+) -> None:
+    """Per-rank GPU idle time by cause, sync API and call site."""
+    code = print_report(paths, html, fmt, output, tolerance_us, strict, jobs)
+    if code:
+        raise typer.Exit(code)

@@ -1,0 +1,1 @@
+"""Per-rank profiling session: bootstrap at interpreter start-up (sitecustomize)."""

@@ -97,6 +97,7 @@ class RankStalls:
     gaps: Gaps
     call_api: list[str] = field(default_factory=list)  # per sync call: API name
     call_site: list[str] = field(default_factory=list)  # per sync call: call site
+    windows_ns: dict[int, tuple[int, int]] = field(default_factory=dict)  # device: GPU window
 
     def total(self, name: str) -> float:
         return float(sum(getattr(d, name) for d in self.devices))
@@ -218,7 +219,9 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None) -> RankStall
         rank=tl.rank, source=tl.source, files=list(tl.files), rank_rule=tl.rank_rule,
         devices=devices, syncs=syncs, callsites=callsites, stream_waits=waits, steps=steps,
         other_reasons=other_reasons, warnings=list(tl.warnings), skipped=dict(tl.skipped),
-        gaps=gaps, call_api=call_api, call_site=call_site)
+        gaps=gaps, call_api=call_api, call_site=call_site,
+        windows_ns={d: (iv.window_start_ns, iv.window_end_ns)
+                    for d, iv in per_dev_intervals.items()})
 
 
 def _pct(x: np.ndarray, q: float) -> float:

@@ -1,0 +1,80 @@
+"""Terminal table of a comparison: per rank, both runs and the delta (b - a), 80 columns.
+
+Times in us; idle by cause per step when both runs have steps, else over the whole window.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TextIO
+
+from ..stalls import CAUSES
+
+if TYPE_CHECKING:
+    from ..compare import Comparison, RankComparison, RankSide
+
+LABEL_W = 14
+
+
+def _n(x: float | None, count: bool = False) -> str:
+    if x is None:
+        return "-"
+    return f"{int(x):,}" if count else f"{x:,.1f}"
+
+
+def _d(x: float | None, count: bool = False) -> str:
+    if x is None:
+        return "-"
+    return f"{int(x):+,}" if count else f"{x:+,.1f}"
+
+
+def _clip(s: str, n: int) -> str:
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def _rows(rc: RankComparison) -> list[tuple[str, float | None, float | None, float | None]]:
+    a, b = rc.a, rc.b
+    per_step = (a is not None and b is not None and a.idle_per_step_us is not None
+                and b.idle_per_step_us is not None)
+
+    def get(side: RankSide | None, key: str) -> float | None:
+        if side is None:
+            return None
+        if key == "step_us":
+            return side.step_us
+        if key.startswith("idle:"):
+            c = key[5:]
+            if per_step and side.idle_per_step_us is not None:
+                return side.idle_per_step_us[c]
+            return side.idle_by_cause_us[c]
+        if key.startswith("n:"):
+            return float(side.sync_counts.get(key[2:], 0))
+        return float(getattr(side, key))
+
+    unit = "/step" if per_step else " total"
+    spec = [("step us", "step_us"), ("window us", "window_us"), ("idle us", "idle_us")]
+    spec += [(f"{c}{unit}", f"idle:{c}") for c in CAUSES]
+    spec += [("stream wait us", "stream_wait_us"), ("host blocked us", "host_blocked_us"),
+             ("device syncs", "n:device"), ("event syncs", "n:event"),
+             ("stream waits", "n:stream_wait")]
+    out = []
+    for label, key in spec:
+        va, vb = get(a, key), get(b, key)
+        out.append((label, va, vb, None if va is None or vb is None else vb - va))
+    return out
+
+
+def render_compare_table(cmp: Comparison, out: TextIO) -> None:
+    w = out.write
+    la, lb = _clip(cmp.label_a, LABEL_W), _clip(cmp.label_b, LABEL_W)
+    w(f"profplug compare · A = {cmp.label_a} · B = {cmp.label_b}\n")
+    w("times in us; delta = B - A; idle by cause per step when both runs have steps\n")
+    w("\nverdict per rank\n")
+    for rc in cmp.ranks:
+        w(f"  rank {rc.rank}: {rc.verdict(cmp.label_a, cmp.label_b)}\n")
+    for rc in cmp.ranks:
+        w(f"\n── rank {rc.rank} " + "─" * (80 - 9 - len(str(rc.rank))) + "\n")
+        w(f"{'':<22} {la:>{LABEL_W}} {lb:>{LABEL_W}} {'delta':>{LABEL_W}}\n")
+        for label, va, vb, d in _rows(rc):
+            c = label.endswith(("syncs", "waits"))
+            w(f"{label:<22} {_n(va, c):>{LABEL_W}} {_n(vb, c):>{LABEL_W}} "
+              f"{_d(d, c):>{LABEL_W}}\n")

@@ -6,7 +6,10 @@ import gzip
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from profplug.analyzers.report import Report
 
 BASE_NS = 1_764_000_000_000_000_000
 
@@ -80,3 +83,28 @@ class KinetoTrace:
             data = gzip.compress(data)
         path.write_bytes(data)
         return path
+
+
+def mixed_trace(epoch_us: bool = False) -> KinetoTrace:
+    """One gap of each host cause: device_sync 6 us, host_bound 5 us, event_sync 3 us."""
+    t = KinetoTrace(rank=0, epoch_us=epoch_us)
+    t.launch(0, 0, 10)  # GPU busy 0-10
+    t.annotation("profplug.recv_from_prev_pipeline_rank_", 4, 10)
+    t.annotation("profplug.sync.device", 5, 8)
+    t.runtime("cudaDeviceSynchronize", 5, 7)  # host blocked 5-12; GPU idles from 10
+    t.launch(15, 16, 4)  # gap 10-16 -> device_sync
+    t.launch(20, 25, 5)  # gap 20-25 -> host_bound
+    t.runtime("cudaStreamSynchronize", 28, 3)  # host blocked 28-31; GPU idles from 30
+    t.launch(32, 33, 2)  # gap 30-33 -> event_sync
+    return t
+
+
+def check_sums(rep: Report) -> None:
+    """The invariants every report must satisfy."""
+    import pytest
+
+    for r in rep.ranks:
+        for d in r.devices:
+            assert sum(d.idle_by_cause_us.values()) == pytest.approx(d.idle_us, abs=1e-6)
+            assert d.busy_us + d.idle_us == pytest.approx(d.window_us, abs=1e-6)
+            assert d.compute_us + d.comm_us == pytest.approx(d.busy_us, abs=1e-6)

@@ -16,7 +16,7 @@ import gzip
 import re
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -47,21 +47,24 @@ STEP_NAMES = frozenset({"profplug.step"})
 RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
 
 
+Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+
+
 class Args(msgspec.Struct):
-    correlation: int | None = None
-    stream: int | None = None
-    device: int | None = None
-    cuda_sync_kind: str | None = msgspec.field(name="cuda_sync_kind", default=None)
-    wait_on_stream: int | None = None
-    wait_on_cuda_event_record_corr_id: int | None = None
+    correlation: Int64 | None = None
+    stream: Int64 | None = None
+    device: Int64 | None = None
+    cuda_sync_kind: str | None = None
+    wait_on_stream: Int64 | None = None
+    wait_on_cuda_event_record_corr_id: Int64 | None = None
 
 
 class Event(msgspec.Struct):
     ph: str = ""
     cat: str = ""
     name: str = ""
-    pid: int | str = -1
-    tid: int | str = -1
+    pid: Int64 | str = -1
+    tid: Int64 | str = -1
     ts: float | None = None
     dur: float | None = None
     args: Args | None = None
@@ -282,7 +285,11 @@ def _to_timeline(path: Path, header: Header, events: list[Event], *, file_index:
         if dur < 0 or dur > MAX_EVENT_DUR_US:
             skip("negative or absurd duration")
             continue
-        start = round(ts * 1000.0) + offset
+        if relative:
+            start = round(ts * 1000.0) + offset
+        else:  # epoch us: keep ns exact beyond float64's 2**53
+            whole = int(ts)
+            start = whole * 1000 + round((ts - whole) * 1000.0)
         end = start + round(dur * 1000.0)
         cat = e.cat.lower()
         args = e.args

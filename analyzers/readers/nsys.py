@@ -1,0 +1,340 @@
+"""Nsight Systems reader: SQLite export -> one :class:`Timeline` per process with CUDA work.
+
+Times in the export are integer nanoseconds already (one clock for every process).
+SQLite does the scanning: each table is read with one SELECT of integer columns straight
+into numpy arrays; only NVTX text and the few distinct names become Python strings.
+
+Mapping (see docs/nsight.md):
+
+- ``CUPTI_ACTIVITY_KIND_RUNTIME`` -> ``api_*``; pid = (globalTid >> 24) & 0xFFFFFF,
+  tid = globalTid & 0xFFFFFF; names via ``StringIds`` (suffixes like ``_v3020`` kept).
+- ``..._KERNEL`` / ``..._MEMCPY`` / ``..._MEMSET`` -> ``gpu_*``; pid from globalPid.
+  correlationId is unique per process only: each process becomes its own Timeline, so
+  runtime call and GPU op meet on (pid, correlationId).
+- ``..._SYNCHRONIZATION`` -> ``gsync_*``; a stream wait (syncType 2) is linked to the
+  awaited event record through ``CUPTI_ACTIVITY_KIND_CUDA_EVENT`` (same process and
+  eventId, the latest record with a smaller correlationId), when that table exists.
+- ``NVTX_EVENTS`` push/pop (59) and start/end (60) ranges -> ``ann_*`` (text or textId);
+  ``profplug.step`` ranges -> ``step_*``; marks (34) ``profplug.rank R`` give ranks.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+
+from profplug.ranges import STEP, parse_rank_mark
+
+from ...errors import TraceError
+from ..timeline import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, Timeline
+from .nsys_source import Export, open_export, sqlite_file
+
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
+SYNC = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+CUDA_EVENT = "CUPTI_ACTIVITY_KIND_CUDA_EVENT"
+NVTX = "NVTX_EVENTS"
+
+NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND = 34, 59, 60
+# ENUM_CUDA_MEMCPY_OPER, as Nsight labels copies.
+COPY_KINDS = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD",
+              7: "DtoA", 8: "DtoD", 9: "HtoH", 10: "PtoP"}
+MEMSET_NAME = "[CUDA memset]"
+STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+RULE_MARK = "NVTX mark profplug.rank"
+RULE_ORDER = "CUDA device order, then process id (no profplug.rank mark)"
+I64 = np.int64
+
+
+def _pid(g: np.ndarray) -> np.ndarray:
+    return (g >> 24) & 0xFFFFFF
+
+
+def _fetch(conn: sqlite3.Connection, sql: str, ncols: int) -> list[np.ndarray]:
+    """Run ``sql`` (integer columns, no NULLs) into ``ncols`` int64 arrays."""
+    cur = conn.execute(sql)
+    flat = np.fromiter(itertools.chain.from_iterable(cur), dtype=I64)
+    a = flat.reshape(-1, ncols)
+    return [np.ascontiguousarray(a[:, i]) for i in range(ncols)]
+
+
+def _empty(n: int) -> list[np.ndarray]:
+    return [np.zeros(0, dtype=I64) for _ in range(n)]
+
+
+class _Symbols:
+    """One name table for the file: StringIds ids and literal strings -> symbol index."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.names: list[str] = []
+        self._ids: dict[str, int] = {}
+
+    def sym(self, s: str) -> int:
+        i = self._ids.get(s)
+        if i is None:
+            i = self._ids[s] = len(self.names)
+            self.names.append(s)
+        return i
+
+    def from_string_ids(self, ids: np.ndarray) -> np.ndarray:
+        """StringIds ids -> symbol indices (unknown ids become ``<string id N>``)."""
+        if ids.size == 0:
+            return np.zeros(0, dtype=np.int32)
+        uids, inv = np.unique(ids, return_inverse=True)
+        values: dict[int, str] = {}
+        u = [int(x) for x in uids]
+        for k in range(0, len(u), 500):
+            chunk = u[k:k + 500]
+            q = f"SELECT id, value FROM StringIds WHERE id IN ({','.join('?' * len(chunk))})"
+            values.update((int(i), str(v)) for i, v in self.conn.execute(q, chunk))
+        table = np.array([self.sym(values.get(i, f"<string id {i}>")) for i in u],
+                         dtype=np.int32)
+        return table[inv]
+
+    def from_texts(self, texts: list[str | None]) -> np.ndarray:
+        return np.fromiter((self.sym(t if t is not None else "<no text>") for t in texts),
+                           dtype=np.int32, count=len(texts))
+
+
+def _read_runtime(ex: Export, syms: _Symbols) -> dict[str, np.ndarray]:
+    if not ex.has(RUNTIME):
+        s, e, g, c, n = _empty(5)
+    else:
+        s, e, g, c, n = _fetch(ex.conn, f'SELECT start, "end", COALESCE(globalTid, 0), '
+                               f"COALESCE(correlationId, -1), nameId FROM {RUNTIME}", 5)
+    return {"start": s, "end": e, "pid": _pid(g), "tid": g & 0xFFFFFF, "corr": c,
+            "name": syms.from_string_ids(n)}
+
+
+def _gpu_sql(ex: Export, table: str, extra: str) -> str:
+    gpid = "COALESCE(globalPid, 0)" if ex.has(table, "globalPid") else "0"
+    return (f'SELECT start, "end", deviceId, streamId, COALESCE(correlationId, -1), {gpid}, '
+            f"{extra} FROM {table}")
+
+
+def _read_gpu(ex: Export, syms: _Symbols) -> dict[str, np.ndarray]:
+    parts: list[tuple[list[np.ndarray], int, np.ndarray]] = []
+    if ex.has(KERNEL):
+        col = next((c for c in ("demangledName", "shortName", "mangledName")
+                    if ex.has(KERNEL, c)), None)
+        if col is None:
+            raise TraceError(f"{ex.path}: {KERNEL} has no kernel name column")
+        cols = _fetch(ex.conn, _gpu_sql(ex, KERNEL, col), 7)
+        parts.append((cols[:6], KIND_KERNEL, syms.from_string_ids(cols[6])))
+    if ex.has(MEMCPY):
+        kind = "COALESCE(copyKind, 0)" if ex.has(MEMCPY, "copyKind") else "0"
+        cols = _fetch(ex.conn, _gpu_sql(ex, MEMCPY, kind), 7)
+        lut = np.array([syms.sym(f"[CUDA memcpy {COPY_KINDS.get(k, 'Unknown')}]")
+                        for k in range(max(COPY_KINDS) + 2)], dtype=np.int32)
+        parts.append((cols[:6], KIND_MEMCPY, lut[np.clip(cols[6], 0, lut.size - 1)]))
+    if ex.has(MEMSET):
+        cols = _fetch(ex.conn, _gpu_sql(ex, MEMSET, "0"), 7)
+        parts.append((cols[:6], KIND_MEMSET,
+                      np.full(cols[0].size, syms.sym(MEMSET_NAME), dtype=np.int32)))
+    if not parts:
+        z = _empty(6)
+        return {"start": z[0], "end": z[1], "device": z[2], "stream": z[3], "corr": z[4],
+                "pid": z[5], "kind": np.zeros(0, np.int8), "name": np.zeros(0, np.int32)}
+    cat = [np.concatenate([p[0][i] for p in parts]) for i in range(6)]
+    return {"start": cat[0], "end": cat[1], "device": cat[2], "stream": cat[3],
+            "corr": cat[4], "pid": _pid(cat[5]),
+            "kind": np.concatenate([np.full(p[0][0].size, p[1], np.int8) for p in parts]),
+            "name": np.concatenate([p[2] for p in parts])}
+
+
+def _read_sync(ex: Export) -> dict[str, np.ndarray]:
+    if not ex.has(SYNC):
+        z = _empty(8)
+    else:
+        ev = "COALESCE(eventId, -1)" if ex.has(SYNC, "eventId") else "-1"
+        gpid = "COALESCE(globalPid, 0)" if ex.has(SYNC, "globalPid") else "0"
+        z = _fetch(ex.conn, f'SELECT start, "end", deviceId, streamId, '
+                   f"COALESCE(correlationId, -1), {gpid}, syncType, {ev} FROM {SYNC}", 8)
+    d = dict(zip(("start", "end", "device", "stream", "corr", "pid", "kind", "event"), z,
+                 strict=True))
+    d["pid"] = _pid(d["pid"])
+    d["wait_stream"], d["wait_corr"] = _link_waits(ex, d)
+    return d
+
+
+def _link_waits(ex: Export, d: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Per sync row, the awaited event record's (stream, correlationId); -1 when unknown."""
+    n = d["start"].size
+    ws, wc = np.full(n, -1, dtype=I64), np.full(n, -1, dtype=I64)
+    if n == 0 or not all(ex.has(CUDA_EVENT, c) for c in ("eventId", "streamId",
+                                                          "correlationId", "globalPid")):
+        return ws, wc
+    gp, eid, est, ecorr = _fetch(ex.conn, "SELECT COALESCE(globalPid, 0), eventId, streamId, "
+                                 f"COALESCE(correlationId, -1) FROM {CUDA_EVENT}", 4)
+    epid = _pid(gp)
+    # One sortable key per (pid, eventId, corr): pid 24 bits, eventId 20, corr 20 would be too
+    # tight, so sort lexicographically and search within each (pid, eventId) block.
+    order = np.lexsort((ecorr, eid, epid))
+    epid, eid, est, ecorr = epid[order], eid[order], est[order], ecorr[order]
+    key = np.stack([epid, eid], axis=1)
+    blocks: dict[tuple[int, int], tuple[int, int]] = {}
+    if key.shape[0]:
+        brk = np.nonzero(np.any(key[1:] != key[:-1], axis=1))[0] + 1
+        starts = np.concatenate([[0], brk])
+        ends = np.concatenate([brk, [key.shape[0]]])
+        for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+            blocks[(int(epid[a]), int(eid[a]))] = (a, b)
+    for i in np.nonzero((d["event"] >= 0) & (d["corr"] >= 0))[0]:
+        blk = blocks.get((int(d["pid"][i]), int(d["event"][i])))
+        if blk is None:
+            continue
+        a, b = blk
+        j = a + int(np.searchsorted(ecorr[a:b], d["corr"][i], side="left")) - 1
+        if j >= a:
+            ws[i], wc[i] = est[j], ecorr[j]
+    return ws, wc
+
+
+def _read_nvtx(ex: Export, syms: _Symbols) -> tuple[dict[str, np.ndarray], dict[int, int]]:
+    """NVTX ranges (columns) and rank marks (pid -> rank)."""
+    marks: dict[int, int] = {}
+    if not ex.has(NVTX):
+        z = _empty(4)
+        return {"start": z[0], "end": z[1], "pid": z[2], "tid": z[3],
+                "name": np.zeros(0, np.int32)}, marks
+    text = "n.text" if ex.has(NVTX, "text") else "NULL"
+    join = ""
+    if ex.has(NVTX, "textId"):
+        text = f"COALESCE({text}, s.value)"
+        join = "LEFT JOIN StringIds s ON s.id = n.textId"
+    rows = ex.conn.execute(
+        f'SELECT n.start, COALESCE(n."end", -1), COALESCE(n.globalTid, 0), n.eventType, {text} '
+        f"FROM {NVTX} n {join} WHERE n.eventType IN ({NVTX_MARK}, {NVTX_PUSHPOP}, "
+        f"{NVTX_STARTEND})").fetchall()
+    s = np.fromiter((r[0] for r in rows), dtype=I64, count=len(rows))
+    e = np.fromiter((r[1] for r in rows), dtype=I64, count=len(rows))
+    g = np.fromiter((r[2] for r in rows), dtype=I64, count=len(rows))
+    et = np.fromiter((r[3] for r in rows), dtype=I64, count=len(rows))
+    pid = _pid(g)
+    for i in np.nonzero(et == NVTX_MARK)[0]:
+        t = rows[i][4]
+        r = parse_rank_mark(t) if isinstance(t, str) else None
+        if r is not None:
+            marks[int(pid[i])] = r
+    rng = np.nonzero((et != NVTX_MARK) & (e >= s))[0]
+    names = syms.from_texts([rows[i][4] for i in rng])
+    return {"start": s[rng], "end": e[rng], "pid": pid[rng], "tid": g[rng] & 0xFFFFFF,
+            "name": names}, marks
+
+
+def _assign_ranks(pids: list[int], gpu: dict[str, np.ndarray], marks: dict[int, int]
+                  ) -> dict[int, tuple[int, str]]:
+    """pid -> (rank, rule): marks first; the rest by CUDA device, then pid, on free ranks."""
+    out = {p: (marks[p], RULE_MARK) for p in pids if p in marks}
+    rest = [p for p in pids if p not in marks]
+
+    def first_device(p: int) -> int:
+        dev = gpu["device"][gpu["pid"] == p]
+        return int(dev.min()) if dev.size else 1 << 30
+
+    taken = {r for r, _ in out.values()}
+    free = (r for r in itertools.count() if r not in taken)
+    for p in sorted(rest, key=lambda p: (first_device(p), p)):
+        out[p] = (next(free), RULE_ORDER)
+    return out
+
+
+def _process_names(ex: Export) -> dict[int, str]:
+    if not (ex.has("PROCESSES", "pid") and ex.has("PROCESSES", "name")):
+        return {}
+    return {int(p): str(n) for p, n in ex.conn.execute("SELECT pid, name FROM PROCESSES")
+            if p is not None}
+
+
+def _timelines(ex: Export) -> list[Timeline]:
+    syms = _Symbols(ex.conn)
+    api = _read_runtime(ex, syms)
+    gpu = _read_gpu(ex, syms)
+    sync = _read_sync(ex)
+    ann, marks = _read_nvtx(ex, syms)
+    pids = sorted(set(np.unique(gpu["pid"]).tolist()) | set(marks))
+    if not pids:
+        raise TraceError(f"{ex.path}: no CUDA kernels, memcpys or memsets in this export "
+                         "(was it captured with -t cuda?)")
+    dropped = sorted(set(np.unique(api["pid"]).tolist()) - set(pids))
+    ranks = _assign_ranks(pids, gpu, marks)
+    pnames = _process_names(ex)
+    step_sym = syms.sym(STEP)
+    out: list[Timeline] = []
+    for p in pids:
+        rank, rule = ranks[p]
+        a, gm, sm, nm = (api["pid"] == p, gpu["pid"] == p, sync["pid"] == p, ann["pid"] == p)
+        tl = Timeline(
+            rank=rank, source="nsys", files=[str(ex.path)], rank_rule=rule, names=syms.names,
+            gpu_start_ns=gpu["start"][gm], gpu_end_ns=gpu["end"][gm],
+            gpu_device=gpu["device"][gm], gpu_stream=gpu["stream"][gm],
+            gpu_kind=gpu["kind"][gm], gpu_name=gpu["name"][gm], gpu_corr=gpu["corr"][gm],
+            api_start_ns=api["start"][a], api_end_ns=api["end"][a], api_tid=api["tid"][a],
+            api_name=api["name"][a], api_corr=api["corr"][a],
+            has_gpu_sync_records=ex.has(SYNC),
+            metadata={"pid": p, "process_name": pnames.get(p, ""),
+                      "schema_version": ex.schema_version, "meta_table": ex.meta_table,
+                      "nsys_version": ex.meta.get("EXPORT_PRODUCT_VERSION",
+                                                  ex.meta.get("NSYS_VERSION", ""))})
+        _fill_sync(tl, sync, sm)
+        _fill_ann(tl, ann, nm, step_sym)
+        if dropped and not out:
+            tl.warnings.append(f"processes without GPU work skipped: pid "
+                               f"{', '.join(map(str, dropped))}")
+        out.append(tl)
+    return out
+
+
+def _fill_sync(tl: Timeline, sync: dict[str, np.ndarray], sel: np.ndarray) -> None:
+    ok = sel & (sync["kind"] >= 1) & (sync["kind"] <= 4)
+    tl.skip("unknown SYNCHRONIZATION syncType", int((sel & ~ok).sum()))
+    tl.gsync_start_ns, tl.gsync_end_ns = sync["start"][ok], sync["end"][ok]
+    tl.gsync_kind = sync["kind"][ok].astype(np.int8)
+    tl.gsync_device, tl.gsync_stream = sync["device"][ok], sync["stream"][ok]
+    tl.gsync_corr = sync["corr"][ok]
+    tl.gsync_wait_stream, tl.gsync_wait_corr = sync["wait_stream"][ok], sync["wait_corr"][ok]
+
+
+def _fill_ann(tl: Timeline, ann: dict[str, np.ndarray], sel: np.ndarray, step_sym: int
+              ) -> None:
+    s, e, t, n = ann["start"][sel], ann["end"][sel], ann["tid"][sel], ann["name"][sel]
+    nums = {i: int(m.group(1)) for i, name in enumerate(tl.names)
+            if (m := STEP_RE.match(name))}
+    prof = np.isin(n, np.fromiter(nums, dtype=np.int32, count=len(nums)))
+    keep = ~prof
+    tl.ann_start_ns, tl.ann_end_ns, tl.ann_tid, tl.ann_name = s[keep], e[keep], t[keep], n[keep]
+    ours = np.nonzero(n == step_sym)[0]
+    ours = ours[np.argsort(s[ours], kind="stable")]
+    theirs = np.nonzero(prof)[0]
+    tl.step_start_ns = np.concatenate([s[ours], s[theirs]])
+    tl.step_end_ns = np.concatenate([e[ours], e[theirs]])
+    tl.step_num = np.concatenate([np.arange(ours.size, dtype=I64),
+                                  np.array([nums[int(x)] for x in n[theirs]], dtype=I64)])
+
+
+def read_nsys(path: str | Path, nsys: str | Path | None = None) -> list[Timeline]:
+    """Read an Nsight Systems export (``.sqlite``, ``.sqlite.gz``) or report (``.nsys-rep``).
+
+    Returns one Timeline per process with GPU work (or a profplug rank mark), sorted by
+    rank. ``nsys`` names the nsys executable used to export a ``.nsys-rep``.
+    Raises TraceError with a one-line reason naming the file.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise TraceError(f"{p}: no such file")
+    with sqlite_file(p, nsys) as db:
+        ex = open_export(p, db)
+        try:
+            tls = _timelines(ex)
+        except sqlite3.Error as exc:
+            raise TraceError(f"{p}: unreadable Nsight export ({exc})") from None
+        finally:
+            ex.conn.close()
+    return sorted(tls, key=lambda t: t.rank)

@@ -154,6 +154,12 @@ class NsysProcess:
             (_ns(at), None, 34, None, None, None, text, global_tid(self.pid, tid), None, None,
              0, None, None, None, None, None, None, None, None))
 
+    def domain_create(self, name: str, domain: int = 1, at: float = 0.0) -> None:
+        """An NVTX domain-create event (eventType 75, text = domain name)."""
+        self.export.rows["NVTX_EVENTS"].append(
+            (_ns(at), None, 75, None, None, None, name, global_tid(self.pid, 1), None, None,
+             domain, None, None, None, None, None, None, None, None))
+
     def rank_mark(self, rank: int, at: float = 0.0) -> None:
         self.mark(f"profplug.rank {rank}", at)
 

@@ -18,9 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from synth import KinetoTrace
-
 from profplug.analyzers.report import analyze
+from synth import KinetoTrace
 
 N_STEPS = 5
 PERIOD = {"device": 100.0, "event": 80.0}
@@ -78,3 +77,32 @@ def test_event_run_has_the_known_answer(tmp_path: Path) -> None:
     assert ic0["host_bound"] == pytest.approx(40.0) and ic0["device_sync"] == 0
     assert ic1["event_sync"] == pytest.approx(40.0) and ic1["device_sync"] == 0
     assert rep.rank(1).steps is not None and rep.rank(1).steps.step_us_mean == 80.0
+
+
+# ---------------------------------------------------------------- real sample runs (optional)
+SAMPLES = Path(__file__).resolve().parents[3] / "sample_traces"
+TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".sqlite.gz", ".nsys-rep")
+
+
+def sample_run_dirs() -> list[Path]:
+    """Directories under sample_traces/ that hold traces (each is one run); [] until they land."""
+    if not SAMPLES.is_dir():
+        return []
+    out = []
+    for d in sorted(p for p in SAMPLES.rglob("*") if p.is_dir()):
+        if any(f.is_file() and f.name.endswith(TRACE_SUFFIXES) and f.name != "run.json"
+               for f in d.iterdir()):
+            out.append(d)
+    return out
+
+
+def sample_device_event_pairs() -> list[tuple[Path, Path]]:
+    """(device run, event run) pairs: sibling sample dirs named *device* and *event*."""
+    runs = sample_run_dirs()
+    pairs = []
+    for dv in runs:
+        if "device" in dv.name:
+            ev = dv.with_name(dv.name.replace("device", "event"))
+            if ev in runs:
+                pairs.append((dv, ev))
+    return pairs

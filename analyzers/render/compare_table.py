@@ -70,7 +70,9 @@ def render_compare_table(cmp: Comparison, out: TextIO) -> None:
     w("times in us; delta = B - A; idle by cause per step when both runs have steps\n")
     w("\nverdict per rank\n")
     for rc in cmp.ranks:
-        w(f"  rank {rc.rank}: {rc.verdict(cmp.label_a, cmp.label_b)}\n")
+        head = f"  rank {rc.rank}: "
+        parts = rc.verdict(cmp.label_a, cmp.label_b).split("; ")
+        w(head + f";\n{' ' * len(head)}".join(parts) + "\n")
     for rc in cmp.ranks:
         w(f"\n── rank {rc.rank} " + "─" * (80 - 9 - len(str(rc.rank))) + "\n")
         w(f"{'':<22} {la:>{LABEL_W}} {lb:>{LABEL_W}} {'delta':>{LABEL_W}}\n")

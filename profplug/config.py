@@ -1,0 +1,132 @@
+"""The environment contract between ``profplug run`` and the ranks it profiles (stdlib only).
+
+| variable | values (default) | meaning |
+| --- | --- | --- |
+| ``PROFPLUG_OUT`` | directory (unset) | set: every Python process of the job activates profplug |
+| ``PROFPLUG_TRACE`` | ``kineto`` / ``nsys`` / ``none`` (``kineto``) | how ranks record |
+| ``PROFPLUG_SYNC`` | ``device`` / ``event`` / ``none`` / ``keep`` (unset) | default ``sync=`` policy of ``profplug.p2p``; unset or ``keep`` = ``device`` (Megatron's behaviour) |
+| ``PROFPLUG_PATCH`` | comma list of ``megatron``, ``synchronize`` (``megatron,synchronize``) | patches applied at start-up; ``none`` = no patch |
+| ``PROFPLUG_SKIP`` | int >= 0 (``10``) | ``profplug.step()`` calls before the window |
+| ``PROFPLUG_STEPS`` | int >= 1 (``50``) | steps in the window |
+| ``PROFPLUG_CPU_OPS`` | ``0`` / ``1`` (``0``) | Kineto: record every CPU op, not only profplug ranges |
+| ``PROFPLUG_ALIGN`` | ``0`` / ``1`` (``1``) | barrier across ranks right before the window opens |
+| ``PROFPLUG_OWNER_PID`` | pid (set by profplug) | the process that activated; its descendants do not |
+
+Ranks read their rank from ``RANK`` (torchrun), else ``torch.distributed``, else 0.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+ENV_OUT = "PROFPLUG_OUT"
+ENV_TRACE = "PROFPLUG_TRACE"
+ENV_SYNC = "PROFPLUG_SYNC"
+ENV_PATCH = "PROFPLUG_PATCH"
+ENV_SKIP = "PROFPLUG_SKIP"
+ENV_STEPS = "PROFPLUG_STEPS"
+ENV_CPU_OPS = "PROFPLUG_CPU_OPS"
+ENV_ALIGN = "PROFPLUG_ALIGN"
+ENV_OWNER_PID = "PROFPLUG_OWNER_PID"
+
+SYNC_POLICIES = ("device", "event", "none")
+SYNC_CHOICES = ("keep", *SYNC_POLICIES)
+TRACES = ("kineto", "nsys", "none")
+PATCHES = ("megatron", "synchronize")
+DEFAULT_SKIP = 10
+DEFAULT_STEPS = 50
+
+
+def sync_policy(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """The policy to use: ``explicit`` if given, else ``PROFPLUG_SYNC``, else ``device``."""
+    value = explicit
+    if value is None:
+        value = (environ if environ is not None else os.environ).get(ENV_SYNC, "") or "keep"
+    value = value.strip().lower()
+    if value == "keep":
+        return "device"
+    if value not in SYNC_POLICIES:
+        raise ValueError(f"sync policy must be one of {', '.join(SYNC_CHOICES)}, got {value!r}")
+    return value
+
+
+def parse_patches(text: str) -> tuple[str, ...]:
+    """``"megatron,synchronize"`` -> ("megatron", "synchronize"); ``"none"``/"" -> ()."""
+    names = tuple(p.strip().lower() for p in text.split(",") if p.strip())
+    if names in ((), ("none",)):
+        return ()
+    bad = [n for n in names if n not in PATCHES]
+    if bad:
+        raise ValueError(f"unknown patch {bad[0]!r}: choose from {', '.join(PATCHES)}")
+    return names
+
+
+def _int(environ: Mapping[str, str], key: str, default: int, minimum: int) -> int:
+    raw = environ.get(key, "")
+    try:
+        value = int(raw) if raw.strip() else default
+    except ValueError:
+        raise ValueError(f"{key} must be an integer, got {raw!r}") from None
+    if value < minimum:
+        raise ValueError(f"{key} must be >= {minimum}, got {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class Config:
+    """What a rank should do, as read from the environment."""
+
+    out: str | None
+    trace: str = "kineto"
+    sync: str = "keep"
+    patches: tuple[str, ...] = PATCHES
+    skip: int = DEFAULT_SKIP
+    steps: int = DEFAULT_STEPS
+    cpu_ops: bool = False
+    align: bool = True
+
+    @property
+    def active(self) -> bool:
+        return bool(self.out)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Config:
+        env = os.environ if environ is None else environ
+        trace = env.get(ENV_TRACE, "kineto").strip().lower() or "kineto"
+        if trace not in TRACES:
+            raise ValueError(f"{ENV_TRACE} must be one of {', '.join(TRACES)}, got {trace!r}")
+        sync = env.get(ENV_SYNC, "").strip().lower() or "keep"
+        sync_policy(sync)  # validates
+        return cls(
+            out=env.get(ENV_OUT) or None,
+            trace=trace,
+            sync=sync,
+            patches=parse_patches(env.get(ENV_PATCH, ",".join(PATCHES))),
+            skip=_int(env, ENV_SKIP, DEFAULT_SKIP, 0),
+            steps=_int(env, ENV_STEPS, DEFAULT_STEPS, 1),
+            cpu_ops=env.get(ENV_CPU_OPS, "0").strip() in ("1", "true", "yes"),
+            align=env.get(ENV_ALIGN, "1").strip() not in ("0", "false", "no"),
+        )
+
+    def to_env(self) -> dict[str, str]:
+        """The variables that reproduce this config in a child process."""
+        env = {
+            ENV_TRACE: self.trace,
+            ENV_SYNC: self.sync,
+            ENV_PATCH: ",".join(self.patches) or "none",
+            ENV_SKIP: str(self.skip),
+            ENV_STEPS: str(self.steps),
+            ENV_CPU_OPS: "1" if self.cpu_ops else "0",
+            ENV_ALIGN: "1" if self.align else "0",
+        }
+        if self.out:
+            env[ENV_OUT] = self.out
+        return env
+
+
+def env_rank(environ: Mapping[str, str] | None = None) -> int | None:
+    """The rank from ``RANK`` if set and numeric, else None."""
+    raw = (os.environ if environ is None else environ).get("RANK", "")
+    return int(raw) if raw.strip().isdigit() else None

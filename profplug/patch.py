@@ -1,0 +1,175 @@
+"""``profplug.patch()`` / ``profplug.unpatch()``: Megatron-Core p2p and ``torch.cuda.synchronize``.
+
+- ``megatron``: replaces ``send_to_next_pipeline_rank``, ``recv_from_prev_pipeline_rank_`` and
+  ``broadcast_from_last_pipeline_stage`` in ``megatron.core.inference.communication_utils``
+  and in every loaded ``megatron.*`` module that imported them by name, with wrappers that
+  call :mod:`profplug.p2p` (policy from ``PROFPLUG_SYNC``, default ``device`` = Megatron's).
+- ``synchronize``: wraps ``torch.cuda.synchronize`` so every call is the range
+  ``ranges.synchronize_range(file, line, function)`` of its caller.
+
+Both are idempotent and reversible: originals are kept and restored where they were.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from profplug import ranges
+from profplug.errors import ProfplugError
+
+MEGATRON_MODULE = "megatron.core.inference.communication_utils"
+FUNCTIONS = (
+    "send_to_next_pipeline_rank",
+    "recv_from_prev_pipeline_rank_",
+    "broadcast_from_last_pipeline_stage",
+)
+
+# (module, attribute, original) for every name profplug replaced.
+_replaced: list[tuple[ModuleType, str, Any]] = []
+_originals: dict[str, Callable[..., Any]] = {}
+_wrappers: dict[str, Callable[..., Any]] = {}
+_sync_original: Callable[..., Any] | None = None
+
+
+class MegatronNotFoundError(ProfplugError, ImportError):
+    """Megatron-Core cannot be imported, so there is nothing to patch."""
+
+
+def _wrap_p2p(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    from profplug import p2p
+
+    ours = getattr(p2p, name)
+
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return ours(*args, **kwargs)
+
+    wrapper.__profplug__ = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _megatron_modules() -> list[ModuleType]:
+    return [
+        m
+        for n, m in list(sys.modules.items())
+        if isinstance(m, ModuleType) and (n == "megatron" or n.startswith("megatron."))
+    ]
+
+
+def patch_megatron() -> None:
+    """Install the p2p wrappers into Megatron-Core (imports it if needed)."""
+    try:
+        import importlib
+
+        comm = importlib.import_module(MEGATRON_MODULE)
+    except ImportError as exc:
+        raise MegatronNotFoundError(
+            f"cannot patch Megatron-Core: importing {MEGATRON_MODULE} failed ({exc}); "
+            "install megatron-core or use profplug.patch(megatron=False)"
+        ) from exc
+    for name in FUNCTIONS:
+        current = comm.__dict__[name]
+        if not getattr(current, "__profplug__", False):
+            _originals[name] = current
+            _wrappers[name] = _wrap_p2p(name, current)
+    for module in _megatron_modules():
+        for name in FUNCTIONS:
+            if name in _originals and module.__dict__.get(name) is _originals[name]:
+                setattr(module, name, _wrappers[name])
+                _replaced.append((module, name, _originals[name]))
+
+
+def unpatch_megatron() -> None:
+    """Put the original Megatron functions back wherever profplug replaced them."""
+    while _replaced:
+        module, name, original = _replaced.pop()
+        if module.__dict__.get(name) is _wrappers.get(name):
+            setattr(module, name, original)
+    _originals.clear()
+    _wrappers.clear()
+
+
+def megatron_patched() -> bool:
+    return bool(_replaced)
+
+
+def _short_path(path: str) -> str:
+    """A call site's file, shortened: relative to site-packages or the working directory."""
+    marker = os.sep + "site-packages" + os.sep
+    if marker in path:
+        return path.rsplit(marker, 1)[1]
+    cwd = os.getcwd() + os.sep
+    return path[len(cwd):] if path.startswith(cwd) else path
+
+
+def _wrap_synchronize(original: Callable[..., Any]) -> Callable[..., Any]:
+    from profplug.annotate import annotate
+
+    getframe = sys._getframe
+    sites: dict[tuple[Any, int], Any] = {}
+
+    @functools.wraps(original)
+    def synchronize(device: Any = None) -> None:
+        frame = getframe(1)
+        key = (frame.f_code, frame.f_lineno)
+        rng = sites.get(key)
+        if rng is None:
+            code = frame.f_code
+            name = ranges.synchronize_range(_short_path(code.co_filename), key[1], code.co_name)
+            rng = sites[key] = annotate(name)
+        with rng:
+            return original(device)
+
+    synchronize.__profplug__ = True  # type: ignore[attr-defined]
+    return synchronize
+
+
+def patch_synchronize() -> None:
+    """Make every ``torch.cuda.synchronize()`` a range named after its call site."""
+    global _sync_original
+    import torch
+
+    if getattr(torch.cuda.synchronize, "__profplug__", False):
+        return
+    _sync_original = torch.cuda.synchronize
+    torch.cuda.synchronize = _wrap_synchronize(_sync_original)
+
+
+def unpatch_synchronize() -> None:
+    global _sync_original
+    if _sync_original is None:
+        return
+    import torch
+
+    if getattr(torch.cuda.synchronize, "__profplug__", False):
+        torch.cuda.synchronize = _sync_original
+    _sync_original = None
+
+
+def patch(megatron: bool = True, synchronize: bool = True) -> None:
+    """Apply the patches (idempotent); raises :class:`MegatronNotFoundError` if asked to
+    patch Megatron-Core and it is not importable."""
+    if synchronize:
+        patch_synchronize()
+    if megatron:
+        patch_megatron()
+
+
+def unpatch() -> None:
+    """Undo every profplug patch (idempotent)."""
+    unpatch_megatron()
+    unpatch_synchronize()
+
+
+class _CallableModule(type(sys)):  # type: ignore[misc]
+    """``import profplug.patch`` rebinds ``profplug.patch`` to this module: keep it callable."""
+
+    __call__ = staticmethod(patch)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -1,0 +1,108 @@
+"""profplug.patch/unpatch on the real Megatron-Core package and on torch.cuda.synchronize."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import profplug
+from profplug import ranges
+
+MW = "megatron.core.inference.model_inference_wrappers.abstract_model_inference_wrapper"
+CU = "megatron.core.inference.communication_utils"
+NAMES = ("send_to_next_pipeline_rank", "recv_from_prev_pipeline_rank_",
+         "broadcast_from_last_pipeline_stage")
+
+
+@pytest.fixture
+def megatron():
+    comm = pytest.importorskip(CU)
+    wrapper = importlib.import_module(MW)
+    yield comm, wrapper
+    profplug.unpatch()
+
+
+def test_patch_replaces_megatron_functions_and_imported_names(megatron) -> None:
+    comm, wrapper = megatron
+    originals = {n: getattr(comm, n) for n in NAMES}
+    imported = {n: wrapper.__dict__.get(n) for n in NAMES}
+
+    profplug.patch(megatron=True, synchronize=False)
+
+    for name in NAMES:
+        new = getattr(comm, name)
+        assert new is not originals[name] and new.__wrapped__ is originals[name]
+        assert new.__name__ == name and new.__doc__ == originals[name].__doc__
+        if imported[name] is not None:  # the wrapper imported send/recv by name
+            assert wrapper.__dict__[name] is new
+    assert wrapper.send_to_next_pipeline_rank is comm.send_to_next_pipeline_rank
+
+    profplug.patch(megatron=True, synchronize=False)  # idempotent: no double wrapping
+    assert comm.send_to_next_pipeline_rank.__wrapped__ is originals[NAMES[0]]
+
+    profplug.unpatch()
+    for name in NAMES:
+        assert getattr(comm, name) is originals[name]
+        assert wrapper.__dict__.get(name) is imported[name]
+    profplug.unpatch()  # idempotent
+
+
+def test_synchronize_wrapper_names_its_call_site_and_unpatches() -> None:
+    original = torch.cuda.synchronize
+    profplug.patch(megatron=False, synchronize=True)
+    try:
+        assert torch.cuda.synchronize is not original
+        assert torch.cuda.synchronize.__wrapped__ is original
+        profplug.patch(megatron=False, synchronize=True)
+        assert torch.cuda.synchronize.__wrapped__ is original
+        from profplug import p2p
+
+        assert p2p.original_synchronize() is original
+    finally:
+        profplug.unpatch()
+    assert torch.cuda.synchronize is original
+
+
+def test_synchronize_range_in_trace(tmp_path) -> None:
+    """On a CPU build the wrapped call raises inside its range; the range still closes."""
+    profplug.patch(megatron=False, synchronize=True)
+    try:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            line = sys._getframe().f_lineno + 2
+            try:
+                torch.cuda.synchronize()
+            except (AssertionError, RuntimeError):
+                pass
+        prof.export_chrome_trace(str(tmp_path / "t.json"))
+    finally:
+        profplug.unpatch()
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    names = {e["name"] for e in events if e.get("cat") == "user_annotation"}
+    want = ranges.synchronize_range(
+        "tests/runtime/test_patch.py", line, "test_synchronize_range_in_trace"
+    )
+    assert want in names, names
+
+
+def test_missing_megatron_gives_a_clear_error() -> None:
+    code = (
+        "import sys; sys.modules['megatron']=None\n"
+        "import profplug\n"
+        "from profplug.patch import MegatronNotFoundError\n"
+        "try:\n    profplug.patch(megatron=True, synchronize=False)\n"
+        "except MegatronNotFoundError as e:\n    print('ERR', e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "ERR cannot patch Megatron-Core" in out.stdout
+    assert "profplug.patch(megatron=False)" in out.stdout
+
+
+def test_import_profplug_does_not_import_torch() -> None:
+    code = "import sys, profplug, profplug.config; print('torch' in sys.modules, 'nvtx' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]

@@ -1,0 +1,144 @@
+"""What-if replay on synthetic traces with hand-computed answers (times in us).
+
+Every trace: a host loop that launches kernels, ends each step with a blocking
+``cudaDeviceSynchronize`` that returns 5 us after the GPU drains, then 10 us of host work.
+Dropping the synchronize leaves a 5 us call (its smallest observed cost: the wake-up), so
+the host runs ahead and only stream order and dependencies hold the GPU back.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from profplug.analyzers.readers.kineto import read_kineto
+from profplug.analyzers.whatif import DropSpec, whatif
+from profplug.analyzers.whatif.result import render_table, whatif_html_section
+from synth import KinetoTrace
+
+NCCL = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
+
+
+def _sync(t: KinetoTrace, at: float, until: float) -> None:
+    t.runtime("cudaDeviceSynchronize", at, until - at)
+
+
+def single_stream(tmp: Path) -> Path:
+    """3 steps of 120 us: launch at T, kernel T+5..T+105, sync T+1..T+110, host 10 us."""
+    t = KinetoTrace(rank=0)
+    for i in range(3):
+        T = 120.0 * i
+        t.annotation(f"ProfilerStep#{i}", T, 120.0 if i < 2 else 230.0)
+        t.launch(T, T + 5, 100.0)
+        _sync(t, T + 1, T + 110)
+    return t.write(tmp / "single.json")
+
+
+def two_streams(tmp: Path, gpu_records: bool = True) -> Path:
+    """A (100 us) on stream 13; B (20 us) on stream 7 waits for A through an event."""
+    t = KinetoTrace(rank=0)
+    for i in range(2):
+        T = 140.0 * i
+        t.annotation(f"ProfilerStep#{i}", T, 140.0)
+        t.launch(T, T + 5, 100.0, name="side_kernel", stream=13)
+        rec = t.runtime("cudaEventRecord", T + 2, 1.0)
+        w = t.runtime("cudaStreamWaitEvent", T + 4, 1.0)
+        if gpu_records:
+            t.cuda_sync("Stream Wait Event", T + 105, 0.0, stream=7, corr=w,
+                        wait_on_stream=13, wait_corr=rec)
+        t.launch(T + 6, T + 105, 20.0, name="main_kernel", stream=7)
+        _sync(t, T + 8, T + 130)
+    return t.write(tmp / ("streams.json" if gpu_records else "streams_norec.json"))
+
+
+def two_ranks(tmp: Path) -> list[Path]:
+    """Rank 0: C (100 us) then a send; rank 1: a recv then D (50 us); transfer 10 us."""
+    r0, r1 = KinetoTrace(rank=0), KinetoTrace(rank=1)
+    r0.annotation("ProfilerStep#0", 0, 130)
+    r0.annotation("ProfilerStep#1", 130, 130)
+    r1.annotation("ProfilerStep#0", 0, 180)
+    r1.annotation("ProfilerStep#1", 180, 130)
+    # rank 0: C at T+5, its NCCL kernel waits for C (stream wait, no GPU record)
+    for T, c_start in ((0.0, 5.0), (130.0, 135.0)):
+        r0.launch(T, c_start, 100.0, name="compute_c", stream=7)
+        r0.runtime("cudaStreamWaitEvent", T + 2, 1.0)
+        r0.launch(T + 4, c_start + 100, 10.0, name=NCCL, stream=20)
+        _sync(r0, T + 6, c_start + 115)
+    # rank 1: recv at T+5 runs until the pair completes; D waits for the recv
+    for T, r_end in ((0.0, 115.0), (180.0, 245.0)):
+        r1.launch(T, T + 5, r_end - T - 5, name=NCCL, stream=20)
+        r1.runtime("cudaStreamWaitEvent", T + 2, 1.0)
+        r1.launch(T + 4, r_end, 50.0, name="compute_d", stream=7)
+        _sync(r1, T + 6, r_end + 55)
+    return [r0.write(tmp / "r0.json"), r1.write(tmp / "r1.json")]
+
+
+def _run(paths: list[Path], drop: DropSpec | None = None):
+    return whatif([read_kineto(p, i) for i, p in enumerate(paths)], drop)
+
+
+def test_single_stream_replay_and_drop(tmp_path: Path) -> None:
+    res = _run([single_stream(tmp_path)])
+    r = res.rank(0)
+    assert r.basis == "step" and r.n_steps == 3
+    # spans 120, 120, 100 recorded; 100 each without the sync (GPU bound)
+    assert r.recorded_us == pytest.approx(340 / 3, abs=1e-3)
+    assert r.replayed_us == pytest.approx(340 / 3, abs=1e-3)
+    assert r.model_error_pct == 0.0
+    assert r.predicted_us == pytest.approx(100.0, abs=1e-3)
+    assert r.saving_us == pytest.approx(40 / 3, abs=1e-3)
+    assert r.direct_us == pytest.approx(40 / 3, abs=1e-3)  # two 20 us gaps in the sync
+    assert r.indirect_us == pytest.approx(0.0, abs=1e-3)
+    assert r.dropped_calls == 3
+    assert r.recorded_idle_by_cause_us["device_sync"] == pytest.approx(40 / 3, abs=1e-3)
+    assert sum(r.predicted_idle_by_cause_us.values()) == pytest.approx(0.0, abs=1e-3)
+
+
+def test_two_streams_event_wait_is_kept(tmp_path: Path) -> None:
+    for rec in (True, False):  # GPU-side link, or the next-launch heuristic
+        r = _run([two_streams(tmp_path, rec)]).rank(0)
+        # recorded spans 140 and 120; predicted: A1 right after A0 (100), B1 after A1 (120)
+        assert r.recorded_us == pytest.approx(130.0, abs=1e-3)
+        assert r.replayed_us == pytest.approx(130.0, abs=1e-3)
+        assert r.predicted_us == pytest.approx(110.0, abs=1e-3)
+        assert r.direct_us == pytest.approx(10.0, abs=1e-3)  # one 20 us gap in 2 steps
+        assert r.indirect_us == pytest.approx(10.0, abs=1e-3)
+
+
+def test_two_ranks_matched_send_recv(tmp_path: Path) -> None:
+    res = _run(two_ranks(tmp_path))
+    r0, r1 = res.rank(0), res.rank(1)
+    assert (r0.recorded_us, r1.recorded_us) == pytest.approx((120.0, 145.0), abs=1e-3)
+    assert (r0.replayed_us, r1.replayed_us) == pytest.approx((120.0, 145.0), abs=1e-3)
+    # rank 0: C1 right after C0, send at 205 meets the recv posted at 115: ends 215
+    assert r0.predicted_us == pytest.approx(105.0, abs=1e-3)
+    # rank 1: recv 5..115, recv 115..215, D1 215..265: spans 110, 150
+    assert r1.predicted_us == pytest.approx(130.0, abs=1e-3)
+    assert r0.direct_us == pytest.approx(10.0, abs=1e-3)
+    assert r1.direct_us == pytest.approx(10.0, abs=1e-3)
+    assert any("k-th kernel" in a for a in res.assumptions)
+
+
+def test_drop_at_other_callsite_changes_nothing(tmp_path: Path) -> None:
+    res = _run([single_stream(tmp_path)], DropSpec(callsite="nowhere"))
+    r = res.rank(0)
+    assert r.predicted_us == pytest.approx(r.replayed_us, abs=1e-3)
+    assert r.dropped_calls == 0
+    assert any("no call matched" in w for w in res.warnings)
+
+
+def test_outputs_render(tmp_path: Path) -> None:
+    import io
+    import json
+
+    res = _run(two_ranks(tmp_path))
+    buf = io.StringIO()
+    render_table(res, buf)
+    lines = buf.getvalue().splitlines()
+    assert max(len(x) for x in lines) <= 80
+    assert any(x.split()[:2] == ["0", "step"] and "105.0" in x for x in lines)
+    d = json.loads(json.dumps(res.to_dict()))
+    assert d["version"] == 1 and len(d["ranks"]) == 2
+    assert d["ranks"][1]["predicted_us"] == pytest.approx(130.0, abs=1e-3)
+    html = whatif_html_section(res)
+    assert html.startswith("<section") and "130.0" in html

@@ -1,0 +1,246 @@
+"""Benchmark: ``profplug report`` vs Holistic Trace Analysis vs a bare JSON parse.
+
+Builds (or reuses) a large Kineto trace, one file per rank (see make_big_trace.py), then
+runs each tool as a fresh child process and measures:
+
+- wall: seconds from spawn to exit;
+- peak RSS: the highest sum of resident memory over the child's whole process tree
+  (sampled from /proc every 10 ms), so parallel workers count together; also the largest
+  single process (``ru_maxrss`` from wait4);
+- cpu/wall: user+sys CPU seconds of the tree over wall (about the number of busy cores).
+
+    python benchmarks/bench_analyzer.py [--dir /tmp/profplug-bench] [--mb 300] [--ranks 2]
+        [--hta-python /tmp/hta-venv/bin/python] [--cap 600] [--json results.json]
+
+HTA (``pip install holistictraceanalysis``) runs under ``--hta-python`` (default: this
+interpreter when it can import ``hta``, else /tmp/hta-venv/bin/python); it is skipped when
+neither has it. A tool still running after ``--cap`` seconds is stopped and reported "> cap".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from make_big_trace import build
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+HTA_SCRIPT = """
+import sys
+from hta.trace_analysis import TraceAnalysis
+a = TraceAnalysis(trace_dir=sys.argv[1])
+ranks = sorted(a.t.traces)
+out = a.get_idle_time_breakdown(ranks=ranks, visualize=False)
+df = out[0] if isinstance(out, tuple) else out
+print(df.groupby("idle_category")["idle_time"].sum().to_dict())
+"""
+JSON_SCRIPT = "import json, sys\nfor f in sys.argv[1:]:\n    d = json.load(open(f, 'rb'))\n"
+ORJSON_SCRIPT = ("import orjson, sys\nfor f in sys.argv[1:]:\n"
+                 "    with open(f, 'rb') as fh:\n        d = orjson.loads(fh.read())\n")
+ORJSON_PAR_SCRIPT = """
+import orjson, sys
+from concurrent.futures import ProcessPoolExecutor
+def parse(f):
+    with open(f, 'rb') as fh:
+        return len(orjson.loads(fh.read())["traceEvents"])
+if __name__ == "__main__":
+    with ProcessPoolExecutor(len(sys.argv) - 1) as pool:
+        print(sum(pool.map(parse, sys.argv[1:])))
+"""
+
+
+@dataclass
+class Result:
+    tool: str
+    command: str
+    wall_s: float
+    peak_rss_mb: float  # sum over the process tree
+    max_proc_rss_mb: float  # largest single process (ru_maxrss)
+    cpu_per_wall: float
+    max_procs: int
+    status: str  # "ok", "> cap", "failed (rc N)"
+
+
+# ---------------------------------------------------------------------------- measure
+def _tree_rss(root: int) -> tuple[int, int]:
+    """(RSS bytes summed over ``root`` and its descendants, process count)."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(d)
+        children.setdefault(int(fields[1]), []).append(pid)
+        rss[pid] = int(fields[21]) * PAGE
+    total, n, todo = 0, 0, [root]
+    while todo:
+        p = todo.pop()
+        if p in rss:
+            total += rss[p]
+            n += 1
+        todo.extend(children.get(p, []))
+    return total, n
+
+
+def measure(tool: str, cmd: list[str], cap: float) -> Result:
+    """Run ``cmd`` as a fresh child; wall, peak tree RSS, CPU use."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    peak, procs, stop = [0], [0], threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            total, n = _tree_rss(proc.pid)
+            peak[0], procs[0] = max(peak[0], total), max(procs[0], n)
+            stop.wait(0.01)
+
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    err = b""
+    status = "ok"
+    timer = threading.Timer(cap, os.killpg, (proc.pid, signal.SIGKILL))
+    timer.start()
+    err = proc.stderr.read() if proc.stderr else b""
+    _, wstatus, ru = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    timer.cancel()
+    stop.set()
+    th.join()
+    proc.returncode = os.waitstatus_to_exitcode(wstatus)
+    if wall >= cap:
+        status = "> cap"
+    elif proc.returncode != 0:
+        status = f"failed (rc {proc.returncode})"
+        print(f"{tool} failed:\n{err.decode(errors='replace')[-2000:]}", file=sys.stderr)
+    short = " ".join(Path(c).name if c.startswith("/") and len(c) > 40 else c for c in cmd)
+    return Result(tool, short if "\n" not in short else cmd[0] + " -c <script>", wall,
+                  peak[0] / 1e6, ru.ru_maxrss / 1e3, (ru.ru_utime + ru.ru_stime) / wall,
+                  procs[0], status)
+
+
+# ---------------------------------------------------------------------------- run
+def hta_python(arg: str | None) -> str | None:
+    cands = [arg] if arg else [sys.executable, "/tmp/hta-venv/bin/python"]
+    for py in cands:
+        if py and Path(py).exists() and subprocess.run(
+                [py, "-c", "import hta"], capture_output=True).returncode == 0:
+            return py
+    return None
+
+
+def trace_files(d: Path, mb: float, ranks: int, rebuild: bool) -> list[Path]:
+    files = [d / f"rank{r}.pt.trace.json" for r in range(ranks)]
+    if rebuild or not all(f.exists() and f.stat().st_size >= mb * 1e6 * 0.99 for f in files):
+        for f in d.glob("*.json"):
+            f.unlink()
+        return build(d, mb, ranks)
+    return files
+
+
+def table(results: list[Result], ref: Result) -> str:
+    rows = [f"{'tool':<34} {'wall s':>8} {'peak RSS MB':>11} {'max proc MB':>11} "
+            f"{'cpu/wall':>8} {'vs profplug':>11}"]
+    for r in results:
+        wall = f"> {r.wall_s:.0f}" if r.status == "> cap" else f"{r.wall_s:.2f}"
+        ratio = r.wall_s / ref.wall_s
+        rs = f"{'>' if r.status == '> cap' else ''}{ratio:.2f}x"
+        rows.append(f"{r.tool:<34} {wall:>8} {r.peak_rss_mb:>11,.0f} {r.max_proc_rss_mb:>11,.0f} "
+                    f"{r.cpu_per_wall:>8.2f} {rs:>11}" + ("" if r.status in ("ok", "> cap")
+                                                          else f"  {r.status}"))
+    return "\n".join(rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/profplug-bench"))
+    ap.add_argument("--mb", type=float, default=300.0, help="MB per rank file")
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--hta-python", default=None)
+    ap.add_argument("--cap", type=float, default=600.0, help="seconds per tool")
+    ap.add_argument("--rebuild", action="store_true")
+    ap.add_argument("--skip", action="append", default=[], help="hta, json, orjson")
+    ap.add_argument("--json", type=Path, default=None, help="also write results here")
+    a = ap.parse_args()
+
+    files = trace_files(a.dir, a.mb, a.ranks, a.rebuild)
+    size_mb = sum(f.stat().st_size for f in files) / 1e6
+    fs = [str(f) for f in files]
+    py = sys.executable
+    out = a.dir / "report.json"
+    runs: list[tuple[str, list[str]]] = [
+        ("profplug report --format json", [py, "-m", "profplug", "report", "--format", "json",
+                                           "-o", str(out), *fs])]
+    hta = None if "hta" in a.skip else hta_python(a.hta_python)
+    if hta:
+        runs.append(("HTA load + idle_time_breakdown", [hta, "-c", HTA_SCRIPT, str(a.dir)]))
+    elif "hta" not in a.skip:
+        print("HTA not installed (pip install holistictraceanalysis): skipped", file=sys.stderr)
+    if "json" not in a.skip:
+        runs.append(("json.load (files in turn)", [py, "-c", JSON_SCRIPT, *fs]))
+    if "orjson" not in a.skip:
+        runs.append(("orjson.loads (files in turn)", [py, "-c", ORJSON_SCRIPT, *fs]))
+        runs.append(("orjson.loads (1 process per file)", [py, "-c", ORJSON_PAR_SCRIPT, *fs]))
+
+    results = []
+    for tool, cmd in runs:
+        print(f"running {tool} ...", file=sys.stderr, flush=True)
+        results.append(measure(tool, cmd, a.cap))
+    ref = results[0]
+    print(f"\ntrace: {len(files)} rank file(s), {size_mb:,.0f} MB uncompressed JSON; "
+          f"machine: {os.cpu_count()} cores\n")
+    print(table(results, ref))
+    print()
+    checks = targets(results, ref, size_mb, len(files))
+    for line in checks:
+        print(line)
+    if a.json:
+        a.json.write_text(json.dumps({"trace_mb": size_mb, "files": fs, "cores": os.cpu_count(),
+                                      "results": [asdict(r) for r in results],
+                                      "targets": checks}, indent=1))
+
+
+def targets(results: list[Result], ref: Result, size_mb: float, n_files: int) -> list[str]:
+    """The issue's four targets, each PASS/FAIL with its figure."""
+    def verdict(ok: bool) -> str:
+        return "PASS" if ok else "FAIL"
+
+    lines = []
+    hta = next((r for r in results if r.tool.startswith("HTA")), None)
+    if hta is not None and hta.status in ("ok", "> cap"):
+        x = hta.wall_s / ref.wall_s
+        lines.append(f"{verdict(x >= 10)} >= 10x faster than HTA: "
+                     f"{'>' if hta.status == '> cap' else ''}{x:.1f}x")
+    bare = [r for r in results if r.tool.startswith(("json", "orjson")) and r.status == "ok"]
+    if bare:
+        best = min(bare, key=lambda r: r.wall_s)
+        x = ref.wall_s / best.wall_s
+        lines.append(f"{verdict(x <= 3)} within 3x of the fastest bare parse ({best.tool}): "
+                     f"{x:.2f}x")
+    x = ref.peak_rss_mb / size_mb
+    lines.append(f"{verdict(x <= 2)} peak RSS <= 2x trace size: {ref.peak_rss_mb:,.0f} MB = "
+                 f"{x:.2f}x of {size_mb:,.0f} MB")
+    par = min(os.cpu_count() or 1, n_files)
+    lines.append(f"{verdict(ref.cpu_per_wall > 0.75 * par)} ranks parsed in parallel: "
+                 f"cpu/wall {ref.cpu_per_wall:.2f} on {os.cpu_count()} cores, "
+                 f"{ref.max_procs} processes at most")
+    return lines
+
+
+if __name__ == "__main__":
+    main()

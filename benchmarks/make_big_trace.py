@@ -1,0 +1,318 @@
+"""Build a large, realistic Kineto trace (one file per rank) for the analyzer benchmark.
+
+Source of one decode step, in order of preference:
+
+1. a real trace: ``sample_traces/*/kineto/*.json.gz`` (the steps between the first and last
+   ``ProfilerStep#N`` are repeated as they are);
+2. else a torch.profiler CPU run of a small pipeline-stage decode loop (record_shapes on, so
+   ``cpu_op`` events carry ``Input Dims`` etc. like a real run), enriched to look like a GPU
+   decode loop: every compute op launches a kernel (``cudaLaunchKernel`` with correlation,
+   ``kernel`` on stream 7 with the usual args, ``ac2g`` flow pair), the recv/send ranges hold a
+   NCCL SendRecv kernel on stream 20, ``cudaStreamWaitEvent`` and a device-wide
+   ``cudaDeviceSynchronize`` with its ``cuda_sync`` records, and annotations get their
+   ``gpu_user_annotation`` twins.
+
+The step is then written ``n`` times with shifted timestamps (us, 3 decimals, relative to
+``baseTimeNanoseconds`` like recent torch) and shifted correlation / External ids, in
+Kineto's own JSON layout, until the file reaches the requested size.
+
+    python benchmarks/make_big_trace.py OUTDIR --mb 300 --ranks 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE_NS = 1_790_000_000_000_000_000
+KERNELS = {  # cpu op -> (kernel name, duration ns)
+    "aten::addmm": ("ampere_sgemm_64x32_sliced1x4_tn", 11_400),
+    "aten::mm": ("ampere_sgemm_64x32_sliced1x4_tn", 11_400),
+    "aten::gelu": ("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernel"
+                   "Impl(at::TensorIteratorBase&, at::native::GeluType)::{lambda()#2}::operator()"
+                   "() const::{lambda()#1}::operator()() const::{lambda(float)#1}, at::detail::"
+                   "Array<char*, 2> >(int, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase"
+                   "&, at::native::GeluType)::{lambda()#2}::operator()() const::{lambda()#1}::"
+                   "operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2>)", 2_300),
+    "aten::copy_": ("void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_"
+                    "nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::"
+                    "{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::"
+                    "{lambda(float)#1}>(at::TensorIteratorBase&, at::native::direct_copy_kernel"
+                    "_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::"
+                    "{lambda()#7}::operator()() const::{lambda(float)#1} const&)::{lambda(int)#1}"
+                    ">(int, at::native::gpu_kernel_impl_nocast<...>::{lambda(int)#1})", 1_900),
+    "aten::mul": ("void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor"
+                  "<float, float, float, at::native::binary_internal::MulFunctor<float> >, "
+                  "at::detail::Array<char*, 2> >(int, at::native::AUnaryFunctor<float, float, "
+                  "float, at::native::binary_internal::MulFunctor<float> >, at::detail::Array"
+                  "<char*, 2>)", 1_700),
+}
+NCCL_KERNEL = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
+P2P_RANGES = ("recv_from_prev_pipeline_rank_", "send_to_next_pipeline_rank")
+COMPUTE_STREAM, NCCL_STREAM = 7, 20
+
+CAPTURE = r"""
+import sys, torch, torch.nn as nn
+from torch.profiler import profile, ProfilerActivity, schedule, record_function
+torch.manual_seed(0)
+layers = nn.Sequential(*[nn.Sequential(nn.Linear(512, 512), nn.GELU()) for _ in range(8)])
+x = torch.randn(8, 512)
+def done(p): p.export_chrome_trace(sys.argv[1])
+with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
+             schedule=schedule(wait=0, warmup=2, active=4), on_trace_ready=done) as p:
+    for _ in range(6):
+        with record_function("recv_from_prev_pipeline_rank_"):
+            y = x.clone()
+        with torch.no_grad():
+            y = layers(y)
+        with record_function("send_to_next_pipeline_rank"):
+            x = y.contiguous() * 1.0
+        p.step()
+"""
+
+
+# ---------------------------------------------------------------------------- source
+def real_trace() -> Path | None:
+    found = sorted(ROOT.glob("sample_traces/*/kineto/*.json.gz"))
+    return found[0] if found else None
+
+
+def capture_cpu_trace(out: Path) -> Path:
+    """A torch.profiler CPU trace of a small decode loop (needs torch)."""
+    subprocess.run([sys.executable, "-c", CAPTURE, str(out)], check=True,
+                   stderr=subprocess.DEVNULL)
+    return out
+
+
+def load(path: Path) -> dict[str, Any]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as fh:
+        return json.load(fh)
+
+
+def one_step(trace: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
+    """Events of the last complete ProfilerStep (times made ns, relative to its start)."""
+    ev = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    steps = sorted((e for e in ev if str(e.get("name", "")).startswith("ProfilerStep#")),
+                   key=lambda e: e["ts"])
+    if len(steps) < 2:
+        raise SystemExit("source trace needs at least two ProfilerStep# ranges")
+    s = steps[-2]
+    t0, t1 = s["ts"], steps[-1]["ts"]
+    out = []
+    for e in ev:
+        if t0 <= e["ts"] < t1 and e.get("cat") != "Trace":
+            e = dict(e)
+            e["ts_ns"] = round((e["ts"] - t0) * 1000)
+            e["dur_ns"] = round(e.get("dur", 0) * 1000)
+            out.append(e)
+    out.sort(key=lambda e: (e["ts_ns"], -e["dur_ns"]))
+    return out, round((t1 - t0) * 1000)
+
+
+# ---------------------------------------------------------------------------- enrich
+class Enricher:
+    """Adds the GPU side a CUDA run would have recorded to one CPU-only step."""
+
+    def __init__(self, pid: int, tid: int) -> None:
+        self.pid, self.tid = pid, tid
+        self.out: list[dict[str, Any]] = []
+        self.corr = 0
+        self.stream_free = {COMPUTE_STREAM: 0, NCCL_STREAM: 0}
+
+    def add(self, **e: Any) -> dict[str, Any]:
+        self.out.append(e)
+        return e
+
+    def launch(self, at: int, ext: int, kname: str, kdur: int, stream: int,
+               grid: list[int], block: list[int]) -> int:
+        self.corr += 1
+        c = self.corr
+        api_dur = 3_900
+        self.add(ph="X", cat="cuda_runtime", name="cudaLaunchKernel", pid=self.pid, tid=self.tid,
+                 ts_ns=at, dur_ns=api_dur, args={"External id": ext, "cbid": 211,
+                                                 "correlation": c})
+        self.add(ph="s", id=c, pid=self.pid, tid=self.tid, ts_ns=at, cat="ac2g", name="ac2g")
+        start = max(at + 2_500, self.stream_free[stream])
+        self.stream_free[stream] = start + kdur
+        self.add(ph="X", cat="kernel", name=kname, pid=0, tid=stream, ts_ns=start, dur_ns=kdur,
+                 args={"External id": ext, "queued": 0, "device": 0, "context": 1,
+                       "stream": stream, "correlation": c, "registers per thread": 32,
+                       "shared memory": 0, "blocks per SM": 0.969697, "warps per SM": 3.878788,
+                       "grid": grid, "block": block, "est. achieved occupancy %": 6})
+        self.add(ph="f", id=c, pid=0, tid=stream, ts_ns=start, cat="ac2g", name="ac2g", bp="e")
+        return start + kdur
+
+    def runtime(self, name: str, at: int, dur: int, ext: int, cbid: int) -> int:
+        self.corr += 1
+        self.add(ph="X", cat="cuda_runtime", name=name, pid=self.pid, tid=self.tid, ts_ns=at,
+                 dur_ns=dur, args={"External id": ext, "cbid": cbid, "correlation": self.corr})
+        return self.corr
+
+    def p2p(self, ann: dict[str, Any]) -> None:
+        """recv/send range: NCCL kernel, stream wait, device-wide synchronize."""
+        a, ext = ann["ts_ns"], ann["args"].get("External id", 0)
+        end = a + ann["dur_ns"]
+        rec = self.runtime("cudaEventRecord", a + 1_000, 1_800, ext, 135)
+        nccl_end = self.launch(a + 3_000, ext, NCCL_KERNEL, max(2_000, ann["dur_ns"] // 3),
+                               NCCL_STREAM, [1, 1, 1], [512, 1, 1])
+        w = a + 7_500
+        wc = self.runtime("cudaStreamWaitEvent", w, 1_500, ext, 146)
+        self.add(ph="X", cat="cuda_sync", name="Stream Wait Event", pid=0, tid=COMPUTE_STREAM,
+                 ts_ns=max(w, nccl_end), dur_ns=0,
+                 args={"cuda_sync_kind": "Stream Wait Event", "device": 0,
+                       "stream": COMPUTE_STREAM, "correlation": wc,
+                       "wait_on_stream": NCCL_STREAM, "wait_on_cuda_event_record_corr_id": rec})
+        s = a + 9_500
+        drained = max(self.stream_free.values())
+        sync_end = min(max(s + 1_200, drained + 800), end - 300)
+        sc = self.runtime("cudaDeviceSynchronize", s, sync_end - s, ext, 165)
+        self.add(ph="X", cat="cuda_sync", name="Context Sync", pid=0, tid=-1,
+                 ts_ns=sync_end - 400, dur_ns=400,
+                 args={"cuda_sync_kind": "Context Sync", "device": 0, "stream": -1,
+                       "correlation": sc})
+
+    def run(self, step: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        p2p_spans = []
+        for e in step:
+            e = dict(e, pid=self.pid, tid=self.tid) if e.get("pid") != "Spans" else dict(e)
+            inside = any(lo < e["ts_ns"] < hi for lo, hi in p2p_spans)
+            if inside:  # the CPU op inside recv/send gives way to the p2p calls
+                continue
+            self.out.append(e)
+            ext = e.get("args", {}).get("External id", 0)
+            if e.get("cat") == "user_annotation":
+                if e["name"] in P2P_RANGES:
+                    p2p_spans.append((e["ts_ns"], e["ts_ns"] + e["dur_ns"]))
+                    self.p2p(e)
+                self.add(ph="X", cat="gpu_user_annotation", name=e["name"], pid=0,
+                         tid=COMPUTE_STREAM, ts_ns=e["ts_ns"] + 3_000, dur_ns=e["dur_ns"],
+                         args={"External id": ext})
+            elif e.get("cat") == "cpu_op" and e["name"] in KERNELS:
+                kname, kdur = KERNELS[e["name"]]
+                at = e["ts_ns"] + max(0, e["dur_ns"] - 5_000)
+                self.launch(at, ext, kname, kdur, COMPUTE_STREAM, [16, 1, 1], [128, 1, 1])
+        self.out.sort(key=lambda e: e["ts_ns"])
+        return self.out
+
+
+# ---------------------------------------------------------------------------- write
+def _template(e: dict[str, Any]) -> tuple[str, int, bool, bool]:
+    """A Kineto-layout text template of one event with {t} (ts), {c} (corr), {x} (ext id)."""
+    args = e.get("args")
+    has_c = e.get("ph") in ("s", "f") or (args is not None and "correlation" in args)
+    has_x = args is not None and "External id" in args
+    head = {k: v for k, v in e.items() if k in ("ph", "cat", "name", "pid", "tid")}
+    parts = [json.dumps(head)[1:-1].replace("{", "{{").replace("}", "}}")]
+    if e.get("ph") in ("s", "f"):
+        parts.append('"id": {c}')
+    lines = ["  {{", "    " + ", ".join(parts) + ",", '    "ts": {t}']
+    if e.get("ph") == "X":
+        d = e["dur_ns"]
+        lines[-1] += f', "dur": {d // 1000}.{d % 1000:03d}'
+    if e.get("bp"):
+        lines[-1] += ', "bp": "e"'
+    if args is not None:
+        a = dict(args)
+        if "correlation" in a:
+            a["correlation"] = "@C@"
+        if "External id" in a:
+            a["External id"] = "@X@"
+        body = json.dumps(a)[1:-1].replace("{", "{{").replace("}", "}}")
+        body = body.replace('"@C@"', "{c}").replace('"@X@"', "{x}")
+        lines[-1] += ","
+        lines += ['    "args": {{', "      " + body, "    }}"]
+    lines.append("  }}")
+    return "\n".join(lines), e["ts_ns"], has_c, has_x
+
+
+def _corr(e: dict[str, Any]) -> int:
+    c = e.get("args", {}).get("correlation", e.get("id", 0))
+    return c if isinstance(c, int) else 0
+
+
+def write_rank(path: Path, step: list[dict[str, Any]], period_ns: int, n_corr: int,
+               n_ext: int, rank: int, world: int, target_bytes: int) -> tuple[int, int]:
+    """Write steps until ``target_bytes``; returns (steps, events) written."""
+    tpls = [_template(e) for e in step]
+    ext0 = [e.get("args", {}).get("External id", 0) for e in step]
+    c0 = [_corr(e) for e in step]
+    header = {"schemaVersion": 1, "deviceProperties": [{
+        "id": 0, "name": "NVIDIA H200", "totalGlobalMem": 150110011392,
+        "computeMajor": 9, "computeMinor": 0, "maxThreadsPerBlock": 1024,
+        "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536, "warpSize": 32,
+        "sharedMemPerBlock": 49152, "numSms": 132}],
+        "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world,
+                            "pg_count": 1, "pg_config": [], "nccl_version": "2.28.3"},
+        "record_shapes": 1, "with_stack": 0, "displayTimeUnit": "ms",
+        "baseTimeNanoseconds": BASE_NS}
+    t_first = 5_114_000_000_000 + rank * 137_000  # ns after the base
+    written = steps = 0
+    with open(path, "w") as fh:
+        fh.write("{\n" + json.dumps(header, indent=2)[2:-2] + ',\n  "traceEvents": [\n')
+        sep = ""
+        while written < target_bytes:
+            shift = t_first + steps * period_ns
+            cshift, xshift = steps * n_corr, steps * n_ext
+            chunk = []
+            for (tpl, t, has_c, has_x), c, x in zip(tpls, c0, ext0, strict=True):
+                ts = shift + t
+                chunk.append(tpl.format(t=f"{ts // 1000}.{ts % 1000:03d}",
+                                        c=c + cshift if has_c else 0,
+                                        x=x + xshift if has_x else 0))
+            text = sep + ",\n".join(chunk)
+            sep = ",\n"
+            fh.write(text)
+            written += len(text)
+            steps += 1
+        fh.write('\n  ],\n  "traceName": "' + path.name + '"\n}\n')
+    return steps, steps * len(step)
+
+
+def build(outdir: Path, mb_per_rank: float, ranks: int) -> list[Path]:
+    """Write ``ranks`` files of about ``mb_per_rank`` MB each into ``outdir``."""
+    outdir.mkdir(parents=True, exist_ok=True)
+    src = real_trace()
+    with tempfile.TemporaryDirectory() as tmp:
+        if src is None:
+            src = capture_cpu_trace(Path(tmp) / "cpu.json")
+            enrich = True
+        else:
+            enrich = False
+        trace = load(src)
+    step, period = one_step(trace)
+    pid = next(e["pid"] for e in step if isinstance(e.get("pid"), int))
+    if enrich:
+        step = Enricher(pid, pid).run(step)
+    n_corr = 1 + max(_corr(e) for e in step)
+    n_ext = 1 + max(e.get("args", {}).get("External id", 0) for e in step)
+    paths = []
+    for r in range(ranks):
+        p = outdir / f"rank{r}.pt.trace.json"
+        n_steps, n_ev = write_rank(p, step, period + 10_000, n_corr, n_ext, r, ranks,
+                                   int(mb_per_rank * 1e6))
+        print(f"{p}: {os.path.getsize(p) / 1e6:.0f} MB, {n_steps} steps, {n_ev} events "
+              f"(source: {'torch CPU run, enriched' if enrich else src})", file=sys.stderr)
+        paths.append(p)
+    return paths
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("outdir", type=Path)
+    ap.add_argument("--mb", type=float, default=300.0, help="MB per rank file (uncompressed)")
+    ap.add_argument("--ranks", type=int, default=2)
+    a = ap.parse_args()
+    build(a.outdir, a.mb, a.ranks)
+
+
+if __name__ == "__main__":
+    main()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import re
 import sqlite3
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -56,12 +57,38 @@ def _pid(g: np.ndarray) -> np.ndarray:
     return (g >> 24) & 0xFFFFFF
 
 
-def _fetch(conn: sqlite3.Connection, sql: str, ncols: int) -> list[np.ndarray]:
-    """Run ``sql`` (integer columns, no NULLs) into ``ncols`` int64 arrays."""
-    cur = conn.execute(sql)
-    flat = np.fromiter(itertools.chain.from_iterable(cur), dtype=I64)
-    a = flat.reshape(-1, ncols)
-    return [np.ascontiguousarray(a[:, i]) for i in range(ncols)]
+CHUNK_ROWS = 1 << 20  # rows per aggregate query: bounds the text held at once
+
+
+def _parse(text: str | None) -> np.ndarray:
+    if not text:
+        return np.zeros(0, dtype=I64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return np.fromstring(text, dtype=I64, sep=",")
+
+
+def _fetch(conn: sqlite3.Connection, table: str, exprs: list[str], where: str = ""
+           ) -> list[np.ndarray]:
+    """Integer columns of ``table`` as int64 arrays (``exprs`` must never be NULL).
+
+    SQLite joins each column of a block of rows into one text (``group_concat``), and numpy
+    parses it: no Python object per row. Blocks of CHUNK_ROWS rowids bound the memory.
+    """
+    lo, hi = conn.execute(f"SELECT MIN(rowid), MAX(rowid) FROM {table}").fetchone()
+    if lo is None:
+        return _empty(len(exprs))
+    sel = ", ".join(f"group_concat({e}, ',')" for e in exprs)
+    cond = f" AND ({where})" if where else ""
+    parts: list[list[np.ndarray]] = []
+    for a in range(int(lo), int(hi) + 1, CHUNK_ROWS):
+        row = conn.execute(f"SELECT {sel} FROM {table} WHERE rowid BETWEEN ? AND ?{cond}",
+                           (a, a + CHUNK_ROWS - 1)).fetchone()
+        cols = [_parse(x) for x in row]
+        if len({c.size for c in cols}) != 1:
+            raise sqlite3.DatabaseError(f"{table}: a column holds NULL or non-integer values")
+        parts.append(cols)
+    return [np.concatenate([p[i] for p in parts]) for i in range(len(exprs))]
 
 
 def _empty(n: int) -> list[np.ndarray]:
@@ -98,25 +125,21 @@ class _Symbols:
                          dtype=np.int32)
         return table[inv]
 
-    def from_texts(self, texts: list[str | None]) -> np.ndarray:
-        return np.fromiter((self.sym(t if t is not None else "<no text>") for t in texts),
-                           dtype=np.int32, count=len(texts))
-
 
 def _read_runtime(ex: Export, syms: _Symbols) -> dict[str, np.ndarray]:
     if not ex.has(RUNTIME):
         s, e, g, c, n = _empty(5)
     else:
-        s, e, g, c, n = _fetch(ex.conn, f'SELECT start, "end", COALESCE(globalTid, 0), '
-                               f"COALESCE(correlationId, -1), nameId FROM {RUNTIME}", 5)
+        s, e, g, c, n = _fetch(ex.conn, RUNTIME, ["start", '"end"', "COALESCE(globalTid, 0)",
+                                                  "COALESCE(correlationId, -1)", "nameId"])
     return {"start": s, "end": e, "pid": _pid(g), "tid": g & 0xFFFFFF, "corr": c,
             "name": syms.from_string_ids(n)}
 
 
-def _gpu_sql(ex: Export, table: str, extra: str) -> str:
+def _gpu_cols(ex: Export, table: str, extra: str) -> list[np.ndarray]:
     gpid = "COALESCE(globalPid, 0)" if ex.has(table, "globalPid") else "0"
-    return (f'SELECT start, "end", deviceId, streamId, COALESCE(correlationId, -1), {gpid}, '
-            f"{extra} FROM {table}")
+    return _fetch(ex.conn, table, ["start", '"end"', "deviceId", "streamId",
+                                   "COALESCE(correlationId, -1)", gpid, extra])
 
 
 def _read_gpu(ex: Export, syms: _Symbols) -> dict[str, np.ndarray]:
@@ -126,16 +149,16 @@ def _read_gpu(ex: Export, syms: _Symbols) -> dict[str, np.ndarray]:
                     if ex.has(KERNEL, c)), None)
         if col is None:
             raise TraceError(f"{ex.path}: {KERNEL} has no kernel name column")
-        cols = _fetch(ex.conn, _gpu_sql(ex, KERNEL, col), 7)
+        cols = _gpu_cols(ex, KERNEL, col)
         parts.append((cols[:6], KIND_KERNEL, syms.from_string_ids(cols[6])))
     if ex.has(MEMCPY):
         kind = "COALESCE(copyKind, 0)" if ex.has(MEMCPY, "copyKind") else "0"
-        cols = _fetch(ex.conn, _gpu_sql(ex, MEMCPY, kind), 7)
+        cols = _gpu_cols(ex, MEMCPY, kind)
         lut = np.array([syms.sym(f"[CUDA memcpy {COPY_KINDS.get(k, 'Unknown')}]")
                         for k in range(max(COPY_KINDS) + 2)], dtype=np.int32)
         parts.append((cols[:6], KIND_MEMCPY, lut[np.clip(cols[6], 0, lut.size - 1)]))
     if ex.has(MEMSET):
-        cols = _fetch(ex.conn, _gpu_sql(ex, MEMSET, "0"), 7)
+        cols = _gpu_cols(ex, MEMSET, "0")
         parts.append((cols[:6], KIND_MEMSET,
                       np.full(cols[0].size, syms.sym(MEMSET_NAME), dtype=np.int32)))
     if not parts:
@@ -155,8 +178,8 @@ def _read_sync(ex: Export) -> dict[str, np.ndarray]:
     else:
         ev = "COALESCE(eventId, -1)" if ex.has(SYNC, "eventId") else "-1"
         gpid = "COALESCE(globalPid, 0)" if ex.has(SYNC, "globalPid") else "0"
-        z = _fetch(ex.conn, f'SELECT start, "end", deviceId, streamId, '
-                   f"COALESCE(correlationId, -1), {gpid}, syncType, {ev} FROM {SYNC}", 8)
+        z = _fetch(ex.conn, SYNC, ["start", '"end"', "deviceId", "streamId",
+                                   "COALESCE(correlationId, -1)", gpid, "syncType", ev])
     d = dict(zip(("start", "end", "device", "stream", "corr", "pid", "kind", "event"), z,
                  strict=True))
     d["pid"] = _pid(d["pid"])
@@ -171,8 +194,9 @@ def _link_waits(ex: Export, d: dict[str, np.ndarray]) -> tuple[np.ndarray, np.nd
     if n == 0 or not all(ex.has(CUDA_EVENT, c) for c in ("eventId", "streamId",
                                                           "correlationId", "globalPid")):
         return ws, wc
-    gp, eid, est, ecorr = _fetch(ex.conn, "SELECT COALESCE(globalPid, 0), eventId, streamId, "
-                                 f"COALESCE(correlationId, -1) FROM {CUDA_EVENT}", 4)
+    gp, eid, est, ecorr = _fetch(ex.conn, CUDA_EVENT, ["COALESCE(globalPid, 0)", "eventId",
+                                                       "streamId",
+                                                       "COALESCE(correlationId, -1)"])
     epid = _pid(gp)
     # One sortable key per (pid, eventId, corr): pid 24 bits, eventId 20, corr 20 would be too
     # tight, so sort lexicographically and search within each (pid, eventId) block.
@@ -198,35 +222,47 @@ def _link_waits(ex: Export, d: dict[str, np.ndarray]) -> tuple[np.ndarray, np.nd
 
 
 def _read_nvtx(ex: Export, syms: _Symbols) -> tuple[dict[str, np.ndarray], dict[int, int]]:
-    """NVTX ranges (columns) and rank marks (pid -> rank)."""
+    """NVTX ranges (columns) and rank marks (pid -> rank).
+
+    Literal texts are numbered in a TEMP table (distinct texts only), so each row comes back
+    as integers: key >= 0 is a StringIds id (textId), key <= -2 a literal text, -1 none.
+    """
     marks: dict[int, int] = {}
+    empty = {"start": np.zeros(0, I64), "end": np.zeros(0, I64), "pid": np.zeros(0, I64),
+             "tid": np.zeros(0, I64), "name": np.zeros(0, np.int32)}
     if not ex.has(NVTX):
-        z = _empty(4)
-        return {"start": z[0], "end": z[1], "pid": z[2], "tid": z[3],
-                "name": np.zeros(0, np.int32)}, marks
-    text = "n.text" if ex.has(NVTX, "text") else "NULL"
-    join = ""
-    if ex.has(NVTX, "textId"):
-        text = f"COALESCE({text}, s.value)"
-        join = "LEFT JOIN StringIds s ON s.id = n.textId"
-    rows = ex.conn.execute(
-        f'SELECT n.start, COALESCE(n."end", -1), COALESCE(n.globalTid, 0), n.eventType, {text} '
-        f"FROM {NVTX} n {join} WHERE n.eventType IN ({NVTX_MARK}, {NVTX_PUSHPOP}, "
-        f"{NVTX_STARTEND})").fetchall()
-    s = np.fromiter((r[0] for r in rows), dtype=I64, count=len(rows))
-    e = np.fromiter((r[1] for r in rows), dtype=I64, count=len(rows))
-    g = np.fromiter((r[2] for r in rows), dtype=I64, count=len(rows))
-    et = np.fromiter((r[3] for r in rows), dtype=I64, count=len(rows))
+        return empty, marks
+    types = f"eventType IN ({NVTX_MARK}, {NVTX_PUSHPOP}, {NVTX_STARTEND})"
+    literal: dict[int, str] = {}
+    key = "COALESCE(textId, -1)" if ex.has(NVTX, "textId") else "-1"
+    if ex.has(NVTX, "text"):
+        ex.conn.execute("CREATE TEMP TABLE IF NOT EXISTS profplug_nvtx_text "
+                        "(id INTEGER PRIMARY KEY, value TEXT UNIQUE)")
+        ex.conn.execute("INSERT OR IGNORE INTO profplug_nvtx_text(value) SELECT DISTINCT text "
+                        f"FROM {NVTX} WHERE text IS NOT NULL AND {types}")
+        literal = {-2 - int(i): str(v) for i, v in
+                   ex.conn.execute("SELECT id, value FROM profplug_nvtx_text")}
+        key = (f"CASE WHEN text IS NULL THEN {key} ELSE -2 - (SELECT t.id FROM "
+               f"profplug_nvtx_text t WHERE t.value = {NVTX}.text) END")
+    s, e, g, et, k = _fetch(ex.conn, NVTX, ["start", 'COALESCE("end", -1)',
+                                            "COALESCE(globalTid, 0)", "eventType", key], types)
     pid = _pid(g)
-    for i in np.nonzero(et == NVTX_MARK)[0]:
-        t = rows[i][4]
-        r = parse_rank_mark(t) if isinstance(t, str) else None
-        if r is not None:
-            marks[int(pid[i])] = r
+    names = np.full(k.size, -1, dtype=np.int32)
+    reg = k >= 0
+    names[reg] = syms.from_string_ids(k[reg])
+    lit_keys, inv = np.unique(k[k <= -2], return_inverse=True)
+    lut = np.array([syms.sym(literal.get(int(x), "<no text>")) for x in lit_keys],
+                   dtype=np.int32)
+    names[k <= -2] = lut[inv] if lut.size else names[k <= -2]
+    names[k == -1] = syms.sym("<no text>")
+    is_mark = et == NVTX_MARK
+    rank_of = {int(n): r for n in np.unique(names[is_mark])
+               if (r := parse_rank_mark(syms.names[n])) is not None}
+    for i in np.nonzero(is_mark & np.isin(names, list(rank_of)))[0]:
+        marks[int(pid[i])] = rank_of[int(names[i])]
     rng = np.nonzero((et != NVTX_MARK) & (e >= s))[0]
-    names = syms.from_texts([rows[i][4] for i in rng])
     return {"start": s[rng], "end": e[rng], "pid": pid[rng], "tid": g[rng] & 0xFFFFFF,
-            "name": names}, marks
+            "name": names[rng]}, marks
 
 
 def _assign_ranks(pids: list[int], gpu: dict[str, np.ndarray], marks: dict[int, int]

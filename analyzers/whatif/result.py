@@ -59,7 +59,7 @@ class WhatIfResult:
 
 
 def _n(x: float) -> str:
-    return f"{x:,.1f}"
+    return f"{x if abs(x) >= 0.05 else 0.0:,.1f}"
 
 
 def _wrap(text: str, first: str, indent: str) -> list[str]:

@@ -1,0 +1,83 @@
+"""``profplug whatif RUN...``: each rank's step time if its synchronizes did not block."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from profplug.errors import ProfplugError
+
+from .main import app
+
+FORMATS = ("table", "json")
+DROPS = ("device-sync", "all-sync")
+_PAGE = ("<!doctype html><html><head><meta charset=\"utf-8\"><title>profplug what-if</title>"
+         "<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}"
+         "td,th{{border:1px solid #ccc;padding:2px 8px;text-align:right}}</style></head>"
+         "<body>{body}</body></html>\n")
+
+
+def _write(text: str, output: Path | None) -> None:
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        output.write_text(text)
+    except OSError as exc:
+        raise ProfplugError(f"{output}: cannot write ({exc.strerror or exc})") from None
+
+
+def run_whatif(paths: list[Path], drop: str = "device-sync", drop_at: str | None = None,
+               fmt: str = "table", output: Path | None = None, html: Path | None = None,
+               tolerance_us: float = 2.0, jobs: int | None = None) -> int:
+    """Replay the run under ``paths`` without the chosen syncs and print the comparison."""
+    from profplug.analyzers.stalls import StallOptions
+    from profplug.analyzers.whatif import DropSpec, render_table, whatif_html_section, whatif_paths
+
+    if fmt not in FORMATS:
+        raise ProfplugError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
+    if drop not in DROPS:
+        raise ProfplugError(f"unknown --drop {drop!r} (choose from {', '.join(DROPS)})")
+    res = whatif_paths(paths, DropSpec(drop, drop_at),
+                       StallOptions(tolerance_ns=round(tolerance_us * 1000)), jobs=jobs)
+    buf = io.StringIO()
+    if fmt == "json":
+        json.dump({"whatif": res.to_dict()}, buf, indent=1, allow_nan=False)
+        buf.write("\n")
+    else:
+        render_table(res, buf)
+    _write(buf.getvalue(), output)
+    if html is not None:
+        _write(_PAGE.format(body=whatif_html_section(res)), html)
+        print(f"profplug: wrote {html}", file=sys.stderr)
+    return 0
+
+
+@app.command()
+def whatif(
+    paths: Annotated[list[Path], typer.Argument(help="Trace files or directories of one run "
+                                                     "(all ranks).")],
+    drop: Annotated[str, typer.Option(
+        "--drop", help="Which syncs stop blocking: device-sync (device-wide) | all-sync "
+                       "(every host-blocking sync).")] = "device-sync",
+    drop_at: Annotated[str | None, typer.Option(
+        "--drop-at", help="Only the syncs at this call site (as `profplug report` names "
+                          "it).")] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table | json")] = "table",
+    output: Annotated[Path | None, typer.Option("-o", "--output",
+                                                help="Write the result here.")] = None,
+    html: Annotated[Path | None, typer.Option("--html", help="Also write an HTML page.")
+                    ] = None,
+    tolerance_us: Annotated[float, typer.Option(
+        "--tolerance-us", help="Clock slack when matching a gap to a sync call.")] = 2.0,
+    jobs: Annotated[int | None, typer.Option("--jobs", "-j", help="Parallel parsers.")] = None,
+) -> None:
+    """Predict each rank's step time with the synchronizes made non-blocking."""
+    code = run_whatif(paths, drop, drop_at, fmt, output, html, tolerance_us, jobs)
+    if code:
+        raise typer.Exit(code)

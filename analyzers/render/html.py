@@ -286,12 +286,19 @@ def notes_html(runs: list[tuple[str, Report]]) -> str:
     return "<h2>Notes</h2><ul>" + "".join(f"<li>{e(i)}</li>" for i in items) + "</ul>"
 
 
-def _whatif_dict(whatif: Any) -> Any:
+def whatif_html(whatif: Any) -> str:
+    """A what-if result's own section when it is one, else the object as escaped JSON."""
+    from ..whatif.result import WhatIfResult, whatif_html_section
+
+    if isinstance(whatif, WhatIfResult):
+        return whatif_html_section(whatif)
     if hasattr(whatif, "to_dict"):
-        return whatif.to_dict()
-    if is_dataclass(whatif) and not isinstance(whatif, type):
-        return asdict(whatif)
-    return whatif
+        doc = whatif.to_dict()
+    elif is_dataclass(whatif) and not isinstance(whatif, type):
+        doc = asdict(whatif)
+    else:
+        doc = whatif
+    return "<h2>What if</h2><pre>" + e(json.dumps(doc, indent=1, default=str)) + "</pre>"
 
 
 # ------------------------------------------------------------------------------- entry
@@ -325,8 +332,7 @@ def render_html(rep: Report, out: TextIO, *, compare: Comparison | None = None,
     body.append("<h2>Sync APIs</h2>" + syncs_html(runs))
     body.append(notes_html(runs))
     if whatif is not None:
-        body.append("<h2>What if</h2><pre>" + e(json.dumps(_whatif_dict(whatif), indent=1,
-                                                           default=str)) + "</pre>")
+        body.append(whatif_html(whatif))
     for label, x in runs:
         if x.meta:
             body.append(f"<h2>Run metadata{' · ' + e(label) if label else ''}</h2>"

@@ -202,3 +202,13 @@ def test_no_gpu_work_rank_is_listed(tmp_path: Path) -> None:
     page = render(analyze([tmp_path / "r0.json"]))
     assert "rank 0: no GPU work in this rank&#x27;s trace" in page
     assert summary_rows(page)[("", 0)][3] == "0.0"
+
+
+def test_whatif_result_gets_its_own_section(tmp_path: Path) -> None:
+    from profplug.analyzers.whatif import whatif_paths
+
+    d = write_run(tmp_path, "device")
+    res = whatif_paths([d])
+    page = render(analyze([d]), whatif=res)
+    assert '<section class="whatif">' in page and "What if: without" in page
+    assert external_loads(page) == []

@@ -64,7 +64,8 @@ def _shift(m: Model, r: Replay, seq: list[int], t: np.ndarray) -> np.ndarray:
 
 
 def _predicted_timeline(tl: Timeline, m: Model, r: Replay, a_s: np.ndarray, a_e: np.ndarray,
-                        main: list[int]) -> Timeline:
+                        main: list[int], drop: bool) -> Timeline:
+    """The replayed run as a Timeline; with ``drop``, without the dropped calls."""
     alo, ahi = m.rank_a[tl.rank]
     olo, ohi = m.rank_o[tl.rank]
     ann_s, ann_e = tl.ann_start_ns.copy(), tl.ann_end_ns.copy()
@@ -77,8 +78,11 @@ def _predicted_timeline(tl: Timeline, m: Model, r: Replay, a_s: np.ndarray, a_e:
             ann_e[sel] = np.maximum(_shift(m, r, seq, tl.ann_end_ns[sel]), ann_s[sel])
     st_s = _shift(m, r, main, tl.step_start_ns)
     st_e = np.maximum(_shift(m, r, main, tl.step_end_ns), st_s)
+    keep = slice(None) if not drop else ~m.a_dropped[alo:ahi]  # dropped calls are gone
     return replace(tl, gpu_start_ns=r.o_start[olo:ohi], gpu_end_ns=r.o_end[olo:ohi],
-                   api_start_ns=a_s[alo:ahi], api_end_ns=a_e[alo:ahi], ann_start_ns=ann_s,
+                   api_start_ns=a_s[alo:ahi][keep], api_end_ns=a_e[alo:ahi][keep],
+                   api_tid=tl.api_tid[keep], api_name=tl.api_name[keep],
+                   api_corr=tl.api_corr[keep], ann_start_ns=ann_s,
                    ann_end_ns=ann_e, step_start_ns=st_s, step_end_ns=st_e,
                    warnings=[], skipped={})
 
@@ -108,7 +112,8 @@ def _rank_result(tl: Timeline, m: Model, rec: Replay, drp: Replay, nested: dict[
     pred_rs = rs
     for key, r in (("replayed", rec), ("predicted", drp)):
         a_s, a_e = nested[key]
-        prs = analyze_rank(_predicted_timeline(tl, m, r, a_s, a_e, main), opt)
+        prs = analyze_rank(_predicted_timeline(tl, m, r, a_s, a_e, main,
+                                               key == "predicted"), opt)
         times[key] = _time_ns(prs, basis)
         pred_rs = prs
     # direct: gaps charged (by the stall analysis) to a call the replay drops

@@ -69,6 +69,7 @@ class Model:
     o_gap: np.ndarray
     o_peer: np.ndarray  # matched NCCL kernel on another rank, -1 none
     o_xfer: np.ndarray  # matched: time from the later start of the pair to this op's end
+    o_clock: np.ndarray  # matched: peer clock minus this rank's clock (ns)
     o_deps: dict[int, list[int]]  # op -> ops it waits for (stream waits)
     streams: list[list[int]]
     stream_key: list[tuple[int, int, int]]  # (rank, device, stream)
@@ -161,8 +162,13 @@ class _RankBuilder:
         return int(sl[k]) if k >= 0 else -1
 
     def _api_by_corr(self, corr: int) -> int:
-        hit = np.nonzero(self.tl.api_corr == corr)[0]
-        return int(hit[0]) if hit.size else -1
+        if not hasattr(self, "_corr_order"):
+            self._corr_order = np.argsort(self.tl.api_corr, kind="stable")
+            self._corr_sorted = self.tl.api_corr[self._corr_order]
+        k = int(np.searchsorted(self._corr_sorted, corr))
+        if corr < 0 or k >= self._corr_sorted.size or self._corr_sorted[k] != corr:
+            return -1
+        return int(self._corr_order[k])
 
     # ---- cudaStreamWaitEvent -> op dependencies ---------------------------------------
     def _stream_waits(self) -> None:
@@ -392,7 +398,20 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None) -> Mode
     o_end = cat([b.tl.gpu_end_ns for b in builders])
     peer = _match_nccl(builders, o_base, int(o_start.size), notes, warns)
     paired = peer >= 0
-    later = np.maximum(o_start, o_start[np.maximum(peer, 0)])
+    pk = np.maximum(peer, 0)
+    # Matched NCCL kernels end together (the transfer completes on both sides): the median
+    # end difference is the peer's clock offset, so only durations and order are used.
+    clock = np.zeros(o_start.size, dtype=np.int64)
+    for k, b in enumerate(builders):
+        sel = np.nonzero(paired[o_base[k]:o_base[k + 1]])[0] + o_base[k]
+        if sel.size:
+            off = int(np.median(o_end[peer[sel]] - o_end[sel]))
+            clock[sel] = off
+            if abs(off) > QUEUE_TOL_NS:
+                notes.append(f"rank {b.tl.rank}: the peer's clock reads {off / 1000:+.1f} us "
+                             "against this rank's (median end difference of paired NCCL "
+                             "kernels); pairs are compared on aligned clocks")
+    later = np.maximum(o_start, o_start[pk] - clock)
     xfer = np.where(paired, np.maximum(o_end - later, 0), 0)
     return Model(
         a_rank=cat([np.full(b.tl.api_start_ns.size, b.tl.rank) for b in builders]),
@@ -408,7 +427,7 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None) -> Mode
         o_rank=cat([np.full(b.tl.n_gpu, b.tl.rank) for b in builders]),
         o_start=o_start, o_end=o_end, o_top=o_top, o_off=o_off,
         o_lat=cat([b.lat for b in builders]), o_gap=cat([b.gap for b in builders]),
-        o_peer=peer, o_xfer=xfer,
+        o_peer=peer, o_xfer=xfer, o_clock=clock,
         o_deps={w + o_base[k]: [d + o_base[k] for d in v]
                 for k, b in enumerate(builders) for w, v in b.deps.items()},
         streams=streams, stream_key=stream_key,

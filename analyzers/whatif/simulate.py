@@ -45,7 +45,7 @@ def replay(m: Model, drop: bool) -> Replay:
     o_top, o_off, o_lat, o_gap = (m.o_top.tolist(), m.o_off.tolist(), m.o_lat.tolist(),
                                   m.o_gap.tolist())
     o_dur = (m.o_end - m.o_start).tolist()
-    peer, xfer = m.o_peer.tolist(), m.o_xfer.tolist()
+    peer, xfer, clock = m.o_peer.tolist(), m.o_xfer.tolist(), m.o_clock.tolist()
     deps = m.o_deps
     forced: set[int] = set()
     t_ptr = [0] * len(m.threads)
@@ -135,6 +135,7 @@ def replay(m: Model, drop: bool) -> Replay:
                     sq = o_s[q]
                     if sq is None:
                         break
+                    sq -= clock[j]
                     e = (st if st > sq else sq) + xfer[j]
                 else:
                     e = st + o_dur[j]

@@ -51,8 +51,11 @@ def two_streams(tmp: Path, gpu_records: bool = True) -> Path:
     return t.write(tmp / ("streams.json" if gpu_records else "streams_norec.json"))
 
 
-def two_ranks(tmp: Path) -> list[Path]:
-    """Rank 0: C (100 us) then a send; rank 1: a recv then D (50 us); transfer 10 us."""
+def two_ranks(tmp: Path, skew: float = 0.0) -> list[Path]:
+    """Rank 0: C (100 us) then a send; rank 1: a recv then D (50 us); transfer 10 us.
+
+    ``skew``: rank 1's clock reads this much later than rank 0's.
+    """
     r0, r1 = KinetoTrace(rank=0), KinetoTrace(rank=1)
     r0.annotation("ProfilerStep#0", 0, 130)
     r0.annotation("ProfilerStep#1", 130, 130)
@@ -70,6 +73,8 @@ def two_ranks(tmp: Path) -> list[Path]:
         r1.runtime("cudaStreamWaitEvent", T + 2, 1.0)
         r1.launch(T + 4, r_end, 50.0, name="compute_d", stream=7)
         _sync(r1, T + 6, r_end + 55)
+    for ev in r1.events:
+        ev["ts"] += skew
     return [r0.write(tmp / "r0.json"), r1.write(tmp / "r1.json")]
 
 
@@ -105,8 +110,9 @@ def test_two_streams_event_wait_is_kept(tmp_path: Path) -> None:
         assert r.indirect_us == pytest.approx(10.0, abs=1e-3)
 
 
-def test_two_ranks_matched_send_recv(tmp_path: Path) -> None:
-    res = _run(two_ranks(tmp_path))
+@pytest.mark.parametrize("skew", [0.0, 500.0, -73.0])
+def test_two_ranks_matched_send_recv(tmp_path: Path, skew: float) -> None:
+    res = _run(two_ranks(tmp_path, skew))
     r0, r1 = res.rank(0), res.rank(1)
     assert (r0.recorded_us, r1.recorded_us) == pytest.approx((120.0, 145.0), abs=1e-3)
     assert (r0.replayed_us, r1.replayed_us) == pytest.approx((120.0, 145.0), abs=1e-3)
@@ -142,3 +148,17 @@ def test_outputs_render(tmp_path: Path) -> None:
     assert d["ranks"][1]["predicted_us"] == pytest.approx(130.0, abs=1e-3)
     html = whatif_html_section(res)
     assert html.startswith("<section") and "130.0" in html
+
+
+def test_cli_json_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from profplug.cli.main import main
+
+    paths = [str(p) for p in two_ranks(tmp_path)]
+    assert main(["whatif", *paths, "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)["whatif"]
+    assert [r["predicted_us"] for r in d["ranks"]] == pytest.approx([105.0, 130.0], abs=1e-3)
+    assert main(["whatif", *paths, "--drop", "nothing"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown --drop" in err

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+import profplug.steps as _steps
 from profplug import ranges
 from profplug.annotate import annotate
 from profplug.config import sync_policy
@@ -129,6 +130,7 @@ def _outer_range(name: str, nbytes: int, peer: int) -> Any:
 
 
 def _p2p(op: Any, tensor: torch.Tensor, peer: int, name: str, sync: str | None) -> None:
+    _steps.on_activity()
     policy = default_sync() if sync is None else sync_policy(sync)
     with _outer_range(name, tensor.numel() * tensor.element_size(), peer):
         with _POST:
@@ -184,6 +186,7 @@ def broadcast_from_last_pipeline_stage(
     sync: str | None = None,
 ) -> torch.Tensor:
     """Broadcast ``tensor`` (given on the last stage) to every stage; returns it everywhere."""
+    _steps.on_activity()
     policy = default_sync() if sync is None else sync_policy(sync)
     group: Any = pp_group
     if pp_group is None:

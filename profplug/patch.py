@@ -108,6 +108,7 @@ def _short_path(path: str) -> str:
 
 
 def _wrap_synchronize(original: Callable[..., Any]) -> Callable[..., Any]:
+    import profplug.steps as steps
     from profplug.annotate import annotate
 
     getframe = sys._getframe
@@ -122,6 +123,7 @@ def _wrap_synchronize(original: Callable[..., Any]) -> Callable[..., Any]:
             code = frame.f_code
             name = ranges.synchronize_range(_short_path(code.co_filename), key[1], code.co_name)
             rng = sites[key] = annotate(name)
+        steps.on_activity()
         with rng:
             return original(device)
 

@@ -32,6 +32,15 @@ _on_end: list[Listener] = []
 _attached: list[Any] = []
 
 
+def _no_activity() -> None:
+    return None
+
+
+# Called by profplug's p2p functions and synchronize wrapper on every call; a session sets
+# it to start a whole-run recording at the first call (then resets it to a no-op).
+on_activity: Callable[[], None] = _no_activity
+
+
 class Step:
     """One step; closing it (``__exit__``, the next ``step()`` or :func:`close_open`) ends
     its range."""

@@ -1,0 +1,98 @@
+"""Activation at interpreter start-up (called by profplug's ``sitecustomize``; stdlib only).
+
+A process activates when ``PROFPLUG_OUT`` is set, it is not a launcher (torchrun,
+``python -m torch.distributed.run``) and no ancestor activated (``PROFPLUG_OWNER_PID``).
+Activation only registers post-import hooks: the session starts when the job imports
+torch, and Megatron-Core is patched when it imports ``communication_utils``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+from profplug.config import ENV_OWNER_PID, Config
+
+LAUNCHER_SCRIPTS = frozenset({"torchrun", "torchx", "nsys"})
+LAUNCHER_MODULES = frozenset(
+    {"torch.distributed.run", "torch.distributed.launch", "profplug", "profplug.cli.main"}
+)
+_FLAGS_WITH_VALUE = frozenset({"-X", "-W", "-Q"})
+_session = None
+
+
+def is_launcher(argv: Sequence[str]) -> bool:
+    """Whether ``sys.orig_argv`` (interpreter first) runs a launcher, not a rank."""
+    args = list(argv[1:])
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "-m":
+            return i + 1 < len(args) and args[i + 1] in LAUNCHER_MODULES
+        if a == "-c" or a == "-":
+            return False
+        if a in _FLAGS_WITH_VALUE:
+            i += 2
+            continue
+        if a.startswith("-"):
+            i += 1
+            continue
+        name = os.path.basename(a)
+        return name in LAUNCHER_SCRIPTS or name == "profplug"
+    return False
+
+
+def _on_torch(config: Config) -> None:
+    global _session
+    import profplug.steps as steps
+    from profplug.annotate import mark
+    from profplug.config import env_rank
+    from profplug.ranges import rank_mark
+    from profplug.session.core import Session
+    from profplug.session.signals import install
+
+    if "synchronize" in config.patches:
+        from profplug.patch import patch_synchronize
+
+        patch_synchronize()
+    _session = Session(config)
+    steps.add_listener(_session.on_step_begin, _session.on_step_end)
+    steps.on_activity = _session.on_activity
+    install(_session)
+    rank = env_rank()
+    if rank is not None:
+        mark(rank_mark(rank))
+
+
+def _on_megatron(module: ModuleType) -> None:
+    from profplug.patch import patch_megatron
+
+    patch_megatron()
+
+
+def activate(environ: dict[str, str] | None = None) -> bool:
+    """Activate profplug in this process if the environment asks for it."""
+    env = os.environ if environ is None else environ
+    try:
+        config = Config.from_env(env)
+    except ValueError as exc:
+        print(f"profplug: not activated: {exc}", file=sys.stderr)
+        return False
+    if not config.active:
+        return False
+    owner = env.get(ENV_OWNER_PID)
+    if owner and owner != str(os.getpid()):
+        return False
+    if is_launcher(getattr(sys, "orig_argv", sys.argv)):
+        return False
+    os.environ[ENV_OWNER_PID] = str(os.getpid())
+    from profplug.session import hooks
+
+    hooks.when_imported("torch", lambda _m: _on_torch(config))
+    if "megatron" in config.patches:
+        from profplug.patch import MEGATRON_MODULE
+
+        hooks.when_imported(MEGATRON_MODULE, _on_megatron)
+    return True

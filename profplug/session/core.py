@@ -1,0 +1,214 @@
+"""One rank's profiling session: the window over steps, alignment, flush, status file.
+
+Window: with ``profplug.step()`` calls, steps ``[skip, skip + steps)`` (0-based step index);
+Kineto is prepared one step early, ranks meet at a barrier right before the first window
+step (when torch.distributed is initialized), and recording stops when the last window step
+ends. Without steps, recording starts at the first profplug p2p or synchronize call and runs
+to the end of the process ("run" mode); a later first ``step()`` discards it and switches to
+steps. Files: ``OUT/kineto/rank{R}.json.gz`` and ``OUT/status/rank{R}.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import profplug.steps as _steps
+from profplug import __version__, ranges
+from profplug.annotate import mark
+from profplug.config import Config, env_rank
+from profplug.session.recorders import KinetoRecorder, NsysRecorder, distributed_info
+
+
+def _rank() -> int:
+    rank = env_rank()
+    if rank is not None:
+        return rank
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return int(dist.get_rank())
+    return 0
+
+
+def _noop() -> None:
+    return None
+
+
+class Session:
+    """Drives one recorder from step/activity events and flushes it exactly once."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.out = Path(config.out or ".")
+        self.recorder: Any = None
+        if config.trace == "kineto":
+            self.recorder = KinetoRecorder(cpu_ops=config.cpu_ops)
+        elif config.trace == "nsys":
+            self.recorder = NsysRecorder()
+        self.mode: str | None = None  # "steps" or "run"
+        self.first_step: int | None = None
+        self.steps_recorded = 0
+        self.aligned = False
+        self.saved = False
+        self.flush_started = False
+        self.exception: str | None = None
+        self.signal: int | None = None
+        self.started = time.time()
+        self._lock = threading.RLock()
+
+    # -- events ---------------------------------------------------------------------------
+    def on_step_begin(self, index: int) -> None:
+        if self.recorder is None or self.flush_started:
+            return
+        if self.mode == "run":  # a whole-run recording began before the first step
+            self.recorder.stop({}, sync=True)
+        self.mode = "steps"
+        skip = self.config.skip
+        if index == skip - 1:
+            self.recorder.prepare()
+        if index == skip:
+            self._align()
+            self.first_step = index
+            self._start()
+
+    def on_step_end(self, index: int) -> None:
+        if self.mode != "steps" or self.first_step is None or not self.recorder.running:
+            return
+        self.steps_recorded = index - self.first_step + 1
+        if self.steps_recorded >= self.config.steps:
+            if self.recorder.name == "nsys":
+                self._align()  # the first rank to stop ends the capture for all
+            self._save(self.recorder.stop(self._window(), sync=True))
+
+    def on_activity(self) -> None:
+        """First p2p/synchronize call: record the whole run unless steps take over."""
+        _steps.on_activity = _noop
+        if self.mode is None and self.recorder is not None and not self.flush_started:
+            self.mode = "run"
+            self._start()
+
+    # -- internals ------------------------------------------------------------------------
+    def _align(self) -> None:
+        dist = sys.modules.get("torch.distributed")
+        if not self.config.align or dist is None or not dist.is_available():
+            return
+        if not dist.is_initialized() or dist.get_world_size() < 2:
+            return
+        if "nccl" in str(dist.get_backend()).lower():
+            from profplug.p2p import original_synchronize
+
+            flag = torch.zeros(1, device=torch.device("cuda", torch.cuda.current_device()))
+            dist.all_reduce(flag)
+            original_synchronize()()  # the host waits too: windows open together
+        else:
+            dist.barrier()
+        self.aligned = True
+
+    def _start(self) -> None:
+        meta: dict[str, Any] = {}  # profplugWindow is added at stop: Kineto keeps the first
+        info = distributed_info()
+        if info is not None:
+            meta["distributedInfo"] = info
+        self.recorder.start(meta)
+        mark(ranges.rank_mark(_rank()))  # inside the nsys capture range too
+
+    def _window(self) -> dict[str, Any]:
+        return {
+            "rank": _rank(),
+            "mode": self.mode,
+            "first_step": self.first_step,
+            "steps": self.steps_recorded,
+            "skip": self.config.skip,
+            "requested_steps": self.config.steps,
+            "aligned": self.aligned,
+            "sync": self.config.sync,
+            "trace": self.config.trace,
+            "pid": os.getpid(),
+        }
+
+    def trace_path(self) -> Path:
+        return self.out / "kineto" / f"rank{_rank()}.json.gz"
+
+    def _save(self, result: Any) -> None:
+        if self.recorder.name == "kineto" and result is not None:
+            self.recorder.save(result, self.trace_path())
+            self.saved = True
+
+    # -- end of the process ---------------------------------------------------------------
+    def flush(self, reason: str = "exit", from_signal: bool = False) -> None:
+        """Stop recording, write the trace and the status file (once; thread-safe)."""
+        with self._lock:
+            if self.flush_started:
+                return
+            self.flush_started = True
+            try:
+                if not from_signal:
+                    _steps.close_open()
+                if self.recorder is not None and self.recorder.running:
+                    self._save(self.recorder.stop(self._window(), sync=not from_signal))
+                if self.recorder is not None and self.recorder.name == "kineto" and not self.saved:
+                    self.recorder.save_empty(self.trace_path(), {"profplugWindow": self._window()})
+                    self.saved = True
+            except Exception as exc:  # never hide the job's own failure behind ours
+                print(f"profplug: could not write the trace: {exc}", file=sys.stderr)
+            finally:
+                self._write_status(reason)
+
+    def _write_status(self, reason: str) -> None:
+        status = "finished"
+        if self.signal is not None:
+            status = "signal"
+        elif self.exception is not None:
+            status = "exception"
+        record: dict[str, Any] = {
+            "rank": _rank(),
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "argv": list(getattr(sys, "orig_argv", sys.argv)),
+            "started": self.started,
+            "ended": time.time(),
+            "status": status,
+            "reason": reason,
+            "exception": self.exception,
+            "signal": self.signal,
+            "trace": str(self.trace_path().relative_to(self.out)) if self.saved else None,
+            "window": self._window(),
+            "versions": versions(),
+        }
+        path = self.out / "status" / f"rank{record['rank']}.json"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text(json.dumps(record, indent=1))
+            os.replace(tmp, path)
+        except OSError as exc:
+            print(f"profplug: could not write {path}: {exc}", file=sys.stderr)
+
+
+def versions() -> dict[str, Any]:
+    """torch/CUDA/NCCL/profplug versions and the GPU of this rank (if CUDA is initialized)."""
+    v: dict[str, Any] = {
+        "profplug": __version__,
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "hip": getattr(torch.version, "hip", None),
+        "nccl": None,
+        "gpu": None,
+    }
+    if torch.cuda.is_available():
+        try:
+            v["nccl"] = ".".join(str(x) for x in torch.cuda.nccl.version())
+        except Exception:
+            pass
+        if torch.cuda.is_initialized():
+            v["gpu"] = torch.cuda.get_device_name(torch.cuda.current_device())
+    return v

@@ -1,0 +1,31 @@
+"""profplug's start-up hook: ``profplug run`` puts this directory first on PYTHONPATH.
+
+Activates profplug (see ``profplug.session.bootstrap``), then runs the ``sitecustomize``
+that would have run without profplug (the next one on ``sys.path``), if any.
+"""
+
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+
+def _chain() -> None:
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["sitecustomize"] = module
+    spec.loader.exec_module(module)
+
+
+try:
+    from profplug.session.bootstrap import activate
+
+    activate()
+except Exception as exc:  # never break the user's interpreter
+    print(f"profplug: start-up failed: {exc!r}", file=sys.stderr)
+finally:
+    _chain()

@@ -21,7 +21,6 @@ With these rules the recorded run is a fixed point of the replay.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,6 +28,7 @@ import numpy as np
 from .. import classify
 from ..callsites import enclosing
 from ..timeline import SYNC_EVENT_SYNC, SYNC_STREAM_SYNC, SYNC_STREAM_WAIT_EVENT, Timeline
+from .pairs import match_nccl
 
 QUEUE_TOL_NS = 2_000  # an op starting within this of its stream becoming ready was queued
 DROP_DEVICE, DROP_ALL = "device-sync", "all-sync"
@@ -81,10 +81,6 @@ class Model:
     @property
     def n_events(self) -> int:
         return int(self.a_start.size + self.o_start.size)
-
-
-def _base(name: str) -> str:
-    return name.split("(", 1)[0].strip()
 
 
 def _top_level(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray:
@@ -313,45 +309,6 @@ class _RankBuilder:
         self.dropped = cand
 
 
-_P2P = re.compile(r"send|recv", re.IGNORECASE)
-
-
-def _match_nccl(builders: list[_RankBuilder], o_base: list[int], n_ops: int,
-                notes: list[str], warns: list[str]) -> np.ndarray:
-    """Pair the k-th NCCL kernel of one name on rank a with the k-th on rank b (2 ranks)."""
-    peer = np.full(n_ops, -1, dtype=np.int64)
-    comm: list[dict[str, np.ndarray]] = []
-    for b in builders:
-        tl = b.tl
-        is_comm = classify.comm_for_symbols(tl.names)[tl.gpu_name] if tl.n_gpu else \
-            np.zeros(0, dtype=bool)
-        groups: dict[str, list[int]] = {}
-        for o in np.nonzero(is_comm)[0]:
-            groups.setdefault(_base(tl.names[tl.gpu_name[o]]), []).append(int(o))
-        comm.append({k: np.array(v)[np.argsort(tl.gpu_start_ns[v], kind="stable")]
-                     for k, v in groups.items()})
-    if not any(comm):
-        return peer
-    if len(builders) != 2:
-        notes.append("NCCL kernels are not coupled across ranks (pairing is only done for 2 "
-                     "ranks): they keep their recorded durations")
-        return peer
-    (g0, g1), (b0, b1) = comm, (o_base[0], o_base[1])
-    for name in sorted(set(g0) | set(g1)):
-        a, c = g0.get(name), g1.get(name)
-        if a is None or c is None or a.size != c.size:
-            warns.append(f"NCCL kernel {name}: {0 if a is None else a.size} on rank "
-                         f"{builders[0].tl.rank} vs {0 if c is None else c.size} on rank "
-                         f"{builders[1].tl.rank}: not paired, recorded durations kept")
-            continue
-        peer[b0 + a] = b1 + c
-        peer[b1 + c] = b0 + a
-        if _P2P.search(name):
-            notes.append(f"NCCL {name}: the k-th kernel of one rank is paired with the k-th "
-                         "of the other (send/recv direction is not in the kernel name)")
-    return peer
-
-
 def _launch_offsets(b: _RankBuilder) -> np.ndarray:
     """Per op: launch time minus its top-level call's start; unlinked ops: recorded start."""
     out = b.tl.gpu_start_ns.copy()
@@ -396,7 +353,7 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None) -> Mode
             stream_key.append((b.tl.rank, dev, st))
     o_start = cat([b.tl.gpu_start_ns for b in builders])
     o_end = cat([b.tl.gpu_end_ns for b in builders])
-    peer = _match_nccl(builders, o_base, int(o_start.size), notes, warns)
+    peer = match_nccl(builders, o_base, int(o_start.size), notes, warns)
     paired = peer >= 0
     pk = np.maximum(peer, 0)
     # Matched NCCL kernels end together (the transfer completes on both sides): the median

@@ -1,0 +1,39 @@
+"""``profplug run -o DIR [options] -- CMD ...``: profile a job, then print its stall report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .main import app
+
+
+@app.command(
+    context_settings={"allow_interspersed_args": False},
+    no_args_is_help=True,
+)
+def run(
+    command: Annotated[list[str], typer.Argument(help="the job, after --", show_default=False)],
+    output: Annotated[Path, typer.Option("-o", "--output", help="output directory DIR")],
+    trace: Annotated[str, typer.Option(help="kineto (torch.profiler) or nsys")] = "kineto",
+    sync: Annotated[str, typer.Option(help="p2p sync policy: keep|device|event|none")] = "keep",
+    patch: Annotated[str, typer.Option(help="patches: megatron,synchronize or none")] = (
+        "megatron,synchronize"
+    ),
+    skip: Annotated[int, typer.Option(help="profplug.step() calls before the window")] = 10,
+    steps: Annotated[int, typer.Option(help="steps in the profiling window")] = 50,
+    cpu_ops: Annotated[bool, typer.Option("--cpu-ops", help="Kineto: record every CPU op")] = False,
+    nsys: Annotated[str | None, typer.Option(help="nsys executable (default: PATH)")] = None,
+    no_report: Annotated[bool, typer.Option("--no-report", help="skip the report")] = False,
+    force: Annotated[bool, typer.Option("--force", help="overwrite a non-empty DIR")] = False,
+) -> int:
+    """Run CMD with profplug active in every Python process; exit with CMD's status."""
+    from profplug.session.launch import RunOptions
+    from profplug.session.launch import run as launch
+
+    return launch(RunOptions(
+        out=output, command=list(command), trace=trace, sync=sync, patches=patch, skip=skip,
+        steps=steps, cpu_ops=cpu_ops, nsys=nsys, report=not no_report, force=force,
+    ))

@@ -1,0 +1,232 @@
+"""``profplug run``'s library side: prepare DIR, launch the job unchanged but for its
+environment, wait, export, merge per-rank status into ``DIR/run.json`` (stdlib only).
+
+Layout of DIR: ``kineto/rank{R}.json.gz`` (Kineto) or ``nsys/report.nsys-rep`` +
+``nsys/report.sqlite`` (nsys), ``status/rank{R}.json`` (written by each rank), ``run.json``,
+``report.html``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from profplug import __version__
+from profplug.config import ENV_OWNER_PID, SYNC_CHOICES, TRACES, Config, parse_patches
+from profplug.errors import ProfplugError, ToolMissingError
+
+SITECUSTOMIZE_DIR = Path(__file__).resolve().parent / "sitecustomize"
+OUTPUTS = ("kineto", "status", "nsys", "run.json", "report.html")
+_ENV_PREFIXES = ("PROFPLUG_", "NCCL_", "TORCH_", "CUDA_", "NVIDIA_", "OMP_", "MASTER_")
+_ENV_NAMES = ("PYTHONPATH", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "RANK", "LOCAL_RANK")
+
+
+@dataclass
+class RunOptions:
+    """Everything ``profplug run`` was asked to do."""
+
+    out: Path
+    command: list[str]
+    trace: str = "kineto"
+    sync: str = "keep"
+    patches: str = "megatron,synchronize"
+    skip: int = 10
+    steps: int = 50
+    cpu_ops: bool = False
+    nsys: str | None = None
+    report: bool = True
+    force: bool = False
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def config(self) -> Config:
+        if self.trace not in ("kineto", "nsys"):
+            raise ProfplugError(f"--trace must be kineto or nsys, got {self.trace!r}")
+        if self.sync not in SYNC_CHOICES:
+            raise ProfplugError(f"--sync must be one of {', '.join(SYNC_CHOICES)}")
+        if self.skip < 0 or self.steps < 1:
+            raise ProfplugError("--skip must be >= 0 and --steps >= 1")
+        try:
+            patches = parse_patches(self.patches)
+        except ValueError as exc:
+            raise ProfplugError(f"--patch: {exc}") from None
+        assert self.trace in TRACES
+        return Config(out=str(self.out.resolve()), trace=self.trace, sync=self.sync,
+                      patches=patches, skip=self.skip, steps=self.steps, cpu_ops=self.cpu_ops)
+
+
+def prepare_out(out: Path, force: bool) -> None:
+    """Create DIR; refuse a non-empty one unless ``force``; fail now if it is not writable."""
+    if out.exists() and not out.is_dir():
+        raise ProfplugError(f"{out}: exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()):
+        if not force:
+            raise ProfplugError(f"{out}: directory is not empty (use --force to overwrite)")
+        for name in OUTPUTS:
+            p = out / name
+            if p.is_dir():
+                shutil.rmtree(p)
+            elif p.exists():
+                p.unlink()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".profplug-probe-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise ProfplugError(f"{out}: cannot write there ({exc.strerror or exc})") from None
+
+
+def find_nsys(explicit: str | None) -> str:
+    """The nsys executable (``--nsys PATH`` or PATH), or a clear ToolMissingError."""
+    if explicit:
+        path = shutil.which(explicit) or (explicit if os.access(explicit, os.X_OK) else None)
+        if path is None or os.path.isdir(path):
+            raise ToolMissingError(f"--nsys {explicit}: not an executable file")
+        return path
+    path = shutil.which("nsys")
+    if path is None:
+        raise ToolMissingError(
+            "nsys (Nsight Systems) not found on PATH: install it or pass --nsys PATH, "
+            "or use --trace kineto"
+        )
+    return path
+
+
+def child_env(config: Config, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The job's environment: ours + the profplug contract + sitecustomize on PYTHONPATH."""
+    env = dict(os.environ)
+    env.pop(ENV_OWNER_PID, None)
+    env.update(config.to_env())
+    old = env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = str(SITECUSTOMIZE_DIR) + (os.pathsep + old if old else "")
+    env.update(extra or {})
+    return env
+
+
+def nsys_command(nsys: str, out: Path, command: list[str]) -> list[str]:
+    return [
+        nsys, "profile", "-t", "cuda,nvtx", "-s", "none", "--cpuctxsw", "none",
+        "--capture-range=cudaProfilerApi", "--capture-range-end=stop",
+        "-o", str(out / "nsys" / "report"), "--force-overwrite", "true", *command,
+    ]
+
+
+def _run_forwarding_signals(cmd: list[str], env: dict[str, str]) -> int:
+    """Run ``cmd`` (no shell; output streams through). SIGTERM is forwarded to the job;
+    SIGINT is not (a terminal's Ctrl-C already reaches the whole process group)."""
+    try:
+        proc = subprocess.Popen(cmd, env=env)
+    except FileNotFoundError:
+        raise ToolMissingError(f"{cmd[0]}: command not found") from None
+    except PermissionError:
+        raise ProfplugError(f"{cmd[0]}: permission denied") from None
+
+    def forward(signum: int, frame: Any) -> None:
+        if signum == signal.SIGTERM and proc.poll() is None:
+            proc.send_signal(signum)
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while True:
+            try:
+                rc = proc.wait()
+                break
+            except KeyboardInterrupt:  # pragma: no cover - forward() already ran
+                continue
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+    return 128 - rc if rc < 0 else rc
+
+
+def _env_summary(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in sorted(env.items())
+            if k.startswith(_ENV_PREFIXES) or k in _ENV_NAMES}
+
+
+def _rank_status(out: Path) -> list[dict[str, Any]]:
+    records = []
+    for p in sorted((out / "status").glob("rank*.json")):
+        try:
+            records.append(json.loads(p.read_text()))
+        except (OSError, ValueError) as exc:
+            records.append({"file": p.name, "status": "unreadable", "error": str(exc)})
+    return sorted(records, key=lambda r: r.get("rank", -1))
+
+
+def write_run_json(out: Path, info: dict[str, Any]) -> None:
+    ranks = _rank_status(out)
+    versions = dict(next((r.get("versions") for r in ranks if r.get("versions")), {}) or {})
+    versions["profplug"] = __version__
+    info = {
+        **info,
+        "versions": versions,
+        "gpus": sorted({r["versions"]["gpu"] for r in ranks
+                        if (r.get("versions") or {}).get("gpu")}),
+        "ranks": ranks,
+    }
+    tmp = out / "run.json.tmp"
+    tmp.write_text(json.dumps(info, indent=1, default=str))
+    os.replace(tmp, out / "run.json")
+
+
+def run(opts: RunOptions) -> int:
+    """Launch the job, collect its traces, print the report; returns the job's exit status."""
+    if not opts.command:
+        raise ProfplugError("no command given: profplug run -o DIR -- CMD ...")
+    config = opts.config()
+    nsys = find_nsys(opts.nsys) if opts.trace == "nsys" else None
+    prepare_out(opts.out, opts.force)
+    env = child_env(config, opts.extra_env)
+    cmd = nsys_command(nsys, opts.out, opts.command) if nsys else list(opts.command)
+    if nsys:
+        (opts.out / "nsys").mkdir(exist_ok=True)
+    info: dict[str, Any] = {
+        "command": list(opts.command),
+        "launched": cmd,
+        "cwd": os.getcwd(),
+        "options": {k: (str(v) if isinstance(v, Path) else v)
+                    for k, v in asdict(opts).items() if k not in ("command", "extra_env")},
+        "env": _env_summary(env),
+        "python": sys.version.split()[0],
+        "started": time.time(),
+    }
+    rc = _run_forwarding_signals(cmd, env)
+    info.update(ended=time.time(), exit_status=rc)
+    traces: list[Path] = [opts.out / "kineto"]
+    if nsys:
+        rep = opts.out / "nsys" / "report.nsys-rep"
+        sqlite = opts.out / "nsys" / "report.sqlite"
+        if rep.exists():
+            subprocess.run([nsys, "export", "--type", "sqlite", "--force-overwrite", "true",
+                            "-o", str(sqlite), str(rep)], check=False)
+        traces = [sqlite]
+        info["nsys_report"] = str(rep)
+    info["traces"] = [str(p) for p in traces]
+    write_run_json(opts.out, info)
+    if opts.report:
+        _report(traces, opts.out / "report.html")
+    return rc
+
+
+def _report(traces: list[Path], html: Path) -> None:
+    if not any(p.exists() for p in traces):
+        print("profplug: no trace was written; no report", file=sys.stderr)
+        return
+    try:
+        from profplug.cli.report import print_report
+    except ImportError as exc:
+        print(f"profplug: report not available ({exc})", file=sys.stderr)
+        return
+    try:
+        print_report(traces, html=html)
+    except ProfplugError as exc:
+        print(f"profplug: report failed: {exc}", file=sys.stderr)

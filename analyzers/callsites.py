@@ -31,9 +31,10 @@ def enclosing(tl: Timeline, start_ns: np.ndarray, end_ns: np.ndarray, tid: np.nd
         a_s = tl.ann_start_ns[order]
         a_e = tl.ann_end_ns[order]
         a_n = tl.ann_name[order]
+        parent = _prev_ending_later(a_e.tolist())
+        firsts = np.searchsorted(a_s, start_ns, side="right") - 1
         for k in np.nonzero(tid == t)[0]:
-            s, e = start_ns[k], end_ns[k]
-            chain = _containing(a_s, a_e, s, e, limit=2)
+            chain = _containing(a_e, parent, int(firsts[k]), int(end_ns[k]), limit=2)
             if not chain:
                 continue
             inner = names[a_n[chain[0]]]
@@ -43,14 +44,29 @@ def enclosing(tl: Timeline, start_ns: np.ndarray, end_ns: np.ndarray, tid: np.nd
     return out
 
 
-def _containing(a_s: np.ndarray, a_e: np.ndarray, s: int, e: int, limit: int) -> list[int]:
-    """Indices of ranges containing [s, e], innermost first (latest start first)."""
-    i = int(np.searchsorted(a_s, s, side="right")) - 1
+def _prev_ending_later(a_e: list[int]) -> list[int]:
+    """For each range i (sorted by start), the nearest j < i with end[j] >= end[i], or -1."""
+    out = [-1] * len(a_e)
+    stack: list[int] = []
+    for i, end in enumerate(a_e):
+        while stack and a_e[stack[-1]] < end:
+            stack.pop()
+        out[i] = stack[-1] if stack else -1
+        stack.append(i)
+    return out
+
+
+def _containing(a_e: np.ndarray, parent: list[int], i: int, e: int, limit: int) -> list[int]:
+    """Indices of ranges containing [s, e], innermost first (latest start first).
+
+    ``i`` is the last range starting at or before s. A range ending before ``e`` is skipped
+    together with every range between it and its ``parent`` (they end even earlier).
+    """
     found: list[int] = []
-    scanned = 0
-    while i >= 0 and len(found) < limit and scanned < 10_000:
+    while i >= 0 and len(found) < limit:
         if a_e[i] >= e:
             found.append(i)
-        i -= 1
-        scanned += 1
+            i -= 1
+        else:
+            i = parent[i]
     return found

@@ -28,12 +28,13 @@ def run(
     nsys: Annotated[str | None, typer.Option(help="nsys executable (default: PATH)")] = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="skip the report")] = False,
     force: Annotated[bool, typer.Option("--force", help="overwrite a non-empty DIR")] = False,
-) -> int:
+) -> None:
     """Run CMD with profplug active in every Python process; exit with CMD's status."""
     from profplug.session.launch import RunOptions
     from profplug.session.launch import run as launch
 
-    return launch(RunOptions(
+    rc = launch(RunOptions(
         out=output, command=list(command), trace=trace, sync=sync, patches=patch, skip=skip,
         steps=steps, cpu_ops=cpu_ops, nsys=nsys, report=not no_report, force=force,
     ))
+    raise typer.Exit(code=rc)

@@ -86,7 +86,7 @@ class Session:
         if self.steps_recorded >= self.config.steps:
             if self.recorder.name == "nsys":
                 self._align()  # the first rank to stop ends the capture for all
-            self._save(self.recorder.stop(self._window(), sync=True))
+            self._save(self.recorder.stop({"profplugWindow": self._window()}, sync=True))
 
     def on_activity(self) -> None:
         """First p2p/synchronize call: record the whole run unless steps take over."""
@@ -153,7 +153,7 @@ class Session:
                 if not from_signal:
                     _steps.close_open()
                 if self.recorder is not None and self.recorder.running:
-                    self._save(self.recorder.stop(self._window(), sync=not from_signal))
+                    self._save(self.recorder.stop({"profplugWindow": self._window()}, sync=not from_signal))
                 if self.recorder is not None and self.recorder.name == "kineto" and not self.saved:
                     self.recorder.save_empty(self.trace_path(), {"profplugWindow": self._window()})
                     self.saved = True

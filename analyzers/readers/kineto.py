@@ -32,6 +32,7 @@ from ..timeline import (
     Timeline,
     TimelineBuilder,
 )
+from .jsonchunks import NotStreamable, event_chunks
 
 MAX_EVENT_DUR_US = 3.6e9  # one hour: longer events are CUPTI timestamp garbage
 EPOCH_US_THRESHOLD = 1e14  # ts above this is epoch microseconds, not relative to a base
@@ -254,105 +255,149 @@ def _as_int(x: int | str, default: int = -1) -> int:
     return int(m.group()) if m else default
 
 
+class _Rows:
+    """Turns decoded events into timeline rows, one chunk of events at a time.
+
+    Start/end are kept without the ``baseTimeNanoseconds`` offset (it may only be known at
+    the end of the file) and shifted once, as arrays, by :meth:`finish`.
+    """
+
+    def __init__(self) -> None:
+        self.b = TimelineBuilder()
+        self.skipped: dict[str, int] = {}
+        self.relative: bool | None = None  # ts relative to the base (else epoch us)
+        self.has_sync = False
+        self.step_ord = 0
+
+    def skip(self, reason: str) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+
+    def feed(self, events: list[Event]) -> None:
+        b = self.b
+        if self.relative is None:
+            first_ts = next((e.ts for e in events if e.ts is not None and e.ph == "X"), None)
+            if first_ts is None:
+                return
+            self.relative = first_ts < EPOCH_US_THRESHOLD
+        relative = self.relative
+        gpu_cats = GPU_CATS
+        c = b.cols
+        gs, ge, gd, gst, gk, gn, gc = (c["gpu_start_ns"], c["gpu_end_ns"], c["gpu_device"],
+                                       c["gpu_stream"], c["gpu_kind"], c["gpu_name"],
+                                       c["gpu_corr"])
+        as_, ae, at, an, ac = (c["api_start_ns"], c["api_end_ns"], c["api_tid"],
+                               c["api_name"], c["api_corr"])
+        sym = b.sym
+        lower: dict[str, str] = {}
+        for e in events:
+            if e.ph != "X":
+                continue
+            ts, dur = e.ts, e.dur
+            if ts is None or dur is None:
+                self.skip("missing ts/dur")
+                continue
+            if dur < 0 or dur > MAX_EVENT_DUR_US:
+                self.skip("negative or absurd duration")
+                continue
+            cat = lower.get(e.cat)
+            if cat is None:
+                cat = lower[e.cat] = e.cat.lower()
+            if cat == "cpu_op" and not e.name.startswith("ProfilerStep#"):
+                continue  # the most common event; only step markers matter
+            if relative:
+                start = round(ts * 1000.0)
+            else:  # epoch us: keep ns exact beyond float64's 2**53
+                whole = int(ts)
+                start = whole * 1000 + round((ts - whole) * 1000.0)
+            end = start + round(dur * 1000.0)
+            args = e.args
+            kind = gpu_cats.get(cat)
+            if kind is not None:
+                dev = args.device if args is not None and args.device is not None \
+                    else _as_int(e.pid)
+                stream = args.stream if args is not None and args.stream is not None \
+                    else _as_int(e.tid)
+                corr = args.correlation if args is not None and args.correlation is not None \
+                    else -1
+                gs.append(start)
+                ge.append(end)
+                gd.append(dev)
+                gst.append(stream)
+                gk.append(kind)
+                gn.append(sym(e.name))
+                gc.append(corr)
+            elif cat in API_CATS:
+                corr = args.correlation if args is not None and args.correlation is not None \
+                    else -1
+                as_.append(start)
+                ae.append(end)
+                at.append(_as_int(e.tid))
+                an.append(sym(e.name))
+                ac.append(corr)
+            elif cat in ANN_CATS or cat == "cpu_op":
+                self._annotation(e, cat, start, end)
+            elif cat == "cuda_sync":
+                self._gsync(e, start, end)
+
+    def _annotation(self, e: Event, cat: str, start: int, end: int) -> None:
+        b = self.b
+        m = STEP_RE.match(e.name)
+        if m:
+            b.step(start, end, int(m.group(1)))
+        elif cat == "cpu_op":
+            return
+        elif e.name in STEP_NAMES:
+            b.step(start, end, self.step_ord)
+            self.step_ord += 1
+            b.ann(start, end, _as_int(e.tid), e.name)
+        else:
+            b.ann(start, end, _as_int(e.tid), e.name)
+
+    def _gsync(self, e: Event, start: int, end: int) -> None:
+        self.has_sync = True
+        args = e.args
+        kind_s = args.cuda_sync_kind if args is not None else None
+        skind = SYNC_KINDS.get(kind_s or e.name)
+        if skind is None:
+            self.skip("unknown cuda_sync kind")
+            return
+
+        def arg(name: str) -> int:
+            v = getattr(args, name) if args is not None else None
+            return -1 if v is None else v
+
+        dev = args.device if args is not None and args.device is not None else _as_int(e.pid)
+        self.b.gsync(start, end, skind, dev, arg("stream"), arg("correlation"),
+                     arg("wait_on_stream"), arg("wait_on_cuda_event_record_corr_id"))
+
+    def finish(self, path: Path, header: Header, file_index: int) -> Timeline:
+        base = header.baseTimeNanoseconds or 0
+        relative = bool(self.relative)
+        dist = header.distributedInfo or {}
+        rank, rule = _rank_of(path, dist, file_index)
+        tl = self.b.build(rank=rank, source="kineto", files=[str(path)], rank_rule=rule,
+                          has_gpu_sync_records=self.has_sync,
+                          metadata={"distributedInfo": dist,
+                                    "deviceProperties": header.deviceProperties or [],
+                                    "baseTimeNanoseconds": base})
+        if relative and base:
+            for name in TIME_COLUMNS:
+                getattr(tl, name)[...] += base
+        tl.skipped.update(self.skipped)
+        if relative and not header.baseTimeNanoseconds:
+            tl.warnings.append("no baseTimeNanoseconds: times are relative to this rank's own "
+                               "base, not comparable across ranks")
+        return tl
+
+
+TIME_COLUMNS = tuple(n for n in Timeline._ARRAYS if n.endswith("_ns"))
+
+
 def _to_timeline(path: Path, header: Header, events: list[Event], *, file_index: int
                  ) -> Timeline:
-    b = TimelineBuilder()
-    skipped: dict[str, int] = {}
-
-    def skip(reason: str) -> None:
-        skipped[reason] = skipped.get(reason, 0) + 1
-
-    base = header.baseTimeNanoseconds or 0
-    first_ts = next((e.ts for e in events if e.ts is not None and e.ph == "X"), None)
-    relative = first_ts is not None and first_ts < EPOCH_US_THRESHOLD
-    offset = base if relative else 0
-    has_sync = False
-    step_ord = 0
-    gpu_cats = GPU_CATS
-    c = b.cols
-    gs, ge, gd, gst, gk, gn, gc = (c["gpu_start_ns"], c["gpu_end_ns"], c["gpu_device"],
-                                   c["gpu_stream"], c["gpu_kind"], c["gpu_name"], c["gpu_corr"])
-    as_, ae, at, an, ac = (c["api_start_ns"], c["api_end_ns"], c["api_tid"], c["api_name"],
-                           c["api_corr"])
-    sym = b.sym
-    for e in events:
-        if e.ph != "X":
-            continue
-        ts, dur = e.ts, e.dur
-        if ts is None or dur is None:
-            skip("missing ts/dur")
-            continue
-        if dur < 0 or dur > MAX_EVENT_DUR_US:
-            skip("negative or absurd duration")
-            continue
-        if relative:
-            start = round(ts * 1000.0) + offset
-        else:  # epoch us: keep ns exact beyond float64's 2**53
-            whole = int(ts)
-            start = whole * 1000 + round((ts - whole) * 1000.0)
-        end = start + round(dur * 1000.0)
-        cat = e.cat.lower()
-        args = e.args
-        kind = gpu_cats.get(cat)
-        if kind is not None:
-            dev = args.device if args is not None and args.device is not None else _as_int(e.pid)
-            stream = args.stream if args is not None and args.stream is not None \
-                else _as_int(e.tid)
-            corr = args.correlation if args is not None and args.correlation is not None else -1
-            gs.append(start)
-            ge.append(end)
-            gd.append(dev)
-            gst.append(stream)
-            gk.append(kind)
-            gn.append(sym(e.name))
-            gc.append(corr)
-        elif cat in API_CATS:
-            corr = args.correlation if args is not None and args.correlation is not None else -1
-            as_.append(start)
-            ae.append(end)
-            at.append(_as_int(e.tid))
-            an.append(sym(e.name))
-            ac.append(corr)
-        elif cat in ANN_CATS or cat == "cpu_op":
-            m = STEP_RE.match(e.name)
-            if m:
-                b.step(start, end, int(m.group(1)))
-            elif cat == "cpu_op":
-                continue
-            elif e.name in STEP_NAMES:
-                b.step(start, end, step_ord)
-                step_ord += 1
-                b.ann(start, end, _as_int(e.tid), e.name)
-            else:
-                b.ann(start, end, _as_int(e.tid), e.name)
-        elif cat == "cuda_sync":
-            has_sync = True
-            kind_s = args.cuda_sync_kind if args is not None else None
-            skind = SYNC_KINDS.get(kind_s or e.name)
-            if skind is None:
-                skip("unknown cuda_sync kind")
-                continue
-            dev = args.device if args is not None and args.device is not None else _as_int(e.pid)
-            b.gsync(start, end, skind, dev,
-                    args.stream if args is not None and args.stream is not None else -1,
-                    args.correlation if args is not None and args.correlation is not None else -1,
-                    args.wait_on_stream if args is not None and args.wait_on_stream is not None
-                    else -1,
-                    args.wait_on_cuda_event_record_corr_id
-                    if args is not None and args.wait_on_cuda_event_record_corr_id is not None
-                    else -1)
-    dist = header.distributedInfo or {}
-    rank, rule = _rank_of(path, dist, file_index)
-    tl = b.build(rank=rank, source="kineto", files=[str(path)], rank_rule=rule,
-                 has_gpu_sync_records=has_sync,
-                 metadata={"distributedInfo": dist,
-                           "deviceProperties": header.deviceProperties or [],
-                           "baseTimeNanoseconds": base})
-    tl.skipped.update(skipped)
-    if relative and not header.baseTimeNanoseconds:
-        tl.warnings.append("no baseTimeNanoseconds: times are relative to this rank's own "
-                           "base, not comparable across ranks")
-    return tl
+    rows = _Rows()
+    rows.feed(events)
+    return rows.finish(path, header, file_index)
 
 
 def _rank_of(path: Path, dist: dict[str, Any], file_index: int) -> tuple[int, str]:
@@ -366,8 +411,16 @@ def _rank_of(path: Path, dist: dict[str, Any], file_index: int) -> tuple[int, st
 
 
 def read_kineto(path: str | Path, file_index: int = 0) -> Timeline:
-    """Read one Kineto trace file into a Timeline; raises TraceError with a one-line reason."""
+    """Read one Kineto trace file into a Timeline; raises TraceError with a one-line reason.
+
+    Well-formed files are streamed in chunks (memory ~ one chunk plus the columns); any
+    surprise (truncation, bad UTF-8, odd types, unusual layout) reads the file whole with the
+    tolerant decoder instead.
+    """
     p = Path(path)
+    tl = _read_streaming(p, file_index)
+    if tl is not None:
+        return tl
     data, gz_note = read_bytes(p)
     header, events, warnings, bad = _decode(p, data)
     del data
@@ -377,6 +430,25 @@ def read_kineto(path: str | Path, file_index: int = 0) -> Timeline:
     tl.warnings[:0] = warnings
     tl.skip("undecodable event", bad)
     return tl
+
+
+def _read_streaming(path: Path, file_index: int) -> Timeline | None:
+    """The fast path: chunk by chunk (see jsonchunks); None when the file needs the slow one."""
+    rows = _Rows()
+    header: Header | None = None
+    try:
+        for chunk in event_chunks(path):
+            if isinstance(chunk, tuple):
+                head, tail = (_ANY_DECODER.decode(c) for c in chunk)
+                header = msgspec.convert({**head, **tail}, Header)
+            else:
+                rows.feed(_EVENTS_DECODER.decode(chunk))
+    except (NotStreamable, msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError,
+            OSError, TypeError):
+        return None
+    if header is None:
+        return None
+    return rows.finish(path, header, file_index)
 
 
 def looks_like_kineto(path: Path) -> bool:

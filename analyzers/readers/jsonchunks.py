@@ -1,0 +1,116 @@
+"""Stream a Chrome-trace JSON file as chunks of its ``traceEvents`` array, in bounded memory.
+
+A 500 MB trace is never held whole: the file (or its gzip stream) is read in blocks, and the
+event array is cut between two top-level events (``}`` ``,`` ``{`` with only whitespace
+between), each piece handed on as a JSON array. A cut in the wrong place (inside a string or a
+nested object) leaves an unbalanced piece, so the caller's decode of it fails and the caller
+falls back to reading the whole file; nothing wrong is ever decoded silently.
+
+Fields around the array (``distributedInfo``, ``baseTimeNanoseconds``, ``traceName``...) come
+back at the end as one JSON object text: Kineto writes most before the array, some after.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+BLOCK = 16 << 20  # bytes read (or inflated) at a time
+GZ_BLOCK = 2 << 20  # compressed bytes inflated at a time (JSON inflates ~10-20x)
+BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+KEY = b'"traceEvents"'
+
+
+class NotStreamable(Exception):
+    """The file is not laid out as expected; read it whole instead."""
+
+
+def _blocks(path: Path) -> Iterator[bytes]:
+    """Uncompressed blocks of the file (gzip inflated on the fly)."""
+    with open(path, "rb") as fh:
+        first = fh.read(BLOCK)
+        if first[:2] != b"\x1f\x8b":
+            while first:
+                yield first
+                first = fh.read(BLOCK)
+            return
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        raw = first[:GZ_BLOCK]
+        pending = first[GZ_BLOCK:]
+        while raw:
+            try:
+                out = d.decompress(raw)
+            except zlib.error as exc:
+                raise NotStreamable(str(exc)) from None
+            if out:
+                yield out
+            if d.eof:
+                if d.unused_data.strip(b"\0") or pending or fh.read(1):
+                    raise NotStreamable("more than one gzip member")
+                return
+            raw, pending = (pending[:GZ_BLOCK], pending[GZ_BLOCK:]) if pending \
+                else (fh.read(GZ_BLOCK), b"")
+        raise NotStreamable("gzip stream cut short")
+
+
+def _last_boundary(buf: bytes, start: int) -> int:
+    """Offset of the '}' of the last event boundary at or after ``start``, or -1."""
+    window = 1 << 16
+    lo = len(buf)
+    while lo > start:
+        lo = max(start, lo - window)
+        found = [m.start() for m in BOUNDARY.finditer(buf, lo)]
+        if found:
+            return found[-1]
+        window *= 4
+    return -1
+
+
+def event_chunks(path: Path) -> Iterator[bytes | tuple[bytes, bytes]]:
+    """Yield JSON arrays of events (bytes), then one ``(head, tail)`` pair.
+
+    ``head`` is the object text before the array with the array removed (``{...}``),
+    ``tail`` the object text after it; both are meant for a JSON object decoder.
+    Raises NotStreamable when the layout is not the expected one.
+    """
+    blocks = _blocks(path)
+    buf = b""
+    for block in blocks:  # the head: up to the '[' of traceEvents
+        buf += block
+        key = buf.find(KEY)
+        lb = buf.find(b"[", key) if key >= 0 else -1
+        if lb >= 0:
+            break
+        if len(buf) > 4 * BLOCK:
+            raise NotStreamable("no traceEvents near the start")
+    else:
+        raise NotStreamable("no traceEvents")
+    if not buf.lstrip().startswith(b"{"):
+        raise NotStreamable("not a JSON object")
+    head = buf[:key].rstrip().rstrip(b",") + b"}"
+    if head.lstrip() == b"{}":
+        head = b"{}"
+    buf = buf[lb + 1:]
+    for block in blocks:
+        buf += block
+        cut = _last_boundary(buf, 0)
+        if cut < 0:
+            continue
+        yield b"[" + buf[:cut + 1] + b"]"
+        buf = buf[cut + 1:].lstrip().lstrip(b",")
+    # The end: the last events, ']', then the trailing fields and '}'.
+    rb = len(buf)
+    for _ in range(64):
+        rb = buf.rfind(b"]", 0, rb)
+        if rb < 0:
+            break
+        rest = buf[rb + 1:].strip()
+        if rest.endswith(b"}") and (rest == b"}" or rest.startswith(b",")):
+            body = buf[:rb].strip()
+            if body:
+                yield b"[" + body + b"]"
+            yield head, b"{" + rest.lstrip(b",")
+            return
+    raise NotStreamable("cut short (no end of traceEvents)")

@@ -1,9 +1,10 @@
 """Stream a Chrome-trace JSON file as chunks of its ``traceEvents`` array, in bounded memory.
 
 A 500 MB trace is never held whole: the file (or its gzip stream) is read in blocks, and the
-event array is cut between two top-level events (``}`` ``,`` ``{`` with only whitespace
-between), each piece handed on as a JSON array. A cut in the wrong place (inside a string or a
-nested object) leaves an unbalanced piece, so the caller's decode of it fails and the caller
+event array is cut between two top-level events (``}`` ``,`` ``{`` ``"`` with only whitespace
+between; inside a JSON string that ``"`` would be escaped), each piece handed on as a JSON
+array. A cut in the wrong place (between two objects nested in an event's args) leaves an
+unbalanced piece, so the caller's decode of it fails and the caller
 falls back to reading the whole file; nothing wrong is ever decoded silently.
 
 Fields around the array (``distributedInfo``, ``baseTimeNanoseconds``, ``traceName``...) come
@@ -17,10 +18,13 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
+
 BLOCK = 16 << 20  # bytes read (or inflated) at a time
 GZ_BLOCK = 2 << 20  # compressed bytes inflated at a time (JSON inflates ~10-20x)
-BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+BOUNDARY = re.compile(rb'\}\s*,\s*\{\s*"')  # a '"' after '{' is never inside a string
 KEY = b'"traceEvents"'
+_ANY = msgspec.json.Decoder()
 
 
 class NotStreamable(Exception):
@@ -100,17 +104,27 @@ def event_chunks(path: Path) -> Iterator[bytes | tuple[bytes, bytes]]:
             continue
         yield b"[" + buf[:cut + 1] + b"]"
         buf = buf[cut + 1:].lstrip().lstrip(b",")
-    # The end: the last events, ']', then the trailing fields and '}'.
-    rb = len(buf)
-    for _ in range(64):
-        rb = buf.rfind(b"]", 0, rb)
+    cut = _last_boundary(buf, 0)
+    if cut >= 0:
+        yield b"[" + buf[:cut + 1] + b"]"
+        buf = buf[cut + 1:].lstrip().lstrip(b",")
+    # Left now: the last event, ']', then the trailing fields and '}'. The array's ']' is
+    # the first one before which the text is a complete list of events.
+    rb = -1
+    for _ in range(1000):
+        rb = buf.find(b"]", rb + 1)
         if rb < 0:
             break
+        body = b"[" + buf[:rb].strip() + b"]"
+        try:
+            _ANY.decode(body)
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            continue
         rest = buf[rb + 1:].strip()
-        if rest.endswith(b"}") and (rest == b"}" or rest.startswith(b",")):
-            body = buf[:rb].strip()
-            if body:
-                yield b"[" + body + b"]"
-            yield head, b"{" + rest.lstrip(b",")
-            return
+        if not (rest.endswith(b"}") and (rest == b"}" or rest.startswith(b","))):
+            break
+        if body != b"[]":
+            yield body
+        yield head, b"{" + rest.lstrip(b",")
+        return
     raise NotStreamable("cut short (no end of traceEvents)")

@@ -5,9 +5,10 @@ runs each tool as a fresh child process and measures:
 
 - wall: seconds from spawn to exit;
 - peak RSS: the highest sum of resident memory over the child's whole process tree
-  (sampled from /proc every 10 ms), so parallel workers count together; also the largest
+  (sampled from /proc every 20 ms), so parallel workers count together; also the largest
   single process (``ru_maxrss`` from wait4);
-- cpu/wall: user+sys CPU seconds of the tree over wall (about the number of busy cores).
+- cpu s: user+sys CPU seconds of the tree (less sensitive than wall to other load on the
+  machine); cpu/wall: about the number of busy cores.
 
     python benchmarks/bench_analyzer.py [--dir /tmp/profplug-bench] [--mb 300] [--ranks 2]
         [--hta-python /tmp/hta-venv/bin/python] [--cap 600] [--json results.json]
@@ -66,6 +67,7 @@ class Result:
     wall_s: float
     peak_rss_mb: float  # sum over the process tree
     max_proc_rss_mb: float  # largest single process (ru_maxrss)
+    cpu_s: float  # user + sys seconds of the whole tree
     cpu_per_wall: float
     max_procs: int
     status: str  # "ok", "> cap", "failed (rc N)"
@@ -108,7 +110,7 @@ def measure(tool: str, cmd: list[str], cap: float) -> Result:
         while not stop.is_set():
             total, n = _tree_rss(proc.pid)
             peak[0], procs[0] = max(peak[0], total), max(procs[0], n)
-            stop.wait(0.01)
+            stop.wait(0.02)
 
     th = threading.Thread(target=sample, daemon=True)
     th.start()
@@ -130,7 +132,8 @@ def measure(tool: str, cmd: list[str], cap: float) -> Result:
         print(f"{tool} failed:\n{err.decode(errors='replace')[-2000:]}", file=sys.stderr)
     short = " ".join(Path(c).name if c.startswith("/") and len(c) > 40 else c for c in cmd)
     return Result(tool, short if "\n" not in short else cmd[0] + " -c <script>", wall,
-                  peak[0] / 1e6, ru.ru_maxrss / 1e3, (ru.ru_utime + ru.ru_stime) / wall,
+                  peak[0] / 1e6, ru.ru_maxrss / 1e3, ru.ru_utime + ru.ru_stime,
+                  (ru.ru_utime + ru.ru_stime) / wall,
                   procs[0], status)
 
 
@@ -155,14 +158,14 @@ def trace_files(d: Path, mb: float, ranks: int, rebuild: bool) -> list[Path]:
 
 def table(results: list[Result], ref: Result) -> str:
     rows = [f"{'tool':<34} {'wall s':>8} {'peak RSS MB':>11} {'max proc MB':>11} "
-            f"{'cpu/wall':>8} {'vs profplug':>11}"]
+            f"{'cpu s':>7} {'cpu/wall':>8} {'vs profplug':>11}"]
     for r in results:
         wall = f"> {r.wall_s:.0f}" if r.status == "> cap" else f"{r.wall_s:.2f}"
         ratio = r.wall_s / ref.wall_s
         rs = f"{'>' if r.status == '> cap' else ''}{ratio:.2f}x"
+        note = "" if r.status in ("ok", "> cap") else f"  {r.status}"
         rows.append(f"{r.tool:<34} {wall:>8} {r.peak_rss_mb:>11,.0f} {r.max_proc_rss_mb:>11,.0f} "
-                    f"{r.cpu_per_wall:>8.2f} {rs:>11}" + ("" if r.status in ("ok", "> cap")
-                                                          else f"  {r.status}"))
+                    f"{r.cpu_s:>7.1f} {r.cpu_per_wall:>8.2f} {rs:>11}{note}")
     return "\n".join(rows)
 
 
@@ -182,7 +185,7 @@ def main() -> None:
     size_mb = sum(f.stat().st_size for f in files) / 1e6
     fs = [str(f) for f in files]
     py = sys.executable
-    out = a.dir / "report.json"
+    out = a.dir.with_name(a.dir.name + "-profplug-report.json")  # not in the trace dir
     runs: list[tuple[str, list[str]]] = [
         ("profplug report --format json", [py, "-m", "profplug", "report", "--format", "json",
                                            "-o", str(out), *fs])]

@@ -106,3 +106,39 @@ def test_import_profplug_does_not_import_torch() -> None:
     code = "import sys, profplug, profplug.config; print('torch' in sys.modules, 'nvtx' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_megatron_example_imports_and_fails_clearly_without_cuda() -> None:
+    import torch as _torch
+
+    if _torch.cuda.is_available():
+        pytest.skip("has CUDA: the example would run")
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "examples" / "megatron_gpt_infer.py"
+    res = subprocess.run([sys.executable, str(script), "--steps", "2"], capture_output=True,
+                         text=True)
+    assert res.returncode == 1 and "needs CUDA GPUs" in res.stderr
+
+
+def test_startup_hook_patches_megatron_when_the_job_imports_it(tmp_path) -> None:
+    import os
+    from pathlib import Path
+
+    from profplug.session.launch import SITECUSTOMIZE_DIR
+
+    code = (
+        "import sys; assert 'torch' not in sys.modules\n"
+        f"import {MW} as w, {CU} as c\n"
+        "import torch\n"
+        "print(w.recv_from_prev_pipeline_rank_ is c.recv_from_prev_pipeline_rank_,"
+        " getattr(c.send_to_next_pipeline_rank, '__profplug__', False),"
+        " getattr(torch.cuda.synchronize, '__profplug__', False))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(SITECUSTOMIZE_DIR), "PROFPLUG_OUT": str(tmp_path)}
+    env.pop("PROFPLUG_OWNER_PID", None)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.split() == ["True", "True", "True"]
+    assert (tmp_path / "status" / "rank0.json").exists()

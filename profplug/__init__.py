@@ -7,14 +7,31 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 __version__ = "0.1.0"
 
+
+def _source_checkout_analyzers() -> None:
+    """Run from a source checkout without installing (``python -m profplug`` in the repo):
+    the analyzer lives in ``../analyzers`` and ships as ``profplug.analyzers`` only once
+    installed, so point the package path at the checkout root too."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(here)
+    if os.path.isdir(os.path.join(here, "analyzers")):
+        return
+    if os.path.isfile(os.path.join(root, "analyzers", "__init__.py")) and os.path.isfile(
+            os.path.join(root, "analyzers", "timeline.py")):
+        __path__.append(root)
+
+
+_source_checkout_analyzers()
+
 _LAZY = {
-    "annotate": "profplug.annotate",
-    "patch": "profplug.patch",
-    "unpatch": "profplug.patch",
+    "annotate": "profplug.annotation",
+    "patch": "profplug.patching",
+    "unpatch": "profplug.patching",
     "step": "profplug.steps",
     "p2p": None,
 }
@@ -25,6 +42,10 @@ def __getattr__(name: str) -> Any:
 
     if name not in _LAZY:
         raise AttributeError(f"module 'profplug' has no attribute {name!r}")
-    if _LAZY[name] is None:
-        return importlib.import_module(f"profplug.{name}")
-    return getattr(importlib.import_module(_LAZY[name]), name)
+    module = _LAZY[name]
+    if module is None:
+        value = importlib.import_module(f"profplug.{name}")
+    else:
+        value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups are plain attribute reads
+    return value

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import profplug.annotate as _ann
+import profplug.annotation as _ann
 from profplug import ranges
 
 Listener = Callable[[int], None]

@@ -1,4 +1,6 @@
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))  # `from synth import ...`
+sys.path.insert(0, str(HERE.parent))  # `from tests.runtime._dist import ...`

@@ -47,14 +47,14 @@ def is_launcher(argv: Sequence[str]) -> bool:
 def _on_torch(config: Config) -> None:
     global _session
     import profplug.steps as steps
-    from profplug.annotate import mark
+    from profplug.annotation import mark
     from profplug.config import env_rank
     from profplug.ranges import rank_mark
     from profplug.session.core import Session
     from profplug.session.signals import install
 
     if "synchronize" in config.patches:
-        from profplug.patch import patch_synchronize
+        from profplug.patching import patch_synchronize
 
         patch_synchronize()
     _session = Session(config)
@@ -67,7 +67,7 @@ def _on_torch(config: Config) -> None:
 
 
 def _on_megatron(module: ModuleType) -> None:
-    from profplug.patch import patch_megatron
+    from profplug.patching import patch_megatron
 
     patch_megatron()
 
@@ -92,7 +92,7 @@ def activate(environ: dict[str, str] | None = None) -> bool:
 
     hooks.when_imported("torch", lambda _m: _on_torch(config))
     if "megatron" in config.patches:
-        from profplug.patch import MEGATRON_MODULE
+        from profplug.patching import MEGATRON_MODULE
 
         hooks.when_imported(MEGATRON_MODULE, _on_megatron)
     return True

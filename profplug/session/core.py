@@ -23,7 +23,7 @@ import torch
 
 import profplug.steps as _steps
 from profplug import __version__, ranges
-from profplug.annotate import mark
+from profplug.annotation import mark
 from profplug.config import Config, env_rank
 from profplug.session.recorders import KinetoRecorder, NsysRecorder, distributed_info
 

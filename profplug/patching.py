@@ -109,7 +109,7 @@ def _short_path(path: str) -> str:
 
 def _wrap_synchronize(original: Callable[..., Any]) -> Callable[..., Any]:
     import profplug.steps as steps
-    from profplug.annotate import annotate
+    from profplug.annotation import annotate
 
     getframe = sys._getframe
     sites: dict[tuple[Any, int], Any] = {}
@@ -166,12 +166,3 @@ def unpatch() -> None:
     """Undo every profplug patch (idempotent)."""
     unpatch_megatron()
     unpatch_synchronize()
-
-
-class _CallableModule(type(sys)):  # type: ignore[misc]
-    """``import profplug.patch`` rebinds ``profplug.patch`` to this module: keep it callable."""
-
-    __call__ = staticmethod(patch)
-
-
-sys.modules[__name__].__class__ = _CallableModule

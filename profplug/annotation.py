@@ -20,7 +20,6 @@ every range checks ``torch.autograd._profiler_enabled()`` per call instead.
 from __future__ import annotations
 
 import functools
-import sys
 import threading
 import weakref
 from collections.abc import Callable
@@ -205,12 +204,3 @@ def profiling() -> bool:
 
 _hook_torch_profiler()
 _profiling = bool(torch.autograd._profiler_enabled())
-
-
-class _CallableModule(type(sys)):  # type: ignore[misc]
-    """``import profplug.annotate`` rebinds ``profplug.annotate`` to this module: keep it callable."""
-
-    __call__ = staticmethod(annotate)  # no extra Python frame per call
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -17,7 +17,7 @@ import torch
 
 import profplug
 from profplug import ranges
-from profplug.patch import _wrap_synchronize
+from profplug.patching import _wrap_synchronize
 
 
 def _best(fn: Callable[[int], None], n: int, repeat: int) -> float:

@@ -137,10 +137,10 @@ def test_compare_page_renders_without_errors(chromium: str, tmp_path: Path) -> N
 
 
 def test_screenshot_shows_the_plots(chromium: str, tmp_path: Path) -> None:
-    # given a report (a sample run when present, else the synthetic device run)
+    # given a report of the synthetic device run (a known, large device_sync share)
     page = tmp_path / "report.html"
     with page.open("w") as f:
-        render_html(analyze(_run(tmp_path)), f)
+        render_html(analyze([write_run(tmp_path, "device")]), f)
     shot = tmp_path / "shot.png"
     # when screenshotted
     res = open_page(chromium, page, tmp_path, f"--screenshot={shot}",
@@ -150,6 +150,22 @@ def test_screenshot_shows_the_plots(chromium: str, tmp_path: Path) -> None:
     # then the plot colours are on it (nothing else on the page uses them)
     assert colour_pixels(png, COLORS["compute"]) > 2000  # bars and busy spans
     assert colour_pixels(png, COLORS["device_sync"]) > 500
+    assert console_errors(res.stderr) == []
+
+
+def test_sample_run_screenshot_shows_the_plots(chromium: str, tmp_path: Path) -> None:
+    # given the report of a real sample run (the synthetic run when none is shipped)
+    page = tmp_path / "report.html"
+    with page.open("w") as f:
+        render_html(analyze(_run(tmp_path)), f)
+    shot = tmp_path / "shot.png"
+    res = open_page(chromium, page, tmp_path, f"--screenshot={shot}",
+                    "--window-size=1200,2200", "--hide-scrollbars")
+    assert shot.is_file(), res.stderr[-2000:]
+    # then compute and host-bound idle (the bulk of a real decode window) are drawn
+    png = shot.read_bytes()
+    assert colour_pixels(png, COLORS["compute"]) > 2000
+    assert colour_pixels(png, COLORS["host_bound"]) > 500
     assert console_errors(res.stderr) == []
 
 

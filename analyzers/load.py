@@ -15,6 +15,13 @@ from .timeline import Timeline
 SKIP_NAMES = ("run.json",)
 
 
+def _run_artifact(f: Path) -> bool:
+    """Files ``profplug run`` writes beside the traces: run.json and per-rank status/*.json."""
+    if f.name in SKIP_NAMES:
+        return True
+    return f.parent.name == "status" and (f.parent.parent / "run.json").is_file()
+
+
 def trace_files(paths: Iterable[str | Path]) -> list[Path]:
     """Expand directories (recursively) into the trace files they hold, in name order.
 
@@ -25,7 +32,7 @@ def trace_files(paths: Iterable[str | Path]) -> list[Path]:
     for p in map(Path, paths):
         if p.is_dir():
             found = sorted(f for f in p.rglob("*") if f.is_file() and reader_for(f)
-                           and f.name not in SKIP_NAMES)
+                           and not _run_artifact(f))
             out.extend(_drop_unexported_twins(found))
             if not found:
                 raise TraceError(f"{p}: no trace files (.json, .json.gz, .sqlite, .nsys-rep)")

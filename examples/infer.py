@@ -96,6 +96,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--sync", choices=["device", "event", "none"], default=None,
                     help="p2p sync policy (default: PROFPLUG_SYNC, else device)")
+    ap.add_argument("--timed", default="", metavar="A:B",
+                    help="steps whose mean time is printed (default: the second half)")
     ap.add_argument("--log-every", type=int, default=0, help="print progress every N steps")
     ap.add_argument("--fail-at", type=int, default=-1, help="(testing) raise at this step")
     ap.add_argument("--fail-rank", type=int, default=-1, help="(testing) rank that raises")
@@ -149,9 +151,13 @@ def main(argv: list[str] | None = None) -> None:
 
     if rank == 0:
         out = torch.stack(tokens, 1)
-        half = step_s[len(step_s) // 2 :]
+        a, _, b = args.timed.partition(":")
+        lo = int(a) if a else len(step_s) // 2
+        hi = int(b) if b else len(step_s)
+        half = step_s[lo:hi]
         print(f"infer: world={world} sync={p2p.default_sync()} device={device.type} "
-              f"steps={args.steps} mean_step_us={1e6 * sum(half) / max(len(half), 1):.1f}")
+              f"steps={args.steps} timed={lo}:{hi} "
+              f"mean_step_us={1e6 * sum(half) / max(len(half), 1):.1f}")
         for b in range(out.shape[0]):
             print(f"tokens[{b}]: " + " ".join(str(int(t)) for t in out[b]))
     if world > 1:

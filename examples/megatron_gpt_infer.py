@@ -125,7 +125,9 @@ def main(argv: list[str] | None = None) -> None:
             with profplug.step():
                 window = wrapper.get_batch_for_context_window(inference_input, start, end)
                 logits = wrapper.run_one_forward_step(window)
-                if world > 1:  # [batch, 1, vocab]: only the last token's logits
+                if logits is not None:  # last stage: keep only the last token's logits
+                    logits = logits[:, -1:, :].contiguous()
+                if world > 1:  # [batch, 1, vocab] from the last stage to every stage
                     logits = comm.broadcast_from_last_pipeline_stage(
                         [args.batch, 1, args.vocab], torch.float32, logits, wrapper.pp_group
                     )

@@ -25,7 +25,9 @@ import profplug
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=60)
-    ap.add_argument("--hidden", type=int, default=2048)
+    ap.add_argument("--hidden", type=int, default=4096)
+    ap.add_argument("--batch", type=int, default=2048, help="rows: big enough that the GPU, "
+                    "not the host, sets the pace, so each wait really waits")
     ap.add_argument("--chain", type=int, default=6, help="matmuls between waits")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
@@ -34,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(0)
     dev = torch.device("cuda", 0)
     w = torch.randn(args.hidden, args.hidden, device=dev) / args.hidden**0.5
-    x = torch.randn(64, args.hidden, device=dev)
+    x = torch.randn(args.batch, args.hidden, device=dev)
     side = torch.cuda.Stream(device=dev)
     main_stream = torch.cuda.current_stream(dev)
     ev = torch.cuda.Event()

@@ -62,14 +62,41 @@ if want nsys; then
   done
 fi
 
-if want megatron && [ -f examples/megatron_gpt_infer.py ]; then
+if want megatron; then
   for s in device event; do
-    step "megatron kineto $s"
-    $PP run -o "$ST/pp2_megatron_kineto/$s" --sync $s --skip 5 --steps 10 -- \
-      $TR examples/megatron_gpt_infer.py > "$OUT/run_megatron_$s.txt" 2>&1
+    step "megatron plain $s (patched standalone), then kineto"
+    $TR examples/megatron_gpt_infer.py --steps 40 --sync $s > "$OUT/plain_megatron_$s.txt" 2>&1
+    echo "exit $?" >> "$OUT/plain_megatron_$s.txt"; tail -8 "$OUT/plain_megatron_$s.txt" >> "$LOG"
+    $PP run -o "$ST/pp2_megatron_kineto/$s" --sync $s --skip 20 --steps 20 -- \
+      $TR examples/megatron_gpt_infer.py --steps 40 > "$OUT/run_megatron_$s.txt" 2>&1
     echo "exit $?" >> "$OUT/run_megatron_$s.txt"; tail -25 "$OUT/run_megatron_$s.txt" >> "$LOG"
-    python3 examples/megatron_gpt_infer.py --help >/dev/null 2>&1 || true
   done
+  $TR examples/megatron_gpt_infer.py --steps 40 > "$OUT/plain_megatron_unpatched.txt" 2>&1
+  tail -6 "$OUT/plain_megatron_unpatched.txt" >> "$LOG"
+  for s in event; do
+    if diff <(grep '^tokens' "$OUT/plain_megatron_device.txt") <(grep '^tokens' "$OUT/plain_megatron_$s.txt") >/dev/null \
+       && diff <(grep '^tokens' "$OUT/plain_megatron_device.txt") <(grep '^tokens' "$OUT/plain_megatron_unpatched.txt") >/dev/null; then
+      echo "megatron tokens: patched device == event == unpatched Megatron" | tee -a "$LOG"
+    else echo "MEGATRON TOKENS DIFFER" | tee -a "$LOG"; fi
+  done
+fi
+
+if want observer; then
+  # Observer effect: the same 100-step job, interleaved unprofiled / Kineto / nsys runs.
+  # The window is steps 50-99; infer.py averages steps 50-98 in every run (the window's last
+  # step also writes the trace), so mean_step_us compares like with like.
+  step "observer effect: 3 rounds of plain/kineto (device, event) and nsys (device)"
+  OBS=/tmp/obs; rm -rf $OBS; mkdir -p $OBS
+  for i in 1 2 3; do
+    for s in device event; do
+      $TR examples/infer.py $MODEL --steps 100 --timed 50:99 --sync $s 2>&1 | grep -h mean_step_us | sed "s/^/r$i plain /" | tee -a "$LOG"
+      $PP run -o $OBS/k$i$s --no-report --sync $s --skip 50 --steps 50 -- \
+        $TR examples/infer.py $MODEL --steps 100 --timed 50:99 2>&1 | grep -h mean_step_us | sed "s/^/r$i kineto /" | tee -a "$LOG"
+    done
+    $PP run -o $OBS/n${i}device --no-report --trace nsys --nsys "$NSYS" --sync device --skip 50 --steps 50 -- \
+      $TR examples/infer.py $MODEL --steps 100 --timed 50:99 2>&1 | grep -h mean_step_us | sed "s/^/r$i nsys /" | tee -a "$LOG"
+  done
+  for d in $OBS/*; do $PP report $d -f csv 2>&1 | sed "s|^|obs $(basename $d) |" >> "$LOG"; done
 fi
 
 if want waits; then

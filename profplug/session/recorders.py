@@ -25,9 +25,13 @@ import torch.autograd.profiler as _tprof
 def _experimental_config(cuda: bool) -> Any:
     from torch._C._profiler import _ExperimentalConfig
 
+    # PROFPLUG_KINETO_SYNC_EVENTS=0 / PROFPLUG_KINETO_ALL_THREADS=0: measure their observer
+    # effect (see sample_traces/README.md); both default on.
+    sync_events = cuda and os.environ.get("PROFPLUG_KINETO_SYNC_EVENTS", "1") != "0"
+    all_threads = os.environ.get("PROFPLUG_KINETO_ALL_THREADS", "1") != "0"
     for kwargs in (
-        {"enable_cuda_sync_events": cuda, "profile_all_threads": True},
-        {"enable_cuda_sync_events": cuda},
+        {"enable_cuda_sync_events": sync_events, "profile_all_threads": all_threads},
+        {"enable_cuda_sync_events": sync_events},
         {},
     ):
         try:

@@ -240,9 +240,16 @@ def _corr(e: dict[str, Any]) -> int:
 
 
 def write_rank(path: Path, step: list[dict[str, Any]], period_ns: int, n_corr: int,
-               n_ext: int, rank: int, world: int, target_bytes: int) -> tuple[int, int]:
-    """Write steps until ``target_bytes``; returns (steps, events) written."""
+               n_ext: int, rank: int, world: int, target_bytes: int,
+               step_markers: bool = True) -> tuple[int, int]:
+    """Write steps until ``target_bytes``; returns (steps, events) written.
+
+    ``step_markers=False`` renames ``ProfilerStep#N`` to ``DecodeStep#N`` (same bytes), for
+    tools whose cost grows with the number of steps.
+    """
     tpls = [_template(e) for e in step]
+    if not step_markers:
+        tpls = [(t.replace('"ProfilerStep#', '"DecodeStep#'), *rest) for t, *rest in tpls]
     ext0 = [e.get("args", {}).get("External id", 0) for e in step]
     c0 = [_corr(e) for e in step]
     header = {"schemaVersion": 1, "deviceProperties": [{
@@ -277,7 +284,8 @@ def write_rank(path: Path, step: list[dict[str, Any]], period_ns: int, n_corr: i
     return steps, steps * len(step)
 
 
-def build(outdir: Path, mb_per_rank: float, ranks: int) -> list[Path]:
+def build(outdir: Path, mb_per_rank: float, ranks: int, step_markers: bool = True
+          ) -> list[Path]:
     """Write ``ranks`` files of about ``mb_per_rank`` MB each into ``outdir``."""
     outdir.mkdir(parents=True, exist_ok=True)
     src = real_trace()
@@ -298,7 +306,7 @@ def build(outdir: Path, mb_per_rank: float, ranks: int) -> list[Path]:
     for r in range(ranks):
         p = outdir / f"rank{r}.pt.trace.json"
         n_steps, n_ev = write_rank(p, step, period + 10_000, n_corr, n_ext, r, ranks,
-                                   int(mb_per_rank * 1e6))
+                                   int(mb_per_rank * 1e6), step_markers)
         print(f"{p}: {os.path.getsize(p) / 1e6:.0f} MB, {n_steps} steps, {n_ev} events "
               f"(source: {'torch CPU run, enriched' if enrich else src})", file=sys.stderr)
         paths.append(p)
@@ -310,8 +318,10 @@ def main() -> None:
     ap.add_argument("outdir", type=Path)
     ap.add_argument("--mb", type=float, default=300.0, help="MB per rank file (uncompressed)")
     ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--no-step-markers", action="store_true",
+                    help="name the steps DecodeStep#N instead of ProfilerStep#N")
     a = ap.parse_args()
-    build(a.outdir, a.mb, a.ranks)
+    build(a.outdir, a.mb, a.ranks, not a.no_step_markers)
 
 
 if __name__ == "__main__":

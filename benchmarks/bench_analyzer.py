@@ -152,14 +152,19 @@ def hta_python(arg: str | None) -> str | None:
     return None
 
 
-def trace_files(d: Path, mb: float, ranks: int, rebuild: bool, step_markers: bool = True
-                ) -> list[Path]:
+def trace_files(d: Path, mb: float, ranks: int, rebuild: bool, step_markers: bool = True,
+                synthetic: bool = False) -> list[Path]:
     files = [d / f"rank{r}.pt.trace.json" for r in range(ranks)]
     if rebuild or not all(f.exists() and f.stat().st_size >= mb * 1e6 * 0.99 for f in files):
         for f in d.glob("*.json"):
             f.unlink()
-        return build(d, mb, ranks, step_markers)
+        return build(d, mb, ranks, step_markers, synthetic)
     return files
+
+
+def _has_profiler_steps(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        return b'"ProfilerStep#' in fh.read(64 << 20)
 
 
 def table(results: list[Result], ref: Result) -> str:
@@ -186,13 +191,16 @@ def main() -> None:
     ap.add_argument("--hta-python", default=None)
     ap.add_argument("--cap", type=float, default=600.0, help="seconds per tool")
     ap.add_argument("--rebuild", action="store_true")
+    ap.add_argument("--synthetic", action="store_true",
+                    help="build from an enriched torch CPU run even if sample_traces/ has "
+                         "real ones")
     ap.add_argument("--hta-steps-only", action="store_true",
                     help="skip the extra HTA run on a copy without ProfilerStep# markers")
     ap.add_argument("--skip", action="append", default=[], help="hta, json, orjson")
     ap.add_argument("--json", type=Path, default=None, help="also write results here")
     a = ap.parse_args()
 
-    files = trace_files(a.dir, a.mb, a.ranks, a.rebuild)
+    files = trace_files(a.dir, a.mb, a.ranks, a.rebuild, synthetic=a.synthetic)
     size_mb = sum(f.stat().st_size for f in files) / 1e6
     fs = [str(f) for f in files]
     py = sys.executable
@@ -206,11 +214,12 @@ def main() -> None:
     hta = None if "hta" in a.skip else hta_python(a.hta_python)
     if hta:
         runs.append(("HTA load + idle_time_breakdown", [hta, "-c", HTA_SCRIPT, str(a.dir)]))
-        if not a.hta_steps_only:
+        if not a.hta_steps_only and _has_profiler_steps(files[0]):
             # HTA assigns each event to a ProfilerStep in a Python loop over all steps
             # (events x steps); also time it on the same trace with the steps renamed.
             ns_dir = a.dir.with_name(a.dir.name + "-nosteps")
-            ns = [str(f) for f in trace_files(ns_dir, a.mb, a.ranks, a.rebuild, False)]
+            ns = [str(f) for f in trace_files(ns_dir, a.mb, a.ranks, a.rebuild, False,
+                                              a.synthetic)]
             runs.append(("HTA, steps renamed", [hta, "-c", HTA_SCRIPT, str(ns_dir)]))
             runs.append(("profplug report, steps renamed",
                          [py, "-m", "profplug", "report", "--format", "json", "-o", str(out),

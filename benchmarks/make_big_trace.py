@@ -80,9 +80,33 @@ with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
 
 
 # ---------------------------------------------------------------------------- source
-def real_trace() -> Path | None:
-    found = sorted(ROOT.glob("sample_traces/*/kineto/*.json.gz"))
-    return found[0] if found else None
+PREFERRED = ("pp2_megatron_kineto/device", "pp2_infer_kineto/device")
+
+
+def real_traces() -> list[Path]:
+    """Rank files of a real Kineto run in sample_traces/ (Megatron PP=2 first), or []."""
+    for name in PREFERRED:
+        found = sorted((ROOT / "sample_traces" / name / "kineto").glob("rank*.json.gz"))
+        if found:
+            return found
+    found = sorted(ROOT.glob("sample_traces/**/kineto/*.json.gz"))
+    return sorted(found[0].parent.glob("*.json.gz")) if found else []
+
+
+def whole_window(trace: dict[str, Any]) -> tuple[list[dict[str, Any]], int, float]:
+    """All timed events of a real trace (ns, relative to its first), its span, first ts (us)."""
+    ev = [e for e in trace["traceEvents"] if e.get("ph") in ("X", "s", "f")
+          and e.get("cat") != "Trace" and isinstance(e.get("ts"), int | float)]
+    t0 = min(e["ts"] for e in ev)
+    t1 = max(e["ts"] + e.get("dur", 0) for e in ev)
+    out = []
+    for e in ev:
+        e = dict(e)
+        e["ts_ns"] = round((e["ts"] - t0) * 1000)
+        e["dur_ns"] = round(e.get("dur", 0) * 1000)
+        out.append(e)
+    out.sort(key=lambda e: (e["ts_ns"], -e["dur_ns"]))
+    return out, round((t1 - t0) * 1000), t0
 
 
 def capture_cpu_trace(out: Path) -> Path:
@@ -206,7 +230,8 @@ class Enricher:
 
 # ---------------------------------------------------------------------------- write
 def _template(e: dict[str, Any]) -> tuple[str, int, bool, bool]:
-    """A Kineto-layout text template of one event with {t} (ts), {c} (corr), {x} (ext id)."""
+    """Kineto-layout text of one event with {t} (ts), {c} (corr), {w} (awaited event-record
+    corr), {x} (External id) to fill in."""
     args = e.get("args")
     has_c = e.get("ph") in ("s", "f") or (args is not None and "correlation" in args)
     has_x = args is not None and "External id" in args
@@ -226,33 +251,18 @@ def _template(e: dict[str, Any]) -> tuple[str, int, bool, bool]:
             a["correlation"] = "@C@"
         if "External id" in a:
             a["External id"] = "@X@"
+        if "wait_on_cuda_event_record_corr_id" in a:
+            a["wait_on_cuda_event_record_corr_id"] = "@W@"
         body = json.dumps(a)[1:-1].replace("{", "{{").replace("}", "}}")
-        body = body.replace('"@C@"', "{c}").replace('"@X@"', "{x}")
+        body = body.replace('"@C@"', "{c}").replace('"@X@"', "{x}").replace('"@W@"', "{w}")
         lines[-1] += ","
         lines += ['    "args": {{', "      " + body, "    }}"]
     lines.append("  }}")
     return "\n".join(lines), e["ts_ns"], has_c, has_x
 
 
-def _corr(e: dict[str, Any]) -> int:
-    c = e.get("args", {}).get("correlation", e.get("id", 0))
-    return c if isinstance(c, int) else 0
-
-
-def write_rank(path: Path, step: list[dict[str, Any]], period_ns: int, n_corr: int,
-               n_ext: int, rank: int, world: int, target_bytes: int,
-               step_markers: bool = True) -> tuple[int, int]:
-    """Write steps until ``target_bytes``; returns (steps, events) written.
-
-    ``step_markers=False`` renames ``ProfilerStep#N`` to ``DecodeStep#N`` (same bytes), for
-    tools whose cost grows with the number of steps.
-    """
-    tpls = [_template(e) for e in step]
-    if not step_markers:
-        tpls = [(t.replace('"ProfilerStep#', '"DecodeStep#'), *rest) for t, *rest in tpls]
-    ext0 = [e.get("args", {}).get("External id", 0) for e in step]
-    c0 = [_corr(e) for e in step]
-    header = {"schemaVersion": 1, "deviceProperties": [{
+def _synthetic_header(rank: int, world: int) -> dict[str, Any]:
+    return {"schemaVersion": 1, "deviceProperties": [{
         "id": 0, "name": "NVIDIA H200", "totalGlobalMem": 150110011392,
         "computeMajor": 9, "computeMinor": 0, "maxThreadsPerBlock": 1024,
         "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536, "warpSize": 32,
@@ -261,54 +271,93 @@ def write_rank(path: Path, step: list[dict[str, Any]], period_ns: int, n_corr: i
                             "pg_count": 1, "pg_config": [], "nccl_version": "2.28.3"},
         "record_shapes": 1, "with_stack": 0, "displayTimeUnit": "ms",
         "baseTimeNanoseconds": BASE_NS}
-    t_first = 5_114_000_000_000 + rank * 137_000  # ns after the base
-    written = steps = 0
+
+
+def _ids(e: dict[str, Any]) -> tuple[int, int, int]:
+    """(correlation or flow id, awaited event-record corr, External id); 0 when absent."""
+    a = e.get("args") or {}
+    vals = (a.get("correlation", e.get("id", 0)), a.get("wait_on_cuda_event_record_corr_id", 0),
+            a.get("External id", 0))
+    return tuple(v if isinstance(v, int) else 0 for v in vals)  # type: ignore[return-value]
+
+
+def write_rank(path: Path, block: list[dict[str, Any]], period_ns: int,
+               header: dict[str, Any], t_first_ns: int, target_bytes: int,
+               step_markers: bool = True) -> tuple[int, int]:
+    """Write ``block`` again and again (times + ``period_ns``, ids shifted past the block's
+    largest) until ``target_bytes``; returns (repeats, events) written.
+
+    ``step_markers=False`` renames ``ProfilerStep#N`` to ``DecodeStep#N`` (same bytes), for
+    tools whose cost grows with the number of steps.
+    """
+    tpls = [_template(e) for e in block]
+    if not step_markers:
+        tpls = [(t.replace('"ProfilerStep#', '"DecodeStep#'), *rest) for t, *rest in tpls]
+    ids = [_ids(e) for e in block]
+    n_corr = 1 + max(max(c, w) for c, w, _ in ids)
+    n_ext = 1 + max(x for _, _, x in ids)
+    written = reps = 0
     with open(path, "w") as fh:
         fh.write("{\n" + json.dumps(header, indent=2)[2:-2] + ',\n  "traceEvents": [\n')
         sep = ""
         while written < target_bytes:
-            shift = t_first + steps * period_ns
-            cshift, xshift = steps * n_corr, steps * n_ext
+            shift = t_first_ns + reps * period_ns
+            cs, xs = reps * n_corr, reps * n_ext
             chunk = []
-            for (tpl, t, has_c, has_x), c, x in zip(tpls, c0, ext0, strict=True):
+            for (tpl, t, _, _), (c, w, x) in zip(tpls, ids, strict=True):
                 ts = shift + t
                 chunk.append(tpl.format(t=f"{ts // 1000}.{ts % 1000:03d}",
-                                        c=c + cshift if has_c else 0,
-                                        x=x + xshift if has_x else 0))
+                                        c=c + cs if c > 0 else c, w=w + cs if w > 0 else w,
+                                        x=x + xs if x > 0 else x))
             text = sep + ",\n".join(chunk)
             sep = ",\n"
             fh.write(text)
             written += len(text)
-            steps += 1
+            reps += 1
         fh.write('\n  ],\n  "traceName": "' + path.name + '"\n}\n')
-    return steps, steps * len(step)
+    return reps, reps * len(block)
 
 
-def build(outdir: Path, mb_per_rank: float, ranks: int, step_markers: bool = True
-          ) -> list[Path]:
-    """Write ``ranks`` files of about ``mb_per_rank`` MB each into ``outdir``."""
+def build(outdir: Path, mb_per_rank: float, ranks: int, step_markers: bool = True,
+          synthetic: bool = False) -> list[Path]:
+    """Write ``ranks`` files of about ``mb_per_rank`` MB each into ``outdir``.
+
+    Source: the real rank traces in sample_traces/ (rank r repeats real rank r's whole
+    window), else (or with ``synthetic``) one enriched step of a torch CPU run.
+    """
     outdir.mkdir(parents=True, exist_ok=True)
-    src = real_trace()
-    with tempfile.TemporaryDirectory() as tmp:
-        if src is None:
-            src = capture_cpu_trace(Path(tmp) / "cpu.json")
-            enrich = True
-        else:
-            enrich = False
-        trace = load(src)
-    step, period = one_step(trace)
-    pid = next(e["pid"] for e in step if isinstance(e.get("pid"), int))
-    if enrich:
+    real = [] if synthetic else real_traces()
+    blocks: list[tuple[list[dict[str, Any]], int, dict[str, Any], int]] = []
+    if real:
+        firsts = []
+        for r in range(ranks):
+            trace = load(real[r % len(real)])
+            block, span, t0 = whole_window(trace)
+            header = {k: v for k, v in trace.items() if k not in ("traceEvents", "traceName")}
+            if isinstance(header.get("distributedInfo"), dict):
+                header["distributedInfo"] = dict(header["distributedInfo"], rank=r)
+            firsts.append(t0)
+            blocks.append((block, span + 50_000, header, 0))
+        # keep the ranks' real relative alignment
+        blocks = [(b, p, h, 5_114_000_000_000 + round((t - min(firsts)) * 1000))
+                  for (b, p, h, _), t in zip(blocks, firsts, strict=True)]
+        src = f"{real[0].parent} (real, whole window repeated)"
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            trace = load(capture_cpu_trace(Path(tmp) / "cpu.json"))
+        step, period = one_step(trace)
+        pid = next(e["pid"] for e in step if isinstance(e.get("pid"), int))
         step = Enricher(pid, pid).run(step)
-    n_corr = 1 + max(_corr(e) for e in step)
-    n_ext = 1 + max(e.get("args", {}).get("External id", 0) for e in step)
+        blocks = [(step, period + 10_000, _synthetic_header(r, ranks),
+                   5_114_000_000_000 + r * 137_000) for r in range(ranks)]
+        src = "torch CPU run, one step enriched to a GPU decode step"
     paths = []
-    for r in range(ranks):
+    for r, (block, period, header, t_first) in enumerate(blocks):
         p = outdir / f"rank{r}.pt.trace.json"
-        n_steps, n_ev = write_rank(p, step, period + 10_000, n_corr, n_ext, r, ranks,
-                                   int(mb_per_rank * 1e6), step_markers)
-        print(f"{p}: {os.path.getsize(p) / 1e6:.0f} MB, {n_steps} steps, {n_ev} events "
-              f"(source: {'torch CPU run, enriched' if enrich else src})", file=sys.stderr)
+        reps, n_ev = write_rank(p, block, period, header, t_first, int(mb_per_rank * 1e6),
+                                step_markers)
+        print(f"{p}: {os.path.getsize(p) / 1e6:.0f} MB, {reps} repeats, {n_ev} events "
+              f"(source: {src})", file=sys.stderr)
         paths.append(p)
     return paths
 
@@ -320,8 +369,10 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--no-step-markers", action="store_true",
                     help="name the steps DecodeStep#N instead of ProfilerStep#N")
+    ap.add_argument("--synthetic", action="store_true",
+                    help="build from an enriched torch CPU run even if real traces exist")
     a = ap.parse_args()
-    build(a.outdir, a.mb, a.ranks, not a.no_step_markers)
+    build(a.outdir, a.mb, a.ranks, not a.no_step_markers, a.synthetic)
 
 
 if __name__ == "__main__":

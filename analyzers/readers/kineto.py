@@ -51,7 +51,7 @@ RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
 Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 
 
-class Args(msgspec.Struct):
+class Args(msgspec.Struct, gc=False):
     correlation: Int64 | None = None
     stream: Int64 | None = None
     device: Int64 | None = None
@@ -60,7 +60,7 @@ class Args(msgspec.Struct):
     wait_on_cuda_event_record_corr_id: Int64 | None = None
 
 
-class Event(msgspec.Struct):
+class Event(msgspec.Struct, gc=False):
     ph: str = ""
     cat: str = ""
     name: str = ""

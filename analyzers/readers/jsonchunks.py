@@ -20,9 +20,9 @@ from pathlib import Path
 
 import msgspec
 
-BLOCK = 16 << 20  # bytes read (or inflated) at a time
-GZ_BLOCK = 2 << 20  # compressed bytes inflated at a time (JSON inflates ~10-20x)
-BOUNDARY = re.compile(rb'\}\s*,\s*\{\s*"')  # a '"' after '{' is never inside a string
+BLOCK = 2 << 20  # bytes read at a time: small enough to stay in cache (16 MB was 30% slower)
+GZ_BLOCK = 256 << 10  # compressed bytes inflated at a time (JSON inflates ~10-20x)
+BOUNDARY = re.compile(rb'\}\s*,\s*(\{)\s*"')  # a '"' after '{' is never inside a string
 KEY = b'"traceEvents"'
 _ANY = msgspec.json.Decoder()
 
@@ -31,14 +31,17 @@ class NotStreamable(Exception):
     """The file is not laid out as expected; read it whole instead."""
 
 
-def _blocks(path: Path) -> Iterator[bytes]:
-    """Uncompressed blocks of the file (gzip inflated on the fly)."""
+def _blocks(path: Path) -> Iterator[bytes | memoryview]:
+    """Uncompressed blocks of the file (gzip inflated on the fly); a block is valid until
+    the next one is asked for (plain files reuse one buffer)."""
     with open(path, "rb") as fh:
         first = fh.read(BLOCK)
         if first[:2] != b"\x1f\x8b":
-            while first:
-                yield first
-                first = fh.read(BLOCK)
+            yield first
+            block = bytearray(BLOCK)
+            with memoryview(block) as view:
+                while n := fh.readinto(view):
+                    yield view[:n]
             return
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
         raw = first[:GZ_BLOCK]
@@ -59,24 +62,28 @@ def _blocks(path: Path) -> Iterator[bytes]:
         raise NotStreamable("gzip stream cut short")
 
 
-def _last_boundary(buf: bytes, start: int) -> int:
-    """Offset of the '}' of the last event boundary at or after ``start``, or -1."""
+def _last_boundary(buf: bytes | bytearray, start: int) -> tuple[int, int]:
+    """(offset of the '}' ending the last event at or after ``start``, offset of the '{'
+    starting the next), or (-1, -1)."""
     window = 1 << 16
     lo = len(buf)
     while lo > start:
         lo = max(start, lo - window)
-        found = [m.start() for m in BOUNDARY.finditer(buf, lo)]
-        if found:
-            return found[-1]
+        last = None
+        for last in BOUNDARY.finditer(buf, lo):  # noqa: B007 - the last match is wanted
+            pass
+        if last is not None:
+            return last.start(), last.start(1)
         window *= 4
-    return -1
+    return -1, -1
 
 
-def event_chunks(path: Path) -> Iterator[bytes | tuple[bytes, bytes]]:
-    """Yield JSON arrays of events (bytes), then one ``(head, tail)`` pair.
+def event_chunks(path: Path) -> Iterator[bytes | memoryview | tuple[bytes, bytes]]:
+    """Yield JSON arrays of events, then one ``(head, tail)`` pair.
 
-    ``head`` is the object text before the array with the array removed (``{...}``),
-    ``tail`` the object text after it; both are meant for a JSON object decoder.
+    An array is bytes or a memoryview valid until the next item is asked for (decode it
+    first). ``head`` is the object text before the array with the array removed
+    (``{...}``), ``tail`` the object text after it; both for a JSON object decoder.
     Raises NotStreamable when the layout is not the expected one.
     """
     blocks = _blocks(path)
@@ -96,18 +103,27 @@ def event_chunks(path: Path) -> Iterator[bytes | tuple[bytes, bytes]]:
     head = buf[:key].rstrip().rstrip(b",") + b"}"
     if head.lstrip() == b"{}":
         head = b"{}"
-    buf = buf[lb + 1:]
+    arr = bytearray(buf[lb:])  # arr[0] is the array's '['; events follow
+    del buf
     for block in blocks:
-        buf += block
-        cut = _last_boundary(buf, 0)
+        arr += block
+        cut, nxt = _last_boundary(arr, 1)
         if cut < 0:
             continue
-        yield b"[" + buf[:cut + 1] + b"]"
-        buf = buf[cut + 1:].lstrip().lstrip(b",")
-    cut = _last_boundary(buf, 0)
+        saved = arr[cut + 1]
+        arr[cut + 1] = 0x5D  # ']' after the last whole event: a JSON array, no copy
+        with memoryview(arr) as whole:
+            piece = whole[:cut + 2]
+            yield piece
+            piece.release()
+        arr[cut + 1] = saved
+        del arr[1:nxt]  # keep '[', drop what was handed out (cheap at the front)
+    buf = bytes(arr[1:])
+    del arr
+    cut, nxt = _last_boundary(buf, 0)
     if cut >= 0:
         yield b"[" + buf[:cut + 1] + b"]"
-        buf = buf[cut + 1:].lstrip().lstrip(b",")
+        buf = buf[nxt:]
     # Left now: the last event, ']', then the trailing fields and '}'. The array's ']' is
     # the first one before which the text is a complete list of events.
     rb = -1

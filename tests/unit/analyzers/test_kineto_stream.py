@@ -41,8 +41,8 @@ def test_tiny_chunks_give_the_whole_file_timeline(tmp_path: Path, name: str,
     path = _many_steps().write(tmp_path / name)
     monkeypatch.setattr(jsonchunks, "BLOCK", 512)
     monkeypatch.setattr(jsonchunks, "GZ_BLOCK", 64)
-    chunks = [c for c in jsonchunks.event_chunks(path) if isinstance(c, bytes)]
-    assert len(chunks) > 10
+    n_chunks = sum(1 for c in jsonchunks.event_chunks(path) if not isinstance(c, tuple))
+    assert n_chunks > 10
     # when it is streamed, then every column equals the whole-file read
     streamed = kineto._read_streaming(path, 0)
     assert streamed is not None

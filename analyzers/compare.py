@@ -2,7 +2,7 @@
 
 Times in us, taken from each run's report (so they equal its JSON report). Definitions:
 
-- ``step_us``: mean host duration of a complete step (``StepStats.step_us_mean``); ``None``
+- ``step_us``: mean GPU span of a complete step (``StepStats.period_us``); ``None``
   when the rank has no step ranges. Speed is compared only on step time: profiling windows
   of two runs hold different amounts of work, so their lengths say nothing about speed.
 - ``faster``: the label of the run with the smaller ``step_us``; ``diff_us`` = slower step -
@@ -102,7 +102,7 @@ def rank_side(r: RankStalls) -> RankSide:
         if s.kind in ("device", "event"):
             blocked += s.host_blocked_us
     return RankSide(
-        step_us=steps.step_us_mean if steps else None,
+        step_us=steps.period_us if steps else None,
         n_steps=steps.n_steps if steps else 0,
         window_us=round(r.total("window_us"), 3), busy_us=round(r.total("busy_us"), 3),
         compute_us=round(r.total("compute_us"), 3), comm_us=round(r.total("comm_us"), 3),

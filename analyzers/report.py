@@ -101,7 +101,7 @@ def ranks_frame(rep: Report) -> pd.DataFrame:
                "busy_us": r.total("busy_us"), "compute_us": r.total("compute_us"),
                "comm_us": r.total("comm_us"), "idle_us": r.total("idle_us"),
                "stream_wait_us": r.stream_wait_us,
-               "step_us": r.steps.step_us_mean if r.steps and r.steps.n_steps else None}
+               "step_us": r.steps.period_us if r.steps and r.steps.n_steps else None}
         row.update({f"{c}_us": v for c, v in r.idle_by_cause_us().items()})
         rows.append(row)
     return pd.DataFrame(rows)

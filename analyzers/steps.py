@@ -4,7 +4,9 @@ A step is a host range (``ProfilerStep#N`` or ``profplug.step``). Its GPU span r
 first GPU op it launched (matched by correlation id) to the first op the next step
 launched; the last step's span ends when its last op ends. A step that launched no GPU work
 is incomplete and dropped (say, the profiler stopped inside it). Each idle gap belongs to
-the step whose span holds the gap's start.
+the step whose span holds the gap's start. The step time reports compare is the mean GPU
+period (``period_us``: first op of a step to the first op of the next): equal on every rank of a pipeline, unlike the host range
+(``step_us_mean``), which is shorter on a rank whose host runs ahead of its GPU.
 """
 
 from __future__ import annotations
@@ -26,12 +28,13 @@ if TYPE_CHECKING:
 class StepStats:
     n_steps: int  # complete steps
     n_dropped: int  # incomplete steps left out
-    step_us_mean: float  # host duration of a step
+    step_us_mean: float  # host duration of a step range
     step_us_p50: float
     step_us: list[float]  # per complete step
     step_numbers: list[int]
     idle_per_step_us: dict[str, float]  # mean idle per complete step, by cause
-    gpu_span_us_mean: float  # mean GPU span of a step
+    gpu_span_us_mean: float  # mean GPU span of a step (the last one ends at its last op)
+    period_us: float  # mean step period on the GPU: the step time reports compare
 
 
 def launch_times(tl: Timeline) -> np.ndarray:
@@ -64,7 +67,7 @@ def step_stats(tl: Timeline, gaps: Gaps, intervals: dict[int, DeviceIntervals],
     complete = first < np.iinfo(np.int64).max
     idx = np.nonzero(complete)[0]
     if idx.size == 0:
-        return StepStats(0, int(n), 0.0, 0.0, [], [], {c: 0.0 for c in causes}, 0.0)
+        return StepStats(0, int(n), 0.0, 0.0, [], [], {c: 0.0 for c in causes}, 0.0, 0.0)
     span_s = first[idx]
     span_e = np.append(first[idx][1:], last[idx][-1])
     span_e = np.maximum(span_e, span_s)
@@ -84,4 +87,13 @@ def step_stats(tl: Timeline, gaps: Gaps, intervals: dict[int, DeviceIntervals],
         step_us=[round(float(x) / 1000.0, 3) for x in step_ns],
         step_numbers=[int(x) for x in st_n[idx]],
         idle_per_step_us=per_cause,
-        gpu_span_us_mean=round(float((span_e - span_s).mean()) / 1000.0, 3))
+        gpu_span_us_mean=round(float((span_e - span_s).mean()) / 1000.0, 3),
+        period_us=round(_period_ns(span_s, span_e) / 1000.0, 3))
+
+
+def _period_ns(span_s: np.ndarray, span_e: np.ndarray) -> float:
+    """Mean step period on the GPU: first-op to next step's first-op (the last step has no
+    successor, so with >= 2 steps it is left out); one step: its own span."""
+    if span_s.size >= 2:
+        return float(np.diff(span_s).mean())
+    return float((span_e - span_s).mean())

@@ -13,6 +13,8 @@ Both become absolute int64 nanoseconds.
 from __future__ import annotations
 
 import gzip
+import json
+import math
 import re
 import zlib
 from pathlib import Path
@@ -36,6 +38,8 @@ from .jsonchunks import NotStreamable, event_chunks
 
 MAX_EVENT_DUR_US = 3.6e9  # one hour: longer events are CUPTI timestamp garbage
 EPOCH_US_THRESHOLD = 1e14  # ts above this is epoch microseconds, not relative to a base
+MAX_EPOCH_TS_US = 9.0e15  # epoch ts (us) beyond this overflows int64 ns
+BAD_UTF8 = "bad UTF-8 in name"
 
 GPU_CATS = {"kernel": KIND_KERNEL, "gpu_memcpy": KIND_MEMCPY, "gpu_memset": KIND_MEMSET}
 API_CATS = frozenset({"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver", "runtime",
@@ -114,8 +118,11 @@ def read_bytes(path: Path) -> tuple[bytes, str | None]:
 
 
 # ---------------------------------------------------------------------------- decode
-def _decode(path: Path, data: bytes) -> tuple[Header, list[Event], list[str], int]:
-    """Decode a trace; returns (header, events, warnings, events skipped as undecodable)."""
+Skipped = dict[str, int]  # reason -> events
+
+
+def _decode(path: Path, data: bytes) -> tuple[Header, list[Event], list[str], Skipped]:
+    """Decode a trace; returns (header, events, warnings, events skipped by reason)."""
     stripped = data.lstrip()
     if not stripped.startswith(b"{"):
         raise TraceError(f"{path}: not a Kineto trace (not a JSON object)")
@@ -123,7 +130,7 @@ def _decode(path: Path, data: bytes) -> tuple[Header, list[Event], list[str], in
         t = _TRACE_DECODER.decode(data)
         if not t.traceEvents and b'"traceEvents"' not in data:
             raise TraceError(f"{path}: not a Kineto trace (no traceEvents)")
-        return t, t.traceEvents, [], 0
+        return t, t.traceEvents, [], {}
     except TraceError:
         raise
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
@@ -140,14 +147,24 @@ def _events_span(data: bytes) -> tuple[int, int]:
     return lb, key
 
 
-def _decode_tolerant(path: Path, data: bytes) -> tuple[Header, list[Event], list[str], int]:
+def _decode_tolerant(path: Path, data: bytes) -> tuple[Header, list[Event], list[str], Skipped]:
     warnings: list[str] = []
     lb, key = _events_span(data)
     if lb < 0:
+        if b'"nodes"' in data and b'"schema"' in data:
+            raise TraceError(f"{path}: a PyTorch execution trace (schema/nodes), not a Kineto "
+                             "trace (profplug reads torch.profiler's Chrome trace)")
         raise TraceError(f"{path}: not a Kineto trace (no traceEvents)")
-    header = _decode_header(data, key)
+    try:
+        data.decode("utf-8")
+        bad_utf8 = False
+    except UnicodeDecodeError:  # invalid bytes become U+FFFD; those events are skipped
+        data = data.decode("utf-8", errors="replace").encode()
+        lb, key = _events_span(data)
+        bad_utf8 = True
     body_end = _array_end(data, lb)
     truncated = body_end < 0
+    header = _decode_header(data, key, body_end)
     if truncated:
         cut = _last_complete_event(data, lb)
         if cut < 0:
@@ -156,18 +173,55 @@ def _decode_tolerant(path: Path, data: bytes) -> tuple[Header, list[Event], list
         body = data[lb:cut + 1] + b"]"
     else:
         body = data[lb:body_end + 1]
-    events, skipped = _decode_events_one_by_one(body)
+    events, bad = _decode_events_one_by_one(body)
+    skipped = {"undecodable event": bad} if bad else {}
+    if bad_utf8:
+        n = len(events)
+        events = [e for e in events if "\ufffd" not in e.name and "\ufffd" not in e.cat]
+        if n - len(events):
+            skipped[BAD_UTF8] = n - len(events)
     if truncated:
         warnings[-1] += f"; {len(events)} events recovered"
     return header, events, warnings, skipped
 
 
-def _decode_header(data: bytes, key: int) -> Header:
-    """The fields before traceEvents (Kineto writes distributedInfo etc. first)."""
-    head = data[:key].rstrip().rstrip(b",") + b"}"
+def _big_int(s: str) -> int | float:
+    """A JSON integer; one too long for int64 becomes +-inf (skipped later as absurd)."""
+    if len(s.lstrip("-")) <= 19:
+        return int(s)
+    return -math.inf if s.startswith("-") else math.inf
+
+
+def _decode_any(b: bytes) -> Any:
+    """Generic JSON decode; numbers out of range (1e400, 10**40) become +-inf, not errors."""
     try:
-        return msgspec.convert(_ANY_DECODER.decode(head), Header)
-    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+        return _ANY_DECODER.decode(b)
+    except msgspec.ValidationError:  # msgspec's "Number out of range"
+        pass
+    try:
+        return json.loads(b, parse_int=_big_int)
+    except (ValueError, RecursionError) as exc:
+        raise msgspec.DecodeError(str(exc)) from None
+
+
+def _decode_header(data: bytes, key: int, body_end: int) -> Header:
+    """The fields around traceEvents: before it, and after it unless the file is cut short
+    (torch writes distributedInfo first and baseTimeNanoseconds last)."""
+    fields: dict[str, Any] = {}
+    parts = [data[:key].rstrip().rstrip(b",") + b"}"]
+    if body_end >= 0:
+        parts.append(b"{" + data[body_end + 1:].lstrip().lstrip(b","))
+    for part in parts:
+        try:
+            d = _decode_any(part)
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            continue
+        if isinstance(d, dict):
+            fields.update(d)
+    try:
+        return msgspec.convert({k: v for k, v in fields.items() if k in Header.__struct_fields__},
+                               Header)
+    except (msgspec.ValidationError, TypeError):
         return Header()
 
 
@@ -180,7 +234,7 @@ def _array_end(data: bytes, lb: int) -> int:
     rb = data.rfind(b"]")
     while rb > lb:
         try:
-            _ANY_DECODER.decode(data[lb:rb + 1])
+            _decode_any(data[lb:rb + 1])
             return rb
         except (msgspec.DecodeError, UnicodeDecodeError):
             rb = data.rfind(b"]", lb, rb)
@@ -197,7 +251,7 @@ def _last_complete_event(data: bytes, lb: int, tries: int = 200) -> int:
         if pos < 0:
             return -1
         try:
-            _ANY_DECODER.decode(data[lb:pos + 1] + b"]")
+            _decode_any(data[lb:pos + 1] + b"]")
             return pos
         except (msgspec.DecodeError, UnicodeDecodeError):
             end = pos
@@ -211,7 +265,7 @@ def _decode_events_one_by_one(body: bytes) -> tuple[list[Event], int]:
         return _EVENTS_DECODER.decode(text), 0
     except (msgspec.DecodeError, msgspec.ValidationError):
         pass
-    raw = _ANY_DECODER.decode(text)
+    raw = _decode_any(text)
     events: list[Event] = []
     bad = 0
     for item in raw:
@@ -287,7 +341,7 @@ class _Rows:
                                        c["gpu_corr"])
         as_, ae, at, an, ac = (c["api_start_ns"], c["api_end_ns"], c["api_tid"],
                                c["api_name"], c["api_corr"])
-        sym = b.sym
+        sym, ids = b.sym, b._ids
         lower: dict[str, str] = {}
         for e in events:
             if e.ph != "X":
@@ -296,8 +350,12 @@ class _Rows:
             if ts is None or dur is None:
                 self.skip("missing ts/dur")
                 continue
-            if dur < 0 or dur > MAX_EVENT_DUR_US:
+            if not 0 <= dur <= MAX_EVENT_DUR_US:  # also NaN
                 self.skip("negative or absurd duration")
+                continue
+            if not (-EPOCH_US_THRESHOLD < ts < EPOCH_US_THRESHOLD if relative
+                    else 0 <= ts < MAX_EPOCH_TS_US):  # would overflow int64 ns (or NaN)
+                self.skip("timestamp out of range")
                 continue
             cat = lower.get(e.cat)
             if cat is None:
@@ -324,15 +382,18 @@ class _Rows:
                 gd.append(dev)
                 gst.append(stream)
                 gk.append(kind)
-                gn.append(sym(e.name))
+                name_id = ids.get(e.name)
+                gn.append(sym(e.name) if name_id is None else name_id)
                 gc.append(corr)
             elif cat in API_CATS:
                 corr = args.correlation if args is not None and args.correlation is not None \
                     else -1
+                tid = e.tid
+                name_id = ids.get(e.name)
                 as_.append(start)
                 ae.append(end)
-                at.append(_as_int(e.tid))
-                an.append(sym(e.name))
+                at.append(tid if type(tid) is int else _as_int(tid))
+                an.append(sym(e.name) if name_id is None else name_id)
                 ac.append(corr)
             elif cat in ANN_CATS or cat == "cpu_op":
                 self._annotation(e, cat, start, end)
@@ -428,7 +489,8 @@ def read_kineto(path: str | Path, file_index: int = 0) -> Timeline:
         warnings.insert(0, gz_note)
     tl = _to_timeline(p, header, events, file_index=file_index)
     tl.warnings[:0] = warnings
-    tl.skip("undecodable event", bad)
+    for reason, n in bad.items():
+        tl.skip(reason, n)
     return tl
 
 

@@ -192,7 +192,7 @@ def summary_html(runs: list[tuple[str, Report]]) -> str:
     rows = []
     for label, rep in runs:
         for r in rep.ranks:
-            step = r.steps.step_us_mean if r.steps and r.steps.n_steps else None
+            step = r.steps.period_us if r.steps and r.steps.n_steps else None
             ic = r.idle_by_cause_us()
             cells = [_txt(label or "-"), _txt(r.rank), _txt(r.source),
                      _num(round(r.total("window_us"), 3)), _num(step),

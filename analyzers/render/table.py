@@ -43,7 +43,7 @@ def render_table(rep: Report, out: TextIO) -> None:
             continue
         win = r.total("window_us")
         ic = r.idle_by_cause_us()
-        step = _num(r.steps.step_us_mean) if r.steps and r.steps.n_steps else "-"
+        step = _num(r.steps.period_us) if r.steps and r.steps.n_steps else "-"
         w(f"{r.rank:>4} {_num(win):>11} {step:>9} {_pct(r.total('busy_us'), win):>6} "
           f"{_pct(r.total('idle_us'), win):>6} {_pct(ic['device_sync'], win):>8} "
           f"{_pct(ic['event_sync'], win):>8} {_pct(ic['host_bound'], win):>6} "
@@ -69,7 +69,8 @@ def _rank_detail(r: RankStalls, out: TextIO) -> None:
             if s.n_steps:
                 per = ", ".join(f"{c} {_num(v)}" for c, v in s.idle_per_step_us.items() if v)
                 w(f"{s.n_steps} steps ({s.n_dropped} incomplete dropped): "
-                  f"{_num(s.step_us_mean)} us/step; idle per step: {per or 'none'}\n")
+                  f"{_num(s.period_us)} us/step on the GPU (host "
+                  f"{_num(s.step_us_mean)}); idle per step: {per or 'none'}\n")
             else:
                 w(f"{s.n_dropped} step ranges, none complete\n")
     for reason, n in r.other_reasons.items():

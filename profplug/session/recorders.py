@@ -80,6 +80,8 @@ class KinetoRecorder:
         self.activities = {ProfilerActivity.CPU}
         if self.cuda:
             self.activities.add(ProfilerActivity.CUDA)
+            if os.environ.get("PROFPLUG_KINETO_CPU", "1") == "0":  # observer-effect study
+                self.activities.discard(ProfilerActivity.CPU)
         self.scopes = set() if cpu_ops else {RecordScope.USER_SCOPE}
         exp = _experimental_config(self.cuda)
         flags = (False, False, False, False, False)  # shapes, memory, stack, flops, modules

@@ -72,7 +72,7 @@ def test_json_numbers_equal_the_reports(runs: tuple[Path, Path], tmp_path: Path,
     assert c["b"] == {"label": "event", "report": b}
     for rc, ra, rb in zip(c["ranks"], a["ranks"], b["ranks"], strict=True):
         for side, r in ((rc["a"], ra), (rc["b"], rb)):
-            assert side["step_us"] == r["steps"]["step_us_mean"]
+            assert side["step_us"] == r["steps"]["period_us"]
             assert side["idle_by_cause_us"] == r["idle_by_cause_us"]
             assert side["idle_per_step_us"] == r["steps"]["idle_per_step_us"]
             for k in ("window_us", "busy_us", "compute_us", "comm_us", "idle_us",

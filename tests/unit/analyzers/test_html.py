@@ -57,7 +57,7 @@ def json_summary(rank: dict) -> list[float | None]:
     vals = {k: rank[k] for k in ("window_us", "busy_us", "compute_us", "comm_us", "idle_us",
                                  "stream_wait_us")}
     vals.update({f"{c}_us": v for c, v in rank["idle_by_cause_us"].items()})
-    vals["step_us"] = rank["steps"]["step_us_mean"] if rank["steps"] else None
+    vals["step_us"] = rank["steps"]["period_us"] if rank["steps"] else None
     return [vals[k] for k in SUMMARY_KEYS]
 
 

@@ -100,7 +100,7 @@ def test_tolerant_path_agrees_with_fast_path(tmp_path: Path) -> None:
     data = p.read_bytes()
     fast = read_kineto(p)
     _, events, warnings, bad = _decode_tolerant(p, data)
-    assert (warnings, bad) == ([], 0)
+    assert (warnings, bad) == ([], {})
     assert len(events) == len(mixed_trace().events)
     assert fast.n_gpu == 4
 

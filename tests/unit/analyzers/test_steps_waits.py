@@ -119,3 +119,11 @@ def test_stream_wait_overlapping_whole_gpu_idle(tmp_path: Path) -> None:
     (w,) = r.stream_waits
     assert w.stall_us == 14.0  # could run at 4 (its launch), awaited work ends at 18
     assert w.gpu_idle_us == 4.0  # the whole GPU idled 2-8; 4-8 lies in the stall
+
+
+def test_step_period_is_first_op_to_next_first_op(tmp_path: Path) -> None:
+    # steps every 20 us; the last step's span ends at its last op (15 us in), the period not
+    s = run(tmp_path, stepped_trace()).rank(0).steps
+    assert s is not None
+    assert s.period_us == 20.0
+    assert s.gpu_span_us_mean == pytest.approx((20 + 20 + 15) / 3, abs=1e-3)

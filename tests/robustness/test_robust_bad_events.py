@@ -9,9 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from synth import mixed_trace
-
 from profplug.analyzers.readers.kineto import read_kineto
+from synth import mixed_trace
 
 Mutation = Callable[[bytes], bytes]
 

@@ -1,19 +1,20 @@
 """Build a large, realistic Kineto trace (one file per rank) for the analyzer benchmark.
 
-Source of one decode step, in order of preference:
+Source, in order of preference:
 
-1. a real trace: ``sample_traces/*/kineto/*.json.gz`` (the steps between the first and last
-   ``ProfilerStep#N`` are repeated as they are);
-2. else a torch.profiler CPU run of a small pipeline-stage decode loop (record_shapes on, so
-   ``cpu_op`` events carry ``Input Dims`` etc. like a real run), enriched to look like a GPU
-   decode loop: every compute op launches a kernel (``cudaLaunchKernel`` with correlation,
-   ``kernel`` on stream 7 with the usual args, ``ac2g`` flow pair), the recv/send ranges hold a
-   NCCL SendRecv kernel on stream 20, ``cudaStreamWaitEvent`` and a device-wide
-   ``cudaDeviceSynchronize`` with its ``cuda_sync`` records, and annotations get their
-   ``gpu_user_annotation`` twins.
+1. real traces: the rank files of ``sample_traces/pp2_megatron_kineto/device/kineto`` (else
+   the first ``sample_traces/**/kineto/*.json.gz`` run); rank r repeats real rank r's whole
+   window as it is;
+2. else (or ``--synthetic``) one step of a torch.profiler CPU run of a small pipeline-stage
+   decode loop (record_shapes on, so ``cpu_op`` events carry ``Input Dims`` etc.), enriched
+   to look like a GPU decode step: every compute op launches a kernel (``cudaLaunchKernel``
+   with correlation, ``kernel`` on stream 7 with the usual args, ``ac2g`` flow pair), the
+   recv/send ranges hold a NCCL SendRecv kernel on stream 20, ``cudaStreamWaitEvent`` and a
+   device-wide ``cudaDeviceSynchronize`` with its ``cuda_sync`` records, and annotations get
+   their ``gpu_user_annotation`` twins.
 
-The step is then written ``n`` times with shifted timestamps (us, 3 decimals, relative to
-``baseTimeNanoseconds`` like recent torch) and shifted correlation / External ids, in
+The block is written again and again with shifted timestamps (us, 3 decimals, relative to
+``baseTimeNanoseconds`` like recent torch) and shifted correlation / flow / External ids, in
 Kineto's own JSON layout, until the file reaches the requested size.
 
     python benchmarks/make_big_trace.py OUTDIR --mb 300 --ranks 2

@@ -154,7 +154,14 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None) -> RankStall
     sync_idx = np.nonzero((api_kind == classify.DEVICE) | (api_kind == classify.EVENT))[0]
     c_start, c_end = tl.api_start_ns[sync_idx], tl.api_end_ns[sync_idx]
     c_kind = api_kind[sync_idx]
-    dev_calls = np.nonzero(c_kind == classify.DEVICE)[0]
+    # A device-wide sync that starts after the last step range ended is the profiler closing
+    # its window (torch.profiler and profplug both synchronize there) or end-of-loop code,
+    # not the steady state: its gaps are "other", with that reason.
+    closing = np.zeros(c_kind.size, dtype=bool)
+    if tl.step_end_ns.size:
+        closing = (c_kind == classify.DEVICE) & (c_start > int(tl.step_end_ns.max()))
+    dev_calls = np.nonzero((c_kind == classify.DEVICE) & ~closing)[0]
+    close_calls = np.nonzero(closing)[0]
     evt_calls = np.nonzero(c_kind == classify.EVENT)[0]
     host_lo = int(tl.api_start_ns.min()) if tl.api_start_ns.size else None
     host_hi = int(tl.api_end_ns.max()) if tl.api_end_ns.size else None
@@ -179,6 +186,12 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None) -> RankStall
         m_evt = _match_calls(gs, c_start[evt_calls], c_end[evt_calls], tol)
         hit2 = (~hit) & (m_evt >= 0)
         cause[hit2], call[hit2] = C_EVENT, evt_calls[m_evt[hit2]]
+        m_close = _match_calls(gs, c_start[close_calls], c_end[close_calls], tol)
+        hit3 = (cause == C_HOST) & (m_close >= 0)
+        cause[hit3] = C_OTHER
+        if hit3.any():
+            other_reasons["device sync after the last step (profiler closing its window)"] = \
+                int(hit3.sum())
         rest = cause == C_HOST
         if host_lo is None:
             cause[rest] = C_OTHER

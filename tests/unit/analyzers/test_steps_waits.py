@@ -127,3 +127,17 @@ def test_step_period_is_first_op_to_next_first_op(tmp_path: Path) -> None:
     assert s is not None
     assert s.period_us == 20.0
     assert s.gpu_span_us_mean == pytest.approx((20 + 20 + 15) / 3, abs=1e-3)
+
+
+def test_sync_after_the_last_step_is_the_profiler_closing_not_the_app(tmp_path: Path) -> None:
+    t = stepped_trace(n_steps=2, with_sync=False)
+    # after the last step range (the cut one ends at 41): the profiler's stop synchronizes
+    t.launch(39.5, 40, 5)
+    t.runtime("cudaDeviceSynchronize", 42, 10)
+    t.launch(50, 52, 1)
+    r = run(tmp_path, t).rank(0)
+    assert r.idle_by_cause_us()["device_sync"] == 0.0
+    assert r.other_reasons == {"device sync after the last step (profiler closing its window)": 1}
+    assert r.idle_by_cause_us()["other"] == 7.0  # gap 45-52
+    (s,) = r.syncs
+    assert (s.count, s.idle_caused_us) == (1, 0.0)

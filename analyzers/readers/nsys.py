@@ -61,12 +61,21 @@ DENSE_IDS = 1 << 26  # StringIds ids below this are mapped with a dense table
 CHUNK_ROWS = 1 << 20  # rows per aggregate query: bounds the text held at once
 
 
-def _parse(text: str | None) -> np.ndarray:
+MAX_DUR_NS = 3_600_000_000_000  # one hour: longer rows are CUPTI timestamp garbage
+ABSURD = "negative or absurd duration"
+
+
+def _parse(text: str | bytes | None) -> np.ndarray:
     if not text:
         return np.zeros(0, dtype=I64)
+    if not isinstance(text, str):
+        raise sqlite3.DatabaseError("a column holds non-integer values")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        return np.fromstring(text, dtype=I64, sep=",")
+        try:
+            return np.fromstring(text, dtype=I64, sep=",")
+        except ValueError:  # text, a float, or a number beyond int64
+            raise sqlite3.DatabaseError("a column holds non-integer values") from None
 
 
 def _fetch(conn: sqlite3.Connection, table: str, exprs: list[str], where: str = ""
@@ -82,6 +91,8 @@ def _fetch(conn: sqlite3.Connection, table: str, exprs: list[str], where: str = 
     # Fewer digits, faster text: "start" relative to the first row, "end" as a duration.
     base = conn.execute(f"SELECT start FROM {table} LIMIT 1").fetchone()[0] \
         if exprs[:2] == ["start", '"end"'] else None
+    if not isinstance(base, int):  # NULL or a corrupt cell: no relative trick
+        base = None
     if base is not None:
         exprs = [f"start - {int(base)}", '"end" - start', *exprs[2:]]
     sel = ", ".join(f"group_concat({e}, ',')" for e in exprs)
@@ -309,11 +320,21 @@ def _process_names(ex: Export) -> dict[int, str]:
             if p is not None}
 
 
+def _drop_absurd(d: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Rows with end < start or longer than MAX_DUR_NS removed; returns their pids too."""
+    dur = d["end"] - d["start"]
+    ok = (dur >= 0) & (dur <= MAX_DUR_NS)
+    if ok.all():
+        return d, np.zeros(0, dtype=I64)
+    return {k: v[ok] for k, v in d.items()}, d["pid"][~ok]
+
+
 def _timelines(ex: Export) -> list[Timeline]:
     syms = _Symbols(ex.conn)
-    api = _read_runtime(ex, syms)
-    gpu = _read_gpu(ex, syms)
-    sync = _read_sync(ex)
+    api, bad_api = _drop_absurd(_read_runtime(ex, syms))
+    gpu, bad_gpu = _drop_absurd(_read_gpu(ex, syms))
+    sync, bad_sync = _drop_absurd(_read_sync(ex))
+    bad_pids = np.concatenate([bad_api, bad_gpu, bad_sync])
     ann, marks = _read_nvtx(ex, syms)
     pids = sorted(set(np.unique(gpu["pid"]).tolist()) | set(marks))
     if not pids:
@@ -339,6 +360,7 @@ def _timelines(ex: Export) -> list[Timeline]:
                       "schema_version": ex.schema_version, "meta_table": ex.meta_table,
                       "nsys_version": ex.meta.get("EXPORT_PRODUCT_VERSION",
                                                   ex.meta.get("NSYS_VERSION", ""))})
+        tl.skip(ABSURD, int((bad_pids == p).sum()))
         _fill_sync(tl, sync, sm)
         _fill_ann(tl, ann, nm, step_sym)
         if dropped and not out:
@@ -389,7 +411,7 @@ def read_nsys(path: str | Path, nsys: str | Path | None = None) -> list[Timeline
         ex = open_export(p, db)
         try:
             tls = _timelines(ex)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, ValueError, OverflowError) as exc:  # a corrupt file
             raise TraceError(f"{p}: unreadable Nsight export ({exc})") from None
         finally:
             ex.conn.close()

@@ -134,6 +134,7 @@ def open_export(user_path: Path, db: Path) -> Export:
     uri = f"file:{quote(str(db.resolve()))}?mode=ro"
     try:
         conn = sqlite3.connect(uri, uri=True)
+        conn.text_factory = _text  # bad UTF-8 in a name must not stop the read
         tables = [r[0] for r in conn.execute(
             "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")]
         ex = Export(user_path, conn)
@@ -148,6 +149,16 @@ def open_export(user_path: Path, db: Path) -> Export:
     for t in META_TABLES:
         if ex.has(t, "name") and ex.has(t, "value"):
             ex.meta_table = t
-            ex.meta = {str(k): str(v) for k, v in conn.execute(f"SELECT name, value FROM {t}")}
+            try:
+                ex.meta = {str(k): str(v) for k, v in
+                           conn.execute(f"SELECT name, value FROM {t}")}
+            except sqlite3.Error as exc:
+                conn.close()
+                raise TraceError(f"{user_path}: unreadable Nsight export ({exc})") from None
             break
     return ex
+
+
+def _text(b: bytes) -> str:
+    """SQLite TEXT -> str; invalid UTF-8 bytes become U+FFFD."""
+    return b.decode("utf-8", errors="replace")

@@ -129,7 +129,7 @@ def _decode(path: Path, data: bytes) -> tuple[Header, list[Event], list[str], Sk
     try:
         t = _TRACE_DECODER.decode(data)
         if not t.traceEvents and b'"traceEvents"' not in data:
-            raise TraceError(f"{path}: not a Kineto trace (no traceEvents)")
+            _no_trace_events(path, data)
         return t, t.traceEvents, [], {}
     except TraceError:
         raise
@@ -151,10 +151,7 @@ def _decode_tolerant(path: Path, data: bytes) -> tuple[Header, list[Event], list
     warnings: list[str] = []
     lb, key = _events_span(data)
     if lb < 0:
-        if b'"nodes"' in data and b'"schema"' in data:
-            raise TraceError(f"{path}: a PyTorch execution trace (schema/nodes), not a Kineto "
-                             "trace (profplug reads torch.profiler's Chrome trace)")
-        raise TraceError(f"{path}: not a Kineto trace (no traceEvents)")
+        _no_trace_events(path, data)
     try:
         data.decode("utf-8")
         bad_utf8 = False
@@ -183,6 +180,13 @@ def _decode_tolerant(path: Path, data: bytes) -> tuple[Header, list[Event], list
     if truncated:
         warnings[-1] += f"; {len(events)} events recovered"
     return header, events, warnings, skipped
+
+
+def _no_trace_events(path: Path, data: bytes) -> None:
+    if b'"nodes"' in data and b'"schema"' in data:
+        raise TraceError(f"{path}: a PyTorch execution trace (schema/nodes), not a Kineto "
+                         "trace (profplug reads torch.profiler's Chrome trace)")
+    raise TraceError(f"{path}: not a Kineto trace (no traceEvents)")
 
 
 def _big_int(s: str) -> int | float:

@@ -107,3 +107,35 @@ def test_nsys_device_sync_totals_equal_a_direct_sql_query(tmp_path: Path) -> Non
     ours = sorted((s.count, round(s.host_blocked_us * 1000)) for r in report.ranks
                   for s in r.syncs if s.api == "cudaDeviceSynchronize")
     assert ours == sorted((n, total) for _, n, total in rows)
+
+
+FAMILIES = {
+    "kineto": ["pp2_infer_kineto", "pp2_infer_repeats/kineto2", "pp2_infer_repeats/kineto3"],
+    "nsys": ["pp2_infer_nsys", "pp2_infer_repeats/nsys2", "pp2_infer_repeats/nsys3"],
+}
+
+
+@pytest.mark.parametrize("profiler", sorted(FAMILIES))
+def test_whatif_of_device_runs_predicts_the_event_runs(profiler: str) -> None:
+    """Three device runs replayed without their synchronizes vs three measured event runs
+    (same profiler and window): the mean predicted step time is within 15% of the mean
+    measured one on every rank. Single pairs are noisier than that (the event runs alone
+    spread by up to +-25%; see sample_traces/README.md), hence the means."""
+    from profplug.analyzers.load import load_timelines
+    from profplug.analyzers.whatif import whatif
+
+    predicted: dict[int, list[float]] = {}
+    measured: dict[int, list[float]] = {}
+    for fam in FAMILIES[profiler]:
+        res = whatif(load_timelines([ST / fam / "device"], jobs=1, progress=False))
+        assert res.max_model_error_pct <= 5.0  # the replay reproduces the recorded run
+        for r in res.ranks:
+            predicted.setdefault(r.rank, []).append(r.predicted_us)
+            assert r.predicted_us < 0.8 * r.recorded_us  # a large saving, mostly indirect
+            assert r.indirect_us > 5 * r.direct_us
+        for r in rep(f"{fam}/event").ranks:
+            assert r.steps is not None
+            measured.setdefault(r.rank, []).append(r.steps.gpu_span_us_mean)
+    for rank, p in predicted.items():
+        mp, mm = sum(p) / len(p), sum(measured[rank]) / len(measured[rank])
+        assert abs(mp - mm) / mm <= 0.15, (rank, mp, mm)

@@ -53,10 +53,14 @@ def print_report(paths: list[Path], html: Path | None = None, fmt: str = "table"
     if html is not None:
         write_html(rep, html)
     problems = [f"rank {r.rank}: {w}" for r in rep.ranks for w in r.warnings]
+    missing = rep.meta.get("missing_ranks")
+    if missing:  # profplug run: ranks of the world that left no trace (SIGKILL, OOM...)
+        print(f"profplug: warning: missing ranks: {missing} (run.json: no trace for them)",
+              file=sys.stderr)
     if fmt != "table":
         for p in problems:
             print(f"profplug: warning: {p}", file=sys.stderr)
-    if strict and (problems or any(r.skipped for r in rep.ranks)):
+    if strict and (problems or missing or any(r.skipped for r in rep.ranks)):
         print("profplug: --strict: the traces had warnings or skipped events", file=sys.stderr)
         return 1
     return 0

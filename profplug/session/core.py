@@ -38,6 +38,17 @@ def _rank() -> int:
     return 0
 
 
+def _world_size() -> int | None:
+    """``WORLD_SIZE`` (torchrun), else torch.distributed's, else None."""
+    raw = os.environ.get("WORLD_SIZE", "")
+    if raw.strip().isdigit():
+        return int(raw)
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return int(dist.get_world_size())
+    return None
+
+
 def _noop() -> None:
     return None
 
@@ -170,6 +181,7 @@ class Session:
             status = "exception"
         record: dict[str, Any] = {
             "rank": _rank(),
+            "world_size": _world_size(),
             "pid": os.getpid(),
             "host": socket.gethostname(),
             "argv": list(getattr(sys, "orig_argv", sys.argv)),

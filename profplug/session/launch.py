@@ -27,6 +27,8 @@ SITECUSTOMIZE_DIR = Path(__file__).resolve().parent / "sitecustomize"
 OUTPUTS = ("kineto", "status", "nsys", "run.json", "report.html")
 _ENV_PREFIXES = ("PROFPLUG_", "NCCL_", "TORCH_", "CUDA_", "NVIDIA_", "OMP_", "MASTER_")
 _ENV_NAMES = ("PYTHONPATH", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "RANK", "LOCAL_RANK")
+MIN_FREE_BYTES = 256 << 20  # refuse to start with less free space than this on DIR's disk
+SIGINT_GRACE_S = 1.0  # a terminal's Ctrl-C reaches the job too; forward only if it did not
 
 
 @dataclass
@@ -82,6 +84,13 @@ def prepare_out(out: Path, force: bool) -> None:
         probe.unlink()
     except OSError as exc:
         raise ProfplugError(f"{out}: cannot write there ({exc.strerror or exc})") from None
+    try:
+        free = shutil.disk_usage(out).free
+    except OSError:
+        return
+    if free < MIN_FREE_BYTES:
+        raise ProfplugError(f"{out}: only {free >> 20} MiB free on its file system "
+                            f"(traces need room; at least {MIN_FREE_BYTES >> 20} MiB)")
 
 
 def find_nsys(explicit: str | None) -> str:
@@ -119,32 +128,53 @@ def nsys_command(nsys: str, out: Path, command: list[str]) -> list[str]:
     ]
 
 
-def _run_forwarding_signals(cmd: list[str], env: dict[str, str]) -> int:
-    """Run ``cmd`` (no shell; output streams through). SIGTERM is forwarded to the job;
-    SIGINT is not (a terminal's Ctrl-C already reaches the whole process group)."""
+def _run_forwarding_signals(cmd: list[str], env: dict[str, str],
+                            got: list[int] | None = None) -> int:
+    """Run ``cmd`` as an argument list (never a shell; output streams through).
+
+    SIGTERM is forwarded at once. SIGINT is forwarded only if the job is still running
+    SIGINT_GRACE_S later (a terminal's Ctrl-C already reached the whole process group; a
+    ``kill -INT`` aimed at profplug did not), or at once on a second SIGINT. Signals
+    received are appended to ``got``.
+    """
     try:
         proc = subprocess.Popen(cmd, env=env)
     except FileNotFoundError:
         raise ToolMissingError(f"{cmd[0]}: command not found") from None
     except PermissionError:
         raise ProfplugError(f"{cmd[0]}: permission denied") from None
+    received: list[int] = [] if got is None else got
+    pending: list[float] = []  # when a SIGINT still to forward arrived
 
     def forward(signum: int, frame: Any) -> None:
-        if signum == signal.SIGTERM and proc.poll() is None:
+        received.append(signum)
+        if proc.poll() is not None:
+            return
+        if signum == signal.SIGTERM or (signum == signal.SIGINT and pending):
             proc.send_signal(signum)
+            pending.clear()
+        else:
+            pending.append(time.monotonic())
 
     previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         while True:
             try:
-                rc = proc.wait()
+                rc = proc.wait(timeout=0.1)
                 break
+            except subprocess.TimeoutExpired:
+                if pending and time.monotonic() - pending[0] >= SIGINT_GRACE_S:
+                    pending.clear()
+                    proc.send_signal(signal.SIGINT)
             except KeyboardInterrupt:  # pragma: no cover - forward() already ran
                 continue
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
-    return 128 - rc if rc < 0 else rc
+    rc = 128 - rc if rc < 0 else rc
+    if signal.SIGINT in received and rc == 0:
+        rc = 128 + signal.SIGINT  # interrupted, even if the job exited cleanly
+    return rc
 
 
 def _env_summary(env: dict[str, str]) -> dict[str, str]:
@@ -162,8 +192,19 @@ def _rank_status(out: Path) -> list[dict[str, Any]]:
     return sorted(records, key=lambda r: r.get("rank", -1))
 
 
+def missing_ranks(out: Path, ranks: list[dict[str, Any]]) -> list[int]:
+    """Ranks of the job's world (world size from the status files) with no Kineto trace."""
+    world = max((int(r["world_size"]) for r in ranks
+                 if isinstance(r.get("world_size"), int)), default=0)
+    have = {int(p.name[4:-8]) for p in (out / "kineto").glob("rank*.json.gz")
+            if p.name[4:-8].isdigit()}
+    return [r for r in range(world) if r not in have]
+
+
 def write_run_json(out: Path, info: dict[str, Any]) -> None:
     ranks = _rank_status(out)
+    if info.get("options", {}).get("trace", "kineto") == "kineto":
+        info = {**info, "missing_ranks": missing_ranks(out, ranks)}
     versions = dict(next((r.get("versions") for r in ranks if r.get("versions")), {}) or {})
     versions["profplug"] = __version__
     info = {
@@ -199,8 +240,10 @@ def run(opts: RunOptions) -> int:
         "python": sys.version.split()[0],
         "started": time.time(),
     }
-    rc = _run_forwarding_signals(cmd, env)
-    info.update(ended=time.time(), exit_status=rc)
+    got: list[int] = []
+    rc = _run_forwarding_signals(cmd, env, got)
+    info.update(ended=time.time(), exit_status=rc,
+                signals=[signal.Signals(s).name for s in got])
     traces: list[Path] = [opts.out / "kineto"]
     if nsys:
         rep = opts.out / "nsys" / "report.nsys-rep"
@@ -212,6 +255,10 @@ def run(opts: RunOptions) -> int:
         info["nsys_report"] = str(rep)
     info["traces"] = [str(p) for p in traces]
     write_run_json(opts.out, info)
+    missing = json.loads((opts.out / "run.json").read_text()).get("missing_ranks")
+    if missing:
+        print(f"profplug: warning: missing ranks: {missing} (no trace: killed before "
+              "flushing?)", file=sys.stderr)
     if opts.report:
         _report(traces, opts.out / "report.html")
     return rc

@@ -35,9 +35,17 @@ def install(session: Any) -> None:
         return
     previous: dict[int, Any] = {}
 
+    flushing: list[bool] = []
+
     def handler(signum: int, frame: Any) -> None:
+        if flushing:
+            return  # a second signal while flushing must not cut the trace short
         session.signal = signum
-        session.flush(f"signal {signum}", from_signal=True)
+        flushing.append(True)
+        try:
+            session.flush(f"signal {signum}", from_signal=True)
+        finally:
+            flushing.clear()
         prev = previous.get(signum)
         if callable(prev):
             prev(signum, frame)  # e.g. SIGINT's default raises KeyboardInterrupt

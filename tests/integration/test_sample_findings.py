@@ -11,7 +11,6 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
 from profplug.analyzers import analyze
 from profplug.analyzers.report import Report
 
@@ -23,7 +22,7 @@ def rep(rel: str) -> Report:
     return analyze([ST / rel], jobs=1)
 
 
-def share(r, cause: str) -> float:  # noqa: ANN001
+def share(r, cause: str) -> float:
     return r.idle_by_cause_us()[cause] / r.total("window_us")
 
 
@@ -65,7 +64,7 @@ def test_event_waits_are_faster_per_step(family: str) -> None:
         # Megatron's path is host-bound and the runs differ by their own noise: no claim
 
 
-def idle_fractions(r) -> dict[str, float]:  # noqa: ANN001
+def idle_fractions(r) -> dict[str, float]:
     return {c: v / r.total("window_us") for c, v in r.idle_by_cause_us().items()}
 
 

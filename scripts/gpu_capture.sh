@@ -99,6 +99,37 @@ if want observer; then
   for d in $OBS/*; do $PP report $d -f csv 2>&1 | sed "s|^|obs $(basename $d) |" >> "$LOG"; done
 fi
 
+if want knobs; then
+  # Which part of Kineto costs the host time? device policy, 2 rounds of each variant.
+  step "observer knobs: plain / kineto default / no cuda_sync events / no all-threads / no CPU activity"
+  KN=/tmp/knobs; rm -rf $KN; mkdir -p $KN
+  for i in 1 2; do
+    $TR examples/infer.py $MODEL --steps 100 --timed 50:99 --sync device 2>&1 | grep -h mean_step_us | sed "s/^/r$i plain /" | tee -a "$LOG"
+    for v in default nosync nothreads nocpu; do
+      case $v in nosync) E="PROFPLUG_KINETO_SYNC_EVENTS=0";; nothreads) E="PROFPLUG_KINETO_ALL_THREADS=0";; nocpu) E="PROFPLUG_KINETO_CPU=0";; *) E="X=1";; esac
+      env $E $PP run -o $KN/$v$i --no-report --sync device --skip 50 --steps 50 -- \
+        $TR examples/infer.py $MODEL --steps 100 --timed 50:99 2>&1 | grep -h mean_step_us | sed "s/^/r$i $v /" | tee -a "$LOG"
+    done
+  done
+  for d in $KN/*; do $PP report $d -f csv 2>&1 | sed "s|^|knob $(basename $d) |" >> "$LOG"; done
+fi
+
+if want repeats; then
+  # More device/event pairs, to see the run-to-run spread the what-if is judged against.
+  step "repeats: 2 more device/event pairs, Kineto and nsys"
+  RP=$ST/repeats; mkdir -p $RP
+  for i in 2 3; do
+    for s in device event; do
+      $PP run -o $RP/kineto$i/$s --no-report --sync $s --skip 20 --steps 20 -- \
+        $TR examples/infer.py $MODEL --steps 40 > /dev/null 2>&1
+      $PP run -o $RP/nsys$i/$s --no-report --trace nsys --nsys "$NSYS" --sync $s --skip 20 --steps 20 -- \
+        $TR examples/infer.py $MODEL --steps 40 > /dev/null 2>&1
+      rm -f $RP/nsys$i/$s/nsys/*.nsys-rep; gzip -f $RP/nsys$i/$s/nsys/*.sqlite 2>/dev/null
+    done
+  done
+  du -sh $RP | tee -a "$LOG"
+fi
+
 if want waits; then
   step "three waits (1 GPU) kineto + nsys, and unprofiled"
   CUDA_VISIBLE_DEVICES=0 python3 examples/three_waits.py --steps 40 > "$OUT/plain_waits.txt" 2>&1
@@ -125,7 +156,7 @@ fi
 
 step "pack"
 du -ah "$ST" | sort -h | tail -40 >> "$LOG"
-for d in "$ST"/*/; do n=$(basename "$d"); tar czf "$FINAL/$n.tgz" -C "$ST" "$n" 2>>"$LOG"; done
+for d in "$ST"/*/; do [ -d "$d" ] || continue; n=$(basename "$d"); tar czf "$FINAL/$n.tgz" -C "$ST" "$n" 2>>"$LOG"; done
 tar czf "$FINAL/logs.tgz" --exclude=st -C "$OUT" . 2>>"$LOG"
 cp "$LOG" "$FINAL/log.txt"
 ls -la "$FINAL"

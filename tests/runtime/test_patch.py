@@ -93,7 +93,7 @@ def test_missing_megatron_gives_a_clear_error() -> None:
     code = (
         "import sys; sys.modules['megatron']=None\n"
         "import profplug\n"
-        "from profplug.patch import MegatronNotFoundError\n"
+        "from profplug.patching import MegatronNotFoundError\n"
         "try:\n    profplug.patch(megatron=True, synchronize=False)\n"
         "except MegatronNotFoundError as e:\n    print('ERR', e)\n"
     )

@@ -24,34 +24,63 @@ def _write(text: str, output: Path | None) -> None:
         raise ProfplugError(f"{output}: cannot write ({exc.strerror or exc})") from None
 
 
-def write_html(rep: object, html: Path) -> None:
+def write_html(rep: object, html: Path, whatif: object = None) -> None:
     try:
         from profplug.analyzers.render.html import render_html
     except ImportError:
         print("profplug: HTML report not available in this version", file=sys.stderr)
         return
     buf = io.StringIO()
-    render_html(rep, buf)  # type: ignore[arg-type]
+    render_html(rep, buf, whatif=whatif)  # type: ignore[arg-type]
     _write(buf.getvalue(), html)
     print(f"profplug: wrote {html}", file=sys.stderr)
 
 
 def print_report(paths: list[Path], html: Path | None = None, fmt: str = "table",
                  output: Path | None = None, tolerance_us: float = 2.0,
-                 strict: bool = False, jobs: int | None = None) -> int:
-    """Analyze ``paths`` and print (or write) the report; returns the exit code."""
+                 strict: bool = False, jobs: int | None = None, whatif: bool = False,
+                 nsys: str | None = None) -> int:
+    """Analyze ``paths`` and print (or write) the report; returns the exit code.
+
+    ``whatif``: also replay the run without its device-wide synchronizes (the ``whatif`` key
+    of the JSON, a section of the table and of the HTML). ``nsys``: the nsys executable used
+    to export ``.nsys-rep`` files (default: ``$PROFPLUG_NSYS``, then PATH).
+    """
+    import os
+
+    from profplug.analyzers.load import load_timelines
     from profplug.analyzers.render import RENDERERS
-    from profplug.analyzers.report import analyze
+    from profplug.analyzers.report import analyze_timelines, find_run_meta
     from profplug.analyzers.stalls import StallOptions
 
     if fmt not in RENDERERS:
         raise ProfplugError(f"unknown format {fmt!r} (choose from {', '.join(RENDERERS)})")
-    rep = analyze(paths, StallOptions(tolerance_ns=round(tolerance_us * 1000)), jobs=jobs)
+    if nsys:
+        os.environ["PROFPLUG_NSYS"] = nsys
+    opts = StallOptions(tolerance_ns=round(tolerance_us * 1000))
+    timelines = load_timelines(paths, jobs=jobs)
+    rep = analyze_timelines(timelines, opts)
+    rep.meta = find_run_meta(list(paths))
+    res = None
+    if whatif:
+        from profplug.analyzers.whatif import whatif as replay
+
+        res = replay(timelines, None, opts)
     buf = io.StringIO()
-    RENDERERS[fmt](rep, buf)
+    if fmt == "json" and res is not None:
+        from profplug.analyzers.render.jsonout import render_json
+
+        render_json(rep, buf, extra={"whatif": res.to_dict()})
+    else:
+        RENDERERS[fmt](rep, buf)
+    if fmt == "table" and res is not None:
+        from profplug.analyzers.whatif import render_table as whatif_table
+
+        buf.write("\n")
+        whatif_table(res, buf)
     _write(buf.getvalue(), output)
     if html is not None:
-        write_html(rep, html)
+        write_html(rep, html, res)
     problems = [f"rank {r.rank}: {w}" for r in rep.ranks for w in r.warnings]
     missing = rep.meta.get("missing_ranks")
     if missing:  # profplug run: ranks of the world that left no trace (SIGKILL, OOM...)
@@ -80,8 +109,14 @@ def report(
     strict: Annotated[bool, typer.Option(
         "--strict", help="Exit 1 if any trace was truncated or had skipped events.")] = False,
     jobs: Annotated[int | None, typer.Option("--jobs", "-j", help="Parallel parsers.")] = None,
+    whatif: Annotated[bool, typer.Option(
+        "--whatif", help="Also predict each rank's step time without its device-wide "
+                         "synchronizes (see `profplug whatif`).")] = False,
+    nsys: Annotated[str | None, typer.Option(
+        "--nsys", help="nsys executable to export .nsys-rep files (default: $PROFPLUG_NSYS, "
+                       "then PATH).")] = None,
 ) -> None:
     """Per-rank GPU idle time by cause, sync API and call site."""
-    code = print_report(paths, html, fmt, output, tolerance_us, strict, jobs)
+    code = print_report(paths, html, fmt, output, tolerance_us, strict, jobs, whatif, nsys)
     if code:
         raise typer.Exit(code)

@@ -16,10 +16,7 @@ from .main import app
 
 FORMATS = ("table", "json")
 DROPS = ("device-sync", "all-sync")
-_PAGE = ("<!doctype html><html><head><meta charset=\"utf-8\"><title>profplug what-if</title>"
-         "<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}"
-         "td,th{{border:1px solid #ccc;padding:2px 8px;text-align:right}}</style></head>"
-         "<body>{body}</body></html>\n")
+
 
 
 def _write(text: str, output: Path | None) -> None:
@@ -37,7 +34,7 @@ def run_whatif(paths: list[Path], drop: str = "device-sync", drop_at: str | None
                tolerance_us: float = 2.0, jobs: int | None = None) -> int:
     """Replay the run under ``paths`` without the chosen syncs and print the comparison."""
     from profplug.analyzers.stalls import StallOptions
-    from profplug.analyzers.whatif import DropSpec, render_table, whatif_html_section, whatif_paths
+    from profplug.analyzers.whatif import DropSpec, render_table, whatif_paths
 
     if fmt not in FORMATS:
         raise ProfplugError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
@@ -52,9 +49,13 @@ def run_whatif(paths: list[Path], drop: str = "device-sync", drop_at: str | None
     else:
         render_table(res, buf)
     _write(buf.getvalue(), output)
-    if html is not None:
-        _write(_PAGE.format(body=whatif_html_section(res)), html)
-        print(f"profplug: wrote {html}", file=sys.stderr)
+    if html is not None:  # the full stall report, with the what-if section in it
+        from profplug.analyzers.report import analyze
+
+        from .report import write_html
+
+        rep = analyze(paths, StallOptions(tolerance_ns=round(tolerance_us * 1000)), jobs=jobs)
+        write_html(rep, html, res)
     return 0
 
 

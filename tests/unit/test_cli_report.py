@@ -67,3 +67,14 @@ def test_strict_fails_on_truncated_trace(tmp_path: Path) -> None:
     assert ok.returncode == 0 and "truncated at byte" in ok.stdout
     strict = cli("report", str(p), "--strict")
     assert strict.returncode == 1
+
+
+def test_report_with_whatif_adds_the_json_key_and_html_section(tmp_path: Path) -> None:
+    p = mixed_trace().write(tmp_path / "rank0.json")
+    out, page = tmp_path / "r.json", tmp_path / "r.html"
+    assert main(["report", str(p), "--whatif", "-f", "json", "-o", str(out),
+                 "--html", str(page)]) == 0
+    doc = json.loads(out.read_text())
+    (w,) = doc["whatif"]["ranks"]
+    assert w["rank"] == 0 and w["predicted_us"] < w["recorded_us"]
+    assert '<section class="whatif">' in page.read_text()

@@ -13,6 +13,7 @@ import typer
 from profplug.errors import ProfplugError
 
 from .main import app
+from .output import write_text
 
 FORMATS = ("table", "json")
 
@@ -36,16 +37,6 @@ def run_label(run: str) -> str:
     return p.name if p.is_dir() else p.name.split(".")[0]
 
 
-def _write(text: str, output: Path | None) -> None:
-    if output is None:
-        sys.stdout.write(text)
-        return
-    try:
-        output.write_text(text)
-    except OSError as exc:
-        raise ProfplugError(f"{output}: cannot write ({exc.strerror or exc})") from None
-
-
 def run_compare(run_a: str, run_b: str, fmt: str = "table", output: Path | None = None,
                 html: Path | None = None, tolerance_us: float = 2.0,
                 labels: tuple[str | None, str | None] = (None, None)) -> int:
@@ -66,13 +57,13 @@ def run_compare(run_a: str, run_b: str, fmt: str = "table", output: Path | None 
         buf.write("\n")
     else:
         render_compare_table(cmp, buf)
-    _write(buf.getvalue(), output)
+    write_text(buf.getvalue(), output)
     if html is not None:
         from profplug.analyzers.render.html import render_html
 
         hbuf = io.StringIO()
         render_html(rep_a, hbuf, compare=cmp)
-        _write(hbuf.getvalue(), html)
+        write_text(hbuf.getvalue(), html)
         print(f"profplug: wrote {html}", file=sys.stderr)
     return 0
 

@@ -12,16 +12,7 @@ import typer
 from profplug.errors import ProfplugError
 
 from .main import app
-
-
-def _write(text: str, output: Path | None) -> None:
-    if output is None:
-        sys.stdout.write(text)
-        return
-    try:
-        output.write_text(text)
-    except OSError as exc:
-        raise ProfplugError(f"{output}: cannot write ({exc.strerror or exc})") from None
+from .output import write_text
 
 
 def write_html(rep: object, html: Path, whatif: object = None) -> None:
@@ -32,7 +23,7 @@ def write_html(rep: object, html: Path, whatif: object = None) -> None:
         return
     buf = io.StringIO()
     render_html(rep, buf, whatif=whatif)  # type: ignore[arg-type]
-    _write(buf.getvalue(), html)
+    write_text(buf.getvalue(), html)
     print(f"profplug: wrote {html}", file=sys.stderr)
 
 
@@ -78,7 +69,7 @@ def print_report(paths: list[Path], html: Path | None = None, fmt: str = "table"
 
         buf.write("\n")
         whatif_table(res, buf)
-    _write(buf.getvalue(), output)
+    write_text(buf.getvalue(), output)
     if html is not None:
         write_html(rep, html, res)
     problems = [f"rank {r.rank}: {w}" for r in rep.ranks for w in r.warnings]

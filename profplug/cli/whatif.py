@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -13,20 +12,10 @@ import typer
 from profplug.errors import ProfplugError
 
 from .main import app
+from .output import write_text
 
 FORMATS = ("table", "json")
 DROPS = ("device-sync", "all-sync")
-
-
-
-def _write(text: str, output: Path | None) -> None:
-    if output is None:
-        sys.stdout.write(text)
-        return
-    try:
-        output.write_text(text)
-    except OSError as exc:
-        raise ProfplugError(f"{output}: cannot write ({exc.strerror or exc})") from None
 
 
 def run_whatif(paths: list[Path], drop: str = "device-sync", drop_at: str | None = None,
@@ -48,7 +37,7 @@ def run_whatif(paths: list[Path], drop: str = "device-sync", drop_at: str | None
         buf.write("\n")
     else:
         render_table(res, buf)
-    _write(buf.getvalue(), output)
+    write_text(buf.getvalue(), output)
     if html is not None:  # the full stall report, with the what-if section in it
         from profplug.analyzers.report import analyze
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import itertools
 import re
 import sqlite3
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +31,9 @@ from profplug.ranges import STEP, parse_rank_mark
 
 from ...errors import TraceError
 from ..timeline import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, Timeline
-from .nsys_source import Export, open_export, sqlite_file
+from .nsys_fetch import Fetcher, default_workers
+from .nsys_fetch import empty as _empty
+from .nsys_source import Export, open_export, sqlite_file, text_cell
 
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -58,62 +59,8 @@ def _pid(g: np.ndarray) -> np.ndarray:
 
 
 DENSE_IDS = 1 << 26  # StringIds ids below this are mapped with a dense table
-CHUNK_ROWS = 1 << 20  # rows per aggregate query: bounds the text held at once
-
-
 MAX_DUR_NS = 3_600_000_000_000  # one hour: longer rows are CUPTI timestamp garbage
 ABSURD = "negative or absurd duration"
-
-
-def _parse(text: str | bytes | None) -> np.ndarray:
-    if not text:
-        return np.zeros(0, dtype=I64)
-    if not isinstance(text, str):
-        raise sqlite3.DatabaseError("a column holds non-integer values")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        try:
-            return np.fromstring(text, dtype=I64, sep=",")
-        except ValueError:  # text, a float, or a number beyond int64
-            raise sqlite3.DatabaseError("a column holds non-integer values") from None
-
-
-def _fetch(conn: sqlite3.Connection, table: str, exprs: list[str], where: str = ""
-           ) -> list[np.ndarray]:
-    """Integer columns of ``table`` as int64 arrays (``exprs`` must never be NULL).
-
-    SQLite joins each column of a block of rows into one text (``group_concat``), and numpy
-    parses it: no Python object per row. Blocks of CHUNK_ROWS rowids bound the memory.
-    """
-    lo, hi = conn.execute(f"SELECT MIN(rowid), MAX(rowid) FROM {table}").fetchone()
-    if lo is None:
-        return _empty(len(exprs))
-    # Fewer digits, faster text: "start" relative to the first row, "end" as a duration.
-    base = conn.execute(f"SELECT start FROM {table} LIMIT 1").fetchone()[0] \
-        if exprs[:2] == ["start", '"end"'] else None
-    if not isinstance(base, int):  # NULL or a corrupt cell: no relative trick
-        base = None
-    if base is not None:
-        exprs = [f"start - {int(base)}", '"end" - start', *exprs[2:]]
-    sel = ", ".join(f"group_concat({e}, ',')" for e in exprs)
-    cond = f" AND ({where})" if where else ""
-    parts: list[list[np.ndarray]] = []
-    for a in range(int(lo), int(hi) + 1, CHUNK_ROWS):
-        row = conn.execute(f"SELECT {sel} FROM {table} WHERE rowid BETWEEN ? AND ?{cond}",
-                           (a, a + CHUNK_ROWS - 1)).fetchone()
-        cols = [_parse(x) for x in row]
-        if len({c.size for c in cols}) != 1:
-            raise sqlite3.DatabaseError(f"{table}: a column holds NULL or non-integer values")
-        parts.append(cols)
-    out = [np.concatenate([p[i] for p in parts]) for i in range(len(exprs))]
-    if base is not None:
-        out[0] += int(base)
-        out[1] += out[0]
-    return out
-
-
-def _empty(n: int) -> list[np.ndarray]:
-    return [np.zeros(0, dtype=I64) for _ in range(n)]
 
 
 class _Symbols:
@@ -157,39 +104,39 @@ class _Symbols:
                         dtype=np.int32)
 
 
-def _read_runtime(ex: Export, syms: _Symbols) -> dict[str, np.ndarray]:
+def _read_runtime(ex: Export, fx: Fetcher, syms: _Symbols) -> dict[str, np.ndarray]:
     if not ex.has(RUNTIME):
         s, e, g, c, n = _empty(5)
     else:
-        s, e, g, c, n = _fetch(ex.conn, RUNTIME, ["start", '"end"', "COALESCE(globalTid, 0)",
+        s, e, g, c, n = fx.fetch(RUNTIME, ["start", '"end"', "COALESCE(globalTid, 0)",
                                                   "COALESCE(correlationId, -1)", "nameId"])
     return {"start": s, "end": e, "pid": _pid(g), "tid": g & 0xFFFFFF, "corr": c,
             "name": syms.from_string_ids(n)}
 
 
-def _gpu_cols(ex: Export, table: str, extra: str) -> list[np.ndarray]:
+def _gpu_cols(ex: Export, fx: Fetcher, table: str, extra: str) -> list[np.ndarray]:
     gpid = "COALESCE(globalPid, 0)" if ex.has(table, "globalPid") else "0"
-    return _fetch(ex.conn, table, ["start", '"end"', "deviceId", "streamId",
+    return fx.fetch(table, ["start", '"end"', "deviceId", "streamId",
                                    "COALESCE(correlationId, -1)", gpid, extra])
 
 
-def _read_gpu(ex: Export, syms: _Symbols) -> dict[str, np.ndarray]:
+def _read_gpu(ex: Export, fx: Fetcher, syms: _Symbols) -> dict[str, np.ndarray]:
     parts: list[tuple[list[np.ndarray], int, np.ndarray]] = []
     if ex.has(KERNEL):
         col = next((c for c in ("demangledName", "shortName", "mangledName")
                     if ex.has(KERNEL, c)), None)
         if col is None:
             raise TraceError(f"{ex.path}: {KERNEL} has no kernel name column")
-        cols = _gpu_cols(ex, KERNEL, col)
+        cols = _gpu_cols(ex, fx, KERNEL, col)
         parts.append((cols[:6], KIND_KERNEL, syms.from_string_ids(cols[6])))
     if ex.has(MEMCPY):
         kind = "COALESCE(copyKind, 0)" if ex.has(MEMCPY, "copyKind") else "0"
-        cols = _gpu_cols(ex, MEMCPY, kind)
+        cols = _gpu_cols(ex, fx, MEMCPY, kind)
         lut = np.array([syms.sym(f"[CUDA memcpy {COPY_KINDS.get(k, 'Unknown')}]")
                         for k in range(max(COPY_KINDS) + 2)], dtype=np.int32)
         parts.append((cols[:6], KIND_MEMCPY, lut[np.clip(cols[6], 0, lut.size - 1)]))
     if ex.has(MEMSET):
-        cols = _gpu_cols(ex, MEMSET, "0")
+        cols = _gpu_cols(ex, fx, MEMSET, "0")
         parts.append((cols[:6], KIND_MEMSET,
                       np.full(cols[0].size, syms.sym(MEMSET_NAME), dtype=np.int32)))
     if not parts:
@@ -203,80 +150,92 @@ def _read_gpu(ex: Export, syms: _Symbols) -> dict[str, np.ndarray]:
             "name": np.concatenate([p[2] for p in parts])}
 
 
-def _read_sync(ex: Export) -> dict[str, np.ndarray]:
+def _read_sync(ex: Export, fx: Fetcher) -> dict[str, np.ndarray]:
     if not ex.has(SYNC):
         z = _empty(8)
     else:
         ev = "COALESCE(eventId, -1)" if ex.has(SYNC, "eventId") else "-1"
         gpid = "COALESCE(globalPid, 0)" if ex.has(SYNC, "globalPid") else "0"
-        z = _fetch(ex.conn, SYNC, ["start", '"end"', "deviceId", "streamId",
+        z = fx.fetch(SYNC, ["start", '"end"', "deviceId", "streamId",
                                    "COALESCE(correlationId, -1)", gpid, "syncType", ev])
     d = dict(zip(("start", "end", "device", "stream", "corr", "pid", "kind", "event"), z,
                  strict=True))
     d["pid"] = _pid(d["pid"])
-    d["wait_stream"], d["wait_corr"] = _link_waits(ex, d)
+    d["wait_stream"], d["wait_corr"] = _link_waits(ex, fx, d)
     return d
 
 
-def _link_waits(ex: Export, d: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def _link_waits(ex: Export, fx: Fetcher, d: dict[str, np.ndarray]
+                ) -> tuple[np.ndarray, np.ndarray]:
     """Per sync row, the awaited event record's (stream, correlationId); -1 when unknown."""
     n = d["start"].size
     ws, wc = np.full(n, -1, dtype=I64), np.full(n, -1, dtype=I64)
     if n == 0 or not all(ex.has(CUDA_EVENT, c) for c in ("eventId", "streamId",
                                                           "correlationId", "globalPid")):
         return ws, wc
-    gp, eid, est, ecorr = _fetch(ex.conn, CUDA_EVENT, ["COALESCE(globalPid, 0)", "eventId",
+    gp, eid, est, ecorr = fx.fetch(CUDA_EVENT, ["COALESCE(globalPid, 0)", "eventId",
                                                        "streamId",
                                                        "COALESCE(correlationId, -1)"])
-    epid = _pid(gp)
-    # One sortable key per (pid, eventId, corr): pid 24 bits, eventId 20, corr 20 would be too
-    # tight, so sort lexicographically and search within each (pid, eventId) block.
-    order = np.lexsort((ecorr, eid, epid))
-    epid, eid, est, ecorr = epid[order], eid[order], est[order], ecorr[order]
-    key = np.stack([epid, eid], axis=1)
-    blocks: dict[tuple[int, int], tuple[int, int]] = {}
-    if key.shape[0]:
-        brk = np.nonzero(np.any(key[1:] != key[:-1], axis=1))[0] + 1
-        starts = np.concatenate([[0], brk])
-        ends = np.concatenate([brk, [key.shape[0]]])
-        for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
-            blocks[(int(epid[a]), int(eid[a]))] = (a, b)
-    for i in np.nonzero((d["event"] >= 0) & (d["corr"] >= 0))[0]:
-        blk = blocks.get((int(d["pid"][i]), int(d["event"][i])))
-        if blk is None:
-            continue
-        a, b = blk
-        j = a + int(np.searchsorted(ecorr[a:b], d["corr"][i], side="left")) - 1
-        if j >= a:
-            ws[i], wc[i] = est[j], ecorr[j]
+    q = np.nonzero((d["event"] >= 0) & (d["corr"] >= 0))[0]
+    if q.size == 0 or gp.size == 0:
+        return ws, wc
+    # Records sorted by (pid, eventId, corr); each wait looks for the last record of its
+    # (pid, eventId) with a smaller corr. (pid, eventId) -> group id and corr -> rank (over
+    # records and waits together) make one int64 key, so one searchsorted does every wait.
+    m = gp.size
+    pairs = np.concatenate([np.stack([_pid(gp), eid], axis=1),
+                            np.stack([d["pid"][q], d["event"][q]], axis=1)])
+    gid = np.unique(pairs, axis=0, return_inverse=True)[1].reshape(-1).astype(I64)
+    crank = np.unique(np.concatenate([ecorr, d["corr"][q]]),
+                      return_inverse=True)[1].reshape(-1).astype(I64)
+    order = np.lexsort((ecorr, gid[:m]))
+    ge, est, ecorr = gid[:m][order], est[order], ecorr[order]
+    keys = (ge << 32) | crank[:m][order]
+    j = np.searchsorted(keys, (gid[m:] << 32) | crank[m:], side="left") - 1
+    ok = j >= 0
+    ok[ok] = ge[j[ok]] == gid[m:][ok]
+    ws[q[ok]], wc[q[ok]] = est[j[ok]], ecorr[j[ok]]
     return ws, wc
 
 
-def _read_nvtx(ex: Export, syms: _Symbols) -> tuple[dict[str, np.ndarray], dict[int, int]]:
-    """NVTX ranges (columns) and rank marks (pid -> rank).
+NvtxRows = tuple[list[np.ndarray], dict[int, str]]
 
-    Literal texts are numbered in a TEMP table (distinct texts only), so each row comes back
-    as integers: key >= 0 is a StringIds id (textId), key <= -2 a literal text, -1 none.
+
+def _nvtx_rows(ex: Export, fx: Fetcher, conn: sqlite3.Connection) -> NvtxRows | None:
+    """NVTX rows as integer columns (start, end, globalTid, eventType, key), read on ``conn``.
+
+    Literal texts are numbered in a TEMP table of ``conn`` (distinct texts only), so each
+    row comes back as integers: key >= 0 is a StringIds id (textId), key <= -2 a literal
+    text (``literal[key]``), -1 none. None when the export has no NVTX table.
     """
-    marks: dict[int, int] = {}
-    empty = {"start": np.zeros(0, I64), "end": np.zeros(0, I64), "pid": np.zeros(0, I64),
-             "tid": np.zeros(0, I64), "name": np.zeros(0, np.int32)}
     if not ex.has(NVTX):
-        return empty, marks
+        return None
     types = f"eventType IN ({NVTX_MARK}, {NVTX_PUSHPOP}, {NVTX_STARTEND})"
     literal: dict[int, str] = {}
     key = "COALESCE(textId, -1)" if ex.has(NVTX, "textId") else "-1"
     if ex.has(NVTX, "text"):
-        ex.conn.execute("CREATE TEMP TABLE IF NOT EXISTS profplug_nvtx_text "
-                        "(id INTEGER PRIMARY KEY, value TEXT UNIQUE)")
-        ex.conn.execute("INSERT OR IGNORE INTO profplug_nvtx_text(value) SELECT DISTINCT text "
-                        f"FROM {NVTX} WHERE text IS NOT NULL AND {types}")
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS profplug_nvtx_text "
+                     "(id INTEGER PRIMARY KEY, value TEXT UNIQUE)")
+        conn.execute("INSERT OR IGNORE INTO profplug_nvtx_text(value) SELECT DISTINCT text "
+                     f"FROM {NVTX} WHERE text IS NOT NULL AND {types}")
         literal = {-2 - int(i): str(v) for i, v in
-                   ex.conn.execute("SELECT id, value FROM profplug_nvtx_text")}
+                   conn.execute("SELECT id, value FROM profplug_nvtx_text")}
         key = (f"CASE WHEN text IS NULL THEN {key} ELSE -2 - (SELECT t.id FROM "
                f"profplug_nvtx_text t WHERE t.value = {NVTX}.text) END")
-    s, e, g, et, k = _fetch(ex.conn, NVTX, ["start", 'COALESCE("end", -1)',
-                                            "COALESCE(globalTid, 0)", "eventType", key], types)
+    cols = fx.fetch(NVTX, ["start", 'COALESCE("end", -1)', "COALESCE(globalTid, 0)",
+                           "eventType", key], types, conn=conn)  # TEMP table: one conn
+    return cols, literal
+
+
+def _read_nvtx(rows: NvtxRows | None, syms: _Symbols
+               ) -> tuple[dict[str, np.ndarray], dict[int, int]]:
+    """NVTX ranges (columns) and rank marks (pid -> rank) from :func:`_nvtx_rows`."""
+    marks: dict[int, int] = {}
+    empty = {"start": np.zeros(0, I64), "end": np.zeros(0, I64), "pid": np.zeros(0, I64),
+             "tid": np.zeros(0, I64), "name": np.zeros(0, np.int32)}
+    if rows is None:
+        return empty, marks
+    (s, e, g, et, k), literal = rows
     pid = _pid(g)
     names = np.full(k.size, -1, dtype=np.int32)
     reg = k >= 0
@@ -329,13 +288,15 @@ def _drop_absurd(d: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], np.nd
     return {k: v[ok] for k, v in d.items()}, d["pid"][~ok]
 
 
-def _timelines(ex: Export) -> list[Timeline]:
+def _timelines(ex: Export, fx: Fetcher) -> list[Timeline]:
+    # NVTX is read on its own connection while the pool reads the big tables.
+    nvtx = fx.background(lambda c: _nvtx_rows(ex, fx, c))
     syms = _Symbols(ex.conn)
-    api, bad_api = _drop_absurd(_read_runtime(ex, syms))
-    gpu, bad_gpu = _drop_absurd(_read_gpu(ex, syms))
-    sync, bad_sync = _drop_absurd(_read_sync(ex))
+    api, bad_api = _drop_absurd(_read_runtime(ex, fx, syms))
+    gpu, bad_gpu = _drop_absurd(_read_gpu(ex, fx, syms))
+    sync, bad_sync = _drop_absurd(_read_sync(ex, fx))
     bad_pids = np.concatenate([bad_api, bad_gpu, bad_sync])
-    ann, marks = _read_nvtx(ex, syms)
+    ann, marks = _read_nvtx(nvtx(), syms)
     pids = sorted(set(np.unique(gpu["pid"]).tolist()) | set(marks))
     if not pids:
         raise TraceError(f"{ex.path}: no CUDA kernels, memcpys or memsets in this export "
@@ -397,22 +358,27 @@ def _fill_ann(tl: Timeline, ann: dict[str, np.ndarray], sel: np.ndarray, step_sy
                                   np.array([nums[int(x)] for x in n[theirs]], dtype=I64)])
 
 
-def read_nsys(path: str | Path, nsys: str | Path | None = None) -> list[Timeline]:
+def read_nsys(path: str | Path, nsys: str | Path | None = None, *,
+              workers: int | None = None) -> list[Timeline]:
     """Read an Nsight Systems export (``.sqlite``, ``.sqlite.gz``) or report (``.nsys-rep``).
 
     Returns one Timeline per process with GPU work (or a profplug rank mark), sorted by
-    rank. ``nsys`` names the nsys executable used to export a ``.nsys-rep``.
-    Raises TraceError with a one-line reason naming the file.
+    rank. ``nsys`` names the nsys executable used to export a ``.nsys-rep``. Large tables
+    are read on ``workers`` threads (default: the usable CPUs; 1 = serial); the result does
+    not depend on it. Raises TraceError with a one-line reason naming the file.
     """
     p = Path(path)
     if not p.is_file():
         raise TraceError(f"{p}: no such file")
     with sqlite_file(p, nsys) as db:
         ex = open_export(p, db)
+        fx = Fetcher(ex.conn, ex.uri, default_workers() if workers is None else workers,
+                     text_cell)
         try:
-            tls = _timelines(ex)
+            tls = _timelines(ex, fx)
         except (sqlite3.Error, ValueError, OverflowError) as exc:  # a corrupt file
             raise TraceError(f"{p}: unreadable Nsight export ({exc})") from None
         finally:
+            fx.close()
             ex.conn.close()
     return sorted(tls, key=lambda t: t.rank)

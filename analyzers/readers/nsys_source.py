@@ -42,6 +42,7 @@ class Export:
     columns: dict[str, set[str]] = field(default_factory=dict)
     meta: dict[str, str] = field(default_factory=dict)
     meta_table: str | None = None
+    uri: str = ""  # read-only URI of the SQLite file, for extra connections
 
     def has(self, table: str, column: str | None = None) -> bool:
         cols = self.columns.get(table)
@@ -134,13 +135,13 @@ def open_export(user_path: Path, db: Path) -> Export:
     uri = f"file:{quote(str(db.resolve()))}?mode=ro"
     try:
         conn = sqlite3.connect(uri, uri=True)
-        conn.text_factory = _text  # bad UTF-8 in a name must not stop the read
+        conn.text_factory = text_cell  # bad UTF-8 in a name must not stop the read
         tables = [r[0] for r in conn.execute(
             "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")]
-        ex = Export(user_path, conn)
+        ex = Export(user_path, conn, uri=uri)
         for t in tables:
             ex.columns[t] = {r[1] for r in conn.execute(f'PRAGMA table_info("{t}")')}
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, ValueError) as exc:  # ValueError: a bad UTF-8 error message
         raise TraceError(f"{user_path}: unreadable SQLite file ({exc})") from None
     if "StringIds" not in ex.columns or not any(t in ex.columns for t in NSIGHT_MARKERS):
         conn.close()
@@ -152,13 +153,13 @@ def open_export(user_path: Path, db: Path) -> Export:
             try:
                 ex.meta = {str(k): str(v) for k, v in
                            conn.execute(f"SELECT name, value FROM {t}")}
-            except sqlite3.Error as exc:
+            except (sqlite3.Error, ValueError) as exc:
                 conn.close()
                 raise TraceError(f"{user_path}: unreadable Nsight export ({exc})") from None
             break
     return ex
 
 
-def _text(b: bytes) -> str:
+def text_cell(b: bytes) -> str:
     """SQLite TEXT -> str; invalid UTF-8 bytes become U+FFFD."""
     return b.decode("utf-8", errors="replace")

@@ -286,3 +286,68 @@ def test_directory_with_report_and_export_reads_export_once(tmp_path: Path) -> N
     rep = report([tmp_path])
     assert [r.files for r in rep.ranks] == [[str(tmp_path / "run.sqlite")]]
     assert rep.to_dict()["ranks"][0]["source"] == "nsys"
+
+
+# ------------------------------------------------ real exports: threads and wait links
+SAMPLES = Path(__file__).resolve().parents[3] / "sample_traces"
+REAL = SAMPLES / "pp2_infer_nsys" / "event" / "report.sqlite.gz"
+
+
+def timeline_fields(tl: Any) -> dict[str, Any]:
+    return {k: (v.dtype.str, v.tolist()) if isinstance(v, np.ndarray) else v
+            for k, v in vars(tl).items()}
+
+
+def test_threaded_read_gives_the_serial_timelines(monkeypatch: pytest.MonkeyPatch) -> None:
+    # given a real export and blocks small enough that every table is split for the threads
+    from profplug.analyzers.readers import nsys_fetch
+
+    serial = read_nsys(REAL, workers=1)
+    maps: list[int] = []
+
+    class Pool(nsys_fetch.ThreadPoolExecutor):
+        def map(self, fn: Any, *it: Any, **kw: Any) -> Any:
+            blocks = list(it[0])
+            maps.append(len(blocks))
+            return super().map(fn, blocks, **kw)
+
+    monkeypatch.setattr(nsys_fetch, "ThreadPoolExecutor", Pool)
+    monkeypatch.setattr(nsys_fetch, "MIN_CHUNK_ROWS", 50)
+    monkeypatch.setattr(nsys_fetch, "PARALLEL_MIN_ROWS", 100)
+    # when it is read on three threads
+    threaded = read_nsys(REAL, workers=3)
+    # then the big tables went through the pool in many blocks, and nothing changed
+    assert len(maps) >= 4 and max(maps) >= 12
+    assert [timeline_fields(t) for t in threaded] == [timeline_fields(t) for t in serial]
+    assert sum(int((t.gsync_wait_corr >= 0).sum()) for t in serial) == 290 + 1657
+
+
+def test_wait_links_equal_a_direct_sql_lookup(tmp_path: Path) -> None:
+    # given a real export with linked stream waits
+    import gzip
+    import shutil
+
+    db = tmp_path / "r.sqlite"
+    with gzip.open(REAL) as src, open(db, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    con = sqlite3.connect(db)
+    pid = "((s.globalPid >> 24) & 16777215)"
+    rows = con.execute(
+        f"SELECT {pid}, "
+        "(SELECT e.streamId FROM CUPTI_ACTIVITY_KIND_CUDA_EVENT e WHERE "
+        f"((e.globalPid >> 24) & 16777215) = {pid} AND e.eventId = s.eventId AND "
+        "e.correlationId < s.correlationId ORDER BY e.correlationId DESC, e.rowid DESC "
+        "LIMIT 1), "
+        "(SELECT MAX(e.correlationId) FROM CUPTI_ACTIVITY_KIND_CUDA_EVENT e WHERE "
+        f"((e.globalPid >> 24) & 16777215) = {pid} AND e.eventId = s.eventId AND "
+        "e.correlationId < s.correlationId) "
+        "FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION s WHERE syncType BETWEEN 1 AND 4 "
+        "ORDER BY s.rowid").fetchall()
+    con.close()
+    # when the reader links them, then each wait has the record SQL finds (or -1, -1)
+    for tl in read_nsys(db):
+        want = [(-1 if s is None else s, -1 if c is None else c)
+                for p, s, c in rows if p == tl.metadata["pid"]]
+        got = list(zip(tl.gsync_wait_stream.tolist(), tl.gsync_wait_corr.tolist(),
+                       strict=True))
+        assert got == want and sum(c >= 0 for _, c in got) > 200

@@ -1,0 +1,164 @@
+"""Integer columns of an Nsight export table as int64 arrays, in blocks, on several threads.
+
+SQLite joins each column of a block of rows into one text (``group_concat``) and numpy
+parses it: no Python object per row. Blocks of ``CHUNK_ROWS`` rowids bound the text held
+at once. SQLite runs a query without holding the GIL, so blocks are read on ``workers``
+threads, each with its own read-only connection; the blocks are put back in rowid order,
+so the result is the same array whatever the number of workers.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import warnings
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import numpy as np
+
+I64 = np.int64
+T = TypeVar("T")
+CHUNK_ROWS = 1 << 20  # most rows per aggregate query
+MIN_CHUNK_ROWS = 1 << 16  # fewest rows per query when a table is split for the threads
+PARALLEL_MIN_ROWS = 2 * MIN_CHUNK_ROWS  # smaller tables are read on the calling thread
+
+
+def default_workers() -> int:
+    """Threads for block reads: the CPUs this process may run on (1 means serial)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def empty(n: int) -> list[np.ndarray]:
+    return [np.zeros(0, dtype=I64) for _ in range(n)]
+
+
+def _parse(text: str | bytes | None) -> np.ndarray:
+    if not text:
+        return np.zeros(0, dtype=I64)
+    if not isinstance(text, str):
+        raise sqlite3.DatabaseError("a column holds non-integer values")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            return np.fromstring(text, dtype=I64, sep=",")
+        except ValueError:  # text, a float, or a number beyond int64
+            raise sqlite3.DatabaseError("a column holds non-integer values") from None
+
+
+class Fetcher:
+    """Reads integer columns of ``conn``'s tables; extra connections open ``uri`` (read-only).
+
+    ``workers`` <= 1, or no ``uri``, reads every block on the calling thread.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, uri: str = "", workers: int = 1,
+                 text_factory: Callable[[bytes], str] | None = None) -> None:
+        self.conn = conn
+        self.uri = uri
+        self.workers = workers if uri else 1
+        self._text = text_factory
+        self._local = threading.local()
+        self._opened: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self._bg: list[Future[Any]] = []
+
+    def close(self) -> None:
+        for f in self._bg:  # let background jobs end before their connections close
+            f.exception()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        for c in self._opened:
+            c.close()
+        self._opened.clear()
+
+    def _connect(self) -> sqlite3.Connection:
+        c = sqlite3.connect(self.uri, uri=True, check_same_thread=False)
+        if self._text is not None:
+            c.text_factory = self._text
+        with self._lock:
+            self._opened.append(c)
+        return c
+
+    def _thread_conn(self) -> sqlite3.Connection:
+        c = getattr(self._local, "conn", None)
+        if c is None:
+            c = self._local.conn = self._connect()
+        return c
+
+    def background(self, job: Callable[[sqlite3.Connection], T]) -> Callable[[], T]:
+        """Start ``job(conn)`` on a thread with its own connection; returns its result getter.
+
+        Serial fetchers run it at once on ``conn``.
+        """
+        if self.workers <= 1:
+            res = job(self.conn)
+            return lambda: res
+        fut: Future[T] = Future()
+
+        def run() -> None:
+            try:
+                fut.set_result(job(self._connect()))
+            except BaseException as exc:  # handed to the caller by fut.result()
+                fut.set_exception(exc)
+
+        threading.Thread(target=run, name="nsys-bg", daemon=True).start()
+        self._bg.append(fut)
+        return fut.result
+
+    def fetch(self, table: str, exprs: list[str], where: str = "", *,
+              conn: sqlite3.Connection | None = None) -> list[np.ndarray]:
+        """Columns ``exprs`` (never NULL) of ``table``'s rows matching ``where``, rowid order.
+
+        With ``conn`` every query runs on that connection, on this thread (needed when
+        ``exprs`` use TEMP tables of that connection).
+        """
+        serial = conn is not None
+        conn = conn or self.conn
+        lo, hi = conn.execute(f"SELECT MIN(rowid), MAX(rowid) FROM {table}").fetchone()
+        if lo is None:
+            return empty(len(exprs))
+        # Fewer digits, faster text: "start" relative to the first row, "end" as a duration.
+        base = conn.execute(f"SELECT start FROM {table} LIMIT 1").fetchone()[0] \
+            if exprs[:2] == ["start", '"end"'] else None
+        if not isinstance(base, int):  # NULL or a corrupt cell: no relative trick
+            base = None
+        if base is not None:
+            exprs = [f"start - {int(base)}", '"end" - start', *exprs[2:]]
+        sel = ", ".join(f"group_concat({e}, ',')" for e in exprs)
+        cond = f" AND ({where})" if where else ""
+        query = f"SELECT {sel} FROM {table} WHERE rowid BETWEEN ? AND ?{cond}"
+        span = int(hi) - int(lo) + 1
+        split = not serial and self.workers > 1 and span >= PARALLEL_MIN_ROWS
+        # Split: about four blocks per thread, so the threads end together.
+        step = max(MIN_CHUNK_ROWS, min(CHUNK_ROWS, -(-span // (4 * self.workers)))) \
+            if split else CHUNK_ROWS
+        blocks = list(range(int(lo), int(hi) + 1, step))
+
+        def one(a: int, c: sqlite3.Connection | None = None) -> list[np.ndarray]:
+            c = c or self._thread_conn()
+            row = c.execute(query, (a, a + step - 1)).fetchone()
+            cols = [_parse(x) for x in row]
+            if len({x.size for x in cols}) != 1:
+                raise sqlite3.DatabaseError(f"{table}: a column holds NULL or non-integer "
+                                            "values")
+            return cols
+
+        if split:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="nsys-read")
+            parts = list(self._pool.map(one, blocks))
+        else:
+            parts = [one(a, conn) for a in blocks]
+        out = [np.concatenate([p[i] for p in parts]) for i in range(len(exprs))]
+        if base is not None:
+            out[0] += int(base)
+            out[1] += out[0]
+        return out

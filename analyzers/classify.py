@@ -7,6 +7,7 @@ and the per-thread-stream suffixes (``_ptsz``, ``_ptds``).
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 import numpy as np
 
@@ -28,6 +29,7 @@ STREAM_WAIT_APIS = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent", "hipSt
 _SUFFIX = re.compile(r"(_v\d+)?(_ptsz|_ptds)?(_v\d+)?$")
 
 
+@lru_cache(maxsize=4096)  # called per sync call; few distinct names
 def base_name(name: str) -> str:
     """``cudaDeviceSynchronize_v3020`` -> ``cudaDeviceSynchronize``."""
     return _SUFFIX.sub("", name) if "_" in name else name

@@ -104,20 +104,47 @@ class _Symbols:
                         dtype=np.int32)
 
 
+Spec = tuple[str, list[str]]  # table, integer column expressions
+
+
+def _specs(ex: Export) -> dict[str, Spec]:
+    """What is read of each table present, by table name (the kernel name column checked)."""
+    out: dict[str, Spec] = {}
+    if ex.has(RUNTIME):
+        out[RUNTIME] = (RUNTIME, ["start", '"end"', "COALESCE(globalTid, 0)",
+                                  "COALESCE(correlationId, -1)", "nameId"])
+    extra = {KERNEL: next((c for c in ("demangledName", "shortName", "mangledName")
+                           if ex.has(KERNEL, c)), ""),
+             MEMCPY: "COALESCE(copyKind, 0)" if ex.has(MEMCPY, "copyKind") else "0",
+             MEMSET: "0"}
+    for t in (KERNEL, MEMCPY, MEMSET):
+        if ex.has(t) and extra[t]:
+            gpid = "COALESCE(globalPid, 0)" if ex.has(t, "globalPid") else "0"
+            out[t] = (t, ["start", '"end"', "deviceId", "streamId",
+                          "COALESCE(correlationId, -1)", gpid, extra[t]])
+    if ex.has(SYNC):
+        ev = "COALESCE(eventId, -1)" if ex.has(SYNC, "eventId") else "-1"
+        gpid = "COALESCE(globalPid, 0)" if ex.has(SYNC, "globalPid") else "0"
+        out[SYNC] = (SYNC, ["start", '"end"', "deviceId", "streamId",
+                            "COALESCE(correlationId, -1)", gpid, "syncType", ev])
+    if all(ex.has(CUDA_EVENT, c) for c in ("eventId", "streamId", "correlationId",
+                                           "globalPid")):
+        out[CUDA_EVENT] = (CUDA_EVENT, ["COALESCE(globalPid, 0)", "eventId", "streamId",
+                                        "COALESCE(correlationId, -1)"])
+    return out
+
+
 def _read_runtime(ex: Export, fx: Fetcher, syms: _Symbols) -> dict[str, np.ndarray]:
     if not ex.has(RUNTIME):
         s, e, g, c, n = _empty(5)
     else:
-        s, e, g, c, n = fx.fetch(RUNTIME, ["start", '"end"', "COALESCE(globalTid, 0)",
-                                                  "COALESCE(correlationId, -1)", "nameId"])
+        s, e, g, c, n = fx.fetch(*_specs(ex)[RUNTIME])
     return {"start": s, "end": e, "pid": _pid(g), "tid": g & 0xFFFFFF, "corr": c,
             "name": syms.from_string_ids(n)}
 
 
-def _gpu_cols(ex: Export, fx: Fetcher, table: str, extra: str) -> list[np.ndarray]:
-    gpid = "COALESCE(globalPid, 0)" if ex.has(table, "globalPid") else "0"
-    return fx.fetch(table, ["start", '"end"', "deviceId", "streamId",
-                                   "COALESCE(correlationId, -1)", gpid, extra])
+def _gpu_cols(ex: Export, fx: Fetcher, table: str) -> list[np.ndarray]:
+    return fx.fetch(*_specs(ex)[table])
 
 
 def _read_gpu(ex: Export, fx: Fetcher, syms: _Symbols) -> dict[str, np.ndarray]:
@@ -127,16 +154,15 @@ def _read_gpu(ex: Export, fx: Fetcher, syms: _Symbols) -> dict[str, np.ndarray]:
                     if ex.has(KERNEL, c)), None)
         if col is None:
             raise TraceError(f"{ex.path}: {KERNEL} has no kernel name column")
-        cols = _gpu_cols(ex, fx, KERNEL, col)
+        cols = _gpu_cols(ex, fx, KERNEL)
         parts.append((cols[:6], KIND_KERNEL, syms.from_string_ids(cols[6])))
     if ex.has(MEMCPY):
-        kind = "COALESCE(copyKind, 0)" if ex.has(MEMCPY, "copyKind") else "0"
-        cols = _gpu_cols(ex, fx, MEMCPY, kind)
+        cols = _gpu_cols(ex, fx, MEMCPY)
         lut = np.array([syms.sym(f"[CUDA memcpy {COPY_KINDS.get(k, 'Unknown')}]")
                         for k in range(max(COPY_KINDS) + 2)], dtype=np.int32)
         parts.append((cols[:6], KIND_MEMCPY, lut[np.clip(cols[6], 0, lut.size - 1)]))
     if ex.has(MEMSET):
-        cols = _gpu_cols(ex, fx, MEMSET, "0")
+        cols = _gpu_cols(ex, fx, MEMSET)
         parts.append((cols[:6], KIND_MEMSET,
                       np.full(cols[0].size, syms.sym(MEMSET_NAME), dtype=np.int32)))
     if not parts:
@@ -154,10 +180,7 @@ def _read_sync(ex: Export, fx: Fetcher) -> dict[str, np.ndarray]:
     if not ex.has(SYNC):
         z = _empty(8)
     else:
-        ev = "COALESCE(eventId, -1)" if ex.has(SYNC, "eventId") else "-1"
-        gpid = "COALESCE(globalPid, 0)" if ex.has(SYNC, "globalPid") else "0"
-        z = fx.fetch(SYNC, ["start", '"end"', "deviceId", "streamId",
-                                   "COALESCE(correlationId, -1)", gpid, "syncType", ev])
+        z = fx.fetch(*_specs(ex)[SYNC])
     d = dict(zip(("start", "end", "device", "stream", "corr", "pid", "kind", "event"), z,
                  strict=True))
     d["pid"] = _pid(d["pid"])
@@ -170,12 +193,10 @@ def _link_waits(ex: Export, fx: Fetcher, d: dict[str, np.ndarray]
     """Per sync row, the awaited event record's (stream, correlationId); -1 when unknown."""
     n = d["start"].size
     ws, wc = np.full(n, -1, dtype=I64), np.full(n, -1, dtype=I64)
-    if n == 0 or not all(ex.has(CUDA_EVENT, c) for c in ("eventId", "streamId",
-                                                          "correlationId", "globalPid")):
+    spec = _specs(ex).get(CUDA_EVENT)
+    if n == 0 or spec is None:
         return ws, wc
-    gp, eid, est, ecorr = fx.fetch(CUDA_EVENT, ["COALESCE(globalPid, 0)", "eventId",
-                                                       "streamId",
-                                                       "COALESCE(correlationId, -1)"])
+    gp, eid, est, ecorr = fx.fetch(*spec)
     q = np.nonzero((d["event"] >= 0) & (d["corr"] >= 0))[0]
     if q.size == 0 or gp.size == 0:
         return ws, wc
@@ -291,6 +312,8 @@ def _drop_absurd(d: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], np.nd
 def _timelines(ex: Export, fx: Fetcher) -> list[Timeline]:
     # NVTX is read on its own connection while the pool reads the big tables.
     nvtx = fx.background(lambda c: _nvtx_rows(ex, fx, c))
+    for spec in _specs(ex).values():  # the threads read ahead while this one works
+        fx.prefetch(*spec)
     syms = _Symbols(ex.conn)
     api, bad_api = _drop_absurd(_read_runtime(ex, fx, syms))
     gpu, bad_gpu = _drop_absurd(_read_gpu(ex, fx, syms))

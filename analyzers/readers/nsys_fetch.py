@@ -24,6 +24,7 @@ T = TypeVar("T")
 CHUNK_ROWS = 1 << 20  # most rows per aggregate query
 MIN_CHUNK_ROWS = 1 << 16  # fewest rows per query when a table is split for the threads
 PARALLEL_MIN_ROWS = 2 * MIN_CHUNK_ROWS  # smaller tables are read on the calling thread
+MAX_DEST_ROWS = 1 << 28  # rowid spans up to this are filled in place, not concatenated
 
 
 def default_workers() -> int:
@@ -68,12 +69,15 @@ class Fetcher:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._bg: list[Future[Any]] = []
+        self._pending: dict[tuple[str, tuple[str, ...], str], Callable[[], list[np.ndarray]]] \
+            = {}
 
     def close(self) -> None:
         for f in self._bg:  # let background jobs end before their connections close
             f.exception()
+        self._pending.clear()
         if self._pool is not None:
-            self._pool.shutdown(wait=True)
+            self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
         for c in self._opened:
             c.close()
@@ -113,6 +117,13 @@ class Fetcher:
         self._bg.append(fut)
         return fut.result
 
+    def prefetch(self, table: str, exprs: list[str], where: str = "") -> None:
+        """Start reading a big table's blocks now; a later identical :meth:`fetch` gets them."""
+        if self.workers > 1:
+            key = (table, tuple(exprs), where)
+            if key not in self._pending:
+                self._pending[key] = self._start(table, exprs, where, None)
+
     def fetch(self, table: str, exprs: list[str], where: str = "", *,
               conn: sqlite3.Connection | None = None) -> list[np.ndarray]:
         """Columns ``exprs`` (never NULL) of ``table``'s rows matching ``where``, rowid order.
@@ -120,11 +131,21 @@ class Fetcher:
         With ``conn`` every query runs on that connection, on this thread (needed when
         ``exprs`` use TEMP tables of that connection).
         """
+        pending = self._pending.pop((table, tuple(exprs), where), None) if conn is None \
+            else None
+        return (pending or self._start(table, exprs, where, conn))()
+
+    def _start(self, table: str, exprs: list[str], where: str,
+               conn: sqlite3.Connection | None) -> Callable[[], list[np.ndarray]]:
+        """Plan the block queries; split tables go to the pool at once. Returns the getter."""
         serial = conn is not None
         conn = conn or self.conn
-        lo, hi = conn.execute(f"SELECT MIN(rowid), MAX(rowid) FROM {table}").fetchone()
-        if lo is None:
-            return empty(len(exprs))
+        # Two queries: SQLite answers a lone MIN or MAX of rowid from the b-tree, not a scan.
+        lo = conn.execute(f"SELECT MIN(rowid) FROM {table}").fetchone()[0]
+        hi = conn.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()[0]
+        n = len(exprs)
+        if lo is None or hi is None:
+            return lambda: empty(n)
         # Fewer digits, faster text: "start" relative to the first row, "end" as a duration.
         base = conn.execute(f"SELECT start FROM {table} LIMIT 1").fetchone()[0] \
             if exprs[:2] == ["start", '"end"'] else None
@@ -142,23 +163,45 @@ class Fetcher:
             if split else CHUNK_ROWS
         blocks = list(range(int(lo), int(hi) + 1, step))
 
-        def one(a: int, c: sqlite3.Connection | None = None) -> list[np.ndarray]:
+        # Split tables: each block copies its rows to its rowid offset in ``dest`` (no
+        # concatenation); rows missing from the rowid range are squeezed out at the end.
+        dest = [np.empty(span, dtype=I64) for _ in range(n)] \
+            if split and not where and span <= MAX_DEST_ROWS else None
+
+        def one(a: int, c: sqlite3.Connection | None = None) -> list[np.ndarray] | int:
             c = c or self._thread_conn()
             row = c.execute(query, (a, a + step - 1)).fetchone()
             cols = [_parse(x) for x in row]
             if len({x.size for x in cols}) != 1:
                 raise sqlite3.DatabaseError(f"{table}: a column holds NULL or non-integer "
                                             "values")
-            return cols
+            if dest is None:
+                return cols
+            off = a - int(lo)
+            for d, x in zip(dest, cols, strict=True):
+                d[off:off + x.size] = x
+            return cols[0].size
 
-        if split:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="nsys-read")
-            parts = list(self._pool.map(one, blocks))
-        else:
-            parts = [one(a, conn) for a in blocks]
-        out = [np.concatenate([p[i] for p in parts]) for i in range(len(exprs))]
-        if base is not None:
-            out[0] += int(base)
-            out[1] += out[0]
-        return out
+        def gather(parts: list[list[np.ndarray] | int]) -> list[np.ndarray]:
+            if dest is None:
+                out = [np.concatenate([p[i] for p in parts if not isinstance(p, int)])
+                       for i in range(n)]
+            elif sum(int(p) for p in parts if isinstance(p, int)) == span:
+                out = dest
+            else:
+                keep = np.concatenate([np.arange(a - int(lo), a - int(lo) + int(k))
+                                       for a, k in zip(blocks, parts, strict=True)
+                                       if isinstance(k, int)])
+                out = [d[keep] for d in dest]
+            if base is not None:
+                out[0] += int(base)
+                out[1] += out[0]
+            return out
+
+        if not split:
+            c = conn
+            return lambda: gather([one(a, c) for a in blocks])
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="nsys-read")
+        futs = [self._pool.submit(one, a) for a in blocks]
+        return lambda: gather([f.result() for f in futs])

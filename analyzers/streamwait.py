@@ -37,46 +37,63 @@ def stream_waits(tl: Timeline, intervals: dict[int, DeviceIntervals]) -> list[St
     sel = np.nonzero(tl.gsync_kind == SYNC_STREAM_WAIT_EVENT)[0]
     if sel.size == 0:
         return []
-    launch = launch_times(tl)
-    out: dict[tuple[int, int], list[float]] = {}
-    streams: dict[tuple[int, int], tuple[np.ndarray, ...]] = {}
+    # GPU ops sorted by (device, stream, corr): one block of rows per stream.
+    order = np.lexsort((tl.gpu_corr, tl.gpu_stream, tl.gpu_device))
+    o_dev, o_str, o_corr = tl.gpu_device[order], tl.gpu_stream[order], tl.gpu_corr[order]
+    o_start, o_end = tl.gpu_start_ns[order], tl.gpu_end_ns[order]
+    o_launch = launch_times(tl)[order]
+    brk = (np.nonzero((o_dev[1:] != o_dev[:-1]) | (o_str[1:] != o_str[:-1]))[0] + 1).tolist()
+    blocks = {(int(o_dev[a]), int(o_str[a])): (a, b)
+              for a, b in zip([0, *brk], [*brk, o_dev.size], strict=True)} \
+        if o_dev.size else {}
 
-    def ops_of(dev: int, stream: int) -> tuple[np.ndarray, ...]:
-        key = (dev, stream)
-        if key not in streams:
-            idx = np.nonzero((tl.gpu_device == dev) & (tl.gpu_stream == stream))[0]
-            idx = idx[np.argsort(tl.gpu_corr[idx], kind="stable")]
-            streams[key] = (tl.gpu_corr[idx], tl.gpu_start_ns[idx], tl.gpu_end_ns[idx],
-                            launch[idx])
-        return streams[key]
+    dev, stream = tl.gsync_device[sel], tl.gsync_stream[sel]
+    corr, wcorr, wstream = tl.gsync_corr[sel], tl.gsync_wait_corr[sel], tl.gsync_wait_stream[sel]
+    linked = (wcorr >= 0) & (wstream >= 0) & (corr >= 0)
+    n = sel.size
+    awaited_end = np.zeros(n, dtype=np.int64)
+    found = np.zeros(n, dtype=bool)
+    for (d, s), idx in _groups(dev, wstream, linked).items():
+        a, b = blocks.get((d, s), (0, 0))
+        j = np.searchsorted(o_corr[a:b], wcorr[idx]) - 1  # last op launched before the record
+        ok = j >= 0
+        awaited_end[idx[ok]] = o_end[a + j[ok]]
+        found[idx[ok]] = True
+    could_run = np.zeros(n, dtype=np.int64)
+    stall_end = np.zeros(n, dtype=np.int64)
+    has_next = np.zeros(n, dtype=bool)
+    for (d, s), idx in _groups(dev, stream, found).items():
+        a, b = blocks.get((d, s), (0, 0))
+        k = np.searchsorted(o_corr[a:b], corr[idx])  # next op launched after the wait
+        ok = k < b - a
+        idx, k = idx[ok], a + k[ok]
+        prev_end = np.where(k > a, o_end[k - 1], o_launch[k])
+        could_run[idx] = np.maximum(prev_end, o_launch[k])
+        stall_end[idx] = np.minimum(awaited_end[idx], o_start[k])
+        has_next[idx] = True
+    stalled = has_next & (stall_end > could_run)
+    out = []
+    for (d, s), idx in sorted(_groups(dev, stream, np.ones(n, dtype=bool)).items()):
+        st = idx[stalled[idx]]
+        iv = intervals.get(d)
+        idle = int(iv.idle_within(could_run[st], stall_end[st]).sum()) \
+            if iv is not None and st.size else 0
+        out.append(StreamWaitStat(d, s, int(idx.size), int(linked[idx].sum()),
+                                  round(int((stall_end[st] - could_run[st]).sum()) / 1000.0, 3),
+                                  round(idle / 1000.0, 3)))
+    return out
 
-    for i in sel:
-        dev, stream = int(tl.gsync_device[i]), int(tl.gsync_stream[i])
-        acc = out.setdefault((dev, stream), [0, 0, 0.0, 0.0])
-        acc[0] += 1
-        wcorr, wstream, corr = (int(tl.gsync_wait_corr[i]), int(tl.gsync_wait_stream[i]),
-                                int(tl.gsync_corr[i]))
-        if wcorr < 0 or wstream < 0 or corr < 0:
-            continue
-        acc[1] += 1
-        a_corr, _, a_end, _ = ops_of(dev, wstream)
-        j = int(np.searchsorted(a_corr, wcorr)) - 1  # last op launched before the record
-        if j < 0:
-            continue
-        awaited_end = int(a_end[j])
-        w_corr, w_start, w_end, w_launch = ops_of(dev, stream)
-        k = int(np.searchsorted(w_corr, corr))  # next op launched after the wait
-        if k >= w_corr.size:
-            continue
-        prev_end = int(w_end[k - 1]) if k > 0 else int(w_launch[k])
-        could_run = max(prev_end, int(w_launch[k]))
-        stall_end = min(awaited_end, int(w_start[k]))
-        if stall_end <= could_run:
-            continue
-        acc[2] += stall_end - could_run
-        iv = intervals.get(dev)
-        if iv is not None:
-            acc[3] += float(iv.idle_within(np.array([could_run]), np.array([stall_end]))[0])
-    return [StreamWaitStat(d, s, int(a[0]), int(a[1]), round(a[2] / 1000.0, 3),
-                           round(a[3] / 1000.0, 3))
-            for (d, s), a in sorted(out.items())]
+
+def _groups(dev: np.ndarray, stream: np.ndarray, mask: np.ndarray
+            ) -> dict[tuple[int, int], np.ndarray]:
+    """(device, stream) -> indices (ascending) of the rows where ``mask`` holds."""
+    rows = np.nonzero(mask)[0]
+    if rows.size == 0:
+        return {}
+    pairs, inv = np.unique(np.stack([dev[rows], stream[rows]], axis=1), axis=0,
+                           return_inverse=True)
+    inv = inv.reshape(-1)
+    order = np.argsort(inv, kind="stable")
+    cuts = np.searchsorted(inv[order], np.arange(1, len(pairs)))
+    return {(int(p[0]), int(p[1])): g
+            for p, g in zip(pairs, np.split(rows[order], cuts), strict=True)}

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .load import load_timelines
-from .stalls import CAUSES, RankStalls, StallOptions, analyze_rank
+from .rankpool import analyze_ranks
+from .stalls import CAUSES, RankStalls, StallOptions
 from .timeline import Timeline
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def rank_dict(r: RankStalls) -> dict[str, Any]:
 def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | None = None
                       ) -> Report:
     opt = options or StallOptions()
-    return Report([analyze_rank(t, opt) for t in timelines], opt)
+    return Report(analyze_ranks(list(timelines), opt), opt)  # big runs: a process per rank
 
 
 def analyze(paths: Iterable[str | Path], options: StallOptions | None = None, *,

@@ -90,8 +90,12 @@ def _groups(dev: np.ndarray, stream: np.ndarray, mask: np.ndarray
     rows = np.nonzero(mask)[0]
     if rows.size == 0:
         return {}
-    pairs, inv = np.unique(np.stack([dev[rows], stream[rows]], axis=1), axis=0,
-                           return_inverse=True)
+    d, s = dev[rows].astype(np.int64), stream[rows].astype(np.int64)
+    if d.size and d.min() >= 0 and d.max() < 1 << 30 and s.min() >= 0 and s.max() < 1 << 32:
+        keys, inv = np.unique((d << 32) | s, return_inverse=True)  # one int64 per pair
+        pairs = np.stack([keys >> 32, keys & 0xFFFFFFFF], axis=1)
+    else:
+        pairs, inv = np.unique(np.stack([d, s], axis=1), axis=0, return_inverse=True)
     inv = inv.reshape(-1)
     order = np.argsort(inv, kind="stable")
     cuts = np.searchsorted(inv[order], np.arange(1, len(pairs)))

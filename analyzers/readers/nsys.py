@@ -309,6 +309,21 @@ def _drop_absurd(d: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], np.nd
     return {k: v[ok] for k, v in d.items()}, d["pid"][~ok]
 
 
+API_COLS = ("start", "end", "tid", "corr", "name")
+
+
+def _by_pid(d: dict[str, np.ndarray]) -> dict[int, dict[str, np.ndarray]]:
+    """Host call columns per process (views when there is one process)."""
+    pids = np.unique(d["pid"]).tolist()
+    if len(pids) == 1:
+        return {int(pids[0]): {k: d[k] for k in API_COLS}}
+    out = {}
+    for p in pids:
+        m = d["pid"] == p
+        out[int(p)] = {k: d[k][m] for k in API_COLS}
+    return out
+
+
 def _timelines(ex: Export, fx: Fetcher) -> list[Timeline]:
     # NVTX is read on its own connection while the pool reads the big tables.
     nvtx = fx.background(lambda c: _nvtx_rows(ex, fx, c))
@@ -316,6 +331,8 @@ def _timelines(ex: Export, fx: Fetcher) -> list[Timeline]:
         fx.prefetch(*spec)
     syms = _Symbols(ex.conn)
     api, bad_api = _drop_absurd(_read_runtime(ex, fx, syms))
+    api_of = _by_pid(api)  # split while the threads read the GPU tables
+    del api
     gpu, bad_gpu = _drop_absurd(_read_gpu(ex, fx, syms))
     sync, bad_sync = _drop_absurd(_read_sync(ex, fx))
     bad_pids = np.concatenate([bad_api, bad_gpu, bad_sync])
@@ -324,21 +341,23 @@ def _timelines(ex: Export, fx: Fetcher) -> list[Timeline]:
     if not pids:
         raise TraceError(f"{ex.path}: no CUDA kernels, memcpys or memsets in this export "
                          "(was it captured with -t cuda?)")
-    dropped = sorted(set(np.unique(api["pid"]).tolist()) - set(pids))
+    dropped = sorted(set(api_of) - set(pids))
+    no_api = {k: np.zeros(0, dtype=np.int32 if k == "name" else I64) for k in API_COLS}
     ranks = _assign_ranks(pids, gpu, marks)
     pnames = _process_names(ex)
     step_sym = syms.sym(STEP)
     out: list[Timeline] = []
     for p in pids:
         rank, rule = ranks[p]
-        a, gm, sm, nm = (api["pid"] == p, gpu["pid"] == p, sync["pid"] == p, ann["pid"] == p)
+        a = api_of.get(p, no_api)
+        gm, sm, nm = (gpu["pid"] == p, sync["pid"] == p, ann["pid"] == p)
         tl = Timeline(
             rank=rank, source="nsys", files=[str(ex.path)], rank_rule=rule, names=syms.names,
             gpu_start_ns=gpu["start"][gm], gpu_end_ns=gpu["end"][gm],
             gpu_device=gpu["device"][gm], gpu_stream=gpu["stream"][gm],
             gpu_kind=gpu["kind"][gm], gpu_name=gpu["name"][gm], gpu_corr=gpu["corr"][gm],
-            api_start_ns=api["start"][a], api_end_ns=api["end"][a], api_tid=api["tid"][a],
-            api_name=api["name"][a], api_corr=api["corr"][a],
+            api_start_ns=a["start"], api_end_ns=a["end"], api_tid=a["tid"],
+            api_name=a["name"], api_corr=a["corr"],
             has_gpu_sync_records=ex.has(SYNC),
             metadata={"pid": p, "process_name": pnames.get(p, ""),
                       "schema_version": ex.schema_version, "meta_table": ex.meta_table,

@@ -1,7 +1,7 @@
 """Benchmark: ``profplug report`` on a ~1 GB Nsight export vs ``nsys stats`` / ``nsys analyze``.
 
     .venv/bin/python benchmarks/bench_nsys.py [--size-mb 1024] [--out /tmp/big.sqlite]
-        [--nsys PATH]
+        [--nsys PATH] [--seed REAL_EXPORT.sqlite[.gz]] [--reuse]
 
 Builds a realistic export (2 ranks of a pipeline decode loop: kernel launches, NCCL
 kernels, event record / stream wait, cudaDeviceSynchronize, NVTX ranges, SYNCHRONIZATION
@@ -9,11 +9,26 @@ rows) with tests/nsys_synth.py, then doubles every table in SQL (rows copied wit
 and correlation ids shifted) until the file reaches ``--size-mb``. Each command runs in
 a fresh child process; wall time and the child's peak RSS (wait4) are printed as a table.
 ``nsys`` is ``--nsys``, else $PROFPLUG_NSYS, else PATH; its rows are skipped when absent.
+``--seed`` grows a real export instead (better: real table layouts and id ranges).
+
+Measured (2-core AMD EPYC VM, nsys 2022.4.2; docs/nsight.md has the details)::
+
+    --seed sample_traces/pp2_infer_nsys/event/report.sqlite.gz: 1473 MiB
+    command                                    wall s  peak RSS MiB  exit
+    profplug report --format json                11.2          2245     0
+    nsys stats -r cudaapisum,gpukernsum          25.8          1154     0
+    nsys analyze -r cuda-sync-api                 2.0            59     0
+
+    synthetic: 1139 MiB
+    profplug report --format json                 9.3          2075     0
+    nsys stats -r cudaapisum,gpukernsum          13.1           997     0
+    nsys analyze -r cuda-sync-api                 0.8            59     0
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import os
 import shutil
 import sqlite3
@@ -87,7 +102,10 @@ def grow(path: Path, size_mb: int) -> None:
         span = hi - lo + 1000
         cspan = con.execute("SELECT MAX(correlationId) FROM CUPTI_ACTIVITY_KIND_RUNTIME"
                             ).fetchone()[0] + 1
+        have = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         for t in (*TIMED_TABLES, "CUPTI_ACTIVITY_KIND_CUDA_EVENT"):
+            if t not in have:
+                continue
             cols = [r[1] for r in con.execute(f'PRAGMA table_info("{t}")')]
             where = " WHERE eventType != 34 AND eventType != 75" if t == "NVTX_EVENTS" else ""
             con.execute(f"INSERT INTO {t} SELECT {_shifted(cols, str(span), str(cspan))} "
@@ -114,14 +132,23 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("/tmp/profplug-bench-nsys.sqlite"))
     ap.add_argument("--nsys", default=None)
     ap.add_argument("--reuse", action="store_true", help="reuse --out if it exists")
+    ap.add_argument("--seed", type=Path, default=None,
+                    help="grow this real export (.sqlite or .sqlite.gz) instead of a synthetic one")
     args = ap.parse_args()
     if not (args.reuse and args.out.is_file()):
         t0 = time.perf_counter()
-        base_export(args.out)
+        if args.seed is None:
+            base_export(args.out)
+        else:
+            opener = gzip.open if args.seed.name.endswith(".gz") else open
+            with opener(args.seed, "rb") as src, open(args.out, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 22)
         grow(args.out, args.size_mb)
         print(f"built {args.out} in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     con = sqlite3.connect(f"file:{args.out}?mode=ro", uri=True)
-    counts = {t: con.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in TIMED_TABLES}
+    have = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    counts = {t: con.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in TIMED_TABLES
+              if t in have}
     con.close()
     size = args.out.stat().st_size / 2**20
     print(f"export: {size:.0f} MiB; rows: " + ", ".join(

@@ -363,3 +363,30 @@ def test_wait_links_general_path_equals_fast_path(monkeypatch: pytest.MonkeyPatc
     # then every link is the same
     assert [(t.gsync_wait_stream.tolist(), t.gsync_wait_corr.tolist()) for t in general] == \
         [(t.gsync_wait_stream.tolist(), t.gsync_wait_corr.tolist()) for t in fast]
+
+
+def test_threaded_read_with_rowid_gaps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # given a real export with rows deleted here and there (rowid gaps in the big tables)
+    import gzip
+    import shutil
+
+    from profplug.analyzers.readers import nsys_fetch
+
+    db = tmp_path / "gaps.sqlite"
+    with gzip.open(REAL) as src, open(db, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    con = sqlite3.connect(db)
+    con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE rowid % 7 = 3")
+    con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid BETWEEN 100 AND 400")
+    con.commit()
+    left = dict(con.execute("SELECT (globalTid >> 24) & 16777215, COUNT(*) "
+                            "FROM CUPTI_ACTIVITY_KIND_RUNTIME GROUP BY 1").fetchall())
+    con.close()
+    serial = read_nsys(db, workers=1)
+    # when it is read in small blocks on threads
+    monkeypatch.setattr(nsys_fetch, "MIN_CHUNK_ROWS", 64)
+    monkeypatch.setattr(nsys_fetch, "PARALLEL_MIN_ROWS", 128)
+    threaded = read_nsys(db, workers=2)
+    # then the gaps are squeezed out exactly as the serial read does
+    assert [timeline_fields(t) for t in threaded] == [timeline_fields(t) for t in serial]
+    assert [t.api_start_ns.size for t in threaded] == [left[t.metadata["pid"]] for t in serial]

@@ -33,6 +33,7 @@ from ...errors import TraceError
 from ..timeline import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, Timeline
 from .nsys_fetch import Fetcher, default_workers
 from .nsys_fetch import empty as _empty
+from .nsys_links import link_waits
 from .nsys_source import Export, open_export, sqlite_file, text_cell
 
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -59,7 +60,6 @@ def _pid(g: np.ndarray) -> np.ndarray:
 
 
 DENSE_IDS = 1 << 26  # StringIds ids below this are mapped with a dense table
-FAST_LINKS = True  # wait links keyed by shifts when ids fit (False: the general path)
 MAX_DUR_NS = 3_600_000_000_000  # one hour: longer rows are CUPTI timestamp garbage
 ABSURD = "negative or absurd duration"
 
@@ -185,51 +185,11 @@ def _read_sync(ex: Export, fx: Fetcher) -> dict[str, np.ndarray]:
     d = dict(zip(("start", "end", "device", "stream", "corr", "pid", "kind", "event"), z,
                  strict=True))
     d["pid"] = _pid(d["pid"])
-    d["wait_stream"], d["wait_corr"] = _link_waits(ex, fx, d)
-    return d
-
-
-def _link_waits(ex: Export, fx: Fetcher, d: dict[str, np.ndarray]
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """Per sync row, the awaited event record's (stream, correlationId); -1 when unknown."""
-    n = d["start"].size
-    ws, wc = np.full(n, -1, dtype=I64), np.full(n, -1, dtype=I64)
     spec = _specs(ex).get(CUDA_EVENT)
-    if n == 0 or spec is None:
-        return ws, wc
-    gp, eid, est, ecorr = fx.fetch(*spec)
-    q = np.nonzero((d["event"] >= 0) & (d["corr"] >= 0))[0]
-    if q.size == 0 or gp.size == 0:
-        return ws, wc
-    # Records sorted by (pid, eventId, corr); each wait looks for the last record of its
-    # (pid, eventId) with a smaller corr. Group and corr make one int64 key, so one
-    # searchsorted does every wait.
-    epid, qpid, qev, qcorr = _pid(gp), d["pid"][q], d["event"][q], d["corr"][q]
-    lo = min(int(ecorr.min()), int(qcorr.min()))
-    hi = max(int(ecorr.max()), int(qcorr.max()))
-    if (FAST_LINKS and gp.size < 1 << 23 and hi - lo < 1 << 40 and int(eid.min()) >= 0
-            and max(int(eid.max()), int(qev.max())) < 1 << 39):
-        groups, gid = np.unique((epid << 39) | eid, return_inverse=True)
-        qk = (qpid << 39) | qev
-        qg = np.minimum(np.searchsorted(groups, qk), groups.size - 1)
-        hit = groups[qg] == qk
-        shift = 40
-        rkeys, qkeys = (gid.reshape(-1) << shift) | (ecorr - lo), (qg << shift) | (qcorr - lo)
-    else:  # (pid, eventId) -> group id and corr -> rank, over records and waits together
-        m = gp.size
-        pairs = np.concatenate([np.stack([epid, eid], axis=1), np.stack([qpid, qev], axis=1)])
-        g = np.unique(pairs, axis=0, return_inverse=True)[1].reshape(-1).astype(I64)
-        rank = np.unique(np.concatenate([ecorr, qcorr]),
-                         return_inverse=True)[1].reshape(-1).astype(I64)
-        shift, hit = 32, np.ones(q.size, dtype=bool)
-        rkeys, qkeys = (g[:m] << shift) | rank[:m], (g[m:] << shift) | rank[m:]
-    order = np.argsort(rkeys, kind="stable")
-    rkeys, est, ecorr = rkeys[order], est[order], ecorr[order]
-    j = np.searchsorted(rkeys, qkeys, side="left") - 1
-    ok = hit & (j >= 0)
-    ok[ok] = (rkeys[j[ok]] >> shift) == (qkeys[ok] >> shift)
-    ws[q[ok]], wc[q[ok]] = est[j[ok]], ecorr[j[ok]]
-    return ws, wc
+    n = d["start"].size
+    d["wait_stream"], d["wait_corr"] = link_waits(d, fx.fetch(*spec)) \
+        if spec is not None and n else (np.full(n, -1, dtype=I64), np.full(n, -1, dtype=I64))
+    return d
 
 
 NvtxRows = tuple[list[np.ndarray], dict[int, str]]

@@ -354,11 +354,11 @@ def test_wait_links_equal_a_direct_sql_lookup(tmp_path: Path) -> None:
 
 def test_wait_links_general_path_equals_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
     # given a real export whose ids fit the shifted int64 keys (the fast path)
-    from profplug.analyzers.readers import nsys
+    from profplug.analyzers.readers import nsys_links
 
     fast = read_nsys(REAL, workers=1)
     # when the general path (pair and corr ranks) links the waits instead
-    monkeypatch.setattr(nsys, "FAST_LINKS", False)
+    monkeypatch.setattr(nsys_links, "FAST_LINKS", False)
     general = read_nsys(REAL, workers=1)
     # then every link is the same
     assert [(t.gsync_wait_stream.tolist(), t.gsync_wait_corr.tolist()) for t in general] == \

@@ -25,8 +25,9 @@ from profplug.errors import ProfplugError, ToolMissingError
 
 SITECUSTOMIZE_DIR = Path(__file__).resolve().parent / "sitecustomize"
 OUTPUTS = ("kineto", "status", "nsys", "run.json", "report.html")
-_ENV_PREFIXES = ("PROFPLUG_", "NCCL_", "TORCH_", "CUDA_", "NVIDIA_", "OMP_", "MASTER_")
-_ENV_NAMES = ("PYTHONPATH", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "RANK", "LOCAL_RANK")
+_ENV_PREFIXES = ("PROFPLUG_", "NCCL_", "TORCH_", "PYTORCH_", "CUDA_", "OMP_", "MASTER_")
+_ENV_NAMES = ("PYTHONPATH", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "RANK", "LOCAL_RANK",
+              "NVIDIA_VISIBLE_DEVICES")
 MIN_FREE_BYTES = 256 << 20  # refuse to start with less free space than this on DIR's disk
 SIGINT_GRACE_S = 1.0  # a terminal's Ctrl-C reaches the job too; forward only if it did not
 
@@ -178,6 +179,7 @@ def _run_forwarding_signals(cmd: list[str], env: dict[str, str],
 
 
 def _env_summary(env: dict[str, str]) -> dict[str, str]:
+    """The variables that change how the job runs (not a container's long NVIDIA_* labels)."""
     return {k: v for k, v in sorted(env.items())
             if k.startswith(_ENV_PREFIXES) or k in _ENV_NAMES}
 

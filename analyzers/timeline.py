@@ -129,17 +129,12 @@ class Timeline:
         return cls(**header, **arrays)
 
 
-class TimelineBuilder:
-    """Accumulates rows in Python lists and freezes them into a :class:`Timeline`.
-
-    Readers that produce rows one at a time use this; readers that already hold columns
-    (SQL results) fill a Timeline directly.
-    """
+class SymbolTable:
+    """Strings stored once: ``sym(s)`` gives ``s``'s index into ``names``."""
 
     def __init__(self) -> None:
         self.names: list[str] = []
         self._ids: dict[str, int] = {}
-        self.cols: dict[str, list[int]] = {k: [] for k in Timeline._ARRAYS}
 
     def sym(self, s: str) -> int:
         i = self._ids.get(s)
@@ -147,6 +142,18 @@ class TimelineBuilder:
             i = self._ids[s] = len(self.names)
             self.names.append(s)
         return i
+
+
+class TimelineBuilder(SymbolTable):
+    """Accumulates rows in Python lists and freezes them into a :class:`Timeline`.
+
+    Readers that produce rows one at a time use this; readers that already hold columns
+    (SQL results) fill a Timeline directly.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cols: dict[str, list[int]] = {k: [] for k in Timeline._ARRAYS}
 
     def gpu(self, start: int, end: int, device: int, stream: int, kind: int, name: str,
             corr: int) -> None:

@@ -30,7 +30,7 @@ import numpy as np
 from profplug.ranges import STEP, parse_rank_mark
 
 from ...errors import TraceError
-from ..timeline import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, Timeline
+from ..timeline import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, SymbolTable, Timeline
 from .nsys_fetch import Fetcher, default_workers
 from .nsys_fetch import empty as _empty
 from .nsys_links import link_waits
@@ -64,20 +64,12 @@ MAX_DUR_NS = 3_600_000_000_000  # one hour: longer rows are CUPTI timestamp garb
 ABSURD = "negative or absurd duration"
 
 
-class _Symbols:
+class _Symbols(SymbolTable):
     """One name table for the file: StringIds ids and literal strings -> symbol index."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
+        super().__init__()
         self.conn = conn
-        self.names: list[str] = []
-        self._ids: dict[str, int] = {}
-
-    def sym(self, s: str) -> int:
-        i = self._ids.get(s)
-        if i is None:
-            i = self._ids[s] = len(self.names)
-            self.names.append(s)
-        return i
 
     def from_string_ids(self, ids: np.ndarray) -> np.ndarray:
         """StringIds ids -> symbol indices (unknown ids become ``<string id N>``)."""

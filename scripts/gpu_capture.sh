@@ -81,6 +81,16 @@ if want megatron; then
   done
 fi
 
+if want megatron_nsys; then
+  for s in device event; do
+    step "megatron nsys $s"
+    $PP run -o "$ST/pp2_megatron_nsys/$s" --trace nsys --nsys "$NSYS" --sync $s --skip 20 --steps 20 -- \
+      $TR examples/megatron_gpt_infer.py --steps 40 > "$OUT/run_megatron_nsys_$s.txt" 2>&1
+    echo "exit $?" >> "$OUT/run_megatron_nsys_$s.txt"; tail -12 "$OUT/run_megatron_nsys_$s.txt" >> "$LOG"
+    rm -f "$ST/pp2_megatron_nsys/$s/report.html"
+  done
+fi
+
 if want observer; then
   # Observer effect: the same 100-step job, interleaved unprofiled / Kineto / nsys runs.
   # The window is steps 50-99; infer.py averages steps 50-98 in every run (the window's last

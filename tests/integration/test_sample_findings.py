@@ -46,8 +46,18 @@ def test_megatron_device_run_charges_the_patched_megatron_recv() -> None:
     assert top.callsite == "profplug.recv_from_prev_pipeline_rank_ > profplug.sync.device"
 
 
+@pytest.mark.parametrize("run", ["pp2_megatron_kineto/device", "pp2_megatron_nsys/device"])
+def test_megatron_device_sync_idle_is_all_at_the_patched_p2p(run: str) -> None:
+    report = rep(run)
+    assert max(share(r, "device_sync") for r in report.ranks) > 0.01
+    for r in report.ranks:
+        for c in r.callsites:
+            if c.idle_caused_us > 0:
+                assert c.callsite.startswith(WRAPPERS) and c.callsite.endswith("sync.device")
+
+
 @pytest.mark.parametrize("run", ["pp2_infer_kineto/event", "pp2_infer_nsys/event",
-                                 "pp2_megatron_kineto/event"])
+                                 "pp2_megatron_kineto/event", "pp2_megatron_nsys/event"])
 def test_event_runs_have_no_device_sync_idle(run: str) -> None:
     for r in rep(run).ranks:
         assert r.idle_by_cause_us()["device_sync"] == 0.0

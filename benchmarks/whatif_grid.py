@@ -1,0 +1,142 @@
+"""The what-if validation grid: capture on a GPU machine, then compare offline.
+
+    # on the GPU machine (profplug and its wheels installed, examples/ at hand):
+    python3 benchmarks/whatif_grid.py capture --out /tmp/grid --budget-s 520
+    # anywhere: predicted (whatif on each device run) vs measured (event runs)
+    python3 benchmarks/whatif_grid.py table /tmp/grid
+
+``capture`` runs ``examples/decode_loop.py`` (stages of bf16 GELU(x @ W) layers; one GPU:
+stages hand activations over on a communication stream, ``device`` adds Megatron's
+``torch.cuda.synchronize()``) over a grid of shapes from launch-bound to GPU-bound, under
+``profplug run`` with Kineto and Nsight, policies ``device`` and ``event``, several repeats,
+interleaved (repeat-major, the policy order alternating), until ``--budget-s`` runs out:
+every shape gets its k-th repeat before any gets its (k+1)-th. Each run's command, exit
+status, wall time and printed step time go to ``DIR/manifest.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "decode_loop.py"
+
+
+@dataclass(frozen=True)
+class Shape:
+    hidden: int
+    layers: int  # per stage
+    batch: int
+    stages: int = 2
+
+    @property
+    def name(self) -> str:
+        return f"h{self.hidden}_l{self.layers}_b{self.batch}_s{self.stages}"
+
+    def args(self) -> list[str]:
+        return ["--hidden", str(self.hidden), "--layers", str(self.layers),
+                "--batch", str(self.batch), "--stages", str(self.stages)]
+
+
+# From launch-bound (small hidden) to GPU-bound (hidden 16384: 512 MB of weights a layer).
+GRID = (
+    Shape(512, 8, 8), Shape(1024, 8, 8), Shape(2048, 8, 8), Shape(4096, 8, 8),
+    Shape(8192, 8, 8), Shape(16384, 8, 8), Shape(4096, 4, 64), Shape(1024, 16, 1),
+)
+POLICIES = ("device", "event")
+STEP_RE = re.compile(r"mean_step_us=([0-9.]+)")
+
+
+def _run(cmd: list[str], log: Path, env: dict[str, str], timeout: float) -> dict:
+    t0 = time.perf_counter()
+    try:
+        with open(log, "w") as fh:
+            p = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env,
+                               timeout=timeout, check=False)
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        rc = 124
+    text = log.read_text(errors="replace")
+    m = STEP_RE.search(text)
+    return {"cmd": cmd, "exit": rc, "wall_s": round(time.perf_counter() - t0, 2),
+            "printed_step_us": float(m.group(1)) if m else None, "log": log.name}
+
+
+def capture(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "logs").mkdir(exist_ok=True)
+    deadline = time.monotonic() + args.budget_s
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    shapes = [s for s in GRID if not args.shapes or s.name in args.shapes.split(",")]
+    traces = [t for t in args.traces.split(",") if t]
+    runs: list[dict] = []
+    manifest = out / "manifest.json"
+
+    def save() -> None:
+        manifest.write_text(json.dumps({"grid": [asdict(s) for s in shapes], "runs": runs},
+                                       indent=1))
+
+    pp = [sys.executable, "-m", "profplug", "run"]
+    job = [sys.executable, str(EXAMPLE)]
+    for rep in range(args.repeats):
+        for trace in traces:
+            for shape in shapes:
+                order = POLICIES if (rep + shapes.index(shape)) % 2 == 0 else POLICIES[::-1]
+                for policy in order:
+                    left = deadline - time.monotonic()
+                    if left < 20:
+                        save()
+                        print(f"grid: budget spent before {trace} rep {rep} {shape.name}",
+                              flush=True)
+                        return 0
+                    name = f"{trace}/{shape.name}/{policy}/r{rep}"
+                    d = out / name
+                    cmd = [*pp, "-o", str(d), "--trace", trace, "--sync", policy,
+                           "--skip", str(args.skip), "--steps", str(args.window),
+                           "--no-report", "--force"]
+                    if trace == "nsys" and args.nsys:
+                        cmd += ["--nsys", args.nsys]
+                    cmd += ["--", *job, *shape.args(),
+                            "--steps", str(args.skip + args.window + 10),
+                            "--timed", f"{args.skip}:{args.skip + args.window}"]
+                    rec = _run(cmd, out / "logs" / (name.replace("/", "_") + ".txt"), env,
+                               min(left, 180))
+                    rec.update(trace=trace, shape=shape.name, policy=policy, repeat=rep,
+                               dir=name)
+                    runs.append(rec)
+                    print(f"grid: {name} exit={rec['exit']} wall={rec['wall_s']}s "
+                          f"step={rec['printed_step_us']}", flush=True)
+                    save()
+    save()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("capture", help="run the grid (GPU machine)")
+    c.add_argument("--out", required=True)
+    c.add_argument("--budget-s", type=float, default=520.0)
+    c.add_argument("--repeats", type=int, default=3)
+    c.add_argument("--traces", default="kineto,nsys")
+    c.add_argument("--shapes", default="", help="comma list of shape names (default: all)")
+    c.add_argument("--skip", type=int, default=20)
+    c.add_argument("--window", type=int, default=30)
+    c.add_argument("--nsys", default=os.environ.get("NSYS"))
+    args = ap.parse_args(argv)
+    if args.cmd == "capture":
+        return capture(args)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -21,13 +21,20 @@ import numpy as np
 
 from . import classify
 from .callsites import enclosing
-from .gaps import DeviceIntervals, device_intervals
+from .gaps import (
+    C_DEVICE,
+    C_EVENT,
+    C_HOST,
+    C_OTHER,
+    CAUSES,
+    DeviceIntervals,
+    Gaps,
+    device_intervals,
+)
 from .steps import StepStats, step_stats
 from .streamwait import StreamWaitStat, stream_waits
 from .timeline import Timeline
 
-CAUSES = ("device_sync", "event_sync", "host_bound", "other")
-C_DEVICE, C_EVENT, C_HOST, C_OTHER = range(4)
 DEFAULT_TOLERANCE_NS = 2_000
 
 
@@ -70,17 +77,6 @@ class CallsiteStat:
 
 
 @dataclass
-class Gaps:
-    """Every idle gap of a rank (columnar): start/end ns, device, cause id, charged call."""
-
-    start_ns: np.ndarray
-    end_ns: np.ndarray
-    device: np.ndarray
-    cause: np.ndarray  # index into CAUSES
-    call: np.ndarray  # index into the rank's sync calls, -1 none
-
-
-@dataclass
 class RankStalls:
     rank: int
     source: str
@@ -95,8 +91,11 @@ class RankStalls:
     warnings: list[str]
     skipped: dict[str, int]
     gaps: Gaps
-    call_api: list[str] = field(default_factory=list)  # per sync call: API name
-    call_site: list[str] = field(default_factory=list)  # per sync call: call site
+    # Per sync call (the host-blocking calls Gaps.call indexes): its API name, its call site
+    # and its row in the timeline's api_* arrays.
+    call_api: list[str] = field(default_factory=list)
+    call_site: list[str] = field(default_factory=list)
+    call_row: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     windows_ns: dict[int, tuple[int, int]] = field(default_factory=dict)  # device: GPU window
 
     def total(self, name: str) -> float:
@@ -232,7 +231,7 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None) -> RankStall
         rank=tl.rank, source=tl.source, files=list(tl.files), rank_rule=tl.rank_rule,
         devices=devices, syncs=syncs, callsites=callsites, stream_waits=waits, steps=steps,
         other_reasons=other_reasons, warnings=list(tl.warnings), skipped=dict(tl.skipped),
-        gaps=gaps, call_api=call_api, call_site=call_site,
+        gaps=gaps, call_api=call_api, call_site=call_site, call_row=sync_idx,
         windows_ns={d: (iv.window_start_ns, iv.window_end_ns)
                     for d, iv in per_dev_intervals.items()})
 

@@ -11,9 +11,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .gaps import CAUSES
 from .load import load_timelines
 from .rankpool import analyze_ranks
-from .stalls import CAUSES, RankStalls, StallOptions
+from .stalls import RankStalls, StallOptions, flat_dict
 from .timeline import Timeline
 
 if TYPE_CHECKING:
@@ -43,10 +44,7 @@ class Report:
 def rank_dict(r: RankStalls) -> dict[str, Any]:
     d: dict[str, Any] = {
         "rank": r.rank, "source": r.source, "files": r.files, "rank_rule": r.rank_rule,
-        "has_gpu_work": r.has_gpu_work,
-        "window_us": round(r.total("window_us"), 3), "busy_us": round(r.total("busy_us"), 3),
-        "compute_us": round(r.total("compute_us"), 3), "comm_us": round(r.total("comm_us"), 3),
-        "idle_us": round(r.total("idle_us"), 3),
+        "has_gpu_work": r.has_gpu_work, **asdict(r.gpu_time()),
         "idle_by_cause_us": {k: round(v, 3) for k, v in r.idle_by_cause_us().items()},
         "other_reasons": r.other_reasons,
         "stream_wait_us": round(r.stream_wait_us, 3),
@@ -54,7 +52,7 @@ def rank_dict(r: RankStalls) -> dict[str, Any]:
         "syncs": [asdict(s) for s in r.syncs],
         "callsites": [asdict(c) for c in r.callsites],
         "steps": None if r.steps is None else asdict(r.steps),
-        "devices": [asdict(x) for x in r.devices],
+        "devices": [flat_dict(x) for x in r.devices],
         "warnings": r.warnings, "skipped": r.skipped,
     }
     return d

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 
-from ..stalls import CAUSES
+from ..gaps import CAUSES
 
 if TYPE_CHECKING:
     from ..compare import Comparison
@@ -75,8 +75,9 @@ def bars_data(runs: list[tuple[str, Report]]) -> dict[str, Any]:
             if not r.has_gpu_work:
                 continue
             d["rows"].append(_row_label(label, r.rank))
-            d["compute"].append(round(r.total("compute_us"), 3))
-            d["comm"].append(round(r.total("comm_us"), 3))
+            gpu = r.gpu_time()
+            d["compute"].append(gpu.compute_us)
+            d["comm"].append(gpu.comm_us)
             for c, v in r.idle_by_cause_us().items():
                 d[c].append(round(v, 3))
             d["stream_wait"].append(round(r.stream_wait_us, 3))
@@ -194,10 +195,10 @@ def summary_html(runs: list[tuple[str, Report]]) -> str:
         for r in rep.ranks:
             step = r.steps.period_us if r.steps and r.steps.n_steps else None
             ic = r.idle_by_cause_us()
-            cells = [_txt(label or "-"), _txt(r.rank), _txt(r.source),
-                     _num(round(r.total("window_us"), 3)), _num(step),
-                     *(_num(round(r.total(k), 3)) for k in
-                       ("busy_us", "compute_us", "comm_us", "idle_us")),
+            gpu = r.gpu_time()
+            cells = [_txt(label or "-"), _txt(r.rank), _txt(r.source), _num(gpu.window_us),
+                     _num(step), *(_num(x) for x in
+                                   (gpu.busy_us, gpu.compute_us, gpu.comm_us, gpu.idle_us)),
                      *(_num(round(ic[c], 3)) for c in CAUSES), _num(round(r.stream_wait_us, 3))]
             rows.append(f'<tr data-rank="{r.rank}" data-run="{e(label)}">' + "".join(cells)
                         + "</tr>")

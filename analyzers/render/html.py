@@ -16,7 +16,7 @@ from __future__ import annotations
 import html
 import json
 import re
-from dataclasses import asdict, is_dataclass
+from collections.abc import Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -287,25 +287,19 @@ def notes_html(runs: list[tuple[str, Report]]) -> str:
     return "<h2>Notes</h2><ul>" + "".join(f"<li>{e(i)}</li>" for i in items) + "</ul>"
 
 
-def whatif_html(whatif: Any) -> str:
-    """A what-if result's own section when it is one, else the object as escaped JSON."""
-    from ..whatif.result import WhatIfResult, whatif_html_section
-
-    if isinstance(whatif, WhatIfResult):
-        return whatif_html_section(whatif)
-    if hasattr(whatif, "to_dict"):
-        doc = whatif.to_dict()
-    elif is_dataclass(whatif) and not isinstance(whatif, type):
-        doc = asdict(whatif)
-    else:
-        doc = whatif
-    return "<h2>What if</h2><pre>" + e(json.dumps(doc, indent=1, default=str)) + "</pre>"
+def json_section(title: str, doc: Any) -> str:
+    """A section showing ``doc`` as escaped JSON (a run-level result without its own HTML)."""
+    return f"<h2>{e(title)}</h2><pre>" + e(json.dumps(doc, indent=1, default=str)) + "</pre>"
 
 
 # ------------------------------------------------------------------------------- entry
 def render_html(rep: Report, out: TextIO, *, compare: Comparison | None = None,
-                whatif: Any = None) -> None:
-    """Write the report (or, with ``compare``, both runs and the comparison) as one page."""
+                sections: Sequence[str] = ()) -> None:
+    """Write the report (or, with ``compare``, both runs and the comparison) as one page.
+
+    ``sections``: HTML of the run-level results (``render.registry`` makes them), placed
+    after the notes.
+    """
     from plotly.offline import get_plotlyjs
 
     runs = _runs(rep, compare)
@@ -332,8 +326,7 @@ def render_html(rep: Report, out: TextIO, *, compare: Comparison | None = None,
                 + callsites_html(runs))
     body.append("<h2>Sync APIs</h2>" + syncs_html(runs))
     body.append(notes_html(runs))
-    if whatif is not None:
-        body.append(whatif_html(whatif))
+    body += sections
     for label, x in runs:
         if x.meta:
             body.append(f"<h2>Run metadata{' · ' + e(label) if label else ''}</h2>"

@@ -11,9 +11,8 @@ model, ``simulate`` replays it, ``result`` holds the values; the renderers are i
 
 from .model import DROP_ALL, DROP_DEVICE, DropSpec, build_model
 from .predict import whatif, whatif_analysis, whatif_paths
-from .result import RankWhatIf, WhatIfResult, render_table, whatif_html_section
+from .result import RankWhatIf, WhatIfResult
 from .simulate import replay
 
 __all__ = ["DROP_ALL", "DROP_DEVICE", "DropSpec", "RankWhatIf", "WhatIfResult", "build_model",
-           "render_table", "replay", "whatif", "whatif_analysis", "whatif_html_section",
-           "whatif_paths"]
+           "replay", "whatif", "whatif_analysis", "whatif_paths"]

@@ -15,7 +15,7 @@ from .readers.registry import SUFFIXES, reader_for
 from .timeline import Timeline
 
 SKIP_NAMES = ("run.json",)
-KNOWN_SUFFIXES = ", ".join(SUFFIXES)  # for error messages
+KNOWN_SUFFIXES = f"{', '.join(SUFFIXES[:-1])} or {SUFFIXES[-1]}"  # for error messages
 
 
 def _run_artifact(f: Path) -> bool:

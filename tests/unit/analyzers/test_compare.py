@@ -138,8 +138,8 @@ def test_bad_run_path_is_one_line_error(tmp_path: Path,
 
 @pytest.mark.parametrize("pair", sample_device_event_pairs(), ids=lambda p: p[0].parent.name)
 def test_sample_device_vs_event(pair: tuple[Path, Path]) -> None:
-    # real runs (sample_traces/<x>/device vs event), once they land: event waits are not
-    # slower, and the numbers are the reports'
+    # real runs (sample_traces/<x>/device vs event): event waits are not slower, and the
+    # numbers are the reports'
     dev, evt = pair
     a, b = analyze([dev]), analyze([evt])
     cmp = compare(a, b, "device", "event")

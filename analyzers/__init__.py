@@ -1,8 +1,9 @@
 """profplug's offline analyzer (no torch needed): traces in, per-rank stall reports out.
 
-Readers (``readers.kineto``, ``readers.nsys``) produce one :class:`Timeline` per rank;
-analyses (``stalls``, ``compare``, ``whatif``) take timelines and return dataclasses or
-pandas DataFrames; renderers (``render``) write tables, JSON, CSV and HTML.
+Readers (``readers/``, listed in ``readers.registry``) produce one :class:`Timeline` per
+rank; analyses take timelines and return dataclasses (``stalls`` per rank; ``whatif`` over
+the whole run; ``compare`` over two reports); a :class:`Report` holds both kinds; renderers
+(``render.registry``) write tables, JSON, CSV and HTML. See docs/architecture.md.
 
     >>> from profplug.analyzers import analyze
     >>> rep = analyze(["runs/pp2/kineto"])
@@ -11,12 +12,23 @@ pandas DataFrames; renderers (``render``) write tables, JSON, CSV and HTML.
 
 from __future__ import annotations
 
+from .gaps import CAUSES
 from .load import load_timelines
-from .report import Report, analyze, analyze_timelines, callsites_frame, gaps_frame, ranks_frame
-from .stalls import CAUSES, RankStalls, StallOptions, analyze_rank
+from .readers.base import ReadOptions
+from .report import (
+    Report,
+    RunAnalysis,
+    analyze,
+    analyze_timelines,
+    callsites_frame,
+    gaps_frame,
+    ranks_frame,
+)
+from .stalls import RankStalls, StallOptions, analyze_rank
 from .timeline import Timeline
 
 __all__ = [
-    "CAUSES", "RankStalls", "Report", "StallOptions", "Timeline", "analyze", "analyze_rank",
-    "analyze_timelines", "callsites_frame", "gaps_frame", "load_timelines", "ranks_frame",
+    "CAUSES", "RankStalls", "ReadOptions", "Report", "RunAnalysis", "StallOptions", "Timeline",
+    "analyze", "analyze_rank", "analyze_timelines", "callsites_frame", "gaps_frame",
+    "load_timelines", "ranks_frame",
 ]

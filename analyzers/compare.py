@@ -20,15 +20,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from .stalls import CAUSES, RankStalls
+from .gaps import CAUSES
+from .stalls import GPU_TIME_FIELDS, GpuTime, RankStalls, flat_dict
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from .report import Report
 
-SIDE_NUMBERS = ("window_us", "busy_us", "compute_us", "comm_us", "idle_us", "stream_wait_us",
-                "host_blocked_us")
+SIDE_NUMBERS = ("stream_wait_us", "host_blocked_us")  # besides the GPU time
 
 
 @dataclass
@@ -37,11 +37,7 @@ class RankSide:
 
     step_us: float | None
     n_steps: int
-    window_us: float
-    busy_us: float
-    compute_us: float
-    comm_us: float
-    idle_us: float
+    gpu: GpuTime  # as in the run's JSON report
     idle_by_cause_us: dict[str, float]
     idle_per_step_us: dict[str, float] | None
     stream_wait_us: float
@@ -88,8 +84,13 @@ class Comparison:
         return {"version": 1, "kind": "compare",
                 "a": {"label": self.label_a, "report": self.report_a.to_dict()},
                 "b": {"label": self.label_b, "report": self.report_b.to_dict()},
-                "ranks": [{**asdict(r), "verdict": r.verdict(self.label_a, self.label_b)}
+                "ranks": [{**asdict(r), "a": _side_dict(r.a), "b": _side_dict(r.b),
+                           "verdict": r.verdict(self.label_a, self.label_b)}
                           for r in self.ranks]}
+
+
+def _side_dict(side: RankSide | None) -> dict[str, Any] | None:
+    return None if side is None else flat_dict(side)
 
 
 def rank_side(r: RankStalls) -> RankSide:
@@ -104,9 +105,7 @@ def rank_side(r: RankStalls) -> RankSide:
     return RankSide(
         step_us=steps.period_us if steps else None,
         n_steps=steps.n_steps if steps else 0,
-        window_us=round(r.total("window_us"), 3), busy_us=round(r.total("busy_us"), 3),
-        compute_us=round(r.total("compute_us"), 3), comm_us=round(r.total("comm_us"), 3),
-        idle_us=round(r.total("idle_us"), 3),
+        gpu=r.gpu_time(),
         idle_by_cause_us={k: round(v, 3) for k, v in r.idle_by_cause_us().items()},
         idle_per_step_us=dict(steps.idle_per_step_us) if steps else None,
         stream_wait_us=round(r.stream_wait_us, 3), sync_counts=counts,
@@ -117,6 +116,8 @@ def _delta(a: RankSide, b: RankSide) -> dict[str, float]:
     d: dict[str, float] = {}
     if a.step_us is not None and b.step_us is not None:
         d["step_us"] = round(b.step_us - a.step_us, 3)
+    for k in GPU_TIME_FIELDS:
+        d[k] = round(getattr(b.gpu, k) - getattr(a.gpu, k), 3)
     for k in SIDE_NUMBERS:
         d[k] = round(getattr(b, k) - getattr(a, k), 3)
     for c in CAUSES:
@@ -167,7 +168,7 @@ def comparison_frame(cmp: Comparison) -> pd.DataFrame:
             if side is None:
                 continue
             row: dict[str, Any] = {"rank": rc.rank, "run": label}
-            for k, v in asdict(side).items():
+            for k, v in flat_dict(side).items():
                 if k == "idle_by_cause_us":
                     row.update({f"{c}_us": x for c, x in v.items()})
                 elif k == "idle_per_step_us":

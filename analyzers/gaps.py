@@ -1,7 +1,9 @@
-"""GPU busy/idle intervals of one device: the union of GPU work and the gaps between.
+"""GPU busy/idle intervals of one device, and the idle gaps of a rank with their causes.
 
 All times int64 ns. ``busy`` is the union of GPU work intervals; an idle gap is a maximal
 interval inside the window (first work start .. last work end) with no work running.
+``stalls`` charges every gap to one of ``CAUSES`` (``Gaps``); ``steps`` and the renderers
+read them from here.
 """
 
 from __future__ import annotations
@@ -9,6 +11,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+CAUSES = ("device_sync", "event_sync", "host_bound", "other")
+C_DEVICE, C_EVENT, C_HOST, C_OTHER = range(4)
+
+
+@dataclass
+class Gaps:
+    """Every idle gap of a rank (columnar): start/end ns, device, cause id, charged call."""
+
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    device: np.ndarray
+    cause: np.ndarray  # index into CAUSES
+    call: np.ndarray  # index into the rank's sync calls (RankStalls.call_*), -1 none
 
 
 @dataclass

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from ..errors import TraceError
-from .readers import reader_for
+from .cpus import usable_cpus
+from .readers.base import ReadOptions
+from .readers.nsys_source import EXPORT_SUFFIXES, REPORT_SUFFIXES
+from .readers.registry import SUFFIXES, reader_for
 from .timeline import Timeline
 
 SKIP_NAMES = ("run.json",)
+KNOWN_SUFFIXES = f"{', '.join(SUFFIXES[:-1])} or {SUFFIXES[-1]}"  # for error messages
 
 
 def _run_artifact(f: Path) -> bool:
@@ -35,11 +38,10 @@ def trace_files(paths: Iterable[str | Path]) -> list[Path]:
                            and not _run_artifact(f))
             out.extend(_drop_unexported_twins(found))
             if not found:
-                raise TraceError(f"{p}: no trace files (.json, .json.gz, .sqlite, .nsys-rep)")
+                raise TraceError(f"{p}: no trace files ({KNOWN_SUFFIXES})")
         elif p.is_file():
             if reader_for(p) is None:
-                raise TraceError(f"{p}: unknown trace format (expected .json, .json.gz, "
-                                 ".sqlite, .sqlite.gz or .nsys-rep)")
+                raise TraceError(f"{p}: unknown trace format (expected {KNOWN_SUFFIXES})")
             out.append(p)
         else:
             raise TraceError(f"{p}: no such file or directory")
@@ -47,37 +49,44 @@ def trace_files(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def _drop_unexported_twins(files: list[Path]) -> list[Path]:
+    """Nsight: a report whose export is there too, and a ``.sqlite.gz`` beside its
+    ``.sqlite``, are the same trace: keep the export (the plain one)."""
+    plain_export, gz_export = EXPORT_SUFFIXES
+
     def stem(f: Path) -> str:
         n = f.name
-        for suf in (".nsys-rep", ".qdrep", ".sqlite.gz", ".sqlite"):
+        for suf in (*REPORT_SUFFIXES, gz_export, plain_export):
             if n.endswith(suf):
                 return str(f.parent / n[: -len(suf)])
         return ""
 
-    exported = {stem(f) for f in files if f.name.endswith((".sqlite", ".sqlite.gz"))}
-    plain = {stem(f) for f in files if f.name.endswith(".sqlite")}
+    exported = {stem(f) for f in files if f.name.endswith(EXPORT_SUFFIXES)}
+    plain = {stem(f) for f in files if f.name.endswith(plain_export)}
     return [f for f in files
-            if not (f.name.endswith((".nsys-rep", ".qdrep")) and stem(f) in exported)
-            and not (f.name.endswith(".sqlite.gz") and stem(f) in plain)]
+            if not (f.name.endswith(REPORT_SUFFIXES) and stem(f) in exported)
+            and not (f.name.endswith(gz_export) and stem(f) in plain)]
 
 
-def _read_one(args: tuple[Path, int]) -> list[Timeline]:
-    path, index = args
+def _read_one(args: tuple[Path, int, ReadOptions]) -> list[Timeline]:
+    path, index, options = args
     reader = reader_for(path)
-    assert reader is not None  # trace_files only yields readable names
-    return reader(path, index)
+    if reader is None:  # trace_files only yields readable names
+        raise TraceError(f"{path}: unknown trace format (expected {KNOWN_SUFFIXES})")
+    return reader.read(path, index, options)
 
 
 def load_timelines(paths: Iterable[str | Path], *, jobs: int | None = None,
-                   progress: bool | None = None) -> list[Timeline]:
+                   progress: bool | None = None, read: ReadOptions | None = None
+                   ) -> list[Timeline]:
     """Read every trace under ``paths``; one Timeline per rank, sorted by rank.
 
-    Files are parsed in parallel on up to ``jobs`` processes (default: all cores).
-    Raises TraceError when two files claim the same rank.
+    Files are parsed in parallel on up to ``jobs`` processes (default: the usable CPUs).
+    ``read`` goes to every reader. Raises TraceError when two files claim the same rank.
     """
     files = trace_files(paths)
-    work = [(f, i) for i, f in enumerate(files)]
-    n_jobs = min(len(work), jobs or os.cpu_count() or 1)
+    opt = read or ReadOptions()
+    work = [(f, i, opt) for i, f in enumerate(files)]
+    n_jobs = min(len(work), jobs or usable_cpus())
     show = sys.stderr.isatty() if progress is None else progress
     results: list[list[Timeline]] = []
     if n_jobs <= 1:

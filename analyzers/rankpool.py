@@ -9,9 +9,9 @@ without copying them) and only the small RankStalls comes back. Otherwise, in or
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 from concurrent.futures import ProcessPoolExecutor
 
+from .cpus import usable_cpus
 from .stalls import RankStalls, StallOptions, analyze_rank
 from .timeline import Timeline
 
@@ -25,18 +25,11 @@ def _one(args: tuple[int, StallOptions]) -> RankStalls:
     return analyze_rank(_WORK[i], opt)
 
 
-def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
 def analyze_ranks(timelines: list[Timeline], opt: StallOptions, *,
                   jobs: int | None = None) -> list[RankStalls]:
     """``[analyze_rank(t, opt) for t in timelines]``, on up to ``jobs`` processes."""
     global _WORK
-    n = min(len(timelines), jobs or _cpus())
+    n = min(len(timelines), jobs or usable_cpus())
     rows = sum(t.api_start_ns.size + t.gpu_start_ns.size for t in timelines)
     if (n <= 1 or rows < PARALLEL_MIN_ROWS or mp.parent_process() is not None
             or "fork" not in mp.get_all_start_methods()):

@@ -1,19 +1,23 @@
-"""The stall report of a run: every rank's analysis, as a value (dict / DataFrames).
+"""The report of a run, as a value: every rank's stall analysis, and analyses of the whole run.
 
 ``analyze(paths)`` is the library entry point behind ``profplug report``; the JSON schema
-(``version`` 1) is documented in README.md and is stable.
+(``version`` 1) is documented in README.md and is stable. Per-rank results are ``ranks``;
+run-level results (``whatif`` now) are ``run``, each under its key, in the report and in its
+JSON. ``render.registry`` turns a report into a table, JSON, CSV or HTML.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from .gaps import CAUSES
 from .load import load_timelines
 from .rankpool import analyze_ranks
-from .stalls import CAUSES, RankStalls, StallOptions
+from .readers.base import ReadOptions
+from .stalls import RankStalls, StallOptions, flat_dict
 from .timeline import Timeline
 
 if TYPE_CHECKING:
@@ -22,11 +26,26 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 1
 
 
+class RunAnalysis(Protocol):
+    """The result of an analysis over all ranks of a run (what-if now; cross-rank, A/B next)."""
+
+    key: ClassVar[str]  # its key in Report.run and in the JSON report
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON object (plain dict, list, str, number, bool or None values)."""
+        ...
+
+
+# A run-level analysis: every rank's timeline and the stall options in, a result out.
+RunAnalyzer = Callable[[list[Timeline], StallOptions], RunAnalysis]
+
+
 @dataclass
 class Report:
     ranks: list[RankStalls]
     options: StallOptions = field(default_factory=StallOptions)
     meta: dict[str, Any] = field(default_factory=dict)  # run.json, when present
+    run: dict[str, RunAnalysis] = field(default_factory=dict)  # run-level results, by key
 
     def rank(self, r: int) -> RankStalls:
         for x in self.ranks:
@@ -34,19 +53,21 @@ class Report:
                 return x
         raise KeyError(r)
 
+    def add(self, result: RunAnalysis) -> None:
+        """Attach a run-level result under its key."""
+        self.run[result.key] = result
+
     def to_dict(self) -> dict[str, Any]:
         return {"version": SCHEMA_VERSION,
                 "tolerance_us": self.options.tolerance_ns / 1000.0,
-                "ranks": [rank_dict(r) for r in self.ranks]}
+                "ranks": [rank_dict(r) for r in self.ranks],
+                **{key: a.to_dict() for key, a in self.run.items()}}
 
 
 def rank_dict(r: RankStalls) -> dict[str, Any]:
     d: dict[str, Any] = {
         "rank": r.rank, "source": r.source, "files": r.files, "rank_rule": r.rank_rule,
-        "has_gpu_work": r.has_gpu_work,
-        "window_us": round(r.total("window_us"), 3), "busy_us": round(r.total("busy_us"), 3),
-        "compute_us": round(r.total("compute_us"), 3), "comm_us": round(r.total("comm_us"), 3),
-        "idle_us": round(r.total("idle_us"), 3),
+        "has_gpu_work": r.has_gpu_work, **asdict(r.gpu_time()),
         "idle_by_cause_us": {k: round(v, 3) for k, v in r.idle_by_cause_us().items()},
         "other_reasons": r.other_reasons,
         "stream_wait_us": round(r.stream_wait_us, 3),
@@ -54,23 +75,33 @@ def rank_dict(r: RankStalls) -> dict[str, Any]:
         "syncs": [asdict(s) for s in r.syncs],
         "callsites": [asdict(c) for c in r.callsites],
         "steps": None if r.steps is None else asdict(r.steps),
-        "devices": [asdict(x) for x in r.devices],
+        "devices": [flat_dict(x) for x in r.devices],
         "warnings": r.warnings, "skipped": r.skipped,
     }
     return d
 
 
-def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | None = None
-                      ) -> Report:
+def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | None = None,
+                      run: Iterable[RunAnalyzer] = ()) -> Report:
+    """Every rank's stall analysis, then each run-level analysis of ``run`` over all ranks."""
     opt = options or StallOptions()
-    return Report(analyze_ranks(list(timelines), opt), opt)  # big runs: a process per rank
+    tls = list(timelines)
+    rep = Report(analyze_ranks(tls, opt), opt)  # big runs: a process per rank
+    for analysis in run:
+        rep.add(analysis(tls, opt))
+    return rep
 
 
 def analyze(paths: Iterable[str | Path], options: StallOptions | None = None, *,
-            jobs: int | None = None) -> Report:
-    """Read the traces under ``paths`` and attribute every rank's GPU idle time."""
+            jobs: int | None = None, read: ReadOptions | None = None,
+            run: Iterable[RunAnalyzer] = ()) -> Report:
+    """Read the traces under ``paths`` and attribute every rank's GPU idle time.
+
+    ``run``: run-level analyses to add, e.g. ``[whatif_analysis()]`` (``profplug.analyzers.
+    whatif``); ``read``: options for the trace readers (the nsys executable).
+    """
     paths = list(paths)
-    rep = analyze_timelines(load_timelines(paths, jobs=jobs), options)
+    rep = analyze_timelines(load_timelines(paths, jobs=jobs, read=read), options, run)
     rep.meta = find_run_meta(paths)
     return rep
 

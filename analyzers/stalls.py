@@ -15,19 +15,27 @@ Definitions (times reported in microseconds, ``*_us``; computed in ns):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
 
 import numpy as np
 
 from . import classify
 from .callsites import enclosing
-from .gaps import DeviceIntervals, device_intervals
+from .gaps import (
+    C_DEVICE,
+    C_EVENT,
+    C_HOST,
+    C_OTHER,
+    CAUSES,
+    DeviceIntervals,
+    Gaps,
+    device_intervals,
+)
 from .steps import StepStats, step_stats
 from .streamwait import StreamWaitStat, stream_waits
 from .timeline import Timeline
 
-CAUSES = ("device_sync", "event_sync", "host_bound", "other")
-C_DEVICE, C_EVENT, C_HOST, C_OTHER = range(4)
 DEFAULT_TOLERANCE_NS = 2_000
 
 
@@ -35,15 +43,42 @@ DEFAULT_TOLERANCE_NS = 2_000
 class StallOptions:
     tolerance_ns: int = DEFAULT_TOLERANCE_NS  # clock slack between host and GPU timestamps
 
+    @classmethod
+    def from_tolerance_us(cls, tolerance_us: float) -> StallOptions:
+        """The options for a tolerance given in us (the CLI's ``--tolerance-us``)."""
+        return cls(tolerance_ns=round(tolerance_us * 1000))
+
 
 @dataclass
-class DeviceStalls:
-    device: int
+class GpuTime:
+    """How a GPU window splits, in us: busy = compute + comm, idle = window - busy."""
+
     window_us: float
     busy_us: float
     compute_us: float
     comm_us: float
     idle_us: float
+
+
+GPU_TIME_FIELDS = tuple(f.name for f in fields(GpuTime))
+
+
+def flat_dict(obj: Any) -> dict[str, Any]:
+    """``asdict(obj)`` with its GpuTime field's numbers in place of the field (the JSON)."""
+    d = asdict(obj)
+    out: dict[str, Any] = {}
+    for f in fields(obj):
+        if isinstance(getattr(obj, f.name), GpuTime):
+            out.update(d[f.name])
+        else:
+            out[f.name] = d[f.name]
+    return out
+
+
+@dataclass
+class DeviceStalls:
+    device: int
+    gpu: GpuTime
     idle_by_cause_us: dict[str, float]
     n_gaps: int
 
@@ -70,17 +105,6 @@ class CallsiteStat:
 
 
 @dataclass
-class Gaps:
-    """Every idle gap of a rank (columnar): start/end ns, device, cause id, charged call."""
-
-    start_ns: np.ndarray
-    end_ns: np.ndarray
-    device: np.ndarray
-    cause: np.ndarray  # index into CAUSES
-    call: np.ndarray  # index into the rank's sync calls, -1 none
-
-
-@dataclass
 class RankStalls:
     rank: int
     source: str
@@ -95,12 +119,20 @@ class RankStalls:
     warnings: list[str]
     skipped: dict[str, int]
     gaps: Gaps
-    call_api: list[str] = field(default_factory=list)  # per sync call: API name
-    call_site: list[str] = field(default_factory=list)  # per sync call: call site
+    # Per sync call (the host-blocking calls Gaps.call indexes): its API name, its call site
+    # and its row in the timeline's api_* arrays.
+    call_api: list[str] = field(default_factory=list)
+    call_site: list[str] = field(default_factory=list)
+    call_row: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     windows_ns: dict[int, tuple[int, int]] = field(default_factory=dict)  # device: GPU window
 
     def total(self, name: str) -> float:
-        return float(sum(getattr(d, name) for d in self.devices))
+        """One of ``GPU_TIME_FIELDS`` summed over the rank's devices (us, not rounded)."""
+        return float(sum(getattr(d.gpu, name) for d in self.devices))
+
+    def gpu_time(self) -> GpuTime:
+        """The rank's GPU time over all its devices, rounded to ns as reported (us)."""
+        return GpuTime(*(round(self.total(f), 3) for f in GPU_TIME_FIELDS))
 
     def idle_by_cause_us(self) -> dict[str, float]:
         return {c: float(sum(d.idle_by_cause_us[c] for d in self.devices)) for c in CAUSES}
@@ -204,11 +236,11 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None) -> RankStall
                 other_reasons["gap outside the host trace's time span"] = int(outside.sum())
         dur = ge - gs
         by_cause = {c: _us(dur[cause == k].sum()) for k, c in enumerate(CAUSES)}
-        devices.append(DeviceStalls(
-            device=dev, window_us=_us(iv.window_ns), busy_us=_us(iv.busy_ns),
-            compute_us=_us(iv.busy_ns - comm_busy), comm_us=_us(comm_busy),
-            idle_us=_us(iv.window_ns - iv.busy_ns), idle_by_cause_us=by_cause,
-            n_gaps=int(gs.size)))
+        gpu = GpuTime(window_us=_us(iv.window_ns), busy_us=_us(iv.busy_ns),
+                      compute_us=_us(iv.busy_ns - comm_busy), comm_us=_us(comm_busy),
+                      idle_us=_us(iv.window_ns - iv.busy_ns))
+        devices.append(DeviceStalls(device=dev, gpu=gpu, idle_by_cause_us=by_cause,
+                                    n_gaps=int(gs.size)))
         g_parts.append((gs, ge, np.full(gs.size, dev, dtype=np.int64), cause, call))
 
     if g_parts:
@@ -232,7 +264,7 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None) -> RankStall
         rank=tl.rank, source=tl.source, files=list(tl.files), rank_rule=tl.rank_rule,
         devices=devices, syncs=syncs, callsites=callsites, stream_waits=waits, steps=steps,
         other_reasons=other_reasons, warnings=list(tl.warnings), skipped=dict(tl.skipped),
-        gaps=gaps, call_api=call_api, call_site=call_site,
+        gaps=gaps, call_api=call_api, call_site=call_site, call_row=sync_idx,
         windows_ns={d: (iv.window_start_ns, iv.window_end_ns)
                     for d, iv in per_dev_intervals.items()})
 

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .timeline import Timeline
+from .gaps import Gaps
+from .timeline import Timeline, launch_times
 
 if TYPE_CHECKING:
     from .gaps import DeviceIntervals
-    from .stalls import Gaps
 
 
 @dataclass
@@ -35,19 +35,6 @@ class StepStats:
     idle_per_step_us: dict[str, float]  # mean idle per complete step, by cause
     gpu_span_us_mean: float  # mean GPU span of a step (the last one ends at its last op)
     period_us: float  # mean step period on the GPU: the step time reports compare
-
-
-def launch_times(tl: Timeline) -> np.ndarray:
-    """Per GPU op, the start of the host call that launched it (its own start if unknown)."""
-    out = tl.gpu_start_ns.copy()
-    if tl.api_corr.size == 0 or tl.gpu_corr.size == 0:
-        return out
-    order = np.argsort(tl.api_corr, kind="stable")
-    sc = tl.api_corr[order]
-    pos = np.minimum(np.searchsorted(sc, tl.gpu_corr), sc.size - 1)
-    ok = (sc[pos] == tl.gpu_corr) & (tl.gpu_corr >= 0)
-    out[ok] = tl.api_start_ns[order[pos[ok]]]
-    return out
 
 
 def step_stats(tl: Timeline, gaps: Gaps, intervals: dict[int, DeviceIntervals],

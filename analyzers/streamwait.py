@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .steps import launch_times
-from .timeline import SYNC_STREAM_WAIT_EVENT, Timeline
+from .timeline import SYNC_STREAM_WAIT_EVENT, Timeline, launch_times
 
 if TYPE_CHECKING:
     from .gaps import DeviceIntervals

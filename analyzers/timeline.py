@@ -12,12 +12,13 @@ Columns, grouped by table (each table's arrays have one length):
 - Annotations (``ann_*``): host-side ranges (record_function, NVTX push/pop or start/end).
 - GPU-side sync records (``gsync_*``): Kineto ``cuda_sync`` events or Nsight
   SYNCHRONIZATION rows; ``gsync_kind`` is one of ``SYNC_*``.
-- Steps (``step_*``): host ranges of ``ProfilerStep#N`` or ``profplug.step``.
+- Steps (``step_*``): host ranges of ``ProfilerStep#N`` (``STEP_RE``) or ``profplug.step``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,8 @@ KIND_NAMES = ("kernel", "memcpy", "memset")
 
 # CUPTI's CUpti_ActivitySynchronizationType numbering (Nsight's ENUM_CUPTI_SYNC_TYPE).
 SYNC_EVENT_SYNC, SYNC_STREAM_WAIT_EVENT, SYNC_STREAM_SYNC, SYNC_CONTEXT_SYNC = 1, 2, 3, 4
+
+STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")  # torch.profiler's step ranges
 
 I64 = np.int64
 
@@ -127,6 +130,32 @@ class Timeline:
             header = json.loads(bytes(z["__header__"]).decode())
             arrays = {k: z[k] for k in cls._ARRAYS}
         return cls(**header, **arrays)
+
+
+def launch_calls(tl: Timeline) -> np.ndarray:
+    """Per GPU op, the index of the host API call that launched it (same correlation id);
+    -1 when the trace has none."""
+    out = np.full(tl.n_gpu, -1, dtype=I64)
+    if tl.api_corr.size == 0 or tl.gpu_corr.size == 0:
+        return out
+    order = np.argsort(tl.api_corr, kind="stable")
+    sc = tl.api_corr[order]
+    pos = np.minimum(np.searchsorted(sc, tl.gpu_corr), sc.size - 1)
+    ok = (sc[pos] == tl.gpu_corr) & (tl.gpu_corr >= 0)
+    out[ok] = order[pos[ok]]
+    return out
+
+
+def launch_times(tl: Timeline, calls: np.ndarray | None = None) -> np.ndarray:
+    """Per GPU op, the start of the host call that launched it (its own start if unknown).
+
+    ``calls``: :func:`launch_calls` of ``tl`` when the caller has it already.
+    """
+    calls = launch_calls(tl) if calls is None else calls
+    linked = calls >= 0
+    if not linked.any():
+        return tl.gpu_start_ns.copy()
+    return np.where(linked, tl.api_start_ns[np.maximum(calls, 0)], tl.gpu_start_ns)
 
 
 class SymbolTable:

@@ -105,6 +105,7 @@ def check_sums(rep: Report) -> None:
 
     for r in rep.ranks:
         for d in r.devices:
-            assert sum(d.idle_by_cause_us.values()) == pytest.approx(d.idle_us, abs=1e-6)
-            assert d.busy_us + d.idle_us == pytest.approx(d.window_us, abs=1e-6)
-            assert d.compute_us + d.comm_us == pytest.approx(d.busy_us, abs=1e-6)
+            g = d.gpu
+            assert sum(d.idle_by_cause_us.values()) == pytest.approx(g.idle_us, abs=1e-6)
+            assert g.busy_us + g.idle_us == pytest.approx(g.window_us, abs=1e-6)
+            assert g.compute_us + g.comm_us == pytest.approx(g.busy_us, abs=1e-6)

@@ -17,10 +17,13 @@ from typing import Any
 
 import msgspec
 
+from profplug.ranges import STEP
+
 from ..timeline import (
     KIND_KERNEL,
     KIND_MEMCPY,
     KIND_MEMSET,
+    STEP_RE,
     SYNC_CONTEXT_SYNC,
     SYNC_EVENT_SYNC,
     SYNC_STREAM_SYNC,
@@ -51,8 +54,7 @@ API_CATS = frozenset({"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver"
 ANN_CATS = frozenset({"user_annotation"})
 SYNC_KINDS = {"Event Sync": SYNC_EVENT_SYNC, "Stream Wait Event": SYNC_STREAM_WAIT_EVENT,
               "Stream Sync": SYNC_STREAM_SYNC, "Context Sync": SYNC_CONTEXT_SYNC}
-STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
-STEP_NAMES = frozenset({"profplug.step"})
+STEP_NAMES = frozenset({STEP})
 RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
 
 
@@ -266,7 +268,3 @@ def _read_streaming(path: Path, file_index: int) -> Timeline | None:
         return None
     return rows.finish(path, header, file_index)
 
-
-def looks_like_kineto(path: Path) -> bool:
-    n = path.name.lower()
-    return n.endswith((".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz"))

@@ -21,7 +21,6 @@ Mapping (see docs/nsight.md):
 from __future__ import annotations
 
 import itertools
-import re
 import sqlite3
 from pathlib import Path
 
@@ -30,8 +29,9 @@ import numpy as np
 from profplug.ranges import STEP, parse_rank_mark
 
 from ...errors import TraceError
-from ..timeline import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, SymbolTable, Timeline
-from .nsys_fetch import Fetcher, default_workers
+from ..cpus import usable_cpus as default_workers  # threads for block reads (1 = serial)
+from ..timeline import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, STEP_RE, SymbolTable, Timeline
+from .nsys_fetch import Fetcher
 from .nsys_fetch import empty as _empty
 from .nsys_links import link_waits
 from .nsys_source import Export, open_export, sqlite_file, text_cell
@@ -49,7 +49,6 @@ NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND = 34, 59, 60
 COPY_KINDS = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD",
               7: "DtoA", 8: "DtoD", 9: "HtoH", 10: "PtoP"}
 MEMSET_NAME = "[CUDA memset]"
-STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 RULE_MARK = "NVTX mark profplug.rank"
 RULE_ORDER = "CUDA device order, then process id (no profplug.rank mark)"
 I64 = np.int64

@@ -9,7 +9,6 @@ so the result is the same array whatever the number of workers.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
 import warnings
@@ -25,14 +24,6 @@ CHUNK_ROWS = 1 << 20  # most rows per aggregate query
 MIN_CHUNK_ROWS = 1 << 16  # fewest rows per query when a table is split for the threads
 PARALLEL_MIN_ROWS = 2 * MIN_CHUNK_ROWS  # smaller tables are read on the calling thread
 MAX_DEST_ROWS = 1 << 28  # rowid spans up to this are filled in place, not concatenated
-
-
-def default_workers() -> int:
-    """Threads for block reads: the CPUs this process may run on (1 means serial)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def empty(n: int) -> list[np.ndarray]:

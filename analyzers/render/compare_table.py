@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TextIO
 
-from ..stalls import CAUSES
+from ..gaps import CAUSES
+from ..stalls import GPU_TIME_FIELDS
 
 if TYPE_CHECKING:
     from ..compare import Comparison, RankComparison, RankSide
@@ -48,7 +49,7 @@ def _rows(rc: RankComparison) -> list[tuple[str, float | None, float | None, flo
             return side.idle_by_cause_us[c]
         if key.startswith("n:"):
             return float(side.sync_counts.get(key[2:], 0))
-        return float(getattr(side, key))
+        return float(getattr(side.gpu if key in GPU_TIME_FIELDS else side, key))
 
     unit = "/step" if per_step else " total"
     spec = [("step us", "step_us"), ("window us", "window_us"), ("idle us", "idle_us")]

@@ -16,13 +16,13 @@ from __future__ import annotations
 import html
 import json
 import re
-from dataclasses import asdict, is_dataclass
+from collections.abc import Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 
-from ..stalls import CAUSES
+from ..gaps import CAUSES
 
 if TYPE_CHECKING:
     from ..compare import Comparison
@@ -75,8 +75,9 @@ def bars_data(runs: list[tuple[str, Report]]) -> dict[str, Any]:
             if not r.has_gpu_work:
                 continue
             d["rows"].append(_row_label(label, r.rank))
-            d["compute"].append(round(r.total("compute_us"), 3))
-            d["comm"].append(round(r.total("comm_us"), 3))
+            gpu = r.gpu_time()
+            d["compute"].append(gpu.compute_us)
+            d["comm"].append(gpu.comm_us)
             for c, v in r.idle_by_cause_us().items():
                 d[c].append(round(v, 3))
             d["stream_wait"].append(round(r.stream_wait_us, 3))
@@ -194,10 +195,10 @@ def summary_html(runs: list[tuple[str, Report]]) -> str:
         for r in rep.ranks:
             step = r.steps.period_us if r.steps and r.steps.n_steps else None
             ic = r.idle_by_cause_us()
-            cells = [_txt(label or "-"), _txt(r.rank), _txt(r.source),
-                     _num(round(r.total("window_us"), 3)), _num(step),
-                     *(_num(round(r.total(k), 3)) for k in
-                       ("busy_us", "compute_us", "comm_us", "idle_us")),
+            gpu = r.gpu_time()
+            cells = [_txt(label or "-"), _txt(r.rank), _txt(r.source), _num(gpu.window_us),
+                     _num(step), *(_num(x) for x in
+                                   (gpu.busy_us, gpu.compute_us, gpu.comm_us, gpu.idle_us)),
                      *(_num(round(ic[c], 3)) for c in CAUSES), _num(round(r.stream_wait_us, 3))]
             rows.append(f'<tr data-rank="{r.rank}" data-run="{e(label)}">' + "".join(cells)
                         + "</tr>")
@@ -286,25 +287,19 @@ def notes_html(runs: list[tuple[str, Report]]) -> str:
     return "<h2>Notes</h2><ul>" + "".join(f"<li>{e(i)}</li>" for i in items) + "</ul>"
 
 
-def whatif_html(whatif: Any) -> str:
-    """A what-if result's own section when it is one, else the object as escaped JSON."""
-    from ..whatif.result import WhatIfResult, whatif_html_section
-
-    if isinstance(whatif, WhatIfResult):
-        return whatif_html_section(whatif)
-    if hasattr(whatif, "to_dict"):
-        doc = whatif.to_dict()
-    elif is_dataclass(whatif) and not isinstance(whatif, type):
-        doc = asdict(whatif)
-    else:
-        doc = whatif
-    return "<h2>What if</h2><pre>" + e(json.dumps(doc, indent=1, default=str)) + "</pre>"
+def json_section(title: str, doc: Any) -> str:
+    """A section showing ``doc`` as escaped JSON (a run-level result without its own HTML)."""
+    return f"<h2>{e(title)}</h2><pre>" + e(json.dumps(doc, indent=1, default=str)) + "</pre>"
 
 
 # ------------------------------------------------------------------------------- entry
 def render_html(rep: Report, out: TextIO, *, compare: Comparison | None = None,
-                whatif: Any = None) -> None:
-    """Write the report (or, with ``compare``, both runs and the comparison) as one page."""
+                sections: Sequence[str] = ()) -> None:
+    """Write the report (or, with ``compare``, both runs and the comparison) as one page.
+
+    ``sections``: HTML of the run-level results (``render.registry`` makes them), placed
+    after the notes.
+    """
     from plotly.offline import get_plotlyjs
 
     runs = _runs(rep, compare)
@@ -331,8 +326,7 @@ def render_html(rep: Report, out: TextIO, *, compare: Comparison | None = None,
                 + callsites_html(runs))
     body.append("<h2>Sync APIs</h2>" + syncs_html(runs))
     body.append(notes_html(runs))
-    if whatif is not None:
-        body.append(whatif_html(whatif))
+    body += sections
     for label, x in runs:
         if x.meta:
             body.append(f"<h2>Run metadata{' · ' + e(label) if label else ''}</h2>"

@@ -1,4 +1,8 @@
-"""JSON renderer: the stable ``version: 1`` schema (see README, "JSON report")."""
+"""JSON renderers: a result's ``to_dict()``, indented, no NaN (schemas: README, docs/).
+
+A report or a comparison is its own document; a run-level result alone (``profplug whatif
+-f json``) is ``{key: result}``, the same object it is under that key in the report.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,19 @@ import json
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..report import RunAnalysis
 
 
-def render_json(rep: Report, out: TextIO, extra: dict[str, Any] | None = None) -> None:
-    doc = rep.to_dict()
-    if extra:
-        doc.update(extra)
+def _dump(doc: Any, out: TextIO) -> None:
     json.dump(doc, out, indent=1, allow_nan=False)
     out.write("\n")
+
+
+def render_json(result: Any, out: TextIO) -> None:
+    """A document with ``to_dict()``: a Report (schema v1), a Comparison."""
+    _dump(result.to_dict(), out)
+
+
+def render_run_json(result: RunAnalysis, out: TextIO) -> None:
+    """A run-level result under its key, as in the report."""
+    _dump({result.key: result.to_dict()}, out)

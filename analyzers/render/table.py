@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TextIO
 
-from ..stalls import CAUSES
+from ..gaps import CAUSES
 
 if TYPE_CHECKING:
     from ..report import Report

@@ -1,173 +1,18 @@
 """What-if replay: each rank's step time if chosen synchronizes did not block the host.
 
-``whatif(timelines)`` builds a dependency model of the whole run (``model``), replays it
-twice (``simulate``): as recorded (the model's own error) and with the dropped calls
-non-blocking; then compares per rank (``result``). Times in us in the result.
+``predict`` runs it (``whatif``, ``whatif_paths``), ``model`` builds the run's dependency
+model, ``simulate`` replays it, ``result`` holds the values; the renderers are in
+``render/whatif_*.py``.
 
     >>> from profplug.analyzers.whatif import whatif_paths
     >>> res = whatif_paths(["runs/pp2/kineto"])
     >>> res.rank(0).predicted_us
 """
 
-from __future__ import annotations
+from .model import DROP_ALL, DROP_DEVICE, DropSpec, build_model
+from .predict import whatif, whatif_analysis, whatif_paths
+from .result import RankWhatIf, WhatIfResult
+from .simulate import replay
 
-import time
-from collections.abc import Iterable
-from dataclasses import replace
-from pathlib import Path
-
-import numpy as np
-
-from ...errors import ProfplugError
-from .. import classify
-from ..load import load_timelines
-from ..stalls import CAUSES, RankStalls, StallOptions, analyze_rank
-from ..timeline import Timeline
-from .model import DROP_ALL, DROP_DEVICE, DropSpec, Model, build_model
-from .result import RankWhatIf, WhatIfResult, render_table, whatif_html_section
-from .simulate import Replay, nested_times, replay
-
-__all__ = ["DROP_ALL", "DROP_DEVICE", "DropSpec", "RankWhatIf", "WhatIfResult",
-           "build_model", "render_table", "replay", "whatif", "whatif_html_section",
-           "whatif_paths"]
-
-ASSUMPTIONS = (
-    "host time between CUDA API calls is kept as recorded: host work that itself waited "
-    "on something outside the trace stays as it was",
-    "GPU op durations are kept as recorded (no change in contention or clocks); a NCCL "
-    "kernel paired across ranks ends its observed transfer time after the later of the "
-    "pair starts (ranks share the trace clock)",
-    "a device-wide synchronize waits for the last op launched before it on every stream "
-    "of the rank; a dropped call costs its smallest observed non-blocking duration",
-    "an op that was queued behind its stream starts no earlier than its launch plus the "
-    "rank's median observed launch latency",
-    "step time = mean GPU span of a step (first op it launched to the next step's first "
-    "op); step ranges move with the replayed calls of the thread with the most CUDA "
-    "calls; without steps, the GPU window",
-    "direct = idle gaps that started inside a dropped call (stall analysis), per step; "
-    "indirect = saving - direct",
-)
-
-
-def _shift(m: Model, r: Replay, seq: list[int], t: np.ndarray) -> np.ndarray:
-    """Move host times ``t`` with the replayed calls of one thread (``seq``, in order)."""
-    if not seq or t.size == 0:
-        return t.copy()
-    idx = np.asarray(seq)
-    rs, re_ = m.a_start[idx], m.a_end[idx]
-    ss, se = r.a_start[idx], r.a_end[idx]
-    i = np.searchsorted(rs, t, side="left")
-    inside = i < idx.size
-    k = np.minimum(i, idx.size - 1)
-    d = np.where(inside, ss[k] - rs[k], se[-1] - re_[-1])
-    return t + d
-
-
-def _predicted_timeline(tl: Timeline, m: Model, r: Replay, a_s: np.ndarray, a_e: np.ndarray,
-                        main: list[int], drop: bool) -> Timeline:
-    """The replayed run as a Timeline; with ``drop``, without the dropped calls."""
-    alo, ahi = m.rank_a[tl.rank]
-    olo, ohi = m.rank_o[tl.rank]
-    ann_s, ann_e = tl.ann_start_ns.copy(), tl.ann_end_ns.copy()
-    for (rank, tid), seq in zip(m.thread_key, m.threads, strict=True):
-        if rank != tl.rank:
-            continue
-        sel = tl.ann_tid == tid
-        if sel.any():
-            ann_s[sel] = _shift(m, r, seq, tl.ann_start_ns[sel])
-            ann_e[sel] = np.maximum(_shift(m, r, seq, tl.ann_end_ns[sel]), ann_s[sel])
-    st_s = _shift(m, r, main, tl.step_start_ns)
-    st_e = np.maximum(_shift(m, r, main, tl.step_end_ns), st_s)
-    keep = slice(None) if not drop else ~m.a_dropped[alo:ahi]  # dropped calls are gone
-    return replace(tl, gpu_start_ns=r.o_start[olo:ohi], gpu_end_ns=r.o_end[olo:ohi],
-                   api_start_ns=a_s[alo:ahi][keep], api_end_ns=a_e[alo:ahi][keep],
-                   api_tid=tl.api_tid[keep], api_name=tl.api_name[keep],
-                   api_corr=tl.api_corr[keep], ann_start_ns=ann_s,
-                   ann_end_ns=ann_e, step_start_ns=st_s, step_end_ns=st_e,
-                   warnings=[], skipped={})
-
-
-def _time_ns(rs: RankStalls, basis: str) -> float:
-    """Mean GPU span of a step (basis "step"), else the GPU window; ns."""
-    if basis == "step" and rs.steps is not None and rs.steps.n_steps:
-        return rs.steps.gpu_span_us_mean * 1000.0
-    return rs.total("window_us") * 1000.0
-
-
-def _idle(rs: RankStalls, basis: str) -> dict[str, float]:
-    if basis == "step" and rs.steps is not None and rs.steps.n_steps:
-        return {c: round(rs.steps.idle_per_step_us.get(c, 0.0), 3) for c in CAUSES}
-    return {c: round(v, 3) for c, v in rs.idle_by_cause_us().items()}
-
-
-def _rank_result(tl: Timeline, m: Model, rec: Replay, drp: Replay, nested: dict[str, tuple],
-                 opt: StallOptions) -> RankWhatIf:
-    rs = analyze_rank(tl, opt)
-    basis = "step" if rs.steps is not None and rs.steps.n_steps else "window"
-    n_steps = rs.steps.n_steps if basis == "step" and rs.steps is not None else 1
-    rec_ns = _time_ns(rs, basis)
-    main = max((seq for (rk, _), seq in zip(m.thread_key, m.threads, strict=True)
-                if rk == tl.rank), key=len, default=[])
-    times: dict[str, float] = {}
-    pred_rs = rs
-    for key, r in (("replayed", rec), ("predicted", drp)):
-        a_s, a_e = nested[key]
-        prs = analyze_rank(_predicted_timeline(tl, m, r, a_s, a_e, main,
-                                               key == "predicted"), opt)
-        times[key] = _time_ns(prs, basis)
-        pred_rs = prs
-    # direct: gaps charged (by the stall analysis) to a call the replay drops
-    alo, _ = m.rank_a[tl.rank]
-    kinds = classify.kinds_for_symbols(tl.names)[tl.api_name]
-    sync_idx = np.nonzero((kinds == classify.DEVICE) | (kinds == classify.EVENT))[0]
-    dropped_call = m.a_dropped[alo + sync_idx]
-    g = rs.gaps
-    hit = g.call >= 0
-    hit[hit] = dropped_call[g.call[hit]]
-    direct_ns = float((g.end_ns - g.start_ns)[hit].sum()) / n_steps
-    saving = rec_ns - times["predicted"]
-    us = 1000.0
-    return RankWhatIf(
-        rank=tl.rank, basis=basis, n_steps=n_steps if basis == "step" else 0,
-        recorded_us=round(rec_ns / us, 3), replayed_us=round(times["replayed"] / us, 3),
-        model_error_pct=round(100.0 * (times["replayed"] - rec_ns) / rec_ns, 2)
-        if rec_ns else 0.0,
-        predicted_us=round(times["predicted"] / us, 3), saving_us=round(saving / us, 3),
-        saving_pct=round(100.0 * saving / rec_ns, 2) if rec_ns else 0.0,
-        direct_us=round(direct_ns / us, 3), indirect_us=round((saving - direct_ns) / us, 3),
-        dropped_calls=int(m.a_dropped[alo:m.rank_a[tl.rank][1]].sum()),
-        recorded_idle_by_cause_us=_idle(rs, basis),
-        predicted_idle_by_cause_us=_idle(pred_rs, basis))
-
-
-def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
-           options: StallOptions | None = None) -> WhatIfResult:
-    """Replay the run as recorded and without the dropped synchronizes; compare per rank."""
-    drop = drop or DropSpec()
-    opt = options or StallOptions()
-    if not timelines or not any(t.n_gpu for t in timelines):
-        raise ProfplugError("what-if: no GPU work in the given traces")
-    t0 = time.perf_counter()
-    m = build_model(timelines, drop)
-    try:
-        rec = replay(m, drop=False)
-        drp = replay(m, drop=True)
-    except RuntimeError as exc:
-        raise ProfplugError(f"what-if: {exc}") from None
-    replay_s = time.perf_counter() - t0
-    nested = {"replayed": nested_times(m, rec), "predicted": nested_times(m, drp)}
-    ranks = [_rank_result(tl, m, rec, drp, nested, opt) for tl in timelines if tl.n_gpu]
-    warnings = [*m.warnings, *rec.warnings, *drp.warnings]
-    if not m.a_dropped.any():
-        warnings.append("no call matched the drop rule: the prediction equals the replay")
-    return WhatIfResult(
-        drop=drop.kinds, callsite=drop.callsite, ranks=ranks, assumptions=[*ASSUMPTIONS, *m.assumptions],
-        warnings=warnings, n_events=m.n_events, replay_s=replay_s,
-        max_model_error_pct=max((abs(r.model_error_pct) for r in ranks), default=0.0))
-
-
-def whatif_paths(paths: Iterable[str | Path], drop: DropSpec | None = None,
-                 options: StallOptions | None = None, *, jobs: int | None = None
-                 ) -> WhatIfResult:
-    """Read the traces under ``paths`` (all ranks of one run) and run :func:`whatif`."""
-    return whatif(load_timelines(list(paths), jobs=jobs), drop, options)
+__all__ = ["DROP_ALL", "DROP_DEVICE", "DropSpec", "RankWhatIf", "WhatIfResult", "build_model",
+           "replay", "whatif", "whatif_analysis", "whatif_paths"]

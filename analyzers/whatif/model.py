@@ -27,7 +27,14 @@ import numpy as np
 
 from .. import classify
 from ..callsites import enclosing
-from ..timeline import SYNC_EVENT_SYNC, SYNC_STREAM_SYNC, SYNC_STREAM_WAIT_EVENT, Timeline
+from ..timeline import (
+    SYNC_EVENT_SYNC,
+    SYNC_STREAM_SYNC,
+    SYNC_STREAM_WAIT_EVENT,
+    Timeline,
+    launch_calls,
+    launch_times,
+)
 from .pairs import match_nccl
 
 QUEUE_TOL_NS = 2_000  # an op starting within this of its stream becoming ready was queued
@@ -120,16 +127,9 @@ class _RankBuilder:
     # ---- ops <-> launching calls ----------------------------------------------------
     def _link_ops(self) -> None:
         tl = self.tl
-        self.o_api = np.full(tl.n_gpu, -1, dtype=np.int64)
-        if tl.api_corr.size and tl.n_gpu:
-            order = np.argsort(tl.api_corr, kind="stable")
-            sc = tl.api_corr[order]
-            pos = np.minimum(np.searchsorted(sc, tl.gpu_corr), sc.size - 1)
-            ok = (sc[pos] == tl.gpu_corr) & (tl.gpu_corr >= 0)
-            self.o_api[ok] = order[pos[ok]]
+        self.o_api = launch_calls(tl)
+        self.launch = launch_times(tl, self.o_api)
         linked = self.o_api >= 0
-        self.launch = np.where(linked, tl.api_start_ns[np.maximum(self.o_api, 0)],
-                               tl.gpu_start_ns)
         if (~linked).any():
             self.warns.append(f"rank {tl.rank}: {int((~linked).sum())} GPU op(s) without a "
                               "launching call in the trace keep their recorded start")
@@ -353,7 +353,7 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None) -> Mode
             stream_key.append((b.tl.rank, dev, st))
     o_start = cat([b.tl.gpu_start_ns for b in builders])
     o_end = cat([b.tl.gpu_end_ns for b in builders])
-    peer = match_nccl(builders, o_base, int(o_start.size), notes, warns)
+    peer = match_nccl(timelines, o_base, int(o_start.size), notes, warns)
     paired = peer >= 0
     pk = np.maximum(peer, 0)
     # Matched NCCL kernels end together (the transfer completes on both sides): the median

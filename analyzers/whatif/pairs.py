@@ -6,14 +6,11 @@ sends, so the pairing is by order, and the assumption is reported.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .. import classify
-
-if TYPE_CHECKING:
-    from .model import _RankBuilder
+from ..timeline import Timeline
 
 
 def _base(name: str) -> str:
@@ -23,13 +20,15 @@ def _base(name: str) -> str:
 _P2P = re.compile(r"send|recv", re.IGNORECASE)
 
 
-def match_nccl(builders: list[_RankBuilder], o_base: list[int], n_ops: int,
-                notes: list[str], warns: list[str]) -> np.ndarray:
-    """Pair the k-th NCCL kernel of one name on rank a with the k-th on rank b (2 ranks)."""
+def match_nccl(timelines: list[Timeline], o_base: list[int], n_ops: int,
+               notes: list[str], warns: list[str]) -> np.ndarray:
+    """Pair the k-th NCCL kernel of one name on rank a with the k-th on rank b (2 ranks).
+
+    GPU op ``o`` of ``timelines[k]`` is op ``o_base[k] + o`` of the run (``n_ops`` in all).
+    """
     peer = np.full(n_ops, -1, dtype=np.int64)
     comm: list[dict[str, np.ndarray]] = []
-    for b in builders:
-        tl = b.tl
+    for tl in timelines:
         is_comm = classify.comm_for_symbols(tl.names)[tl.gpu_name] if tl.n_gpu else \
             np.zeros(0, dtype=bool)
         groups: dict[str, list[int]] = {}
@@ -39,7 +38,7 @@ def match_nccl(builders: list[_RankBuilder], o_base: list[int], n_ops: int,
                      for k, v in groups.items()})
     if not any(comm):
         return peer
-    if len(builders) != 2:
+    if len(timelines) != 2:
         notes.append("NCCL kernels are not coupled across ranks (pairing is only done for 2 "
                      "ranks): they keep their recorded durations")
         return peer
@@ -48,8 +47,8 @@ def match_nccl(builders: list[_RankBuilder], o_base: list[int], n_ops: int,
         a, c = g0.get(name), g1.get(name)
         if a is None or c is None or a.size != c.size:
             warns.append(f"NCCL kernel {name}: {0 if a is None else a.size} on rank "
-                         f"{builders[0].tl.rank} vs {0 if c is None else c.size} on rank "
-                         f"{builders[1].tl.rank}: not paired, recorded durations kept")
+                         f"{timelines[0].rank} vs {0 if c is None else c.size} on rank "
+                         f"{timelines[1].rank}: not paired, recorded durations kept")
             continue
         peer[b0 + a] = b1 + c
         peer[b1 + c] = b0 + a
@@ -57,5 +56,3 @@ def match_nccl(builders: list[_RankBuilder], o_base: list[int], n_ops: int,
             notes.append(f"NCCL {name}: the k-th kernel of one rank is paired with the k-th "
                          "of the other (send/recv direction is not in the kernel name)")
     return peer
-
-

@@ -17,7 +17,6 @@ app = typer.Typer(
 )
 
 
-
 @app.callback()
 def _root() -> None:
     """What torch.cuda.synchronize() costs pipeline-parallel inference, per rank."""
@@ -31,11 +30,7 @@ def _register() -> None:
     import importlib
 
     for name in _COMMANDS:
-        try:
-            importlib.import_module(f"profplug.cli.{name}")
-        except ModuleNotFoundError as exc:  # a command not built yet
-            if exc.name != f"profplug.cli.{name}":
-                raise
+        importlib.import_module(f"profplug.cli.{name}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     return 0
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -94,14 +94,13 @@ def prepare_out(out: Path, force: bool) -> None:
                             f"(traces need room; at least {MIN_FREE_BYTES >> 20} MiB)")
 
 
-def find_nsys(explicit: str | None) -> str:
+def nsys_for_run(explicit: str | None) -> str:
     """The nsys executable (``--nsys PATH`` or PATH), or a clear ToolMissingError."""
-    if explicit:
-        path = shutil.which(explicit) or (explicit if os.access(explicit, os.X_OK) else None)
-        if path is None or os.path.isdir(path):
-            raise ToolMissingError(f"--nsys {explicit}: not an executable file")
-        return path
-    path = shutil.which("nsys")
+    from profplug.analyzers.readers.nsys_source import find_nsys
+
+    path = find_nsys(explicit or "nsys")  # "nsys": PATH, not $PROFPLUG_NSYS
+    if path is None and explicit:
+        raise ToolMissingError(f"--nsys {explicit}: not an executable file")
     if path is None:
         raise ToolMissingError(
             "nsys (Nsight Systems) not found on PATH: install it or pass --nsys PATH, "
@@ -226,7 +225,7 @@ def run(opts: RunOptions) -> int:
     if not opts.command:
         raise ProfplugError("no command given: profplug run -o DIR -- CMD ...")
     config = opts.config()
-    nsys = find_nsys(opts.nsys) if opts.trace == "nsys" else None
+    nsys = nsys_for_run(opts.nsys) if opts.trace == "nsys" else None
     prepare_out(opts.out, opts.force)
     env = child_env(config, opts.extra_env)
     cmd = nsys_command(nsys, opts.out, opts.command) if nsys else list(opts.command)
@@ -270,12 +269,9 @@ def _report(traces: list[Path], html: Path) -> None:
     if not any(p.exists() for p in traces):
         print("profplug: no trace was written; no report", file=sys.stderr)
         return
+    from profplug.analyzers.commands import run_report
+
     try:
-        from profplug.cli.report import print_report
-    except ImportError as exc:
-        print(f"profplug: report not available ({exc})", file=sys.stderr)
-        return
-    try:
-        print_report(traces, html=html)
+        run_report(traces, html=html)
     except ProfplugError as exc:
         print(f"profplug: report failed: {exc}", file=sys.stderr)

@@ -78,3 +78,12 @@ def test_report_with_whatif_adds_the_json_key_and_html_section(tmp_path: Path) -
     (w,) = doc["whatif"]["ranks"]
     assert w["rank"] == 0 and w["predicted_us"] < w["recorded_us"]
     assert '<section class="whatif">' in page.read_text()
+
+
+def test_cli_tolerance_default_is_the_library_default() -> None:
+    # the CLI keeps its own copy so that `profplug --help` does not import the analyzer
+    from profplug.analyzers.stalls import StallOptions
+
+    from profplug.cli.options import DEFAULT_TOLERANCE_US
+
+    assert StallOptions.from_tolerance_us(DEFAULT_TOLERANCE_US) == StallOptions()

@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from profplug.analyzers.readers.registry import SUFFIXES
 from profplug.analyzers.report import analyze
 from synth import KinetoTrace
 
@@ -81,16 +82,15 @@ def test_event_run_has_the_known_answer(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- real sample runs (optional)
 SAMPLES = Path(__file__).resolve().parents[3] / "sample_traces"
-TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".sqlite.gz", ".nsys-rep")
 
 
 def sample_run_dirs() -> list[Path]:
-    """Directories under sample_traces/ that hold traces (each is one run); [] until they land."""
+    """Directories under sample_traces/ that hold traces (each is one run)."""
     if not SAMPLES.is_dir():
         return []
     out = []
     for d in sorted(p for p in SAMPLES.rglob("*") if p.is_dir()):
-        if any(f.is_file() and f.name.endswith(TRACE_SUFFIXES) and f.name != "run.json"
+        if any(f.is_file() and f.name.endswith(SUFFIXES) and f.name != "run.json"
                for f in d.iterdir()):
             out.append(d)
     return out

@@ -62,4 +62,4 @@ def test_mutated_traces_never_crash(tmp_path: Path, m: tuple, gz: str) -> None:
         return
     r = analyze_rank(tl)  # whatever was read must also analyze
     for d in r.devices:
-        assert abs(sum(d.idle_by_cause_us.values()) - d.idle_us) < 1e-3
+        assert abs(sum(d.idle_by_cause_us.values()) - d.gpu.idle_us) < 1e-3

@@ -3,17 +3,18 @@ every trace string escaped, timeline data bounded (one array per cause, capped g
 
 from __future__ import annotations
 
-import io
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
-from profplug.analyzers.compare import compare
-from profplug.analyzers.render.html import render_html, script_json, timeline_data
-from profplug.analyzers.report import Report, analyze
-from profplug.analyzers.stalls import CAUSES
+from profplug.analyzers.compare import Comparison, compare
+from profplug.analyzers.gaps import CAUSES
+from profplug.analyzers.render.html import script_json, timeline_data
+from profplug.analyzers.render.registry import render_text
+from profplug.analyzers.report import Report, RunAnalysis, analyze
 from synth import KinetoTrace
 from unit.analyzers.test_compare_synth import (
     N_STEPS,
@@ -27,10 +28,23 @@ SUMMARY_KEYS = ["window_us", "step_us", "busy_us", "compute_us", "comm_us", "idl
                 *(f"{c}_us" for c in CAUSES), "stream_wait_us"]
 
 
-def render(rep: Report, **kw: object) -> str:
-    buf = io.StringIO()
-    render_html(rep, buf, **kw)  # type: ignore[arg-type]
-    return buf.getvalue()
+def render(rep: Report, *, compare: Comparison | None = None,
+           run: tuple[RunAnalysis, ...] = ()) -> str:
+    """The page of ``rep`` (of ``compare`` when given) with ``run`` as run-level results."""
+    for result in run:
+        rep.add(result)
+    return render_text(compare if compare is not None else rep, "html")
+
+
+@dataclass
+class _Note:
+    """A run-level result with no HTML renderer of its own: shown as escaped JSON."""
+
+    key: ClassVar[str] = "note"
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def external_loads(page: str) -> list[str]:
@@ -123,7 +137,7 @@ def test_trace_strings_are_escaped(tmp_path: Path) -> None:
     rep = analyze([d])
     assert rep.meta  # the run.json was found
     # when rendered
-    page = render(rep, whatif={"note": EVIL})
+    page = render(rep, run=(_Note(EVIL),))
     # then the raw tag never appears; only the 4 scripts of the template exist
     assert EVIL not in page
     assert page.lower().count("<script") == 4
@@ -178,14 +192,18 @@ def test_thousands_of_gaps_stay_columnar(tmp_path: Path) -> None:
 
 @dataclass
 class _WhatIf:
+    key: ClassVar[str] = "whatif"
     saved_us: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def test_compare_renders_both_runs(tmp_path: Path) -> None:
     a = analyze([write_run(tmp_path, "device")])
     b = analyze([write_run(tmp_path, "event")])
     cmp = compare(a, b, "device", "event")
-    page = render(a, compare=cmp, whatif=_WhatIf(12.5))
+    page = render(a, compare=cmp, run=(_WhatIf(12.5),))
     rows = summary_rows(page)
     assert sorted(rows) == [("device", 0), ("device", 1), ("event", 0), ("event", 1)]
     assert float(rows[("event", 0)][3]) == 390.0
@@ -209,6 +227,6 @@ def test_whatif_result_gets_its_own_section(tmp_path: Path) -> None:
 
     d = write_run(tmp_path, "device")
     res = whatif_paths([d])
-    page = render(analyze([d]), whatif=res)
+    page = render(analyze([d]), run=(res,))
     assert '<section class="whatif">' in page and "What if: without" in page
     assert external_loads(page) == []

@@ -16,7 +16,7 @@ from nsys_synth import OPTIONAL, NsysExport, NsysProcess
 from profplug.analyzers import StallOptions, analyze
 from profplug.analyzers.readers.nsys import RULE_MARK, RULE_ORDER, read_nsys
 from profplug.analyzers.report import rank_dict
-from profplug.analyzers.steps import launch_times
+from profplug.analyzers.timeline import launch_times
 from synth import KinetoTrace, check_sums
 
 from profplug.errors import TraceError

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from profplug.analyzers.readers.kineto import read_kineto
+from profplug.analyzers.render.registry import render_text
 from profplug.analyzers.whatif import DropSpec, whatif
-from profplug.analyzers.whatif.result import render_table, whatif_html_section
 from synth import KinetoTrace
 
 NCCL = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
@@ -134,20 +134,18 @@ def test_drop_at_other_callsite_changes_nothing(tmp_path: Path) -> None:
 
 
 def test_outputs_render(tmp_path: Path) -> None:
-    import io
     import json
 
     res = _run(two_ranks(tmp_path))
-    buf = io.StringIO()
-    render_table(res, buf)
-    lines = buf.getvalue().splitlines()
+    lines = render_text(res, "table").splitlines()
     assert max(len(x) for x in lines) <= 80
     assert any(x.split()[:2] == ["0", "step"] and "105.0" in x for x in lines)
     d = json.loads(json.dumps(res.to_dict()))
     assert d["version"] == 1 and len(d["ranks"]) == 2
     assert d["ranks"][1]["predicted_us"] == pytest.approx(130.0, abs=1e-3)
-    html = whatif_html_section(res)
+    html = render_text(res, "html")
     assert html.startswith("<section") and "130.0" in html
+    assert json.loads(render_text(res, "json")) == {"whatif": d}
 
 
 def test_cli_json_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

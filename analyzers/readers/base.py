@@ -1,0 +1,35 @@
+"""What a trace reader is: the file name endings it claims and ``read(path, index, options)``.
+
+Readers are listed once, in ``registry.READERS``; ``load`` finds the reader of a file by its
+name there. ``ReadOptions`` travels with every read (also to the worker processes that read
+files in parallel), so nothing reaches a reader through the environment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from ..timeline import Timeline
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How to read traces (the same for every file of a run)."""
+
+    nsys: str | None = None  # nsys exporting .nsys-rep files; None: $PROFPLUG_NSYS, then PATH
+
+
+class Reader(Protocol):
+    """One trace format: a file in, one Timeline per rank it holds out."""
+
+    name: str  # the ``Timeline.source`` it produces
+    suffixes: tuple[str, ...]  # lower-case file name endings it reads
+
+    def read(self, path: Path, index: int, options: ReadOptions) -> list[Timeline]:
+        """Read ``path``, the ``index``-th trace file of the run (a rank of last resort).
+
+        Raises TraceError with a one-line reason naming the file.
+        """
+        ...

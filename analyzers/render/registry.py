@@ -1,0 +1,97 @@
+"""One registry of renderers, keyed by result type and format (table, json, csv, html).
+
+A renderer is ``fn(result, out: TextIO) -> None``: it takes a result value, never argv, and
+writes text. Adding one: a module with that function and one line in ``RENDERERS``. A
+report's table and HTML page take in its run-level results (``Report.run``) through their
+own renderers, so a new run-level analysis shows up in ``profplug report`` by registering
+its table and HTML renderers here.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from ...errors import ProfplugError
+from ..compare import Comparison
+from ..report import Report, RunAnalysis
+from ..whatif.result import WhatIfResult
+from . import compare_table, csvout, html, jsonout, table, whatif_html, whatif_table
+
+Renderer = Callable[[Any, TextIO], None]
+PAGE = "html"  # written with --html, not chosen with --format
+
+
+def _report_table(rep: Report, out: TextIO) -> None:
+    table.render_table(rep, out)
+    for result in rep.run.values():
+        if renderer_for(type(result), "table") is not None:
+            out.write("\n")
+            render(result, "table", out)
+
+
+def _report_page(rep: Report, out: TextIO) -> None:
+    html.render_html(rep, out, sections=[_section(a) for a in rep.run.values()])
+
+
+def _compare_page(cmp: Comparison, out: TextIO) -> None:
+    runs = [*cmp.report_a.run.values(), *cmp.report_b.run.values()]
+    html.render_html(cmp.report_a, out, compare=cmp, sections=[_section(a) for a in runs])
+
+
+RENDERERS: dict[tuple[type, str], Renderer] = {
+    (Report, "table"): _report_table,
+    (Report, "json"): jsonout.render_json,
+    (Report, "csv"): csvout.render_csv,
+    (Report, "html"): _report_page,
+    (Comparison, "table"): compare_table.render_compare_table,
+    (Comparison, "json"): jsonout.render_json,
+    (Comparison, "html"): _compare_page,
+    (WhatIfResult, "table"): whatif_table.render_whatif_table,
+    (WhatIfResult, "json"): jsonout.render_run_json,
+    (WhatIfResult, "html"): whatif_html.render_whatif_html,
+}
+
+
+def renderer_for(result_type: type, fmt: str) -> Renderer | None:
+    """The renderer of ``fmt`` for ``result_type`` (or the nearest base class), or None."""
+    for t in result_type.__mro__:
+        fn = RENDERERS.get((t, fmt))
+        if fn is not None:
+            return fn
+    return None
+
+
+def formats(result_type: type) -> list[str]:
+    """The ``--format`` choices of a result type, in registry order (the page is not one)."""
+    found = [f for t in result_type.__mro__ for (rt, f) in RENDERERS if rt is t and f != PAGE]
+    return list(dict.fromkeys(found))
+
+
+def check_format(result_type: type, fmt: str) -> None:
+    """Raise a one-line ProfplugError unless ``fmt`` is a ``--format`` of ``result_type``."""
+    if fmt not in formats(result_type):
+        raise ProfplugError(f"unknown format {fmt!r} (choose from "
+                            f"{', '.join(formats(result_type))})")
+
+
+def render(result: object, fmt: str, out: TextIO) -> None:
+    """Write ``result`` in format ``fmt`` (``check_format`` first for user-given formats)."""
+    fn = renderer_for(type(result), fmt)
+    if fn is None:
+        raise ProfplugError(f"no {fmt} renderer for {type(result).__name__}")
+    fn(result, out)
+
+
+def render_text(result: object, fmt: str) -> str:
+    buf = io.StringIO()
+    render(result, fmt, buf)
+    return buf.getvalue()
+
+
+def _section(result: RunAnalysis) -> str:
+    """A run-level result's HTML section: its own renderer's, else its JSON, escaped."""
+    if renderer_for(type(result), PAGE) is not None:
+        return render_text(result, PAGE)
+    return html.json_section(result.key, result.to_dict())

@@ -1,0 +1,44 @@
+"""A what-if as an HTML ``<section>`` (no scripts): the HTML report embeds it."""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from ..whatif.result import WhatIfResult
+
+
+def render_whatif_html(res: WhatIfResult, out: TextIO) -> None:
+    """Write the what-if section: per rank times, idle by cause, assumptions, warnings."""
+    e = html.escape
+    what = "device-wide synchronizes" if res.drop == "device-sync" else "blocking syncs"
+    at = f" at <code>{e(res.callsite)}</code>" if res.callsite else ""
+    rows = "".join(
+        f"<tr><td>{r.rank}</td><td>{e(r.basis)}</td><td>{r.recorded_us:,.1f}</td>"
+        f"<td>{r.replayed_us:,.1f}</td><td>{r.model_error_pct:+.1f}%</td>"
+        f"<td>{r.predicted_us:,.1f}</td><td>{r.saving_us:,.1f} ({r.saving_pct:.1f}%)</td>"
+        f"<td>{r.direct_us:,.1f}</td><td>{r.indirect_us:,.1f}</td></tr>"
+        for r in res.ranks)
+    causes = "".join(
+        f"<tr><td>{r.rank}</td>" + "".join(
+            f"<td>{r.recorded_idle_by_cause_us.get(c, 0.0):,.1f} &rarr; {v:,.1f}</td>"
+            for c, v in r.predicted_idle_by_cause_us.items()) + "</tr>"
+        for r in res.ranks)
+    cause_hdr = "".join(f"<th>{e(c)}</th>" for c in
+                        (res.ranks[0].predicted_idle_by_cause_us if res.ranks else {}))
+    assumptions = "".join(f"<li>{e(a)}</li>" for a in res.assumptions)
+    warnings = "".join(f"<li>{e(x)}</li>" for x in res.warnings)
+    out.write(
+        f'<section class="whatif"><h2>What if: without {what}{at}</h2>'
+        f"<p>{res.n_events:,} events replayed in {res.replay_s:.2f} s. Times in us per "
+        "step (or per GPU window). Model error: the replay of the trace as recorded vs the "
+        "trace.</p>"
+        "<table><thead><tr><th>rank</th><th>per</th><th>recorded</th><th>replayed</th>"
+        "<th>model error</th><th>predicted</th><th>saving</th><th>direct</th>"
+        f"<th>indirect</th></tr></thead><tbody>{rows}</tbody></table>"
+        f"<h3>GPU idle by cause, recorded &rarr; predicted</h3><table><thead><tr><th>rank</th>"
+        f"{cause_hdr}</tr></thead><tbody>{causes}</tbody></table>"
+        f"<h3>Assumptions</h3><ul>{assumptions}</ul>"
+        + (f"<h3>Warnings</h3><ul>{warnings}</ul>" if warnings else "")
+        + "</section>")

@@ -1,0 +1,56 @@
+"""Terminal table of a what-if: one row per rank, then idle by cause, assumptions, warnings.
+
+Fits an 80-column terminal. Times in us per step (or per GPU window when there are no steps).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from ..whatif.result import WhatIfResult
+
+WIDTH = 80
+
+
+def _n(x: float) -> str:
+    return f"{x if abs(x) >= 0.05 else 0.0:,.1f}"
+
+
+def _wrap(text: str, first: str, indent: str) -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=indent)
+
+
+def render_whatif_table(res: WhatIfResult, out: TextIO) -> None:
+    """The terminal view: one row per rank, then idle by cause, assumptions, warnings."""
+    w = out.write
+    what = "device-wide synchronizes" if res.drop == "device-sync" else "blocking syncs"
+    at = f" at {res.callsite}" if res.callsite else ""
+    w(f"profplug what-if: replay without {what}{at}\n")
+    w(f"{res.n_events:,} events replayed in {res.replay_s:.2f} s; err = the replay of the "
+      "trace as\nrecorded vs the trace itself\n\n")
+    w(f"{'rank':>4} {'per':>4} {'recorded':>9} {'replayed':>9} {'err %':>6} "
+      f"{'predicted':>9} {'saving':>8} {'%':>5} {'direct':>8} {'indirect':>8}\n")
+    for r in res.ranks:
+        per = "step" if r.basis == "step" else "win"
+        w(f"{r.rank:>4} {per:>4} {_n(r.recorded_us):>9} {_n(r.replayed_us):>9} "
+          f"{r.model_error_pct:>+6.1f} {_n(r.predicted_us):>9} {_n(r.saving_us):>8} "
+          f"{r.saving_pct:>5.1f} {_n(r.direct_us):>8} {_n(r.indirect_us):>8}\n")
+    w("(us per step, or per GPU window when the trace has no steps)\n")
+    w("\nGPU idle by cause, recorded -> predicted (us per step or window)\n")
+    for r in res.ranks:
+        parts = [f"{c} {_n(r.recorded_idle_by_cause_us.get(c, 0.0))}->{_n(v)}"
+                 for c, v in r.predicted_idle_by_cause_us.items()]
+        for line in _wrap(", ".join(parts), f"{r.rank:>4} ", "     "):
+            w(line + "\n")
+    w("\nassumptions\n")
+    for a in res.assumptions:
+        for line in _wrap(a, "- ", "  "):
+            w(line + "\n")
+    if res.max_model_error_pct > 5.0:
+        w(f"\nwarning: the replay of the trace as recorded is off by up to "
+          f"{res.max_model_error_pct:.1f}%: treat the prediction with care\n")
+    for msg in res.warnings:
+        for line in _wrap(msg, "warning: ", "  "):
+            w(line + "\n")

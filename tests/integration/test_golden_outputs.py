@@ -1,0 +1,105 @@
+"""Golden outputs: every JSON, CSV and table output of ``report``, ``compare`` and ``whatif``
+on every sample run (``sample_traces/**/run.json``) is byte-identical to the stored one.
+
+The goldens under ``tests/golden/`` were written by the code before the architecture refactor
+(issue #13) and pin its behaviour. Two things vary from run to run and are normalised, nothing
+else: the what-if replay's wall time (``"replay_s": <float>`` in JSON and ``events replayed in
+<s> s`` in the what-if table, both written as 0), and the key order of each compare rank's
+``delta`` object (built from a set of sync kinds, so its order follows PYTHONHASHSEED; the
+keys are sorted). Every other byte is compared as written.
+
+Regenerate (only when a change of output is intended, and say so in the commit):
+``PROFPLUG_GOLDEN_UPDATE=1 .venv/bin/python -m pytest tests/integration/test_golden_outputs.py``
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from profplug.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = ROOT / "sample_traces"
+GOLDEN = ROOT / "tests" / "golden"
+UPDATE = os.environ.get("PROFPLUG_GOLDEN_UPDATE") == "1"
+
+RUNS = sorted(p.parent.relative_to(ROOT).as_posix() for p in SAMPLES.rglob("run.json"))
+# compare: each device run against its sibling event run, and the one Kineto/Nsight pair
+PAIRS = [(r, r[: -len("device")] + "event") for r in RUNS
+         if r.endswith("/device") and r[: -len("device")] + "event" in RUNS]
+PAIRS.append(("sample_traces/h200_three_waits/kineto", "sample_traces/h200_three_waits/nsys"))
+
+# output file name -> command-line arguments after the run's path
+REPORT_OUTPUTS = {
+    "report.json": ["report", "{run}", "-f", "json"],
+    "report.csv": ["report", "{run}", "-f", "csv"],
+    "report.txt": ["report", "{run}", "-f", "table"],
+    "report_whatif.json": ["report", "{run}", "--whatif", "-f", "json"],
+    "whatif.json": ["whatif", "{run}", "-f", "json"],
+    "whatif_all_sync.json": ["whatif", "{run}", "--drop", "all-sync", "-f", "json"],
+    "whatif.txt": ["whatif", "{run}", "-f", "table"],
+}
+COMPARE_OUTPUTS = {
+    "json": ["compare", "{a}", "{b}", "-f", "json"],
+    "txt": ["compare", "{a}", "{b}", "-f", "table"],
+}
+
+_REPLAY_S_JSON = re.compile(r'"replay_s": [0-9.eE+-]+')
+_REPLAY_S_TABLE = re.compile(r"events replayed in [0-9.]+ s")
+
+
+def normalise(text: str) -> str:
+    """Zero the what-if replay's wall time (the one field that varies between runs)."""
+    text = _REPLAY_S_JSON.sub('"replay_s": 0', text)
+    return _REPLAY_S_TABLE.sub("events replayed in 0 s", text)
+
+
+def sorted_deltas(text: str) -> str:
+    """A compare JSON document with each rank's ``delta`` keys sorted (see the docstring)."""
+    doc = json.loads(text)
+    for r in doc["ranks"]:
+        r["delta"] = dict(sorted(r["delta"].items()))
+    return json.dumps(doc, indent=1, allow_nan=False) + "\n"
+
+
+def _output(args: list[str], out: Path) -> str:
+    assert main([*args, "-o", str(out)]) == 0
+    text = normalise(out.read_text())
+    return sorted_deltas(text) if args[0] == "compare" and out.suffix == ".json" else text
+
+
+def _check(text: str, golden: Path) -> None:
+    if UPDATE:
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text)
+        return
+    assert golden.is_file(), f"{golden} missing: run with PROFPLUG_GOLDEN_UPDATE=1"
+    assert text == golden.read_text(), f"output differs from {golden.relative_to(ROOT)}"
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_report_and_whatif_outputs_match_goldens(run: str, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)  # paths in the outputs are relative to the repository
+    for name, args in REPORT_OUTPUTS.items():
+        text = _output([a.format(run=run) for a in args], tmp_path / name)
+        _check(text, GOLDEN / Path(run).relative_to("sample_traces") / name)
+
+
+@pytest.mark.parametrize(("a", "b"), PAIRS)
+def test_compare_outputs_match_goldens(a: str, b: str, tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    stem = Path(a).relative_to("sample_traces").parent.as_posix().replace("/", "__")
+    for ext, args in COMPARE_OUTPUTS.items():
+        text = _output([x.format(a=a, b=b) for x in args], tmp_path / f"compare.{ext}")
+        _check(text, GOLDEN / "compare" / f"{stem}.{ext}")
+
+
+def test_every_sample_run_is_covered() -> None:
+    assert len(RUNS) >= 18 and len(PAIRS) >= 9

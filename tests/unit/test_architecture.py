@@ -1,0 +1,218 @@
+"""The layout holds: the analyzer never imports torch, profplug.session or profplug.cli; no
+import cycle anywhere in profplug; no module over 400 lines.
+
+Imports are read from the source (AST): module-level, function-level and ``TYPE_CHECKING``
+ones alike, relative ones resolved, plus ``importlib.import_module("...")`` /
+``__import__("...")`` with a literal name. Each check is also run on planted violations in
+a temporary folder, to show that it can fail.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+# source folder -> the package it is installed as (pyproject's package-dir)
+PACKAGES = {ROOT / "profplug": "profplug", ROOT / "analyzers": "profplug.analyzers"}
+FORBIDDEN_IN_ANALYZER = ("torch", "profplug.session", "profplug.cli")
+MAX_LINES = 400
+
+
+def modules(folder: Path, package: str) -> dict[str, Path]:
+    """Module name -> file, for every ``.py`` under ``folder`` (a package named ``package``)."""
+    out = {}
+    for f in sorted(folder.rglob("*.py")):
+        parts = list(f.relative_to(folder).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join([package, *parts])] = f
+    return out
+
+
+def imports(path: Path, name: str, known: set[str] | None = None) -> list[tuple[str, int]]:
+    """(imported module, line) for every import in the file of module ``name``.
+
+    ``from P import x`` names ``P.x`` when that is a module in ``known``, else ``P``.
+    """
+    known = known or set()
+    is_pkg = path.name == "__init__.py"
+    out: list[tuple[str, int]] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out += [(a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".")
+                base = base[: len(base) - (node.level - 1 if is_pkg else node.level)]
+                pkg = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                pkg = node.module or ""
+            for a in node.names:
+                sub = f"{pkg}.{a.name}"
+                out.append((sub if sub in known else pkg, node.lineno))
+        elif (isinstance(node, ast.Call) and node.args
+              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+              and ((isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+                   or (isinstance(node.func, ast.Name) and node.func.id == "__import__"))):
+            out.append((node.args[0].value, node.lineno))
+    return out
+
+
+def forbidden_imports(folder: Path, package: str) -> list[str]:
+    """``file:line imports X`` for every import of FORBIDDEN_IN_ANALYZER under ``folder``."""
+    mods = modules(folder, package)
+    bad = []
+    for name, path in mods.items():
+        for target, line in imports(path, name, set(mods)):
+            if any(target == f or target.startswith(f + ".") for f in FORBIDDEN_IN_ANALYZER):
+                bad.append(f"{path.relative_to(folder.parent)}:{line} imports {target}")
+    return bad
+
+
+def import_graph(packages: dict[Path, str]) -> dict[str, set[str]]:
+    """Module -> the project modules it imports."""
+    mods: dict[str, Path] = {}
+    for folder, package in packages.items():
+        mods.update(modules(folder, package))
+    graph: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        targets = {t for t, _ in imports(path, name, set(mods))}
+        graph[name] = {t for t in targets if t in mods and t != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def long_modules(folders: list[Path]) -> list[str]:
+    """``folder/file: N lines`` for every module over MAX_LINES."""
+    return [f"{f.relative_to(d.parent)}: {n} lines" for d in folders
+            for f in sorted(d.rglob("*.py")) if (n := len(f.read_text().splitlines())) > MAX_LINES]
+
+
+BLOCKED_IMPORT = """
+import importlib, importlib.abc, json, sys
+BLOCKED = {blocked!r}
+
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if any(name == b or name.startswith(b + ".") for b in BLOCKED):
+            raise ImportError(f"blocked: {{name}}")
+        return None
+
+sys.path[:0] = {path!r}
+sys.meta_path.insert(0, Block())
+failed = {{}}
+for m in {mods!r}:
+    try:
+        importlib.import_module(m)
+    except Exception as exc:
+        failed[m] = f"{{type(exc).__name__}}: {{exc}}"
+loaded = sorted(n for n in sys.modules if any(n == b or n.startswith(b + ".") for b in BLOCKED))
+print(json.dumps({{"failed": failed, "loaded": loaded}}))
+"""
+
+
+def import_blocked(mods: list[str], path: list[str]) -> dict[str, object]:
+    """Import ``mods`` in a fresh interpreter where the forbidden packages cannot load."""
+    code = BLOCKED_IMPORT.format(blocked=FORBIDDEN_IN_ANALYZER, path=path, mods=mods)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+# ------------------------------------------------------------------------------------ tests
+def test_analyzer_never_imports_torch_session_or_cli() -> None:
+    assert forbidden_imports(ROOT / "analyzers", "profplug.analyzers") == []
+
+
+def test_every_analyzer_module_imports_with_torch_session_and_cli_blocked() -> None:
+    mods = sorted(modules(ROOT / "analyzers", "profplug.analyzers"))
+    assert len(mods) > 30
+    assert import_blocked(mods, []) == {"failed": {}, "loaded": []}
+
+
+def test_no_import_cycle_in_profplug() -> None:
+    graph = import_graph(PACKAGES)
+    assert "profplug.analyzers.stalls" in graph and "profplug.cli.report" in graph
+    assert cycles(graph) == []
+
+
+def test_no_module_over_400_lines() -> None:
+    assert long_modules([ROOT / "profplug", ROOT / "analyzers"]) == []
+
+
+def test_the_checks_catch_planted_violations(tmp_path: Path) -> None:
+    # given an analyzer-like package with one violation per kind, and a clean module
+    pkg = tmp_path / "analyzers"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "clean.py").write_text("import json\nfrom . import sub\n")
+    (pkg / "plain.py").write_text("import torch.cuda\n")
+    (pkg / "relative.py").write_text("from ..session import launch\n")
+    (pkg / "sub" / "late.py").write_text("def f():\n    from profplug.cli.main import main\n")
+    (pkg / "typed.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                  "    import torch\n")
+    (pkg / "dynamic.py").write_text("import importlib\nimportlib.import_module('torch')\n")
+    (pkg / "long.py").write_text("x = 1\n" * (MAX_LINES + 1))
+    # a cycle: a -> b -> a (b only while type checking)
+    (pkg / "a.py").write_text("from .b import B\n")
+    (pkg / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                              "    from .a import A\n")
+
+    # then each check names them
+    bad = forbidden_imports(pkg, "profplug.analyzers")
+    assert bad == ["analyzers/dynamic.py:2 imports torch",
+                   "analyzers/plain.py:1 imports torch.cuda",
+                   "analyzers/relative.py:1 imports profplug.session",
+                   "analyzers/sub/late.py:2 imports profplug.cli.main",
+                   "analyzers/typed.py:3 imports torch"]
+    assert cycles(import_graph({pkg: "profplug.analyzers"})) == [
+        ["profplug.analyzers.a", "profplug.analyzers.b"]]
+    assert long_modules([pkg]) == ["analyzers/long.py: 401 lines"]
+    # and importing with the forbidden packages blocked fails where they are imported
+    (tmp_path / "plant").mkdir()
+    (tmp_path / "plant" / "__init__.py").write_text("")
+    (tmp_path / "plant" / "ok.py").write_text("import json\n")
+    (tmp_path / "plant" / "bad.py").write_text("import torch\n")
+    res = import_blocked(["plant.ok", "plant.bad"], [str(tmp_path)])
+    assert list(res["failed"]) == ["plant.bad"]  # type: ignore[arg-type]
+    assert "blocked: torch" in res["failed"]["plant.bad"]  # type: ignore[index]

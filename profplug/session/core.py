@@ -10,7 +10,8 @@ discards it and switches to steps, as does the first step of a higher step sourc
 count restarts at 0). An nsys capture range cannot be reopened, so a discarded nsys
 capture is kept open instead. Files: ``OUT/kineto/rank{R}.json.gz`` and
 ``OUT/status/rank{R}.json`` (status "running" from the start when ``RANK`` is known, so a
-rank killed outright still leaves a record; the final status at exit).
+rank killed outright still leaves a record; the final status at exit, or on a signal before
+anything that could block).
 """
 
 from __future__ import annotations
@@ -193,6 +194,8 @@ class Session:
             if self.flush_started:
                 return
             self.flush_started = True
+            if from_signal:  # first, before anything that could block or get us killed
+                self._write_status(reason)
             try:
                 if not from_signal:
                     _steps.close_open()

@@ -135,9 +135,11 @@ def child_env(config: Config, extra: dict[str, str] | None = None) -> dict[str, 
 
 
 def nsys_command(nsys: str, out: Path, command: list[str]) -> list[str]:
+    """``nsys profile`` around the job. ``--kill none``: when the capture range ends
+    (``--capture-range-end=stop``), nsys would otherwise SIGTERM the job."""
     return [
         nsys, "profile", "-t", "cuda,nvtx", "-s", "none", "--cpuctxsw", "none",
-        "--capture-range=cudaProfilerApi", "--capture-range-end=stop",
+        "--capture-range=cudaProfilerApi", "--capture-range-end=stop", "--kill", "none",
         "-o", str(out / "nsys" / "report"), "--force-overwrite", "true", *command,
     ]
 

@@ -172,8 +172,11 @@ class NsysRecorder:
         self.running = True
 
     def stop(self, metadata: dict[str, Any], sync: bool = True) -> Any:
-        if self.running and self.cuda:
-            if sync and torch.cuda.is_initialized():
+        """End the capture range. Not from a signal (``sync=False``): the process is about to
+        die, nsys ends the capture when it does, and cudaProfilerStop could wait behind a
+        main thread stuck in a CUDA call."""
+        if self.running and self.cuda and sync:
+            if torch.cuda.is_initialized():
                 from profplug.p2p import original_synchronize
 
                 original_synchronize()()

@@ -94,6 +94,21 @@ def test_status_records_the_exit_code_of_sys_exit(session_for, tmp_path) -> None
     assert (status["status"], status["exit_code"], status["signal"]) == ("exit", 2, None)
 
 
+def test_on_a_signal_the_status_is_written_before_the_recorder_stops(
+        session_for, tmp_path, monkeypatch) -> None:
+    s = session_for(tmp_path, trace="none")
+    path = tmp_path / "status" / "rank0.json"
+    written: list[str] = []  # the status file as it is when the recorder is stopped
+    monkeypatch.setattr(s.recorder, "stop",
+                        lambda *a, **k: written.append(json.loads(path.read_text())["status"]))
+    s.recorder.running = True
+    s.signal = 15
+    s.flush("signal 15", from_signal=True)
+    status = json.loads(path.read_text())
+    assert (status["status"], status["signal"], status["exit_code"]) == ("signal", 15, None)
+    assert written == ["signal"]
+
+
 def test_a_rank_with_rank_env_leaves_a_running_record_at_start(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("RANK", "3")
     monkeypatch.setenv("WORLD_SIZE", "4")

@@ -8,7 +8,9 @@ is one step.
 - ``patch_megatron_steps()``: ``run_one_forward_step`` of Megatron-Core's
   ``AbstractModelInferenceWrapper`` and of every subclass that overrides it (found at patch
   time, and when later subclasses are created, through the base's ``__init_subclass__``).
-  Both the static controller and the dynamic engine call it once per forward step.
+  Both the static controller and the dynamic engine call it once per forward step. Its
+  ``dummy_forward`` (the dynamic engine's forward on an expert-parallel rank without
+  requests) is a step too, so every rank counts the same steps and windows stay aligned.
 
 Calls nested in a call of the same or a higher source are part of the enclosing step (a
 subclass override calling ``super().run_one_forward_step``). A call of an async function is
@@ -31,7 +33,7 @@ from profplug.config import parse_step_fn
 from profplug.patching import MEGATRON_WRAPPER_MODULE
 
 MEGATRON_WRAPPER_CLASS = "AbstractModelInferenceWrapper"
-MEGATRON_STEP_METHOD = "run_one_forward_step"
+MEGATRON_STEP_METHODS = ("run_one_forward_step", "dummy_forward")
 
 
 @dataclass
@@ -55,7 +57,7 @@ _targets: dict[str, Target] = {}
 _replaced: list[tuple[Any, str, Any]] = []
 _ABSENT = object()
 _megatron = Target(f"{MEGATRON_WRAPPER_MODULE}:{MEGATRON_WRAPPER_CLASS}."
-                   f"{MEGATRON_STEP_METHOD}", _steps.MEGATRON)
+                   f"{MEGATRON_STEP_METHODS[0]}", _steps.MEGATRON)
 _megatron_wanted = False
 
 
@@ -164,8 +166,9 @@ def targets() -> list[dict[str, Any]]:
 
 # -- Megatron-Core ---------------------------------------------------------------------------
 def _wrap_megatron_override(cls: type) -> None:
-    if MEGATRON_STEP_METHOD in cls.__dict__:
-        _wrap_attribute(cls, MEGATRON_STEP_METHOD, _megatron)
+    for name in MEGATRON_STEP_METHODS:
+        if name in cls.__dict__:
+            _wrap_attribute(cls, name, _megatron)
 
 
 def _subclasses(cls: type) -> list[type]:
@@ -202,8 +205,8 @@ def _patch_megatron_class(module: ModuleType) -> None:
 
 
 def patch_megatron_steps() -> None:
-    """Each outermost ``run_one_forward_step`` call on a Megatron-Core inference wrapper is
-    one step; applied when the wrapper module is imported (now, if it already is)."""
+    """Each outermost ``run_one_forward_step`` (or ``dummy_forward``) call on a Megatron-Core
+    inference wrapper is one step; applied when the wrapper module is imported (now, if it already is)."""
     global _megatron_wanted
     from profplug.session import hooks
 

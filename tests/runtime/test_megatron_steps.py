@@ -69,7 +69,7 @@ def stub_wrapper(base: type) -> type:
 def test_run_one_forward_step_is_one_step_per_outermost_call(mw) -> None:
     amiw, gpt = mw
     base = amiw.AbstractModelInferenceWrapper
-    original = base.__dict__[METHOD]
+    original, original_dummy = base.__dict__[METHOD], base.__dict__["dummy_forward"]
     profplug.patch(megatron=True, synchronize=False)
     patched = base.__dict__[METHOD]
     assert patched is not original and patched.__wrapped__ is original
@@ -91,10 +91,14 @@ def test_run_one_forward_step_is_one_step_per_outermost_call(mw) -> None:
     Override().run_one_forward_step({"tokens": tokens})
     assert steps.count() == 4
 
+    dummy = base.__dict__["dummy_forward"]  # an EP rank without requests: a step too
+    assert dummy.__wrapped__ is original_dummy and dummy.__name__ == "dummy_forward"
+
     profplug.patch(megatron=True, synchronize=False)  # idempotent
     assert base.__dict__[METHOD].__wrapped__ is original
     profplug.unpatch()
     assert base.__dict__[METHOD] is original and "__init_subclass__" not in base.__dict__
+    assert base.__dict__["dummy_forward"] is original_dummy
     assert not hasattr(Override.__dict__[METHOD], "__wrapped__")
     stub.run_one_forward_step({"tokens": tokens})
     assert steps.count() == 4

@@ -195,7 +195,7 @@ class Session:
                 return
             self.flush_started = True
             if from_signal:  # first, before anything that could block or get us killed
-                self._write_status(reason)
+                self._write_status(reason, cuda_calls=False)
             try:
                 if not from_signal:
                     _steps.close_open()
@@ -207,7 +207,7 @@ class Session:
             except Exception as exc:  # never hide the job's own failure behind ours
                 print(f"profplug: could not write the trace: {exc}", file=sys.stderr)
             finally:
-                self._write_status(reason)
+                self._write_status(reason, cuda_calls=not from_signal)
 
     def _status(self, reason: str) -> str:
         if reason == "start":
@@ -218,7 +218,7 @@ class Session:
             return "exception"
         return "exit" if self.exit_code else "finished"
 
-    def _write_status(self, reason: str) -> None:
+    def _write_status(self, reason: str, cuda_calls: bool = True) -> None:
         status = self._status(reason)
         autosteps = sys.modules.get("profplug.autosteps")
         record: dict[str, Any] = {
@@ -237,7 +237,7 @@ class Session:
             "trace": str(self.trace_path().relative_to(self.out)) if self.saved else None,
             "window": self._window(),
             "step_fns": autosteps.targets() if autosteps is not None else [],
-            "versions": versions() if status != "running" else None,
+            "versions": versions(cuda_calls) if status != "running" else None,
         }
         path = self.out / "status" / f"rank{record['rank']}.json"
         try:
@@ -259,8 +259,9 @@ class Session:
         return self.exit_code or 0
 
 
-def versions() -> dict[str, Any]:
-    """torch/CUDA/NCCL/profplug versions and the GPU of this rank (if CUDA is initialized)."""
+def versions(cuda_calls: bool = True) -> dict[str, Any]:
+    """torch/CUDA/NCCL/profplug versions and the GPU of this rank (if CUDA is initialized;
+    not without ``cuda_calls``: from a signal, the main thread may hold the CUDA context)."""
     v: dict[str, Any] = {
         "profplug": __version__,
         "python": sys.version.split()[0],
@@ -270,7 +271,7 @@ def versions() -> dict[str, Any]:
         "nccl": None,
         "gpu": None,
     }
-    if torch.cuda.is_available():
+    if cuda_calls and torch.cuda.is_available():
         try:
             v["nccl"] = ".".join(str(x) for x in torch.cuda.nccl.version())
         except Exception:

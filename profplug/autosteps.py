@@ -13,7 +13,10 @@ is one step.
   requests) is a step too, so every rank counts the same steps and windows stay aligned.
 
 Calls nested in a call of the same or a higher source are part of the enclosing step (a
-subclass override calling ``super().run_one_forward_step``). A call of an async function is
+subclass override calling ``super().run_one_forward_step``). Calls made while the current
+CUDA stream captures a graph (Megatron's dynamic engine warms up and may capture CUDA
+graphs through ``run_one_forward_step``) are not steps: a window opening there would put a barrier
+and a device synchronize into the capture. A call of an async function is
 one step until its coroutine finishes. Which source wins when several occur:
 :mod:`profplug.steps`. Every patch keeps the original, uses ``functools.wraps``, is
 idempotent and is undone by :func:`unpatch`. Step functions are expected on one thread.
@@ -27,6 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
+
+import torch
 
 import profplug.steps as _steps
 from profplug.config import parse_step_fn
@@ -61,6 +66,12 @@ _megatron = Target(f"{MEGATRON_WRAPPER_MODULE}:{MEGATRON_WRAPPER_CLASS}."
 _megatron_wanted = False
 
 
+def _capturing() -> bool:
+    """Whether the current CUDA stream is capturing a graph (False until CUDA is used)."""
+    cuda = torch.cuda
+    return cuda.is_initialized() and cuda.is_current_stream_capturing()
+
+
 def step_wrapper(fn: Callable[..., Any], target: Target) -> Callable[..., Any]:
     """``fn`` with each outermost call (per source level) made one step."""
     level = target.level
@@ -69,7 +80,7 @@ def step_wrapper(fn: Callable[..., Any], target: Target) -> Callable[..., Any]:
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
             global _active
             target.calls += 1
-            if _active >= level:
+            if _active >= level or _capturing():
                 return await fn(*args, **kwargs)
             outer, _active = _active, level
             try:
@@ -85,7 +96,7 @@ def step_wrapper(fn: Callable[..., Any], target: Target) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         global _active
         target.calls += 1
-        if _active >= level:
+        if _active >= level or _capturing():
             return fn(*args, **kwargs)
         outer, _active = _active, level
         try:

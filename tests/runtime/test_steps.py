@@ -102,6 +102,16 @@ def test_a_step_fn_inside_a_megatron_step_takes_over_that_step(events) -> None:
                           ("begin", 0), ("end", 0), ("begin", 1), ("end", 1)]
 
 
+def test_calls_during_a_cuda_graph_capture_are_not_steps(events, monkeypatch) -> None:
+    fwd, target = auto(steps.MEGATRON)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    fwd()  # e.g. the dynamic engine capturing its CUDA graphs
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    fwd()
+    assert target.calls == 2 and events.log == [("begin", 0), ("end", 0)]
+
+
 def test_a_failing_step_function_closes_its_step(events) -> None:
     def boom():
         raise ValueError("x")

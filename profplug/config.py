@@ -3,16 +3,20 @@
 | variable | values (default) | meaning |
 | --- | --- | --- |
 | ``PROFPLUG_OUT`` | directory (unset) | set: every Python process of the job activates profplug |
-| ``PROFPLUG_TRACE`` | ``kineto`` / ``nsys`` / ``none`` (``kineto``) | how ranks record |
+| ``PROFPLUG_TRACE`` | ``kineto`` / ``nsys`` / ``none`` (``kineto``) | how ranks record; ``none``: patches, sync policy, steps and status only, no profiler |
 | ``PROFPLUG_SYNC`` | ``device`` / ``event`` / ``none`` / ``keep`` (unset) | default ``sync=`` policy of ``profplug.p2p``; unset or ``keep`` = ``device`` (Megatron's behaviour) |
-| ``PROFPLUG_PATCH`` | comma list of ``megatron``, ``synchronize`` (``megatron,synchronize``) | patches applied at start-up; ``none`` = no patch |
-| ``PROFPLUG_SKIP`` | int >= 0 (``10``) | ``profplug.step()`` calls before the window |
+| ``PROFPLUG_PATCH`` | comma list of ``megatron``, ``synchronize`` (``megatron,synchronize``) | patches applied at start-up; ``none`` = no patch. ``megatron`` also makes each ``run_one_forward_step`` of Megatron-Core's inference wrappers one step |
+| ``PROFPLUG_STEP_FN`` | comma list of ``MODULE:QUALNAME`` (unset) | functions whose outermost calls are steps, patched when MODULE is imported (``profplug run --step-fn``) |
+| ``PROFPLUG_SKIP`` | int >= 0 (``10``) | steps before the window |
 | ``PROFPLUG_STEPS`` | int >= 1 (``50``) | steps in the window |
 | ``PROFPLUG_CPU_OPS`` | ``0`` / ``1`` (``0``) | Kineto: record every CPU op, not only profplug ranges |
 | ``PROFPLUG_ALIGN`` | ``0`` / ``1`` (``1``) | barrier across ranks right before the window opens |
 | ``PROFPLUG_OWNER_PID`` | pid (set by profplug) | the process that activated; its descendants do not |
 
 Ranks read their rank from ``RANK`` (torchrun), else ``torch.distributed``, else 0.
+Steps come from ``--step-fn`` functions, else ``profplug.step()`` in the job, else
+Megatron-Core's ``run_one_forward_step``: the first step of a higher source restarts the
+count (see ``profplug.steps``).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ ENV_OUT = "PROFPLUG_OUT"
 ENV_TRACE = "PROFPLUG_TRACE"
 ENV_SYNC = "PROFPLUG_SYNC"
 ENV_PATCH = "PROFPLUG_PATCH"
+ENV_STEP_FN = "PROFPLUG_STEP_FN"
 ENV_SKIP = "PROFPLUG_SKIP"
 ENV_STEPS = "PROFPLUG_STEPS"
 ENV_CPU_OPS = "PROFPLUG_CPU_OPS"
@@ -63,6 +68,28 @@ def parse_patches(text: str) -> tuple[str, ...]:
     return names
 
 
+def parse_step_fn(text: str) -> tuple[str, str]:
+    """``"pkg.mod:Class.method"`` -> ("pkg.mod", "Class.method"), or ValueError."""
+    module, sep, qualname = text.strip().partition(":")
+    ok = sep and all(p.isidentifier() for p in module.split(".")) and all(
+        p.isidentifier() for p in qualname.split("."))
+    if not ok:
+        raise ValueError(f"step function must be MODULE:QUALNAME (e.g. mymod:decode or "
+                         f"mymod:Engine.step), got {text!r}")
+    if module == "__main__":
+        raise ValueError(f"{text}: the script's own functions (__main__) cannot be patched "
+                         "before it runs; name them from a module the script imports")
+    return module, qualname
+
+
+def parse_step_fns(text: str) -> tuple[str, ...]:
+    """``"a:f, b:C.m"`` -> ("a:f", "b:C.m"), each checked by :func:`parse_step_fn`."""
+    names = tuple(p.strip() for p in text.split(",") if p.strip())
+    for name in names:
+        parse_step_fn(name)
+    return tuple(dict.fromkeys(names))
+
+
 def _int(environ: Mapping[str, str], key: str, default: int, minimum: int) -> int:
     raw = environ.get(key, "")
     try:
@@ -82,6 +109,7 @@ class Config:
     trace: str = "kineto"
     sync: str = "keep"
     patches: tuple[str, ...] = PATCHES
+    step_fns: tuple[str, ...] = ()
     skip: int = DEFAULT_SKIP
     steps: int = DEFAULT_STEPS
     cpu_ops: bool = False
@@ -104,6 +132,7 @@ class Config:
             trace=trace,
             sync=sync,
             patches=parse_patches(env.get(ENV_PATCH, ",".join(PATCHES))),
+            step_fns=parse_step_fns(env.get(ENV_STEP_FN, "")),
             skip=_int(env, ENV_SKIP, DEFAULT_SKIP, 0),
             steps=_int(env, ENV_STEPS, DEFAULT_STEPS, 1),
             cpu_ops=env.get(ENV_CPU_OPS, "0").strip() in ("1", "true", "yes"),
@@ -121,6 +150,8 @@ class Config:
             ENV_CPU_OPS: "1" if self.cpu_ops else "0",
             ENV_ALIGN: "1" if self.align else "0",
         }
+        if self.step_fns:
+            env[ENV_STEP_FN] = ",".join(self.step_fns)
         if self.out:
             env[ENV_OUT] = self.out
         return env

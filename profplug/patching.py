@@ -3,11 +3,15 @@
 - ``megatron``: replaces ``send_to_next_pipeline_rank``, ``recv_from_prev_pipeline_rank_`` and
   ``broadcast_from_last_pipeline_stage`` in ``megatron.core.inference.communication_utils``
   and in every loaded ``megatron.*`` module that imported them by name, with wrappers that
-  call :mod:`profplug.p2p` (policy from ``PROFPLUG_SYNC``, default ``device`` = Megatron's).
+  call :mod:`profplug.p2p` (policy from ``PROFPLUG_SYNC``, default ``device`` = Megatron's);
+  and each outermost ``run_one_forward_step`` call on Megatron-Core's inference wrappers is
+  one step (:mod:`profplug.autosteps`; a job's own ``profplug.step()`` takes precedence).
 - ``synchronize``: wraps ``torch.cuda.synchronize`` so every call is the range
   ``ranges.synchronize_range(file, line, function)`` of its caller.
 
-Both are idempotent and reversible: originals are kept and restored where they were.
+- ``step_fns``: ``MODULE:QUALNAME`` functions whose outermost calls are steps.
+
+All are idempotent and reversible: originals are kept and restored where they were.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -23,6 +27,9 @@ from profplug import ranges
 from profplug.errors import ProfplugError
 
 MEGATRON_MODULE = "megatron.core.inference.communication_utils"
+MEGATRON_WRAPPER_MODULE = (
+    "megatron.core.inference.model_inference_wrappers.abstract_model_inference_wrapper"
+)
 FUNCTIONS = (
     "send_to_next_pipeline_rank",
     "recv_from_prev_pipeline_rank_",
@@ -61,8 +68,9 @@ def _megatron_modules() -> list[ModuleType]:
     ]
 
 
-def patch_megatron() -> None:
-    """Install the p2p wrappers into Megatron-Core (imports it if needed)."""
+def patch_megatron(steps: bool = True) -> None:
+    """Install the p2p wrappers into Megatron-Core (imports it if needed) and, with
+    ``steps``, make ``run_one_forward_step`` the step (once the wrapper module is imported)."""
     try:
         import importlib
 
@@ -82,6 +90,10 @@ def patch_megatron() -> None:
             if name in _originals and module.__dict__.get(name) is _originals[name]:
                 setattr(module, name, _wrappers[name])
                 _replaced.append((module, name, _originals[name]))
+    if steps:
+        from profplug.autosteps import patch_megatron_steps
+
+        patch_megatron_steps()
 
 
 def unpatch_megatron() -> None:
@@ -153,16 +165,26 @@ def unpatch_synchronize() -> None:
     _sync_original = None
 
 
-def patch(megatron: bool = True, synchronize: bool = True) -> None:
+def patch(megatron: bool = True, synchronize: bool = True,
+          step_fns: Sequence[str] = ()) -> None:
     """Apply the patches (idempotent); raises :class:`MegatronNotFoundError` if asked to
-    patch Megatron-Core and it is not importable."""
+    patch Megatron-Core and it is not importable, ValueError for a malformed step function
+    name (``MODULE:QUALNAME``)."""
     if synchronize:
         patch_synchronize()
     if megatron:
         patch_megatron()
+    if step_fns:
+        from profplug.autosteps import patch_step_fn
+
+        for spec in step_fns:
+            patch_step_fn(spec)
 
 
 def unpatch() -> None:
     """Undo every profplug patch (idempotent)."""
     unpatch_megatron()
     unpatch_synchronize()
+    autosteps = sys.modules.get("profplug.autosteps")
+    if autosteps is not None:
+        autosteps.unpatch()

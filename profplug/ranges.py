@@ -13,7 +13,8 @@ also appears as a ``record_function`` range of the same name in Kineto traces.
 | ``profplug.sync.device`` | ``torch.cuda.synchronize()`` (policy ``device``) |
 | ``profplug.sync.event`` | the event/stream wait (policy ``event``) |
 | ``profplug.synchronize <file>:<line> <function>`` | a patched ``torch.cuda.synchronize`` call |
-| ``profplug.step`` | one pipeline step (``profplug.step()``) |
+| ``profplug.step`` | one pipeline step (``profplug.step()``, a ``--step-fn`` or Megatron's ``run_one_forward_step``) |
+| ``ProfilerStep#<N>`` | the same step N, Kineto only (the name torch.profiler and HTA use); encloses ``profplug.step`` |
 | ``profplug.rank <R>`` | an NVTX mark (instant) naming the process's rank |
 """
 
@@ -31,6 +32,7 @@ SYNC_DEVICE = "profplug.sync.device"
 SYNC_EVENT = "profplug.sync.event"
 SYNCHRONIZE = "profplug.synchronize"  # followed by " <file>:<line> <function>"
 STEP = "profplug.step"
+PROFILER_STEP = "ProfilerStep#"  # followed by the step index (Kineto only)
 RANK_MARK = "profplug.rank"  # followed by " <R>"
 
 # Phase ranges say *what* happens, not *where*: the analyzer names a call site
@@ -41,6 +43,11 @@ PHASES = frozenset({POST, WAIT, SYNC_DEVICE, SYNC_EVENT})
 def synchronize_range(filename: str, lineno: int, function: str) -> str:
     """The range name for a patched ``torch.cuda.synchronize`` called at file:line."""
     return f"{SYNCHRONIZE} {filename}:{lineno} {function}"
+
+
+def profiler_step(index: int) -> str:
+    """torch.profiler's name for step ``index``: ``"ProfilerStep#7"``."""
+    return f"{PROFILER_STEP}{index}"
 
 
 def rank_mark(rank: int) -> str:

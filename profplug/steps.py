@@ -12,7 +12,16 @@ Both forms work and may not be mixed within one loop::
 Each call advances profplug's own profiling window (``PROFPLUG_SKIP``/``PROFPLUG_STEPS``)
 and calls ``prof.step()`` on torch.profiler sessions registered with :func:`attach`.
 The step range is an NVTX start/end range (payload: the step index) so it may span
-other ranges; while torch.profiler records it is also a record function.
+other ranges; while torch.profiler records it is also a record function, enclosed in a
+``ProfilerStep#<index>`` record function (torch.profiler's and HTA's name for a step;
+left out while a torch.profiler session is attached, since that one names its own steps).
+
+Steps come from three sources, in rising priority: Megatron-Core's
+``run_one_forward_step`` (``MEGATRON``), ``profplug.step()`` in the job (``MANUAL``) and
+functions named with ``profplug run --step-fn`` (``STEP_FN``), see
+:mod:`profplug.autosteps`. The highest source seen so far is in control: steps begun by a
+lower one are ignored (a no-op step), and the first step of a higher one restarts the count
+at 0 and tells the session (``on_switch``) to discard any window the lower one opened.
 """
 
 from __future__ import annotations
@@ -24,11 +33,18 @@ import profplug.annotation as _ann
 from profplug import ranges
 
 Listener = Callable[[int], None]
+SwitchListener = Callable[[str, str, int], None]  # (old source, new source, steps dropped)
+
+MEGATRON, MANUAL, STEP_FN = 0, 1, 2
+SOURCES = ("megatron", "manual", "step_fn")
 
 _count = 0
+_level = -1  # the source in control (index into SOURCES); -1 before the first step
 _open: Step | None = None
-_on_begin: list[Listener] = []
-_on_end: list[Listener] = []
+# Listener tuples are replaced, never mutated: a step iterates them without a copy.
+_on_begin: tuple[Listener, ...] = ()
+_on_end: tuple[Listener, ...] = ()
+_on_switch: tuple[SwitchListener, ...] = ()
 _attached: list[Any] = []
 
 
@@ -45,17 +61,18 @@ class Step:
     """One step; closing it (``__exit__``, the next ``step()`` or :func:`close_open`) ends
     its range."""
 
-    __slots__ = ("_handle", "_nvtx_id", "index")
+    __slots__ = ("_handles", "_nvtx_id", "index")
 
     def __init__(self, index: int) -> None:
         self.index = index
         self._nvtx_id: int | None = None
-        self._handle: Any = None
+        self._handles: tuple[Any, ...] = ()
         if _ann.NVTX_TOOL_ATTACHED:
             attrs = _ann._DOMAIN.get_event_attributes(message=ranges.STEP, payload=index)
             self._nvtx_id = _ann._DOMAIN.start_range(attrs)
         if _ann.profiling():
-            self._handle = _ann._rf_enter(ranges.STEP)
+            outer = () if _attached else (_ann._rf_enter(ranges.profiler_step(index)),)
+            self._handles = (*outer, _ann._rf_enter(ranges.STEP))
 
     def close(self) -> None:
         global _open
@@ -65,13 +82,14 @@ class Step:
         self.index = -1
         if _open is self:
             _open = None
-        if self._handle is not None:
-            _ann._rf_exit(self._handle)
-            self._handle = None
+        if self._handles:
+            for handle in reversed(self._handles):
+                _ann._rf_exit(handle)
+            self._handles = ()
         if self._nvtx_id is not None:
             _ann._DOMAIN.end_range(self._nvtx_id)
             self._nvtx_id = None
-        for cb in list(_on_end):
+        for cb in _on_end:
             cb(index)
 
     def __enter__(self) -> Step:
@@ -81,19 +99,55 @@ class Step:
         self.close()
 
 
+def _ignored() -> Step:
+    s = Step.__new__(Step)
+    s.index, s._nvtx_id, s._handles = -1, None, ()
+    return s
+
+
+IGNORED = _ignored()  # what a step of a source not in control returns (closing it: no-op)
+
+
 def step() -> Step:
     """Begin the next step (ending the previous one); returns it for ``with``."""
+    return begin(MANUAL)
+
+
+def begin(level: int) -> Step:
+    """Begin the next step on behalf of source ``level`` (``MEGATRON``/``MANUAL``/``STEP_FN``)."""
     global _count, _open
+    if level != _level:
+        if level < _level:
+            return IGNORED
+        _take_control(level)
     if _open is not None:
         _open.close()
     index = _count
     _count += 1
-    for cb in list(_on_begin):
+    for cb in _on_begin:
         cb(index)
-    for prof in list(_attached):
-        prof.step()
+    if _attached:
+        for prof in list(_attached):
+            prof.step()
     _open = Step(index)
     return _open
+
+
+def _take_control(level: int) -> None:
+    global _count, _level
+    previous, dropped = _level, _count
+    _level = level
+    if previous < 0:
+        return
+    close_open()
+    _count = 0
+    for cb in _on_switch:
+        cb(SOURCES[previous], SOURCES[level], dropped)
+
+
+def source() -> str | None:
+    """The source in control (``"megatron"``, ``"manual"``, ``"step_fn"``), None before any."""
+    return SOURCES[_level] if _level >= 0 else None
 
 
 def close_open() -> None:
@@ -103,7 +157,7 @@ def close_open() -> None:
 
 
 def count() -> int:
-    """How many steps have begun in this process."""
+    """How many steps the source in control has begun in this process."""
     return _count
 
 
@@ -118,16 +172,29 @@ def detach(prof: Any) -> None:
         _attached.remove(prof)
 
 
-def add_listener(on_begin: Listener | None = None, on_end: Listener | None = None) -> None:
-    """Session hooks: ``on_begin(i)`` before step i's range opens, ``on_end(i)`` after it closes."""
+def add_listener(on_begin: Listener | None = None, on_end: Listener | None = None,
+                 on_switch: SwitchListener | None = None) -> None:
+    """Session hooks: ``on_begin(i)`` before step i's range opens, ``on_end(i)`` after it
+    closes, ``on_switch(old, new, dropped)`` when a higher source takes control."""
+    global _on_begin, _on_end, _on_switch
     if on_begin is not None:
-        _on_begin.append(on_begin)
+        _on_begin = (*_on_begin, on_begin)
     if on_end is not None:
-        _on_end.append(on_end)
+        _on_end = (*_on_end, on_end)
+    if on_switch is not None:
+        _on_switch = (*_on_switch, on_switch)
 
 
-def remove_listener(on_begin: Listener | None = None, on_end: Listener | None = None) -> None:
-    if on_begin in _on_begin:
-        _on_begin.remove(on_begin)
-    if on_end in _on_end:
-        _on_end.remove(on_end)
+def remove_listener(on_begin: Listener | None = None, on_end: Listener | None = None,
+                    on_switch: SwitchListener | None = None) -> None:
+    global _on_begin, _on_end, _on_switch
+    _on_begin = tuple(cb for cb in _on_begin if cb != on_begin)
+    _on_end = tuple(cb for cb in _on_end if cb != on_end)
+    _on_switch = tuple(cb for cb in _on_switch if cb != on_switch)
+
+
+def _reset() -> None:
+    """Back to the state of a fresh process (tests)."""
+    global _count, _level
+    close_open()
+    _count, _level = 0, -1

@@ -17,12 +17,16 @@ from .main import app
 def run(
     command: Annotated[list[str], typer.Argument(help="the job, after --", show_default=False)],
     output: Annotated[Path, typer.Option("-o", "--output", help="output directory DIR")],
-    trace: Annotated[str, typer.Option(help="kineto (torch.profiler) or nsys")] = "kineto",
+    trace: Annotated[str, typer.Option(
+        help="kineto (torch.profiler), nsys, or none (patches and sync policy only)")] = "kineto",
     sync: Annotated[str, typer.Option(help="p2p sync policy: keep|device|event|none")] = "keep",
     patch: Annotated[str, typer.Option(help="patches: megatron,synchronize or none")] = (
         "megatron,synchronize"
     ),
-    skip: Annotated[int, typer.Option(help="profplug.step() calls before the window")] = 10,
+    step_fn: Annotated[list[str] | None, typer.Option(
+        "--step-fn", metavar="MODULE:QUALNAME",
+        help="each outermost call of this function is a step (repeatable)")] = None,
+    skip: Annotated[int, typer.Option(help="steps before the window")] = 10,
     steps: Annotated[int, typer.Option(help="steps in the profiling window")] = 50,
     cpu_ops: Annotated[bool, typer.Option("--cpu-ops", help="Kineto: record every CPU op")] = False,
     nsys: Annotated[str | None, typer.Option(help="nsys executable (default: PATH)")] = None,
@@ -34,7 +38,8 @@ def run(
     from profplug.session.launch import run as launch
 
     rc = launch(RunOptions(
-        out=output, command=list(command), trace=trace, sync=sync, patches=patch, skip=skip,
+        out=output, command=list(command), trace=trace, sync=sync, patches=patch,
+        step_fns=list(step_fn or []), skip=skip,
         steps=steps, cpu_ops=cpu_ops, nsys=nsys, report=not no_report, force=force,
     ))
     raise typer.Exit(code=rc)

@@ -3,11 +3,15 @@
 A process activates when ``PROFPLUG_OUT`` is set, it is not a launcher (torchrun,
 ``python -m torch.distributed.run``) and no ancestor activated (``PROFPLUG_OWNER_PID``).
 Activation only registers post-import hooks: the session starts when the job imports
-torch, and Megatron-Core is patched when it imports ``communication_utils``.
+torch, Megatron-Core's p2p functions are patched when it imports ``communication_utils``,
+its inference wrappers' ``run_one_forward_step`` becomes the step when it imports
+``abstract_model_inference_wrapper``, and each ``--step-fn MODULE:QUALNAME`` is patched when
+the job imports MODULE.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Sequence
@@ -50,6 +54,7 @@ def _on_torch(config: Config) -> None:
     from profplug.annotation import mark
     from profplug.config import env_rank
     from profplug.ranges import rank_mark
+    from profplug.session import exitcode
     from profplug.session.core import Session
     from profplug.session.signals import install
 
@@ -58,9 +63,15 @@ def _on_torch(config: Config) -> None:
 
         patch_synchronize()
     _session = Session(config)
-    steps.add_listener(_session.on_step_begin, _session.on_step_end)
+    steps.add_listener(_session.on_step_begin, _session.on_step_end, _session.on_switch)
     steps.on_activity = _session.on_activity
     install(_session)
+    exitcode.install(_session)
+    if config.step_fns:
+        from profplug.autosteps import patch_step_fn
+
+        for spec in config.step_fns:  # known from the start: a module never imported shows
+            patch_step_fn(spec)
     rank = env_rank()
     if rank is not None:
         mark(rank_mark(rank))
@@ -69,7 +80,19 @@ def _on_torch(config: Config) -> None:
 def _on_megatron(module: ModuleType) -> None:
     from profplug.patching import patch_megatron
 
-    patch_megatron()
+    patch_megatron(steps=False)  # the wrapper module is still importing this one
+
+
+def _on_megatron_wrapper(module: ModuleType) -> None:
+    from profplug.autosteps import patch_megatron_steps
+
+    patch_megatron_steps()
+
+
+def _on_step_fn_module(spec: str, module: ModuleType) -> None:
+    from profplug.autosteps import patch_step_fn
+
+    patch_step_fn(spec)
 
 
 def activate(environ: dict[str, str] | None = None) -> bool:
@@ -92,7 +115,11 @@ def activate(environ: dict[str, str] | None = None) -> bool:
 
     hooks.when_imported("torch", lambda _m: _on_torch(config))
     if "megatron" in config.patches:
-        from profplug.patching import MEGATRON_MODULE
+        from profplug.patching import MEGATRON_MODULE, MEGATRON_WRAPPER_MODULE
 
         hooks.when_imported(MEGATRON_MODULE, _on_megatron)
+        hooks.when_imported(MEGATRON_WRAPPER_MODULE, _on_megatron_wrapper)
+    for spec in config.step_fns:  # before the job can bind the function by name
+        hooks.when_imported(spec.partition(":")[0],
+                            functools.partial(_on_step_fn_module, spec))
     return True

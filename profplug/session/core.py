@@ -1,11 +1,17 @@
 """One rank's profiling session: the window over steps, alignment, flush, status file.
 
-Window: with ``profplug.step()`` calls, steps ``[skip, skip + steps)`` (0-based step index);
-Kineto is prepared one step early, ranks meet at a barrier right before the first window
-step (when torch.distributed is initialized), and recording stops when the last window step
-ends. Without steps, recording starts at the first profplug p2p or synchronize call and runs
-to the end of the process ("run" mode); a later first ``step()`` discards it and switches to
-steps. Files: ``OUT/kineto/rank{R}.json.gz`` and ``OUT/status/rank{R}.json``.
+Window: with steps (``profplug.step()``, ``--step-fn`` functions or Megatron-Core's
+``run_one_forward_step``, see :mod:`profplug.steps`), steps ``[skip, skip + steps)``
+(0-based step index); Kineto is prepared one step early, ranks meet at a barrier right
+before the first window step (when torch.distributed is initialized), and recording stops
+when the last window step ends. Without steps, recording starts at the first profplug p2p or
+synchronize call and runs to the end of the process ("run" mode); a later first step
+discards it and switches to steps, as does the first step of a higher step source (the
+count restarts at 0). An nsys capture range cannot be reopened, so a discarded nsys
+capture is kept open instead. Files: ``OUT/kineto/rank{R}.json.gz`` and
+``OUT/status/rank{R}.json`` (status "running" from the start when ``RANK`` is known, so a
+rank killed outright still leaves a record; the final status at exit, or on a signal before
+anything that could block).
 """
 
 from __future__ import annotations
@@ -25,7 +31,12 @@ import profplug.steps as _steps
 from profplug import __version__, ranges
 from profplug.annotation import mark
 from profplug.config import Config, env_rank
-from profplug.session.recorders import KinetoRecorder, NsysRecorder, distributed_info
+from profplug.session.recorders import (
+    KinetoRecorder,
+    NsysRecorder,
+    NullRecorder,
+    distributed_info,
+)
 
 
 def _rank() -> int:
@@ -64,23 +75,29 @@ class Session:
             self.recorder = KinetoRecorder(cpu_ops=config.cpu_ops)
         elif config.trace == "nsys":
             self.recorder = NsysRecorder()
+        else:
+            self.recorder = NullRecorder()
         self.mode: str | None = None  # "steps" or "run"
         self.first_step: int | None = None
         self.steps_recorded = 0
+        self.discarded: list[dict[str, Any]] = []  # windows given up for a later one
         self.aligned = False
         self.saved = False
         self.flush_started = False
         self.exception: str | None = None
         self.signal: int | None = None
+        self.exit_code: int | None = None  # from sys.exit / SystemExit (session.exitcode)
         self.started = time.time()
         self._lock = threading.RLock()
+        if env_rank() is not None:  # else the file name could be another rank's
+            self._write_status("start")
 
     # -- events ---------------------------------------------------------------------------
     def on_step_begin(self, index: int) -> None:
         if self.recorder is None or self.flush_started:
             return
         if self.mode == "run":  # a whole-run recording began before the first step
-            self.recorder.stop({}, sync=True)
+            self._discard("run")
         self.mode = "steps"
         skip = self.config.skip
         if index == skip - 1:
@@ -98,6 +115,20 @@ class Session:
             if self.recorder.name == "nsys":
                 self._align()  # the first rank to stop ends the capture for all
             self._save(self.recorder.stop({"profplugWindow": self._window()}, sync=True))
+
+    def on_switch(self, old: str, new: str, dropped: int) -> None:
+        """A higher step source took control: its steps restart at 0, a window opened by the
+        lower one is given up."""
+        if self.recorder is None or self.flush_started:
+            return
+        self._discard(f"{dropped} steps from {old} ({new} took control)")
+
+    def _discard(self, what: str) -> None:
+        self.discarded.append({"window": what, "steps": self.steps_recorded,
+                               "first_step": self.first_step})
+        if self.recorder.running and self.recorder.name != "nsys":
+            self.recorder.stop({}, sync=True)  # the result is dropped
+        self.mode, self.first_step, self.steps_recorded, self.saved = None, None, 0, False
 
     def on_activity(self) -> None:
         """First p2p/synchronize call: record the whole run unless steps take over."""
@@ -142,6 +173,9 @@ class Session:
             "aligned": self.aligned,
             "sync": self.config.sync,
             "trace": self.config.trace,
+            "step_source": _steps.source(),
+            "wall_s": getattr(self.recorder, "wall_s", None),
+            "discarded": self.discarded,
             "pid": os.getpid(),
         }
 
@@ -160,6 +194,8 @@ class Session:
             if self.flush_started:
                 return
             self.flush_started = True
+            if from_signal:  # first, before anything that could block or get us killed
+                self._write_status(reason, cuda_calls=False)
             try:
                 if not from_signal:
                     _steps.close_open()
@@ -171,14 +207,20 @@ class Session:
             except Exception as exc:  # never hide the job's own failure behind ours
                 print(f"profplug: could not write the trace: {exc}", file=sys.stderr)
             finally:
-                self._write_status(reason)
+                self._write_status(reason, cuda_calls=not from_signal)
 
-    def _write_status(self, reason: str) -> None:
-        status = "finished"
+    def _status(self, reason: str) -> str:
+        if reason == "start":
+            return "running"
         if self.signal is not None:
-            status = "signal"
-        elif self.exception is not None:
-            status = "exception"
+            return "signal"
+        if self.exception is not None:
+            return "exception"
+        return "exit" if self.exit_code else "finished"
+
+    def _write_status(self, reason: str, cuda_calls: bool = True) -> None:
+        status = self._status(reason)
+        autosteps = sys.modules.get("profplug.autosteps")
         record: dict[str, Any] = {
             "rank": _rank(),
             "world_size": _world_size(),
@@ -191,9 +233,11 @@ class Session:
             "reason": reason,
             "exception": self.exception,
             "signal": self.signal,
+            "exit_code": self._exit_code(status),
             "trace": str(self.trace_path().relative_to(self.out)) if self.saved else None,
             "window": self._window(),
-            "versions": versions(),
+            "step_fns": autosteps.targets() if autosteps is not None else [],
+            "versions": versions(cuda_calls) if status != "running" else None,
         }
         path = self.out / "status" / f"rank{record['rank']}.json"
         try:
@@ -205,8 +249,19 @@ class Session:
             print(f"profplug: could not write {path}: {exc}", file=sys.stderr)
 
 
-def versions() -> dict[str, Any]:
-    """torch/CUDA/NCCL/profplug versions and the GPU of this rank (if CUDA is initialized)."""
+    def _exit_code(self, status: str) -> int | None:
+        """The process's exit status as far as Python decides it (None: not known yet, or
+        a signal ends it)."""
+        if status in ("running", "signal"):
+            return None
+        if status == "exception":
+            return 1
+        return self.exit_code or 0
+
+
+def versions(cuda_calls: bool = True) -> dict[str, Any]:
+    """torch/CUDA/NCCL/profplug versions and the GPU of this rank (if CUDA is initialized;
+    not without ``cuda_calls``: from a signal, the main thread may hold the CUDA context)."""
     v: dict[str, Any] = {
         "profplug": __version__,
         "python": sys.version.split()[0],
@@ -216,7 +271,7 @@ def versions() -> dict[str, Any]:
         "nccl": None,
         "gpu": None,
     }
-    if torch.cuda.is_available():
+    if cuda_calls and torch.cuda.is_available():
         try:
             v["nccl"] = ".".join(str(x) for x in torch.cuda.nccl.version())
         except Exception:

@@ -20,8 +20,16 @@ from pathlib import Path
 from typing import Any
 
 from profplug import __version__
-from profplug.config import ENV_OWNER_PID, SYNC_CHOICES, TRACES, Config, parse_patches
+from profplug.config import (
+    ENV_OWNER_PID,
+    SYNC_CHOICES,
+    TRACES,
+    Config,
+    parse_patches,
+    parse_step_fns,
+)
 from profplug.errors import ProfplugError, ToolMissingError
+from profplug.session import outcome
 
 SITECUSTOMIZE_DIR = Path(__file__).resolve().parent / "sitecustomize"
 OUTPUTS = ("kineto", "status", "nsys", "run.json", "report.html")
@@ -41,6 +49,7 @@ class RunOptions:
     trace: str = "kineto"
     sync: str = "keep"
     patches: str = "megatron,synchronize"
+    step_fns: list[str] = field(default_factory=list)
     skip: int = 10
     steps: int = 50
     cpu_ops: bool = False
@@ -50,8 +59,8 @@ class RunOptions:
     extra_env: dict[str, str] = field(default_factory=dict)
 
     def config(self) -> Config:
-        if self.trace not in ("kineto", "nsys"):
-            raise ProfplugError(f"--trace must be kineto or nsys, got {self.trace!r}")
+        if self.trace not in TRACES:
+            raise ProfplugError(f"--trace must be one of {', '.join(TRACES)}, got {self.trace!r}")
         if self.sync not in SYNC_CHOICES:
             raise ProfplugError(f"--sync must be one of {', '.join(SYNC_CHOICES)}")
         if self.skip < 0 or self.steps < 1:
@@ -60,9 +69,13 @@ class RunOptions:
             patches = parse_patches(self.patches)
         except ValueError as exc:
             raise ProfplugError(f"--patch: {exc}") from None
-        assert self.trace in TRACES
+        try:
+            step_fns = parse_step_fns(",".join(self.step_fns))
+        except ValueError as exc:
+            raise ProfplugError(f"--step-fn: {exc}") from None
         return Config(out=str(self.out.resolve()), trace=self.trace, sync=self.sync,
-                      patches=patches, skip=self.skip, steps=self.steps, cpu_ops=self.cpu_ops)
+                      patches=patches, step_fns=step_fns, skip=self.skip, steps=self.steps,
+                      cpu_ops=self.cpu_ops)
 
 
 def prepare_out(out: Path, force: bool) -> None:
@@ -121,21 +134,24 @@ def child_env(config: Config, extra: dict[str, str] | None = None) -> dict[str, 
 
 
 def nsys_command(nsys: str, out: Path, command: list[str]) -> list[str]:
+    """``nsys profile`` around the job. ``--kill none``: when the capture range ends
+    (``--capture-range-end=stop``), nsys would otherwise SIGTERM the job."""
     return [
         nsys, "profile", "-t", "cuda,nvtx", "-s", "none", "--cpuctxsw", "none",
-        "--capture-range=cudaProfilerApi", "--capture-range-end=stop",
+        "--capture-range=cudaProfilerApi", "--capture-range-end=stop", "--kill", "none",
         "-o", str(out / "nsys" / "report"), "--force-overwrite", "true", *command,
     ]
 
 
 def _run_forwarding_signals(cmd: list[str], env: dict[str, str],
-                            got: list[int] | None = None) -> int:
+                            got: list[int] | None = None,
+                            pid: list[int] | None = None) -> int:
     """Run ``cmd`` as an argument list (never a shell; output streams through).
 
     SIGTERM is forwarded at once. SIGINT is forwarded only if the job is still running
     SIGINT_GRACE_S later (a terminal's Ctrl-C already reached the whole process group; a
     ``kill -INT`` aimed at profplug did not), or at once on a second SIGINT. Signals
-    received are appended to ``got``.
+    received are appended to ``got``, the job's process id to ``pid``.
     """
     try:
         proc = subprocess.Popen(cmd, env=env)
@@ -143,6 +159,8 @@ def _run_forwarding_signals(cmd: list[str], env: dict[str, str],
         raise ToolMissingError(f"{cmd[0]}: command not found") from None
     except PermissionError:
         raise ProfplugError(f"{cmd[0]}: permission denied") from None
+    if pid is not None:
+        pid.append(proc.pid)
     received: list[int] = [] if got is None else got
     pending: list[float] = []  # when a SIGINT still to forward arrived
 
@@ -204,6 +222,10 @@ def missing_ranks(out: Path, ranks: list[dict[str, Any]]) -> list[int]:
 
 def write_run_json(out: Path, info: dict[str, Any]) -> None:
     ranks = _rank_status(out)
+    outcome.settle(ranks, info.get("job_pid"), info.get("exit_status"))
+    step_fns = info.get("options", {}).get("step_fns") or []
+    info = {**info, "warnings": [*info.get("warnings", []),
+                                 *outcome.step_fn_warnings(step_fns, ranks)]}
     if info.get("options", {}).get("trace", "kineto") == "kineto":
         info = {**info, "missing_ranks": missing_ranks(out, ranks)}
     versions = dict(next((r.get("versions") for r in ranks if r.get("versions")), {}) or {})
@@ -242,10 +264,11 @@ def run(opts: RunOptions) -> int:
         "started": time.time(),
     }
     got: list[int] = []
-    rc = _run_forwarding_signals(cmd, env, got)
-    info.update(ended=time.time(), exit_status=rc,
+    pid: list[int] = []
+    rc = _run_forwarding_signals(cmd, env, got, pid)
+    info.update(ended=time.time(), exit_status=rc, job_pid=pid[0] if pid else None,
                 signals=[signal.Signals(s).name for s in got])
-    traces: list[Path] = [opts.out / "kineto"]
+    traces: list[Path] = [opts.out / "kineto"] if opts.trace == "kineto" else []
     if nsys:
         rep = opts.out / "nsys" / "report.nsys-rep"
         sqlite = opts.out / "nsys" / "report.sqlite"
@@ -256,12 +279,17 @@ def run(opts: RunOptions) -> int:
         info["nsys_report"] = str(rep)
     info["traces"] = [str(p) for p in traces]
     write_run_json(opts.out, info)
-    missing = json.loads((opts.out / "run.json").read_text()).get("missing_ranks")
+    run_json = json.loads((opts.out / "run.json").read_text())
+    missing = run_json.get("missing_ranks")
     if missing:
         print(f"profplug: warning: missing ranks: {missing} (no trace: killed before "
               "flushing?)", file=sys.stderr)
-    if opts.report:
+    if opts.report and traces:
         _report(traces, opts.out / "report.html")
+    for line in outcome.failure_lines(run_json["ranks"]):
+        print(f"profplug: {line}", file=sys.stderr)
+    for line in run_json["warnings"]:
+        print(f"profplug: warning: {line}", file=sys.stderr)
     return rc
 
 

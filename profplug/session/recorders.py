@@ -1,4 +1,5 @@
-"""What records a rank's window: Kineto (torch.profiler's engine) or nsys (cudaProfilerApi).
+"""What records a rank's window: Kineto (torch.profiler's engine), nsys (cudaProfilerApi) or
+nothing (``--trace none``: the window is only timed).
 
 Kineto configuration (the observer effect is the product's problem, so it is kept small):
 - activities: CPU always (torch only turns ``record_function`` ranges into ``user_annotation``
@@ -15,6 +16,7 @@ import gzip
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -170,11 +172,44 @@ class NsysRecorder:
         self.running = True
 
     def stop(self, metadata: dict[str, Any], sync: bool = True) -> Any:
-        if self.running and self.cuda:
-            if sync and torch.cuda.is_initialized():
+        """End the capture range. Not from a signal (``sync=False``): the process is about to
+        die, nsys ends the capture when it does, and cudaProfilerStop could wait behind a
+        main thread stuck in a CUDA call."""
+        if self.running and self.cuda and sync:
+            if torch.cuda.is_initialized():
                 from profplug.p2p import original_synchronize
 
                 original_synchronize()()
             torch.cuda.profiler.stop()
+        self.running = False
+        return None
+
+
+class NullRecorder:
+    """``--trace none``: no profiler; the window is still opened (after the alignment
+    barrier) and timed on the host, up to the end of its GPU work (``wall_s``)."""
+
+    name = "none"
+
+    def __init__(self) -> None:
+        self.running = False
+        self.t0 = 0.0
+        self.wall_s: float | None = None
+
+    def prepare(self) -> None:
+        pass
+
+    def start(self, metadata: dict[str, Any]) -> None:
+        self.running = True
+        self.t0 = time.perf_counter()
+
+    def stop(self, metadata: dict[str, Any], sync: bool = True) -> Any:
+        if not self.running:
+            return None
+        if sync and torch.cuda.is_available() and torch.cuda.is_initialized():
+            from profplug.p2p import original_synchronize
+
+            original_synchronize()()
+        self.wall_s = time.perf_counter() - self.t0
         self.running = False
         return None

@@ -179,8 +179,10 @@ def test_sigkill_loses_only_that_rank(tmp_path: Path, job: str) -> None:
     assert proc.returncode != 0
     assert "profplug: warning: missing ranks: [1]" in err
     run = json.loads((out / "run.json").read_text())
-    assert run["missing_ranks"] == [1] and [r["rank"] for r in run["ranks"]] == [0]
+    assert run["missing_ranks"] == [1] and [r["rank"] for r in run["ranks"]] == [0, 1]
     assert run["ranks"][0]["world_size"] == 2 and run["ranks"][0]["status"] == "signal"
+    assert run["ranks"][1]["status"] == "lost"  # its start-up record, never replaced
+    assert "profplug: rank 1: lost: no final status" in err
     assert (out / "kineto" / "rank0.json.gz").is_file()
     assert "profplug stall report · 1 rank(s)" in stdout  # rank 0 is still reported
     rep = subprocess.run([sys.executable, "-m", "profplug", "report", str(out)],

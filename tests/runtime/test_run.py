@@ -101,6 +101,9 @@ def test_failing_worker_leaves_its_trace_and_fails_the_run(tmp_path) -> None:
     assert names.count(ranges.STEP) >= 4
     status = json.loads((out / "status" / "rank1.json").read_text())
     assert status["status"] == "exception" and "injected failure" in status["exception"]
+    assert status["exit_code"] == 1
+    assert ("profplug: rank 1: exception: RuntimeError: injected failure at step 5 on rank 1"
+            in res.stderr.splitlines())
     run = json.loads((out / "run.json").read_text())
     assert run["exit_status"] == res.returncode
 

@@ -1,0 +1,244 @@
+"""Steps without ``profplug.step()`` in the job: each outermost call of a chosen function
+is one step.
+
+- ``patch_step_fn("MODULE:QUALNAME")`` (``profplug run --step-fn``): a module-level function
+  or a (static/class) method, e.g. ``stepmod:decode`` or ``engine:Engine.step``; patched as
+  soon as MODULE is imported (post-import hook), so the job needs no change. MODULE cannot
+  be ``__main__`` (the script's functions do not exist before it runs).
+- ``patch_megatron_steps()``: ``run_one_forward_step`` of Megatron-Core's
+  ``AbstractModelInferenceWrapper`` and of every subclass that overrides it (found at patch
+  time, and when later subclasses are created, through the base's ``__init_subclass__``).
+  Both the static controller and the dynamic engine call it once per forward step. Its
+  ``dummy_forward`` (the dynamic engine's forward on an expert-parallel rank without
+  requests) is a step too, so every rank counts the same steps and windows stay aligned.
+
+Calls nested in a call of the same or a higher source are part of the enclosing step (a
+subclass override calling ``super().run_one_forward_step``). Calls made while the current
+CUDA stream captures a graph (Megatron's dynamic engine warms up and may capture CUDA
+graphs through ``run_one_forward_step``) are not steps: a window opening there would put a barrier
+and a device synchronize into the capture. A call of an async function is
+one step until its coroutine finishes. Which source wins when several occur:
+:mod:`profplug.steps`. Every patch keeps the original, uses ``functools.wraps``, is
+idempotent and is undone by :func:`unpatch`. Step functions are expected on one thread.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import torch
+
+import profplug.steps as _steps
+from profplug.config import parse_step_fn
+from profplug.patching import MEGATRON_WRAPPER_MODULE
+
+MEGATRON_WRAPPER_CLASS = "AbstractModelInferenceWrapper"
+MEGATRON_STEP_METHODS = ("run_one_forward_step", "dummy_forward")
+
+
+@dataclass
+class Target:
+    """A step function and what became of it in this process."""
+
+    name: str  # "MODULE:QUALNAME"
+    level: int
+    patched: bool = False
+    calls: int = 0
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "patched": self.patched, "calls": self.calls,
+                "error": self.error}
+
+
+_active = -1  # the highest source with a step-function call in progress
+_targets: dict[str, Target] = {}
+# (owner, attribute, original value or _ABSENT) for every attribute profplug set.
+_replaced: list[tuple[Any, str, Any]] = []
+_ABSENT = object()
+_megatron = Target(f"{MEGATRON_WRAPPER_MODULE}:{MEGATRON_WRAPPER_CLASS}."
+                   f"{MEGATRON_STEP_METHODS[0]}", _steps.MEGATRON)
+_megatron_wanted = False
+
+
+def _capturing() -> bool:
+    """Whether the current CUDA stream is capturing a graph (False until CUDA is used)."""
+    cuda = torch.cuda
+    return cuda.is_initialized() and cuda.is_current_stream_capturing()
+
+
+def step_wrapper(fn: Callable[..., Any], target: Target) -> Callable[..., Any]:
+    """``fn`` with each outermost call (per source level) made one step."""
+    level = target.level
+    if inspect.iscoroutinefunction(fn):
+        @functools.wraps(fn)
+        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+            global _active
+            target.calls += 1
+            if _active >= level or _capturing():
+                return await fn(*args, **kwargs)
+            outer, _active = _active, level
+            try:
+                with _steps.begin(level):
+                    return await fn(*args, **kwargs)
+            finally:
+                _active = outer
+
+        async_wrapper.__profplug_step__ = target  # type: ignore[attr-defined]
+        return async_wrapper
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        global _active
+        target.calls += 1
+        if _active >= level or _capturing():
+            return fn(*args, **kwargs)
+        outer, _active = _active, level
+        try:
+            with _steps.begin(level):
+                return fn(*args, **kwargs)
+        finally:
+            _active = outer
+
+    wrapper.__profplug_step__ = target  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _raw(owner: Any, name: str) -> tuple[Any, bool]:
+    """The attribute as stored (a staticmethod stays one) and whether ``owner`` holds it."""
+    if isinstance(owner, type):
+        for klass in owner.__mro__:
+            if name in klass.__dict__:
+                return klass.__dict__[name], klass is owner
+        raise AttributeError(name)
+    if name in getattr(owner, "__dict__", {}):
+        return owner.__dict__[name], True
+    raise AttributeError(name)
+
+
+def _wrap_attribute(owner: Any, name: str, target: Target) -> None:
+    raw, own = _raw(owner, name)
+    fn = raw.__func__ if isinstance(raw, (staticmethod, classmethod)) else raw
+    if getattr(fn, "__profplug_step__", None) is not None:
+        return  # already a step function
+    if not callable(fn):
+        raise TypeError(f"{name} is a {type(raw).__name__}, not a function")
+    new: Any = step_wrapper(fn, target)
+    if isinstance(raw, (staticmethod, classmethod)):
+        new = type(raw)(new)
+    setattr(owner, name, new)
+    _replaced.append((owner, name, raw if own else _ABSENT))
+
+
+def _apply(target: Target, module: ModuleType) -> None:
+    _, qualname = parse_step_fn(target.name)
+    *path, name = qualname.split(".")
+    try:
+        owner: Any = module
+        for part in path:
+            owner = getattr(owner, part)
+        _wrap_attribute(owner, name, target)
+    except (AttributeError, TypeError) as exc:
+        missing = f"{module.__name__} has no attribute {qualname!r}"
+        target.error = missing if isinstance(exc, AttributeError) else f"{qualname}: {exc}"
+        return
+    target.patched = True
+    target.error = None
+
+
+def patch_step_fn(spec: str) -> Target:
+    """Make ``MODULE:QUALNAME`` a step boundary once MODULE is imported (now if it is)."""
+    from profplug.session import hooks
+
+    module_name, _ = parse_step_fn(spec)
+    target = _targets.get(spec)
+    if target is None:
+        target = _targets[spec] = Target(spec, _steps.STEP_FN)
+    if not target.patched:
+        hooks.when_imported(module_name, functools.partial(_on_import, spec))
+    return target
+
+
+def _on_import(spec: str, module: ModuleType) -> None:
+    target = _targets.get(spec)
+    if target is not None and not target.patched:  # not unpatched in the meantime
+        _apply(target, module)
+
+
+def targets() -> list[dict[str, Any]]:
+    """What became of each ``--step-fn`` in this process (for the status file)."""
+    return [t.as_dict() for t in _targets.values()]
+
+
+# -- Megatron-Core ---------------------------------------------------------------------------
+def _wrap_megatron_override(cls: type) -> None:
+    for name in MEGATRON_STEP_METHODS:
+        if name in cls.__dict__:
+            _wrap_attribute(cls, name, _megatron)
+
+
+def _subclasses(cls: type) -> list[type]:
+    out, todo = [], list(cls.__subclasses__())
+    while todo:
+        sub = todo.pop()
+        out.append(sub)
+        todo.extend(sub.__subclasses__())
+    return out
+
+
+def _patch_megatron_class(module: ModuleType) -> None:
+    base = getattr(module, MEGATRON_WRAPPER_CLASS, None)
+    if not _megatron_wanted or base is None:  # None: the module is still being imported
+        return
+    if getattr(base.__dict__.get("__init_subclass__"), "__profplug_step__", None):
+        return  # already patched
+    for cls in (base, *_subclasses(base)):
+        _wrap_megatron_override(cls)
+    previous = base.__dict__.get("__init_subclass__")
+
+    def init_subclass(cls: type, **kwargs: Any) -> None:
+        if previous is not None:
+            previous.__get__(None, cls)(**kwargs)
+        else:
+            super(base, cls).__init_subclass__(**kwargs)
+        if _megatron_wanted:
+            _wrap_megatron_override(cls)
+
+    init_subclass.__profplug_step__ = _megatron  # type: ignore[attr-defined]
+    base.__init_subclass__ = classmethod(init_subclass)  # type: ignore[assignment]
+    _replaced.append((base, "__init_subclass__", _ABSENT if previous is None else previous))
+    _megatron.patched = True
+
+
+def patch_megatron_steps() -> None:
+    """Each outermost ``run_one_forward_step`` (or ``dummy_forward``) call on a Megatron-Core
+    inference wrapper is one step; applied when the wrapper module is imported (now, if it already is)."""
+    global _megatron_wanted
+    from profplug.session import hooks
+
+    _megatron_wanted = True
+    hooks.when_imported(MEGATRON_WRAPPER_MODULE, _patch_megatron_class)
+
+
+def megatron_steps() -> Target:
+    return _megatron
+
+
+def unpatch() -> None:
+    """Restore every attribute profplug replaced; forget the step functions."""
+    global _megatron_wanted
+    _megatron_wanted = False
+    while _replaced:
+        owner, name, original = _replaced.pop()
+        if original is _ABSENT:
+            if name in getattr(owner, "__dict__", {}):
+                delattr(owner, name)
+        else:
+            setattr(owner, name, original)
+    _targets.clear()
+    _megatron.patched = False

@@ -77,7 +77,8 @@ class _Rows:
         self.skipped: dict[str, int] = {}
         self.relative: bool | None = None  # ts relative to the base (else epoch us)
         self.has_sync = False
-        self.step_ord = 0
+        self.own_steps: list[tuple[int, int]] = []  # profplug.step ranges
+        self.has_profiler_steps = False  # ProfilerStep#N ranges (they win: one per step)
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
@@ -161,11 +162,11 @@ class _Rows:
         m = STEP_RE.match(e.name)
         if m:
             b.step(start, end, int(m.group(1)))
+            self.has_profiler_steps = True
         elif cat == "cpu_op":
             return
         elif e.name in STEP_NAMES:
-            b.step(start, end, self.step_ord)
-            self.step_ord += 1
+            self.own_steps.append((start, end))
             b.ann(start, end, _as_int(e.tid), e.name)
         else:
             b.ann(start, end, _as_int(e.tid), e.name)
@@ -192,6 +193,9 @@ class _Rows:
         relative = bool(self.relative)
         dist = header.distributedInfo or {}
         rank, rule = _rank_of(path, dist, file_index)
+        if not self.has_profiler_steps:  # else profplug.step encloses the same steps again
+            for i, (start, end) in enumerate(sorted(self.own_steps)):
+                self.b.step(start, end, i)
         tl = self.b.build(rank=rank, source="kineto", files=[str(path)], rank_rule=rule,
                           has_gpu_sync_records=self.has_sync,
                           metadata={"distributedInfo": dist,

@@ -35,10 +35,11 @@ import torch
 
 import profplug.steps as _steps
 from profplug.config import parse_step_fn
-from profplug.patching import MEGATRON_WRAPPER_MODULE
-
-MEGATRON_WRAPPER_CLASS = "AbstractModelInferenceWrapper"
-MEGATRON_STEP_METHODS = ("run_one_forward_step", "dummy_forward")
+from profplug.megatron_names import (
+    MEGATRON_STEP_METHODS,
+    MEGATRON_WRAPPER_CLASS,
+    MEGATRON_WRAPPER_MODULE,
+)
 
 
 @dataclass

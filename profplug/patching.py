@@ -25,16 +25,9 @@ from typing import Any
 
 from profplug import ranges
 from profplug.errors import ProfplugError
+from profplug.megatron_names import FUNCTIONS, MEGATRON_MODULE, MEGATRON_WRAPPER_MODULE
 
-MEGATRON_MODULE = "megatron.core.inference.communication_utils"
-MEGATRON_WRAPPER_MODULE = (
-    "megatron.core.inference.model_inference_wrappers.abstract_model_inference_wrapper"
-)
-FUNCTIONS = (
-    "send_to_next_pipeline_rank",
-    "recv_from_prev_pipeline_rank_",
-    "broadcast_from_last_pipeline_stage",
-)
+__all__ = ["FUNCTIONS", "MEGATRON_MODULE", "MEGATRON_WRAPPER_MODULE"]  # their old home
 
 # (module, attribute, original) for every name profplug replaced.
 _replaced: list[tuple[ModuleType, str, Any]] = []

@@ -115,7 +115,7 @@ def activate(environ: dict[str, str] | None = None) -> bool:
 
     hooks.when_imported("torch", lambda _m: _on_torch(config))
     if "megatron" in config.patches:
-        from profplug.patching import MEGATRON_MODULE, MEGATRON_WRAPPER_MODULE
+        from profplug.megatron_names import MEGATRON_MODULE, MEGATRON_WRAPPER_MODULE
 
         hooks.when_imported(MEGATRON_MODULE, _on_megatron)
         hooks.when_imported(MEGATRON_WRAPPER_MODULE, _on_megatron_wrapper)

@@ -4,14 +4,19 @@
     profplug run -o runs/mcore --sync event -- torchrun --nproc-per-node 2 \\
         examples/megatron_gpt_infer.py
 
-GPUs only (NCCL, one per rank, pipeline size = world size). The model is a GPTModel with
-``get_gpt_layer_local_spec()`` and ``AttnBackend.local`` in fp32 (bf16 params failed on the
-first stage with Megatron-Core 0.16.1), built after seeding so every run has the same weights.
-Each step runs ``GPTInferenceWrapper.run_one_forward_step`` (which calls
-``recv_from_prev_pipeline_rank_`` / ``send_to_next_pipeline_rank``) and Megatron's
-``broadcast_from_last_pipeline_stage`` for the logits, as the static-batch text generation
-controller does, so the functions profplug patches are the ones that run. Under
-``profplug run`` the patch is applied at start-up; standalone, ``--sync`` patches here.
+This script never imports profplug (unless ``--sync`` asks it to patch Megatron itself): it
+is what a user's own Megatron inference script looks like. Under ``profplug run`` the patch
+is applied at start-up and every ``run_one_forward_step`` call is a step (Megatron
+auto-steps), so the report is per token with no change here.
+
+GPUs only (NCCL, one per rank, pipeline size = world size; one GPU works with
+``--nproc-per-node 1``). The model is a GPTModel with ``get_gpt_layer_local_spec()`` and
+``AttnBackend.local`` in fp32 (bf16 params failed on the first stage with Megatron-Core
+0.16.1), built after seeding so every run has the same weights. Each step runs
+``GPTInferenceWrapper.run_one_forward_step`` (which calls ``recv_from_prev_pipeline_rank_`` /
+``send_to_next_pipeline_rank``) and Megatron's ``broadcast_from_last_pipeline_stage`` for the
+logits, as the static-batch text generation controller does, so the functions profplug
+patches are the ones that run. Standalone, ``--sync`` patches Megatron with ``profplug.p2p``.
 """
 
 from __future__ import annotations
@@ -37,8 +42,6 @@ from megatron.core.models.gpt.gpt_model import GPTModel
 from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
 from megatron.core.transformer.enums import AttnBackend
 from megatron.core.transformer.transformer_config import TransformerConfig
-
-import profplug
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -107,10 +110,11 @@ def main(argv: list[str] | None = None) -> None:
     rank = int(os.environ.get("RANK", "0"))
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group("nccl")
-    if args.sync is not None:
-        profplug.patch(megatron=True, synchronize=False)
+    if args.sync is not None:  # standalone A/B without profplug run
+        import profplug
         from profplug import p2p
 
+        profplug.patch(megatron=True, synchronize=False)
         p2p.set_default_sync(args.sync)
     ps, wrapper, context, max_len = build(args, world)
     g = torch.Generator().manual_seed(args.seed + 1)
@@ -122,25 +126,23 @@ def main(argv: list[str] | None = None) -> None:
     with torch.inference_mode():
         for _ in range(args.steps):
             t0 = time.perf_counter()
-            with profplug.step():
-                window = wrapper.get_batch_for_context_window(inference_input, start, end)
-                logits = wrapper.run_one_forward_step(window)
-                if logits is not None:  # last stage: keep only the last token's logits
-                    logits = logits[:, -1:, :].contiguous()
-                if world > 1:  # [batch, 1, vocab] from the last stage to every stage
-                    logits = comm.broadcast_from_last_pipeline_stage(
-                        [args.batch, 1, args.vocab], torch.float32, logits, wrapper.pp_group
-                    )
-                tokens[:, end] = logits[:, -1, :].argmax(-1)
-                context.enable_decode_mode()
-                start, end = end, end + 1
+            window = wrapper.get_batch_for_context_window(inference_input, start, end)
+            logits = wrapper.run_one_forward_step(window)
+            if logits is not None:  # last stage: keep only the last token's logits
+                logits = logits[:, -1:, :].contiguous()
+            # [batch, 1, vocab] from the last stage to every stage (a no-op copy at PP=1)
+            logits = comm.broadcast_from_last_pipeline_stage(
+                [args.batch, 1, args.vocab], torch.float32, logits, wrapper.pp_group
+            )
+            tokens[:, end] = logits[:, -1, :].argmax(-1)
+            context.enable_decode_mode()
+            start, end = end, end + 1
             step_s.append(time.perf_counter() - t0)
     if rank == 0:
         half = step_s[len(step_s) // 2 :]
-        from profplug import p2p
-
         patched = getattr(comm.send_to_next_pipeline_rank, "__profplug__", False)
-        sync = p2p.default_sync() if patched else "megatron (unpatched)"
+        sync = os.environ.get("PROFPLUG_SYNC") or args.sync or "device"
+        sync = sync if patched else "megatron (unpatched)"
         print(f"megatron_gpt_infer: world={world} sync={sync} "
               f"steps={args.steps} mean_step_us={1e6 * sum(half) / max(len(half), 1):.1f}")
         out = tokens[:, args.prompt : end].cpu()

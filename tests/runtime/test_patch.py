@@ -142,3 +142,18 @@ def test_startup_hook_patches_megatron_when_the_job_imports_it(tmp_path) -> None
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.split() == ["True", "True", "True"]
     assert (tmp_path / "status" / "rank0.json").exists()
+
+
+def test_megatron_example_is_a_script_that_never_imports_profplug() -> None:
+    """The Megatron example stands for a user's own script: profplug reaches it only from
+    outside (profplug run's start-up patch and auto-steps), except for its opt-in --sync."""
+    import ast
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "examples" / "megatron_gpt_infer.py"
+    tree = ast.parse(script.read_text())
+    top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    names = [a.name for n in top if isinstance(n, ast.Import) for a in n.names]
+    names += [n.module or "" for n in top if isinstance(n, ast.ImportFrom)]
+    assert names and not [n for n in names if n.split(".")[0] == "profplug"]
+    assert "profplug.step" not in script.read_text()

@@ -38,7 +38,9 @@ ASSUMPTIONS = (
     "kernel paired across ranks ends its observed transfer time after the later of the "
     "pair starts (ranks share the trace clock)",
     "a device-wide synchronize waits for the last op launched before it on every stream "
-    "of the rank; a dropped call costs its smallest observed non-blocking duration",
+    "of the rank; a dropped synchronize is gone, with the host work of its own range (the "
+    "annotation around it and nothing else, and the entry into it); a dropped blocking "
+    "copy costs its smallest observed non-blocking duration",
     "an op that was queued behind its stream starts no earlier than its launch plus the "
     "rank's median observed launch latency",
     "step time = mean GPU span of a step (first op it launched to the next step's first "

@@ -37,8 +37,8 @@ def replay(m: Model, drop: bool) -> Replay:
     a_e: list[int | None] = [None] * n_a
     o_s: list[int | None] = [None] * n_o
     o_e: list[int | None] = [None] * n_o
-    gap, base, wake, omin = (m.a_gap.tolist(), m.a_base.tolist(), m.a_wake.tolist(),
-                             m.a_omin.tolist())
+    gap, base, wake, omin = ((m.a_gap_drop if drop else m.a_gap).tolist(), m.a_base.tolist(),
+                             m.a_wake.tolist(), m.a_omin.tolist())
     rec_s, rec_e = m.a_start.tolist(), m.a_end.tolist()
     dropped = m.a_dropped.tolist() if drop else [False] * n_a
     wait = m.a_wait

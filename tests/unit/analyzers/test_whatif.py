@@ -2,8 +2,8 @@
 
 Every trace: a host loop that launches kernels, ends each step with a blocking
 ``cudaDeviceSynchronize`` that returns 5 us after the GPU drains, then 10 us of host work.
-Dropping the synchronize leaves a 5 us call (its smallest observed cost: the wake-up), so
-the host runs ahead and only stream order and dependencies hold the GPU back.
+Dropping the synchronize removes the call, so the host runs ahead and only stream order and
+dependencies hold the GPU back.
 """
 
 from __future__ import annotations

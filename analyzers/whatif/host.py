@@ -1,0 +1,91 @@
+"""Host side of the model (all times int64 ns): top-level calls, and the host work a dropped
+call takes with it.
+
+A synchronize is rarely called bare: profplug's patch makes every ``torch.cuda.synchronize()``
+the range ``profplug.synchronize <file>:<line> <function>``, ``profplug.p2p`` wraps it in
+``profplug.sync.device``, users wrap it in ``record_function``. That range, and the Python
+that enters it, exist only because of the call; without the call they are gone too. On H200
+traces of the decode loop (``docs/whatif.md``, Validation) this host work was 2-4x the
+synchronize's own non-blocking cost: ~21 us per call under Kineto, ~12 us under Nsight.
+
+Per dropped top-level call, on its host thread:
+
+- its *own range*: the outermost annotation that encloses the call and no other top-level
+  API call of the thread (none: nothing around the call is cut);
+- ``pre``: the own range's start to the call's start, plus the *entry*: the host time from the
+  previous host event on the thread (the previous top-level call's end, an annotation's start
+  or end) to the own range's start, at most the range's own overhead (its duration minus the
+  call's): the path into the wrapper, bounded so that unrelated host work before a bare
+  range is not cut;
+- ``post``: the call's end to the own range's end.
+
+The drop replay shortens the host gap before the call by ``pre`` and the gap after it by
+``post`` (never below zero); the replay as recorded is unchanged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..timeline import Timeline
+
+
+def top_level(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """Per call, the index of its top-level ancestor on its thread (itself if top-level)."""
+    top = np.arange(start.size)
+    for t in np.unique(tid):
+        idx = np.nonzero(tid == t)[0]
+        idx = idx[np.lexsort((-end[idx], start[idx]))]
+        s, e = start[idx], end[idx]
+        reach = np.maximum.accumulate(e)
+        nested = np.zeros(idx.size, dtype=bool)
+        nested[1:] = (s[1:] < reach[:-1]) & (e[1:] <= reach[:-1])
+        pos = np.where(~nested, np.arange(idx.size), -1)
+        last_top = np.maximum.accumulate(pos)
+        top[idx] = idx[last_top]
+    return top
+
+
+def drop_cuts(tl: Timeline, threads: list[np.ndarray], dropped: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Per API call (local index): ns cut from the host gap before / after it when dropped.
+
+    ``threads``: the top-level calls of each host thread, in order.
+    """
+    n = tl.api_start_ns.size
+    pre = np.zeros(n, dtype=np.int64)
+    post = np.zeros(n, dtype=np.int64)
+    if not dropped.any() or tl.ann_start_ns.size == 0:
+        return pre, post
+    s, e = tl.api_start_ns, tl.api_end_ns
+    none = np.iinfo(np.int64).min
+    for seq in threads:
+        pos = np.nonzero(dropped[seq])[0]
+        if pos.size == 0:
+            continue
+        tid = tl.api_tid[seq[0]]
+        sel = np.nonzero(tl.ann_tid == tid)[0]
+        if sel.size == 0:
+            continue
+        order = sel[np.argsort(tl.ann_start_ns[sel], kind="stable")]
+        a_s, a_e = tl.ann_start_ns[order], tl.ann_end_ns[order]
+        bounds = np.sort(np.concatenate([a_s, a_e]))
+        for p in pos.tolist():
+            i = int(seq[p])
+            lo = int(e[seq[p - 1]]) if p > 0 else none
+            hi = int(s[seq[p + 1]]) if p + 1 < len(seq) else np.iinfo(np.int64).max
+            k0 = int(np.searchsorted(a_s, lo, side="left"))
+            k1 = int(np.searchsorted(a_s, s[i], side="right"))
+            own = [k for k in range(k0, k1) if e[i] <= a_e[k] <= hi]
+            if not own:
+                continue
+            k = min(own, key=lambda x: (int(a_s[x]), -int(a_e[x])))  # outermost
+            r_s, r_e = int(a_s[k]), int(a_e[k])
+            b = int(np.searchsorted(bounds, r_s, side="left")) - 1
+            prev = max(lo, int(bounds[b]) if b >= 0 else lo)
+            overhead = (r_e - r_s) - int(e[i] - s[i])
+            entry = min(max(r_s - prev, 0), max(overhead, 0)) if prev != none else 0
+            pre[i] = int(s[i]) - r_s + entry
+            post[i] = r_e - int(e[i])
+    return pre, post
+

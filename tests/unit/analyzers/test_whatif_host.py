@@ -1,0 +1,68 @@
+"""What-if: the host work a dropped synchronize takes with it (hand-computed, times in us).
+
+Every trace: a host-bound loop of 3 steps of 100 us on one stream: a launch at T (5 us call,
+10 us kernel at T+5), then the synchronize, then host work until the next step at T+100.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from profplug.analyzers.readers.kineto import read_kineto
+from profplug.analyzers.whatif import whatif
+from synth import KinetoTrace
+
+SYNC_RANGE = "profplug.synchronize examples/x.py:7 f"
+
+
+def loop(tmp: Path, own_range: bool, extra_call: bool = False, entry: float = 25.0) -> Path:
+    """The sync (10 us, not blocking) at T+5+entry+10 inside its own 30 us range that starts
+    ``entry`` us after the launch call ends (20 us of it is the range's overhead)."""
+    t = KinetoTrace(rank=0)
+    for i in range(3):
+        T = 100.0 * i
+        t.annotation(f"ProfilerStep#{i}", T, 100.0)
+        t.launch(T, T + 5, 10.0, api_dur=5.0)
+        r0 = T + 5 + entry
+        if own_range:
+            t.annotation(SYNC_RANGE, r0, 30.0)
+        if extra_call:  # another call inside the range: it is not the sync's own range
+            t.runtime("cudaEventRecord", r0 + 2, 1.0)
+        t.runtime("cudaDeviceSynchronize", r0 + 10, 10.0)
+    return t.write(tmp / "loop.json")
+
+
+def _rank(path: Path):
+    return whatif([read_kineto(path, 0)]).rank(0)
+
+
+def test_own_range_and_entry_go_with_the_dropped_sync(tmp_path: Path) -> None:
+    r = _rank(loop(tmp_path, own_range=True))
+    # recorded spans 100, 100 and the last kernel's 10 us
+    assert r.recorded_us == pytest.approx(70.0, abs=1e-3)
+    assert r.replayed_us == pytest.approx(70.0, abs=1e-3)
+    # per step: launch 5; gap 35 less 10 (range start to the call) less 20 (the entry, 25,
+    # capped at the range's 20 us overhead) = 5; the sync 0; gap 50 less 10 (call end to
+    # range end) = 40: steps of 50 us
+    assert r.predicted_us == pytest.approx((50 + 50 + 10) / 3, abs=1e-3)
+
+
+def test_entry_is_the_gap_when_below_the_range_overhead(tmp_path: Path) -> None:
+    r = _rank(loop(tmp_path, own_range=True, entry=8.0))
+    # gap before the call 18 - 10 - 8 = 0; after: 50 + 17 - 10 = 57; steps 62 us
+    assert r.recorded_us == pytest.approx(70.0, abs=1e-3)
+    assert r.predicted_us == pytest.approx((62 + 62 + 10) / 3, abs=1e-3)
+
+
+def test_a_bare_sync_takes_only_its_own_cost(tmp_path: Path) -> None:
+    r = _rank(loop(tmp_path, own_range=False))
+    # the 10 us call goes; both host gaps stay: steps of 90 us
+    assert r.predicted_us == pytest.approx((90 + 90 + 10) / 3, abs=1e-3)
+
+
+def test_a_range_holding_other_calls_is_not_the_syncs_own(tmp_path: Path) -> None:
+    r = _rank(loop(tmp_path, own_range=True, extra_call=True))
+    # the cudaEventRecord shares the range: only the sync's 10 us go
+    assert r.predicted_us == pytest.approx((90 + 90 + 10) / 3, abs=1e-3)
+

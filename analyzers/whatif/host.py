@@ -1,5 +1,5 @@
-"""Host side of the model (all times int64 ns): top-level calls, and the host work a dropped
-call takes with it.
+"""Host side of the model (all times int64 ns): top-level calls, the host work a dropped call
+takes with it, and copy calls that block the host.
 
 A synchronize is rarely called bare: profplug's patch makes every ``torch.cuda.synchronize()``
 the range ``profplug.synchronize <file>:<line> <function>``, ``profplug.p2p`` wraps it in
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..timeline import Timeline
+from ..timeline import KIND_MEMCPY, Timeline
 
 
 def top_level(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray:
@@ -89,3 +89,32 @@ def drop_cuts(tl: Timeline, threads: list[np.ndarray], dropped: np.ndarray
             post[i] = r_e - int(e[i])
     return pre, post
 
+
+def sync_copies(tl: Timeline, o_api: np.ndarray, is_top: np.ndarray) -> np.ndarray:
+    """Per API call: a device-to-host copy call that returns only once its copy is done.
+
+    A ``cudaMemcpyAsync`` into pageable memory (``.item()``, ``.cpu()``, ``.tolist()``) is
+    synchronous: the host waits for everything queued before the copy. Kineto names the
+    memory (``Memcpy DtoH (Device -> Pageable)``; ``Pinned`` is asynchronous); when the name
+    does not say (Nsight: ``[CUDA memcpy DtoH]``), an API whose every such call returned
+    after its copy ended is taken as synchronous.
+    """
+    out = np.zeros(tl.api_start_ns.size, dtype=bool)
+    if not tl.n_gpu:
+        return out
+    dtoh = np.array(["DtoH" in n for n in tl.names], dtype=bool)[tl.gpu_name]
+    ops = np.nonzero((tl.gpu_kind == KIND_MEMCPY) & dtoh & (o_api >= 0))[0]
+    ops = ops[is_top[o_api[ops]]]
+    if ops.size == 0:
+        return out
+    calls = o_api[ops]
+    name = [tl.names[int(n)] for n in tl.gpu_name[ops]]
+    pageable = np.array(["Pageable" in n for n in name], dtype=bool)
+    unknown = np.array(["Pinned" not in n and "Pageable" not in n for n in name], dtype=bool)
+    after = tl.api_end_ns[calls] >= tl.gpu_end_ns[ops]
+    out[calls[pageable]] = True
+    for sym in np.unique(tl.api_name[calls[unknown]]):
+        sel = unknown & (tl.api_name[calls] == sym)
+        if after[sel].all():
+            out[calls[sel]] = True
+    return out

@@ -6,8 +6,8 @@ call's end and the next call's start kept fixed (``a_gap``). Calls nested in ano
 A host-blocking call waits for a set of GPU ops (``a_wait``): a device-wide synchronize for
 the last op launched before it on every stream of the rank; a stream/event synchronize for
 the last op launched before it on the stream named by its GPU-side sync record; a blocking
-memcpy for its own copy. Its end is ``max(start + base, done + wake)`` where ``wake`` is the
-observed return latency after the awaited work ended. A dropped synchronize costs nothing,
+memcpy, or a device-to-host copy into pageable memory, for its own copy. Its end is
+``max(start + base, done + wake)`` where ``wake`` is the observed return latency after the awaited work ended. A dropped synchronize costs nothing,
 and the host work of its own range goes with it (``host``); a dropped blocking copy ends
 at ``start + overhead``: the smallest observed cost of that API on that rank when not blocked.
 
@@ -29,7 +29,7 @@ import numpy as np
 from .. import classify
 from ..callsites import enclosing
 from ..timeline import SYNC_EVENT_SYNC, SYNC_STREAM_SYNC, SYNC_STREAM_WAIT_EVENT, Timeline
-from .host import drop_cuts, top_level
+from .host import drop_cuts, sync_copies, top_level
 from .pairs import match_nccl
 
 QUEUE_TOL_NS = 2_000  # an op starting within this of its stream becoming ready was queued
@@ -232,6 +232,11 @@ class _RankBuilder:
         tl = self.tl
         n_a = tl.api_start_ns.size
         blocking = self.is_top & ((self.kind == classify.DEVICE) | (self.kind == classify.EVENT))
+        copies = sync_copies(tl, self.o_api, self.is_top) & ~blocking
+        if copies.any():
+            self.notes.append(f"rank {tl.rank}: {int(copies.sum())} device-to-host copy call(s) "
+                              "that return only once the copy is done wait for it")
+        blocking |= copies
         self.blocking = blocking
         self.wait: dict[int, list[int]] = {}
         own = {int(a): int(o) for o, a in enumerate(self.o_api) if a >= 0 and blocking[a]}

@@ -66,3 +66,35 @@ def test_a_range_holding_other_calls_is_not_the_syncs_own(tmp_path: Path) -> Non
     # the cudaEventRecord shares the range: only the sync's 10 us go
     assert r.predicted_us == pytest.approx((90 + 90 + 10) / 3, abs=1e-3)
 
+
+def copy_loop(tmp: Path, copy_name: str) -> Path:
+    """GPU-bound steps of 100 us: kernel T+5..T+85 (launched at T), a device sync T+2..T+90,
+    then a DtoH copy call T+91..T+97 whose copy runs T+93..T+95."""
+    t = KinetoTrace(rank=0)
+    for i in range(3):
+        T = 100.0 * i
+        t.annotation(f"ProfilerStep#{i}", T, 100.0)
+        t.launch(T, T + 5, 80.0)
+        t.runtime("cudaDeviceSynchronize", T + 2, 88.0)
+        corr = t.runtime("cudaMemcpyAsync", T + 91, 6.0)
+        t.gpu(T + 93, 2.0, copy_name, corr=corr, cat="gpu_memcpy")
+    return t.write(tmp / "copy.json")
+
+
+@pytest.mark.parametrize(("name", "waits"), [
+    ("Memcpy DtoH (Device -> Pageable)", True),  # Kineto says pageable: synchronous
+    ("[CUDA memcpy DtoH]", True),  # no memory kind: every call returned after its copy
+    ("Memcpy DtoH (Device -> Pinned)", False),  # pinned: asynchronous
+])
+def test_a_synchronous_copy_keeps_the_host_waiting(tmp_path: Path, name: str,
+                                                   waits: bool) -> None:
+    res = whatif([read_kineto(copy_loop(tmp_path, name), 0)])
+    r = res.rank(0)
+    assert r.recorded_us == pytest.approx((100 + 100 + 90) / 3, abs=1e-3)
+    assert r.replayed_us == pytest.approx(r.recorded_us, abs=1e-3)
+    if waits:  # the copy call ends 4 us after the kernel; launches 3 us later; kernel +5
+        assert r.predicted_us == pytest.approx((92 + 92 + 82) / 3, abs=1e-3)
+        assert any("device-to-host copy" in a for a in res.assumptions)
+    else:  # the host runs ahead: kernels and copies back to back
+        assert r.predicted_us == pytest.approx(82.0, abs=1e-3)
+

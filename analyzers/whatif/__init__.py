@@ -23,11 +23,12 @@ from .. import classify
 from ..load import load_timelines
 from ..stalls import CAUSES, RankStalls, StallOptions, analyze_rank
 from ..timeline import Timeline
+from .host import HostCosts
 from .model import DROP_ALL, DROP_DEVICE, DropSpec, Model, build_model
 from .result import RankWhatIf, WhatIfResult, render_table, whatif_html_section
 from .simulate import Replay, nested_times, replay
 
-__all__ = ["DROP_ALL", "DROP_DEVICE", "DropSpec", "RankWhatIf", "WhatIfResult",
+__all__ = ["DROP_ALL", "DROP_DEVICE", "DropSpec", "HostCosts", "RankWhatIf", "WhatIfResult",
            "build_model", "render_table", "replay", "whatif", "whatif_html_section",
            "whatif_paths"]
 
@@ -143,8 +144,11 @@ def _rank_result(tl: Timeline, m: Model, rec: Replay, drp: Replay, nested: dict[
 
 
 def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
-           options: StallOptions | None = None) -> WhatIfResult:
-    """Replay the run as recorded and without the dropped synchronizes; compare per rank."""
+           options: StallOptions | None = None, *, host: HostCosts | None = None
+           ) -> WhatIfResult:
+    """Replay the run as recorded and without the dropped synchronizes; compare per rank.
+
+    ``host``: the predicted run's host costs relative to the trace's (default: the same)."""
     drop = drop or DropSpec()
     opt = options or StallOptions()
     if not timelines or not any(t.n_gpu for t in timelines):
@@ -153,7 +157,7 @@ def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
     m = build_model(timelines, drop)
     try:
         rec = replay(m, drop=False)
-        drp = replay(m, drop=True)
+        drp = replay(host.apply(m) if host else m, drop=True)
     except RuntimeError as exc:
         raise ProfplugError(f"what-if: {exc}") from None
     replay_s = time.perf_counter() - t0

@@ -7,9 +7,10 @@ A host-blocking call waits for a set of GPU ops (``a_wait``): a device-wide sync
 the last op launched before it on every stream of the rank; a stream/event synchronize for
 the last op launched before it on the stream named by its GPU-side sync record; a blocking
 memcpy, or a device-to-host copy into pageable memory, for its own copy. Its end is
-``max(start + base, done + wake)`` where ``wake`` is the observed return latency after the awaited work ended. A dropped synchronize costs nothing,
-and the host work of its own range goes with it (``host``); a dropped blocking copy ends
-at ``start + overhead``: the smallest observed cost of that API on that rank when not blocked.
+``max(start + base, done + wake)`` where ``wake`` is the observed return latency after the
+awaited work ended. A dropped synchronize costs nothing, and the host work of its own range
+goes with it (``host``); a dropped blocking copy ends at ``start + overhead``: the smallest
+observed cost of that API on that rank when not blocked.
 
 GPU side, per stream: ops in recorded order. An op starts at
 ``max(launch + lat, ready + gap)`` where ``launch`` is its launching call's start, ``ready``
@@ -52,6 +53,7 @@ class Model:
     a_rank: np.ndarray
     a_start: np.ndarray  # recorded start ns
     a_end: np.ndarray
+    a_dur: np.ndarray  # cost of a call that waits for nothing (recorded: end - start)
     a_top: np.ndarray  # top-level ancestor (itself when top-level)
     a_gap: np.ndarray  # top-level: host time since the previous top-level call's end
     a_gap_drop: np.ndarray  # a_gap in the drop replay: less the dropped calls' host work
@@ -376,6 +378,7 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None) -> Mode
         a_rank=cat([np.full(b.tl.api_start_ns.size, b.tl.rank) for b in builders]),
         a_start=cat([b.tl.api_start_ns for b in builders]),
         a_end=cat([b.tl.api_end_ns for b in builders]),
+        a_dur=cat([b.tl.api_end_ns - b.tl.api_start_ns for b in builders]),
         a_top=a_top, a_gap=cat(gaps), a_gap_drop=cat(gaps_drop), a_base=cat([b.base for b in builders]),
         a_wake=cat([b.wake for b in builders]), a_omin=cat([b.omin for b in builders]),
         a_blocking=cat([b.blocking for b in builders]),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from profplug.analyzers.readers.kineto import read_kineto
-from profplug.analyzers.whatif import whatif
+from profplug.analyzers.whatif import HostCosts, whatif
 from synth import KinetoTrace
 
 SYNC_RANGE = "profplug.synchronize examples/x.py:7 f"
@@ -98,3 +98,12 @@ def test_a_synchronous_copy_keeps_the_host_waiting(tmp_path: Path, name: str,
     else:  # the host runs ahead: kernels and copies back to back
         assert r.predicted_us == pytest.approx(82.0, abs=1e-3)
 
+
+@pytest.mark.parametrize("host", [HostCosts(gap_scale=2.0, call_scale=2.0),
+                                  HostCosts(ranks={0: (2.0, 2.0)})])
+def test_host_costs_scale_only_the_prediction(tmp_path: Path, host: HostCosts) -> None:
+    res = whatif([read_kineto(loop(tmp_path, own_range=False), 0)], host=host)
+    r = res.rank(0)
+    assert r.replayed_us == pytest.approx(70.0, abs=1e-3)  # the replay as recorded: as traced
+    # per step: launch 2 x 5, gaps 2 x 35 and 2 x 50, the dropped sync 0: 180 us
+    assert r.predicted_us == pytest.approx((180 + 180 + 10) / 3, abs=1e-3)

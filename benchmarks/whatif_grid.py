@@ -3,7 +3,7 @@
     # on the GPU machine (profplug and its wheels installed, examples/ at hand):
     python3 benchmarks/whatif_grid.py capture --out /tmp/grid --budget-s 520
     # anywhere: predicted (whatif on each device run) vs measured (event runs)
-    python3 benchmarks/whatif_grid.py table /tmp/grid
+    python3 benchmarks/whatif_grid.py table /tmp/grid [--samples sample_traces] [--markdown]
 
 ``capture`` runs ``examples/decode_loop.py`` (stages of bf16 GELU(x @ W) layers; one GPU:
 stages hand activations over on a communication stream, ``device`` adds Megatron's
@@ -132,10 +132,33 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--skip", type=int, default=20)
     c.add_argument("--window", type=int, default=30)
     c.add_argument("--nsys", default=os.environ.get("NSYS"))
+    t = sub.add_parser("table", help="predicted vs measured, offline (any machine)")
+    t.add_argument("grid", nargs="?", help="a capture directory (GRID/<profiler>/<shape>/...)")
+    t.add_argument("--samples", help="also the 2-rank device/event families of sample_traces/")
+    t.add_argument("--markdown", action="store_true", help="a Markdown table (docs/whatif.md)")
+    t.add_argument("--json", help="also write every number to this JSON file")
     args = ap.parse_args(argv)
     if args.cmd == "capture":
         return capture(args)
-    return 2
+    return table(args)
+
+
+def table(args: argparse.Namespace) -> int:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import grid_table as gt
+
+    rows = []
+    if args.grid:
+        rows += gt.build_rows(gt.grid_groups(Path(args.grid)), "grid")
+    if args.samples:
+        rows += gt.build_rows(gt.sample_groups(Path(args.samples)), "samples")
+    if not rows:
+        print("whatif_grid table: no device/event runs found", file=sys.stderr)
+        return 1
+    gt.render(rows, sys.stdout, markdown=args.markdown)
+    if args.json:
+        gt.dump(rows, Path(args.json))
+    return 0
 
 
 if __name__ == "__main__":

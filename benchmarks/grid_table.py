@@ -181,6 +181,17 @@ def _l(xs: list[float], fmt: str = "{:,.0f}") -> str:
     return "/".join(fmt.format(x) for x in xs)
 
 
+def _in_band(rows: list[Row]) -> str:
+    """How many host-adjusted pairs fall within their device run's ``error_band_pct``."""
+    n = k = 0
+    for r in rows:
+        n_e = len(r.event)
+        for i, err in enumerate(r.host_adj):
+            n += 1
+            k += abs(err) <= r.device[i // n_e].band
+    return f"{k}/{n}"
+
+
 def _summary(rows: list[Row]) -> list[str]:
     lines = []
     for src, prof in sorted({(r.source, r.profiler) for r in rows}):
@@ -194,14 +205,14 @@ def _summary(rows: list[Row]) -> list[str]:
                          + (f"median {statistics.median(s):.1f}%, max {max(s):.1f}% over "
                             f"{len(s)}" if s else "none")
                          + f"; host-adj: median {statistics.median(a):.1f}%, max {max(a):.1f}% "
-                         f"over {len(a)} pairs")
+                         f"over {len(a)} pairs, {_in_band(sel)} within the error band")
     return lines
 
 
 def render(rows: list[Row], out: TextIO, markdown: bool = False) -> None:
     """One line per (profiler, shape, rank): recorded device step(s), predicted, measured."""
     rows = sorted(rows, key=lambda r: (r.source, r.profiler, _shape_key(r.shape), r.rank))
-    head = ["profiler", "shape", "rank", "device rec", "replay err %", "predicted",
+    head = ["profiler", "shape", "rank", "device rec", "replay err %", "predicted", "band +-%",
             "event meas (median)", "error %", "same-host err %", "host-adj err %",
             "host us dev | evt"]
     if markdown:
@@ -209,12 +220,12 @@ def render(rows: list[Row], out: TextIO, markdown: bool = False) -> None:
             "---" if i < 3 else "---:" for i in range(len(head))) + " |\n")
     else:
         out.write(f"{'prof':6} {'shape':16} {'rk':>2} {'dev rec':>11} {'rep%':>4} "
-                  f"{'predicted':>11} {'event meas (med)':>19} {'err %':>11} "
+                  f"{'predicted':>11} {'+-%':>5} {'event meas (med)':>19} {'err %':>11} "
                   f"{'same-host':>11} {'host-adj':>11} host us dev|evt\n")
     for r in rows:
         cells = [r.profiler, r.shape, str(r.rank), _l([d.recorded for d in r.device]),
                  _l([d.replay_err for d in r.device], "{:+.1f}"),
-                 _l([d.predicted for d in r.device]),
+                 _l([d.predicted for d in r.device]), _l([d.band for d in r.device], "{:.0f}"),
                  f"{_l([e.recorded for e in r.event])} ({r.measured:,.0f})",
                  _l(r.errors(), "{:+.1f}"), _l(r.same_host_errors(), "{:+.1f}") or "-",
                  _l(r.host_adj, "{:+.1f}"),
@@ -224,8 +235,8 @@ def render(rows: list[Row], out: TextIO, markdown: bool = False) -> None:
             out.write("| " + " | ".join(cells) + " |\n")
         else:
             out.write(f"{cells[0]:6} {cells[1]:16} {cells[2]:>2} {cells[3]:>11} {cells[4]:>4} "
-                      f"{cells[5]:>11} {cells[6]:>19} {cells[7]:>11} {cells[8]:>11} "
-                      f"{cells[9]:>11} {cells[10]}\n")
+                      f"{cells[5]:>11} {cells[6]:>5} {cells[7]:>19} {cells[8]:>11} "
+                      f"{cells[9]:>11} {cells[10]:>11} {cells[11]}\n")
     for line in _summary(rows):
         out.write(("\n" if markdown else "") + line + "\n")
 

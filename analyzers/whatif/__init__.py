@@ -23,6 +23,7 @@ from .. import classify
 from ..load import load_timelines
 from ..stalls import CAUSES, RankStalls, StallOptions, analyze_rank
 from ..timeline import Timeline
+from .band import set_bands
 from .host import HostCosts
 from .model import DROP_ALL, DROP_DEVICE, DropSpec, Model, build_model
 from .result import RankWhatIf, WhatIfResult, render_table, whatif_html_section
@@ -163,6 +164,7 @@ def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
     replay_s = time.perf_counter() - t0
     nested = {"replayed": nested_times(m, rec), "predicted": nested_times(m, drp)}
     ranks = [_rank_result(tl, m, rec, drp, nested, opt) for tl in timelines if tl.n_gpu]
+    set_bands(ranks, coupled=bool((m.o_peer >= 0).any()))
     warnings = [*m.warnings, *rec.warnings, *drp.warnings]
     if not m.a_dropped.any():
         warnings.append("no call matched the drop rule: the prediction equals the replay")

@@ -30,6 +30,7 @@ class RankWhatIf:
     dropped_calls: int  # calls made non-blocking (per step when basis is "step")
     recorded_idle_by_cause_us: dict[str, float]
     predicted_idle_by_cause_us: dict[str, float]
+    error_band_pct: float = 0.0  # +- around predicted_us, from the validation (band.py)
 
 
 @dataclass
@@ -76,14 +77,17 @@ def render_table(res: WhatIfResult, out: TextIO) -> None:
     w(f"profplug what-if: replay without {what}{at}\n")
     w(f"{res.n_events:,} events replayed in {res.replay_s:.2f} s; err = the replay of the "
       "trace as\nrecorded vs the trace itself\n\n")
-    w(f"{'rank':>4} {'per':>4} {'recorded':>9} {'replayed':>9} {'err %':>6} "
-      f"{'predicted':>9} {'saving':>8} {'%':>5} {'direct':>8} {'indirect':>8}\n")
+    w(f"{'rank':>4} {'per':>4} {'recorded':>8} {'replayed':>8} {'err%':>5} "
+      f"{'predicted':>9} {'+-%':>5} {'saving':>8} {'%':>4} {'direct':>7} {'indirect':>8}\n")
     for r in res.ranks:
         per = "step" if r.basis == "step" else "win"
-        w(f"{r.rank:>4} {per:>4} {_n(r.recorded_us):>9} {_n(r.replayed_us):>9} "
-          f"{r.model_error_pct:>+6.1f} {_n(r.predicted_us):>9} {_n(r.saving_us):>8} "
-          f"{r.saving_pct:>5.1f} {_n(r.direct_us):>8} {_n(r.indirect_us):>8}\n")
-    w("(us per step, or per GPU window when the trace has no steps)\n")
+        w(f"{r.rank:>4} {per:>4} {_n(r.recorded_us):>8} {_n(r.replayed_us):>8} "
+          f"{r.model_error_pct:>+5.1f} {_n(r.predicted_us):>9} {r.error_band_pct:>5.1f} "
+          f"{_n(r.saving_us):>8} {r.saving_pct:>4.0f} {_n(r.direct_us):>7} "
+          f"{_n(r.indirect_us):>8}\n")
+    w("(us per step, or per GPU window when the trace has no steps; +-%: the error band\n"
+      "of the prediction, from the replay error and the measured validation, see\n"
+      "docs/whatif.md)\n")
     w("\nGPU idle by cause, recorded -> predicted (us per step or window)\n")
     for r in res.ranks:
         parts = [f"{c} {_n(r.recorded_idle_by_cause_us.get(c, 0.0))}->{_n(v)}"
@@ -110,7 +114,8 @@ def whatif_html_section(res: WhatIfResult) -> str:
     rows = "".join(
         f"<tr><td>{r.rank}</td><td>{e(r.basis)}</td><td>{r.recorded_us:,.1f}</td>"
         f"<td>{r.replayed_us:,.1f}</td><td>{r.model_error_pct:+.1f}%</td>"
-        f"<td>{r.predicted_us:,.1f}</td><td>{r.saving_us:,.1f} ({r.saving_pct:.1f}%)</td>"
+        f"<td>{r.predicted_us:,.1f} &plusmn; {r.error_band_pct:.1f}%</td>"
+        f"<td>{r.saving_us:,.1f} ({r.saving_pct:.1f}%)</td>"
         f"<td>{r.direct_us:,.1f}</td><td>{r.indirect_us:,.1f}</td></tr>"
         for r in res.ranks)
     causes = "".join(
@@ -126,7 +131,8 @@ def whatif_html_section(res: WhatIfResult) -> str:
         f'<section class="whatif"><h2>What if: without {what}{at}</h2>'
         f"<p>{res.n_events:,} events replayed in {res.replay_s:.2f} s. Times in us per "
         "step (or per GPU window). Model error: the replay of the trace as recorded vs the "
-        "trace.</p>"
+        "trace. &plusmn;: the prediction's error band (replay error plus the measured "
+        "validation, by how host-bound the predicted run is).</p>"
         "<table><thead><tr><th>rank</th><th>per</th><th>recorded</th><th>replayed</th>"
         "<th>model error</th><th>predicted</th><th>saving</th><th>direct</th>"
         f"<th>indirect</th></tr></thead><tbody>{rows}</tbody></table>"

@@ -162,3 +162,17 @@ def test_cli_json_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert main(["whatif", *paths, "--drop", "nothing"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unknown --drop" in err
+
+
+def test_error_band_from_replay_error_and_host_bound_fraction(tmp_path: Path) -> None:
+    from profplug.analyzers.whatif.band import BASE_PCT, COUPLED_PCT, SLOPE_PCT, set_bands
+
+    one = _run([single_stream(tmp_path)]).rank(0)  # GPU-bound when predicted, one rank
+    assert one.error_band_pct == pytest.approx(BASE_PCT, abs=0.05)
+    res = _run(two_ranks(tmp_path))  # NCCL kernels paired across the two ranks
+    assert all(r.error_band_pct >= BASE_PCT + COUPLED_PCT for r in res.ranks)
+    r = res.rank(0)
+    r.model_error_pct, r.predicted_us = -2.0, 100.0
+    r.predicted_idle_by_cause_us = {"host_bound": 50.0}
+    set_bands([r], coupled=False)
+    assert r.error_band_pct == pytest.approx(2.0 + BASE_PCT + 0.5 * SLOPE_PCT, abs=0.05)

@@ -50,6 +50,7 @@ class RankRun:
     recorded: float
     host: float  # median kernel-launch call, us
     gap: float  # mean host gap between consecutive kernel-launch calls, us
+    compute: float = 0.0  # GPU time of non-NCCL ops per step, us
     replay_err: float = 0.0  # device runs: replay as recorded vs trace, %
     predicted: float = 0.0  # device runs
     band: float = 0.0  # device runs: the result's error_band_pct, when it has one
@@ -73,6 +74,11 @@ class Row:
     def errors(self) -> list[float]:
         m = self.measured
         return [100.0 * (d.predicted - m) / m for d in self.device]
+
+    def compute_change(self) -> float:
+        """Event runs' GPU compute time per step vs the device runs', % (medians)."""
+        d = statistics.median(x.compute for x in self.device)
+        return 100.0 * (statistics.median(x.compute for x in self.event) - d) / d if d else 0.0
 
     def same_host_errors(self) -> list[float]:
         out = []
@@ -102,13 +108,23 @@ def host_index(tl: Timeline) -> tuple[float, float]:
             round(float(g.mean()) / 1000.0, 3) if g.size else 0.0)
 
 
+def compute_per_step(tl: Timeline) -> float:
+    """GPU time of the non-NCCL ops per step (steps = step ranges), us: whether kernels ran
+    longer in one policy than in the other (contention, clocks), which the model keeps fixed."""
+    n = max(int(tl.step_start_ns.size), 1)
+    comm = classify.comm_for_symbols(tl.names)[tl.gpu_name] if tl.n_gpu else np.zeros(0, bool)
+    return round(float((tl.gpu_end_ns - tl.gpu_start_ns)[~comm].sum()) / 1000.0 / n, 1)
+
+
 def measure(run: Path, device: bool) -> tuple[dict[int, RankRun], list[Timeline]]:
     tls = load_timelines([run], jobs=1, progress=False)
     res = whatif(tls)
     host = {t.rank: host_index(t) for t in tls}
+    comp = {t.rank: compute_per_step(t) for t in tls}
     out = {}
     for r in res.ranks:
-        rr = RankRun(recorded=r.recorded_us, host=host[r.rank][0], gap=host[r.rank][1])
+        rr = RankRun(recorded=r.recorded_us, host=host[r.rank][0], gap=host[r.rank][1],
+                     compute=comp[r.rank])
         if device:
             rr.replay_err, rr.predicted = r.model_error_pct, r.predicted_us
             rr.band = float(getattr(r, "error_band_pct", 0.0) or 0.0)
@@ -214,14 +230,14 @@ def render(rows: list[Row], out: TextIO, markdown: bool = False) -> None:
     rows = sorted(rows, key=lambda r: (r.source, r.profiler, _shape_key(r.shape), r.rank))
     head = ["profiler", "shape", "rank", "device rec", "replay err %", "predicted", "band +-%",
             "event meas (median)", "error %", "same-host err %", "host-adj err %",
-            "host us dev | evt"]
+            "host us dev | evt", "GPU compute evt/dev %"]
     if markdown:
         out.write("| " + " | ".join(head) + " |\n| " + " | ".join(
             "---" if i < 3 else "---:" for i in range(len(head))) + " |\n")
     else:
         out.write(f"{'prof':6} {'shape':16} {'rk':>2} {'dev rec':>11} {'rep%':>4} "
                   f"{'predicted':>11} {'+-%':>5} {'event meas (med)':>19} {'err %':>11} "
-                  f"{'same-host':>11} {'host-adj':>11} host us dev|evt\n")
+                  f"{'same-host':>11} {'host-adj':>11} host us dev|evt, GPU evt/dev %\n")
     for r in rows:
         cells = [r.profiler, r.shape, str(r.rank), _l([d.recorded for d in r.device]),
                  _l([d.replay_err for d in r.device], "{:+.1f}"),
@@ -230,13 +246,13 @@ def render(rows: list[Row], out: TextIO, markdown: bool = False) -> None:
                  _l(r.errors(), "{:+.1f}"), _l(r.same_host_errors(), "{:+.1f}") or "-",
                  _l(r.host_adj, "{:+.1f}"),
                  f"{_l([d.host for d in r.device], '{:.1f}')} | "
-                 f"{_l([e.host for e in r.event], '{:.1f}')}"]
+                 f"{_l([e.host for e in r.event], '{:.1f}')}", f"{r.compute_change():+.1f}"]
         if markdown:
             out.write("| " + " | ".join(cells) + " |\n")
         else:
             out.write(f"{cells[0]:6} {cells[1]:16} {cells[2]:>2} {cells[3]:>11} {cells[4]:>4} "
                       f"{cells[5]:>11} {cells[6]:>5} {cells[7]:>19} {cells[8]:>11} "
-                      f"{cells[9]:>11} {cells[10]:>11} {cells[11]}\n")
+                      f"{cells[9]:>11} {cells[10]:>11} {cells[11]}, {cells[12]}\n")
     for line in _summary(rows):
         out.write(("\n" if markdown else "") + line + "\n")
 

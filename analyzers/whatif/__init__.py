@@ -28,10 +28,11 @@ from .host import HostCosts
 from .model import DROP_ALL, DROP_DEVICE, DropSpec, Model, build_model
 from .result import RankWhatIf, WhatIfResult, render_table, whatif_html_section
 from .simulate import Replay, nested_times, replay
+from .unprofiled import whatif_unprofiled
 
 __all__ = ["DROP_ALL", "DROP_DEVICE", "DropSpec", "HostCosts", "RankWhatIf", "WhatIfResult",
            "build_model", "render_table", "replay", "whatif", "whatif_html_section",
-           "whatif_paths"]
+           "whatif_paths", "whatif_unprofiled"]
 
 ASSUMPTIONS = (
     "host time between CUDA API calls is kept as recorded: host work that itself waited "

@@ -20,17 +20,23 @@ DROPS = ("device-sync", "all-sync")
 
 def run_whatif(paths: list[Path], drop: str = "device-sync", drop_at: str | None = None,
                fmt: str = "table", output: Path | None = None, html: Path | None = None,
-               tolerance_us: float = 2.0, jobs: int | None = None) -> int:
+               tolerance_us: float = 2.0, jobs: int | None = None,
+               unprofiled_us: float | None = None) -> int:
     """Replay the run under ``paths`` without the chosen syncs and print the comparison."""
+    from profplug.analyzers.load import load_timelines
     from profplug.analyzers.stalls import StallOptions
-    from profplug.analyzers.whatif import DropSpec, render_table, whatif_paths
+    from profplug.analyzers.whatif import DropSpec, render_table, whatif, whatif_unprofiled
 
     if fmt not in FORMATS:
         raise ProfplugError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
     if drop not in DROPS:
         raise ProfplugError(f"unknown --drop {drop!r} (choose from {', '.join(DROPS)})")
-    res = whatif_paths(paths, DropSpec(drop, drop_at),
-                       StallOptions(tolerance_ns=round(tolerance_us * 1000)), jobs=jobs)
+    if unprofiled_us is not None and unprofiled_us <= 0:
+        raise ProfplugError("--unprofiled takes the measured unprofiled step time in us (> 0)")
+    opt = StallOptions(tolerance_ns=round(tolerance_us * 1000))
+    tls = load_timelines(paths, jobs=jobs)
+    res = (whatif(tls, DropSpec(drop, drop_at), opt) if unprofiled_us is None
+           else whatif_unprofiled(tls, unprofiled_us, DropSpec(drop, drop_at), opt))
     buf = io.StringIO()
     if fmt == "json":
         json.dump({"whatif": res.to_dict()}, buf, indent=1, allow_nan=False)
@@ -66,8 +72,11 @@ def whatif(
     tolerance_us: Annotated[float, typer.Option(
         "--tolerance-us", help="Clock slack when matching a gap to a sync call.")] = 2.0,
     jobs: Annotated[int | None, typer.Option("--jobs", "-j", help="Parallel parsers.")] = None,
+    unprofiled: Annotated[float | None, typer.Option(
+        "--unprofiled", help="The job's measured step time without a profiler, with its "
+                             "synchronizes (us): predict the step users run at.")] = None,
 ) -> None:
     """Predict each rank's step time with the synchronizes made non-blocking."""
-    code = run_whatif(paths, drop, drop_at, fmt, output, html, tolerance_us, jobs)
+    code = run_whatif(paths, drop, drop_at, fmt, output, html, tolerance_us, jobs, unprofiled)
     if code:
         raise typer.Exit(code)

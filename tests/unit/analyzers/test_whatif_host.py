@@ -107,3 +107,31 @@ def test_host_costs_scale_only_the_prediction(tmp_path: Path, host: HostCosts) -
     assert r.replayed_us == pytest.approx(70.0, abs=1e-3)  # the replay as recorded: as traced
     # per step: launch 2 x 5, gaps 2 x 35 and 2 x 50, the dropped sync 0: 180 us
     assert r.predicted_us == pytest.approx((180 + 180 + 10) / 3, abs=1e-3)
+
+
+def test_unprofiled_calibrates_the_host_on_the_device_step(tmp_path: Path) -> None:
+    from profplug.analyzers.whatif import whatif_unprofiled
+
+    tl = read_kineto(loop(tmp_path, own_range=False), 0)
+    # traced: host steps of 100 us (launch 5, gap 35, sync 10, gap 50): mean span 70 us.
+    # Unprofiled 35 us: (2 * 100 s + 10) / 3 = 35 -> s = 0.475; without the sync the host
+    # step is 90 s = 42.75 us: (2 * 42.75 + 10) / 3
+    res = whatif_unprofiled([tl], 35.0)
+    r = res.rank(0)
+    assert r.recorded_us == 35.0 and abs(r.replayed_us - 35.0) <= 0.05
+    assert r.predicted_us == pytest.approx((2 * 42.75 + 10) / 3, abs=0.1)
+    assert r.saving_us == pytest.approx(35.0 - r.predicted_us, abs=1e-3)
+    assert any("unprofiled: the host's costs are scaled by 0.47" in a for a in res.assumptions)
+
+
+def test_unprofiled_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from profplug.cli.main import main
+
+    path = str(loop(tmp_path, own_range=False))
+    assert main(["whatif", path, "--unprofiled", "35", "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)["whatif"]
+    assert d["ranks"][0]["recorded_us"] == 35.0 and d["ranks"][0]["error_band_pct"] > 5.0
+    assert main(["whatif", path, "--unprofiled", "0"]) == 2
+    assert "--unprofiled" in capsys.readouterr().err

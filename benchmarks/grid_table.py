@@ -31,7 +31,7 @@ import numpy as np
 from profplug.analyzers import classify
 from profplug.analyzers.load import load_timelines
 from profplug.analyzers.timeline import Timeline
-from profplug.analyzers.whatif import HostCosts, whatif
+from profplug.analyzers.whatif import HostCosts, whatif, whatif_unprofiled
 
 HOST_MATCH = 0.10  # event runs within 10% of the device run's host index count as same-host
 LAUNCH_APIS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
@@ -43,6 +43,10 @@ SAMPLE_GROUPS = {  # (profiler, family) -> run dirs holding device/ and event/
     ("kineto", "pp2_megatron"): ["pp2_megatron_kineto"],
     ("nsys", "pp2_megatron"): ["pp2_megatron_nsys"],
 }
+# Unprofiled step times, us (sample_traces/README.md): pp2_infer = the observer-effect table
+# (three interleaved rounds, steps 50-99); pp2_megatron = one 40-step run each (steps 20-39).
+SAMPLE_UNPROFILED = {"pp2_infer": {"device": [4618.0], "event": [2525.0]},
+                     "pp2_megatron": {"device": [6530.0], "event": [5756.0]}}
 
 
 @dataclass
@@ -66,6 +70,12 @@ class Row:
     device: list[RankRun] = field(default_factory=list)
     event: list[RankRun] = field(default_factory=list)
     host_adj: list[float] = field(default_factory=list)  # error % per (device, event) pair
+    unprof_pred: list[float] = field(default_factory=list)  # --unprofiled, per device run
+    unprof_meas: float = 0.0  # median unprofiled event step, us
+
+    def unprof_errors(self) -> list[float]:
+        m = self.unprof_meas
+        return [100.0 * (p - m) / m for p in self.unprof_pred] if m else []
 
     @property
     def measured(self) -> float:
@@ -157,7 +167,21 @@ def sample_groups(samples: Path) -> dict[tuple[str, str], dict[str, list[Path]]]
     return out
 
 
-def build_rows(groups: dict[tuple[str, str], dict[str, list[Path]]], source: str) -> list[Row]:
+def unprofiled_truth(grid: Path) -> dict[str, dict[str, list[float]]]:
+    """shape -> policy -> printed step times of the grid's ``--traces none`` runs."""
+    man = grid / "manifest.json"
+    out: dict[str, dict[str, list[float]]] = {}
+    if man.is_file():
+        for run in json.loads(man.read_text()).get("runs", []):
+            if run.get("trace") == "none" and run.get("exit") == 0 \
+                    and run.get("printed_step_us"):
+                out.setdefault(run["shape"], {}).setdefault(run["policy"], []).append(
+                    float(run["printed_step_us"]))
+    return out
+
+
+def build_rows(groups: dict[tuple[str, str], dict[str, list[Path]]], source: str,
+               unprofiled: dict[str, dict[str, list[float]]] | None = None) -> list[Row]:
     rows: dict[tuple[str, str, int], Row] = {}
     for (prof, shape), pol in groups.items():
         dev_tls = []
@@ -169,8 +193,24 @@ def build_rows(groups: dict[tuple[str, str], dict[str, list[Path]]], source: str
                 for rank, rr in ranks.items():
                     row = rows.setdefault((prof, shape, rank), Row(prof, shape, rank, source))
                     getattr(row, policy).append(rr)
-        _host_adjusted([rows[k] for k in rows if k[:2] == (prof, shape)], dev_tls)
+        mine = [rows[k] for k in rows if k[:2] == (prof, shape)]
+        _host_adjusted(mine, dev_tls)
+        truth = (unprofiled or {}).get(shape, {})
+        if truth.get("device") and truth.get("event"):
+            _unprofiled(mine, dev_tls, truth)
     return [r for r in rows.values() if r.device and r.event]
+
+
+def _unprofiled(rows: list[Row], dev_tls: list[list[Timeline]],
+                truth: dict[str, list[float]]) -> None:
+    """Each device run calibrated on the median unprofiled device step, predicted against
+    the median unprofiled event step."""
+    dev, evt = statistics.median(truth["device"]), statistics.median(truth["event"])
+    for tls in dev_tls:
+        res = whatif_unprofiled(tls, dev)
+        for r in rows:
+            r.unprof_meas = evt
+            r.unprof_pred.append(res.rank(r.rank).predicted_us)
 
 
 def _host_adjusted(rows: list[Row], dev_tls: list[list[Timeline]]) -> None:
@@ -222,6 +262,10 @@ def _summary(rows: list[Row]) -> list[str]:
                             f"{len(s)}" if s else "none")
                          + f"; host-adj: median {statistics.median(a):.1f}%, max {max(a):.1f}% "
                          f"over {len(a)} pairs, {_in_band(sel)} within the error band")
+            u = [abs(x) for r in sel for x in r.unprof_errors()]
+            if u:
+                lines.append(f"{src} {prof} --unprofiled: |error| median "
+                             f"{statistics.median(u):.1f}%, max {max(u):.1f}% over {len(u)}")
     return lines
 
 
@@ -230,14 +274,16 @@ def render(rows: list[Row], out: TextIO, markdown: bool = False) -> None:
     rows = sorted(rows, key=lambda r: (r.source, r.profiler, _shape_key(r.shape), r.rank))
     head = ["profiler", "shape", "rank", "device rec", "replay err %", "predicted", "band +-%",
             "event meas (median)", "error %", "same-host err %", "host-adj err %",
-            "host us dev | evt", "GPU compute evt/dev %"]
+            "host us dev | evt", "GPU compute evt/dev %", "unprofiled pred (meas)",
+            "unprof err %"]
     if markdown:
         out.write("| " + " | ".join(head) + " |\n| " + " | ".join(
             "---" if i < 3 else "---:" for i in range(len(head))) + " |\n")
     else:
         out.write(f"{'prof':6} {'shape':16} {'rk':>2} {'dev rec':>11} {'rep%':>4} "
                   f"{'predicted':>11} {'+-%':>5} {'event meas (med)':>19} {'err %':>11} "
-                  f"{'same-host':>11} {'host-adj':>11} host us dev|evt, GPU evt/dev %\n")
+                  f"{'same-host':>11} {'host-adj':>11} host us dev|evt, GPU evt/dev %, "
+                  "unprofiled pred (meas) err %\n")
     for r in rows:
         cells = [r.profiler, r.shape, str(r.rank), _l([d.recorded for d in r.device]),
                  _l([d.replay_err for d in r.device], "{:+.1f}"),
@@ -246,13 +292,16 @@ def render(rows: list[Row], out: TextIO, markdown: bool = False) -> None:
                  _l(r.errors(), "{:+.1f}"), _l(r.same_host_errors(), "{:+.1f}") or "-",
                  _l(r.host_adj, "{:+.1f}"),
                  f"{_l([d.host for d in r.device], '{:.1f}')} | "
-                 f"{_l([e.host for e in r.event], '{:.1f}')}", f"{r.compute_change():+.1f}"]
+                 f"{_l([e.host for e in r.event], '{:.1f}')}", f"{r.compute_change():+.1f}",
+                 f"{_l(r.unprof_pred)} ({r.unprof_meas:,.0f})" if r.unprof_pred else "-",
+                 _l(r.unprof_errors(), "{:+.1f}") or "-"]
         if markdown:
             out.write("| " + " | ".join(cells) + " |\n")
         else:
             out.write(f"{cells[0]:6} {cells[1]:16} {cells[2]:>2} {cells[3]:>11} {cells[4]:>4} "
                       f"{cells[5]:>11} {cells[6]:>5} {cells[7]:>19} {cells[8]:>11} "
-                      f"{cells[9]:>11} {cells[10]:>11} {cells[11]}, {cells[12]}\n")
+                      f"{cells[9]:>11} {cells[10]:>11} {cells[11]}, {cells[12]}, {cells[13]} "
+                      f"{cells[14]}\n")
     for line in _summary(rows):
         out.write(("\n" if markdown else "") + line + "\n")
 

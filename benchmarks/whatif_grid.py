@@ -10,8 +10,10 @@ stages hand activations over on a communication stream, ``device`` adds Megatron
 ``torch.cuda.synchronize()``) over a grid of shapes from launch-bound to GPU-bound, under
 ``profplug run`` with Kineto and Nsight, policies ``device`` and ``event``, several repeats,
 interleaved (repeat-major, the policy order alternating), until ``--budget-s`` runs out:
-every shape gets its k-th repeat before any gets its (k+1)-th. Each run's command, exit
-status, wall time and printed step time go to ``DIR/manifest.json``.
+every shape gets its k-th repeat before any gets its (k+1)-th. ``--traces none`` adds runs
+without a profiler (their printed step time is the unprofiled ground truth that
+``table`` checks ``--unprofiled`` predictions against). Each run's command, exit status, wall
+time and printed step time go to ``DIR/manifest.json``.
 """
 
 from __future__ import annotations
@@ -85,7 +87,8 @@ def capture(args: argparse.Namespace) -> int:
         manifest.write_text(json.dumps({"grid": [asdict(s) for s in shapes], "runs": runs},
                                        indent=1))
 
-    pp = [sys.executable, "-m", "profplug", "run"]
+    bind = ["taskset", "-c", args.cpu_bind] if args.cpu_bind else []
+    pp = [*bind, sys.executable, "-m", "profplug", "run"]
     job = [sys.executable, str(EXAMPLE)]
     for rep in range(args.repeats):
         for trace in traces:
@@ -100,14 +103,19 @@ def capture(args: argparse.Namespace) -> int:
                         return 0
                     name = f"{trace}/{shape.name}/{policy}/r{rep}"
                     d = out / name
-                    cmd = [*pp, "-o", str(d), "--trace", trace, "--sync", policy,
-                           "--skip", str(args.skip), "--steps", str(args.window),
-                           "--no-report", "--force"]
-                    if trace == "nsys" and args.nsys:
-                        cmd += ["--nsys", args.nsys]
-                    cmd += ["--", *job, *shape.args(),
-                            "--steps", str(args.skip + args.window + 10),
-                            "--timed", f"{args.skip}:{args.skip + args.window}"]
+                    if trace == "none":  # no profiler: the step time users run at
+                        n = args.skip + args.unprofiled_steps
+                        cmd = [*bind, *job, *shape.args(), "--sync", policy, "--steps",
+                               str(n), "--timed", f"{args.skip}:{n}"]
+                    else:
+                        cmd = [*pp, "-o", str(d), "--trace", trace, "--sync", policy,
+                               "--skip", str(args.skip), "--steps", str(args.window),
+                               "--no-report", "--force"]
+                        if trace == "nsys" and args.nsys:
+                            cmd += ["--nsys", args.nsys]
+                        cmd += ["--", *job, *shape.args(),
+                                "--steps", str(args.skip + args.window + 10),
+                                "--timed", f"{args.skip}:{args.skip + args.window}"]
                     rec = _run(cmd, out / "logs" / (name.replace("/", "_") + ".txt"), env,
                                min(left, 180))
                     rec.update(trace=trace, shape=shape.name, policy=policy, repeat=rep,
@@ -127,7 +135,14 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--out", required=True)
     c.add_argument("--budget-s", type=float, default=520.0)
     c.add_argument("--repeats", type=int, default=3)
-    c.add_argument("--traces", default="kineto,nsys")
+    c.add_argument("--traces", default="kineto,nsys",
+                   help="comma list of kineto, nsys, none (none: the example without a "
+                        "profiler, its printed step time is the unprofiled ground truth)")
+    c.add_argument("--unprofiled-steps", type=int, default=200,
+                   help="steps timed in a --traces none run (after --skip)")
+    c.add_argument("--cpu-bind", default="",
+                   help="run every job under taskset -c CPUS (host speed was bimodal from "
+                        "process to process on the 1-GPU VM)")
     c.add_argument("--shapes", default="", help="comma list of shape names (default: all)")
     c.add_argument("--skip", type=int, default=20)
     c.add_argument("--window", type=int, default=30)
@@ -149,9 +164,11 @@ def table(args: argparse.Namespace) -> int:
 
     rows = []
     if args.grid:
-        rows += gt.build_rows(gt.grid_groups(Path(args.grid)), "grid")
+        grid = Path(args.grid)
+        rows += gt.build_rows(gt.grid_groups(grid), "grid", gt.unprofiled_truth(grid))
     if args.samples:
-        rows += gt.build_rows(gt.sample_groups(Path(args.samples)), "samples")
+        rows += gt.build_rows(gt.sample_groups(Path(args.samples)), "samples",
+                              gt.SAMPLE_UNPROFILED)
     if not rows:
         print("whatif_grid table: no device/event runs found", file=sys.stderr)
         return 1

@@ -144,16 +144,16 @@ def measure(run: Path, device: bool) -> tuple[dict[int, RankRun], list[Timeline]
     return out, tls
 
 
-def grid_groups(grid: Path) -> dict[tuple[str, str], dict[str, list[Path]]]:
-    """(profiler, shape) -> policy -> repeat dirs, from a ``capture`` grid."""
+def grid_groups(grids: list[Path]) -> dict[tuple[str, str], dict[str, list[Path]]]:
+    """(profiler, shape) -> policy -> repeat dirs, from ``capture`` grids (merged)."""
     out: dict[tuple[str, str], dict[str, list[Path]]] = {}
-    for prof in sorted(p for p in grid.iterdir() if p.is_dir() and p.name != "logs"):
-        for shape in sorted(p for p in prof.iterdir() if p.is_dir()):
-            pol = {k: sorted(d for d in (shape / k).glob("r*") if d.is_dir())
-                   for k in ("device", "event")}
-            if pol["device"] and pol["event"]:
-                out[(prof.name, shape.name)] = pol
-    return out
+    for grid in grids:
+        for prof in sorted(p for p in grid.iterdir() if p.is_dir() and p.name != "logs"):
+            for shape in sorted(p for p in prof.iterdir() if p.is_dir()):
+                pol = out.setdefault((prof.name, shape.name), {"device": [], "event": []})
+                for k in ("device", "event"):
+                    pol[k] += sorted(d for d in (shape / k).glob("r*") if d.is_dir())
+    return {k: v for k, v in out.items() if v["device"] and v["event"]}
 
 
 def sample_groups(samples: Path) -> dict[tuple[str, str], dict[str, list[Path]]]:
@@ -167,11 +167,12 @@ def sample_groups(samples: Path) -> dict[tuple[str, str], dict[str, list[Path]]]
     return out
 
 
-def unprofiled_truth(grid: Path) -> dict[str, dict[str, list[float]]]:
-    """shape -> policy -> printed step times of the grid's ``--traces none`` runs."""
-    man = grid / "manifest.json"
+def unprofiled_truth(grids: list[Path]) -> dict[str, dict[str, list[float]]]:
+    """shape -> policy -> printed step times of the grids' ``--traces none`` runs."""
     out: dict[str, dict[str, list[float]]] = {}
-    if man.is_file():
+    for man in (g / "manifest.json" for g in grids):
+        if not man.is_file():
+            continue
         for run in json.loads(man.read_text()).get("runs", []):
             if run.get("trace") == "none" and run.get("exit") == 0 \
                     and run.get("printed_step_us"):
@@ -274,7 +275,7 @@ def render(rows: list[Row], out: TextIO, markdown: bool = False) -> None:
     rows = sorted(rows, key=lambda r: (r.source, r.profiler, _shape_key(r.shape), r.rank))
     head = ["profiler", "shape", "rank", "device rec", "replay err %", "predicted", "band +-%",
             "event meas (median)", "error %", "same-host err %", "host-adj err %",
-            "host us dev | evt", "GPU compute evt/dev %", "unprofiled pred (meas)",
+            "host us dev vs evt", "GPU compute evt/dev %", "unprofiled pred (meas)",
             "unprof err %"]
     if markdown:
         out.write("| " + " | ".join(head) + " |\n| " + " | ".join(
@@ -282,7 +283,7 @@ def render(rows: list[Row], out: TextIO, markdown: bool = False) -> None:
     else:
         out.write(f"{'prof':6} {'shape':16} {'rk':>2} {'dev rec':>11} {'rep%':>4} "
                   f"{'predicted':>11} {'+-%':>5} {'event meas (med)':>19} {'err %':>11} "
-                  f"{'same-host':>11} {'host-adj':>11} host us dev|evt, GPU evt/dev %, "
+                  f"{'same-host':>11} {'host-adj':>11} host us dev vs evt, GPU evt/dev %, "
                   "unprofiled pred (meas) err %\n")
     for r in rows:
         cells = [r.profiler, r.shape, str(r.rank), _l([d.recorded for d in r.device]),
@@ -291,7 +292,7 @@ def render(rows: list[Row], out: TextIO, markdown: bool = False) -> None:
                  f"{_l([e.recorded for e in r.event])} ({r.measured:,.0f})",
                  _l(r.errors(), "{:+.1f}"), _l(r.same_host_errors(), "{:+.1f}") or "-",
                  _l(r.host_adj, "{:+.1f}"),
-                 f"{_l([d.host for d in r.device], '{:.1f}')} | "
+                 f"{_l([d.host for d in r.device], '{:.1f}')} vs "
                  f"{_l([e.host for e in r.event], '{:.1f}')}", f"{r.compute_change():+.1f}",
                  f"{_l(r.unprof_pred)} ({r.unprof_meas:,.0f})" if r.unprof_pred else "-",
                  _l(r.unprof_errors(), "{:+.1f}") or "-"]

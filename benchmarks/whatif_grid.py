@@ -54,6 +54,17 @@ GRID = (
     Shape(8192, 8, 8), Shape(16384, 8, 8), Shape(4096, 4, 64), Shape(1024, 16, 1),
 )
 POLICIES = ("device", "event")
+DOC_BEGIN, DOC_END = "<!-- whatif_grid table: begin -->", "<!-- whatif_grid table: end -->"
+SHAPE_RE = re.compile(r"^h(\d+)_l(\d+)_b(\d+)_s(\d+)$")
+
+
+def parse_shape(name: str) -> Shape:
+    """``h4096_l8_b8_s2`` -> Shape(4096, 8, 8, 2): any shape, not only the grid's."""
+    m = SHAPE_RE.match(name.strip())
+    if not m:
+        raise SystemExit(f"whatif_grid: bad shape name {name!r} (h<hidden>_l<layers>_b<batch>"
+                         "_s<stages>)")
+    return Shape(*(int(g) for g in m.groups()))
 STEP_RE = re.compile(r"mean_step_us=([0-9.]+)")
 
 
@@ -78,10 +89,10 @@ def capture(args: argparse.Namespace) -> int:
     (out / "logs").mkdir(exist_ok=True)
     deadline = time.monotonic() + args.budget_s
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    shapes = [s for s in GRID if not args.shapes or s.name in args.shapes.split(",")]
+    shapes = [parse_shape(n) for n in args.shapes.split(",")] if args.shapes else list(GRID)
     traces = [t for t in args.traces.split(",") if t]
-    runs: list[dict] = []
     manifest = out / "manifest.json"
+    runs: list[dict] = json.loads(manifest.read_text())["runs"] if manifest.is_file() else []
 
     def save() -> None:
         manifest.write_text(json.dumps({"grid": [asdict(s) for s in shapes], "runs": runs},
@@ -89,8 +100,10 @@ def capture(args: argparse.Namespace) -> int:
 
     bind = ["taskset", "-c", args.cpu_bind] if args.cpu_bind else []
     pp = [*bind, sys.executable, "-m", "profplug", "run"]
-    job = [sys.executable, str(EXAMPLE)]
-    for rep in range(args.repeats):
+    job = [sys.executable, str(EXAMPLE)] if args.nproc <= 1 else [
+        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(args.nproc),
+        str(EXAMPLE)]
+    for rep in range(args.first_repeat, args.first_repeat + args.repeats):
         for trace in traces:
             for shape in shapes:
                 order = POLICIES if (rep + shapes.index(shape)) % 2 == 0 else POLICIES[::-1]
@@ -143,15 +156,24 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--cpu-bind", default="",
                    help="run every job under taskset -c CPUS (host speed was bimodal from "
                         "process to process on the 1-GPU VM)")
-    c.add_argument("--shapes", default="", help="comma list of shape names (default: all)")
+    c.add_argument("--shapes", default="", help="comma list of shape names, any "
+                   "h<hidden>_l<layers>_b<batch>_s<stages> (default: the grid)")
+    c.add_argument("--first-repeat", type=int, default=0,
+                   help="number repeats from here (runs add to an existing manifest)")
+    c.add_argument("--nproc", type=int, default=1,
+                   help="processes (one stage per GPU, through torchrun); 1: all stages on "
+                        "one GPU")
     c.add_argument("--skip", type=int, default=20)
     c.add_argument("--window", type=int, default=30)
     c.add_argument("--nsys", default=os.environ.get("NSYS"))
     t = sub.add_parser("table", help="predicted vs measured, offline (any machine)")
-    t.add_argument("grid", nargs="?", help="a capture directory (GRID/<profiler>/<shape>/...)")
+    t.add_argument("grid", nargs="*", help="capture directories (GRID/<profiler>/<shape>/...); "
+                   "several are merged, repeats numbered apart with capture --first-repeat")
     t.add_argument("--samples", help="also the 2-rank device/event families of sample_traces/")
     t.add_argument("--markdown", action="store_true", help="a Markdown table (docs/whatif.md)")
     t.add_argument("--json", help="also write every number to this JSON file")
+    t.add_argument("--update-doc", metavar="MD", help="put the Markdown table between the "
+                   f"{DOC_BEGIN} / {DOC_END} markers of this file (docs/whatif.md)")
     args = ap.parse_args(argv)
     if args.cmd == "capture":
         return capture(args)
@@ -164,8 +186,8 @@ def table(args: argparse.Namespace) -> int:
 
     rows = []
     if args.grid:
-        grid = Path(args.grid)
-        rows += gt.build_rows(gt.grid_groups(grid), "grid", gt.unprofiled_truth(grid))
+        grids = [Path(g) for g in args.grid]
+        rows += gt.build_rows(gt.grid_groups(grids), "grid", gt.unprofiled_truth(grids))
     if args.samples:
         rows += gt.build_rows(gt.sample_groups(Path(args.samples)), "samples",
                               gt.SAMPLE_UNPROFILED)
@@ -175,6 +197,21 @@ def table(args: argparse.Namespace) -> int:
     gt.render(rows, sys.stdout, markdown=args.markdown)
     if args.json:
         gt.dump(rows, Path(args.json))
+    if args.update_doc:
+        import io
+
+        buf = io.StringIO()
+        gt.render(rows, buf, markdown=True)
+        doc = Path(args.update_doc)
+        text = doc.read_text()
+        a, b = text.find(DOC_BEGIN), text.find(DOC_END)
+        if a < 0 or b < a:
+            print(f"whatif_grid table: {doc} has no {DOC_BEGIN} ... {DOC_END}", file=sys.stderr)
+            return 1
+        cmd = " ".join(["python3 benchmarks/whatif_grid.py table", *args.grid,
+                        *(["--samples", args.samples] if args.samples else [])])
+        doc.write_text(text[:a + len(DOC_BEGIN)] + f"\n<!-- generated by: {cmd} -->\n\n"
+                       + buf.getvalue() + text[b:])
     return 0
 
 

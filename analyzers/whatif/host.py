@@ -11,7 +11,7 @@ synchronize's own non-blocking cost: ~21 us per call under Kineto, ~12 us under 
 Per dropped top-level call, on its host thread:
 
 - its *own range*: the outermost annotation that encloses the call and no other top-level
-  API call of the thread (none: nothing around the call is cut);
+  API call of the thread, a step range excepted (none: nothing around the call is cut);
 - ``pre``: the own range's start to the call's start, plus the *entry*: the host time from the
   previous host event on the thread (the previous top-level call's end, an annotation's start
   or end) to the own range's start, at most the range's own overhead (its duration minus the
@@ -30,6 +30,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from profplug.ranges import STEP
 
 from ..timeline import KIND_MEMCPY, Timeline
 
@@ -107,17 +109,20 @@ def drop_cuts(tl: Timeline, threads: list[np.ndarray], dropped: np.ndarray
         return pre, post
     s, e = tl.api_start_ns, tl.api_end_ns
     none = np.iinfo(np.int64).min
+    is_step = np.array([n == STEP or n.startswith("ProfilerStep#") for n in tl.names],
+                       dtype=bool)
+    step_range = is_step[tl.ann_name]  # a step is never a call's own range
     for seq in threads:
         pos = np.nonzero(dropped[seq])[0]
         if pos.size == 0:
             continue
-        tid = tl.api_tid[seq[0]]
-        sel = np.nonzero(tl.ann_tid == tid)[0]
+        on_thread = tl.ann_tid == tl.api_tid[seq[0]]
+        sel = np.nonzero(on_thread & ~step_range)[0]
         if sel.size == 0:
             continue
         order = sel[np.argsort(tl.ann_start_ns[sel], kind="stable")]
         a_s, a_e = tl.ann_start_ns[order], tl.ann_end_ns[order]
-        bounds = np.sort(np.concatenate([a_s, a_e]))
+        bounds = np.sort(np.concatenate([tl.ann_start_ns[on_thread], tl.ann_end_ns[on_thread]]))
         for p in pos.tolist():
             i = int(seq[p])
             lo = int(e[seq[p - 1]]) if p > 0 else none

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from profplug.analyzers.readers.kineto import read_kineto
 from profplug.analyzers.whatif import HostCosts, whatif
@@ -135,3 +136,25 @@ def test_unprofiled_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert d["ranks"][0]["recorded_us"] == 35.0 and d["ranks"][0]["error_band_pct"] > 5.0
     assert main(["whatif", path, "--unprofiled", "0"]) == 2
     assert "--unprofiled" in capsys.readouterr().err
+
+
+def test_a_step_range_is_never_a_calls_own_range() -> None:
+    from profplug.analyzers.timeline import TimelineBuilder
+    from profplug.analyzers.whatif.host import drop_cuts
+
+    b = TimelineBuilder()
+    b.ann(0, 100_000, 1, "profplug.step")  # the step holds only the synchronize
+    b.ann(30_000, 60_000, 1, SYNC_RANGE)
+    b.api(40_000, 50_000, 1, "cudaDeviceSynchronize", 7)
+    tl = b.build(rank=0, source="kineto", files=[])
+    pre, post = drop_cuts(tl, [np.array([0])], np.array([True]))
+    # the sync's range is its own (10 us before the call, 10 after; the entry: from the
+    # step's start, the previous host event, capped at the range's 20 us overhead), the step
+    # around it is not
+    assert (int(pre[0]), int(post[0])) == (10_000 + 20_000, 10_000)
+    b2 = TimelineBuilder()
+    b2.ann(0, 100_000, 1, "ProfilerStep#3")
+    b2.api(40_000, 50_000, 1, "cudaDeviceSynchronize", 7)
+    tl2 = b2.build(rank=0, source="kineto", files=[])
+    pre, post = drop_cuts(tl2, [np.array([0])], np.array([True]))
+    assert (int(pre[0]), int(post[0])) == (0, 0)

@@ -11,7 +11,8 @@ synchronize's own non-blocking cost: ~21 us per call under Kineto, ~12 us under 
 Per dropped top-level call, on its host thread:
 
 - its *own range*: the outermost annotation that encloses the call and no other top-level
-  API call of the thread, a step range excepted (none: nothing around the call is cut);
+  API call of the thread, with at most ``OWN_RANGE_MAX_NS`` of host time besides the call,
+  a step range excepted (none: nothing around the call is cut);
 - ``pre``: the own range's start to the call's start, plus the *entry*: the host time from the
   previous host event on the thread (the previous top-level call's end, an annotation's start
   or end) to the own range's start, at most the range's own overhead (its duration minus the
@@ -37,6 +38,11 @@ from ..timeline import KIND_MEMCPY, Timeline
 
 if TYPE_CHECKING:
     from .model import Model
+
+# An own range holds at most this much host time besides the call: the wrappers seen cost
+# 7-16 us (fast host) to 34 us (slow host) under Kineto/Nsight; a range with more is a block
+# of other work that happens to contain only this CUDA call, not a wrapper.
+OWN_RANGE_MAX_NS = 100_000
 
 
 @dataclass(frozen=True)
@@ -130,6 +136,9 @@ def drop_cuts(tl: Timeline, threads: list[np.ndarray], dropped: np.ndarray
             k0 = int(np.searchsorted(a_s, lo, side="left"))
             k1 = int(np.searchsorted(a_s, s[i], side="right"))
             own = [k for k in range(k0, k1) if e[i] <= a_e[k] <= hi]
+            if not own:
+                continue
+            own = [k for k in own if (a_e[k] - a_s[k]) - (e[i] - s[i]) <= OWN_RANGE_MAX_NS]
             if not own:
                 continue
             k = min(own, key=lambda x: (int(a_s[x]), -int(a_e[x])))  # outermost

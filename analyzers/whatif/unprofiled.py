@@ -11,7 +11,7 @@ the same with and without the synchronizes (the calls and ranges are the same, l
 dropped ones).
 
 Validated on the pp2_infer samples only (``docs/whatif.md``): six traced device runs,
-calibrated on the unprofiled device step (4,618 us), predicted 2,624-2,967 us against the
+calibrated on the unprofiled device step (4,618 us), predicted 2,639-2,972 us against the
 unprofiled event step (2,525 us; three unprofiled event runs spread 2,184-3,012 us).
 """
 

@@ -158,3 +158,15 @@ def test_a_step_range_is_never_a_calls_own_range() -> None:
     tl2 = b2.build(rank=0, source="kineto", files=[])
     pre, post = drop_cuts(tl2, [np.array([0])], np.array([True]))
     assert (int(pre[0]), int(post[0])) == (0, 0)
+
+
+def test_a_range_with_much_other_host_work_is_not_a_wrapper() -> None:
+    from profplug.analyzers.timeline import TimelineBuilder
+    from profplug.analyzers.whatif.host import OWN_RANGE_MAX_NS, drop_cuts
+
+    b = TimelineBuilder()
+    b.ann(0, 20_000 + OWN_RANGE_MAX_NS, 1, "sample_tokens")  # CPU work, then the sync
+    b.api(OWN_RANGE_MAX_NS, OWN_RANGE_MAX_NS + 10_000, 1, "cudaDeviceSynchronize", 7)
+    tl = b.build(rank=0, source="kineto", files=[])
+    pre, post = drop_cuts(tl, [np.array([0])], np.array([True]))
+    assert (int(pre[0]), int(post[0])) == (0, 0)

@@ -18,7 +18,15 @@ from .readers.base import ReadOptions
 from .render.registry import PAGE, check_format, render_text
 from .report import Report, analyze, analyze_timelines, find_run_meta
 from .stalls import StallOptions
-from .whatif import DROP_ALL, DROP_DEVICE, DropSpec, WhatIfResult, whatif, whatif_analysis
+from .whatif import (
+    DROP_ALL,
+    DROP_DEVICE,
+    DropSpec,
+    WhatIfResult,
+    whatif,
+    whatif_analysis,
+    whatif_unprofiled,
+)
 
 DROPS = (DROP_DEVICE, DROP_ALL)
 
@@ -107,18 +115,24 @@ def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | No
 
 def run_whatif(paths: Sequence[Path], *, drop: DropSpec | None = None, fmt: str = "table",
                output: Path | None = None, html: Path | None = None,
-               options: StallOptions | None = None, jobs: int | None = None) -> int:
+               options: StallOptions | None = None, jobs: int | None = None,
+               unprofiled_us: float | None = None) -> int:
     """Replay the run under ``paths`` without the chosen syncs; returns the exit code.
 
     ``html``: the full stall report of the run, with the what-if section in it.
+    ``unprofiled_us``: the job's measured step time without a profiler (with its
+    synchronizes): predict at that run's host speed (``whatif_unprofiled``).
     """
     drop = drop or DropSpec()
     check_format(WhatIfResult, fmt)
     if drop.kinds not in DROPS:
         raise ProfplugError(f"unknown --drop {drop.kinds!r} (choose from {', '.join(DROPS)})")
+    if unprofiled_us is not None and unprofiled_us <= 0:
+        raise ProfplugError("--unprofiled takes the measured unprofiled step time in us (> 0)")
     opt = options or StallOptions()
     timelines = load_timelines(list(paths), jobs=jobs)
-    res = whatif(timelines, drop, opt)
+    res = (whatif(timelines, drop, opt) if unprofiled_us is None
+           else whatif_unprofiled(timelines, unprofiled_us, drop, opt))
     write_text(render_text(res, fmt), output)
     if html is not None:
         rep = analyze_timelines(timelines, opt)

@@ -3,15 +3,17 @@
     # on the GPU machine (profplug and its wheels installed, examples/ at hand):
     python3 benchmarks/whatif_grid.py capture --out /tmp/grid --budget-s 520
     # anywhere: predicted (whatif on each device run) vs measured (event runs)
-    python3 benchmarks/whatif_grid.py table /tmp/grid
+    python3 benchmarks/whatif_grid.py table /tmp/grid [--samples sample_traces] [--markdown]
 
 ``capture`` runs ``examples/decode_loop.py`` (stages of bf16 GELU(x @ W) layers; one GPU:
 stages hand activations over on a communication stream, ``device`` adds Megatron's
 ``torch.cuda.synchronize()``) over a grid of shapes from launch-bound to GPU-bound, under
 ``profplug run`` with Kineto and Nsight, policies ``device`` and ``event``, several repeats,
 interleaved (repeat-major, the policy order alternating), until ``--budget-s`` runs out:
-every shape gets its k-th repeat before any gets its (k+1)-th. Each run's command, exit
-status, wall time and printed step time go to ``DIR/manifest.json``.
+every shape gets its k-th repeat before any gets its (k+1)-th. ``--traces none`` adds runs
+without a profiler (their printed step time is the unprofiled ground truth that
+``table`` checks ``--unprofiled`` predictions against). Each run's command, exit status, wall
+time and printed step time go to ``DIR/manifest.json``.
 """
 
 from __future__ import annotations
@@ -52,6 +54,17 @@ GRID = (
     Shape(8192, 8, 8), Shape(16384, 8, 8), Shape(4096, 4, 64), Shape(1024, 16, 1),
 )
 POLICIES = ("device", "event")
+DOC_BEGIN, DOC_END = "<!-- whatif_grid table: begin -->", "<!-- whatif_grid table: end -->"
+SHAPE_RE = re.compile(r"^h(\d+)_l(\d+)_b(\d+)_s(\d+)$")
+
+
+def parse_shape(name: str) -> Shape:
+    """``h4096_l8_b8_s2`` -> Shape(4096, 8, 8, 2): any shape, not only the grid's."""
+    m = SHAPE_RE.match(name.strip())
+    if not m:
+        raise SystemExit(f"whatif_grid: bad shape name {name!r} (h<hidden>_l<layers>_b<batch>"
+                         "_s<stages>)")
+    return Shape(*(int(g) for g in m.groups()))
 STEP_RE = re.compile(r"mean_step_us=([0-9.]+)")
 
 
@@ -76,18 +89,21 @@ def capture(args: argparse.Namespace) -> int:
     (out / "logs").mkdir(exist_ok=True)
     deadline = time.monotonic() + args.budget_s
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    shapes = [s for s in GRID if not args.shapes or s.name in args.shapes.split(",")]
+    shapes = [parse_shape(n) for n in args.shapes.split(",")] if args.shapes else list(GRID)
     traces = [t for t in args.traces.split(",") if t]
-    runs: list[dict] = []
     manifest = out / "manifest.json"
+    runs: list[dict] = json.loads(manifest.read_text())["runs"] if manifest.is_file() else []
 
     def save() -> None:
         manifest.write_text(json.dumps({"grid": [asdict(s) for s in shapes], "runs": runs},
                                        indent=1))
 
-    pp = [sys.executable, "-m", "profplug", "run"]
-    job = [sys.executable, str(EXAMPLE)]
-    for rep in range(args.repeats):
+    bind = ["taskset", "-c", args.cpu_bind] if args.cpu_bind else []
+    pp = [*bind, sys.executable, "-m", "profplug", "run"]
+    job = [sys.executable, str(EXAMPLE)] if args.nproc <= 1 else [
+        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(args.nproc),
+        str(EXAMPLE)]
+    for rep in range(args.first_repeat, args.first_repeat + args.repeats):
         for trace in traces:
             for shape in shapes:
                 order = POLICIES if (rep + shapes.index(shape)) % 2 == 0 else POLICIES[::-1]
@@ -100,14 +116,19 @@ def capture(args: argparse.Namespace) -> int:
                         return 0
                     name = f"{trace}/{shape.name}/{policy}/r{rep}"
                     d = out / name
-                    cmd = [*pp, "-o", str(d), "--trace", trace, "--sync", policy,
-                           "--skip", str(args.skip), "--steps", str(args.window),
-                           "--no-report", "--force"]
-                    if trace == "nsys" and args.nsys:
-                        cmd += ["--nsys", args.nsys]
-                    cmd += ["--", *job, *shape.args(),
-                            "--steps", str(args.skip + args.window + 10),
-                            "--timed", f"{args.skip}:{args.skip + args.window}"]
+                    if trace == "none":  # no profiler: the step time users run at
+                        n = args.skip + args.unprofiled_steps
+                        cmd = [*bind, *job, *shape.args(), "--sync", policy, "--steps",
+                               str(n), "--timed", f"{args.skip}:{n}"]
+                    else:
+                        cmd = [*pp, "-o", str(d), "--trace", trace, "--sync", policy,
+                               "--skip", str(args.skip), "--steps", str(args.window),
+                               "--no-report", "--force"]
+                        if trace == "nsys" and args.nsys:
+                            cmd += ["--nsys", args.nsys]
+                        cmd += ["--", *job, *shape.args(),
+                                "--steps", str(args.skip + args.window + 10),
+                                "--timed", f"{args.skip}:{args.skip + args.window}"]
                     rec = _run(cmd, out / "logs" / (name.replace("/", "_") + ".txt"), env,
                                min(left, 180))
                     rec.update(trace=trace, shape=shape.name, policy=policy, repeat=rep,
@@ -127,15 +148,71 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--out", required=True)
     c.add_argument("--budget-s", type=float, default=520.0)
     c.add_argument("--repeats", type=int, default=3)
-    c.add_argument("--traces", default="kineto,nsys")
-    c.add_argument("--shapes", default="", help="comma list of shape names (default: all)")
+    c.add_argument("--traces", default="kineto,nsys",
+                   help="comma list of kineto, nsys, none (none: the example without a "
+                        "profiler, its printed step time is the unprofiled ground truth)")
+    c.add_argument("--unprofiled-steps", type=int, default=200,
+                   help="steps timed in a --traces none run (after --skip)")
+    c.add_argument("--cpu-bind", default="",
+                   help="run every job under taskset -c CPUS (host speed was bimodal from "
+                        "process to process on the 1-GPU VM)")
+    c.add_argument("--shapes", default="", help="comma list of shape names, any "
+                   "h<hidden>_l<layers>_b<batch>_s<stages> (default: the grid)")
+    c.add_argument("--first-repeat", type=int, default=0,
+                   help="number repeats from here (runs add to an existing manifest)")
+    c.add_argument("--nproc", type=int, default=1,
+                   help="processes (one stage per GPU, through torchrun); 1: all stages on "
+                        "one GPU")
     c.add_argument("--skip", type=int, default=20)
     c.add_argument("--window", type=int, default=30)
     c.add_argument("--nsys", default=os.environ.get("NSYS"))
+    t = sub.add_parser("table", help="predicted vs measured, offline (any machine)")
+    t.add_argument("grid", nargs="*", help="capture directories (GRID/<profiler>/<shape>/...); "
+                   "several are merged, repeats numbered apart with capture --first-repeat")
+    t.add_argument("--samples", help="also the 2-rank device/event families of sample_traces/")
+    t.add_argument("--markdown", action="store_true", help="a Markdown table (docs/whatif.md)")
+    t.add_argument("--json", help="also write every number to this JSON file")
+    t.add_argument("--update-doc", metavar="MD", help="put the Markdown table between the "
+                   f"{DOC_BEGIN} / {DOC_END} markers of this file (docs/whatif.md)")
     args = ap.parse_args(argv)
     if args.cmd == "capture":
         return capture(args)
-    return 2
+    return table(args)
+
+
+def table(args: argparse.Namespace) -> int:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import grid_table as gt
+
+    rows = []
+    if args.grid:
+        grids = [Path(g) for g in args.grid]
+        rows += gt.build_rows(gt.grid_groups(grids), "grid", gt.unprofiled_truth(grids))
+    if args.samples:
+        rows += gt.build_rows(gt.sample_groups(Path(args.samples)), "samples",
+                              gt.SAMPLE_UNPROFILED)
+    if not rows:
+        print("whatif_grid table: no device/event runs found", file=sys.stderr)
+        return 1
+    gt.render(rows, sys.stdout, markdown=args.markdown)
+    if args.json:
+        gt.dump(rows, Path(args.json))
+    if args.update_doc:
+        import io
+
+        buf = io.StringIO()
+        gt.render(rows, buf, markdown=True)
+        doc = Path(args.update_doc)
+        text = doc.read_text()
+        a, b = text.find(DOC_BEGIN), text.find(DOC_END)
+        if a < 0 or b < a:
+            print(f"whatif_grid table: {doc} has no {DOC_BEGIN} ... {DOC_END}", file=sys.stderr)
+            return 1
+        cmd = " ".join(["python3 benchmarks/whatif_grid.py table", *args.grid,
+                        *(["--samples", args.samples] if args.samples else [])])
+        doc.write_text(text[:a + len(DOC_BEGIN)] + f"\n<!-- generated by: {cmd} -->\n\n"
+                       + buf.getvalue() + text[b:])
+    return 0
 
 
 if __name__ == "__main__":

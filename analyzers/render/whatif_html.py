@@ -17,7 +17,8 @@ def render_whatif_html(res: WhatIfResult, out: TextIO) -> None:
     rows = "".join(
         f"<tr><td>{r.rank}</td><td>{e(r.basis)}</td><td>{r.recorded_us:,.1f}</td>"
         f"<td>{r.replayed_us:,.1f}</td><td>{r.model_error_pct:+.1f}%</td>"
-        f"<td>{r.predicted_us:,.1f}</td><td>{r.saving_us:,.1f} ({r.saving_pct:.1f}%)</td>"
+        f"<td>{r.predicted_us:,.1f} &plusmn; {r.error_band_pct:.1f}%</td>"
+        f"<td>{r.saving_us:,.1f} ({r.saving_pct:.1f}%)</td>"
         f"<td>{r.direct_us:,.1f}</td><td>{r.indirect_us:,.1f}</td></tr>"
         for r in res.ranks)
     causes = "".join(
@@ -33,7 +34,8 @@ def render_whatif_html(res: WhatIfResult, out: TextIO) -> None:
         f'<section class="whatif"><h2>What if: without {what}{at}</h2>'
         f"<p>{res.n_events:,} events replayed in {res.replay_s:.2f} s. Times in us per "
         "step (or per GPU window). Model error: the replay of the trace as recorded vs the "
-        "trace.</p>"
+        "trace. &plusmn;: the prediction's error band (replay error plus the measured "
+        "validation, by how host-bound the predicted run is).</p>"
         "<table><thead><tr><th>rank</th><th>per</th><th>recorded</th><th>replayed</th>"
         "<th>model error</th><th>predicted</th><th>saving</th><th>direct</th>"
         f"<th>indirect</th></tr></thead><tbody>{rows}</tbody></table>"

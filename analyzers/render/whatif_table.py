@@ -30,14 +30,17 @@ def render_whatif_table(res: WhatIfResult, out: TextIO) -> None:
     w(f"profplug what-if: replay without {what}{at}\n")
     w(f"{res.n_events:,} events replayed in {res.replay_s:.2f} s; err = the replay of the "
       "trace as\nrecorded vs the trace itself\n\n")
-    w(f"{'rank':>4} {'per':>4} {'recorded':>9} {'replayed':>9} {'err %':>6} "
-      f"{'predicted':>9} {'saving':>8} {'%':>5} {'direct':>8} {'indirect':>8}\n")
+    w(f"{'rank':>4} {'per':>4} {'recorded':>8} {'replayed':>8} {'err%':>5} "
+      f"{'predicted':>9} {'+-%':>5} {'saving':>8} {'%':>4} {'direct':>7} {'indirect':>8}\n")
     for r in res.ranks:
         per = "step" if r.basis == "step" else "win"
-        w(f"{r.rank:>4} {per:>4} {_n(r.recorded_us):>9} {_n(r.replayed_us):>9} "
-          f"{r.model_error_pct:>+6.1f} {_n(r.predicted_us):>9} {_n(r.saving_us):>8} "
-          f"{r.saving_pct:>5.1f} {_n(r.direct_us):>8} {_n(r.indirect_us):>8}\n")
-    w("(us per step, or per GPU window when the trace has no steps)\n")
+        w(f"{r.rank:>4} {per:>4} {_n(r.recorded_us):>8} {_n(r.replayed_us):>8} "
+          f"{r.model_error_pct:>+5.1f} {_n(r.predicted_us):>9} {r.error_band_pct:>5.1f} "
+          f"{_n(r.saving_us):>8} {r.saving_pct:>4.0f} {_n(r.direct_us):>7} "
+          f"{_n(r.indirect_us):>8}\n")
+    w("(us per step, or per GPU window when the trace has no steps; +-%: the error band\n"
+      "of the prediction, from the replay error and the measured validation, see\n"
+      "docs/whatif.md)\n")
     w("\nGPU idle by cause, recorded -> predicted (us per step or window)\n")
     for r in res.ranks:
         parts = [f"{c} {_n(r.recorded_idle_by_cause_us.get(c, 0.0))}->{_n(v)}"

@@ -1,18 +1,23 @@
 """What-if replay: each rank's step time if chosen synchronizes did not block the host.
 
 ``predict`` runs it (``whatif``, ``whatif_paths``), ``model`` builds the run's dependency
-model, ``simulate`` replays it, ``result`` holds the values; the renderers are in
-``render/whatif_*.py``.
+model (``host``: the host work a dropped call takes with it), ``simulate`` replays it
+(``costs.HostCosts``: at other host costs), ``band`` sets each rank's error band,
+``unprofiled`` predicts at an unprofiled run's host speed (``whatif_unprofiled``), ``result``
+holds the values; the renderers are in ``render/whatif_*.py``.
 
     >>> from profplug.analyzers.whatif import whatif_paths
     >>> res = whatif_paths(["runs/pp2/kineto"])
     >>> res.rank(0).predicted_us
 """
 
+from .costs import HostCosts
 from .model import DROP_ALL, DROP_DEVICE, DropSpec, build_model
 from .predict import whatif, whatif_analysis, whatif_paths
 from .result import RankWhatIf, WhatIfResult
 from .simulate import replay
+from .unprofiled import whatif_unprofiled
 
-__all__ = ["DROP_ALL", "DROP_DEVICE", "DropSpec", "RankWhatIf", "WhatIfResult", "build_model",
-           "replay", "whatif", "whatif_analysis", "whatif_paths"]
+__all__ = ["DROP_ALL", "DROP_DEVICE", "DropSpec", "HostCosts", "RankWhatIf", "WhatIfResult",
+           "build_model", "replay", "whatif", "whatif_analysis", "whatif_paths",
+           "whatif_unprofiled"]

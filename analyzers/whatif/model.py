@@ -6,9 +6,11 @@ call's end and the next call's start kept fixed (``a_gap``). Calls nested in ano
 A host-blocking call waits for a set of GPU ops (``a_wait``): a device-wide synchronize for
 the last op launched before it on every stream of the rank; a stream/event synchronize for
 the last op launched before it on the stream named by its GPU-side sync record; a blocking
-memcpy for its own copy. Its end is ``max(start + base, done + wake)`` where ``wake`` is the
-observed return latency after the awaited work ended. A dropped call ends at
-``start + overhead``: the smallest observed cost of that API on that rank when not blocked.
+memcpy, or a device-to-host copy into pageable memory, for its own copy. Its end is
+``max(start + base, done + wake)`` where ``wake`` is the observed return latency after the
+awaited work ended. A dropped synchronize costs nothing, and the host work of its own range
+goes with it (``host``); a dropped blocking copy ends at ``start + overhead``: the smallest
+observed cost of that API on that rank when not blocked.
 
 GPU side, per stream: ops in recorded order. An op starts at
 ``max(launch + lat, ready + gap)`` where ``launch`` is its launching call's start, ``ready``
@@ -35,6 +37,7 @@ from ..timeline import (
     launch_calls,
     launch_times,
 )
+from .host import drop_cuts, sync_copies, top_level
 from .pairs import match_nccl
 
 QUEUE_TOL_NS = 2_000  # an op starting within this of its stream becoming ready was queued
@@ -57,11 +60,13 @@ class Model:
     a_rank: np.ndarray
     a_start: np.ndarray  # recorded start ns
     a_end: np.ndarray
+    a_dur: np.ndarray  # cost of a call that waits for nothing (recorded: end - start)
     a_top: np.ndarray  # top-level ancestor (itself when top-level)
     a_gap: np.ndarray  # top-level: host time since the previous top-level call's end
+    a_gap_drop: np.ndarray  # a_gap in the drop replay: less the dropped calls' host work
     a_base: np.ndarray  # the call's cost when it does not wait
     a_wake: np.ndarray  # return latency after the awaited work is done
-    a_omin: np.ndarray  # cost when dropped
+    a_omin: np.ndarray  # cost when dropped (0 for a synchronize: the call is gone)
     a_blocking: np.ndarray  # bool: a host-blocking sync call (DEVICE or EVENT kind)
     a_dropped: np.ndarray  # bool: made non-blocking in the drop replay
     a_wait: dict[int, list[int]]  # top-level blocking call -> ops it waits for
@@ -90,22 +95,6 @@ class Model:
         return int(self.a_start.size + self.o_start.size)
 
 
-def _top_level(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray:
-    """Per call, the index of its top-level ancestor on its thread (itself if top-level)."""
-    top = np.arange(start.size)
-    for t in np.unique(tid):
-        idx = np.nonzero(tid == t)[0]
-        idx = idx[np.lexsort((-end[idx], start[idx]))]
-        s, e = start[idx], end[idx]
-        reach = np.maximum.accumulate(e)
-        nested = np.zeros(idx.size, dtype=bool)
-        nested[1:] = (s[1:] < reach[:-1]) & (e[1:] <= reach[:-1])
-        pos = np.where(~nested, np.arange(idx.size), -1)
-        last_top = np.maximum.accumulate(pos)
-        top[idx] = idx[last_top]
-    return top
-
-
 class _RankBuilder:
     """Model pieces for one rank, with local indices."""
 
@@ -114,7 +103,7 @@ class _RankBuilder:
         n_a = tl.api_start_ns.size
         kinds = classify.kinds_for_symbols(tl.names)
         self.kind = kinds[tl.api_name] if n_a else np.zeros(0, dtype=np.int8)
-        self.top = _top_level(tl.api_start_ns, tl.api_end_ns, tl.api_tid)
+        self.top = top_level(tl.api_start_ns, tl.api_end_ns, tl.api_tid)
         self.is_top = self.top == np.arange(n_a)
         self.notes: list[str] = []  # trace-specific assumptions
         self.warns: list[str] = []
@@ -245,6 +234,11 @@ class _RankBuilder:
         tl = self.tl
         n_a = tl.api_start_ns.size
         blocking = self.is_top & ((self.kind == classify.DEVICE) | (self.kind == classify.EVENT))
+        copies = sync_copies(tl, self.o_api, self.is_top) & ~blocking
+        if copies.any():
+            self.notes.append(f"rank {tl.rank}: {int(copies.sum())} device-to-host copy call(s) "
+                              "that return only once the copy is done wait for it")
+        blocking |= copies
         self.blocking = blocking
         self.wait: dict[int, list[int]] = {}
         own = {int(a): int(o) for o, a in enumerate(self.o_api) if a >= 0 and blocking[a]}
@@ -298,6 +292,9 @@ class _RankBuilder:
             self.base[sel & blocked] = np.minimum(dur[sel & blocked], omin)
             wnb = sel & waits & ~blocked
             wake[wnb] = np.minimum(w_typ, tl.api_end_ns[wnb] - done[wnb])
+        sync_only = blocking.copy()
+        sync_only[list(own)] = False
+        self.omin[sync_only] = 0  # a dropped synchronize is gone; a blocking copy still copies
         self.wake = wake
         self.dropped = np.zeros(n_a, dtype=bool)
         want = classify.DEVICE if drop.kinds == DROP_DEVICE else -1
@@ -331,18 +328,25 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None) -> Mode
         np.zeros(0, dtype=np.int64)
     threads: list[list[int]] = []
     thread_key: list[tuple[int, int]] = []
-    gaps = []
+    gaps, gaps_drop = [], []
     for k, b in enumerate(builders):
         tl = b.tl
         gap = np.zeros(tl.api_start_ns.size, dtype=np.int64)
         tops = np.nonzero(b.is_top)[0]
+        seqs = []
         for t in np.unique(tl.api_tid[tops]):
             seq = tops[tl.api_tid[tops] == t]
             seq = seq[np.argsort(tl.api_start_ns[seq], kind="stable")]
             gap[seq[1:]] = tl.api_start_ns[seq[1:]] - tl.api_end_ns[seq[:-1]]
+            seqs.append(seq)
             threads.append((seq + a_base[k]).tolist())
             thread_key.append((tl.rank, int(t)))
+        pre, post = drop_cuts(tl, seqs, b.dropped & b.is_top)
+        cut = np.where(b.dropped, pre, 0)
+        for seq in seqs:
+            cut[seq[1:]] += np.where(b.dropped[seq[:-1]], post[seq[:-1]], 0)
         gaps.append(gap)
+        gaps_drop.append(np.maximum(gap - cut, 0))
     o_top = cat([np.where(b.o_api >= 0, b.top[np.maximum(b.o_api, 0)] + a_base[k], -1)
                  for k, b in enumerate(builders)])
     o_off = cat([_launch_offsets(b) for b in builders])
@@ -374,7 +378,9 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None) -> Mode
         a_rank=cat([np.full(b.tl.api_start_ns.size, b.tl.rank) for b in builders]),
         a_start=cat([b.tl.api_start_ns for b in builders]),
         a_end=cat([b.tl.api_end_ns for b in builders]),
-        a_top=a_top, a_gap=cat(gaps), a_base=cat([b.base for b in builders]),
+        a_dur=cat([b.tl.api_end_ns - b.tl.api_start_ns for b in builders]),
+        a_top=a_top, a_gap=cat(gaps), a_gap_drop=cat(gaps_drop),
+        a_base=cat([b.base for b in builders]),
         a_wake=cat([b.wake for b in builders]), a_omin=cat([b.omin for b in builders]),
         a_blocking=cat([b.blocking for b in builders]),
         a_dropped=cat([b.dropped for b in builders]),

@@ -21,6 +21,8 @@ from ..load import load_timelines
 from ..readers.base import ReadOptions
 from ..stalls import RankStalls, StallOptions, analyze_rank
 from ..timeline import Timeline
+from .band import set_bands
+from .costs import HostCosts
 from .model import DropSpec, Model, build_model
 from .result import RankWhatIf, WhatIfResult
 from .simulate import Replay, nested_times, replay
@@ -32,7 +34,9 @@ ASSUMPTIONS = (
     "kernel paired across ranks ends its observed transfer time after the later of the "
     "pair starts (ranks share the trace clock)",
     "a device-wide synchronize waits for the last op launched before it on every stream "
-    "of the rank; a dropped call costs its smallest observed non-blocking duration",
+    "of the rank; a dropped synchronize is gone, with the host work of its own range (the "
+    "annotation around it and nothing else, and the entry into it); a dropped blocking "
+    "copy costs its smallest observed non-blocking duration",
     "an op that was queued behind its stream starts no earlier than its launch plus the "
     "rank's median observed launch latency",
     "step time = mean GPU span of a step (first op it launched to the next step's first "
@@ -133,8 +137,11 @@ def _rank_result(tl: Timeline, m: Model, rec: Replay, drp: Replay, nested: dict[
 
 
 def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
-           options: StallOptions | None = None) -> WhatIfResult:
-    """Replay the run as recorded and without the dropped synchronizes; compare per rank."""
+           options: StallOptions | None = None, *, host: HostCosts | None = None
+           ) -> WhatIfResult:
+    """Replay the run as recorded and without the dropped synchronizes; compare per rank.
+
+    ``host``: the predicted run's host costs relative to the trace's (default: the same)."""
     drop = drop or DropSpec()
     opt = options or StallOptions()
     if not timelines or not any(t.n_gpu for t in timelines):
@@ -143,12 +150,13 @@ def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
     m = build_model(timelines, drop)
     try:
         rec = replay(m, drop=False)
-        drp = replay(m, drop=True)
+        drp = replay(host.apply(m) if host else m, drop=True)
     except RuntimeError as exc:
         raise ProfplugError(f"what-if: {exc}") from None
     replay_s = time.perf_counter() - t0
     nested = {"replayed": nested_times(m, rec), "predicted": nested_times(m, drp)}
     ranks = [_rank_result(tl, m, rec, drp, nested, opt) for tl in timelines if tl.n_gpu]
+    set_bands(ranks, coupled=bool((m.o_peer >= 0).any()))
     warnings = [*m.warnings, *rec.warnings, *drp.warnings]
     if not m.a_dropped.any():
         warnings.append("no call matched the drop rule: the prediction equals the replay")

@@ -28,6 +28,7 @@ class RankWhatIf:
     dropped_calls: int  # calls made non-blocking (per step when basis is "step")
     recorded_idle_by_cause_us: dict[str, float]
     predicted_idle_by_cause_us: dict[str, float]
+    error_band_pct: float = 0.0  # +- around predicted_us, from the validation (band.py)
 
 
 @dataclass

@@ -37,9 +37,9 @@ def replay(m: Model, drop: bool) -> Replay:
     a_e: list[int | None] = [None] * n_a
     o_s: list[int | None] = [None] * n_o
     o_e: list[int | None] = [None] * n_o
-    gap, base, wake, omin = (m.a_gap.tolist(), m.a_base.tolist(), m.a_wake.tolist(),
-                             m.a_omin.tolist())
-    rec_s, rec_e = m.a_start.tolist(), m.a_end.tolist()
+    gap, base, wake, omin = ((m.a_gap_drop if drop else m.a_gap).tolist(), m.a_base.tolist(),
+                             m.a_wake.tolist(), m.a_omin.tolist())
+    rec_s, dur = m.a_start.tolist(), m.a_dur.tolist()
     dropped = m.a_dropped.tolist() if drop else [False] * n_a
     wait = m.a_wait
     o_top, o_off, o_lat, o_gap = (m.o_top.tolist(), m.o_off.tolist(), m.o_lat.tolist(),
@@ -76,7 +76,7 @@ def replay(m: Model, drop: bool) -> Replay:
                 else:
                     w = wait.get(i)
                     if w is None:
-                        e = s + (rec_e[i] - rec_s[i])
+                        e = s + dur[i]
                     else:
                         d = -1
                         for k in w:

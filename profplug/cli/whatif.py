@@ -26,6 +26,9 @@ def whatif(
     html: Html = None,
     tolerance_us: Tolerance = DEFAULT_TOLERANCE_US,
     jobs: Jobs = None,
+    unprofiled: Annotated[float | None, typer.Option(
+        "--unprofiled", help="The job's measured step time without a profiler, with its "
+                             "synchronizes (us): predict the step users run at.")] = None,
 ) -> None:
     """Predict each rank's step time with the synchronizes made non-blocking."""
     from profplug.analyzers.commands import run_whatif
@@ -33,6 +36,7 @@ def whatif(
     from profplug.analyzers.whatif import DropSpec
 
     code = run_whatif(paths, drop=DropSpec(drop, drop_at), fmt=fmt, output=output, html=html,
-                      options=StallOptions.from_tolerance_us(tolerance_us), jobs=jobs)
+                      options=StallOptions.from_tolerance_us(tolerance_us), jobs=jobs,
+                      unprofiled_us=unprofiled)
     if code:
         raise typer.Exit(code)

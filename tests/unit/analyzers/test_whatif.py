@@ -2,8 +2,8 @@
 
 Every trace: a host loop that launches kernels, ends each step with a blocking
 ``cudaDeviceSynchronize`` that returns 5 us after the GPU drains, then 10 us of host work.
-Dropping the synchronize leaves a 5 us call (its smallest observed cost: the wake-up), so
-the host runs ahead and only stream order and dependencies hold the GPU back.
+Dropping the synchronize removes the call, so the host runs ahead and only stream order and
+dependencies hold the GPU back.
 """
 
 from __future__ import annotations
@@ -140,11 +140,14 @@ def test_outputs_render(tmp_path: Path) -> None:
     lines = render_text(res, "table").splitlines()
     assert max(len(x) for x in lines) <= 80
     assert any(x.split()[:2] == ["0", "step"] and "105.0" in x for x in lines)
+    band = f"{res.rank(1).error_band_pct:.1f}"  # the +-% column, right after predicted
+    assert any("+-%" in x for x in lines)
+    assert any(x.split()[5:7] == ["130.0", band] for x in lines)
     d = json.loads(json.dumps(res.to_dict()))
     assert d["version"] == 1 and len(d["ranks"]) == 2
     assert d["ranks"][1]["predicted_us"] == pytest.approx(130.0, abs=1e-3)
     html = render_text(res, "html")
-    assert html.startswith("<section") and "130.0" in html
+    assert html.startswith("<section") and f"130.0 &plusmn; {band}%" in html
     assert json.loads(render_text(res, "json")) == {"whatif": d}
 
 
@@ -160,3 +163,17 @@ def test_cli_json_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert main(["whatif", *paths, "--drop", "nothing"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unknown --drop" in err
+
+
+def test_error_band_from_replay_error_and_host_bound_fraction(tmp_path: Path) -> None:
+    from profplug.analyzers.whatif.band import BASE_PCT, COUPLED_PCT, SLOPE_PCT, set_bands
+
+    one = _run([single_stream(tmp_path)]).rank(0)  # GPU-bound when predicted, one rank
+    assert one.error_band_pct == pytest.approx(BASE_PCT, abs=0.05)
+    res = _run(two_ranks(tmp_path))  # NCCL kernels paired across the two ranks
+    assert all(r.error_band_pct >= BASE_PCT + COUPLED_PCT for r in res.ranks)
+    r = res.rank(0)
+    r.model_error_pct, r.predicted_us = -2.0, 100.0
+    r.predicted_idle_by_cause_us = {"host_bound": 50.0}
+    set_bands([r], coupled=False)
+    assert r.error_band_pct == pytest.approx(2.0 + BASE_PCT + 0.5 * SLOPE_PCT, abs=0.05)

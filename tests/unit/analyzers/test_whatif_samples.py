@@ -79,3 +79,24 @@ def test_device_run_without_syncs_predicts_event_run(pair: tuple[Path, Path]) ->
         err = abs(r.predicted_us - m.recorded_us) / m.recorded_us
         assert err <= 0.15, (f"rank {r.rank}: predicted {r.predicted_us:.1f} us vs measured "
                              f"{m.recorded_us:.1f} us ({100 * err:.1f}%)")
+
+
+def test_grid_table_compares_the_sample_families() -> None:
+    """``benchmarks/whatif_grid.py table --samples``: one row per (profiler, family, rank)."""
+    import io
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import grid_table as gt
+
+    groups = gt.sample_groups(SAMPLES)
+    if not groups:
+        pytest.skip("no sample device/event families")
+    rows = gt.build_rows({k: v for k, v in groups.items() if k[1] == "pp2_megatron"}, "samples")
+    assert {(r.profiler, r.rank) for r in rows} >= {("kineto", 0), ("kineto", 1)}
+    for r in rows:
+        assert len(r.device) == len(r.event) == 1 and len(r.host_adj) == 1
+        assert abs(r.device[0].replay_err) <= 5.0 and r.device[0].host > 0
+    buf = io.StringIO()
+    gt.render(rows, buf, markdown=True)
+    assert buf.getvalue().startswith("| profiler | shape |") and "host-adj" in buf.getvalue()

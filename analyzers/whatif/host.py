@@ -1,0 +1,135 @@
+"""Host side of the model (all times int64 ns): top-level calls, the host work a dropped call
+takes with it, and the copies that block the host. ``costs.HostCosts`` scales the host costs
+of the predicted run.
+
+A synchronize is rarely called bare: profplug's patch makes every ``torch.cuda.synchronize()``
+the range ``profplug.synchronize <file>:<line> <function>``, ``profplug.p2p`` wraps it in
+``profplug.sync.device``, users wrap it in ``record_function``. That range, and the Python
+that enters it, exist only because of the call; without the call they are gone too. On H200
+traces of the decode loop (``docs/whatif.md``, Validation) this host work was 2-4x the
+synchronize's own non-blocking cost: ~21 us per call under Kineto, ~12 us under Nsight.
+
+Per dropped top-level call, on its host thread:
+
+- its *own range*: the outermost annotation that encloses the call and no other top-level
+  API call of the thread, with at most ``OWN_RANGE_MAX_NS`` of host time besides the call,
+  a step range excepted (none: nothing around the call is cut);
+- ``pre``: the own range's start to the call's start, plus the *entry*: the host time from the
+  previous host event on the thread (the previous top-level call's end, an annotation's start
+  or end) to the own range's start, at most the range's own overhead (its duration minus the
+  call's): the path into the wrapper, bounded so that unrelated host work before a bare
+  range is not cut;
+- ``post``: the call's end to the own range's end.
+
+The drop replay shortens the host gap before the call by ``pre`` and the gap after it by
+``post`` (never below zero); the replay as recorded is unchanged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from profplug.ranges import STEP
+
+from ..timeline import KIND_MEMCPY, Timeline
+
+# An own range holds at most this much host time besides the call: the wrappers seen cost
+# 7-16 us (fast host) to 34 us (slow host) under Kineto/Nsight; a range with more is a block
+# of other work that happens to contain only this CUDA call, not a wrapper.
+OWN_RANGE_MAX_NS = 100_000
+
+
+def top_level(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """Per call, the index of its top-level ancestor on its thread (itself if top-level)."""
+    top = np.arange(start.size)
+    for t in np.unique(tid):
+        idx = np.nonzero(tid == t)[0]
+        idx = idx[np.lexsort((-end[idx], start[idx]))]
+        s, e = start[idx], end[idx]
+        reach = np.maximum.accumulate(e)
+        nested = np.zeros(idx.size, dtype=bool)
+        nested[1:] = (s[1:] < reach[:-1]) & (e[1:] <= reach[:-1])
+        pos = np.where(~nested, np.arange(idx.size), -1)
+        last_top = np.maximum.accumulate(pos)
+        top[idx] = idx[last_top]
+    return top
+
+
+def drop_cuts(tl: Timeline, threads: list[np.ndarray], dropped: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Per API call (local index): ns cut from the host gap before / after it when dropped.
+
+    ``threads``: the top-level calls of each host thread, in order.
+    """
+    n = tl.api_start_ns.size
+    pre = np.zeros(n, dtype=np.int64)
+    post = np.zeros(n, dtype=np.int64)
+    if not dropped.any() or tl.ann_start_ns.size == 0:
+        return pre, post
+    s, e = tl.api_start_ns, tl.api_end_ns
+    none = np.iinfo(np.int64).min
+    is_step = np.array([n == STEP or n.startswith("ProfilerStep#") for n in tl.names],
+                       dtype=bool)
+    step_range = is_step[tl.ann_name]  # a step is never a call's own range
+    for seq in threads:
+        pos = np.nonzero(dropped[seq])[0]
+        if pos.size == 0:
+            continue
+        on_thread = tl.ann_tid == tl.api_tid[seq[0]]
+        sel = np.nonzero(on_thread & ~step_range)[0]
+        if sel.size == 0:
+            continue
+        order = sel[np.argsort(tl.ann_start_ns[sel], kind="stable")]
+        a_s, a_e = tl.ann_start_ns[order], tl.ann_end_ns[order]
+        bounds = np.sort(np.concatenate([tl.ann_start_ns[on_thread], tl.ann_end_ns[on_thread]]))
+        for p in pos.tolist():
+            i = int(seq[p])
+            lo = int(e[seq[p - 1]]) if p > 0 else none
+            hi = int(s[seq[p + 1]]) if p + 1 < len(seq) else np.iinfo(np.int64).max
+            k0 = int(np.searchsorted(a_s, lo, side="left"))
+            k1 = int(np.searchsorted(a_s, s[i], side="right"))
+            own = [k for k in range(k0, k1) if e[i] <= a_e[k] <= hi]
+            if not own:
+                continue
+            own = [k for k in own if (a_e[k] - a_s[k]) - (e[i] - s[i]) <= OWN_RANGE_MAX_NS]
+            if not own:
+                continue
+            k = min(own, key=lambda x: (int(a_s[x]), -int(a_e[x])))  # outermost
+            r_s, r_e = int(a_s[k]), int(a_e[k])
+            b = int(np.searchsorted(bounds, r_s, side="left")) - 1
+            prev = max(lo, int(bounds[b]) if b >= 0 else lo)
+            overhead = (r_e - r_s) - int(e[i] - s[i])
+            entry = min(max(r_s - prev, 0), max(overhead, 0)) if prev != none else 0
+            pre[i] = int(s[i]) - r_s + entry
+            post[i] = r_e - int(e[i])
+    return pre, post
+
+
+def sync_copies(tl: Timeline, o_api: np.ndarray, is_top: np.ndarray) -> np.ndarray:
+    """Per API call: a device-to-host copy call that returns only once its copy is done.
+
+    A ``cudaMemcpyAsync`` into pageable memory (``.item()``, ``.cpu()``, ``.tolist()``) is
+    synchronous: the host waits for everything queued before the copy. Kineto names the
+    memory (``Memcpy DtoH (Device -> Pageable)``; ``Pinned`` is asynchronous); when the name
+    does not say (Nsight: ``[CUDA memcpy DtoH]``), an API whose every such call returned
+    after its copy ended is taken as synchronous.
+    """
+    out = np.zeros(tl.api_start_ns.size, dtype=bool)
+    if not tl.n_gpu:
+        return out
+    dtoh = np.array(["DtoH" in n for n in tl.names], dtype=bool)[tl.gpu_name]
+    ops = np.nonzero((tl.gpu_kind == KIND_MEMCPY) & dtoh & (o_api >= 0))[0]
+    ops = ops[is_top[o_api[ops]]]
+    if ops.size == 0:
+        return out
+    calls = o_api[ops]
+    name = [tl.names[int(n)] for n in tl.gpu_name[ops]]
+    pageable = np.array(["Pageable" in n for n in name], dtype=bool)
+    unknown = np.array(["Pinned" not in n and "Pageable" not in n for n in name], dtype=bool)
+    after = tl.api_end_ns[calls] >= tl.gpu_end_ns[ops]
+    out[calls[pageable]] = True
+    for sym in np.unique(tl.api_name[calls[unknown]]):
+        sel = unknown & (tl.api_name[calls] == sym)
+        if after[sel].all():
+            out[calls[sel]] = True
+    return out

@@ -8,12 +8,11 @@ call these; nothing here sees argv. Warnings for the user go to stderr, one line
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import ProfplugError
 from .compare import Comparison, compare
-from .load import load_timelines
+from .load import PathsLike, load_timelines
 from .readers.base import ReadOptions
 from .render.registry import PAGE, check_format, render_text
 from .report import Report, analyze, analyze_timelines, find_run_meta
@@ -40,7 +39,7 @@ def write_page(result: object, path: Path) -> None:
     print(f"profplug: wrote {path}", file=sys.stderr)
 
 
-def run_report(paths: Sequence[Path], *, fmt: str = "table", output: Path | None = None,
+def run_report(paths: PathsLike, *, fmt: str = "table", output: Path | None = None,
                html: Path | None = None, options: StallOptions | None = None,
                read: ReadOptions | None = None, jobs: int | None = None,
                whatif: bool = False, strict: bool = False) -> int:
@@ -105,7 +104,7 @@ def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | No
     return 0
 
 
-def run_whatif(paths: Sequence[Path], *, drop: DropSpec | None = None, fmt: str = "table",
+def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "table",
                output: Path | None = None, html: Path | None = None,
                options: StallOptions | None = None, jobs: int | None = None) -> int:
     """Replay the run under ``paths`` without the chosen syncs; returns the exit code.
@@ -117,12 +116,12 @@ def run_whatif(paths: Sequence[Path], *, drop: DropSpec | None = None, fmt: str 
     if drop.kinds not in DROPS:
         raise ProfplugError(f"unknown --drop {drop.kinds!r} (choose from {', '.join(DROPS)})")
     opt = options or StallOptions()
-    timelines = load_timelines(list(paths), jobs=jobs)
+    timelines = load_timelines(paths, jobs=jobs)
     res = whatif(timelines, drop, opt)
     write_text(render_text(res, fmt), output)
     if html is not None:
         rep = analyze_timelines(timelines, opt)
-        rep.meta = find_run_meta(list(paths))
+        rep.meta = find_run_meta(paths)
         rep.add(res)
         write_page(rep, html)
     return 0

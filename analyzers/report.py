@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from .gaps import CAUSES
-from .load import load_timelines
+from .load import PathsLike, as_paths, load_timelines
 from .rankpool import analyze_ranks
 from .readers.base import ReadOptions
 from .stalls import RankStalls, StallOptions, flat_dict
@@ -92,25 +91,26 @@ def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | Non
     return rep
 
 
-def analyze(paths: Iterable[str | Path], options: StallOptions | None = None, *,
+def analyze(paths: PathsLike, options: StallOptions | None = None, *,
             jobs: int | None = None, read: ReadOptions | None = None,
             run: Iterable[RunAnalyzer] = ()) -> Report:
-    """Read the traces under ``paths`` and attribute every rank's GPU idle time.
+    """Read the traces under ``paths`` (a path, str or Path, or several) and attribute every
+    rank's GPU idle time.
 
     ``run``: run-level analyses to add, e.g. ``[whatif_analysis()]`` (``profplug.analyzers.
     whatif``); ``read``: options for the trace readers (the nsys executable).
     """
-    paths = list(paths)
-    rep = analyze_timelines(load_timelines(paths, jobs=jobs, read=read), options, run)
-    rep.meta = find_run_meta(paths)
+    files = as_paths(paths)
+    rep = analyze_timelines(load_timelines(files, jobs=jobs, read=read), options, run)
+    rep.meta = find_run_meta(files)
     return rep
 
 
-def find_run_meta(paths: list[str | Path]) -> dict[str, Any]:
+def find_run_meta(paths: PathsLike) -> dict[str, Any]:
     """The ``run.json`` that ``profplug run`` wrote next to (or above) the traces, if any."""
     import json
 
-    for p in map(Path, paths):
+    for p in as_paths(paths):
         for d in (p, *p.parents[:2]) if p.is_dir() else p.parents[:3]:
             f = d / "run.json"
             if f.is_file():

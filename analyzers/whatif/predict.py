@@ -9,15 +9,14 @@ replayed timelines. Times in us in the result (``result``).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 
 from ...errors import ProfplugError
 from ..gaps import CAUSES
-from ..load import load_timelines
+from ..load import PathsLike, load_timelines
 from ..readers.base import ReadOptions
 from ..stalls import RankStalls, StallOptions, analyze_rank
 from ..timeline import Timeline
@@ -159,11 +158,11 @@ def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
         max_model_error_pct=max((abs(r.model_error_pct) for r in ranks), default=0.0))
 
 
-def whatif_paths(paths: Iterable[str | Path], drop: DropSpec | None = None,
+def whatif_paths(paths: PathsLike, drop: DropSpec | None = None,
                  options: StallOptions | None = None, *, jobs: int | None = None,
                  read: ReadOptions | None = None) -> WhatIfResult:
     """Read the traces under ``paths`` (all ranks of one run) and run :func:`whatif`."""
-    return whatif(load_timelines(list(paths), jobs=jobs, read=read), drop, options)
+    return whatif(load_timelines(paths, jobs=jobs, read=read), drop, options)
 
 
 def whatif_analysis(drop: DropSpec | None = None

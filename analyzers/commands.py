@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..errors import ProfplugError
 from .compare import Comparison, compare
-from .load import PathsLike, load_timelines
+from .load import PathsLike, as_paths, load_timelines
 from .readers.base import ReadOptions
 from .render.registry import PAGE, check_format, render_text
 from .report import Report, analyze, analyze_timelines, find_run_meta
@@ -39,6 +39,23 @@ def write_page(result: object, path: Path) -> None:
     print(f"profplug: wrote {path}", file=sys.stderr)
 
 
+# Words users put after a flag that takes no value ("--strict true"): a path or a command
+# (``profplug run``) spelled like this gets a hint, not "no such file" or a run of /bin/true.
+FLAG_VALUES = frozenset({"true", "false", "yes", "no", "on", "off", "1", "0"})
+
+
+def check_paths(paths: PathsLike) -> list[Path]:
+    """The paths, each of which must exist; a missing ``true`` (``--strict true``) is told
+    that flags take no value."""
+    out = as_paths(paths)
+    for p in out:
+        if not p.exists():
+            hint = (f" (a flag takes no value: write e.g. --strict, not --strict {p})"
+                    if str(p).lower() in FLAG_VALUES else "")
+            raise ProfplugError(f"{p}: no such file or directory{hint}")
+    return out
+
+
 def run_report(paths: PathsLike, *, fmt: str = "table", output: Path | None = None,
                html: Path | None = None, options: StallOptions | None = None,
                read: ReadOptions | None = None, jobs: int | None = None,
@@ -50,7 +67,7 @@ def run_report(paths: PathsLike, *, fmt: str = "table", output: Path | None = No
     warnings or skipped events, or ranks are missing.
     """
     check_format(Report, fmt)
-    rep = analyze(paths, options, jobs=jobs, read=read,
+    rep = analyze(check_paths(paths), options, jobs=jobs, read=read,
                   run=[whatif_analysis()] if whatif else [])
     write_text(render_text(rep, fmt), output)
     if html is not None:
@@ -73,14 +90,8 @@ def run_paths(run: str) -> list[Path]:
     """A run: a directory, a trace file, or trace files joined by commas."""
     p = Path(run)
     if p.exists() or "," not in run:
-        if not p.exists():
-            raise ProfplugError(f"{run}: no such file or directory")
-        return [p]
-    parts = [Path(x) for x in run.split(",") if x]
-    for x in parts:
-        if not x.exists():
-            raise ProfplugError(f"{x}: no such file or directory")
-    return parts
+        return check_paths(p)
+    return check_paths([Path(x) for x in run.split(",") if x])
 
 
 def run_label(run: str) -> str:
@@ -116,7 +127,7 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
     if drop.kinds not in DROPS:
         raise ProfplugError(f"unknown --drop {drop.kinds!r} (choose from {', '.join(DROPS)})")
     opt = options or StallOptions()
-    timelines = load_timelines(paths, jobs=jobs)
+    timelines = load_timelines(check_paths(paths), jobs=jobs)
     res = whatif(timelines, drop, opt)
     write_text(render_text(res, fmt), output)
     if html is not None:

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ProfplugError
 from . import classify
 from .callsites import enclosing
 from .gaps import (
@@ -43,9 +44,16 @@ DEFAULT_TOLERANCE_NS = 2_000
 class StallOptions:
     tolerance_ns: int = DEFAULT_TOLERANCE_NS  # clock slack between host and GPU timestamps
 
+    def __post_init__(self) -> None:
+        if self.tolerance_ns < 0:
+            raise ProfplugError(f"the tolerance must be >= 0 us (got "
+                                f"{self.tolerance_ns / 1000:g} us)")
+
     @classmethod
     def from_tolerance_us(cls, tolerance_us: float) -> StallOptions:
-        """The options for a tolerance given in us (the CLI's ``--tolerance-us``)."""
+        """The options for a tolerance given in us (the CLI's ``--tolerance-us``, >= 0)."""
+        if not 0 <= tolerance_us < float("inf"):  # also NaN
+            raise ProfplugError(f"--tolerance-us must be a number >= 0 (got {tolerance_us:g})")
         return cls(tolerance_ns=round(tolerance_us * 1000))
 
 

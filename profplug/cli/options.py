@@ -13,5 +13,5 @@ Output = Annotated[Path | None, typer.Option("-o", "--output",
                                              help="Write it here instead of stdout.")]
 Html = Annotated[Path | None, typer.Option("--html", help="Also write an HTML report.")]
 Tolerance = Annotated[float, typer.Option(
-    "--tolerance-us", help="Clock slack when matching a gap to a sync call.")]
+    "--tolerance-us", help="Clock slack when matching a gap to a sync call (>= 0).")]
 Jobs = Annotated[int | None, typer.Option("--jobs", "-j", help="Parallel parsers.")]

@@ -102,12 +102,13 @@ def run_label(run: str) -> str:
 
 def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | None = None,
                 html: Path | None = None, options: StallOptions | None = None,
-                labels: tuple[str | None, str | None] = (None, None)) -> int:
+                labels: tuple[str | None, str | None] = (None, None),
+                read: ReadOptions | None = None) -> int:
     """Two runs (see :func:`run_paths`) side by side per rank; returns the exit code."""
     check_format(Comparison, fmt)
     opt = options or StallOptions()
-    rep_a = analyze(run_paths(run_a), opt)
-    rep_b = analyze(run_paths(run_b), opt)
+    rep_a = analyze(run_paths(run_a), opt, read=read)
+    rep_b = analyze(run_paths(run_b), opt, read=read)
     cmp = compare(rep_a, rep_b, labels[0] or run_label(run_a), labels[1] or run_label(run_b))
     write_text(render_text(cmp, fmt), output)
     if html is not None:
@@ -117,7 +118,8 @@ def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | No
 
 def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "table",
                output: Path | None = None, html: Path | None = None,
-               options: StallOptions | None = None, jobs: int | None = None) -> int:
+               options: StallOptions | None = None, jobs: int | None = None,
+               read: ReadOptions | None = None) -> int:
     """Replay the run under ``paths`` without the chosen syncs; returns the exit code.
 
     ``html``: the full stall report of the run, with the what-if section in it.
@@ -127,7 +129,7 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
     if drop.kinds not in DROPS:
         raise ProfplugError(f"unknown --drop {drop.kinds!r} (choose from {', '.join(DROPS)})")
     opt = options or StallOptions()
-    timelines = load_timelines(check_paths(paths), jobs=jobs)
+    timelines = load_timelines(check_paths(paths), jobs=jobs, read=read)
     res = whatif(timelines, drop, opt)
     write_text(render_text(res, fmt), output)
     if html is not None:

@@ -66,6 +66,7 @@ class Report:
 def rank_dict(r: RankStalls) -> dict[str, Any]:
     d: dict[str, Any] = {
         "rank": r.rank, "source": r.source, "files": r.files, "rank_rule": r.rank_rule,
+        "steps_rule": r.steps_rule,
         "has_gpu_work": r.has_gpu_work, **asdict(r.gpu_time()),
         "idle_by_cause_us": {k: round(v, 3) for k, v in r.idle_by_cause_us().items()},
         "other_reasons": r.other_reasons,
@@ -93,14 +94,17 @@ def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | Non
 
 def analyze(paths: PathsLike, options: StallOptions | None = None, *,
             jobs: int | None = None, read: ReadOptions | None = None,
-            run: Iterable[RunAnalyzer] = ()) -> Report:
+            step_range: str | None = None, run: Iterable[RunAnalyzer] = ()) -> Report:
     """Read the traces under ``paths`` (a path, str or Path, or several) and attribute every
     rank's GPU idle time.
 
     ``run``: run-level analyses to add, e.g. ``[whatif_analysis()]`` (``profplug.analyzers.
-    whatif``); ``read``: options for the trace readers (the nsys executable).
+    whatif``); ``read``: options for the trace readers (the nsys executable, the step rule);
+    ``step_range``: the host range that marks a step, its name or ``re:REGEX`` (as
+    ``--step-range``; default ``ProfilerStep#N``, else ``profplug.step``).
     """
     files = as_paths(paths)
+    read = (read or ReadOptions()).with_step_range(step_range)
     rep = analyze_timelines(load_timelines(files, jobs=jobs, read=read), options, run)
     rep.meta = find_run_meta(files)
     return rep

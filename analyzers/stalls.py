@@ -118,6 +118,7 @@ class RankStalls:
     source: str
     files: list[str]
     rank_rule: str
+    steps_rule: str | None  # the step rule that found the steps (steprule), None: no steps
     devices: list[DeviceStalls]
     syncs: list[SyncStat]
     callsites: list[CallsiteStat]
@@ -270,7 +271,7 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None) -> RankStall
     waits = stream_waits(tl, per_dev_intervals)
     return RankStalls(
         rank=tl.rank, source=tl.source, files=list(tl.files), rank_rule=tl.rank_rule,
-        devices=devices, syncs=syncs, callsites=callsites, stream_waits=waits, steps=steps,
+        steps_rule=tl.steps_rule, devices=devices, syncs=syncs, callsites=callsites, stream_waits=waits, steps=steps,
         other_reasons=other_reasons, warnings=list(tl.warnings), skipped=dict(tl.skipped),
         gaps=gaps, call_api=call_api, call_site=call_site, call_row=sync_idx,
         windows_ns={d: (iv.window_start_ns, iv.window_end_ns)

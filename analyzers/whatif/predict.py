@@ -160,8 +160,13 @@ def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
 
 def whatif_paths(paths: PathsLike, drop: DropSpec | None = None,
                  options: StallOptions | None = None, *, jobs: int | None = None,
-                 read: ReadOptions | None = None) -> WhatIfResult:
-    """Read the traces under ``paths`` (all ranks of one run) and run :func:`whatif`."""
+                 read: ReadOptions | None = None, step_range: str | None = None
+                 ) -> WhatIfResult:
+    """Read the traces under ``paths`` (all ranks of one run) and run :func:`whatif`.
+
+    ``step_range``: the host range that marks a step (as in :func:`report.analyze`).
+    """
+    read = (read or ReadOptions()).with_step_range(step_range)
     return whatif(load_timelines(paths, jobs=jobs, read=read), drop, options)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TextIO
 
+from ..callsites import display_name
 from ..gaps import CAUSES
 
 if TYPE_CHECKING:
@@ -93,7 +94,7 @@ def _rank_detail(r: RankStalls, out: TextIO) -> None:
         w(f"\n{'costliest call sites':<48} {'count':>6} {'idle us':>11} {'/step':>10}\n")
         for c in r.callsites[:TOP_CALLSITES]:
             per = _num(c.idle_per_step_us) if c.idle_per_step_us is not None else "-"
-            site = c.callsite.replace("profplug.", "")
+            site = display_name(c.callsite)
             w(f"{_clip(site, 48):<48} {c.count:>6} {_num(c.idle_caused_us):>11} "
               f"{per:>10}\n")
             w(f"  {_clip(c.api, 76)}\n")

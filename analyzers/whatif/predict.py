@@ -20,7 +20,9 @@ from ..load import PathsLike, load_timelines
 from ..readers.base import ReadOptions
 from ..stalls import RankStalls, StallOptions, analyze_rank
 from ..timeline import Timeline
+from .dropat import resolve_callsite
 from .model import DropSpec, Model, build_model
+from .peers import missing_peers
 from .result import RankWhatIf, WhatIfResult
 from .simulate import Replay, nested_times, replay
 
@@ -138,6 +140,8 @@ def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
     opt = options or StallOptions()
     if not timelines or not any(t.n_gpu for t in timelines):
         raise ProfplugError("what-if: no GPU work in the given traces")
+    if drop.callsite is not None:  # the name as the report prints it, or a unique part
+        drop = replace(drop, callsite=resolve_callsite(drop.callsite, timelines, drop.kinds))
     t0 = time.perf_counter()
     m = build_model(timelines, drop)
     try:
@@ -148,7 +152,8 @@ def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
     replay_s = time.perf_counter() - t0
     nested = {"replayed": nested_times(m, rec), "predicted": nested_times(m, drp)}
     ranks = [_rank_result(tl, m, rec, drp, nested, opt) for tl in timelines if tl.n_gpu]
-    warnings = [*m.warnings, *rec.warnings, *drp.warnings]
+    peers = missing_peers(timelines)
+    warnings = [*([peers] if peers else []), *m.warnings, *rec.warnings, *drp.warnings]
     if not m.a_dropped.any():
         warnings.append("no call matched the drop rule: the prediction equals the replay")
     return WhatIfResult(

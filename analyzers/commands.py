@@ -15,11 +15,13 @@ from .compare import Comparison, compare
 from .load import PathsLike, as_paths, load_timelines
 from .readers.base import ReadOptions
 from .render.registry import PAGE, check_format, render_text
-from .report import Report, analyze, analyze_timelines, find_run_meta
+from .report import Report, RunAnalyzer, analyze, analyze_timelines, find_run_meta
 from .stalls import StallOptions
+from .timeline import Timeline
 from .whatif import DROP_ALL, DROP_DEVICE, DropSpec, WhatIfResult, whatif, whatif_analysis
 
 DROPS = (DROP_DEVICE, DROP_ALL)
+WHATIF_AUTO_MAX_EVENTS = 2_000_000  # a report's default what-if: ~2 us/event, a few seconds
 
 
 def write_text(text: str, output: Path | None) -> None:
@@ -56,23 +58,41 @@ def check_paths(paths: PathsLike) -> list[Path]:
     return out
 
 
+def whatif_if_cheap(timelines: list[Timeline], options: StallOptions) -> WhatIfResult | None:
+    """The what-if of a report by default: run when the run has at most
+    ``WHATIF_AUTO_MAX_EVENTS`` API calls + GPU ops (~2 us each); else a ProfplugError saying
+    so, which the report keeps as a warning."""
+    n = sum(t.n_gpu + int(t.api_start_ns.size) for t in timelines)
+    if n > WHATIF_AUTO_MAX_EVENTS:
+        raise ProfplugError(f"what-if not run by default on {n:,} events (over "
+                            f"{WHATIF_AUTO_MAX_EVENTS:,}): --whatif runs it")
+    return whatif(timelines, DropSpec(), options)
+
+
+def _whatif_run(whatif: bool | None) -> list[RunAnalyzer]:
+    """The run-level analyses of a report: the what-if always, never, or when cheap."""
+    return [] if whatif is False else [whatif_analysis() if whatif else whatif_if_cheap]
+
+
 def run_report(paths: PathsLike, *, fmt: str = "table", output: Path | None = None,
                html: Path | None = None, options: StallOptions | None = None,
                read: ReadOptions | None = None, jobs: int | None = None,
-               whatif: bool = False, strict: bool = False) -> int:
+               whatif: bool | None = None, strict: bool = False) -> int:
     """The stall report of the traces under ``paths``; returns the exit code.
 
     ``whatif``: also replay the run without its device-wide synchronizes (the ``whatif`` key
-    of the JSON, a section of the table and of the HTML). ``strict``: 1 when a trace had
-    warnings or skipped events, or ranks are missing.
+    of the JSON, a section of the table and of the HTML, and the headline's indirect cost);
+    None (the default): when the run is small enough for it to take seconds at most
+    (:func:`whatif_if_cheap`). ``strict``: 1 when a trace had warnings or skipped events, or
+    ranks are missing.
     """
     check_format(Report, fmt)
-    rep = analyze(check_paths(paths), options, jobs=jobs, read=read,
-                  run=[whatif_analysis()] if whatif else [])
+    rep = analyze(check_paths(paths), options, jobs=jobs, read=read, run=_whatif_run(whatif))
     write_text(render_text(rep, fmt), output)
     if html is not None:
         write_page(rep, html)
     problems = [f"rank {r.rank}: {w}" for r in rep.ranks for w in r.warnings]
+    problems += rep.warnings
     missing = rep.meta.get("missing_ranks")
     if missing:  # profplug run: ranks of the world that left no trace (SIGKILL, OOM...)
         print(f"profplug: warning: missing ranks: {missing} (run.json: no trace for them)",
@@ -80,7 +100,8 @@ def run_report(paths: PathsLike, *, fmt: str = "table", output: Path | None = No
     if fmt != "table":  # the table shows them itself
         for p in problems:
             print(f"profplug: warning: {p}", file=sys.stderr)
-    if strict and (problems or missing or any(r.skipped for r in rep.ranks)):
+    trace_problems = any(r.warnings or r.skipped for r in rep.ranks)
+    if strict and (trace_problems or missing):
         print("profplug: --strict: the traces had warnings or skipped events", file=sys.stderr)
         return 1
     return 0
@@ -103,12 +124,16 @@ def run_label(run: str) -> str:
 def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | None = None,
                 html: Path | None = None, options: StallOptions | None = None,
                 labels: tuple[str | None, str | None] = (None, None),
-                read: ReadOptions | None = None) -> int:
-    """Two runs (see :func:`run_paths`) side by side per rank; returns the exit code."""
+                read: ReadOptions | None = None, whatif: bool | None = None) -> int:
+    """Two runs (see :func:`run_paths`) side by side per rank; returns the exit code.
+
+    Each run's report is the one :func:`run_report` makes (``whatif`` as there).
+    """
     check_format(Comparison, fmt)
     opt = options or StallOptions()
-    rep_a = analyze(run_paths(run_a), opt, read=read)
-    rep_b = analyze(run_paths(run_b), opt, read=read)
+    run = _whatif_run(whatif)
+    rep_a = analyze(run_paths(run_a), opt, read=read, run=run)
+    rep_b = analyze(run_paths(run_b), opt, read=read, run=run)
     cmp = compare(rep_a, rep_b, labels[0] or run_label(run_a), labels[1] or run_label(run_b))
     write_text(render_text(cmp, fmt), output)
     if html is not None:
@@ -133,7 +158,7 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
     res = whatif(timelines, drop, opt)
     write_text(render_text(res, fmt), output)
     if html is not None:
-        rep = analyze_timelines(timelines, opt)
+        rep = analyze_timelines(timelines, opt, steps=(read or ReadOptions()).steps)
         rep.meta = find_run_meta(paths)
         rep.add(res)
         write_page(rep, html)

@@ -12,12 +12,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from ..errors import ProfplugError
 from .gaps import CAUSES
+from .headline import headline, no_steps_warning
 from .load import PathsLike, as_paths, load_timelines
 from .rankpool import analyze_ranks
 from .readers.base import ReadOptions
 from .stalls import RankStalls, StallOptions, flat_dict
+from .steprule import DEFAULT_STEPS, StepRule
 from .timeline import Timeline
+from .whatif.result import WhatIfResult
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,8 +39,10 @@ class RunAnalysis(Protocol):
         ...
 
 
-# A run-level analysis: every rank's timeline and the stall options in, a result out.
-RunAnalyzer = Callable[[list[Timeline], StallOptions], RunAnalysis]
+# A run-level analysis: every rank's timeline and the stall options in, a result out (None:
+# nothing to add, e.g. skipped as too costly). A ProfplugError it raises becomes a warning of
+# the report: the per-rank report stands without it.
+RunAnalyzer = Callable[[list[Timeline], StallOptions], "RunAnalysis | None"]
 
 
 @dataclass
@@ -45,6 +51,7 @@ class Report:
     options: StallOptions = field(default_factory=StallOptions)
     meta: dict[str, Any] = field(default_factory=dict)  # run.json, when present
     run: dict[str, RunAnalysis] = field(default_factory=dict)  # run-level results, by key
+    warnings: list[str] = field(default_factory=list)  # about the run, not one rank's trace
 
     def rank(self, r: int) -> RankStalls:
         for x in self.ranks:
@@ -56,8 +63,14 @@ class Report:
         """Attach a run-level result under its key."""
         self.run[result.key] = result
 
+    def headline(self) -> str:
+        """The finding in one sentence (``headline.headline``)."""
+        res = self.run.get("whatif")
+        return headline(self.ranks, res if isinstance(res, WhatIfResult) else None)
+
     def to_dict(self) -> dict[str, Any]:
-        return {"version": SCHEMA_VERSION,
+        return {"version": SCHEMA_VERSION, "headline": self.headline(),
+                "warnings": list(self.warnings),
                 "tolerance_us": self.options.tolerance_ns / 1000.0,
                 "ranks": [rank_dict(r) for r in self.ranks],
                 **{key: a.to_dict() for key, a in self.run.items()}}
@@ -82,13 +95,28 @@ def rank_dict(r: RankStalls) -> dict[str, Any]:
 
 
 def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | None = None,
-                      run: Iterable[RunAnalyzer] = ()) -> Report:
-    """Every rank's stall analysis, then each run-level analysis of ``run`` over all ranks."""
+                      run: Iterable[RunAnalyzer] = (), steps: StepRule = DEFAULT_STEPS
+                      ) -> Report:
+    """Every rank's stall analysis, then each run-level analysis of ``run`` over all ranks.
+
+    A run-level analysis that fails with a ProfplugError (say, the what-if of traces without
+    GPU work) leaves a warning, not an exception. ``steps``: the step rule the timelines
+    were read with (for the warning when no steps were found).
+    """
     opt = options or StallOptions()
     tls = list(timelines)
     rep = Report(analyze_ranks(tls, opt), opt)  # big runs: a process per rank
+    no_steps = no_steps_warning(rep.ranks, steps)
+    if no_steps:
+        rep.warnings.append(no_steps)
     for analysis in run:
-        rep.add(analysis(tls, opt))
+        try:
+            result = analysis(tls, opt)
+        except ProfplugError as exc:
+            rep.warnings.append(str(exc))
+            continue
+        if result is not None:
+            rep.add(result)
     return rep
 
 
@@ -105,7 +133,8 @@ def analyze(paths: PathsLike, options: StallOptions | None = None, *,
     """
     files = as_paths(paths)
     read = (read or ReadOptions()).with_step_range(step_range)
-    rep = analyze_timelines(load_timelines(files, jobs=jobs, read=read), options, run)
+    rep = analyze_timelines(load_timelines(files, jobs=jobs, read=read), options, run,
+                            read.steps)
     rep.meta = find_run_meta(files)
     return rep
 

@@ -21,6 +21,8 @@ def compare(
     label_b: Annotated[str | None, typer.Option("--label-b", help="Name of run B.")] = None,
     tolerance_us: Tolerance = DEFAULT_TOLERANCE_US,
     step_range: StepRange = None,
+    whatif: Annotated[bool | None, typer.Option(
+        "--whatif/--no-whatif", help="Each run's what-if, as in `profplug report`.")] = None,
 ) -> None:
     """Two runs side by side per rank: step time, idle by cause, syncs, and deltas."""
     from profplug.analyzers.commands import run_compare
@@ -30,6 +32,6 @@ def compare(
     code = run_compare(run_a, run_b, fmt=fmt, output=output, html=html,
                        options=StallOptions.from_tolerance_us(tolerance_us),
                        labels=(label_a, label_b),
-                       read=ReadOptions().with_step_range(step_range))
+                       read=ReadOptions().with_step_range(step_range), whatif=whatif)
     if code:
         raise typer.Exit(code)

@@ -22,9 +22,10 @@ def report(
     strict: Annotated[bool, typer.Option(
         "--strict", help="Exit 1 if any trace was truncated or had skipped events.")] = False,
     jobs: Jobs = None,
-    whatif: Annotated[bool, typer.Option(
-        "--whatif", help="Also predict each rank's step time without its device-wide "
-                         "synchronizes (see `profplug whatif`).")] = False,
+    whatif: Annotated[bool | None, typer.Option(
+        "--whatif/--no-whatif", help="Predict each rank's step time without its device-wide "
+                                     "synchronizes (see `profplug whatif`); by default when "
+                                     "the run has at most 2M events.")] = None,
     nsys: Annotated[str | None, typer.Option(
         "--nsys", help="nsys executable to export .nsys-rep files (default: $PROFPLUG_NSYS, "
                        "then PATH).")] = None,

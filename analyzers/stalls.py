@@ -33,7 +33,7 @@ from .gaps import (
     Gaps,
     device_intervals,
 )
-from .steps import StepStats, step_stats
+from .steps import StepStats, step_stats_and_starts
 from .streamwait import StreamWaitStat, stream_waits
 from .timeline import Timeline
 
@@ -134,6 +134,8 @@ class RankStalls:
     call_site: list[str] = field(default_factory=list)
     call_row: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     windows_ns: dict[int, tuple[int, int]] = field(default_factory=dict)  # device: GPU window
+    step_starts_ns: np.ndarray = field(  # GPU start (first op) of each complete step
+        default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def total(self, name: str) -> float:
         """One of ``GPU_TIME_FIELDS`` summed over the rank's devices (us, not rounded)."""
@@ -264,7 +266,7 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None) -> RankStall
     charged = gaps.call >= 0
     np.add.at(idle_per_call, gaps.call[charged], (gaps.end_ns - gaps.start_ns)[charged])
 
-    steps = step_stats(tl, gaps, per_dev_intervals, CAUSES)
+    steps, step_starts = step_stats_and_starts(tl, gaps, per_dev_intervals, CAUSES)
     n_steps = steps.n_steps if steps and steps.n_steps else None
     syncs = _sync_stats(tl, api_kind, call_api, c_start, c_end, c_kind, idle_per_call)
     callsites = _callsite_stats(call_api, call_site, c_start, c_end, idle_per_call, n_steps)
@@ -275,7 +277,8 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None) -> RankStall
         other_reasons=other_reasons, warnings=list(tl.warnings), skipped=dict(tl.skipped),
         gaps=gaps, call_api=call_api, call_site=call_site, call_row=sync_idx,
         windows_ns={d: (iv.window_start_ns, iv.window_end_ns)
-                    for d, iv in per_dev_intervals.items()})
+                    for d, iv in per_dev_intervals.items()},
+        step_starts_ns=step_starts)
 
 
 def _pct(x: np.ndarray, q: float) -> float:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from profplug.analyzers import analyze
+from profplug.analyzers.render.registry import render_text
 from profplug.analyzers.whatif import whatif_analysis
 from synth import KinetoTrace
 from unit.analyzers.test_compare_synth import sample_run_dirs, write_run
@@ -93,7 +94,7 @@ def test_no_steps_is_one_warning_line_with_the_remedies(tmp_path: Path,
             "so times are per GPU window: name the range that marks a step with --step-range "
             "NAME or re:REGEX, mark steps at capture with `profplug run --step-fn "
             "MODULE:FUNCTION`, or wrap each step in `with profplug.step():`")
-    # then the JSON and the table each carry it once
+    # then the JSON, the table and the page each carry it once
     assert analyze(path).warnings == [want]
     assert main(["report", str(path), "-f", "json", "-o", str(tmp_path / "r.json")]) == 0
     assert json.loads((tmp_path / "r.json").read_text())["warnings"] == [want]
@@ -103,6 +104,8 @@ def test_no_steps_is_one_warning_line_with_the_remedies(tmp_path: Path,
     warning = head[head.index("\nwarning: ") + 1:]
     assert " ".join(x.strip() for x in warning.splitlines()) == f"warning: {want}"
     assert max(len(x) for x in head.splitlines()) <= 80
+    page = render_text(analyze(path), "html")
+    assert page.count("no steps found on any rank") == 1
     # with an explicit rule, it says which
     assert "(looked for ranges matching --step-range decode)" in \
         analyze(path, step_range="decode").warnings[0]

@@ -2,9 +2,11 @@
 since each run's first GPU op, the step starts, and the view it opens on (a few steps).
 
 Columnar: one array set for busy spans and one per cause (never one object per gap); the
-call-site and API names a gap is charged to go through a string registry (sent once). At
-most ``MAX_GAPS_PER_ROW`` gaps per row, the longest; the shorter ones are drawn as busy and
-a note says how many and how much idle that is.
+call-site and API names a gap is charged to go through a string registry (sent once). Each
+gap costs the page ~60 bytes (with its busy span), so a page draws at most
+``MAX_GAPS_TOTAL`` gaps, shared by its rows (at most ``MAX_GAPS_PER_ROW``, at least
+``MIN_GAPS_PER_ROW`` each), the longest of each row; the shorter ones are drawn as busy and
+a note says how many and how much idle that is. This keeps a page near 2 MB or below.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ if TYPE_CHECKING:
     from ..stalls import RankStalls
 
 MAX_GAPS_PER_ROW = 5000
+MAX_GAPS_TOTAL = 24_000  # ~1.5 MB of page data
+MIN_GAPS_PER_ROW = 100
 VIEW_STEPS = 3  # the timeline opens on this many steps (after the first, often a warm-up)
 
 
@@ -41,14 +45,22 @@ class _Strings:
         return self.ids[s]
 
 
-def timeline_data(runs: list[tuple[str, Report]], max_gaps: int = MAX_GAPS_PER_ROW
+def gaps_per_row(n_rows: int) -> int:
+    """How many gaps each of ``n_rows`` rows may draw (see the module docstring)."""
+    return max(MIN_GAPS_PER_ROW, min(MAX_GAPS_PER_ROW, MAX_GAPS_TOTAL // max(n_rows, 1)))
+
+
+def timeline_data(runs: list[tuple[str, Report]], max_gaps: int | None = None
                   ) -> tuple[dict[str, Any], list[str]]:
     """Busy spans and gaps per (run, rank, device) row, in us since each run's first GPU op;
     ``end``: the latest window end; ``steps``: step starts (:func:`step_starts`); ``view``:
     [start, end] of the opening view.
 
-    Returns the plot data and notes (one per row where gaps were left out).
+    Returns the plot data and notes (one per row where gaps were left out). ``max_gaps``:
+    gaps drawn per row (default :func:`gaps_per_row`).
     """
+    if max_gaps is None:
+        max_gaps = gaps_per_row(sum(len(r.windows_ns) for _, rep in runs for r in rep.ranks))
     strings = _Strings()
     rows: list[str] = []
     notes: list[str] = []

@@ -295,3 +295,20 @@ def test_metadata_is_collapsed_with_readable_dates(tmp_path: Path) -> None:
         '<details class="meta">')]
     assert "2026-11-29 17:12:06 UTC" in meta and "2026-11-29 17:12:15 UTC" in meta
     assert ">python3 x.py<" in meta
+
+
+def test_many_ranks_share_the_gap_budget_and_the_page_stays_small(tmp_path: Path) -> None:
+    # given 12 ranks of 2,500 steps (2,499 gaps each: 30k gaps in all)
+    from profplug.analyzers.render.timeline_data import MAX_GAPS_TOTAL, gaps_per_row
+
+    d = tmp_path / "big"
+    d.mkdir()
+    for r in range(12):
+        build_rank("device", r, n_steps=2500).write(d / f"rank{r}.json")
+    page = render(analyze([d]))
+    data = json.loads(re.search(r'id="profplug-data">(.*?)</script>', page, re.S).group(1))
+    # then each row draws its share of the budget, says so, and the page stays under 2 MB
+    assert gaps_per_row(12) == MAX_GAPS_TOTAL // 12 == 2000
+    assert len(data["timeline"]["gaps"]["device_sync"]["s"]) == 12 * 2000
+    assert page.count("drew the 2,000 longest of 2,499 gaps") == 12
+    assert len(page.encode()) <= MAX_PAGE

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..errors import ProfplugError
+from ..errors import ProfplugError, TraceError
 from .compare import Comparison, compare
 from .load import PathsLike, as_paths, load_timelines
 from .readers.base import ReadOptions
@@ -46,15 +46,15 @@ def write_page(result: object, path: Path) -> None:
 FLAG_VALUES = frozenset({"true", "false", "yes", "no", "on", "off", "1", "0"})
 
 
-def check_paths(paths: PathsLike) -> list[Path]:
-    """The paths, each of which must exist; a missing ``true`` (``--strict true``) is told
-    that flags take no value."""
+def check_paths(paths: PathsLike, error: type[ProfplugError] = TraceError) -> list[Path]:
+    """The paths, each of which must exist (else ``error``, a TraceError as the readers raise
+    by default); a missing ``true`` (``--strict true``) is told that flags take no value."""
     out = as_paths(paths)
     for p in out:
         if not p.exists():
             hint = (f" (a flag takes no value: write e.g. --strict, not --strict {p})"
                     if str(p).lower() in FLAG_VALUES else "")
-            raise ProfplugError(f"{p}: no such file or directory{hint}")
+            raise error(f"{p}: no such file or directory{hint}")
     return out
 
 
@@ -111,8 +111,8 @@ def run_paths(run: str) -> list[Path]:
     """A run: a directory, a trace file, or trace files joined by commas."""
     p = Path(run)
     if p.exists() or "," not in run:
-        return check_paths(p)
-    return check_paths([Path(x) for x in run.split(",") if x])
+        return check_paths(p, ProfplugError)
+    return check_paths([Path(x) for x in run.split(",") if x], ProfplugError)
 
 
 def run_label(run: str) -> str:

@@ -30,7 +30,7 @@ def test_help_shows_no_bool_type_after_flags(command: str,
 def test_a_flag_value_given_as_a_path_gets_a_hint(tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     run = write_run(tmp_path, "device")
-    assert main(["report", "--strict", "true", str(run)]) == 2
+    assert main(["report", "--strict", "true", str(run)]) == 3  # as any missing trace
     err = capsys.readouterr().err.strip()
     assert err == ("profplug: error: true: no such file or directory (a flag takes no value: "
                    "write e.g. --strict, not --strict true)")

@@ -43,6 +43,10 @@ def _pct(x: float) -> str:
     return f"{x:.0f}%" if abs(x) >= 10 else f"{x:.1f}%"
 
 
+def _share(x: float, whole: float) -> float:
+    return 100.0 * x / whole if whole > 0 else 0.0
+
+
 def _per_step(r: RankStalls) -> tuple[float, dict[str, float], str]:
     """(step or window us, idle by cause per step or window, "step" | "GPU window")."""
     if r.steps is not None and r.steps.n_steps:
@@ -74,16 +78,16 @@ def _dominant_idle(ranks: list[RankStalls]) -> str:
     r = max(ranks, key=lambda x: x.total("idle_us") / max(x.total("window_us"), 1e-9))
     whole, idle, per = _per_step(r)
     win = r.total("window_us")
-    share = 100.0 * r.total("idle_us") / win if win else 0.0
+    share = _share(r.total("idle_us"), win)
     if share < 5.0:
         gpu = r.gpu_time()
         return (f"rank {r.rank}'s GPU is busy {_pct(100.0 - share)} of its window (compute "
-                f"{_pct(100.0 * gpu.compute_us / win)}, communication "
-                f"{_pct(100.0 * gpu.comm_us / win)})")
+                f"{_pct(_share(gpu.compute_us, win))}, communication "
+                f"{_pct(_share(gpu.comm_us, win))})")
     cause = max(CAUSES, key=lambda c: idle.get(c, 0.0))
     return (f"rank {r.rank}'s GPU is idle {_pct(share)} of its window, mostly "
             f"{CAUSE_WORDS[cause]}: {_us(idle[cause])}"
-            f"{'/step' if per == 'step' else ''} ({_pct(100.0 * idle[cause] / whole)} of its "
+            f"{'/step' if per == 'step' else ''} ({_pct(_share(idle[cause], whole))} of its "
             f"{per})")
 
 
@@ -102,22 +106,22 @@ def headline(ranks: list[RankStalls], whatif: WhatIfResult | None = None) -> str
     site = top_device_site(r)
     at = f" at {site}" if site else ""
     return (f"Device-wide synchronizes cost rank {r.rank} {_us(direct)}"
-            f"{'/step' if per == 'step' else ''} directly ({_pct(100.0 * direct / whole)} "
+            f"{'/step' if per == 'step' else ''} directly ({_pct(_share(direct, whole))} "
             f"of its {per}){at}; {ASK_WHATIF}.")
 
 
 def _with_whatif(gpu: list[RankStalls], res: WhatIfResult) -> str:
     w: RankWhatIf = max(res.ranks, key=lambda x: x.saving_us)
-    r = next(x for x in gpu if x.rank == w.rank)
+    r = next((x for x in gpu if x.rank == w.rank), None)
     per = "step" if w.basis == "step" else "GPU window"
     unit = _unit(per)
-    if w.saving_pct < TINY_PCT and w.direct_us < TINY_PCT / 100 * w.recorded_us:
+    if w.saving_pct < TINY_PCT and w.direct_us <= TINY_PCT / 100 * w.recorded_us:
         most = (f"under 1 {unit} on every rank" if w.saving_us < 1 else
                 f"at most {w.saving_us:,.0f} {unit}, {_pct(w.saving_pct)} of the {per}, on "
                 f"rank {w.rank}")
         return (f"Device-wide synchronizes cost nothing measurable here ({most}); "
                 f"{_dominant_idle(gpu)}.")
-    site = top_device_site(r)
+    site = top_device_site(r) if r is not None else None
     at = f" at {site}" if site else ""
     if w.indirect_us >= 0:
         split = f"{_us(w.direct_us)} direct{at} and {_us(w.indirect_us)} indirect"

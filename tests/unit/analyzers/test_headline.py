@@ -129,3 +129,11 @@ def test_a_prediction_without_its_peers_says_so(tmp_path: Path) -> None:
     one = write_run(tmp_path, "device") / "rank1.json"
     h = analyze(one, run=[whatif_analysis()]).headline()
     assert h.endswith(" (peer ranks missing: the prediction is unreliable).")
+
+
+def test_a_zero_length_window_gives_a_sentence_not_an_error(tmp_path: Path) -> None:
+    t = KinetoTrace(rank=0)
+    t.launch(0, 1, 0)
+    t.runtime("cudaDeviceSynchronize", 2, 3)
+    rep = analyze(t.write(tmp_path / "r0.json"), run=[whatif_analysis()])
+    assert rep.headline().endswith(".") and "nan" not in rep.headline()

@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from profplug.ranges import PHASES
+from profplug.ranges import PHASES, PREFIX
 
 from .timeline import Timeline
 
 UNANNOTATED = "unannotated"
+
+
+def display_name(site: str) -> str:
+    """A call site as the report prints it: without the ``profplug.`` prefixes."""
+    return site.replace(PREFIX, "")
 
 
 def enclosing(tl: Timeline, start_ns: np.ndarray, end_ns: np.ndarray, tid: np.ndarray

@@ -8,16 +8,16 @@ call these; nothing here sees argv. Warnings for the user go to stderr, one line
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import ProfplugError
+from ..errors import ProfplugError, TraceError
 from .compare import Comparison, compare
-from .load import load_timelines
+from .load import PathsLike, as_paths, load_timelines
 from .readers.base import ReadOptions
 from .render.registry import PAGE, check_format, render_text
-from .report import Report, analyze, analyze_timelines, find_run_meta
+from .report import Report, RunAnalyzer, analyze, analyze_timelines, find_run_meta
 from .stalls import StallOptions
+from .timeline import Timeline
 from .whatif import (
     DROP_ALL,
     DROP_DEVICE,
@@ -29,6 +29,7 @@ from .whatif import (
 )
 
 DROPS = (DROP_DEVICE, DROP_ALL)
+WHATIF_AUTO_MAX_EVENTS = 2_000_000  # a report's default what-if: ~2 us/event, a few seconds
 
 
 def write_text(text: str, output: Path | None) -> None:
@@ -48,23 +49,58 @@ def write_page(result: object, path: Path) -> None:
     print(f"profplug: wrote {path}", file=sys.stderr)
 
 
-def run_report(paths: Sequence[Path], *, fmt: str = "table", output: Path | None = None,
+# Words users put after a flag that takes no value ("--strict true"): a path or a command
+# (``profplug run``) spelled like this gets a hint, not "no such file" or a run of /bin/true.
+FLAG_VALUES = frozenset({"true", "false", "yes", "no", "on", "off", "1", "0"})
+
+
+def check_paths(paths: PathsLike, error: type[ProfplugError] = TraceError) -> list[Path]:
+    """The paths, each of which must exist (else ``error``, a TraceError as the readers raise
+    by default); a missing ``true`` (``--strict true``) is told that flags take no value."""
+    out = as_paths(paths)
+    for p in out:
+        if not p.exists():
+            hint = (f" (a flag takes no value: write e.g. --strict, not --strict {p})"
+                    if str(p).lower() in FLAG_VALUES else "")
+            raise error(f"{p}: no such file or directory{hint}")
+    return out
+
+
+def whatif_if_cheap(timelines: list[Timeline], options: StallOptions) -> WhatIfResult | None:
+    """The what-if of a report by default: run when the run has at most
+    ``WHATIF_AUTO_MAX_EVENTS`` API calls + GPU ops (~2 us each); else a ProfplugError saying
+    so, which the report keeps as a warning."""
+    n = sum(t.n_gpu + int(t.api_start_ns.size) for t in timelines)
+    if n > WHATIF_AUTO_MAX_EVENTS:
+        raise ProfplugError(f"what-if not run by default on {n:,} events (over "
+                            f"{WHATIF_AUTO_MAX_EVENTS:,}): --whatif runs it")
+    return whatif(timelines, DropSpec(), options)
+
+
+def _whatif_run(whatif: bool | None) -> list[RunAnalyzer]:
+    """The run-level analyses of a report: the what-if always, never, or when cheap."""
+    return [] if whatif is False else [whatif_analysis() if whatif else whatif_if_cheap]
+
+
+def run_report(paths: PathsLike, *, fmt: str = "table", output: Path | None = None,
                html: Path | None = None, options: StallOptions | None = None,
                read: ReadOptions | None = None, jobs: int | None = None,
-               whatif: bool = False, strict: bool = False) -> int:
+               whatif: bool | None = None, strict: bool = False) -> int:
     """The stall report of the traces under ``paths``; returns the exit code.
 
     ``whatif``: also replay the run without its device-wide synchronizes (the ``whatif`` key
-    of the JSON, a section of the table and of the HTML). ``strict``: 1 when a trace had
-    warnings or skipped events, or ranks are missing.
+    of the JSON, a section of the table and of the HTML, and the headline's indirect cost);
+    None (the default): when the run is small enough for it to take seconds at most
+    (:func:`whatif_if_cheap`). ``strict``: 1 when a trace had warnings or skipped events, or
+    ranks are missing.
     """
     check_format(Report, fmt)
-    rep = analyze(paths, options, jobs=jobs, read=read,
-                  run=[whatif_analysis()] if whatif else [])
+    rep = analyze(check_paths(paths), options, jobs=jobs, read=read, run=_whatif_run(whatif))
     write_text(render_text(rep, fmt), output)
     if html is not None:
         write_page(rep, html)
     problems = [f"rank {r.rank}: {w}" for r in rep.ranks for w in r.warnings]
+    problems += rep.warnings
     missing = rep.meta.get("missing_ranks")
     if missing:  # profplug run: ranks of the world that left no trace (SIGKILL, OOM...)
         print(f"profplug: warning: missing ranks: {missing} (run.json: no trace for them)",
@@ -72,7 +108,8 @@ def run_report(paths: Sequence[Path], *, fmt: str = "table", output: Path | None
     if fmt != "table":  # the table shows them itself
         for p in problems:
             print(f"profplug: warning: {p}", file=sys.stderr)
-    if strict and (problems or missing or any(r.skipped for r in rep.ranks)):
+    trace_problems = any(r.warnings or r.skipped for r in rep.ranks)
+    if strict and (trace_problems or missing):
         print("profplug: --strict: the traces had warnings or skipped events", file=sys.stderr)
         return 1
     return 0
@@ -82,14 +119,8 @@ def run_paths(run: str) -> list[Path]:
     """A run: a directory, a trace file, or trace files joined by commas."""
     p = Path(run)
     if p.exists() or "," not in run:
-        if not p.exists():
-            raise ProfplugError(f"{run}: no such file or directory")
-        return [p]
-    parts = [Path(x) for x in run.split(",") if x]
-    for x in parts:
-        if not x.exists():
-            raise ProfplugError(f"{x}: no such file or directory")
-    return parts
+        return check_paths(p, ProfplugError)
+    return check_paths([Path(x) for x in run.split(",") if x], ProfplugError)
 
 
 def run_label(run: str) -> str:
@@ -100,12 +131,17 @@ def run_label(run: str) -> str:
 
 def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | None = None,
                 html: Path | None = None, options: StallOptions | None = None,
-                labels: tuple[str | None, str | None] = (None, None)) -> int:
-    """Two runs (see :func:`run_paths`) side by side per rank; returns the exit code."""
+                labels: tuple[str | None, str | None] = (None, None),
+                read: ReadOptions | None = None, whatif: bool | None = None) -> int:
+    """Two runs (see :func:`run_paths`) side by side per rank; returns the exit code.
+
+    Each run's report is the one :func:`run_report` makes (``whatif`` as there).
+    """
     check_format(Comparison, fmt)
     opt = options or StallOptions()
-    rep_a = analyze(run_paths(run_a), opt)
-    rep_b = analyze(run_paths(run_b), opt)
+    run = _whatif_run(whatif)
+    rep_a = analyze(run_paths(run_a), opt, read=read, run=run)
+    rep_b = analyze(run_paths(run_b), opt, read=read, run=run)
     cmp = compare(rep_a, rep_b, labels[0] or run_label(run_a), labels[1] or run_label(run_b))
     write_text(render_text(cmp, fmt), output)
     if html is not None:
@@ -113,10 +149,11 @@ def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | No
     return 0
 
 
-def run_whatif(paths: Sequence[Path], *, drop: DropSpec | None = None, fmt: str = "table",
+def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "table",
                output: Path | None = None, html: Path | None = None,
                options: StallOptions | None = None, jobs: int | None = None,
-               unprofiled_us: float | None = None) -> int:
+               unprofiled_us: float | None = None,
+               read: ReadOptions | None = None) -> int:
     """Replay the run under ``paths`` without the chosen syncs; returns the exit code.
 
     ``html``: the full stall report of the run, with the what-if section in it.
@@ -130,13 +167,13 @@ def run_whatif(paths: Sequence[Path], *, drop: DropSpec | None = None, fmt: str 
     if unprofiled_us is not None and unprofiled_us <= 0:
         raise ProfplugError("--unprofiled takes the measured unprofiled step time in us (> 0)")
     opt = options or StallOptions()
-    timelines = load_timelines(list(paths), jobs=jobs)
+    timelines = load_timelines(check_paths(paths), jobs=jobs, read=read)
     res = (whatif(timelines, drop, opt) if unprofiled_us is None
            else whatif_unprofiled(timelines, unprofiled_us, drop, opt))
     write_text(render_text(res, fmt), output)
     if html is not None:
-        rep = analyze_timelines(timelines, opt)
-        rep.meta = find_run_meta(list(paths))
+        rep = analyze_timelines(timelines, opt, steps=(read or ReadOptions()).steps)
+        rep.meta = find_run_meta(paths)
         rep.add(res)
         write_page(rep, html)
     return 0

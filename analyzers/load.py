@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
@@ -15,7 +16,16 @@ from .readers.registry import SUFFIXES, reader_for
 from .timeline import Timeline
 
 SKIP_NAMES = ("run.json",)
+# What the Python API takes as "paths": one path (str or Path) or several.
+PathsLike = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
 KNOWN_SUFFIXES = f"{', '.join(SUFFIXES[:-1])} or {SUFFIXES[-1]}"  # for error messages
+
+
+def as_paths(paths: PathsLike) -> list[Path]:
+    """One path or several, as a list: a str is one path, never a sequence of characters."""
+    if isinstance(paths, (str, os.PathLike)):
+        return [Path(paths)]
+    return [Path(p) for p in paths]
 
 
 def _run_artifact(f: Path) -> bool:
@@ -25,17 +35,21 @@ def _run_artifact(f: Path) -> bool:
     return f.parent.name == "status" and (f.parent.parent / "run.json").is_file()
 
 
-def trace_files(paths: Iterable[str | Path]) -> list[Path]:
+def trace_files(paths: PathsLike) -> list[Path]:
     """Expand directories (recursively) into the trace files they hold, in name order.
 
     A directory holding ``x.nsys-rep`` and its export ``x.sqlite``/``x.sqlite.gz`` yields
     the export only, so the report is read once.
     """
     out: list[Path] = []
-    for p in map(Path, paths):
+    for p in as_paths(paths):
         if p.is_dir():
-            found = sorted(f for f in p.rglob("*") if f.is_file() and reader_for(f)
-                           and not _run_artifact(f))
+            try:
+                found = sorted(f for f in p.rglob("*") if f.is_file() and reader_for(f)
+                               and not _run_artifact(f))
+            except OSError as exc:  # a directory below it that cannot be listed
+                raise TraceError(f"{p}: cannot list {exc.filename or p} "
+                                 f"({exc.strerror or exc})") from None
             out.extend(_drop_unexported_twins(found))
             if not found:
                 raise TraceError(f"{p}: no trace files ({KNOWN_SUFFIXES})")
@@ -75,10 +89,11 @@ def _read_one(args: tuple[Path, int, ReadOptions]) -> list[Timeline]:
     return reader.read(path, index, options)
 
 
-def load_timelines(paths: Iterable[str | Path], *, jobs: int | None = None,
+def load_timelines(paths: PathsLike, *, jobs: int | None = None,
                    progress: bool | None = None, read: ReadOptions | None = None
                    ) -> list[Timeline]:
-    """Read every trace under ``paths``; one Timeline per rank, sorted by rank.
+    """Read every trace under ``paths`` (one path or several); one Timeline per rank, sorted
+    by rank.
 
     Files are parsed in parallel on up to ``jobs`` processes (default: the usable CPUs).
     ``read`` goes to every reader. Raises TraceError when two files claim the same rank.

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from ..errors import ProfplugError
 from .gaps import CAUSES
-from .load import load_timelines
+from .headline import headline, no_steps_warning
+from .load import PathsLike, as_paths, load_timelines
 from .rankpool import analyze_ranks
 from .readers.base import ReadOptions
 from .stalls import RankStalls, StallOptions, flat_dict
+from .steprule import DEFAULT_STEPS, StepRule
 from .timeline import Timeline
+from .whatif.result import WhatIfResult
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -36,8 +39,10 @@ class RunAnalysis(Protocol):
         ...
 
 
-# A run-level analysis: every rank's timeline and the stall options in, a result out.
-RunAnalyzer = Callable[[list[Timeline], StallOptions], RunAnalysis]
+# A run-level analysis: every rank's timeline and the stall options in, a result out (None:
+# nothing to add, e.g. skipped as too costly). A ProfplugError it raises becomes a warning of
+# the report: the per-rank report stands without it.
+RunAnalyzer = Callable[[list[Timeline], StallOptions], "RunAnalysis | None"]
 
 
 @dataclass
@@ -46,6 +51,7 @@ class Report:
     options: StallOptions = field(default_factory=StallOptions)
     meta: dict[str, Any] = field(default_factory=dict)  # run.json, when present
     run: dict[str, RunAnalysis] = field(default_factory=dict)  # run-level results, by key
+    warnings: list[str] = field(default_factory=list)  # about the run, not one rank's trace
 
     def rank(self, r: int) -> RankStalls:
         for x in self.ranks:
@@ -57,8 +63,14 @@ class Report:
         """Attach a run-level result under its key."""
         self.run[result.key] = result
 
+    def headline(self) -> str:
+        """The finding in one sentence (``headline.headline``)."""
+        res = self.run.get("whatif")
+        return headline(self.ranks, res if isinstance(res, WhatIfResult) else None)
+
     def to_dict(self) -> dict[str, Any]:
-        return {"version": SCHEMA_VERSION,
+        return {"version": SCHEMA_VERSION, "headline": self.headline(),
+                "warnings": list(self.warnings),
                 "tolerance_us": self.options.tolerance_ns / 1000.0,
                 "ranks": [rank_dict(r) for r in self.ranks],
                 **{key: a.to_dict() for key, a in self.run.items()}}
@@ -67,6 +79,7 @@ class Report:
 def rank_dict(r: RankStalls) -> dict[str, Any]:
     d: dict[str, Any] = {
         "rank": r.rank, "source": r.source, "files": r.files, "rank_rule": r.rank_rule,
+        "steps_rule": r.steps_rule,
         "has_gpu_work": r.has_gpu_work, **asdict(r.gpu_time()),
         "idle_by_cause_us": {k: round(v, 3) for k, v in r.idle_by_cause_us().items()},
         "other_reasons": r.other_reasons,
@@ -82,35 +95,55 @@ def rank_dict(r: RankStalls) -> dict[str, Any]:
 
 
 def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | None = None,
-                      run: Iterable[RunAnalyzer] = ()) -> Report:
-    """Every rank's stall analysis, then each run-level analysis of ``run`` over all ranks."""
+                      run: Iterable[RunAnalyzer] = (), steps: StepRule = DEFAULT_STEPS
+                      ) -> Report:
+    """Every rank's stall analysis, then each run-level analysis of ``run`` over all ranks.
+
+    A run-level analysis that fails with a ProfplugError (say, the what-if of traces without
+    GPU work) leaves a warning, not an exception. ``steps``: the step rule the timelines
+    were read with (for the warning when no steps were found).
+    """
     opt = options or StallOptions()
     tls = list(timelines)
     rep = Report(analyze_ranks(tls, opt), opt)  # big runs: a process per rank
+    no_steps = no_steps_warning(rep.ranks, steps)
+    if no_steps:
+        rep.warnings.append(no_steps)
     for analysis in run:
-        rep.add(analysis(tls, opt))
+        try:
+            result = analysis(tls, opt)
+        except ProfplugError as exc:
+            rep.warnings.append(str(exc))
+            continue
+        if result is not None:
+            rep.add(result)
     return rep
 
 
-def analyze(paths: Iterable[str | Path], options: StallOptions | None = None, *,
+def analyze(paths: PathsLike, options: StallOptions | None = None, *,
             jobs: int | None = None, read: ReadOptions | None = None,
-            run: Iterable[RunAnalyzer] = ()) -> Report:
-    """Read the traces under ``paths`` and attribute every rank's GPU idle time.
+            step_range: str | None = None, run: Iterable[RunAnalyzer] = ()) -> Report:
+    """Read the traces under ``paths`` (a path, str or Path, or several) and attribute every
+    rank's GPU idle time.
 
     ``run``: run-level analyses to add, e.g. ``[whatif_analysis()]`` (``profplug.analyzers.
-    whatif``); ``read``: options for the trace readers (the nsys executable).
+    whatif``); ``read``: options for the trace readers (the nsys executable, the step rule);
+    ``step_range``: the host range that marks a step, its name or ``re:REGEX`` (as
+    ``--step-range``; default ``ProfilerStep#N``, else ``profplug.step``).
     """
-    paths = list(paths)
-    rep = analyze_timelines(load_timelines(paths, jobs=jobs, read=read), options, run)
-    rep.meta = find_run_meta(paths)
+    files = as_paths(paths)
+    read = (read or ReadOptions()).with_step_range(step_range)
+    rep = analyze_timelines(load_timelines(files, jobs=jobs, read=read), options, run,
+                            read.steps)
+    rep.meta = find_run_meta(files)
     return rep
 
 
-def find_run_meta(paths: list[str | Path]) -> dict[str, Any]:
+def find_run_meta(paths: PathsLike) -> dict[str, Any]:
     """The ``run.json`` that ``profplug run`` wrote next to (or above) the traces, if any."""
     import json
 
-    for p in map(Path, paths):
+    for p in as_paths(paths):
         for d in (p, *p.parents[:2]) if p.is_dir() else p.parents[:3]:
             f = d / "run.json"
             if f.is_file():

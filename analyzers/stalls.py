@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ProfplugError
 from . import classify
 from .callsites import enclosing
 from .gaps import (
@@ -32,7 +33,7 @@ from .gaps import (
     Gaps,
     device_intervals,
 )
-from .steps import StepStats, step_stats
+from .steps import StepStats, step_stats_and_starts
 from .streamwait import StreamWaitStat, stream_waits
 from .timeline import Timeline
 
@@ -43,9 +44,16 @@ DEFAULT_TOLERANCE_NS = 2_000
 class StallOptions:
     tolerance_ns: int = DEFAULT_TOLERANCE_NS  # clock slack between host and GPU timestamps
 
+    def __post_init__(self) -> None:
+        if self.tolerance_ns < 0:
+            raise ProfplugError(f"the tolerance must be >= 0 us (got "
+                                f"{self.tolerance_ns / 1000:g} us)")
+
     @classmethod
     def from_tolerance_us(cls, tolerance_us: float) -> StallOptions:
-        """The options for a tolerance given in us (the CLI's ``--tolerance-us``)."""
+        """The options for a tolerance given in us (the CLI's ``--tolerance-us``, >= 0)."""
+        if not 0 <= tolerance_us < float("inf"):  # also NaN
+            raise ProfplugError(f"--tolerance-us must be a number >= 0 (got {tolerance_us:g})")
         return cls(tolerance_ns=round(tolerance_us * 1000))
 
 
@@ -110,6 +118,7 @@ class RankStalls:
     source: str
     files: list[str]
     rank_rule: str
+    steps_rule: str | None  # the step rule that found the steps (steprule), None: no steps
     devices: list[DeviceStalls]
     syncs: list[SyncStat]
     callsites: list[CallsiteStat]
@@ -125,6 +134,8 @@ class RankStalls:
     call_site: list[str] = field(default_factory=list)
     call_row: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     windows_ns: dict[int, tuple[int, int]] = field(default_factory=dict)  # device: GPU window
+    step_starts_ns: np.ndarray = field(  # GPU start (first op) of each complete step
+        default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def total(self, name: str) -> float:
         """One of ``GPU_TIME_FIELDS`` summed over the rank's devices (us, not rounded)."""
@@ -255,18 +266,19 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None) -> RankStall
     charged = gaps.call >= 0
     np.add.at(idle_per_call, gaps.call[charged], (gaps.end_ns - gaps.start_ns)[charged])
 
-    steps = step_stats(tl, gaps, per_dev_intervals, CAUSES)
+    steps, step_starts = step_stats_and_starts(tl, gaps, per_dev_intervals, CAUSES)
     n_steps = steps.n_steps if steps and steps.n_steps else None
     syncs = _sync_stats(tl, api_kind, call_api, c_start, c_end, c_kind, idle_per_call)
     callsites = _callsite_stats(call_api, call_site, c_start, c_end, idle_per_call, n_steps)
     waits = stream_waits(tl, per_dev_intervals)
     return RankStalls(
         rank=tl.rank, source=tl.source, files=list(tl.files), rank_rule=tl.rank_rule,
-        devices=devices, syncs=syncs, callsites=callsites, stream_waits=waits, steps=steps,
+        steps_rule=tl.steps_rule, devices=devices, syncs=syncs, callsites=callsites, stream_waits=waits, steps=steps,
         other_reasons=other_reasons, warnings=list(tl.warnings), skipped=dict(tl.skipped),
         gaps=gaps, call_api=call_api, call_site=call_site, call_row=sync_idx,
         windows_ns={d: (iv.window_start_ns, iv.window_end_ns)
-                    for d, iv in per_dev_intervals.items()})
+                    for d, iv in per_dev_intervals.items()},
+        step_starts_ns=step_starts)
 
 
 def _pct(x: np.ndarray, q: float) -> float:

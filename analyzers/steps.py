@@ -39,8 +39,15 @@ class StepStats:
 
 def step_stats(tl: Timeline, gaps: Gaps, intervals: dict[int, DeviceIntervals],
                causes: Sequence[str]) -> StepStats | None:
+    return step_stats_and_starts(tl, gaps, intervals, causes)[0]
+
+
+def step_stats_and_starts(tl: Timeline, gaps: Gaps, intervals: dict[int, DeviceIntervals],
+                          causes: Sequence[str]) -> tuple[StepStats | None, np.ndarray]:
+    """:func:`step_stats`, and the GPU start (first op, ns) of each complete step."""
+    none = np.zeros(0, dtype=np.int64)
     if tl.step_start_ns.size == 0 or tl.n_gpu == 0:
-        return None
+        return None, none
     order = np.argsort(tl.step_start_ns, kind="stable")
     st_s, st_e, st_n = tl.step_start_ns[order], tl.step_end_ns[order], tl.step_num[order]
     launch = launch_times(tl)
@@ -54,7 +61,7 @@ def step_stats(tl: Timeline, gaps: Gaps, intervals: dict[int, DeviceIntervals],
     complete = first < np.iinfo(np.int64).max
     idx = np.nonzero(complete)[0]
     if idx.size == 0:
-        return StepStats(0, int(n), 0.0, 0.0, [], [], {c: 0.0 for c in causes}, 0.0, 0.0)
+        return StepStats(0, int(n), 0.0, 0.0, [], [], {c: 0.0 for c in causes}, 0.0, 0.0), none
     span_s = first[idx]
     span_e = np.append(first[idx][1:], last[idx][-1])
     span_e = np.maximum(span_e, span_s)
@@ -75,7 +82,7 @@ def step_stats(tl: Timeline, gaps: Gaps, intervals: dict[int, DeviceIntervals],
         step_numbers=[int(x) for x in st_n[idx]],
         idle_per_step_us=per_cause,
         gpu_span_us_mean=round(float((span_e - span_s).mean()) / 1000.0, 3),
-        period_us=round(_period_ns(span_s, span_e) / 1000.0, 3))
+        period_us=round(_period_ns(span_s, span_e) / 1000.0, 3)), span_s
 
 
 def _period_ns(span_s: np.ndarray, span_e: np.ndarray) -> float:

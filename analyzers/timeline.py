@@ -12,7 +12,9 @@ Columns, grouped by table (each table's arrays have one length):
 - Annotations (``ann_*``): host-side ranges (record_function, NVTX push/pop or start/end).
 - GPU-side sync records (``gsync_*``): Kineto ``cuda_sync`` events or Nsight
   SYNCHRONIZATION rows; ``gsync_kind`` is one of ``SYNC_*``.
-- Steps (``step_*``): host ranges of ``ProfilerStep#N`` (``STEP_RE``) or ``profplug.step``.
+- Steps (``step_*``): the host ranges the step rule picked from the annotations
+  (``steprule``: by default ``ProfilerStep#N``, ``STEP_RE``, else ``profplug.step``);
+  ``steps_rule`` says which rule found them (None: no steps).
 """
 
 from __future__ import annotations
@@ -82,6 +84,7 @@ class Timeline:
     step_end_ns: np.ndarray = field(default_factory=_empty)
     step_num: np.ndarray = field(default_factory=_empty)
 
+    steps_rule: str | None = None  # the step rule that found step_* (steprule), None: none
     has_gpu_sync_records: bool = False  # the trace carried cuda_sync / SYNCHRONIZATION data
     warnings: list[str] = field(default_factory=list)
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> events skipped
@@ -117,7 +120,7 @@ class Timeline:
             "rank": self.rank, "source": self.source, "files": self.files,
             "rank_rule": self.rank_rule, "names": self.names, "warnings": self.warnings,
             "skipped": self.skipped, "metadata": self.metadata,
-            "has_gpu_sync_records": self.has_gpu_sync_records,
+            "has_gpu_sync_records": self.has_gpu_sync_records, "steps_rule": self.steps_rule,
         }
         arrays = {k: getattr(self, k) for k in self._ARRAYS}
         header_arr = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)

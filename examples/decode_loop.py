@@ -1,7 +1,7 @@
 """A minimal pipeline decode loop: stages of bf16 ``GELU(x @ W)`` layers, any size, 1+ GPUs.
 
     python examples/decode_loop.py --hidden 4096 --layers 8 --batch 8 --stages 2
-    torchrun --nproc-per-node 2 examples/decode_loop.py --hidden 4096
+    .venv/bin/torchrun --nproc-per-node 2 examples/decode_loop.py --hidden 4096
     profplug run -o runs/dl --sync event -- python examples/decode_loop.py --stages 2
 
 The model is ``--stages`` stages of ``--layers`` layers each (one [batch, H] x [H, H] bf16

@@ -1,7 +1,8 @@
 """A pipeline-parallel greedy decode loop over a small transformer, for profplug.
 
-    torchrun --nproc-per-node 2 examples/infer.py --steps 64
-    profplug run -o runs/pp2 --sync event -- torchrun --nproc-per-node 2 examples/infer.py
+    .venv/bin/torchrun --nproc-per-node 2 examples/infer.py --steps 64
+    .venv/bin/profplug run -o runs/pp2 --sync event -- .venv/bin/torchrun --nproc-per-node 2 \\
+        examples/infer.py
 
 The model (embedding, ``--layers`` pre-LN blocks of multi-head attention with a KV cache +
 GELU MLP, final LN, LM head) is built from ``--seed`` on every rank, then split: stage s

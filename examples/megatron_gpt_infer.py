@@ -1,7 +1,7 @@
 """Greedy decoding of a small Megatron-Core GPT through Megatron's own inference wrapper.
 
-    torchrun --nproc-per-node 2 examples/megatron_gpt_infer.py --steps 64
-    profplug run -o runs/mcore --sync event -- torchrun --nproc-per-node 2 \\
+    .venv/bin/torchrun --nproc-per-node 2 examples/megatron_gpt_infer.py --steps 64
+    .venv/bin/profplug run -o runs/mcore --sync event -- .venv/bin/torchrun --nproc-per-node 2 \\
         examples/megatron_gpt_infer.py
 
 This script never imports profplug (unless ``--sync`` asks it to patch Megatron itself): it

@@ -7,10 +7,11 @@ files in parallel), so nothing reaches a reader through the environment.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
+from ..steprule import DEFAULT_STEPS, StepRule
 from ..timeline import Timeline
 
 
@@ -19,6 +20,11 @@ class ReadOptions:
     """How to read traces (the same for every file of a run)."""
 
     nsys: str | None = None  # nsys exporting .nsys-rep files; None: $PROFPLUG_NSYS, then PATH
+    steps: StepRule = DEFAULT_STEPS  # which host ranges are steps (``--step-range``)
+
+    def with_step_range(self, spec: str | None) -> ReadOptions:
+        """These options with the step rule of ``--step-range SPEC`` (None: unchanged)."""
+        return self if spec is None else replace(self, steps=StepRule.parse(spec))
 
 
 class Reader(Protocol):

@@ -17,8 +17,7 @@ from typing import Any
 
 import msgspec
 
-from profplug.ranges import STEP
-
+from ..steprule import DEFAULT_STEPS, StepRule, apply_steps
 from ..timeline import (
     KIND_KERNEL,
     KIND_MEMCPY,
@@ -54,7 +53,6 @@ API_CATS = frozenset({"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver"
 ANN_CATS = frozenset({"user_annotation"})
 SYNC_KINDS = {"Event Sync": SYNC_EVENT_SYNC, "Stream Wait Event": SYNC_STREAM_WAIT_EVENT,
               "Stream Sync": SYNC_STREAM_SYNC, "Context Sync": SYNC_CONTEXT_SYNC}
-STEP_NAMES = frozenset({STEP})
 RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
 
 
@@ -77,8 +75,6 @@ class _Rows:
         self.skipped: dict[str, int] = {}
         self.relative: bool | None = None  # ts relative to the base (else epoch us)
         self.has_sync = False
-        self.own_steps: list[tuple[int, int]] = []  # profplug.step ranges
-        self.has_profiler_steps = False  # ProfilerStep#N ranges (they win: one per step)
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
@@ -158,18 +154,11 @@ class _Rows:
                 self._gsync(e, start, end)
 
     def _annotation(self, e: Event, cat: str, start: int, end: int) -> None:
-        b = self.b
-        m = STEP_RE.match(e.name)
-        if m:
-            b.step(start, end, int(m.group(1)))
-            self.has_profiler_steps = True
-        elif cat == "cpu_op":
+        """Every user annotation, and the ``ProfilerStep#N`` cpu_ops (the step rule, applied
+        in :meth:`finish`, picks the steps among them)."""
+        if cat == "cpu_op" and not STEP_RE.match(e.name):
             return
-        elif e.name in STEP_NAMES:
-            self.own_steps.append((start, end))
-            b.ann(start, end, _as_int(e.tid), e.name)
-        else:
-            b.ann(start, end, _as_int(e.tid), e.name)
+        self.b.ann(start, end, _as_int(e.tid), e.name)
 
     def _gsync(self, e: Event, start: int, end: int) -> None:
         self.has_sync = True
@@ -188,14 +177,12 @@ class _Rows:
         self.b.gsync(start, end, skind, dev, arg("stream"), arg("correlation"),
                      arg("wait_on_stream"), arg("wait_on_cuda_event_record_corr_id"))
 
-    def finish(self, path: Path, header: Header, file_index: int) -> Timeline:
+    def finish(self, path: Path, header: Header, file_index: int,
+               steps: StepRule = DEFAULT_STEPS) -> Timeline:
         base = header.baseTimeNanoseconds or 0
         relative = bool(self.relative)
         dist = header.distributedInfo or {}
         rank, rule = _rank_of(path, dist, file_index)
-        if not self.has_profiler_steps:  # else profplug.step encloses the same steps again
-            for i, (start, end) in enumerate(sorted(self.own_steps)):
-                self.b.step(start, end, i)
         tl = self.b.build(rank=rank, source="kineto", files=[str(path)], rank_rule=rule,
                           has_gpu_sync_records=self.has_sync,
                           metadata={"distributedInfo": dist,
@@ -204,6 +191,7 @@ class _Rows:
         if relative and base:
             for name in TIME_COLUMNS:
                 getattr(tl, name)[...] += base
+        apply_steps(tl, steps)
         tl.skipped.update(self.skipped)
         if relative and not header.baseTimeNanoseconds:
             tl.warnings.append("no baseTimeNanoseconds: times are relative to this rank's own "
@@ -214,11 +202,11 @@ class _Rows:
 TIME_COLUMNS = tuple(n for n in Timeline._ARRAYS if n.endswith("_ns"))
 
 
-def _to_timeline(path: Path, header: Header, events: list[Event], *, file_index: int
-                 ) -> Timeline:
+def _to_timeline(path: Path, header: Header, events: list[Event], *, file_index: int,
+                 steps: StepRule = DEFAULT_STEPS) -> Timeline:
     rows = _Rows()
     rows.feed(events)
-    return rows.finish(path, header, file_index)
+    return rows.finish(path, header, file_index, steps)
 
 
 def _rank_of(path: Path, dist: dict[str, Any], file_index: int) -> tuple[int, str]:
@@ -231,15 +219,19 @@ def _rank_of(path: Path, dist: dict[str, Any], file_index: int) -> tuple[int, st
     return file_index, "file order (no distributedInfo.rank, no rank in the file name)"
 
 
-def read_kineto(path: str | Path, file_index: int = 0) -> Timeline:
+def read_kineto(path: str | Path, file_index: int = 0, steps: StepRule = DEFAULT_STEPS
+                ) -> Timeline:
     """Read one Kineto trace file into a Timeline; raises TraceError with a one-line reason.
+
+    ``steps``: which host ranges are steps (``steprule``; default ``ProfilerStep#N``, else
+    ``profplug.step``).
 
     Well-formed files are streamed in chunks (memory ~ one chunk plus the columns); any
     surprise (truncation, bad UTF-8, odd types, unusual layout) reads the file whole with the
     tolerant decoder instead.
     """
     p = Path(path)
-    tl = _read_streaming(p, file_index)
+    tl = _read_streaming(p, file_index, steps)
     if tl is not None:
         return tl
     data, gz_note = read_bytes(p)
@@ -247,14 +239,15 @@ def read_kineto(path: str | Path, file_index: int = 0) -> Timeline:
     del data
     if gz_note:
         warnings.insert(0, gz_note)
-    tl = _to_timeline(p, header, events, file_index=file_index)
+    tl = _to_timeline(p, header, events, file_index=file_index, steps=steps)
     tl.warnings[:0] = warnings
     for reason, n in bad.items():
         tl.skip(reason, n)
     return tl
 
 
-def _read_streaming(path: Path, file_index: int) -> Timeline | None:
+def _read_streaming(path: Path, file_index: int, steps: StepRule = DEFAULT_STEPS
+                    ) -> Timeline | None:
     """The fast path: chunk by chunk (see jsonchunks); None when the file needs the slow one."""
     rows = _Rows()
     header: Header | None = None
@@ -270,5 +263,5 @@ def _read_streaming(path: Path, file_index: int) -> Timeline | None:
         return None
     if header is None:
         return None
-    return rows.finish(path, header, file_index)
+    return rows.finish(path, header, file_index, steps)
 

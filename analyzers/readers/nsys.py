@@ -14,8 +14,9 @@ Mapping (see docs/nsight.md):
 - ``..._SYNCHRONIZATION`` -> ``gsync_*``; a stream wait (syncType 2) is linked to the
   awaited event record through ``CUPTI_ACTIVITY_KIND_CUDA_EVENT`` (same process and
   eventId, the latest record with a smaller correlationId), when that table exists.
-- ``NVTX_EVENTS`` push/pop (59) and start/end (60) ranges -> ``ann_*`` (text or textId);
-  ``profplug.step`` ranges -> ``step_*``; marks (34) ``profplug.rank R`` give ranks.
+- ``NVTX_EVENTS`` push/pop (59) and start/end (60) ranges -> ``ann_*`` (text or textId),
+  the step rule (``steprule``) picks the steps among them; marks (34) ``profplug.rank R``
+  give ranks.
 """
 
 from __future__ import annotations
@@ -26,11 +27,12 @@ from pathlib import Path
 
 import numpy as np
 
-from profplug.ranges import STEP, parse_rank_mark
+from profplug.ranges import parse_rank_mark
 
 from ...errors import TraceError
 from ..cpus import usable_cpus as default_workers  # threads for block reads (1 = serial)
-from ..timeline import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, STEP_RE, SymbolTable, Timeline
+from ..steprule import DEFAULT_STEPS, StepRule, apply_steps
+from ..timeline import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, SymbolTable, Timeline
 from .nsys_fetch import Fetcher
 from .nsys_fetch import empty as _empty
 from .nsys_links import link_waits
@@ -288,7 +290,7 @@ def _by_pid(d: dict[str, np.ndarray]) -> dict[int, dict[str, np.ndarray]]:
     return out
 
 
-def _timelines(ex: Export, fx: Fetcher) -> list[Timeline]:
+def _timelines(ex: Export, fx: Fetcher, steps: StepRule) -> list[Timeline]:
     # NVTX is read on its own connection while the pool reads the big tables.
     nvtx = fx.background(lambda c: _nvtx_rows(ex, fx, c))
     for spec in _specs(ex).values():  # the threads read ahead while this one works
@@ -309,7 +311,6 @@ def _timelines(ex: Export, fx: Fetcher) -> list[Timeline]:
     no_api = {k: np.zeros(0, dtype=np.int32 if k == "name" else I64) for k in API_COLS}
     ranks = _assign_ranks(pids, gpu, marks)
     pnames = _process_names(ex)
-    step_sym = syms.sym(STEP)
     out: list[Timeline] = []
     for p in pids:
         rank, rule = ranks[p]
@@ -329,7 +330,7 @@ def _timelines(ex: Export, fx: Fetcher) -> list[Timeline]:
                                                   ex.meta.get("NSYS_VERSION", ""))})
         tl.skip(ABSURD, int((bad_pids == p).sum()))
         _fill_sync(tl, sync, sm)
-        _fill_ann(tl, ann, nm, step_sym)
+        _fill_ann(tl, ann, nm, steps)
         if dropped and not out:
             tl.warnings.append(f"processes without GPU work skipped: pid "
                                f"{', '.join(map(str, dropped))}")
@@ -347,31 +348,23 @@ def _fill_sync(tl: Timeline, sync: dict[str, np.ndarray], sel: np.ndarray) -> No
     tl.gsync_wait_stream, tl.gsync_wait_corr = sync["wait_stream"][ok], sync["wait_corr"][ok]
 
 
-def _fill_ann(tl: Timeline, ann: dict[str, np.ndarray], sel: np.ndarray, step_sym: int
+def _fill_ann(tl: Timeline, ann: dict[str, np.ndarray], sel: np.ndarray, steps: StepRule
               ) -> None:
-    s, e, t, n = ann["start"][sel], ann["end"][sel], ann["tid"][sel], ann["name"][sel]
-    nums = {i: int(m.group(1)) for i, name in enumerate(tl.names)
-            if (m := STEP_RE.match(name))}
-    prof = np.isin(n, np.fromiter(nums, dtype=np.int32, count=len(nums)))
-    keep = ~prof
-    tl.ann_start_ns, tl.ann_end_ns, tl.ann_tid, tl.ann_name = s[keep], e[keep], t[keep], n[keep]
-    ours = np.nonzero(n == step_sym)[0]
-    ours = ours[np.argsort(s[ours], kind="stable")]
-    theirs = np.nonzero(prof)[0]
-    tl.step_start_ns = np.concatenate([s[ours], s[theirs]])
-    tl.step_end_ns = np.concatenate([e[ours], e[theirs]])
-    tl.step_num = np.concatenate([np.arange(ours.size, dtype=I64),
-                                  np.array([nums[int(x)] for x in n[theirs]], dtype=I64)])
+    """The process's NVTX ranges as annotations; the step rule picks the steps among them."""
+    tl.ann_start_ns, tl.ann_end_ns = ann["start"][sel], ann["end"][sel]
+    tl.ann_tid, tl.ann_name = ann["tid"][sel], ann["name"][sel]
+    apply_steps(tl, steps)
 
 
 def read_nsys(path: str | Path, nsys: str | Path | None = None, *,
-              workers: int | None = None) -> list[Timeline]:
+              workers: int | None = None, steps: StepRule = DEFAULT_STEPS) -> list[Timeline]:
     """Read an Nsight Systems export (``.sqlite``, ``.sqlite.gz``) or report (``.nsys-rep``).
 
     Returns one Timeline per process with GPU work (or a profplug rank mark), sorted by
     rank. ``nsys`` names the nsys executable used to export a ``.nsys-rep``. Large tables
     are read on ``workers`` threads (default: the usable CPUs; 1 = serial); the result does
-    not depend on it. Raises TraceError with a one-line reason naming the file.
+    not depend on it. ``steps``: which NVTX ranges are steps (``steprule``; default
+    ``ProfilerStep#N``, else ``profplug.step``). Raises TraceError with a one-line reason naming the file.
     """
     p = Path(path)
     if not p.is_file():
@@ -381,7 +374,7 @@ def read_nsys(path: str | Path, nsys: str | Path | None = None, *,
         fx = Fetcher(ex.conn, ex.uri, default_workers() if workers is None else workers,
                      text_cell)
         try:
-            tls = _timelines(ex, fx)
+            tls = _timelines(ex, fx, steps)
         except (sqlite3.Error, ValueError, OverflowError) as exc:  # a corrupt file
             raise TraceError(f"{p}: unreadable Nsight export ({exc})") from None
         finally:

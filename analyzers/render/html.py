@@ -1,52 +1,47 @@
-"""Self-contained HTML report: plotly.js inlined once, no network, every trace string escaped.
+"""Self-contained HTML report: no network, no plotting library, every trace string escaped.
 
-Sections: comparison verdicts (with ``compare``), per-rank summary, a stacked bar of each
-rank's GPU window (compute, comm, idle by cause; stream wait as a marker, since it overlaps
-the rest), a timeline of busy spans and idle gaps per rank and device (one WebGL trace per
-cause, never one per gap; at most ``MAX_GAPS_PER_ROW`` longest gaps per row are drawn and the
-shorter ones count as busy, with a note), sortable call-site and sync-API tables, run
-metadata. Times in us. Table cells carry the JSON report's value in ``data-v``.
+The page, top to bottom: the headline (``id="headline"``: the finding in one sentence; with
+``compare``, the verdict per rank) and the run's warnings; the comparison (with
+``compare``); the per-rank summary; the top sections (the what-if); the timeline (a canvas
+drawn by ``templates/report.js``: busy spans and idle gaps per rank and device, opening on a
+few steps, with an overview strip to pan and zoom out to the whole window); each rank's GPU
+window by cause (an inline SVG); sortable call-site and sync-API tables; notes; the other
+sections (run-level results); the run metadata, collapsed, with readable dates. Times in us.
+Table cells carry the JSON report's value in ``data-v``.
 
-Trace strings reach the page two ways: in HTML, through ``html.escape``; in the embedded JSON,
-with ``<``, ``>``, ``&`` written as ``\\u003c`` etc. so nothing can close the ``<script>``.
+Sections are HTML strings from ``render.registry`` (each run-level result's own renderer):
+``top`` ones go right after the summary, the others after the notes.
+
+Trace strings reach the page through ``escape.e`` (HTML) and ``escape.script_json`` (the
+embedded JSON, which the script shows only as text).
 """
 
 from __future__ import annotations
 
-import html
 import json
 import re
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from importlib import resources
 from typing import TYPE_CHECKING, Any, TextIO
 
-import numpy as np
-
 from ..gaps import CAUSES
+from .bars_svg import bars_svg
+from .escape import e, script_json
+from .timeline_data import MAX_GAPS_PER_ROW, row_label, timeline_data
 
 if TYPE_CHECKING:
     from ..compare import Comparison
     from ..report import Report
-    from ..stalls import RankStalls
 
-MAX_GAPS_PER_ROW = 5000
+__all__ = ["MAX_GAPS_PER_ROW", "e", "render_html", "script_json", "timeline_data"]
+
 MAX_CALLSITES_PER_RANK = 200
 COLORS = {"compute": "#4c78a8", "comm": "#72b7b2", "busy": "#4c78a8",
           "device_sync": "#e45756", "event_sync": "#f58518", "host_bound": "#b279a2",
           "other": "#9d9d9d", "stream_wait": "#54a24b"}
 _MARK = re.compile(r"\{\{(\w+)\}\}")
-
-
-def e(s: object) -> str:
-    """HTML-escape any value (quotes too: safe in attributes)."""
-    return html.escape(str(s), quote=True)
-
-
-def script_json(doc: Any) -> str:
-    """JSON safe inside a ``<script>`` element: ``<``, ``>``, ``&`` and U+2028/9 escaped."""
-    s = json.dumps(doc, allow_nan=False, separators=(",", ":"))
-    return (s.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+EPOCH_KEYS = ("started", "ended", "start", "end", "time")  # run.json times, epoch seconds
 
 
 def _template(name: str) -> str:
@@ -59,115 +54,7 @@ def _runs(rep: Report, cmp: Comparison | None) -> list[tuple[str, Report]]:
     return [(cmp.label_a, cmp.report_a), (cmp.label_b, cmp.report_b)]
 
 
-def _row_label(label: str, rank: int) -> str:
-    return f"{label} · rank {rank}" if label else f"rank {rank}"
-
-
-# ------------------------------------------------------------------------------- plot data
-def bars_data(runs: list[tuple[str, Report]]) -> dict[str, Any]:
-    """Per rank: the GPU window split into compute, comm, idle by cause; stream wait (us)."""
-    parts = ["compute", "comm", *CAUSES]
-    d: dict[str, Any] = {"parts": parts, "rows": [], "stream_wait": []}
-    for p in parts:
-        d[p] = []
-    for label, rep in runs:
-        for r in rep.ranks:
-            if not r.has_gpu_work:
-                continue
-            d["rows"].append(_row_label(label, r.rank))
-            gpu = r.gpu_time()
-            d["compute"].append(gpu.compute_us)
-            d["comm"].append(gpu.comm_us)
-            for c, v in r.idle_by_cause_us().items():
-                d[c].append(round(v, 3))
-            d["stream_wait"].append(round(r.stream_wait_us, 3))
-    return d
-
-
-class _Strings:
-    """A string registry: call-site/API names repeated thousands of times are sent once."""
-
-    def __init__(self) -> None:
-        self.items: list[str] = [""]
-        self.ids: dict[str, int] = {"": 0}
-
-    def id(self, s: str) -> int:
-        if s not in self.ids:
-            self.ids[s] = len(self.items)
-            self.items.append(s)
-        return self.ids[s]
-
-
-def timeline_data(runs: list[tuple[str, Report]], max_gaps: int = MAX_GAPS_PER_ROW
-                  ) -> tuple[dict[str, Any], list[str]]:
-    """Busy spans and gaps per (run, rank, device) row, in us since each run's first GPU op.
-
-    Returns the plot data and notes (one per row where gaps were left out).
-    """
-    strings = _Strings()
-    rows: list[str] = []
-    notes: list[str] = []
-    busy: dict[str, list[float]] = {"s": [], "e": [], "y": []}
-    gaps: dict[str, dict[str, list[Any]]] = {
-        c: {"s": [], "e": [], "y": [], "api": [], "site": []} for c in CAUSES}
-    for label, rep in runs:
-        starts = [w[0] for r in rep.ranks for w in r.windows_ns.values()]
-        if not starts:
-            continue
-        origin = min(starts)
-        for r in rep.ranks:
-            api_ids = [strings.id(a) for a in r.call_api]
-            site_ids = [strings.id(s) for s in r.call_site]
-            for dev, (ws, we) in sorted(r.windows_ns.items()):
-                y = len(rows)
-                rows.append(f"{_row_label(label, r.rank)} gpu {dev}")
-                note = _row(r, dev, ws, we, origin, y, max_gaps, busy, gaps, api_ids,
-                            site_ids)
-                if note:
-                    notes.append(f"{rows[-1]}: {note}")
-    return {"rows": rows, "strings": strings.items, "busy": busy, "gaps": gaps}, notes
-
-
-def _row(r: RankStalls, dev: int, ws: int, we: int, origin: int, y: int, max_gaps: int,
-         busy: dict[str, list[float]], gaps: dict[str, dict[str, list[Any]]],
-         api_ids: list[int], site_ids: list[int]) -> str:
-    g = r.gaps
-    sel = np.nonzero(g.device == dev)[0]
-    note = ""
-    if sel.size > max_gaps:
-        dur = (g.end_ns - g.start_ns)[sel]
-        keep = np.argsort(-dur, kind="stable")[:max_gaps]
-        left = np.setdiff1d(np.arange(sel.size), keep)
-        note = (f"drew the {max_gaps:,} longest of {sel.size:,} gaps; the other "
-                f"{left.size:,} ({float(dur[left].sum()) / 1000:,.1f} us, each <= "
-                f"{float(dur[left].max()) / 1000:,.3f} us) are drawn as busy")
-        sel = sel[np.sort(keep)]
-    sel = sel[np.argsort(g.start_ns[sel], kind="stable")]
-    gs, ge = g.start_ns[sel], g.end_ns[sel]
-
-    def us(a: np.ndarray) -> list[float]:
-        return np.round((a - origin) / 1000.0, 3).tolist()
-
-    bs = np.concatenate(([ws], ge))
-    be = np.concatenate((gs, [we]))
-    busy["s"] += us(bs)
-    busy["e"] += us(be)
-    busy["y"] += [y] * int(bs.size)
-    for k, c in enumerate(CAUSES):
-        m = g.cause[sel] == k
-        if not m.any():
-            continue
-        call = g.call[sel][m]
-        d = gaps[c]
-        d["s"] += us(gs[m])
-        d["e"] += us(ge[m])
-        d["y"] += [y] * int(m.sum())
-        d["api"] += [api_ids[i] if i >= 0 else 0 for i in call.tolist()]
-        d["site"] += [site_ids[i] if i >= 0 else 0 for i in call.tolist()]
-    return note
-
-
-# ------------------------------------------------------------------------------- HTML parts
+# ------------------------------------------------------------------------------- tables
 def _num(v: float | int | None, fmt: str = ",.1f") -> str:
     """A table cell holding the exact value in ``data-v`` and a rounded display."""
     if v is None:
@@ -187,49 +74,60 @@ def _table(cls: str, head: list[str], rows: list[str], tid: str, ntext: int = 3)
             + "</tbody></table>")
 
 
+def _run_cells(runs: list[tuple[str, Report]], label: str) -> list[str]:
+    """The "run" cell of a row: only on pages with several runs."""
+    return [_txt(label)] if len(runs) > 1 else []
+
+
+def _run_head(runs: list[tuple[str, Report]]) -> list[str]:
+    return ["run"] if len(runs) > 1 else []
+
+
 def summary_html(runs: list[tuple[str, Report]]) -> str:
-    head = ["run", "rank", "source", "window us", "step us", "busy us", "compute us",
-            "comm us", "idle us", *(f"{c} us" for c in CAUSES), "stream wait us"]
+    head = [*_run_head(runs), "rank", "source", "window us", "step us", "busy us",
+            "compute us", "comm us", "idle us", *(f"{c} us" for c in CAUSES), "stream wait us"]
     rows = []
     for label, rep in runs:
         for r in rep.ranks:
             step = r.steps.period_us if r.steps and r.steps.n_steps else None
             ic = r.idle_by_cause_us()
             gpu = r.gpu_time()
-            cells = [_txt(label or "-"), _txt(r.rank), _txt(r.source), _num(gpu.window_us),
-                     _num(step), *(_num(x) for x in
-                                   (gpu.busy_us, gpu.compute_us, gpu.comm_us, gpu.idle_us)),
+            cells = [*_run_cells(runs, label), _txt(r.rank), _txt(r.source),
+                     _num(gpu.window_us), _num(step),
+                     *(_num(x) for x in (gpu.busy_us, gpu.compute_us, gpu.comm_us,
+                                         gpu.idle_us)),
                      *(_num(round(ic[c], 3)) for c in CAUSES), _num(round(r.stream_wait_us, 3))]
             rows.append(f'<tr data-rank="{r.rank}" data-run="{e(label)}">' + "".join(cells)
                         + "</tr>")
-    return _table("sortable", head, rows, "summary")
+    return _table("sortable", head, rows, "summary", len(_run_head(runs)) + 2)
 
 
 def callsites_html(runs: list[tuple[str, Report]]) -> str:
-    head = ["run", "rank", "call site", "API", "count", "idle caused us", "idle / step us",
-            "host blocked us"]
+    head = [*_run_head(runs), "rank", "call site", "API", "count", "idle caused us",
+            "idle / step us", "host blocked us"]
     rows = []
     for label, rep in runs:
         for r in rep.ranks:
             for c in r.callsites[:MAX_CALLSITES_PER_RANK]:
-                rows.append("".join([_txt(label or "-"), _num(r.rank, "d"), _txt(c.callsite),
-                                     _txt(c.api), _num(c.count, ",d"), _num(c.idle_caused_us),
-                                     _num(c.idle_per_step_us), _num(c.host_blocked_us)]))
-    return _table("sortable", head, rows, "callsites", 4)
+                rows.append("".join([*_run_cells(runs, label), _num(r.rank, "d"),
+                                     _txt(c.callsite), _txt(c.api), _num(c.count, ",d"),
+                                     _num(c.idle_caused_us), _num(c.idle_per_step_us),
+                                     _num(c.host_blocked_us)]))
+    return _table("sortable", head, rows, "callsites", len(_run_head(runs)) + 3)
 
 
 def syncs_html(runs: list[tuple[str, Report]]) -> str:
-    head = ["run", "rank", "sync API", "kind", "count", "host blocked us", "p50 us",
-            "p99 us", "idle caused us"]
+    head = [*_run_head(runs), "rank", "sync API", "kind", "count", "host blocked us",
+            "p50 us", "p99 us", "idle caused us"]
     rows = []
     for label, rep in runs:
         for r in rep.ranks:
             for s in r.syncs:
-                rows.append("".join([_txt(label or "-"), _num(r.rank, "d"), _txt(s.api),
-                                     _txt(s.kind), _num(s.count, ",d"),
+                rows.append("".join([*_run_cells(runs, label), _num(r.rank, "d"),
+                                     _txt(s.api), _txt(s.kind), _num(s.count, ",d"),
                                      _num(s.host_blocked_us), _num(s.host_blocked_p50_us),
                                      _num(s.host_blocked_p99_us), _num(s.idle_caused_us)]))
-    return _table("sortable", head, rows, "syncs", 4)
+    return _table("sortable", head, rows, "syncs", len(_run_head(runs)) + 3)
 
 
 def compare_html(cmp: Comparison) -> str:
@@ -237,15 +135,15 @@ def compare_html(cmp: Comparison) -> str:
 
     out = ['<h2>Comparison</h2><p class="sub">A = <b>' + e(cmp.label_a) + "</b>, B = <b>"
            + e(cmp.label_b) + "</b>; delta = B - A; idle by cause per step when both runs "
-           "have steps. share = device_sync idle per step of the slower run / step-time "
-           "difference.</p>"]
+           "have steps. device_sync share = device_sync idle per step of the slower run / "
+           "step-time difference.</p>"]
     rows = [f'<tr data-rank="{rc.rank}">' + _num(rc.rank, "d")
             + f'<td class="t faster">{e(rc.verdict(cmp.label_a, cmp.label_b))}</td>'
-            + _num(rc.diff_us) + _num(rc.diff_pct) + _num(rc.device_sync_share, ".2f")
+            + _num(rc.diff_us) + _num(rc.diff_pct) + _num(rc.device_sync_share, ".0%")
             + "</tr>" for rc in cmp.ranks]
     out.append('<table id="verdicts"><thead><tr><th>rank</th><th class="t">verdict</th>'
-               "<th>diff us/step</th><th>diff %</th><th>share</th></tr></thead><tbody>"
-               + "".join(rows) + "</tbody></table>")
+               "<th>diff us/step</th><th>diff %</th><th>device_sync share</th></tr></thead>"
+               "<tbody>" + "".join(rows) + "</tbody></table>")
     for rc in cmp.ranks:
         body = "".join(_cmp_row(lab, va, vb, d) for lab, va, vb, d in _rows(rc))
         out.append(f'<h3>rank {rc.rank}</h3><table class="cmp" data-rank="{rc.rank}">'
@@ -262,18 +160,28 @@ def _cmp_row(label: str, va: float | None, vb: float | None, d: float | None) ->
             + _num(None if d is None else round(d, 3), fd) + "</tr>")
 
 
-def _kv_table(d: dict[str, Any]) -> str:
-    rows = "".join(f'<tr><td class="t">{e(k)}</td><td class="t">'
-                   f"{e(v if isinstance(v, str) else json.dumps(v, default=str))}</td></tr>"
-                   for k, v in d.items())
-    return f'<table class="meta"><tbody>{rows}</tbody></table>'
+# ------------------------------------------------------------------------------- text parts
+def headline_html(rep: Report, cmp: Comparison | None) -> str:
+    """The finding first: the report's headline, or the comparison's verdict per rank."""
+    if cmp is None:
+        lines = [rep.headline()]
+    else:
+        lines = [f"rank {rc.rank}: {rc.verdict(cmp.label_a, cmp.label_b)}" for rc in cmp.ranks]
+    return '<div id="headline">' + "".join(f"<p>{e(x)}</p>" for x in lines) + "</div>"
+
+
+def warnings_html(runs: list[tuple[str, Report]]) -> str:
+    items = [f"{label + ': ' if label else ''}{w}" for label, rep in runs for w in rep.warnings]
+    if not items:
+        return ""
+    return '<ul id="warnings">' + "".join(f"<li>{e(i)}</li>" for i in items) + "</ul>"
 
 
 def notes_html(runs: list[tuple[str, Report]]) -> str:
     items = []
     for label, rep in runs:
         for r in rep.ranks:
-            who = _row_label(label, r.rank)
+            who = row_label(label, r.rank)
             items += [f"{who}: other: {n} gap(s): {reason}"
                       for reason, n in r.other_reasons.items()]
             items += [f"{who}: warning: {w}" for w in r.warnings]
@@ -292,16 +200,57 @@ def json_section(title: str, doc: Any) -> str:
     return f"<h2>{e(title)}</h2><pre>" + e(json.dumps(doc, indent=1, default=str)) + "</pre>"
 
 
+def readable_time(key: str, v: Any) -> str | None:
+    """A run.json time (epoch seconds under a time-like key) as a UTC date, else None."""
+    if (key in EPOCH_KEYS and isinstance(v, (int, float)) and not isinstance(v, bool)
+            and 1e9 <= v <= 1e10):
+        when = datetime.fromtimestamp(v, tz=timezone.utc)
+        return when.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return None
+
+
+def meta_html(d: dict[str, Any]) -> str:
+    """run.json as nested key/value tables; dates readable, lists of words on one line."""
+    rows = []
+    for k, v in d.items():
+        if isinstance(v, dict):
+            cell = meta_html(v) if v else "{}"
+        elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            cell = "".join(meta_html(x) for x in v)
+        elif isinstance(v, list) and all(isinstance(x, (str, int, float)) for x in v):
+            cell = e(" ".join(map(str, v)))
+        else:
+            when = readable_time(k, v)
+            text = v if isinstance(v, str) else json.dumps(v, default=str)
+            cell = e(text) if when is None else f"{e(when)} <span class=\"sub\">({e(text)})</span>"
+        rows.append(f'<tr><td class="t">{e(k)}</td><td class="t">{cell}</td></tr>')
+    return f'<table class="meta"><tbody>{"".join(rows)}</tbody></table>'
+
+
+def timeline_html(notes: list[str]) -> str:
+    legend = "".join(f'<span class="key"><i style="background:{COLORS[k]}"></i>{e(name)}</span>'
+                     for k, name in (("busy", "busy"), *((c, c) for c in CAUSES)))
+    legend += '<span class="key"><b class="tick"></b>step start</span>'
+    return ('<h2>Timeline</h2><p class="sub">GPU busy and idle per rank and device, idle '
+            "coloured by cause. It opens on a few steps: drag the plot to pan, Ctrl+wheel to "
+            "zoom, drag or resize the window in the strip below it to move along the whole "
+            "run; hover an idle gap for its duration, sync API and call site.</p>"
+            + "".join(f'<p class="note">{e(n)}</p>' for n in notes)
+            + f'<div class="legend">{legend}</div><div class="tl-tools">'
+            '<button data-view="steps">a few steps</button><button data-view="all">whole '
+            'window</button><button data-view="in">zoom in</button><button data-view="out">'
+            'zoom out</button></div><div id="timeline" class="timeline"><canvas id="tl-main">'
+            '</canvas><canvas id="tl-overview"></canvas><div id="tl-tip" hidden></div></div>')
+
+
 # ------------------------------------------------------------------------------- entry
 def render_html(rep: Report, out: TextIO, *, compare: Comparison | None = None,
-                sections: Sequence[str] = ()) -> None:
+                sections: Sequence[str] = (), top: Sequence[str] = ()) -> None:
     """Write the report (or, with ``compare``, both runs and the comparison) as one page.
 
-    ``sections``: HTML of the run-level results (``render.registry`` makes them), placed
-    after the notes.
+    ``top``: HTML of run-level results shown right after the summary (the what-if);
+    ``sections``: the other run-level results, after the notes.
     """
-    from plotly.offline import get_plotlyjs
-
     runs = _runs(rep, compare)
     tl, tl_notes = timeline_data(runs)
     n_ranks = sum(len(r.ranks) for _, r in runs)
@@ -310,18 +259,18 @@ def render_html(rep: Report, out: TextIO, *, compare: Comparison | None = None,
     sources = sorted({r.source for _, x in runs for r in x.ranks})
     body = [f"<h1>{e(title)}</h1><p class=\"sub\">{n_ranks} rank(s) · "
             f"{e('/'.join(sources) or '-')} · tolerance {rep.options.tolerance_ns / 1000:g} us"
-            " · times in us</p>"]
+            " · times in us</p>", headline_html(rep, compare), warnings_html(runs)]
     if compare is not None:
         body.append(compare_html(compare))
     body.append("<h2>Per rank</h2>" + summary_html(runs))
-    body.append('<h2>GPU window by cause</h2><p class="sub">compute + comm + idle by cause '
-                "= the GPU window; stream wait (event waits on the GPU) overlaps them.</p>"
-                '<div id="plot-bars" class="plot"></div>')
-    body.append('<h2>Timeline</h2><p class="sub">GPU busy spans and idle gaps per rank and '
-                "device, coloured by cause; hover a gap's marker for its duration, sync API "
-                "and call site.</p>")
-    body += [f'<p class="note">{e(n)}</p>' for n in tl_notes]
-    body.append('<div id="plot-timeline" class="plot"></div>')
+    body += top
+    if tl["rows"]:
+        body.append(timeline_html(tl_notes))
+    svg = bars_svg(runs, COLORS)
+    if svg:
+        body.append('<h2>GPU window by cause</h2><p class="sub">compute + comm + idle by '
+                    "cause = the GPU window; the green line under a bar is the stream wait "
+                    "(event waits on the GPU), which overlaps them.</p>" + svg)
     body.append('<h2>Costliest call sites</h2><p class="sub">click a header to sort</p>'
                 + callsites_html(runs))
     body.append("<h2>Sync APIs</h2>" + syncs_html(runs))
@@ -329,9 +278,10 @@ def render_html(rep: Report, out: TextIO, *, compare: Comparison | None = None,
     body += sections
     for label, x in runs:
         if x.meta:
-            body.append(f"<h2>Run metadata{' · ' + e(label) if label else ''}</h2>"
-                        + _kv_table(x.meta))
-    data = {"causes": list(CAUSES), "colors": COLORS, "bars": bars_data(runs), "timeline": tl}
-    parts = {"TITLE": e(title), "BODY": "\n".join(body), "DATA": script_json(data),
-             "PLOTLYJS": get_plotlyjs(), "APPJS": _template("report.js")}
+            body.append(f"<details class=\"meta\"><summary>Run metadata"
+                        f"{' · ' + e(label) if label else ''} (run.json)</summary>"
+                        + meta_html(x.meta) + "</details>")
+    data = {"causes": list(CAUSES), "colors": COLORS, "timeline": tl}
+    parts = {"TITLE": e(title), "BODY": "\n".join(b for b in body if b),
+             "DATA": script_json(data), "APPJS": _template("report.js")}
     out.write(_MARK.sub(lambda m: parts[m.group(1)], _template("report.html")))

@@ -18,9 +18,13 @@ from ..compare import Comparison
 from ..report import Report, RunAnalysis
 from ..whatif.result import WhatIfResult
 from . import compare_table, csvout, html, jsonout, table, whatif_html, whatif_table
+from .escape import e
 
 Renderer = Callable[[Any, TextIO], None]
 PAGE = "html"  # written with --html, not chosen with --format
+# Run-level results whose page section goes right after the summary (the others follow the
+# notes): the what-if holds the answer.
+TOP_SECTIONS = frozenset({"whatif"})
 
 
 def _report_table(rep: Report, out: TextIO) -> None:
@@ -32,12 +36,17 @@ def _report_table(rep: Report, out: TextIO) -> None:
 
 
 def _report_page(rep: Report, out: TextIO) -> None:
-    html.render_html(rep, out, sections=[_section(a) for a in rep.run.values()])
+    results = list(rep.run.values())
+    html.render_html(rep, out, top=[_section(a) for a in results if a.key in TOP_SECTIONS],
+                     sections=[_section(a) for a in results if a.key not in TOP_SECTIONS])
 
 
 def _compare_page(cmp: Comparison, out: TextIO) -> None:
-    runs = [*cmp.report_a.run.values(), *cmp.report_b.run.values()]
-    html.render_html(cmp.report_a, out, compare=cmp, sections=[_section(a) for a in runs])
+    sections = [f'<div class="run" data-run="{e(label)}"><p class="run-label">run '
+                f"<b>{e(label)}</b></p>{_section(a)}</div>"
+                for label, rep in ((cmp.label_a, cmp.report_a), (cmp.label_b, cmp.report_b))
+                for a in rep.run.values()]
+    html.render_html(cmp.report_a, out, compare=cmp, sections=sections)
 
 
 RENDERERS: dict[tuple[type, str], Renderer] = {

@@ -1,12 +1,15 @@
-"""Terminal table: a per-rank summary, then each rank's sync APIs and costliest call sites.
+"""Terminal table: the headline and the run's warnings, a per-rank summary, then each rank's
+sync APIs and costliest call sites.
 
 Fits an 80-column terminal. Percentages are of the rank's GPU window.
 """
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING, TextIO
 
+from ..callsites import display_name
 from ..gaps import CAUSES
 
 if TYPE_CHECKING:
@@ -31,6 +34,13 @@ def _clip(s: str, n: int) -> str:
 
 def render_table(rep: Report, out: TextIO) -> None:
     w = out.write
+    for line in textwrap.wrap(rep.headline(), WIDTH):  # the finding first
+        w(line + "\n")
+    for msg in rep.warnings:
+        for line in textwrap.wrap(msg, WIDTH, initial_indent="warning: ",
+                                  subsequent_indent="  "):
+            w(line + "\n")
+    w("\n")
     sources = sorted({r.source for r in rep.ranks})
     w(f"profplug stall report · {len(rep.ranks)} rank(s) · {'/'.join(sources) or '-'} · "
       f"tolerance {rep.options.tolerance_ns / 1000:g} us\n\n")
@@ -55,7 +65,8 @@ def render_table(rep: Report, out: TextIO) -> None:
 def _rank_detail(r: RankStalls, out: TextIO) -> None:
     w = out.write
     w(f"\n── rank {r.rank} " + "─" * (WIDTH - 9 - len(str(r.rank))) + "\n")
-    w(f"rank from {r.rank_rule}; {len(r.files)} file(s)\n")
+    steps = f"steps: {r.steps_rule}" if r.steps_rule else "no steps"
+    w(f"rank from {r.rank_rule}; {len(r.files)} file(s); {steps}\n")
     if not r.has_gpu_work:
         w("no GPU work (kernels, memcpys, memsets) in this rank's trace\n")
     else:
@@ -93,7 +104,7 @@ def _rank_detail(r: RankStalls, out: TextIO) -> None:
         w(f"\n{'costliest call sites':<48} {'count':>6} {'idle us':>11} {'/step':>10}\n")
         for c in r.callsites[:TOP_CALLSITES]:
             per = _num(c.idle_per_step_us) if c.idle_per_step_us is not None else "-"
-            site = c.callsite.replace("profplug.", "")
+            site = display_name(c.callsite)
             w(f"{_clip(site, 48):<48} {c.count:>6} {_num(c.idle_caused_us):>11} "
               f"{per:>10}\n")
             w(f"  {_clip(c.api, 76)}\n")

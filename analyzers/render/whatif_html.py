@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-import html
 from typing import TYPE_CHECKING, TextIO
+
+from .escape import e
+from .whatif_table import warnings_of
 
 if TYPE_CHECKING:
     from ..whatif.result import WhatIfResult
@@ -11,7 +13,6 @@ if TYPE_CHECKING:
 
 def render_whatif_html(res: WhatIfResult, out: TextIO) -> None:
     """Write the what-if section: per rank times, idle by cause, assumptions, warnings."""
-    e = html.escape
     what = "device-wide synchronizes" if res.drop == "device-sync" else "blocking syncs"
     at = f" at <code>{e(res.callsite)}</code>" if res.callsite else ""
     rows = "".join(
@@ -29,10 +30,11 @@ def render_whatif_html(res: WhatIfResult, out: TextIO) -> None:
     cause_hdr = "".join(f"<th>{e(c)}</th>" for c in
                         (res.ranks[0].predicted_idle_by_cause_us if res.ranks else {}))
     assumptions = "".join(f"<li>{e(a)}</li>" for a in res.assumptions)
-    warnings = "".join(f"<li>{e(x)}</li>" for x in res.warnings)
+    warnings = "".join(f"<li>{e(x)}</li>" for x in warnings_of(res))
     out.write(
         f'<section class="whatif"><h2>What if: without {what}{at}</h2>'
-        f"<p>{res.n_events:,} events replayed in {res.replay_s:.2f} s. Times in us per "
+        + (f'<ul class="warn">{warnings}</ul>' if warnings else "")
+        + f"<p>{res.n_events:,} events replayed in {res.replay_s:.2f} s. Times in us per "
         "step (or per GPU window). Model error: the replay of the trace as recorded vs the "
         "trace. &plusmn;: the prediction's error band (replay error plus the measured "
         "validation, by how host-bound the predicted run is).</p>"
@@ -41,6 +43,5 @@ def render_whatif_html(res: WhatIfResult, out: TextIO) -> None:
         f"<th>indirect</th></tr></thead><tbody>{rows}</tbody></table>"
         f"<h3>GPU idle by cause, recorded &rarr; predicted</h3><table><thead><tr><th>rank</th>"
         f"{cause_hdr}</tr></thead><tbody>{causes}</tbody></table>"
-        f"<h3>Assumptions</h3><ul>{assumptions}</ul>"
-        + (f"<h3>Warnings</h3><ul>{warnings}</ul>" if warnings else "")
-        + "</section>")
+        f"<details><summary>Assumptions</summary><ul>{assumptions}</ul></details>"
+        "</section>")

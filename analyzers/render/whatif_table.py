@@ -28,6 +28,8 @@ def render_whatif_table(res: WhatIfResult, out: TextIO) -> None:
     what = "device-wide synchronizes" if res.drop == "device-sync" else "blocking syncs"
     at = f" at {res.callsite}" if res.callsite else ""
     w(f"profplug what-if: replay without {what}{at}\n")
+    for line in warning_lines(res):  # first: they say how far to trust what follows
+        w(line + "\n")
     w(f"{res.n_events:,} events replayed in {res.replay_s:.2f} s; err = the replay of the "
       "trace as\nrecorded vs the trace itself\n\n")
     w(f"{'rank':>4} {'per':>4} {'recorded':>8} {'replayed':>8} {'err%':>5} "
@@ -51,9 +53,16 @@ def render_whatif_table(res: WhatIfResult, out: TextIO) -> None:
     for a in res.assumptions:
         for line in _wrap(a, "- ", "  "):
             w(line + "\n")
+
+
+def warnings_of(res: WhatIfResult) -> list[str]:
+    """The what-if's warnings, the model's own error first when it is large."""
+    out = []
     if res.max_model_error_pct > 5.0:
-        w(f"\nwarning: the replay of the trace as recorded is off by up to "
-          f"{res.max_model_error_pct:.1f}%: treat the prediction with care\n")
-    for msg in res.warnings:
-        for line in _wrap(msg, "warning: ", "  "):
-            w(line + "\n")
+        out.append(f"the replay of the trace as recorded is off by up to "
+                   f"{res.max_model_error_pct:.1f}%: treat the prediction with care")
+    return out + list(res.warnings)
+
+
+def warning_lines(res: WhatIfResult) -> list[str]:
+    return [line for msg in warnings_of(res) for line in _wrap(msg, "warning: ", "  ")]

@@ -42,6 +42,7 @@ from .pairs import match_nccl
 
 QUEUE_TOL_NS = 2_000  # an op starting within this of its stream becoming ready was queued
 DROP_DEVICE, DROP_ALL = "device-sync", "all-sync"
+DROP_NONE = "none"  # nothing dropped: the replay as recorded (``--unprofiled`` calibration)
 NONE_I = -1
 
 
@@ -49,7 +50,7 @@ NONE_I = -1
 class DropSpec:
     """Which host-blocking calls the replay makes non-blocking."""
 
-    kinds: str = DROP_DEVICE  # device-sync: device-wide only; all-sync: every blocking call
+    kinds: str = DROP_DEVICE  # device-sync: device-wide; all-sync: every blocking call; none
     callsite: str | None = None  # only calls at this call site (callsites.enclosing label)
 
 
@@ -298,7 +299,7 @@ class _RankBuilder:
         self.wake = wake
         self.dropped = np.zeros(n_a, dtype=bool)
         want = classify.DEVICE if drop.kinds == DROP_DEVICE else -1
-        cand = blocking & ((self.kind == want) if want >= 0 else True)
+        cand = blocking & ((self.kind == want) if want >= 0 else drop.kinds != DROP_NONE)
         if drop.callsite is not None and cand.any():
             idx = np.nonzero(cand)[0]
             labels = enclosing(tl, tl.api_start_ns[idx], tl.api_end_ns[idx], tl.api_tid[idx])

@@ -9,21 +9,22 @@ replayed timelines. Times in us in the result (``result``).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 
 from ...errors import ProfplugError
 from ..gaps import CAUSES
-from ..load import load_timelines
+from ..load import PathsLike, load_timelines
 from ..readers.base import ReadOptions
 from ..stalls import RankStalls, StallOptions, analyze_rank
 from ..timeline import Timeline
 from .band import set_bands
 from .costs import HostCosts
+from .dropat import resolve_callsite
 from .model import DropSpec, Model, build_model
+from .peers import missing_peers
 from .result import RankWhatIf, WhatIfResult
 from .simulate import Replay, nested_times, replay
 
@@ -146,6 +147,8 @@ def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
     opt = options or StallOptions()
     if not timelines or not any(t.n_gpu for t in timelines):
         raise ProfplugError("what-if: no GPU work in the given traces")
+    if drop.callsite is not None:  # the name as the report prints it, or a unique part
+        drop = replace(drop, callsite=resolve_callsite(drop.callsite, timelines, drop.kinds))
     t0 = time.perf_counter()
     m = build_model(timelines, drop)
     try:
@@ -157,7 +160,8 @@ def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
     nested = {"replayed": nested_times(m, rec), "predicted": nested_times(m, drp)}
     ranks = [_rank_result(tl, m, rec, drp, nested, opt) for tl in timelines if tl.n_gpu]
     set_bands(ranks, coupled=bool((m.o_peer >= 0).any()))
-    warnings = [*m.warnings, *rec.warnings, *drp.warnings]
+    peers = missing_peers(timelines)
+    warnings = [*([peers] if peers else []), *m.warnings, *rec.warnings, *drp.warnings]
     if not m.a_dropped.any():
         warnings.append("no call matched the drop rule: the prediction equals the replay")
     return WhatIfResult(
@@ -167,11 +171,16 @@ def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
         max_model_error_pct=max((abs(r.model_error_pct) for r in ranks), default=0.0))
 
 
-def whatif_paths(paths: Iterable[str | Path], drop: DropSpec | None = None,
+def whatif_paths(paths: PathsLike, drop: DropSpec | None = None,
                  options: StallOptions | None = None, *, jobs: int | None = None,
-                 read: ReadOptions | None = None) -> WhatIfResult:
-    """Read the traces under ``paths`` (all ranks of one run) and run :func:`whatif`."""
-    return whatif(load_timelines(list(paths), jobs=jobs, read=read), drop, options)
+                 read: ReadOptions | None = None, step_range: str | None = None
+                 ) -> WhatIfResult:
+    """Read the traces under ``paths`` (all ranks of one run) and run :func:`whatif`.
+
+    ``step_range``: the host range that marks a step (as in :func:`report.analyze`).
+    """
+    read = (read or ReadOptions()).with_step_range(step_range)
+    return whatif(load_timelines(paths, jobs=jobs, read=read), drop, options)
 
 
 def whatif_analysis(drop: DropSpec | None = None

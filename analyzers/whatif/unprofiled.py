@@ -22,18 +22,17 @@ from dataclasses import replace
 from ..stalls import StallOptions
 from ..timeline import Timeline
 from .costs import HostCosts
-from .model import DropSpec
+from .model import DROP_NONE, DropSpec
 from .predict import whatif
 from .result import RankWhatIf, WhatIfResult
 
 UNPROFILED_BAND_PCT = 5.0  # added to each rank's band: the calibration's own error
-_NOTHING = "\x00profplug: no call site"  # a drop rule that matches no call
 S_MIN, S_MAX = 0.05, 4.0
 
 
 def _device_us(tls: list[Timeline], s: float, options: StallOptions | None) -> float:
     """The pipeline's step (mean over ranks) replayed at host scale ``s``, nothing dropped."""
-    res = whatif(tls, DropSpec(callsite=_NOTHING), options, host=HostCosts(s, s))
+    res = whatif(tls, DropSpec(kinds=DROP_NONE), options, host=HostCosts(s, s))
     return sum(r.predicted_us for r in res.ranks) / max(len(res.ranks), 1)
 
 

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from .main import app
-from .options import DEFAULT_TOLERANCE_US, Html, Output, Tolerance
+from .options import DEFAULT_TOLERANCE_US, Html, Output, StepRange, Tolerance
 
 
 @app.command()
@@ -20,13 +20,18 @@ def compare(
     label_a: Annotated[str | None, typer.Option("--label-a", help="Name of run A.")] = None,
     label_b: Annotated[str | None, typer.Option("--label-b", help="Name of run B.")] = None,
     tolerance_us: Tolerance = DEFAULT_TOLERANCE_US,
+    step_range: StepRange = None,
+    whatif: Annotated[bool | None, typer.Option(
+        "--whatif/--no-whatif", help="Each run's what-if, as in `profplug report`.")] = None,
 ) -> None:
     """Two runs side by side per rank: step time, idle by cause, syncs, and deltas."""
     from profplug.analyzers.commands import run_compare
+    from profplug.analyzers.readers.base import ReadOptions
     from profplug.analyzers.stalls import StallOptions
 
     code = run_compare(run_a, run_b, fmt=fmt, output=output, html=html,
                        options=StallOptions.from_tolerance_us(tolerance_us),
-                       labels=(label_a, label_b))
+                       labels=(label_a, label_b),
+                       read=ReadOptions().with_step_range(step_range), whatif=whatif)
     if code:
         raise typer.Exit(code)

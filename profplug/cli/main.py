@@ -14,6 +14,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain help: typer's rich panels print "<bool>" after flags, and users then type
+    # "--strict true" (read as a path) or "--no-report true" (read as the command).
+    rich_markup_mode=None,
 )
 
 

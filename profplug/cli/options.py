@@ -13,5 +13,9 @@ Output = Annotated[Path | None, typer.Option("-o", "--output",
                                              help="Write it here instead of stdout.")]
 Html = Annotated[Path | None, typer.Option("--html", help="Also write an HTML report.")]
 Tolerance = Annotated[float, typer.Option(
-    "--tolerance-us", help="Clock slack when matching a gap to a sync call.")]
+    "--tolerance-us", help="Clock slack when matching a gap to a sync call (>= 0).")]
 Jobs = Annotated[int | None, typer.Option("--jobs", "-j", help="Parallel parsers.")]
+StepRange = Annotated[str | None, typer.Option(
+    "--step-range", help="The host range that marks a step in the traces: its exact name "
+                         "(a record_function or NVTX range, e.g. decode_step) or re:REGEX. "
+                         "Default: ProfilerStep#N, else profplug.step.")]

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from .main import app
-from .options import DEFAULT_TOLERANCE_US, Html, Jobs, Output, Tolerance
+from .options import DEFAULT_TOLERANCE_US, Html, Jobs, Output, StepRange, Tolerance
 
 
 @app.command()
@@ -22,12 +22,14 @@ def report(
     strict: Annotated[bool, typer.Option(
         "--strict", help="Exit 1 if any trace was truncated or had skipped events.")] = False,
     jobs: Jobs = None,
-    whatif: Annotated[bool, typer.Option(
-        "--whatif", help="Also predict each rank's step time without its device-wide "
-                         "synchronizes (see `profplug whatif`).")] = False,
+    whatif: Annotated[bool | None, typer.Option(
+        "--whatif/--no-whatif", help="Predict each rank's step time without its device-wide "
+                                     "synchronizes (see `profplug whatif`); by default when "
+                                     "the run has at most 2M events.")] = None,
     nsys: Annotated[str | None, typer.Option(
         "--nsys", help="nsys executable to export .nsys-rep files (default: $PROFPLUG_NSYS, "
                        "then PATH).")] = None,
+    step_range: StepRange = None,
 ) -> None:
     """Per-rank GPU idle time by cause, sync API and call site."""
     from profplug.analyzers.commands import run_report
@@ -36,6 +38,7 @@ def report(
 
     code = run_report(paths, fmt=fmt, output=output, html=html,
                       options=StallOptions.from_tolerance_us(tolerance_us),
-                      read=ReadOptions(nsys=nsys), jobs=jobs, whatif=whatif, strict=strict)
+                      read=ReadOptions(nsys=nsys).with_step_range(step_range), jobs=jobs,
+                      whatif=whatif, strict=strict)
     if code:
         raise typer.Exit(code)

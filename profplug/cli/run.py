@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from ..errors import ProfplugError
 from .main import app
 
 
@@ -34,6 +35,13 @@ def run(
     force: Annotated[bool, typer.Option("--force", help="overwrite a non-empty DIR")] = False,
 ) -> None:
     """Run CMD with profplug active in every Python process; exit with CMD's status."""
+    from profplug.analyzers.commands import FLAG_VALUES
+
+    if command and command[0].lower() in FLAG_VALUES:
+        raise ProfplugError(
+            f"the command {command[0]!r} looks like a flag's value: flags take no value "
+            f"(--no-report, not --no-report {command[0]}); to run it, give its path "
+            f"(/bin/{command[0]})")
     from profplug.session.launch import RunOptions
     from profplug.session.launch import run as launch
 

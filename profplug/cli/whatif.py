@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from .main import app
-from .options import DEFAULT_TOLERANCE_US, Html, Jobs, Output, Tolerance
+from .options import DEFAULT_TOLERANCE_US, Html, Jobs, Output, StepRange, Tolerance
 
 
 @app.command()
@@ -29,14 +29,17 @@ def whatif(
     unprofiled: Annotated[float | None, typer.Option(
         "--unprofiled", help="The job's measured step time without a profiler, with its "
                              "synchronizes (us): predict the step users run at.")] = None,
+    step_range: StepRange = None,
 ) -> None:
     """Predict each rank's step time with the synchronizes made non-blocking."""
     from profplug.analyzers.commands import run_whatif
+    from profplug.analyzers.readers.base import ReadOptions
     from profplug.analyzers.stalls import StallOptions
     from profplug.analyzers.whatif import DropSpec
 
     code = run_whatif(paths, drop=DropSpec(drop, drop_at), fmt=fmt, output=output, html=html,
                       options=StallOptions.from_tolerance_us(tolerance_us), jobs=jobs,
-                      unprofiled_us=unprofiled)
+                      unprofiled_us=unprofiled,
+                      read=ReadOptions().with_step_range(step_range))
     if code:
         raise typer.Exit(code)

@@ -1,5 +1,6 @@
-"""Real browser: headless Chromium opens the HTML report offline; no script errors, the plots
-render (their colours are on the screenshot), and a hostile trace runs no script.
+"""Real browser: headless Chromium opens the HTML report offline; no script errors, the
+headline is the first thing on the page, the timeline and bars render (their colours are on
+the screenshot) and the timeline opens on a few steps, and a hostile trace runs no script.
 
 Chromium comes from Debian's ``chromium`` package; the set-up installs it when missing
 (CI runs as root). The test is skipped, with the reason, only when that is impossible.
@@ -7,7 +8,9 @@ Chromium comes from Debian's ``chromium`` package; the set-up installs it when m
 
 from __future__ import annotations
 
+import html
 import io
+import json
 import os
 import re
 import shutil
@@ -21,6 +24,8 @@ from profplug.analyzers.compare import compare
 from profplug.analyzers.render.html import COLORS, render_html
 from profplug.analyzers.report import analyze
 from unit.analyzers.test_compare_synth import build_rank, sample_run_dirs, write_run
+
+from profplug.cli.main import main
 
 pytestmark = pytest.mark.browser
 
@@ -129,12 +134,12 @@ def test_compare_page_renders_without_errors(chromium: str, tmp_path: Path) -> N
     # when Chromium loads it and dumps the DOM after the scripts ran
     res = open_page(chromium, page, tmp_path, "--dump-dom")
     dom = res.stdout
-    # then no script error, both plots drawn by plotly (its SVG is in the DOM)
+    # then no script error, the timeline drawn, the bars there
     html_tag = re.search(r"<html[^>]*>", dom)
     assert html_tag is not None, res.stderr[-2000:]
     assert "data-errors" not in html_tag.group(0), html_tag.group(0)
-    assert 'data-rendered="2"' in html_tag.group(0)
-    assert dom.count('class="main-svg"') >= 4  # two plots, two layers each
+    assert 'data-rendered="1"' in html_tag.group(0)
+    assert '<svg id="bars"' in dom and 'id="timeline"' in dom
     assert console_errors(res.stderr) == []
 
 
@@ -184,5 +189,73 @@ def test_hostile_trace_runs_no_script(chromium: str, tmp_path: Path) -> None:
     html_tag = re.search(r"<html[^>]*>", res.stdout)
     # then nothing ran, the page still rendered, and the name shows as text
     assert html_tag is not None and "data-pwned" not in html_tag.group(0)
-    assert 'data-rendered="2"' in html_tag.group(0)
+    assert 'data-rendered="1"' in html_tag.group(0)
     assert "&lt;script&gt;document.documentElement" in res.stdout
+
+
+def test_headline_of_a_real_sample_reads_from_the_dom(chromium: str, tmp_path: Path) -> None:
+    # given the page `profplug report` writes for a real sample run (the what-if included)
+    run = _run(tmp_path)
+    page, doc = tmp_path / "report.html", tmp_path / "report.json"
+    assert main(["report", *map(str, run), "--html", str(page), "-f", "json", "-o",
+                 str(doc)]) == 0
+    headline = json.loads(doc.read_text())["headline"]
+    # when Chromium has run its scripts
+    res = open_page(chromium, page, tmp_path, "--dump-dom")
+    dom = res.stdout
+    # then the headline is the page's first paragraph after the title, as in the JSON
+    m = re.search(r'<div id="headline"><p>(.*?)</p>', dom, re.S)
+    assert m is not None, dom[:2000]
+    assert html.unescape(m.group(1)) == headline
+    assert dom.index('id="headline"') < dom.index('id="summary"') < dom.index('id="timeline"')
+    if "pp2_infer_kineto" in str(run[0]):
+        assert re.match(r"Device-wide synchronizes cost rank \d 3\d% of its step: [\d,]+ "
+                        r"us/step, [\d,]+ us direct at recv_from_prev_pipeline_rank_ > "
+                        r"sync\.device and [\d,]+ us indirect\. Event-based waits: [\d,]+ "
+                        r"us/step predicted\.$", headline), headline
+    # and the timeline opened on the view the page data asked for (a few steps), drawn
+    view = re.search(r'id="timeline"[^>]*data-view="([^"]+)"', dom) or \
+        re.search(r'data-view="([^"]+)"[^>]*id="timeline"', dom)
+    data = json.loads(html.unescape(re.search(
+        r'id="profplug-data">(.*?)</script>', dom, re.S).group(1)))
+    assert view is not None
+    assert [float(x) for x in view.group(1).split(",")] == data["timeline"]["view"]
+    html_tag = re.search(r"<html[^>]*>", dom)
+    assert html_tag is not None and 'data-rendered="1"' in html_tag.group(0)
+    assert "data-errors" not in html_tag.group(0)
+    assert console_errors(res.stderr) == []
+
+
+HOVER = """<script>
+(function () {  /* test only: hover the middle of the first device_sync gap in view */
+  var d = JSON.parse(document.getElementById("profplug-data").textContent).timeline;
+  var g = d.gaps.device_sync, v = d.view, c = document.getElementById("tl-main");
+  var r = c.getBoundingClientRect(), pw = r.width - 160 - 12;
+  for (var i = 0; i < g.s.length; i++) {
+    var mid = (g.s[i] + g.e[i]) / 2;
+    if (mid > v[0] && mid < v[1]) {
+      c.dispatchEvent(new PointerEvent("pointermove", {bubbles: true,
+        clientX: r.left + 160 + (mid - v[0]) / (v[1] - v[0]) * pw,
+        clientY: r.top + 28 + g.y[i] * 24 + 12}));
+      break;
+    }
+  }
+})();
+</script></body>"""
+
+
+def test_hovering_a_gap_names_its_sync_and_call_site(chromium: str, tmp_path: Path) -> None:
+    # given the synthetic device run's page, with a script hovering a device_sync gap
+    page = tmp_path / "report.html"
+    with page.open("w") as f:
+        render_html(analyze([write_run(tmp_path, "device")]), f)
+    page.write_text(page.read_text().replace("</body>", HOVER))
+    # when Chromium runs it
+    res = open_page(chromium, page, tmp_path, "--dump-dom")
+    # then the tooltip shows the gap's cause, duration, API and call site, as text
+    tip = re.search(r'<div id="tl-tip"[^>]*>(.*?)</div>', res.stdout, re.S)
+    assert tip is not None, res.stdout[-3000:]
+    assert "hidden" not in tip.group(0)
+    assert html.unescape(tip.group(1)) == (
+        "device_sync  30 us\nat 170 us (rank 0 gpu 0)\nAPI: cudaDeviceSynchronize\n"
+        "call site: profplug.recv_from_prev_pipeline_rank_ > profplug.sync.device")

@@ -1,72 +1,9 @@
-/* profplug HTML report: draws the plots from the embedded JSON and makes tables sortable. */
+/* profplug HTML report: draws the timeline from the embedded JSON and makes tables sortable.
+   Strings from the JSON reach the screen only as text (textContent, canvas fillText). */
 (function () {
   "use strict";
   var data = JSON.parse(document.getElementById("profplug-data").textContent);
-  var cfg = {displaylogo: false, responsive: true};
-  var C = data.colors;
-  var GL = (function () {  /* WebGL when the browser has it, else SVG (slower, same look) */
-    try {
-      var c = document.createElement("canvas");
-      return !!(c.getContext("webgl") || c.getContext("experimental-webgl"));
-    } catch (err) { return false; }
-  })() ? "scattergl" : "scatter";
-
-  function esc(s) {
-    return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
-  }
-
-  function barsPlot(el) {
-    var b = data.bars, traces = [];
-    b.parts.forEach(function (p) {
-      traces.push({type: "bar", name: p, x: b.rows, y: b[p], marker: {color: C[p]},
-                   hovertemplate: "%{x}<br>" + p + ": %{y:,.1f} us<extra></extra>"});
-    });
-    traces.push({type: "scatter", mode: "markers", name: "stream wait (overlaps)", x: b.rows,
-                 y: b.stream_wait, marker: {color: C.stream_wait, symbol: "diamond", size: 11},
-                 hovertemplate: "%{x}<br>stream wait: %{y:,.1f} us<extra></extra>"});
-    return Plotly.newPlot(el, traces, {
-      barmode: "stack", height: 420, margin: {t: 30, r: 10}, legend: {orientation: "h"},
-      yaxis: {title: {text: "us (GPU window)"}}, xaxis: {type: "category"}}, cfg);
-  }
-
-  function segments(s, e, y) {
-    var x = new Array(s.length * 3), yy = new Array(s.length * 3);
-    for (var i = 0; i < s.length; i++) {
-      x[3 * i] = s[i]; x[3 * i + 1] = e[i]; x[3 * i + 2] = null;
-      yy[3 * i] = y[i]; yy[3 * i + 1] = y[i]; yy[3 * i + 2] = null;
-    }
-    return {x: x, y: yy};
-  }
-
-  function timelinePlot(el) {
-    var t = data.timeline, traces = [], strs = t.strings, width = 14;
-    var busy = segments(t.busy.s, t.busy.e, t.busy.y);
-    traces.push({type: GL, mode: "lines", name: "busy", x: busy.x, y: busy.y,
-                 line: {color: C.busy, width: width}, hoverinfo: "skip"});
-    data.causes.forEach(function (c) {
-      var g = t.gaps[c];
-      if (!g.s.length) { return; }
-      var sg = segments(g.s, g.e, g.y), mx = [], text = [];
-      for (var i = 0; i < g.s.length; i++) {
-        mx.push((g.s[i] + g.e[i]) / 2);
-        text.push("<b>" + c + "</b> " + (g.e[i] - g.s[i]).toFixed(3) + " us<br>at " +
-                  g.s[i].toFixed(3) + " us<br>API: " + esc(strs[g.api[i]] || "-") +
-                  "<br>call site: " + esc(strs[g.site[i]] || "-"));
-      }
-      traces.push({type: GL, mode: "lines", name: c, legendgroup: c, x: sg.x,
-                   y: sg.y, line: {color: C[c], width: width}, hoverinfo: "skip"});
-      traces.push({type: GL, mode: "markers", name: c + " (hover)", legendgroup: c,
-                   showlegend: false, x: mx, y: g.y, hovertext: text, hoverinfo: "text",
-                   marker: {color: C[c], size: 5, opacity: 0.6}});
-    });
-    var n = t.rows.length;
-    return Plotly.newPlot(el, traces, {
-      height: Math.max(220, 60 + 34 * n), margin: {t: 30, l: 170, r: 10},
-      hovermode: "closest", legend: {orientation: "h"},
-      xaxis: {title: {text: "us since the run's first GPU op"}},
-      yaxis: {tickvals: t.rows.map(function (_, i) { return i; }), ticktext: t.rows,
-              autorange: "reversed", range: [n - 0.5, -0.5], zeroline: false}}, cfg);
-  }
+  var C = data.colors, T = data.timeline, causes = data.causes;
 
   function sortable(table) {
     var heads = table.tHead.rows[0].cells;
@@ -86,13 +23,237 @@
       });
     });
   }
-
   Array.prototype.forEach.call(document.querySelectorAll("table.sortable"), sortable);
-  var jobs = [];
-  var eb = document.getElementById("plot-bars"), et = document.getElementById("plot-timeline");
-  if (eb && data.bars.rows.length) { jobs.push(barsPlot(eb)); }
-  if (et && data.timeline.rows.length) { jobs.push(timelinePlot(et)); }
-  Promise.all(jobs).then(function () {
-    document.documentElement.setAttribute("data-rendered", String(jobs.length));
+
+  /* ---------------------------------------------------------------- timeline (canvas) */
+  var main = document.getElementById("tl-main"), ov = document.getElementById("tl-overview");
+  var tip = document.getElementById("tl-tip");
+  if (!main || !T || !T.rows.length) {
+    document.documentElement.setAttribute("data-rendered", "0");
+    return;
+  }
+  var n = T.rows.length, LABEL = 160, AXIS = 28, ROW = 24, BAR = 16, RIGHT = 12;
+  var OV_ROW = Math.max(3, Math.min(10, Math.floor(60 / n))), OV_PAD = 4;
+  var fmt = new Intl.NumberFormat("en-US", {maximumFractionDigits: 3});
+
+  /* per row: busy span index ranges, and every gap (all causes) sorted by start */
+  function ranges(y) {
+    var lo = new Array(n).fill(0), hi = new Array(n).fill(0), i;
+    for (i = y.length - 1; i >= 0; i--) { lo[y[i]] = i; }
+    for (i = 0; i < y.length; i++) { hi[y[i]] = i + 1; }
+    return {lo: lo, hi: hi};
+  }
+  var busyR = ranges(T.busy.y), rowGaps = [], r, k;
+  for (r = 0; r < n; r++) { rowGaps.push([]); }
+  causes.forEach(function (c, ci) {
+    var g = T.gaps[c];
+    for (var i = 0; i < g.s.length; i++) { rowGaps[g.y[i]].push([g.s[i], g.e[i], ci, i]); }
   });
+  rowGaps.forEach(function (a) { a.sort(function (p, q) { return p[0] - q[0]; }); });
+
+  var full = [0, Math.max(T.end, 1e-3)], view = (T.view || full).slice();
+
+  function size(canvas, h) {
+    var dpr = window.devicePixelRatio || 1, w = canvas.clientWidth || 800;
+    canvas.style.height = h + "px";
+    canvas.width = Math.round(w * dpr);
+    canvas.height = Math.round(h * dpr);
+    var ctx = canvas.getContext("2d");
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    return {ctx: ctx, w: w, h: h};
+  }
+
+  function first(arr, lo, hi, t) { /* first index in [lo, hi) whose value >= t */
+    while (lo < hi) { var m = (lo + hi) >> 1; if (arr[m] < t) { lo = m + 1; } else { hi = m; } }
+    return lo;
+  }
+
+  function spans(ctx, x, y0, h, v0, v1) { /* busy spans and gaps of every row */
+    for (var row = 0; row < n; row++) {
+      var y = y0(row), lo = busyR.lo[row], hi = busyR.hi[row];
+      ctx.fillStyle = C.busy;
+      for (var i = first(T.busy.e, lo, hi, v0); i < hi && T.busy.s[i] <= v1; i++) {
+        var a = Math.round(x(T.busy.s[i])), b = Math.round(x(T.busy.e[i]));
+        ctx.fillRect(a, y, Math.max(b - a, 1), h);
+      }
+      var gaps = rowGaps[row];
+      for (var j = 0; j < gaps.length; j++) {
+        var g = gaps[j];
+        if (g[1] < v0 || g[0] > v1) { continue; }
+        var ga = Math.round(x(g[0])), gb = Math.round(x(g[1]));
+        if (gb > ga) { ctx.fillStyle = C[causes[g[2]]]; ctx.fillRect(ga, y, gb - ga, h); }
+      }
+    }
+  }
+
+  function ticks(v0, v1, px) {
+    var raw = (v1 - v0) / Math.max(px / 110, 1), mag = Math.pow(10, Math.floor(Math.log10(raw)));
+    var step = [1, 2, 5, 10].map(function (m) { return m * mag; })
+      .filter(function (s) { return s >= raw; })[0], out = [];
+    for (var t = Math.ceil(v0 / step) * step; t <= v1; t += step) { out.push(t); }
+    return out;
+  }
+
+  function drawMain() {
+    var c = size(main, AXIS + n * ROW + 6), ctx = c.ctx, pw = c.w - LABEL - RIGHT;
+    var v0 = view[0], v1 = view[1];
+    function x(t) { return LABEL + (t - v0) / (v1 - v0) * pw; }
+    ctx.clearRect(0, 0, c.w, c.h);
+    ctx.font = "12px system-ui, sans-serif";
+    ctx.textBaseline = "middle";
+    ctx.fillStyle = "#666";
+    ctx.textAlign = "left";
+    ctx.fillText("us since the run's first GPU op", 4, 10);
+    ticks(v0, v1, pw).forEach(function (t) {
+      var xx = Math.round(x(t)) + 0.5;
+      ctx.fillStyle = "#e6e6e6";
+      ctx.fillRect(Math.round(x(t)), AXIS - 4, 1, n * ROW + 4);
+      ctx.fillStyle = "#444";
+      ctx.textAlign = "center";
+      ctx.fillText(fmt.format(t), xx, AXIS - 12);
+    });
+    ctx.fillStyle = "#222";  /* step starts: a tick under the axis labels */
+    (T.steps || []).forEach(function (t) {
+      if (t >= v0 && t <= v1) { ctx.fillRect(Math.round(x(t)), AXIS - 6, 1, 6); }
+    });
+    ctx.textAlign = "right";
+    for (var row = 0; row < n; row++) {
+      var label = T.rows[row];
+      while (label.length > 3 && ctx.measureText(label).width > LABEL - 12) {
+        label = label.slice(0, -2) + "…";
+      }
+      ctx.fillText(label, LABEL - 8, AXIS + row * ROW + ROW / 2);
+    }
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(LABEL, AXIS, pw, n * ROW);
+    ctx.clip();
+    spans(ctx, x, function (row) { return AXIS + row * ROW + (ROW - BAR) / 2; }, BAR, v0, v1);
+    ctx.restore();
+  }
+
+  function drawOverview() {
+    var c = size(ov, 2 * OV_PAD + n * OV_ROW), ctx = c.ctx, pw = c.w - LABEL - RIGHT;
+    function x(t) { return LABEL + (t - full[0]) / (full[1] - full[0]) * pw; }
+    ctx.clearRect(0, 0, c.w, c.h);
+    ctx.font = "11px system-ui, sans-serif";
+    ctx.textBaseline = "middle";
+    ctx.textAlign = "right";
+    ctx.fillStyle = "#666";
+    ctx.fillText("whole window", LABEL - 8, c.h / 2);
+    spans(ctx, x, function (row) { return OV_PAD + row * OV_ROW; }, Math.max(OV_ROW - 1, 2),
+          full[0], full[1]);
+    var a = x(view[0]), b = x(view[1]);
+    ctx.fillStyle = "rgba(255,255,255,0.72)";
+    ctx.fillRect(LABEL, 0, Math.max(a - LABEL, 0), c.h);
+    ctx.fillRect(b, 0, Math.max(LABEL + pw - b, 0), c.h);
+    ctx.strokeStyle = "#222";
+    ctx.lineWidth = 1.5;
+    ctx.strokeRect(a, 0.75, Math.max(b - a, 2), c.h - 1.5);
+  }
+
+  function draw() {
+    drawMain();
+    drawOverview();
+    main.parentNode.setAttribute("data-view", view[0] + "," + view[1]);  /* for tests */
+  }
+
+  function setView(v0, v1) {
+    var span = Math.max(v1 - v0, 1e-3), total = full[1] - full[0];
+    if (span >= total) { view = full.slice(); draw(); return; }
+    if (v0 < full[0]) { v0 = full[0]; }
+    if (v0 + span > full[1]) { v0 = full[1] - span; }
+    view = [v0, v0 + span];
+    draw();
+  }
+
+  function zoom(f, at) {
+    var c = at === undefined ? (view[0] + view[1]) / 2 : at;
+    setView(c - (c - view[0]) * f, c + (view[1] - c) * f);
+  }
+
+  function timeAt(canvas, ev, range) {
+    var rect = canvas.getBoundingClientRect(), pw = rect.width - LABEL - RIGHT;
+    return range[0] + (ev.clientX - rect.left - LABEL) / pw * (range[1] - range[0]);
+  }
+
+  /* main plot: drag to pan, Ctrl/Cmd + wheel to zoom, hover a gap for its details */
+  var drag = null;
+  main.addEventListener("pointerdown", function (ev) {
+    drag = {x: ev.clientX, v: view.slice()};
+    main.setPointerCapture(ev.pointerId);
+    tip.hidden = true;
+  });
+  main.addEventListener("pointermove", function (ev) {
+    if (drag) {
+      var pw = main.getBoundingClientRect().width - LABEL - RIGHT;
+      var dt = (ev.clientX - drag.x) / pw * (drag.v[1] - drag.v[0]);
+      setView(drag.v[0] - dt, drag.v[1] - dt);
+      return;
+    }
+    hover(ev);
+  });
+  main.addEventListener("pointerup", function () { drag = null; });
+  main.addEventListener("pointerleave", function () { tip.hidden = true; });
+  main.addEventListener("wheel", function (ev) {
+    if (!ev.ctrlKey && !ev.metaKey) { return; }
+    ev.preventDefault();
+    zoom(ev.deltaY > 0 ? 1.25 : 0.8, timeAt(main, ev, view));
+  }, {passive: false});
+
+  function hover(ev) {
+    var rect = main.getBoundingClientRect(), row = Math.floor((ev.clientY - rect.top - AXIS) / ROW);
+    var t = timeAt(main, ev, view), slack = 4 / (rect.width - LABEL - RIGHT) * (view[1] - view[0]);
+    var gaps = row >= 0 && row < n ? rowGaps[row] : [], best = null;
+    for (var i = 0; i < gaps.length && gaps[i][0] <= t + slack; i++) {
+      if (gaps[i][1] >= t - slack) { best = gaps[i]; }
+    }
+    if (!best || ev.clientX - rect.left < LABEL) { tip.hidden = true; return; }
+    var c = causes[best[2]], g = T.gaps[c], s = T.strings;
+    tip.textContent = c + "  " + fmt.format(best[1] - best[0]) + " us\n" +
+      "at " + fmt.format(best[0]) + " us (" + T.rows[row] + ")\n" +
+      "API: " + (s[g.api[best[3]]] || "-") + "\ncall site: " + (s[g.site[best[3]]] || "-");
+    tip.hidden = false;
+    var box = main.parentNode.getBoundingClientRect(), left = ev.clientX - box.left + 14;
+    tip.style.left = Math.min(left, box.width - tip.offsetWidth - 4) + "px";
+    tip.style.top = (ev.clientY - box.top + 14) + "px";
+  }
+
+  /* overview strip: drag the window to move it, its edges to resize, elsewhere to pick */
+  var odrag = null;
+  ov.addEventListener("pointerdown", function (ev) {
+    var t = timeAt(ov, ev, full), px = (full[1] - full[0]) /
+      (ov.getBoundingClientRect().width - LABEL - RIGHT), edge = 6 * px;
+    if (Math.abs(t - view[0]) < edge) { odrag = {mode: "left"}; }
+    else if (Math.abs(t - view[1]) < edge) { odrag = {mode: "right"}; }
+    else if (t > view[0] && t < view[1]) { odrag = {mode: "move", t: t, v: view.slice()}; }
+    else { odrag = {mode: "new", t: t}; }
+    ov.setPointerCapture(ev.pointerId);
+  });
+  ov.addEventListener("pointermove", function (ev) {
+    if (!odrag) { return; }
+    var t = Math.min(Math.max(timeAt(ov, ev, full), full[0]), full[1]);
+    if (odrag.mode === "move") {
+      setView(odrag.v[0] + t - odrag.t, odrag.v[1] + t - odrag.t);
+    } else if (odrag.mode === "left") {
+      setView(Math.min(t, view[1] - 1e-3), view[1]);
+    } else if (odrag.mode === "right") {
+      setView(view[0], Math.max(t, view[0] + 1e-3));
+    } else if (Math.abs(t - odrag.t) > 0) {
+      setView(Math.min(t, odrag.t), Math.max(t, odrag.t));
+    }
+  });
+  ov.addEventListener("pointerup", function () { odrag = null; });
+
+  Array.prototype.forEach.call(document.querySelectorAll(".tl-tools button"), function (b) {
+    b.addEventListener("click", function () {
+      var v = b.getAttribute("data-view");
+      if (v === "steps") { setView(T.view[0], T.view[1]); }
+      else if (v === "all") { setView(full[0], full[1]); }
+      else { zoom(v === "in" ? 0.5 : 2); }
+    });
+  });
+  window.addEventListener("resize", draw);
+  draw();
+  document.documentElement.setAttribute("data-rendered", "1");
 })();

@@ -1,8 +1,10 @@
 """The HTML report: every rank present, numbers equal to the JSON report, no external loads,
-every trace string escaped, timeline data bounded (one array per cause, capped gaps)."""
+every trace string escaped, timeline data bounded (one array per cause, capped gaps), the
+finding first, a page of at most 2 MB."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from dataclasses import asdict, dataclass
@@ -50,20 +52,22 @@ class _Note:
 def external_loads(page: str) -> list[str]:
     """Tags that would fetch something: <script src>, <link href>, <img/iframe src>, @import.
 
-    plotly.js itself holds URL strings in its code (docs links, topojson defaults) that are
-    never loaded here, so raw "https://" substrings are not a useful check.
+    Raw "https://" substrings are no useful check (a trace's strings may hold URLs, shown
+    as text).
     """
     pat = re.compile(r"<(script|link|img|iframe|source|embed)\b[^>]*\b(src|href)\s*=", re.I)
     return [m.group(0) for m in pat.finditer(page)] + re.findall(r"@import\s+url", page)
 
 
 def summary_rows(page: str) -> dict[tuple[str, int], list[str]]:
-    """(run, rank) -> the data-v values of the summary table row."""
+    """(run, rank) -> the data-v values of the summary table row, from its numbers on
+    (the text cells, run on a comparison page, rank and source, left out)."""
     table = page[page.index('id="summary"'):]
     table = table[:table.index("</table>")]
     out = {}
     for m in re.finditer(r'<tr data-rank="(\d+)" data-run="([^"]*)">(.*?)</tr>', table):
-        out[(m.group(2), int(m.group(1)))] = re.findall(r'data-v="([^"]*)"', m.group(3))
+        cells = re.findall(r'<td( class="t")? data-v="([^"]*)"', m.group(3))
+        out[(m.group(2), int(m.group(1)))] = [v for t, v in cells if not t]
     return out
 
 
@@ -96,29 +100,33 @@ def test_every_rank_present_and_numbers_equal_json(run_dir: Path) -> None:
     # then each rank has a summary row whose values are the JSON report's numbers
     assert sorted(k[1] for k in rows) == sorted(r["rank"] for r in doc["ranks"])
     for r in doc["ranks"]:
-        got = [None if v == "" else float(v) for v in rows[("", r["rank"])][3:]]
+        got = [None if v == "" else float(v) for v in rows[("", r["rank"])]]
         assert got == json_summary(r)
-    # and each rank with GPU work has a bar and a timeline row
+    # and each rank with GPU work has a bar (its parts are the JSON's) and a timeline row
     data = json.loads(re.search(r'id="profplug-data">(.*?)</script>', page, re.S).group(1))
     gpu_ranks = [r["rank"] for r in doc["ranks"] if r["has_gpu_work"]]
-    assert data["bars"]["rows"] == [f"rank {k}" for k in gpu_ranks]
+    svg = page[page.index('<svg id="bars"'):page.index("</svg>")]
     for c in CAUSES:
-        assert data["bars"][c] == [r["idle_by_cause_us"][c] for r in doc["ranks"]
-                                   if r["has_gpu_work"]]
+        shown = re.findall(rf'data-part="{c}"><title>rank (\d+): {c} ([\d,.]+) us', svg)
+        want = [(str(r["rank"]), f"{r['idle_by_cause_us'][c]:,.1f}") for r in doc["ranks"]
+                if r["has_gpu_work"] and r["idle_by_cause_us"][c] > 0]
+        assert shown == want
     assert {row.split(" gpu ")[0] for row in data["timeline"]["rows"]} == {
         f"rank {k}" for k in gpu_ranks}
-    # and nothing is loaded from outside the file; plotly.js is inlined exactly once
+    # and nothing is loaded from outside the file: three scripts, all inline
     assert external_loads(page) == []
-    assert page.count("<script") == 4  # error recorder, data, plotly.js, app
-    assert len(page) > 3_000_000  # plotly.js is ~4.8 MB
+    assert page.count("<script") == 3  # error recorder, data, app
+    # and the headline comes first, as in the JSON
+    assert page.index('id="headline"') < page.index('id="summary"')
+    assert f"<p>{html.escape(doc['headline'], quote=True)}</p>" in page
 
 
 def test_synthetic_device_run_numbers(tmp_path: Path) -> None:
     page = render(analyze([write_run(tmp_path, "device")]))
     rows = summary_rows(page)
     # window 470, step 100, busy 350, compute 250, comm 100, idle 120 = device_sync 120
-    assert [float(v) for v in rows[("", 0)][3:9]] == [470.0, 100.0, 350.0, 250.0, 100.0, 120.0]
-    assert float(rows[("", 1)][9]) == 120.0
+    assert [float(v) for v in rows[("", 0)][:6]] == [470.0, 100.0, 350.0, 250.0, 100.0, 120.0]
+    assert float(rows[("", 1)][6]) == 120.0
     assert "profplug.recv_from_prev_pipeline_rank_ &gt; profplug.sync.device" in page
 
 
@@ -138,9 +146,9 @@ def test_trace_strings_are_escaped(tmp_path: Path) -> None:
     assert rep.meta  # the run.json was found
     # when rendered
     page = render(rep, run=(_Note(EVIL),))
-    # then the raw tag never appears; only the 4 scripts of the template exist
+    # then the raw tag never appears; only the 3 scripts of the template exist
     assert EVIL not in page
-    assert page.lower().count("<script") == 4
+    assert page.lower().count("<script") == 3
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page  # call site, meta, what-if
     data = re.search(r'id="profplug-data">(.*?)</script>', page, re.S).group(1)
     assert "\\u003cscript\\u003ealert(1)\\u003c/script\\u003e" in data
@@ -206,9 +214,11 @@ def test_compare_renders_both_runs(tmp_path: Path) -> None:
     page = render(a, compare=cmp, run=(_WhatIf(12.5),))
     rows = summary_rows(page)
     assert sorted(rows) == [("device", 0), ("device", 1), ("event", 0), ("event", 1)]
-    assert float(rows[("event", 0)][3]) == 390.0
-    assert page.count("event faster by 20.0 us/step (20.0%); device&#x27;s device_sync idle "
-                      "= 120% of it") == 2
+    assert float(rows[("event", 0)][0]) == 390.0
+    verdict = "event faster by 20.0 us/step (20.0%); device&#x27;s device_sync idle = 120% of it"
+    headline = page[page.index('id="headline"'):page.index("</div>")]
+    assert headline.count(verdict) == 2  # rank 0 and rank 1, first on the page
+    assert page.count(verdict) == 4  # and in the verdicts table
     assert "&quot;saved_us&quot;: 12.5" in page
     assert external_loads(page) == []
 
@@ -219,7 +229,7 @@ def test_no_gpu_work_rank_is_listed(tmp_path: Path) -> None:
     tr.write(tmp_path / "r0.json")
     page = render(analyze([tmp_path / "r0.json"]))
     assert "rank 0: no GPU work in this rank&#x27;s trace" in page
-    assert summary_rows(page)[("", 0)][3] == "0.0"
+    assert summary_rows(page)[("", 0)][0] == "0.0"
 
 
 def test_whatif_result_gets_its_own_section(tmp_path: Path) -> None:
@@ -230,3 +240,75 @@ def test_whatif_result_gets_its_own_section(tmp_path: Path) -> None:
     page = render(analyze([d]), run=(res,))
     assert '<section class="whatif">' in page and "What if: without" in page
     assert external_loads(page) == []
+
+
+MAX_PAGE = 2_000_000  # bytes (issue #17: the plotly pages were ~5 MB)
+
+
+def test_page_is_small_and_the_timeline_opens_on_a_few_steps(run_dir: Path) -> None:
+    # given a run's report with the what-if (as `profplug report` writes it by default)
+    from profplug.analyzers.whatif import whatif_analysis
+
+    rep = analyze([run_dir], run=[whatif_analysis()])
+    page = render(rep)
+    # then the page is small (no plotting library inlined)
+    assert len(page.encode()) <= MAX_PAGE
+    # and the timeline opens on 3 steps (from the second), with the whole window reachable
+    tl = json.loads(re.search(r'id="profplug-data">(.*?)</script>', page, re.S).group(1))[
+        "timeline"]
+    v0, v1 = tl["view"]
+    assert 0 <= v0 < v1 <= tl["end"]
+    steps = tl["steps"]
+    if len(steps) >= 5:
+        assert [v0, v1] == [steps[1], steps[4]]
+    if len(steps) >= 10:  # the samples: 20 steps or more
+        assert v1 - v0 < tl["end"] / 3
+    elif not steps:
+        assert [v0, v1] == [0.0, tl["end"]]
+    # and the what-if sits right after the per-rank summary, above the timeline
+    if "whatif" in rep.run:
+        assert page.index('id="summary"') < page.index('<section class="whatif">') \
+            < page.index('id="timeline"')
+
+
+def test_single_run_page_has_no_run_column(tmp_path: Path) -> None:
+    page = render(analyze([write_run(tmp_path, "device")]))
+    for table in ("summary", "callsites", "syncs"):
+        head = page[page.index(f'id="{table}"'):]
+        head = head[:head.index("</thead>")]
+        assert ">run<" not in head
+        assert ">rank<" in head
+
+
+def test_metadata_is_collapsed_with_readable_dates(tmp_path: Path) -> None:
+    # given a run.json as `profplug run` writes it (epoch times, the container's env)
+    d = write_run(tmp_path, "device")
+    (d / "run.json").write_text(json.dumps({
+        "command": ["python3", "x.py"], "started": 1795972326.2060711,
+        "env": {"NVIDIA_REQUIRE_CUDA": "cuda>=13.0 " * 50},
+        "ranks": [{"rank": 0, "started": 1795972335.6955986}]}))
+    page = render(analyze([d]))
+    # then it is one collapsed <details> at the end, dates in UTC, the command on one line
+    meta = page[page.index('<details class="meta">'):]
+    assert meta.index("<summary>Run metadata (run.json)</summary>") >= 0
+    assert "NVIDIA_REQUIRE_CUDA" in meta and "NVIDIA_REQUIRE_CUDA" not in page[:page.index(
+        '<details class="meta">')]
+    assert "2026-11-29 17:12:06 UTC" in meta and "2026-11-29 17:12:15 UTC" in meta
+    assert ">python3 x.py<" in meta
+
+
+def test_many_ranks_share_the_gap_budget_and_the_page_stays_small(tmp_path: Path) -> None:
+    # given 12 ranks of 2,500 steps (2,499 gaps each: 30k gaps in all)
+    from profplug.analyzers.render.timeline_data import MAX_GAPS_TOTAL, gaps_per_row
+
+    d = tmp_path / "big"
+    d.mkdir()
+    for r in range(12):
+        build_rank("device", r, n_steps=2500).write(d / f"rank{r}.json")
+    page = render(analyze([d]))
+    data = json.loads(re.search(r'id="profplug-data">(.*?)</script>', page, re.S).group(1))
+    # then each row draws its share of the budget, says so, and the page stays under 2 MB
+    assert gaps_per_row(12) == MAX_GAPS_TOTAL // 12 == 2000
+    assert len(data["timeline"]["gaps"]["device_sync"]["s"]) == 12 * 2000
+    assert page.count("drew the 2,000 longest of 2,499 gaps") == 12
+    assert len(page.encode()) <= MAX_PAGE

@@ -16,6 +16,8 @@ from profplug.analyzers.render.registry import render_text
 from profplug.analyzers.whatif import DropSpec, whatif
 from synth import KinetoTrace
 
+from profplug.errors import ProfplugError
+
 NCCL = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
 
 
@@ -125,12 +127,11 @@ def test_two_ranks_matched_send_recv(tmp_path: Path, skew: float) -> None:
     assert any("k-th kernel" in a for a in res.assumptions)
 
 
-def test_drop_at_other_callsite_changes_nothing(tmp_path: Path) -> None:
-    res = _run([single_stream(tmp_path)], DropSpec(callsite="nowhere"))
-    r = res.rank(0)
-    assert r.predicted_us == pytest.approx(r.replayed_us, abs=1e-3)
-    assert r.dropped_calls == 0
-    assert any("no call matched" in w for w in res.warnings)
+def test_drop_at_other_callsite_is_an_error_listing_the_call_sites(tmp_path: Path) -> None:
+    # issue #17: it used to replay nothing, exit 0 and warn on the last line
+    with pytest.raises(ProfplugError, match=r"^--drop-at nowhere matches no call site of a "
+                                            r"device-wide synchronize; call sites: unannotated$"):
+        _run([single_stream(tmp_path)], DropSpec(callsite="nowhere"))
 
 
 def test_outputs_render(tmp_path: Path) -> None:

@@ -1,0 +1,147 @@
+"""The page's timeline as data: busy spans and idle gaps per (run, rank, device) row, in us
+since each run's first GPU op, the step starts, and the view it opens on (a few steps).
+
+Columnar: one array set for busy spans and one per cause (never one object per gap); the
+call-site and API names a gap is charged to go through a string registry (sent once). Each
+gap costs the page ~60 bytes (with its busy span), so a page draws at most
+``MAX_GAPS_TOTAL`` gaps, shared by its rows (at most ``MAX_GAPS_PER_ROW``, at least
+``MIN_GAPS_PER_ROW`` each), the longest of each row; the shorter ones are drawn as busy and
+a note says how many and how much idle that is. This keeps a page near 2 MB or below.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..gaps import CAUSES
+
+if TYPE_CHECKING:
+    from ..report import Report
+    from ..stalls import RankStalls
+
+MAX_GAPS_PER_ROW = 5000
+MAX_GAPS_TOTAL = 24_000  # ~1.5 MB of page data
+MIN_GAPS_PER_ROW = 100
+VIEW_STEPS = 3  # the timeline opens on this many steps (after the first, often a warm-up)
+
+
+def row_label(label: str, rank: int) -> str:
+    return f"{label} · rank {rank}" if label else f"rank {rank}"
+
+
+class _Strings:
+    """A string registry: call-site/API names repeated thousands of times are sent once."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = [""]
+        self.ids: dict[str, int] = {"": 0}
+
+    def id(self, s: str) -> int:
+        if s not in self.ids:
+            self.ids[s] = len(self.items)
+            self.items.append(s)
+        return self.ids[s]
+
+
+def gaps_per_row(n_rows: int) -> int:
+    """How many gaps each of ``n_rows`` rows may draw (see the module docstring)."""
+    return max(MIN_GAPS_PER_ROW, min(MAX_GAPS_PER_ROW, MAX_GAPS_TOTAL // max(n_rows, 1)))
+
+
+def timeline_data(runs: list[tuple[str, Report]], max_gaps: int | None = None
+                  ) -> tuple[dict[str, Any], list[str]]:
+    """Busy spans and gaps per (run, rank, device) row, in us since each run's first GPU op;
+    ``end``: the latest window end; ``steps``: step starts (:func:`step_starts`); ``view``:
+    [start, end] of the opening view.
+
+    Returns the plot data and notes (one per row where gaps were left out). ``max_gaps``:
+    gaps drawn per row (default :func:`gaps_per_row`).
+    """
+    if max_gaps is None:
+        max_gaps = gaps_per_row(sum(len(r.windows_ns) for _, rep in runs for r in rep.ranks))
+    strings = _Strings()
+    rows: list[str] = []
+    notes: list[str] = []
+    busy: dict[str, list[float]] = {"s": [], "e": [], "y": []}
+    gaps: dict[str, dict[str, list[Any]]] = {
+        c: {"s": [], "e": [], "y": [], "api": [], "site": []} for c in CAUSES}
+    end = 0.0
+    for label, rep in runs:
+        starts = [w[0] for r in rep.ranks for w in r.windows_ns.values()]
+        if not starts:
+            continue
+        origin = min(starts)
+        for r in rep.ranks:
+            api_ids = [strings.id(a) for a in r.call_api]
+            site_ids = [strings.id(s) for s in r.call_site]
+            for dev, (ws, we) in sorted(r.windows_ns.items()):
+                y = len(rows)
+                rows.append(f"{row_label(label, r.rank)} gpu {dev}")
+                end = max(end, round((we - origin) / 1000.0, 3))
+                note = _row(r, dev, ws, we, origin, y, max_gaps, busy, gaps, api_ids,
+                            site_ids)
+                if note:
+                    notes.append(f"{rows[-1]}: {note}")
+    steps = step_starts(runs)
+    return {"rows": rows, "strings": strings.items, "busy": busy, "gaps": gaps, "end": end,
+            "steps": steps, "view": initial_view(steps) or [0.0, end]}, notes
+
+
+def step_starts(runs: list[tuple[str, Report]]) -> list[float]:
+    """The GPU start of each step (us on the page's axis) of the first run's rank with the
+    most steps: the step marks of the timeline."""
+    rep = runs[0][1] if runs else None
+    starts = [w[0] for r in rep.ranks for w in r.windows_ns.values()] if rep else []
+    if rep is None or not starts or not rep.ranks:
+        return []
+    most = max(rep.ranks, key=lambda r: r.step_starts_ns.size)
+    return np.round((most.step_starts_ns - min(starts)) / 1000.0, 3).tolist()
+
+
+def initial_view(steps: list[float], n: int = VIEW_STEPS) -> list[float] | None:
+    """[start, end] (us) of ``n`` steps: from the second step's start (the first is often a
+    warm-up) to ``n`` steps later; None without two steps."""
+    first = 1 if len(steps) > n + 1 else 0
+    last = min(first + n, len(steps) - 1)
+    return [steps[first], steps[last]] if last > first else None
+
+
+def _row(r: RankStalls, dev: int, ws: int, we: int, origin: int, y: int, max_gaps: int,
+         busy: dict[str, list[float]], gaps: dict[str, dict[str, list[Any]]],
+         api_ids: list[int], site_ids: list[int]) -> str:
+    g = r.gaps
+    sel = np.nonzero(g.device == dev)[0]
+    note = ""
+    if sel.size > max_gaps:
+        dur = (g.end_ns - g.start_ns)[sel]
+        keep = np.argsort(-dur, kind="stable")[:max_gaps]
+        left = np.setdiff1d(np.arange(sel.size), keep)
+        note = (f"drew the {max_gaps:,} longest of {sel.size:,} gaps; the other "
+                f"{left.size:,} ({float(dur[left].sum()) / 1000:,.1f} us, each <= "
+                f"{float(dur[left].max()) / 1000:,.3f} us) are drawn as busy")
+        sel = sel[np.sort(keep)]
+    sel = sel[np.argsort(g.start_ns[sel], kind="stable")]
+    gs, ge = g.start_ns[sel], g.end_ns[sel]
+
+    def us(a: np.ndarray) -> list[float]:
+        return np.round((a - origin) / 1000.0, 3).tolist()
+
+    bs = np.concatenate(([ws], ge))
+    be = np.concatenate((gs, [we]))
+    busy["s"] += us(bs)
+    busy["e"] += us(be)
+    busy["y"] += [y] * int(bs.size)
+    for k, c in enumerate(CAUSES):
+        m = g.cause[sel] == k
+        if not m.any():
+            continue
+        call = g.call[sel][m]
+        d = gaps[c]
+        d["s"] += us(gs[m])
+        d["e"] += us(ge[m])
+        d["y"] += [y] * int(m.sum())
+        d["api"] += [api_ids[i] if i >= 0 else 0 for i in call.tolist()]
+        d["site"] += [site_ids[i] if i >= 0 else 0 for i in call.tolist()]
+    return note

@@ -1,0 +1,135 @@
+"""Which host ranges are steps: a step rule, applied to a timeline's annotations.
+
+Readers keep every host range as an annotation (``ann_*``) and call :func:`apply_steps` with
+the rule they were given (``ReadOptions.steps``), so Kineto user annotations
+(``record_function``) and Nsight NVTX ranges follow one rule:
+
+- the default (:data:`DEFAULT_STEPS`): torch.profiler's ``ProfilerStep#N`` ranges (numbered
+  N); a rank without any uses profplug's ``profplug.step`` ranges (numbered in time order).
+  A step marked both ways (``profplug run`` names each step both ways, for HTA) counts once:
+  as its ``ProfilerStep#N``.
+- ``--step-range NAME``: the ranges named exactly NAME; ``--step-range re:REGEX``: the
+  ranges whose name contains a match of REGEX (``re.search``; anchor it with ``^...$``).
+  Numbered by the regex's first group when that is an integer in every match, else in time
+  order.
+
+Matching ranges nested in another match (or with the same span) count once, as the
+outermost. ``ProfilerStep#N`` ranges mark steps, never call sites: they leave the
+annotations whatever the rule. The rule that found a rank's steps is ``Timeline.steps_rule``
+(None when none was found); the report prints it (JSON ``steps_rule``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from profplug.ranges import STEP
+
+from ..errors import ProfplugError
+from .timeline import STEP_RE, Timeline
+
+REGEX_PREFIX = "re:"
+PROFILER_STEP = "ProfilerStep#N"
+
+
+@dataclass(frozen=True)
+class StepRule:
+    """A step rule: ``spec`` None is the default; else a range name or ``re:REGEX``."""
+
+    spec: str | None = None
+
+    @classmethod
+    def parse(cls, spec: str | None) -> StepRule:
+        """The rule of ``--step-range SPEC`` (None: the default); a bad regex is an error."""
+        if spec is None:
+            return cls()
+        if not spec or spec == REGEX_PREFIX:
+            raise ProfplugError("--step-range needs a range name or re:REGEX")
+        if spec.startswith(REGEX_PREFIX):
+            try:
+                re.compile(spec[len(REGEX_PREFIX):])
+            except re.error as exc:
+                raise ProfplugError(f"--step-range {spec}: bad regular expression ({exc})"
+                                    ) from None
+        return cls(spec)
+
+    @property
+    def is_default(self) -> bool:
+        return self.spec is None
+
+    def describe(self) -> str:
+        """What the rule looks for, for messages."""
+        if self.spec is None:
+            return f"{PROFILER_STEP} or {STEP} ranges"
+        return f"ranges matching --step-range {self.spec}"
+
+    def symbols(self, names: list[str]) -> dict[int, int | None]:
+        """Symbol ids of the names this rule takes -> the step number the name gives, if any.
+
+        Only for an explicit rule (the default picks between two rules per rank).
+        """
+        spec = self.spec or ""
+        if not spec.startswith(REGEX_PREFIX):
+            return {i: None for i, n in enumerate(names) if n == spec}
+        rx = re.compile(spec[len(REGEX_PREFIX):])
+        out: dict[int, int | None] = {}
+        for i, n in enumerate(names):
+            m = rx.search(n)
+            if m is not None:
+                g = m.group(1) if rx.groups else None
+                out[i] = int(g) if g is not None and g.isdigit() else None
+        return out
+
+
+DEFAULT_STEPS = StepRule()
+
+
+def _profiler_steps(names: list[str]) -> dict[int, int | None]:
+    return {i: int(m.group(1)) for i, n in enumerate(names) if (m := STEP_RE.match(n))}
+
+
+def apply_steps(tl: Timeline, rule: StepRule = DEFAULT_STEPS) -> Timeline:
+    """Fill ``tl``'s ``step_*`` columns and ``steps_rule`` from its annotations by ``rule``;
+    ``ProfilerStep#N`` ranges leave the annotations. Returns ``tl`` (changed in place)."""
+    names = tl.names
+    prof = _profiler_steps(names)
+    is_prof = np.isin(tl.ann_name, np.fromiter(prof, dtype=np.int64, count=len(prof)))
+    if rule.is_default:
+        if is_prof.any():
+            syms, label = prof, PROFILER_STEP
+        else:
+            syms = {i: None for i, n in enumerate(names) if n == STEP}
+            label = STEP
+    else:
+        syms, label = rule.symbols(names), f"--step-range {rule.spec}"
+    sel = np.nonzero(np.isin(tl.ann_name, np.fromiter(syms, dtype=np.int64,
+                                                        count=len(syms))))[0]
+    sel = _outermost(sel, tl.ann_start_ns, tl.ann_end_ns)
+    nums = [syms[int(n)] for n in tl.ann_name[sel]]
+    tl.step_start_ns = tl.ann_start_ns[sel]
+    tl.step_end_ns = tl.ann_end_ns[sel]
+    if nums and all(n is not None for n in nums):
+        tl.step_num = np.array(nums, dtype=np.int64)
+    else:
+        tl.step_num = np.arange(sel.size, dtype=np.int64)
+    tl.steps_rule = label if sel.size else None
+    if is_prof.any():  # step markers, never call sites
+        keep = ~is_prof
+        tl.ann_start_ns, tl.ann_end_ns = tl.ann_start_ns[keep], tl.ann_end_ns[keep]
+        tl.ann_tid, tl.ann_name = tl.ann_tid[keep], tl.ann_name[keep]
+    return tl
+
+
+def _outermost(sel: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The ranges of ``sel`` not inside (or equal to) an earlier one, in time order."""
+    if sel.size == 0:
+        return sel
+    order = sel[np.lexsort((-end[sel], start[sel]))]  # by start, the longest first
+    e = end[order]
+    reach = np.maximum.accumulate(e)
+    inside = np.zeros(order.size, dtype=bool)
+    inside[1:] = e[1:] <= reach[:-1]
+    return order[~inside]

@@ -1,0 +1,139 @@
+"""The headline: the run's finding in one sentence, in the JSON (``headline``), as the first
+line of the table and at the top of the page; the run's warnings (no steps found) beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from profplug.analyzers import analyze
+from profplug.analyzers.render.registry import render_text
+from profplug.analyzers.whatif import whatif_analysis
+from synth import KinetoTrace
+from unit.analyzers.test_compare_synth import sample_run_dirs, write_run
+
+from profplug.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[3]
+SITE = "recv_from_prev_pipeline_rank_ > sync.device"
+
+
+def test_with_the_whatif_it_states_direct_indirect_and_the_prediction(tmp_path: Path) -> None:
+    # given the synthetic device run: 94 us GPU span per step, a 30 us device-sync gap per
+    # step (24 us/step over 5 steps), and the replay without syncs at 50 us/step
+    rep = analyze(write_run(tmp_path, "device"), run=[whatif_analysis()])
+    assert rep.headline() == (
+        f"Device-wide synchronizes cost rank 0 47% of its step: 44 us/step, 24 us direct at "
+        f"{SITE} and 20 us indirect. Event-based waits: 50 us/step predicted.")
+
+
+def test_without_the_whatif_it_states_the_direct_cost_and_how_to_get_the_rest(
+        tmp_path: Path) -> None:
+    rep = analyze(write_run(tmp_path, "device"))
+    assert rep.headline() == (
+        f"Device-wide synchronizes cost rank 0 24 us/step directly (24% of its step) at "
+        f"{SITE}; run `profplug whatif` (or `report --whatif`) for the indirect cost.")
+
+
+def test_without_device_syncs_it_says_what_the_idle_is(tmp_path: Path) -> None:
+    rep = analyze(write_run(tmp_path, "event"), run=[whatif_analysis()])
+    assert rep.headline() == (
+        "No device-wide synchronizes on any rank; rank 0's GPU is idle 10% of its window, "
+        "mostly host-bound launch gaps: 8 us/step (10% of its step).")
+
+
+def test_without_gpu_work_it_says_so(tmp_path: Path) -> None:
+    t = KinetoTrace(rank=0)
+    t.runtime("cudaDeviceSynchronize", 0, 5)
+    rep = analyze(t.write(tmp_path / "r0.json"))
+    assert rep.headline().startswith("No GPU work in these traces")
+
+
+@pytest.mark.parametrize("run", [str(p) for p in sample_run_dirs()])
+def test_every_sample_has_a_one_sentence_finding_with_numbers(run: str) -> None:
+    h = analyze(run, run=[whatif_analysis()]).headline()
+    assert h.endswith(".") and h.count(". ") <= 1 and re.search(r"\d[\d,]* us", h)
+    if "/device" in run and "pp2_infer" in run:  # the decode loop: ~40% lost to the syncs
+        assert re.match(r"Device-wide synchronizes cost rank \d (3\d|4\d)% of its step: ", h)
+        assert f"direct at {SITE} and" in h and "Event-based waits:" in h
+    if "/event" in run:
+        assert "cost nothing measurable here" in h or "No device-wide" in h
+
+
+def test_cli_outputs_carry_it_first(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = write_run(tmp_path, "device")
+    # the report runs the what-if by default (cheap), so the headline has the indirect cost
+    assert main(["report", str(run), "-f", "json", "-o", str(tmp_path / "r.json")]) == 0
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert list(doc)[:3] == ["version", "headline", "warnings"] and "whatif" in doc
+    assert "20 us indirect" in doc["headline"]
+    assert main(["report", str(run)]) == 0
+    table = capsys.readouterr().out
+    assert table.startswith("Device-wide synchronizes cost rank 0 47% of its step:")
+    assert max(len(x) for x in table.splitlines()[:4]) <= 80
+    # --no-whatif: the direct cost, and how to get the rest
+    assert main(["report", str(run), "--no-whatif", "-f", "json", "-o",
+                 str(tmp_path / "n.json")]) == 0
+    doc = json.loads((tmp_path / "n.json").read_text())
+    assert "whatif" not in doc and "run `profplug whatif`" in doc["headline"]
+
+
+def test_no_steps_is_one_warning_line_with_the_remedies(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    # given a trace without any step range
+    t = KinetoTrace(rank=0)
+    t.launch(0, 0, 10)
+    t.runtime("cudaDeviceSynchronize", 5, 7)
+    t.launch(15, 16, 4)
+    path = t.write(tmp_path / "rank0.json")
+    want = ("no steps found on any rank (looked for ProfilerStep#N or profplug.step ranges), "
+            "so times are per GPU window: name the range that marks a step with --step-range "
+            "NAME or re:REGEX, mark steps at capture with `profplug run --step-fn "
+            "MODULE:FUNCTION`, or wrap each step in `with profplug.step():`")
+    # then the JSON, the table and the page each carry it once
+    assert analyze(path).warnings == [want]
+    assert main(["report", str(path), "-f", "json", "-o", str(tmp_path / "r.json")]) == 0
+    assert json.loads((tmp_path / "r.json").read_text())["warnings"] == [want]
+    assert main(["report", str(path)]) == 0
+    table = capsys.readouterr().out
+    head = table.split("\n\n")[0]  # the headline, then the warning (wrapped to 80 columns)
+    warning = head[head.index("\nwarning: ") + 1:]
+    assert " ".join(x.strip() for x in warning.splitlines()) == f"warning: {want}"
+    assert max(len(x) for x in head.splitlines()) <= 80
+    page = render_text(analyze(path), "html")
+    assert page.count("no steps found on any rank") == 1
+    # with an explicit rule, it says which
+    assert "(looked for ranges matching --step-range decode)" in \
+        analyze(path, step_range="decode").warnings[0]
+
+
+def test_whatif_failure_leaves_the_report(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    # given a trace without GPU work, `report --whatif` used to drop the whole report
+    t = KinetoTrace(rank=0)
+    t.runtime("cudaDeviceSynchronize", 0, 5)
+    path = t.write(tmp_path / "r0.json")
+    assert main(["report", str(path), "--whatif", "-f", "json", "-o",
+                 str(tmp_path / "r.json")]) == 0
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert [r["rank"] for r in doc["ranks"]] == [0]
+    assert doc["warnings"] == ["what-if: no GPU work in the given traces"]
+    assert "what-if: no GPU work" in capsys.readouterr().err
+
+
+def test_a_prediction_without_its_peers_says_so(tmp_path: Path) -> None:
+    one = write_run(tmp_path, "device") / "rank1.json"
+    h = analyze(one, run=[whatif_analysis()]).headline()
+    assert h.endswith(" (peer ranks missing: the prediction is unreliable).")
+
+
+def test_a_zero_length_window_gives_a_sentence_not_an_error(tmp_path: Path) -> None:
+    t = KinetoTrace(rank=0)
+    t.launch(0, 1, 0)
+    t.runtime("cudaDeviceSynchronize", 2, 3)
+    rep = analyze(t.write(tmp_path / "r0.json"), run=[whatif_analysis()])
+    assert rep.headline().endswith(".") and "nan" not in rep.headline()

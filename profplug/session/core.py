@@ -14,7 +14,9 @@ rank killed outright still leaves a record; the final status at exit, or on a si
 anything that could block).
 
 With ``PROFPLUG_STEP_TIMING`` each window step is timed (:mod:`profplug.session.steptimer`,
-the status file's ``timing``).
+the status file's ``timing``); with ``PROFPLUG_DIGEST`` the outputs passed to
+``profplug.digest`` are folded per step (:mod:`profplug.digests`, the status file's
+``digest``). ``profplug ab`` uses both.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any
 import torch
 
 import profplug.steps as _steps
-from profplug import __version__, ranges
+from profplug import __version__, digests, ranges
 from profplug.annotation import mark
 from profplug.config import Config, env_rank
 from profplug.session.recorders import (
@@ -94,6 +96,8 @@ class Session:
         self.started = time.time()
         self.timer: StepTimer | None = None  # open while a timed window runs
         self.timing: dict[str, Any] | None = None  # the last timed window's result
+        if config.digest:
+            digests.enable(config.skip + config.steps)
         self._lock = threading.RLock()
         if env_rank() is not None:  # else the file name could be another rank's
             self._write_status("start")
@@ -133,6 +137,7 @@ class Session:
     def on_switch(self, old: str, new: str, dropped: int) -> None:
         """A higher step source took control: its steps restart at 0, a window opened by the
         lower one is given up."""
+        digests.reset()  # the step count restarts
         if self.recorder is None or self.flush_started:
             return
         self._discard(f"{dropped} steps from {old} ({new} took control)")
@@ -260,6 +265,7 @@ class Session:
             "step_fns": autosteps.targets() if autosteps is not None else [],
             "versions": versions(cuda_calls) if status != "running" else None,
             "timing": self.timing,
+            "digest": digests.summary(read=cuda_calls) if status != "running" else None,
         }
         path = self.out / "status" / f"rank{record['rank']}.json"
         try:

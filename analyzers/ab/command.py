@@ -26,7 +26,8 @@ def finish_ab(out: Path, runs: Sequence[dict[str, Any]], *, policies: Sequence[s
                      skip=skip, steps=steps, command=command, interrupted=interrupted)
     if whatif is not None:
         try:
-            attach(res, whatif_overlay(run_paths(whatif), whatif))
+            device = res.policy("device").median_step_us
+            attach(res, whatif_overlay(run_paths(whatif), whatif, device))
         except ProfplugError as exc:
             res.warnings.append(f"--whatif {whatif}: {exc}")
     write_text(render_text(res, "json"), out / "ab.json")

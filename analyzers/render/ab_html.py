@@ -87,8 +87,9 @@ def plot_data(res: AbResult) -> dict[str, Any]:
             "colors": {p: COLORS.get(p, "#9d9d9d") for p in res.policies},
             "runs": runs, "summary": summary, "hist": hist,
             "whatif": None if wi is None else {
-                "predicted": wi.get("predicted_step_us"), "recorded": wi.get("recorded_step_us"),
-                "policy": wi.get("measured_policy")}}
+                "predicted": wi.get("predicted_step_us"), "band": wi.get("predicted_band_us"),
+                "traced": (wi.get("traced") or {}).get("predicted_step_us"),
+                "recorded": wi.get("recorded_step_us"), "policy": wi.get("measured_policy")}}
 
 
 def _us(x: float | None) -> str:
@@ -167,8 +168,10 @@ def render_ab_html(res: AbResult, out: TextIO) -> None:
         '<div id="ab-plot-speedup" class="plot"></div>',
         "<h2>Step-time distribution per policy</h2>"
         '<p class="sub">every step of every successful round, pooled'
-        + ("; dashed: the what-if prediction from the traced device run, dotted: that run's "
-           "recorded step" if res.whatif is not None else "") + ".</p>"
+        + ("; dashed: the what-if prediction from the traced device run (shaded: its error "
+           "band; at the unprofiled device runs' host speed when calibrated), dash-dot: the "
+           "prediction at the traced host speed, dotted: the traced run's recorded step"
+           if res.whatif is not None else "") + ".</p>"
         '<div id="ab-plot-hist" class="plot"></div>',
         "<h2>Runs</h2>", _runs_table(res),
     ]

@@ -71,18 +71,23 @@
     });
   }
   if (D.whatif) {
-    [["predicted", "dash", "what-if prediction"], ["recorded", "dot", "traced device run"]]
-      .forEach(function (w) {
-        var x = D.whatif[w[0]];
-        if (x === null || x === undefined) { return; }
-        shapes.push({type: "line", yref: "paper", y0: 0, y1: 1, x0: x, x1: x,
-                     line: {dash: w[1], width: 2, color: "#333"}});
-        notes.push({x: x, yref: "paper", y: 1, text: w[2], showarrow: false,
-                    yanchor: "bottom"});
-      });
+    var W = D.whatif;
+    if (W.band && W.band[1] > W.band[0]) {
+      shapes.push({type: "rect", yref: "paper", y0: 0, y1: 1, x0: W.band[0], x1: W.band[1],
+                   fillcolor: "#333", opacity: 0.08, line: {width: 0}});
+    }
+    [["predicted", "dash", "what-if"], ["traced", "dashdot", "what-if, traced host"],
+     ["recorded", "dot", "traced device run"]].forEach(function (w, i) {
+      var x = W[w[0]];
+      if (x === null || x === undefined) { return; }
+      shapes.push({type: "line", yref: "paper", y0: 0, y1: 1, x0: x, x1: x,
+                   line: {dash: w[1], width: 2, color: "#333"}});
+      notes.push({x: x, yref: "paper", y: 1, yshift: 14 * i, text: w[2], showarrow: false,
+                  yanchor: "bottom"});
+    });
   }
   Plotly.newPlot("ab-plot-hist", hist, {
-    height: 340, margin: {t: 30}, barmode: "overlay", bargap: 0,
+    height: 360, margin: {t: 60}, barmode: "overlay", bargap: 0,
     xaxis: {title: "us per step"}, yaxis: {title: "steps"}, shapes: shapes, annotations: notes
   }, cfg);
   document.documentElement.setAttribute("data-rendered", "4");

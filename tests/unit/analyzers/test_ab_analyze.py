@@ -4,13 +4,15 @@ verdicts, the exit codes, ab.json's schema and the what-if overlay (synthetic ru
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from profplug.analyzers.ab import analyze_ab, parse_policies, schedule
-from profplug.analyzers.ab.overlay import attach, overlay
+from profplug.analyzers.ab.overlay import attach, overlay, whatif_overlay
 from profplug.analyzers.render.registry import render_text
 
+ROOT = Path(__file__).resolve().parents[3]
 POLICIES = ["device", "event", "none"]
 MEANS = {"device": 2000.0, "event": 1000.0, "none": 990.0}
 
@@ -170,14 +172,33 @@ def test_ab_json_schema() -> None:
 def test_the_whatif_prediction_against_the_measured_event_runs() -> None:
     res = analyze(make_runs())
     wi = SimpleNamespace(drop="device-sync", max_model_error_pct=0.4, warnings=[], ranks=[
-        SimpleNamespace(rank=0, basis="step", recorded_us=2400.0, predicted_us=1005.0),
-        SimpleNamespace(rank=1, basis="step", recorded_us=2410.0, predicted_us=1015.0)])
+        SimpleNamespace(rank=0, basis="step", recorded_us=2400.0, predicted_us=1005.0,
+                        error_band_pct=8.0),
+        SimpleNamespace(rank=1, basis="step", recorded_us=2410.0, predicted_us=1015.0,
+                        error_band_pct=9.0)])
     attach(res, overlay(wi, "runs/traced"))
     ov = res.whatif
     assert ov["predicted_step_us"] == 1015.0 and ov["recorded_step_us"] == 2410.0
+    assert ov["band_pct"] == 9.0 and ov["predicted_band_us"] == [923.65, 1106.35]
     assert ov["measured_policy"] == "event" and ov["prediction_in_ci"] is True
+    assert ov["band_overlaps_ci"] is True
     assert ov["predicted_speedup"] == pytest.approx(2410 / 1015, abs=1e-4)
     assert ov["profiler_overhead_pct"] > 0
-    assert "what-if (runs/traced, traced device run): predicted 1,015.0" in render_text(
-        res, "table")
+    table = render_text(res, "table")
+    assert "what-if (runs/traced, traced device run, at the traced host speed): predicted" in (
+        " ".join(table.split()))
     assert json.loads(render_text(res, "json"))["whatif"]["prediction_in_ci"] is True
+
+
+def test_whatif_on_a_sample_run_is_calibrated_on_the_unprofiled_device_step() -> None:
+    """The shipped 2-GPU decode trace (device policy) against the unprofiled device step
+    measured on that machine (5,783 us, sample_traces/README.md)."""
+    run = ROOT / "sample_traces" / "pp2_infer_kineto" / "device"
+    if not run.is_dir():
+        pytest.skip("no sample traces in this checkout")
+    ov = whatif_overlay([run], "pp2", 5783.0)
+    assert ov["calibrated_on_us"] == 5783.0 and ov["basis"] == "step"
+    assert ov["traced"]["recorded_step_us"] == ov["recorded_step_us"] > 5783.0
+    assert ov["predicted_step_us"] < ov["traced"]["predicted_step_us"]  # a faster host
+    assert ov["predicted_speedup"] == pytest.approx(5783.0 / ov["predicted_step_us"], rel=1e-3)
+    assert all(r["recorded_us"] == 5783.0 for r in ov["ranks"])

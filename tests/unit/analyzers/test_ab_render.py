@@ -47,6 +47,8 @@ def test_html_page_has_its_plots_data_and_escapes_the_command() -> None:
 def test_plot_data_carries_the_whatif_lines() -> None:
     res = analyze(make_runs())
     res.whatif = {"predicted_step_us": 1000.0, "recorded_step_us": 2400.0,
-                  "measured_policy": "event"}
-    assert plot_data(res)["whatif"] == {"predicted": 1000.0, "recorded": 2400.0,
+                  "measured_policy": "event", "predicted_band_us": [900.0, 1100.0],
+                  "traced": {"predicted_step_us": 1200.0}}
+    assert plot_data(res)["whatif"] == {"predicted": 1000.0, "band": [900.0, 1100.0],
+                                        "traced": 1200.0, "recorded": 2400.0,
                                         "policy": "event"}

@@ -2,17 +2,19 @@
 per-step digest, computed on the tensor's device with no host synchronization.
 
 Off unless ``PROFPLUG_DIGEST=1`` (``profplug ab`` sets it) or :func:`enable` was called:
-then a call costs one test. On, a call launches three small kernels (widen, weigh, sum
-into a preallocated slot) and the host keeps only the call's step and a salt; the values
-are read once, at the end of the process (:func:`summary`), so ``profplug ab`` can say
-whether every run produced the same outputs, and name the first step and rank that did not.
+then a call costs one test. On, a call launches two small kernels (weigh, sum into a
+preallocated slot; three when the bytes must be widened first) and the host keeps only the
+call's step; the values are read once, at the end of the process (:func:`summary`), so
+``profplug ab`` can say whether every run produced the same outputs, and name the first step
+and rank that did not. The plan of a (dtype, shape, device) is made once.
 
 Definition (deterministic: the same dtype, shape and bytes give the same digest on any run
 and device). A tensor is detached and made contiguous (complex: as real pairs; bool: as
-bytes); its bytes are read as signed 32-bit words when they fill whole aligned words, else as
-unsigned bytes, each widened to int64: ``x_0..x_{n-1}``. Its hash is
-``h = sum_i w_i * x_i mod 2**64`` with ``w_i = (i + 1) * 0x9E3779B97F4A7C15 mod 2**64``, made
-odd (so any single changed word changes ``h``). A step's digest folds its calls in order:
+bytes); its bytes are read as signed 64-bit words when they fill whole 8-byte words, else
+as signed 32-bit words when they fill whole 4-byte words (widened), else as unsigned bytes
+(widened): ``x_0..x_{n-1}`` (a view not starting on a word boundary is copied first). Its hash is ``h = sum_i w_i * x_i mod 2**64``
+with ``w_i = (i + 1) * 0x9E3779B97F4A7C15 mod 2**64``, made odd (so any single changed word
+changes ``h``). A step's digest folds its calls in order:
 ``d = (d * 0x100000001B3 + h + salt) mod 2**64`` from ``d = 0xCBF29CE484222325``, where
 ``salt`` is the CRC-32 of the dtype and shape. The rank's digest folds its step digests.
 torch's int64 arithmetic wraps (two's complement) on CPU and CUDA, and wrapped addition does
@@ -51,8 +53,7 @@ class _State:
         self.calls: list[tuple[int, int, Any, int]] = []  # (step, salt, device, slot)
         self.buffers: dict[Any, list[torch.Tensor]] = {}  # device -> chunks of int64 slots
         self.used: dict[Any, int] = {}
-        self.weights: dict[tuple[Any, int], torch.Tensor] = {}
-        self.salts: dict[tuple[Any, tuple[int, ...]], int] = {}
+        self.plans: dict[tuple[Any, ...], tuple[int, torch.Tensor | None, int]] = {}
         self.outside = 0
         self.captured = 0
 
@@ -66,23 +67,24 @@ class _State:
         self.used[device] = used + 1
         return chunks[used // _CHUNK][used % _CHUNK], used
 
-    def weight(self, device: Any, n: int) -> torch.Tensor:
-        key = (device, n)
-        w = self.weights.get(key)
-        if w is None:
-            if len(self.weights) > 64:
-                self.weights.clear()
-            with torch.inference_mode(False):
-                w = torch.arange(1, n + 1, dtype=torch.int64, device=device)
-                w = self.weights[key] = w.mul_(_SIGNED_GOLDEN).bitwise_or_(1)
-        return w
-
-    def salt(self, t: torch.Tensor) -> int:
-        key = (t.dtype, tuple(t.shape))
-        s = self.salts.get(key)
-        if s is None:
-            s = self.salts[key] = zlib.crc32(f"{t.dtype}:{list(t.shape)}".encode())
-        return s
+    def plan(self, t: torch.Tensor) -> tuple[int, torch.Tensor | None, int]:
+        """(word bytes, weights, salt) of tensors like ``t`` (see the module docstring)."""
+        key = (t.dtype, t.shape, t.device)
+        plan = self.plans.get(key)
+        if plan is None:
+            if len(self.plans) > 256:
+                self.plans.clear()
+            nbytes = t.numel() * t.element_size()
+            word = next(w for w in (8, 4, 1) if nbytes % w == 0)
+            n = nbytes // word
+            weights = None
+            if n:
+                with torch.inference_mode(False):  # usable in and out of inference mode
+                    weights = torch.arange(1, n + 1, dtype=torch.int64, device=t.device)
+                    weights.mul_(_SIGNED_GOLDEN).bitwise_or_(1)
+            salt = zlib.crc32(f"{t.dtype}:{list(t.shape)}".encode())
+            plan = self.plans[key] = (word, weights, salt)
+        return plan
 
 
 _state: _State | None = None
@@ -111,18 +113,21 @@ def reset() -> None:
         enable(_state.limit)
 
 
-def _words(t: torch.Tensor) -> torch.Tensor:
-    """The tensor's bytes as int64 words (see the module docstring)."""
+def _words(t: torch.Tensor, word: int) -> torch.Tensor:
+    """The bytes of ``t`` as int64 words of ``word`` bytes (8: reinterpreted; 4, 1: widened).
+    A view whose bytes do not start on a word boundary is copied first."""
     t = t.detach()
     if t.is_complex():
         t = torch.view_as_real(t)
     if t.dtype == torch.bool:
         t = t.view(torch.uint8)
     flat = t.contiguous().reshape(-1)
-    nbytes = flat.numel() * flat.element_size()
-    offset = flat.storage_offset() * flat.element_size()
+    if (flat.storage_offset() * flat.element_size()) % word:
+        flat = flat.clone()
     raw = flat.view(torch.uint8)
-    if nbytes % 4 == 0 and offset % 4 == 0:
+    if word == 8:
+        return raw.view(torch.int64)
+    if word == 4:
         return raw.view(torch.int32).to(torch.int64)
     return raw.to(torch.int64)
 
@@ -141,12 +146,15 @@ def digest(tensor: torch.Tensor) -> None:
     if tensor.is_cuda and torch.cuda.is_current_stream_capturing():
         state.captured += 1
         return
-    words = _words(tensor)
-    device = words.device
+    word, weights, salt = state.plan(tensor)
+    device = tensor.device
     slot, index = state.slot(device)
-    if words.numel():
-        torch.sum(words.mul_(state.weight(device, words.numel())), 0, out=slot)
-    state.calls.append((step, state.salt(tensor), device, index))
+    if weights is not None:
+        words = _words(tensor, word)
+        # 8-byte words are the tensor's own memory: multiply into a new tensor
+        prod = torch.mul(words, weights) if word == 8 else words.mul_(weights)
+        torch.sum(prod, 0, out=slot)
+    state.calls.append((step, salt, device, index))
 
 
 def fold(d: int, value: int) -> int:

@@ -48,6 +48,20 @@ def test_the_documented_definition() -> None:
     assert one(torch.tensor(words, dtype=torch.int32)) == f"{want:016x}"
 
 
+def test_eight_byte_words_are_read_as_they_are() -> None:
+    mask = (1 << 64) - 1
+    words = [5, -7]
+    h = sum((((i + 1) * digests.GOLDEN & mask) | 1) * x for i, x in enumerate(words)) & mask
+    want = (digests.BASIS * digests.PRIME + h + zlib.crc32(b"torch.int64:[2]")) & mask
+    assert one(torch.tensor(words)) == f"{want:016x}"
+
+
+def test_the_same_bytes_at_any_offset_give_the_same_digest() -> None:
+    base = torch.arange(20, dtype=torch.int16)
+    for start in (1, 2, 3, 4):  # 8 bytes starting 2, 4, 6, 8 bytes into the storage
+        assert one(base[start:start + 4]) == one(base[start:start + 4].clone())
+
+
 def test_same_bytes_same_digest_any_change_another() -> None:
     x = torch.randn(4, 33)
     assert one(x) == one(x.clone())

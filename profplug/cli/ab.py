@@ -19,7 +19,8 @@ def ab(
     command: Annotated[list[str], typer.Argument(help="the job, after --", show_default=False)],
     output: Annotated[Path, typer.Option("-o", "--output", help="output directory DIR")],
     policies: Annotated[str, typer.Option(
-        help="sync policies to compare, device first: device,event[,none]")] = "device,event",
+        help="sync policies to compare, device (the baseline) among them: "
+             "device,event[,none]")] = "device,event",
     rounds: Annotated[int, typer.Option(help="runs of every policy")] = 5,
     skip: Annotated[int, typer.Option(help="steps before the timed window")] = 20,
     steps: Annotated[int, typer.Option(help="steps timed in every run")] = 100,
@@ -32,8 +33,8 @@ def ab(
     whatif: Annotated[str | None, typer.Option(
         "--whatif", metavar="RUN",
         help="a traced device run: draw its what-if prediction against the measurement")] = None,
-    patch: Annotated[str, typer.Option(help="patches: megatron,synchronize or none")] = (
-        "megatron,synchronize"),
+    patch: Annotated[str, typer.Option(
+        help="patches: megatron (default), megatron,synchronize or none")] = "megatron",
     step_fn: Annotated[list[str] | None, typer.Option(
         "--step-fn", metavar="MODULE:QUALNAME",
         help="each outermost call of this function is a step (repeatable)")] = None,

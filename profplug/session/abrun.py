@@ -122,9 +122,55 @@ def _check(opts: AbOptions) -> list[str]:
     return policies
 
 
+class _Stop(Exception):
+    """SIGINT/SIGTERM between two runs (during a run, the launcher forwards it to the job)."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def _stop(signum: int, frame: Any) -> None:
+    raise _Stop(128 + signum)
+
+
+def _run_all(opts: AbOptions, plan: list[tuple[int, str]]
+             ) -> tuple[list[dict[str, Any]], int | None]:
+    """Launch every run of ``plan`` in order; stop early on SIGINT/SIGTERM (the status)."""
+    from profplug.analyzers.ab.analyze import with_medians
+
+    runs: list[dict[str, Any]] = []
+    previous = {s: signal.signal(s, _stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for k, (rnd, policy) in enumerate(plan):
+            run_dir = opts.out / "runs" / f"{k:02d}-{policy}-r{rnd}"
+            print(f"profplug ab: run {k + 1}/{len(plan)}: round {rnd}, {policy}",
+                  file=sys.stderr)
+            t0 = time.monotonic()
+            rc = launch_run(RunOptions(
+                out=run_dir, command=list(opts.command), trace="none", sync=policy,
+                patches=opts.patches, step_fns=list(opts.step_fns), skip=opts.skip,
+                steps=opts.steps, report=False, step_timing=opts.timing, digest=True,
+                extra_env={"PROFPLUG_AB_RUN": str(k), "PROFPLUG_AB_ROUND": str(rnd),
+                           "PROFPLUG_AB_POLICY": policy}))
+            record = collect(run_dir, k, rnd, policy, rc, time.monotonic() - t0)
+            runs.append(record)
+            med = with_medians(record)["median_step_us"]
+            print(f"profplug ab: run {k + 1}/{len(plan)}: {record['status']}"
+                  + (f", median {med:,.1f} us/step" if med is not None else ""),
+                  file=sys.stderr)
+            if rc in INTERRUPTED:
+                return runs, rc
+    except _Stop as stop:
+        return runs, stop.status
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+    return runs, None
+
+
 def run_ab(opts: AbOptions) -> int:
     """Run the A/B; returns the exit status (docs/ab.md)."""
-    from profplug.analyzers.ab.analyze import with_medians
     from profplug.analyzers.ab.command import finish_ab
     from profplug.analyzers.ab.plan import schedule
 
@@ -136,30 +182,7 @@ def run_ab(opts: AbOptions) -> int:
     RunOptions(out=opts.out, command=opts.command, trace="none", patches=opts.patches,
                step_fns=opts.step_fns, skip=opts.skip, steps=opts.steps).config()  # checks
     _prepare(opts.out, opts.force)
-    runs: list[dict[str, Any]] = []
-    interrupted: int | None = None
-    for k, (rnd, policy) in enumerate(plan):
-        run_dir = opts.out / "runs" / f"{k:02d}-{policy}-r{rnd}"
-        print(f"profplug ab: run {k + 1}/{len(plan)}: round {rnd}, {policy}", file=sys.stderr)
-        t0 = time.monotonic()
-        try:
-            rc = launch_run(RunOptions(
-                out=run_dir, command=list(opts.command), trace="none", sync=policy,
-                patches=opts.patches, step_fns=list(opts.step_fns), skip=opts.skip,
-                steps=opts.steps, report=False, step_timing=opts.timing, digest=True,
-                extra_env={"PROFPLUG_AB_RUN": str(k), "PROFPLUG_AB_ROUND": str(rnd),
-                           "PROFPLUG_AB_POLICY": policy}))
-        except KeyboardInterrupt:  # between two runs' signal forwarding
-            interrupted = 128 + signal.SIGINT
-            break
-        record = collect(run_dir, k, rnd, policy, rc, time.monotonic() - t0)
-        runs.append(record)
-        med = with_medians(record)["median_step_us"]
-        print(f"profplug ab: run {k + 1}/{len(plan)}: {record['status']}"
-              + (f", median {med:,.1f} us/step" if med is not None else ""), file=sys.stderr)
-        if rc in INTERRUPTED:
-            interrupted = rc
-            break
+    runs, interrupted = _run_all(opts, plan)
     if interrupted is not None:
         print(f"profplug ab: interrupted after {len(runs)} of {len(plan)} runs",
               file=sys.stderr)

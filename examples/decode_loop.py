@@ -7,7 +7,8 @@
 The model is ``--stages`` stages of ``--layers`` layers each (one [batch, H] x [H, H] bf16
 matmul + GELU per layer, a layer norm at the end of each stage), built from ``--seed``. Each
 step the activation goes through every stage and the last stage's output is fed back to the
-first (a decode step).
+first (a decode step). Each step's output goes to ``profplug.digest`` (a no-op unless
+``profplug ab`` checks that every policy and round computed the same outputs).
 
 - One process (``WORLD_SIZE`` 1), all stages on one GPU. Before each stage (the first too:
   it receives the last stage's output) the activation is handed over the way NCCL hands it
@@ -124,10 +125,12 @@ def main(argv: list[str] | None = None) -> None:
                 if hand_off is not None:
                     for s in stages:
                         x = run_stage(hand_off(x, s, policy), ws[s])
+                    profplug.digest(x)  # the step's output (profplug ab checks it)
                 else:
                     if rank > 0:
                         p2p.recv_from_prev_pipeline_rank_(act, sync=policy)
                     y = run_stage(x if rank == 0 else act, ws[rank])
+                    profplug.digest(y)
                     p2p.send_to_next_pipeline_rank(y, sync=policy)
                     if rank == 0:
                         p2p.recv_from_prev_pipeline_rank_(act, sync=policy)

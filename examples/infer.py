@@ -10,8 +10,9 @@ holds its contiguous slice of blocks. Each step, like Megatron's inference wrapp
 receives activations from the previous stage, runs its blocks and sends to the next; the
 last stage samples greedily and returns the token to the first stage. Communication uses
 ``profplug.p2p`` (policy from ``--sync``, else ``PROFPLUG_SYNC``, else ``device``), and
-every step is a ``profplug.step()``. The generated tokens depend only on the seed and sizes,
-never on the sync policy. CPU: gloo; GPUs: nccl, one per rank (``LOCAL_RANK``).
+every step is a ``profplug.step()``; each stage's output goes to ``profplug.digest`` (a no-op
+unless ``profplug ab`` checks outputs). The generated tokens depend only on the seed and
+sizes, never on the sync policy. CPU: gloo; GPUs: nccl, one per rank (``LOCAL_RANK``).
 """
 
 from __future__ import annotations
@@ -136,6 +137,7 @@ def main(argv: list[str] | None = None) -> None:
                 if not model.first:
                     p2p.recv_from_prev_pipeline_rank_(act)
                 y = model(x, pos)
+                profplug.digest(y)  # the stage's output (profplug ab checks it across runs)
                 if world == 1:
                     token = y
                 elif not model.last:

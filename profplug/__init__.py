@@ -1,8 +1,8 @@
 """profplug: what device-wide synchronizes cost pipeline-parallel PyTorch inference.
 
 ``import profplug`` is cheap and never imports torch: the runtime API (``annotate``,
-``patch``, ``step``, ``p2p``) loads torch/nvtx on first use; the offline analyzer lives in
-``profplug.analyzers``.
+``patch``, ``step``, ``digest``, ``p2p``) loads torch/nvtx on first use; the offline
+analyzer lives in ``profplug.analyzers``.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ _LAZY = {
     "patch": "profplug.patching",
     "unpatch": "profplug.patching",
     "step": "profplug.steps",
+    "digest": "profplug.digests",
     "p2p": None,
 }
 

@@ -11,6 +11,8 @@
 | ``PROFPLUG_STEPS`` | int >= 1 (``50``) | steps in the window |
 | ``PROFPLUG_CPU_OPS`` | ``0`` / ``1`` (``0``) | Kineto: record every CPU op, not only profplug ranges |
 | ``PROFPLUG_ALIGN`` | ``0`` / ``1`` (``1``) | barrier across ranks right before the window opens |
+| ``PROFPLUG_STEP_TIMING`` | ``off`` / ``host`` / ``events`` (``off``) | time each window step (``profplug.session.steptimer``): ``host`` = perf counter only; ``events`` = a CUDA event per step boundary too (host only without CUDA); into the status file |
+| ``PROFPLUG_DIGEST`` | ``0`` / ``1`` (``0``) | ``profplug.digest(tensor)`` folds outputs into per-step digests (``profplug.digests``); Megatron's ``broadcast_from_last_pipeline_stage`` result is digested automatically |
 | ``PROFPLUG_OWNER_PID`` | pid (set by profplug) | the process that activated; its descendants do not |
 
 Ranks read their rank from ``RANK`` (torchrun), else ``torch.distributed``, else 0.
@@ -35,11 +37,14 @@ ENV_STEPS = "PROFPLUG_STEPS"
 ENV_CPU_OPS = "PROFPLUG_CPU_OPS"
 ENV_ALIGN = "PROFPLUG_ALIGN"
 ENV_OWNER_PID = "PROFPLUG_OWNER_PID"
+ENV_STEP_TIMING = "PROFPLUG_STEP_TIMING"
+ENV_DIGEST = "PROFPLUG_DIGEST"
 
 SYNC_POLICIES = ("device", "event", "none")
 SYNC_CHOICES = ("keep", *SYNC_POLICIES)
 TRACES = ("kineto", "nsys", "none")
 PATCHES = ("megatron", "synchronize")
+STEP_TIMINGS = ("off", "host", "events")
 DEFAULT_SKIP = 10
 DEFAULT_STEPS = 50
 
@@ -114,6 +119,8 @@ class Config:
     steps: int = DEFAULT_STEPS
     cpu_ops: bool = False
     align: bool = True
+    step_timing: str = "off"
+    digest: bool = False
 
     @property
     def active(self) -> bool:
@@ -127,6 +134,10 @@ class Config:
             raise ValueError(f"{ENV_TRACE} must be one of {', '.join(TRACES)}, got {trace!r}")
         sync = env.get(ENV_SYNC, "").strip().lower() or "keep"
         sync_policy(sync)  # validates
+        timing = env.get(ENV_STEP_TIMING, "").strip().lower() or "off"
+        if timing not in STEP_TIMINGS:
+            raise ValueError(f"{ENV_STEP_TIMING} must be one of {', '.join(STEP_TIMINGS)}, "
+                             f"got {timing!r}")
         return cls(
             out=env.get(ENV_OUT) or None,
             trace=trace,
@@ -137,6 +148,8 @@ class Config:
             steps=_int(env, ENV_STEPS, DEFAULT_STEPS, 1),
             cpu_ops=env.get(ENV_CPU_OPS, "0").strip() in ("1", "true", "yes"),
             align=env.get(ENV_ALIGN, "1").strip() not in ("0", "false", "no"),
+            step_timing=timing,
+            digest=env.get(ENV_DIGEST, "0").strip() in ("1", "true", "yes"),
         )
 
     def to_env(self) -> dict[str, str]:
@@ -150,6 +163,10 @@ class Config:
             ENV_CPU_OPS: "1" if self.cpu_ops else "0",
             ENV_ALIGN: "1" if self.align else "0",
         }
+        if self.step_timing != "off":
+            env[ENV_STEP_TIMING] = self.step_timing
+        if self.digest:
+            env[ENV_DIGEST] = "1"
         if self.step_fns:
             env[ENV_STEP_FN] = ",".join(self.step_fns)
         if self.out:

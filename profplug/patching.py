@@ -6,6 +6,8 @@
   call :mod:`profplug.p2p` (policy from ``PROFPLUG_SYNC``, default ``device`` = Megatron's);
   and each outermost ``run_one_forward_step`` call on Megatron-Core's inference wrappers is
   one step (:mod:`profplug.autosteps`; a job's own ``profplug.step()`` takes precedence).
+  The tensor ``broadcast_from_last_pipeline_stage`` returns (the logits or tokens every stage
+  gets) goes to ``profplug.digest`` (a no-op unless ``profplug ab`` turned digests on).
 - ``synchronize``: wraps ``torch.cuda.synchronize`` so every call is the range
   ``ranges.synchronize_range(file, line, function)`` of its caller.
 
@@ -34,6 +36,7 @@ _replaced: list[tuple[ModuleType, str, Any]] = []
 _originals: dict[str, Callable[..., Any]] = {}
 _wrappers: dict[str, Callable[..., Any]] = {}
 _sync_original: Callable[..., Any] | None = None
+BROADCAST = "broadcast_from_last_pipeline_stage"
 
 
 class MegatronNotFoundError(ProfplugError, ImportError):
@@ -45,9 +48,18 @@ def _wrap_p2p(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
 
     ours = getattr(p2p, name)
 
-    @functools.wraps(original)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return ours(*args, **kwargs)
+    if name == BROADCAST:
+        from profplug.digests import digest
+
+        @functools.wraps(original)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            out = ours(*args, **kwargs)
+            digest(out)  # what every stage got: the step's output
+            return out
+    else:
+        @functools.wraps(original)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return ours(*args, **kwargs)
 
     wrapper.__profplug__ = True  # type: ignore[attr-defined]
     return wrapper

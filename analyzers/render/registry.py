@@ -14,10 +14,21 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from ...errors import ProfplugError
+from ..ab.result import AbResult
 from ..compare import Comparison
 from ..report import Report, RunAnalysis
 from ..whatif.result import WhatIfResult
-from . import compare_table, csvout, html, jsonout, table, whatif_html, whatif_table
+from . import (
+    ab_html,
+    ab_table,
+    compare_table,
+    csvout,
+    html,
+    jsonout,
+    table,
+    whatif_html,
+    whatif_table,
+)
 from .escape import e
 
 Renderer = Callable[[Any, TextIO], None]
@@ -60,6 +71,9 @@ RENDERERS: dict[tuple[type, str], Renderer] = {
     (WhatIfResult, "table"): whatif_table.render_whatif_table,
     (WhatIfResult, "json"): jsonout.render_run_json,
     (WhatIfResult, "html"): whatif_html.render_whatif_html,
+    (AbResult, "table"): ab_table.render_ab_table,
+    (AbResult, "json"): jsonout.render_json,
+    (AbResult, "html"): ab_html.render_ab_html,
 }
 
 

@@ -26,7 +26,7 @@ def _root() -> None:
 
 
 # Each module registers its command on `app` when imported.
-_COMMANDS = ("report", "compare", "whatif", "run")
+_COMMANDS = ("report", "compare", "whatif", "run", "ab")
 
 
 def _register() -> None:

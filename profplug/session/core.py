@@ -12,6 +12,11 @@ capture is kept open instead. Files: ``OUT/kineto/rank{R}.json.gz`` and
 ``OUT/status/rank{R}.json`` (status "running" from the start when ``RANK`` is known, so a
 rank killed outright still leaves a record; the final status at exit, or on a signal before
 anything that could block).
+
+With ``PROFPLUG_STEP_TIMING`` each window step is timed (:mod:`profplug.session.steptimer`,
+the status file's ``timing``); with ``PROFPLUG_DIGEST`` the outputs passed to
+``profplug.digest`` are folded per step (:mod:`profplug.digests`, the status file's
+``digest``). ``profplug ab`` uses both.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from typing import Any
 import torch
 
 import profplug.steps as _steps
-from profplug import __version__, ranges
+from profplug import __version__, digests, ranges
 from profplug.annotation import mark
 from profplug.config import Config, env_rank
 from profplug.session.recorders import (
@@ -37,6 +42,7 @@ from profplug.session.recorders import (
     NullRecorder,
     distributed_info,
 )
+from profplug.session.steptimer import StepTimer
 
 
 def _rank() -> int:
@@ -88,6 +94,10 @@ class Session:
         self.signal: int | None = None
         self.exit_code: int | None = None  # from sys.exit / SystemExit (session.exitcode)
         self.started = time.time()
+        self.timer: StepTimer | None = None  # open while a timed window runs
+        self.timing: dict[str, Any] | None = None  # the last timed window's result
+        if config.digest:
+            digests.enable(config.skip + config.steps)
         self._lock = threading.RLock()
         if env_rank() is not None:  # else the file name could be another rank's
             self._write_status("start")
@@ -103,22 +113,31 @@ class Session:
         if index == skip - 1:
             self.recorder.prepare()
         if index == skip:
+            if self.config.step_timing != "off":  # events created before the barrier
+                self.timer = StepTimer(self.config.steps, self.config.step_timing)
             self._align()
             self.first_step = index
             self._start()
+        timer = self.timer
+        if timer is not None:
+            timer.mark()
 
     def on_step_end(self, index: int) -> None:
         if self.mode != "steps" or self.first_step is None or not self.recorder.running:
             return
         self.steps_recorded = index - self.first_step + 1
         if self.steps_recorded >= self.config.steps:
+            if self.timer is not None:
+                self.timer.mark()  # the end of the last step
             if self.recorder.name == "nsys":
                 self._align()  # the first rank to stop ends the capture for all
             self._save(self.recorder.stop({"profplugWindow": self._window()}, sync=True))
+            self._close_timer()
 
     def on_switch(self, old: str, new: str, dropped: int) -> None:
         """A higher step source took control: its steps restart at 0, a window opened by the
         lower one is given up."""
+        digests.reset()  # the step count restarts
         if self.recorder is None or self.flush_started:
             return
         self._discard(f"{dropped} steps from {old} ({new} took control)")
@@ -128,6 +147,7 @@ class Session:
                                "first_step": self.first_step})
         if self.recorder.running and self.recorder.name != "nsys":
             self.recorder.stop({}, sync=True)  # the result is dropped
+        self.timer, self.timing = None, None
         self.mode, self.first_step, self.steps_recorded, self.saved = None, None, 0, False
 
     def on_activity(self) -> None:
@@ -179,6 +199,11 @@ class Session:
             "pid": os.getpid(),
         }
 
+    def _close_timer(self, cuda_calls: bool = True) -> None:
+        if self.timer is not None:
+            self.timing = self.timer.result(cuda_calls)
+            self.timer = None
+
     def trace_path(self) -> Path:
         return self.out / "kineto" / f"rank{_rank()}.json.gz"
 
@@ -201,6 +226,7 @@ class Session:
                     _steps.close_open()
                 if self.recorder is not None and self.recorder.running:
                     self._save(self.recorder.stop({"profplugWindow": self._window()}, sync=not from_signal))
+                self._close_timer(cuda_calls=not from_signal)  # a window cut short
                 if self.recorder is not None and self.recorder.name == "kineto" and not self.saved:
                     self.recorder.save_empty(self.trace_path(), {"profplugWindow": self._window()})
                     self.saved = True
@@ -238,6 +264,8 @@ class Session:
             "window": self._window(),
             "step_fns": autosteps.targets() if autosteps is not None else [],
             "versions": versions(cuda_calls) if status != "running" else None,
+            "timing": self.timing,
+            "digest": digests.summary(read=cuda_calls) if status != "running" else None,
         }
         path = self.out / "status" / f"rank{record['rank']}.json"
         try:

@@ -57,6 +57,8 @@ class RunOptions:
     report: bool = True
     force: bool = False
     extra_env: dict[str, str] = field(default_factory=dict)
+    step_timing: str = "off"  # off | host | events (profplug ab: events)
+    digest: bool = False  # profplug.digest on (profplug ab)
 
     def config(self) -> Config:
         if self.trace not in TRACES:
@@ -75,7 +77,7 @@ class RunOptions:
             raise ProfplugError(f"--step-fn: {exc}") from None
         return Config(out=str(self.out.resolve()), trace=self.trace, sync=self.sync,
                       patches=patches, step_fns=step_fns, skip=self.skip, steps=self.steps,
-                      cpu_ops=self.cpu_ops)
+                      cpu_ops=self.cpu_ops, step_timing=self.step_timing, digest=self.digest)
 
 
 def prepare_out(out: Path, force: bool) -> None:

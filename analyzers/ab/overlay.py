@@ -1,0 +1,116 @@
+"""A what-if prediction set against an A/B's measurements (``profplug ab --whatif RUN``).
+
+RUN is a traced run of the job with the device policy (``profplug run --sync device``).
+The what-if replays it without its device-wide synchronizes. Under the profiler the host is
+slower, so the prediction is made at the host speed of the A/B's own unprofiled device runs
+(``whatif_unprofiled``, calibrated on their median step): that is the number set against
+the unprofiled ``event`` runs (else ``none``): inside their 95% CI or not, the prediction's
+error band against that CI, and its distance from their median. The prediction at the traced
+host speed is kept too (``traced``), as is the profiler's own cost (the traced device step
+against the unprofiled one). The pipeline's step is the slowest rank's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .result import AbResult
+
+MEASURED = ("event", "none")  # the policies a prediction without device syncs stands for
+
+
+def whatif_overlay(paths: Sequence[Path], run: str,
+                   device_step_us: float | None = None) -> dict[str, Any]:
+    """The what-if of the traces under ``paths`` (the run named ``run``), calibrated on the
+    unprofiled device step ``device_step_us`` when given."""
+    from ..load import load_timelines
+    from ..whatif import whatif, whatif_unprofiled
+
+    tls = load_timelines(list(paths))
+    traced = overlay(whatif(tls), run)
+    if not device_step_us:
+        return {**traced, "calibrated_on_us": None}
+    cal = overlay(whatif_unprofiled(tls, device_step_us), run)
+    keep = ("recorded_step_us", "predicted_step_us", "band_pct", "predicted_speedup")
+    return {**cal, "calibrated_on_us": round(device_step_us, 3),
+            "recorded_step_us": traced["recorded_step_us"],
+            "traced": {k: traced[k] for k in keep},
+            "predicted_speedup": (round(device_step_us / cal["predicted_step_us"], 4)
+                                  if cal["predicted_step_us"] > 0 else None),
+            "warnings": [*traced["warnings"], *cal["warnings"]]}
+
+
+def overlay(res: Any, run: str) -> dict[str, Any]:
+    """The pipeline's recorded and predicted step (us) of a ``WhatIfResult``, with the
+    slowest rank's error band."""
+    ranks = [r for r in res.ranks if r.basis == "step"] or list(res.ranks)
+    slow = max(ranks, key=lambda r: r.predicted_us, default=None)
+    recorded = max((r.recorded_us for r in ranks), default=0.0)
+    predicted = slow.predicted_us if slow is not None else 0.0
+    return {
+        "run": run,
+        "drop": res.drop,
+        "basis": ranks[0].basis if ranks else None,
+        "recorded_step_us": round(recorded, 3),
+        "predicted_step_us": round(predicted, 3),
+        "band_pct": getattr(slow, "error_band_pct", 0.0) if slow is not None else 0.0,
+        "predicted_speedup": round(recorded / predicted, 4) if predicted > 0 else None,
+        "max_model_error_pct": round(res.max_model_error_pct, 2),
+        "ranks": [{"rank": r.rank, "recorded_us": round(r.recorded_us, 3),
+                   "predicted_us": round(r.predicted_us, 3),
+                   "band_pct": getattr(r, "error_band_pct", 0.0)} for r in res.ranks],
+        "warnings": list(res.warnings),
+    }
+
+
+def attach(result: AbResult, ov: dict[str, Any]) -> None:
+    """Compare the prediction with the measured runs and keep it in ``result.whatif``."""
+    ov = dict(ov)
+    policy = next((p for p in MEASURED if p in result.policies), None)
+    measured = result.policy(policy) if policy else None
+    device = result.policy("device")
+    ov["measured_policy"] = policy
+    pred, band = ov["predicted_step_us"], float(ov.get("band_pct") or 0.0)
+    ov["predicted_band_us"] = [round(pred * (1 - band / 100), 3),
+                               round(pred * (1 + band / 100), 3)]
+    if measured is not None and measured.median_step_us is not None and measured.ci95_us:
+        med, (lo, hi) = measured.median_step_us, measured.ci95_us
+        blo, bhi = ov["predicted_band_us"]
+        ov["measured_median_step_us"] = med
+        ov["measured_ci95_us"] = [lo, hi]
+        ov["prediction_in_ci"] = bool(lo <= pred <= hi)
+        ov["band_overlaps_ci"] = bool(blo <= hi and lo <= bhi)
+        ov["prediction_error_pct"] = round((pred - med) / med * 100.0, 2)
+        ov["measured_speedup"] = measured.speedup_vs_device
+        ov["measured_speedup_ci95"] = measured.speedup_ci95
+        sp, ci = ov["predicted_speedup"], measured.speedup_ci95
+        ov["predicted_speedup_in_ci"] = bool(sp is not None and ci and ci[0] <= sp <= ci[1])
+    if device.median_step_us:
+        ov["profiler_overhead_pct"] = round(
+            (ov["recorded_step_us"] - device.median_step_us) / device.median_step_us * 100, 1)
+    result.whatif = ov
+
+
+def line(ov: dict[str, Any]) -> str:
+    """One sentence: the prediction against the measurement."""
+    cal = ov.get("calibrated_on_us")
+    how = (f"at the unprofiled device step {cal:,.1f} us" if cal
+           else "at the traced host speed")
+    band = f" +-{ov['band_pct']:.0f}%" if ov.get("band_pct") else ""
+    head = (f"what-if ({ov['run']}, traced device run, {how}): predicted "
+            f"{ov['predicted_step_us']:,.1f} us/step{band} without device syncs")
+    if ov.get("measured_median_step_us") is None:
+        return head + " (no measured event/none runs to compare)"
+    lo, hi = ov["measured_ci95_us"]
+    where = ("inside the CI" if ov["prediction_in_ci"] else
+             "its band overlaps the CI" if ov.get("band_overlaps_ci") else "outside the CI")
+    out = (f"{head}; measured {ov['measured_policy']} {ov['measured_median_step_us']:,.1f} "
+           f"(95% CI {lo:,.1f}-{hi:,.1f}): {where}, {ov['prediction_error_pct']:+.1f}%")
+    if ov.get("predicted_speedup") and ov.get("measured_speedup"):
+        out += (f"; speedup predicted {ov['predicted_speedup']:.2f}x, measured "
+                f"{ov['measured_speedup']:.2f}x")
+    if ov.get("profiler_overhead_pct") is not None:
+        out += f"; the traced device step is {ov['profiler_overhead_pct']:+.1f}% vs unprofiled"
+    return out

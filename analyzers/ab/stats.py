@@ -1,0 +1,120 @@
+"""The statistics of an A/B: medians, bootstrap CIs over rounds, paired speedups.
+
+Steps within a run are correlated (one process, one warm state, one placement of its
+memory), so the unit of replication is the round, not the step:
+
+- a run's step time: per step, the slowest rank (the pipeline moves at its pace), then the
+  median over the window's steps (:func:`pipeline_steps`, :func:`run_median`);
+- a policy's step time: the median over rounds of its runs' medians;
+- its 95% CI: percentile bootstrap, resampling rounds with replacement (``RESAMPLES``
+  resamples, seeded: the same data give the same CI) (:func:`median_ci`);
+- a speedup over the baseline: ratio of the medians, its CI by resampling rounds *paired*
+  by round index (both policies of a resampled round come along together, which cancels
+  drift slower than a round) over the rounds where both ran ok; unpaired when fewer than 2
+  such rounds (:func:`speedup_ci`);
+- rounds needed when the CI contains 1.0: the CI's half-width (in log ratio) scales as
+  1/sqrt(rounds), so it would exclude 1.0 after about ``rounds * (half_width / |log s|)**2``
+  rounds (:func:`rounds_needed`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+RESAMPLES = 10_000
+SEED = 20_261_201
+LEVEL = 0.95
+MAX_ROUNDS_NEEDED = 10_000
+
+
+def pipeline_steps(ranks_step_us: Sequence[Sequence[float]]) -> np.ndarray:
+    """Per step, the slowest rank's time (ranks truncated to the shortest window)."""
+    arrays = [np.asarray(s, dtype=float) for s in ranks_step_us if len(s)]
+    if not arrays:
+        return np.zeros(0)
+    n = min(a.size for a in arrays)
+    return np.max(np.stack([a[:n] for a in arrays]), axis=0)
+
+
+def run_median(ranks_step_us: Sequence[Sequence[float]]) -> float | None:
+    """A run's pipeline step time: the median of :func:`pipeline_steps` (None: no steps)."""
+    steps = pipeline_steps(ranks_step_us)
+    return float(np.median(steps)) if steps.size else None
+
+
+def _rng(seed: int | None) -> np.random.Generator:
+    return np.random.default_rng(SEED if seed is None else seed)
+
+
+def _interval(samples: np.ndarray, level: float = LEVEL) -> tuple[float, float]:
+    a = (1.0 - level) / 2.0 * 100.0
+    lo, hi = np.percentile(samples, [a, 100.0 - a])
+    return float(lo), float(hi)
+
+
+def median_ci(values: Sequence[float], resamples: int = RESAMPLES, seed: int | None = None,
+              level: float = LEVEL) -> tuple[float, float, float]:
+    """(median, lo, hi): the median of ``values`` (one per round) and its percentile
+    bootstrap CI. One value: the CI is that value (no spread to resample)."""
+    v = np.asarray(values, dtype=float)
+    if v.size == 0:
+        raise ValueError("no values")
+    med = float(np.median(v))
+    if v.size == 1:
+        return med, med, med
+    idx = _rng(seed).integers(0, v.size, size=(resamples, v.size))
+    lo, hi = _interval(np.median(v[idx], axis=1), level)
+    return med, lo, hi
+
+
+def speedup_ci(base: Sequence[float | None], other: Sequence[float | None],
+               resamples: int = RESAMPLES, seed: int | None = None, level: float = LEVEL
+               ) -> tuple[float, float, float, int, bool]:
+    """(speedup, lo, hi, rounds used, paired): median(base) / median(other).
+
+    ``base`` and ``other`` hold one value per round (None: that run failed). Paired over the
+    rounds where both are present when there are at least 2 of them, else unpaired over all
+    present values of each.
+    """
+    pairs = [(b, o) for b, o in zip(base, other, strict=True) if b is not None and o is not None]
+    rng = _rng(seed)
+    if len(pairs) >= 2:
+        b = np.array([p[0] for p in pairs])
+        o = np.array([p[1] for p in pairs])
+        idx = rng.integers(0, b.size, size=(resamples, b.size))
+        ratios = np.median(b[idx], axis=1) / np.median(o[idx], axis=1)
+        s = float(np.median(b) / np.median(o))
+        lo, hi = _interval(ratios, level)
+        return s, lo, hi, len(pairs), True
+    b = np.array([x for x in base if x is not None], dtype=float)
+    o = np.array([x for x in other if x is not None], dtype=float)
+    if not b.size or not o.size:
+        raise ValueError("a policy has no value")
+    s = float(np.median(b) / np.median(o))
+    if b.size == 1 and o.size == 1:
+        return s, s, s, 1, False
+    ib = rng.integers(0, b.size, size=(resamples, b.size))
+    io = rng.integers(0, o.size, size=(resamples, o.size))
+    lo, hi = _interval(np.median(b[ib], axis=1) / np.median(o[io], axis=1), level)
+    return s, lo, hi, min(b.size, o.size), False
+
+
+def resolved(lo: float, hi: float) -> bool:
+    """Whether a speedup CI excludes 1.0 (no difference)."""
+    return not lo <= 1.0 <= hi
+
+
+def rounds_needed(speedup: float, lo: float, hi: float, rounds: int) -> int | None:
+    """Rounds after which a CI this wide would exclude 1.0, if the measured speedup is real
+    (half-width ~ 1/sqrt(rounds)); None when the speedup is exactly 1 or the CI is empty."""
+    if speedup <= 0 or lo <= 0 or hi <= lo or rounds < 1:
+        return None
+    d = abs(math.log(speedup))
+    if d == 0.0:
+        return None
+    half = (math.log(hi) - math.log(lo)) / 2.0
+    need = math.ceil(rounds * (half / d) ** 2)
+    return min(max(need, rounds + 1), MAX_ROUNDS_NEEDED)

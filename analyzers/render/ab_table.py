@@ -1,0 +1,94 @@
+"""Terminal table of an A/B: per policy median step and CI, speedup and CI, per rank, the
+output check, the verdicts, failed runs. Fits an 80-column terminal; times in us per step.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import TYPE_CHECKING, TextIO
+
+from ..ab.overlay import line as whatif_line
+
+if TYPE_CHECKING:
+    from ..ab.result import AbResult
+
+WIDTH = 80
+CLOCKS = {"cuda_event": "CUDA events", "host": "host wall time", "mixed": "mixed clocks"}
+
+
+def _us(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.1f}"
+
+
+def _ci(ci: list[float] | None, fmt: str = ",.0f") -> str:
+    return "-" if not ci else f"{format(ci[0], fmt)}-{format(ci[1], fmt)}"
+
+
+def _wrap(text: str, first: str = "", indent: str = "  ") -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=indent) or [first]
+
+
+def outputs_line(res: AbResult) -> str:
+    o = res.outputs
+    if o.identical is None:
+        return f"outputs: not checked ({o.note})"
+    if o.identical:
+        steps = f"{o.digested_steps} step{'s' if o.digested_steps != 1 else ''}"
+        return (f"outputs: identical in all {o.compared_runs} successful runs "
+                f"({steps} digested on every rank)")
+    return (f"outputs: DIFFER in {len(o.mismatches)} of {o.compared_runs} runs: "
+            f"{o.mismatches[0].line()}")
+
+
+def render_ab_table(res: AbResult, out: TextIO) -> None:
+    """The terminal view of an A/B."""
+    w = out.write
+    n_runs, failed = len(res.runs), len(res.failed_runs)
+    order = "interleaved" if res.order == "interleaved" else f"random order (seed {res.seed})"
+    w(f"profplug ab: {' vs '.join(res.policies)}, {res.rounds} rounds, {order}\n")
+    window = (f"steps {res.skip}..{res.skip + res.steps - 1} of each run"
+              if res.skip is not None and res.steps else "each run's window")
+    for ln in _wrap(f"{n_runs} runs, {failed} failed; {window}; step time: "
+                    f"{CLOCKS.get(res.clock, res.clock)}, per step the slowest rank", "", ""):
+        w(ln + "\n")
+    w("\n")
+    w(f"{'policy':<8} {'ok':>5} {'median us':>11} {'95% CI us':>17} {'speedup':>8} "
+      f"{'95% CI':>13}\n")
+    for s in res.summary:
+        ok = f"{s.rounds_ok}/{s.rounds}"
+        sp = "1.00x" if s.policy == "device" else (
+            "-" if s.speedup_vs_device is None else f"{s.speedup_vs_device:.2f}x")
+        spci = "" if s.policy == "device" else _ci(s.speedup_ci95, ".2f") + (
+            "x" if s.speedup_ci95 else "")
+        w(f"{s.policy:<8} {ok:>5} {_us(s.median_step_us):>11} {_ci(s.ci95_us):>17} "
+          f"{sp:>8} {spci:>13}\n")
+    w("(median over rounds of each run's median step; CI: bootstrap over rounds;\n"
+      " speedup CI paired by round)\n")
+    if any(len(s.ranks) > 1 for s in res.summary):
+        w(f"\n{'rank':>4} {'policy':<8} {'median us':>11} {'95% CI us':>17}\n")
+        ranks = sorted({k.rank for s in res.summary for k in s.ranks})
+        for rank in ranks:
+            for s in res.summary:
+                k = next((k for k in s.ranks if k.rank == rank), None)
+                if k is not None:
+                    w(f"{rank:>4} {s.policy:<8} {_us(k.median_step_us):>11} "
+                      f"{_ci(k.ci95_us):>17}\n")
+    w("\n")
+    for ln in _wrap(outputs_line(res)):
+        w(ln + "\n")
+    for s in res.summary:
+        if s.verdict:
+            for ln in _wrap(s.verdict, "verdict: ", "  "):
+                w(ln + "\n")
+    if res.whatif is not None:
+        for ln in _wrap(whatif_line(res.whatif)):
+            w(ln + "\n")
+    for r in res.failed_runs:
+        why = "; ".join(r.get("reasons") or []) or f"exit status {r.get('exit_status')}"
+        for ln in _wrap(f"failed: run {r['index']} (round {r['round']}, {r['policy']}): {why}"):
+            w(ln + "\n")
+    if res.interrupted:
+        w("interrupted: the remaining runs were not started\n")
+    for msg in res.warnings:
+        for ln in _wrap(msg, "warning: ", "  "):
+            w(ln + "\n")

@@ -1,0 +1,51 @@
+"""``profplug ab -o DIR [options] -- CMD ...``: an A/B of sync policies over unprofiled,
+interleaved runs, with step-time CIs and an output-equality check (docs/ab.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .main import app
+
+
+@app.command(
+    context_settings={"allow_interspersed_args": False},
+    no_args_is_help=True,
+)
+def ab(
+    command: Annotated[list[str], typer.Argument(help="the job, after --", show_default=False)],
+    output: Annotated[Path, typer.Option("-o", "--output", help="output directory DIR")],
+    policies: Annotated[str, typer.Option(
+        help="sync policies to compare, device (the baseline) among them: "
+             "device,event[,none]")] = "device,event",
+    rounds: Annotated[int, typer.Option(help="runs of every policy")] = 5,
+    skip: Annotated[int, typer.Option(help="steps before the timed window")] = 20,
+    steps: Annotated[int, typer.Option(help="steps timed in every run")] = 100,
+    order: Annotated[str, typer.Option(
+        help="interleaved (ABAB...) or random (shuffled per round, seed recorded)")] = (
+        "interleaved"),
+    seed: Annotated[int | None, typer.Option(help="seed of --order random")] = None,
+    html: Annotated[Path | None, typer.Option(
+        "--html", help="also write the HTML page (distributions, CI bars)")] = None,
+    whatif: Annotated[str | None, typer.Option(
+        "--whatif", metavar="RUN",
+        help="a traced device run: draw its what-if prediction against the measurement")] = None,
+    patch: Annotated[str, typer.Option(
+        help="patches: megatron (default), megatron,synchronize or none")] = "megatron",
+    step_fn: Annotated[list[str] | None, typer.Option(
+        "--step-fn", metavar="MODULE:QUALNAME",
+        help="each outermost call of this function is a step (repeatable)")] = None,
+    force: Annotated[bool, typer.Option("--force", help="overwrite a non-empty DIR")] = False,
+) -> None:
+    """Run CMD rounds x policies times without a profiler, time every step, compare."""
+    from profplug.session.abrun import AbOptions, run_ab
+
+    rc = run_ab(AbOptions(
+        out=output, command=list(command), policies=policies, rounds=rounds, skip=skip,
+        steps=steps, order=order, seed=seed, patches=patch, step_fns=list(step_fn or []),
+        html=html, whatif=whatif, force=force,
+    ))
+    raise typer.Exit(code=rc)

@@ -1,0 +1,44 @@
+"""Real browser on the ``profplug ab`` page: no script error, all four plots drawn, the
+policy colours on the screenshot (see test_browser.py for how Chromium is found)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from integration.test_browser import chromium, colour_pixels, console_errors, open_page
+from profplug.analyzers.render.ab_html import COLORS
+from profplug.analyzers.render.registry import render_text
+from unit.analyzers.test_ab_analyze import analyze, make_runs
+
+pytestmark = pytest.mark.browser
+__all__ = ["chromium"]  # the fixture, imported for this module's tests
+
+
+def _page(tmp: Path) -> Path:
+    res = analyze(make_runs(rounds=4), rounds=4)
+    res.whatif = {"run": "runs/traced", "predicted_step_us": 1100.0, "recorded_step_us": 2300.0,
+                  "measured_policy": "event"}
+    page = tmp / "ab.html"
+    page.write_text(render_text(res, "html"))
+    return page
+
+
+def test_ab_page_renders_its_four_plots(chromium: str, tmp_path: Path) -> None:
+    res = open_page(chromium, _page(tmp_path), tmp_path, "--dump-dom")
+    tag = re.search(r"<html[^>]*>", res.stdout)
+    assert tag is not None, res.stderr[-2000:]
+    assert "data-errors" not in tag.group(0) and 'data-rendered="4"' in tag.group(0)
+    assert res.stdout.count('class="main-svg"') >= 8
+    assert console_errors(res.stderr) == []
+
+
+def test_ab_screenshot_shows_the_policies(chromium: str, tmp_path: Path) -> None:
+    shot = tmp_path / "shot.png"
+    res = open_page(chromium, _page(tmp_path), tmp_path, f"--screenshot={shot}",
+                    "--window-size=1200,2400", "--hide-scrollbars")
+    assert shot.is_file(), res.stderr[-2000:]
+    png = shot.read_bytes()
+    for policy in ("device", "event", "none"):
+        assert colour_pixels(png, COLORS[policy]) > 200, policy

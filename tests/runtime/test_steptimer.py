@@ -1,0 +1,181 @@
+"""The step timer (``PROFPLUG_STEP_TIMING``): host times on the CPU, CUDA events through a
+fake ``torch.cuda.Event`` (no GPU here), its place in a rank's session, and its cost."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import profplug
+import profplug.steps as steps
+from profplug.config import Config
+from profplug.session import steptimer
+from profplug.session.core import Session
+from profplug.session.steptimer import StepTimer
+
+
+class FakeEvent:
+    """Stands in for ``torch.cuda.Event``: a record takes the fake GPU clock's time."""
+
+    created = 0
+    clock_ms = 0.0
+
+    def __init__(self, enable_timing: bool = False) -> None:
+        assert enable_timing
+        FakeEvent.created += 1
+        self.t: float | None = None
+        self.records = 0
+
+    def record(self, stream: object = None) -> None:
+        self.t = FakeEvent.clock_ms
+        self.records += 1
+
+    def elapsed_time(self, end: FakeEvent) -> float:
+        assert self.t is not None and end.t is not None
+        return end.t - self.t
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    syncs: list[int] = []
+    FakeEvent.created, FakeEvent.clock_ms = 0, 0.0
+    monkeypatch.setattr(steptimer, "_cuda_in_use", lambda: True)
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda *a: "stream")
+    monkeypatch.setattr("profplug.p2p.original_synchronize", lambda: lambda: syncs.append(1))
+    return syncs
+
+
+def test_host_timer_measures_each_step_between_boundaries() -> None:
+    t = StepTimer(3, "events")  # no CUDA here: host only
+    for pause in (0.002, 0.004, 0.001):
+        t.mark()
+        time.sleep(pause)
+    t.mark()
+    res = t.result()
+    assert (res["clock"], res["steps"], res["complete"], res["error"]) == ("host", 3, True, None)
+    assert res["step_us"] == res["host_step_us"]
+    for got, pause in zip(res["step_us"], (2000, 4000, 1000), strict=True):
+        assert pause <= got < pause + 20_000
+
+
+def test_cuda_events_are_made_before_the_window_and_read_after_it(fake_cuda) -> None:
+    t = StepTimer(4, "events")
+    assert t.clock == "cuda_event" and FakeEvent.created == 5
+    assert all(ev.records == 1 for ev in t.events)  # created on the device now
+    for gpu_ms in (0.0, 1.5, 3.0, 3.25, 5.0):  # GPU times at the 5 boundaries
+        FakeEvent.clock_ms = gpu_ms
+        t.mark()
+    assert FakeEvent.created == 5 and fake_cuda == []  # no event made, no sync in the loop
+    res = t.result()
+    assert res["clock"] == "cuda_event" and res["step_us"] == [1500.0, 1500.0, 250.0, 1750.0]
+    assert len(res["host_step_us"]) == 4 and fake_cuda == [1]  # one synchronize, after
+
+
+def test_extra_marks_are_ignored_and_a_short_window_keeps_its_complete_steps(fake_cuda) -> None:
+    t = StepTimer(2, "events")
+    for _ in range(5):
+        t.mark()
+    assert t.marks == 3 and t.result()["steps"] == 2
+    short = StepTimer(5, "events")
+    for _ in range(3):
+        short.mark()
+    res = short.result()
+    assert (res["steps"], res["complete"], res["requested_steps"]) == (2, False, 5)
+
+
+def test_from_a_signal_the_events_are_not_read(fake_cuda) -> None:
+    t = StepTimer(1, "events")
+    t.mark()
+    t.mark()
+    res = t.result(cuda_calls=False)
+    assert res["clock"] == "host" and "signal" in res["error"] and fake_cuda == []
+
+
+def test_host_mode_makes_no_event(fake_cuda) -> None:
+    t = StepTimer(2, "host")
+    assert t.events is None and t.clock == "host" and FakeEvent.created == 0
+
+
+@pytest.fixture
+def session_for(monkeypatch):
+    made: list[Session] = []
+    monkeypatch.delenv("RANK", raising=False)
+
+    def make(tmp: Path, **kw) -> Session:
+        steps._reset()
+        s = Session(Config(out=str(tmp), trace="none", **kw))
+        steps.add_listener(s.on_step_begin, s.on_step_end, s.on_switch)
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        steps.remove_listener(s.on_step_begin, s.on_step_end, s.on_switch)
+    steps._reset()
+
+
+def test_session_times_exactly_the_window_steps(session_for, tmp_path) -> None:
+    s = session_for(tmp_path, skip=2, steps=3, step_timing="events")
+    pauses = [0.0, 0.0, 0.003, 0.006, 0.001, 0.0, 0.0]
+    for pause in pauses:
+        with profplug.step():
+            time.sleep(pause)
+    assert s.timer is None  # closed with the window
+    s.flush()
+    status = json.loads((tmp_path / "status" / "rank0.json").read_text())
+    timing = status["timing"]
+    assert (timing["steps"], timing["complete"], timing["clock"]) == (3, True, "host")
+    assert [round(x, -3) // 1000 for x in timing["step_us"]] == [3, 6, 1]
+    assert status["window"]["first_step"] == 2 and status.get("digest") is None
+
+
+def test_a_job_ending_inside_the_window_keeps_its_complete_steps(session_for, tmp_path) -> None:
+    s = session_for(tmp_path, skip=1, steps=10, step_timing="host")
+    for _ in range(4):  # steps 1, 2, 3 of the window began; 3 never ended by itself
+        profplug.step()
+    s.flush()
+    timing = json.loads((tmp_path / "status" / "rank0.json").read_text())["timing"]
+    assert (timing["steps"], timing["complete"]) == (2, False)
+
+
+def test_timing_off_writes_none(session_for, tmp_path) -> None:
+    s = session_for(tmp_path, skip=0, steps=2)
+    for _ in range(3):
+        profplug.step()
+    s.flush()
+    assert json.loads((tmp_path / "status" / "rank0.json").read_text())["timing"] is None
+
+
+def test_a_window_given_up_for_a_higher_step_source_is_not_timed(session_for, tmp_path) -> None:
+    from profplug import autosteps
+
+    s = session_for(tmp_path, skip=1, steps=2, step_timing="host")
+    fwd = autosteps.step_wrapper(lambda: None, autosteps.Target("m:f", steps.MEGATRON))
+    fwd()
+    fwd()
+    assert s.timer is not None and s.timer.marks == 1
+    for _ in range(4):
+        with profplug.step():
+            fwd()
+    s.flush()
+    timing = json.loads((tmp_path / "status" / "rank0.json").read_text())["timing"]
+    assert timing["steps"] == 2 and timing["complete"]
+
+
+def test_a_mark_costs_little_on_the_host() -> None:
+    """The CPU half of the overhead claim (benchmarks/bench_ab_timing.py has the GPU half):
+    a boundary is a perf counter read and a list store."""
+    n = 20_000
+    best = float("inf")
+    for _ in range(5):
+        t = StepTimer(n, "host")
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            t.mark()
+        best = min(best, (time.perf_counter_ns() - t0) / n)
+    assert best < 2_000, f"{best:.0f} ns per mark"

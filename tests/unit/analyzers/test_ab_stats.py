@@ -1,0 +1,122 @@
+"""The A/B statistics on synthetic data of known spread: medians, the coverage of the
+bootstrap CIs over rounds, pairing by round, and the rounds-needed estimate."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from profplug.analyzers.ab import analyze_ab, stats
+
+B = 2000  # resamples in the coverage loops (the product uses 10,000)
+
+
+def test_pipeline_step_is_the_slowest_rank_per_step() -> None:
+    got = stats.pipeline_steps([[1, 5, 3, 9], [2, 4, 4]])
+    assert got.tolist() == [2, 5, 4]  # truncated to the shortest window
+    assert stats.run_median([[1, 5, 3], [2, 4, 4]]) == 4.0
+    assert stats.run_median([[], []]) is None
+
+
+def test_median_ci_is_reproducible_and_brackets_the_median() -> None:
+    v = [10.0, 12.0, 11.0, 30.0, 9.0]
+    med, lo, hi = stats.median_ci(v)
+    assert med == 11.0 and lo <= med <= hi
+    assert stats.median_ci(v) == (med, lo, hi)  # seeded
+    assert stats.median_ci([7.0]) == (7.0, 7.0, 7.0)
+    with pytest.raises(ValueError):
+        stats.median_ci([])
+
+
+@pytest.mark.parametrize("rounds", [5, 8, 15])
+def test_ci_of_the_median_covers_the_truth_about_95_percent(rounds) -> None:
+    """Rounds whose medians scatter around a known center: the CI contains it in ~95% of
+    400 simulated experiments (the percentile bootstrap of a median of 5 is [min, max]:
+    1 - 2/32 = 93.75% exactly)."""
+    rng = np.random.default_rng(rounds)
+    hits = 0
+    n = 400
+    for i in range(n):
+        v = 1000.0 + rng.normal(0, 50, rounds)
+        _, lo, hi = stats.median_ci(v, resamples=B, seed=i)
+        hits += lo <= 1000.0 <= hi
+    assert 0.89 <= hits / n <= 0.99, hits / n
+
+
+def _experiment(rng: np.random.Generator, rounds: int, ratio: float, drift: float,
+                noise: float, steps: int = 40) -> list[dict]:
+    """Interleaved runs: device at 2000 us, event at 2000/ratio; each round shares a drift
+    (the machine's state), each run has its own offset and per-step noise."""
+    runs, k = [], 0
+    for r in range(rounds):
+        d = rng.normal(0, drift)
+        for policy, mu in (("device", 2000.0), ("event", 2000.0 / ratio)):
+            level = mu * math.exp(d + rng.normal(0, noise))
+            ranks = [{"rank": q, "step_us": (level + rng.normal(0, 0.02 * level, steps)).tolist(),
+                      "host_step_us": [], "step_digests": [], "digest_calls": 0}
+                     for q in range(2)]
+            runs.append({"index": k, "round": r, "policy": policy, "status": "ok",
+                         "exit_status": 0, "ranks": ranks})
+            k += 1
+    return runs
+
+
+def test_speedup_ci_covers_the_true_ratio_about_95_percent() -> None:
+    rng = np.random.default_rng(7)
+    hits, n = 0, 200
+    for _ in range(n):
+        res = analyze_ab(_experiment(rng, 8, 2.0, drift=0.2, noise=0.03),
+                         policies=["device", "event"], rounds=8, resamples=B)
+        lo, hi = res.policy("event").speedup_ci95
+        hits += lo <= 2.0 <= hi
+    assert 0.88 <= hits / n <= 1.0, hits / n
+
+
+def test_pairing_by_round_cancels_drift() -> None:
+    """Large drift between rounds, small noise within: the paired CI is much narrower than
+    an unpaired one on the same values."""
+    rng = np.random.default_rng(3)
+    runs = _experiment(rng, 10, 1.5, drift=0.3, noise=0.01)
+    res = analyze_ab(runs, policies=["device", "event"], rounds=10, resamples=B)
+    ev = res.policy("event")
+    assert ev.paired and ev.resolved and ev.speedup_rounds == 10
+    base = res.policy("device").round_medians_us
+    other = ev.round_medians_us
+    rng2 = np.random.default_rng(0)
+    ib = rng2.integers(0, 10, (B, 10))
+    io = rng2.integers(0, 10, (B, 10))
+    unpaired = np.median(np.array(base)[ib], 1) / np.median(np.array(other)[io], 1)
+    u_lo, u_hi = np.percentile(unpaired, [2.5, 97.5])
+    p_lo, p_hi = ev.speedup_ci95
+    assert (p_hi - p_lo) < 0.5 * (u_hi - u_lo)
+    assert p_lo <= 1.5 <= p_hi
+
+
+def test_no_difference_is_not_resolved_and_says_how_many_rounds() -> None:
+    rng = np.random.default_rng(11)
+    res = analyze_ab(_experiment(rng, 5, 1.02, drift=0.0, noise=0.05),
+                     policies=["device", "event"], rounds=5)
+    ev = res.policy("event")
+    assert ev.speedup_ci95[0] <= 1.0 <= ev.speedup_ci95[1]
+    assert not ev.resolved and ev.rounds_needed > 5
+    assert "no difference from device resolved at this noise" in ev.verdict
+    assert "rounds needed" in ev.verdict
+
+
+def test_rounds_needed_scales_with_the_square_of_the_ci_width() -> None:
+    # speedup 1.05, CI half-width in log space twice |log 1.05|: 4x the rounds
+    s = 1.05
+    half = 2 * math.log(s)
+    lo, hi = s / math.exp(half), s * math.exp(half)
+    assert stats.rounds_needed(s, lo, hi, 5) == 20
+    assert stats.rounds_needed(1.0, 0.9, 1.1, 5) is None
+    assert stats.rounds_needed(1.0001, 0.5, 2.0, 5) == stats.MAX_ROUNDS_NEEDED
+    assert not stats.resolved(0.98, 1.03) and stats.resolved(1.01, 1.2)
+
+
+def test_unpaired_when_fewer_than_two_common_rounds() -> None:
+    s, lo, hi, n, paired = stats.speedup_ci([100.0, None, 110.0], [None, 50.0, None],
+                                            resamples=B)
+    assert not paired and n == 1 and s == pytest.approx(105.0 / 50.0) and lo <= s <= hi
+    assert stats.speedup_ci([100.0], [50.0]) == (2.0, 2.0, 2.0, 1, False)

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# One device call on a single H200 (the device tool's nvidia-h200): the GPU proofs of
+# profplug run's Megatron auto-steps and Nsight exit (issue 12), profplug ab and its timing
+# overhead (issue 14), and ab's unprofiled ground truth for the what-if grid (issue 16).
+# Needs .whl (nvtx, msgspec, megatron-core wheels for cp312) and .devlibs (libdw for nsys)
+# carried along. Sections run in priority order under one deadline (BUDGET_S seconds from
+# the start); each logs and carries on on failure. Results: $OUT/log.txt, $OUT/session.tgz.
+set -u
+T0=$(date +%s)
+BUDGET_S=${BUDGET_S:-540}
+FINAL=${OUT:-/tmp/out}
+W=/tmp/session
+rm -rf "$W"; mkdir -p "$W" "$FINAL"
+LOG=$W/log.txt
+export LD_LIBRARY_PATH=$PWD/.devlibs:${LD_LIBRARY_PATH:-}
+export NSYS=${NSYS:-/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys}
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+say() { echo "=== +$(( $(date +%s) - T0 ))s $*" | tee -a "$LOG"; }
+left() { echo $(( BUDGET_S - ($(date +%s) - T0) )); }
+# run NAME LIMIT_S CMD...: under the smaller of LIMIT_S and the time left; output to NAME.txt
+run() {
+  local name=$1 lim=$2; shift 2
+  local l; l=$(left); [ "$l" -lt "$lim" ] && lim=$l
+  if [ "$lim" -lt 15 ]; then say "SKIP $name (budget)"; return 0; fi
+  say "$name (limit ${lim}s)"
+  timeout "$lim" "$@" > "$W/$name.txt" 2>&1
+  local rc=$?
+  echo "exit $rc" >> "$W/$name.txt"
+  say "$name: exit $rc"; tail -4 "$W/$name.txt" | tee -a "$LOG"
+}
+
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .whl/*.whl >>"$LOG" 2>&1 || say "wheels FAILED"
+python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile \
+  --target /tmp/pp . >>"$LOG" 2>&1 || say "profplug install FAILED"
+export PYTHONPATH=/tmp/pp:/tmp/site
+PP="python3 -m profplug"
+TR1="python3 -m torch.distributed.run --nproc-per-node 1"
+DL="python3 examples/decode_loop.py"
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+  python3 -c "import torch;print('torch',torch.__version__,'cuda',torch.version.cuda,'nccl',torch.cuda.nccl.version(),'gpus',torch.cuda.device_count())"
+  $NSYS --version; nproc; } > "$W/machine.txt" 2>&1
+cat "$W/machine.txt" >> "$LOG"
+
+# 1. issue 12: a Megatron-Core script that never imports profplug, under profplug run:
+#    Kineto and Nsight, device and event; steps come from Megatron's run_one_forward_step.
+for tr in kineto nsys; do
+  for s in device event; do
+    run "mcore_${tr}_$s" 60 $PP run -o "$W/mcore_run/$tr/$s" --trace $tr --nsys "$NSYS" \
+      --sync $s --skip 10 --steps 20 -- $TR1 examples/megatron_gpt_infer.py --steps 40
+  done
+done
+
+# 2. issue 14: ab on the decode loop (one GPU, 2 local stages, launch-bound hidden 1024),
+#    with the what-if of a traced device run of the same job drawn against it.
+DLS="--hidden 1024 --layers 8 --batch 8 --stages 2"
+run dl_traced 40 $PP run -o "$W/dl/traced_device" --sync device --skip 20 --steps 30 \
+  --no-report -- $DL $DLS --steps 60
+run dl_ab 150 $PP ab -o "$W/dl/ab" --policies device,event,none --rounds 5 --skip 20 \
+  --steps 100 --whatif "$W/dl/traced_device" --html "$W/dl/ab.html" -- $DL $DLS --steps 125
+
+# 3. issue 14: the step timer's own overhead (target <= 1% of the step), both policies.
+for s in event device; do
+  run "bench_timing_$s" 60 python3 benchmarks/bench_ab_timing.py --sync $s --rounds 30 \
+    --json "$W/bench_timing_$s.json"
+done
+
+# 4. issue 14: ab on Megatron-Core at PP=1 (an A/A check: no send/recv at world size 1),
+#    digests taken automatically from broadcast_from_last_pipeline_stage.
+run mcore_ab 140 $PP ab -o "$W/mcore_ab" --policies device,event --rounds 5 --skip 20 \
+  --steps 60 --html "$W/mcore_ab.html" -- $TR1 examples/megatron_gpt_infer.py --steps 85
+
+# 5. issue 16: ab's unprofiled ground truth for every shape of the what-if grid.
+for shape in h512_l8_b8 h1024_l8_b8 h2048_l8_b8 h4096_l8_b8 h8192_l8_b8 h16384_l8_b8 \
+             h4096_l4_b64 h1024_l16_b1; do
+  IFS=_ read -r h l b <<<"$shape"
+  run "grid_ab_$shape" 45 $PP ab -o "$W/grid_ab/${shape}_s2" --policies device,event \
+    --rounds 3 --skip 20 --steps 100 -- $DL --hidden "${h#h}" --layers "${l#l}" \
+    --batch "${b#b}" --stages 2 --steps 125
+done
+
+say "done; packing"
+cd /tmp && find session -type f -size +8M -print -delete >> "$LOG"
+cp "$LOG" "$FINAL/log.txt"
+tar czf "$FINAL/session.tgz" session
+ls -la "$FINAL"

@@ -19,6 +19,7 @@ import msgspec
 
 from profplug.ranges import STEP
 
+from .. import commops
 from ..timeline import (
     KIND_KERNEL,
     KIND_MEMCPY,
@@ -55,6 +56,7 @@ ANN_CATS = frozenset({"user_annotation"})
 SYNC_KINDS = {"Event Sync": SYNC_EVENT_SYNC, "Stream Wait Event": SYNC_STREAM_WAIT_EVENT,
               "Stream Sync": SYNC_STREAM_SYNC, "Context Sync": SYNC_CONTEXT_SYNC}
 STEP_NAMES = frozenset({STEP})
+PARAM_COMMS = "record_param_comms"  # torch's cpu_op describing a NCCL call (commops)
 RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
 
 
@@ -116,8 +118,9 @@ class _Rows:
             cat = lower.get(e.cat)
             if cat is None:
                 cat = lower[e.cat] = e.cat.lower()
-            if cat == "cpu_op" and not e.name.startswith("ProfilerStep#"):
-                continue  # the most common event; only step markers matter
+            if cat == "cpu_op" and not (e.name.startswith("ProfilerStep#")
+                                        or e.name == PARAM_COMMS):
+                continue  # the most common event; only steps and comm params matter
             if relative:
                 start = round(ts * 1000.0)
             else:  # epoch us: keep ns exact beyond float64's 2**53
@@ -162,7 +165,10 @@ class _Rows:
         if m:
             b.step(start, end, int(m.group(1)))
         elif cat == "cpu_op":
-            return
+            desc = commops.param_comms(e.args) if e.name == PARAM_COMMS else None
+            if desc is not None:
+                b.comm(start, end, _as_int(e.tid), desc.kind, desc.peer,
+                       commops.group_text(desc.group), desc.seq, desc.name, desc.src)
         elif e.name in STEP_NAMES:
             b.step(start, end, self.step_ord)
             self.step_ord += 1
@@ -201,6 +207,7 @@ class _Rows:
             for name in TIME_COLUMNS:
                 getattr(tl, name)[...] += base
         tl.skipped.update(self.skipped)
+        commops.add_annotation_ops(tl)
         if relative and not header.baseTimeNanoseconds:
             tl.warnings.append("no baseTimeNanoseconds: times are relative to this rank's own "
                                "base, not comparable across ranks")

@@ -31,6 +31,7 @@ from profplug.ranges import STEP, parse_rank_mark
 from ...errors import TraceError
 from ..cpus import usable_cpus as default_workers  # threads for block reads (1 = serial)
 from ..timeline import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, STEP_RE, SymbolTable, Timeline
+from .nsys_comm import fill_comm, nccl_peers
 from .nsys_fetch import Fetcher
 from .nsys_fetch import empty as _empty
 from .nsys_links import link_waits
@@ -310,6 +311,7 @@ def _timelines(ex: Export, fx: Fetcher) -> list[Timeline]:
     ranks = _assign_ranks(pids, gpu, marks)
     pnames = _process_names(ex)
     step_sym = syms.sym(STEP)
+    peers = nccl_peers(ex)
     out: list[Timeline] = []
     for p in pids:
         rank, rule = ranks[p]
@@ -330,6 +332,7 @@ def _timelines(ex: Export, fx: Fetcher) -> list[Timeline]:
         tl.skip(ABSURD, int((bad_pids == p).sum()))
         _fill_sync(tl, sync, sm)
         _fill_ann(tl, ann, nm, step_sym)
+        fill_comm(tl, p, peers)
         if dropped and not out:
             tl.warnings.append(f"processes without GPU work skipped: pid "
                                f"{', '.join(map(str, dropped))}")

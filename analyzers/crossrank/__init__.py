@@ -11,6 +11,8 @@ data, ``analysis`` runs them all, ``result`` holds the values (docs/crossrank.md
 """
 
 from .analysis import cross_rank, cross_rank_analysis
+from .frames import bubbles_frame, critical_path_frame
 from .result import CriticalPath, CrossRankResult
 
-__all__ = ["CriticalPath", "CrossRankResult", "cross_rank", "cross_rank_analysis"]
+__all__ = ["CriticalPath", "CrossRankResult", "bubbles_frame", "critical_path_frame",
+           "cross_rank", "cross_rank_analysis"]

@@ -60,12 +60,14 @@ def cross_rank(timelines: list[Timeline], options: StallOptions | None = None,
                                  zip(m.ranks, m.offset_ns.tolist(), strict=True)}}}
     skipped = [tl.rank for tl in timelines if not tl.n_gpu]
     warnings = list(m.warnings)
+    notes = list(m.notes)
     if skipped:
         warnings.append(f"ranks without GPU work left out: {skipped}")
     if len(tls) < 2:
-        warnings.append("one rank: nothing to match across ranks")
+        notes.append("one rank: no NCCL kernel to match across ranks; the bubble is the idle "
+                     "time and the critical path stays on this rank's GPU and host")
     return CrossRankResult(ranks=m.ranks, matching=matching, bubbles=bub, drains=drains,
-                           critical_path=crit, notes=list(m.notes), warnings=warnings,
+                           critical_path=crit, notes=notes, warnings=warnings,
                            swimlane=sw, analysis_s=time.perf_counter() - t0)
 
 

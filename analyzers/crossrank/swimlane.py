@@ -128,7 +128,7 @@ def swimlane(timelines: list[Timeline], m: Matching, bubbles: list[RankBubbles],
 
 def _handoffs(timelines: list[Timeline], m: Matching, bubbles: list[RankBubbles], lo: int,
               hi: int) -> dict[str, list[float]]:
-    """Send -> recv of every matched pair in the window: sender's transfer start to the
+    """Send -> recv of every matched pair inside the window: sender's transfer start to the
     receiver's (aligned us)."""
     out: dict[str, list[float]] = {"x0": [], "y0": [], "x1": [], "y1": []}
     sel = np.nonzero(m.e_dir == 1)[0]
@@ -140,7 +140,7 @@ def _handoffs(timelines: list[Timeline], m: Matching, bubbles: list[RankBubbles]
     for k in sel.tolist():
         a, ka, c, kc = (int(m.e_pos[k]), int(m.e_op[k]), int(m.f_pos[k]), int(m.f_op[k]))
         x0, x1 = int(wend[a][ka]), int(wend[c][kc])
-        if lo <= x0 < hi or lo <= x1 < hi:
+        if lo <= x0 < hi and lo <= x1 < hi:
             out["x0"].append(round((x0 - lo) / 1000.0, 3))
             out["y0"].append(a)
             out["x1"].append(round((x1 - lo) / 1000.0, 3))

@@ -15,9 +15,20 @@ from typing import Any, TextIO
 
 from ...errors import ProfplugError
 from ..compare import Comparison
+from ..crossrank.result import CrossRankResult
 from ..report import Report, RunAnalysis
 from ..whatif.result import WhatIfResult
-from . import compare_table, csvout, html, jsonout, table, whatif_html, whatif_table
+from . import (
+    compare_table,
+    crossrank_html,
+    crossrank_table,
+    csvout,
+    html,
+    jsonout,
+    table,
+    whatif_html,
+    whatif_table,
+)
 
 Renderer = Callable[[Any, TextIO], None]
 PAGE = "html"  # written with --html, not chosen with --format
@@ -51,6 +62,9 @@ RENDERERS: dict[tuple[type, str], Renderer] = {
     (WhatIfResult, "table"): whatif_table.render_whatif_table,
     (WhatIfResult, "json"): jsonout.render_run_json,
     (WhatIfResult, "html"): whatif_html.render_whatif_html,
+    (CrossRankResult, "table"): crossrank_table.render_crossrank_table,
+    (CrossRankResult, "json"): jsonout.render_run_json,
+    (CrossRankResult, "html"): crossrank_html.render_crossrank_html,
 }
 
 

@@ -8,6 +8,7 @@ Chromium comes from Debian's ``chromium`` package; the set-up installs it when m
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import shutil
@@ -186,3 +187,30 @@ def test_hostile_trace_runs_no_script(chromium: str, tmp_path: Path) -> None:
     assert html_tag is not None and "data-pwned" not in html_tag.group(0)
     assert 'data-rendered="2"' in html_tag.group(0)
     assert "&lt;script&gt;document.documentElement" in res.stdout
+
+
+def test_cross_rank_section_draws_its_plots(chromium: str, tmp_path: Path) -> None:
+    # given the report page of a synthetic 4-stage pipeline with the cross-rank analysis and a
+    # hostile annotation around one of rank 0's launches
+    from pipeline_synth import PipelineSpec, write
+    from profplug.analyzers.crossrank import cross_rank_analysis
+    from profplug.analyzers.render.registry import render_text
+
+    paths, _ = write(PipelineSpec(stages=4, steps=5, slow_stage=1), tmp_path / "run")
+    doc = json.loads(paths[0].read_text())
+    doc["traceEvents"].append({"ph": "X", "cat": "user_annotation", "name": HOSTILE,
+                               "pid": 1000, "tid": 1, "ts": 0.0, "dur": 400.0})
+    paths[0].write_text(json.dumps(doc))
+    page = tmp_path / "xr.html"
+    page.write_text(render_text(analyze([tmp_path / "run"], run=[cross_rank_analysis()]),
+                                "html"))
+    # when Chromium loads it
+    res = open_page(chromium, page, tmp_path, "--dump-dom")
+    dom = res.stdout
+    html_tag = re.search(r"<html[^>]*>", dom)
+    # then no error, nothing hostile ran, and the swimlane, queue and lead plots are drawn
+    assert html_tag is not None, res.stderr[-2000:]
+    assert "data-errors" not in html_tag.group(0) and "data-pwned" not in html_tag.group(0)
+    for kind in ("xr-swim", "xr-queue", "xr-lead"):
+        assert re.search(rf'class="plot {kind} js-plotly-plot"', dom), kind
+    assert console_errors(res.stderr) == []

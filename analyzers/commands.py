@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..errors import ProfplugError
 from .compare import Comparison, compare
+from .crossrank import cross_rank_analysis
 from .load import load_timelines
 from .readers.base import ReadOptions
 from .render.registry import PAGE, check_format, render_text
@@ -43,16 +44,19 @@ def write_page(result: object, path: Path) -> None:
 def run_report(paths: Sequence[Path], *, fmt: str = "table", output: Path | None = None,
                html: Path | None = None, options: StallOptions | None = None,
                read: ReadOptions | None = None, jobs: int | None = None,
-               whatif: bool = False, strict: bool = False) -> int:
+               whatif: bool = False, strict: bool = False, cross_rank: bool = True) -> int:
     """The stall report of the traces under ``paths``; returns the exit code.
 
     ``whatif``: also replay the run without its device-wide synchronizes (the ``whatif`` key
-    of the JSON, a section of the table and of the HTML). ``strict``: 1 when a trace had
-    warnings or skipped events, or ranks are missing.
+    of the JSON, a section of the table and of the HTML). ``cross_rank`` (default on; linear
+    in the trace): bubbles, critical path and drain across ranks (the ``cross_rank`` key, and
+    ``comm_transfer_us``/``comm_wait_us``/``bubble_us`` in each rank). ``strict``: 1 when a
+    trace had warnings or skipped events, or ranks are missing.
     """
     check_format(Report, fmt)
+    run = [cross_rank_analysis()] if cross_rank else []
     rep = analyze(paths, options, jobs=jobs, read=read,
-                  run=[whatif_analysis()] if whatif else [])
+                  run=[*run, whatif_analysis()] if whatif else run)
     write_text(render_text(rep, fmt), output)
     if html is not None:
         write_page(rep, html)

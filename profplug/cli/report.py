@@ -25,6 +25,9 @@ def report(
     whatif: Annotated[bool, typer.Option(
         "--whatif", help="Also predict each rank's step time without its device-wide "
                          "synchronizes (see `profplug whatif`).")] = False,
+    cross_rank: Annotated[bool, typer.Option(
+        "--cross-rank/--no-cross-rank", help="Bubbles, critical path and drain across ranks "
+                                              "(default on).")] = True,
     nsys: Annotated[str | None, typer.Option(
         "--nsys", help="nsys executable to export .nsys-rep files (default: $PROFPLUG_NSYS, "
                        "then PATH).")] = None,
@@ -36,6 +39,7 @@ def report(
 
     code = run_report(paths, fmt=fmt, output=output, html=html,
                       options=StallOptions.from_tolerance_us(tolerance_us),
-                      read=ReadOptions(nsys=nsys), jobs=jobs, whatif=whatif, strict=strict)
+                      read=ReadOptions(nsys=nsys), jobs=jobs, whatif=whatif, strict=strict,
+                      cross_rank=cross_rank)
     if code:
         raise typer.Exit(code)

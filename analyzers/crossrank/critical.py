@@ -27,11 +27,11 @@ segment it crosses with a category and a rank:
 
 The walk stops at T_k (the last segment clipped). ``peer wait`` is 0 on the path by this
 definition: a matched kernel's wait is slack (the path goes on through the peer that ended
-it), so the share of ``transfer`` plus the ranks the path crosses say which stage set the
-step; the category is listed so that the split matches the bubble's. Shares are time on the path / the path's length (they sum to 1). A segment's
-call site is its host call's (the op's launching call, the sync call): the innermost
-enclosing annotation (``callsites.enclosing``). Without common steps, the whole run is one
-window (``basis`` "window").
+it); the category is listed so that the split matches the bubble's. Shares are time on the
+path / the path's length (they sum to 1). A segment's call site is its host call's (the op's
+launching call, the sync call): the innermost enclosing annotation
+(``callsites.enclosing``). Without common steps, the whole run is one window (``basis``
+"window").
 """
 
 from __future__ import annotations

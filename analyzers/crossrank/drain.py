@@ -34,15 +34,13 @@ class Queue:
         k = np.searchsorted(self.t, x, side="right") - 1
         return np.where(k >= 0, self.depth[np.maximum(k, 0)], 0)
 
-    def _cum(self, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        area = np.concatenate(([0], np.cumsum(weight[:-1] * np.diff(self.t))))
-        return area, weight
-
     def _integral(self, weight: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        """Integral of the step function ``weight`` (per event) over [lo, hi) windows."""
+        """Integral over [lo, hi) windows of the step function holding ``weight[i]`` on
+        [t[i], t[i+1]) (0 before the first event)."""
         if self.t.size == 0:
             return np.zeros(np.shape(lo), dtype=np.float64)
-        area, w = self._cum(weight.astype(np.float64))
+        w = weight.astype(np.float64)
+        area = np.concatenate(([0.0], np.cumsum(w[:-1] * np.diff(self.t))))
 
         def upto(x: np.ndarray) -> np.ndarray:
             k = np.searchsorted(self.t, x, side="right") - 1

@@ -104,7 +104,8 @@ class Matching:
         sel = self.e_pos == pos
         if not sel.any():
             return "unmatched"
-        return RULES[int(np.bincount(self.e_rule[sel]).argmax())]
+        per_kernel = np.unique(np.stack([self.e_op[sel], self.e_rule[sel]]), axis=1)[1]
+        return RULES[int(np.bincount(per_kernel).argmax())]
 
 
 def _base(name: str) -> str:

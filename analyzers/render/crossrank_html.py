@@ -118,7 +118,7 @@ def render_crossrank_html(res: CrossRankResult, out: TextIO) -> None:
             "<h3>Launch queue</h3><p class=\"sub\">GPU ops launched but not finished, per "
             "rank, over the same steps: a device-wide synchronize empties it.</p>"
             f'<div class="plot xr-queue" id="{sid}-queue"></div>') if sw is not None else ""
-    notes = "".join(f"<li>{_e(n)}</li>" for n in [*sw.notes] if sw is not None)
+    notes = "".join(f"<li>{_e(n)}</li>" for n in sw.notes) if sw is not None else ""
     msgs = "".join(f"<li>note: {_e(n)}</li>" for n in res.notes) + "".join(
         f"<li>warning: {_e(w)}</li>" for w in res.warnings)
     m = res.matching

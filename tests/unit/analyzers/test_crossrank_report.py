@@ -109,3 +109,19 @@ def test_cli_switch(run_dir: Path, tmp_path: Path) -> None:
     assert main(["report", str(run_dir), "--no-cross-rank", "-f", "json", "-o", str(off)]) == 0
     assert "cross_rank" in json.loads(on.read_text())
     assert "cross_rank" not in json.loads(off.read_text())
+
+
+def test_ranks_without_gpu_work(tmp_path: Path) -> None:
+    # given a rank that recorded host calls only (a CPU/gloo run)
+    t = KinetoTrace(rank=0)
+    t.annotation("ProfilerStep#0", 0, 100)
+    t.runtime("cudaGetDevice", 1, 1)
+    t.write(tmp_path / "rank0.json")
+    rep = analyze([tmp_path], run=[cross_rank_analysis()])
+    # then every output still renders, and says why there is nothing
+    res = rep.run["cross_rank"]
+    assert res.bubbles == [] and res.swimlane is None
+    assert any("without GPU work" in w for w in res.warnings)
+    assert '<section class="crossrank"' in render_text(rep, "html")
+    assert "cross-rank · 0 rank(s)" in render_text(rep, "table")
+    json.dumps(rep.to_dict(), allow_nan=False)

@@ -100,8 +100,9 @@ def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | No
     """Two runs (see :func:`run_paths`) side by side per rank; returns the exit code."""
     check_format(Comparison, fmt)
     opt = options or StallOptions()
-    rep_a = analyze(run_paths(run_a), opt)
-    rep_b = analyze(run_paths(run_b), opt)
+    # the same analyses as `profplug report`, so each side is that run's report
+    rep_a = analyze(run_paths(run_a), opt, run=[cross_rank_analysis()])
+    rep_b = analyze(run_paths(run_b), opt, run=[cross_rank_analysis()])
     cmp = compare(rep_a, rep_b, labels[0] or run_label(run_a), labels[1] or run_label(run_b))
     write_text(render_text(cmp, fmt), output)
     if html is not None:

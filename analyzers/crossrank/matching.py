@@ -224,6 +224,8 @@ def _match_p2p(rs: list[_Rank], ranks: list[int], pos_of: dict[int, int],
                 i = ring.index(me)
                 peer = ring[(i + 1) % len(ring)] if op.kind == COMM_SEND else ring[i - 1]
                 rule = R_RING
+            elif peer < 0:  # a lone rank: no other rank to match with (its kernels stay
+                continue    # unmatched, and the warning below says so)
             key = (me, peer) if op.kind == COMM_SEND else (peer, me)
             lanes[key][op.kind].append((op.order, op.kernel, P2P_RULES.index(rule)))
     for (src, dst), sides in sorted(lanes.items()):

@@ -120,6 +120,17 @@ def test_missing_rank_leaves_its_partners_unmatched(tmp_path: Path) -> None:
     assert any("rank 3 is not in the traces" in w for w in res.warnings)
 
 
+def test_a_lone_rank_without_peer_names_is_left_unmatched(tmp_path: Path) -> None:
+    # given one rank of a pipeline whose ranges name no peer (traces from before the payload)
+    tls, _ = _run(tmp_path, replace(SPECS["pp3-event-old-names"], stages=2))
+    # when it is analysed alone (its peer's trace missing, as `whatif rank1.json`)
+    res = cross_rank(tls[1:])
+    # then its NCCL kernels stay unmatched (no other rank to guess), with a warning
+    b = res.bubble(tls[1].rank)
+    assert b.wait_ns == 0 and b.unmatched_ns == b.comm_ns > 0
+    assert any("not matched with another rank's" in w for w in res.warnings)
+
+
 def test_collectives_by_name_when_nothing_describes_them(tmp_path: Path) -> None:
     tls, _ = _run(tmp_path, SPECS["tp2xpp4-device"])
     for tl in tls:  # drop the record_param_comms rows: all-reduces become bare kernels

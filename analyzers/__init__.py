@@ -1,8 +1,8 @@
 """profplug's offline analyzer (no torch needed): traces in, per-rank stall reports out.
 
 Readers (``readers/``, listed in ``readers.registry``) produce one :class:`Timeline` per
-rank; analyses take timelines and return dataclasses (``stalls`` per rank; ``whatif`` over
-the whole run; ``compare`` over two reports); a :class:`Report` holds both kinds; renderers
+rank; analyses take timelines and return dataclasses (``stalls`` per rank; ``whatif`` and
+``crossrank`` over the whole run; ``compare`` over two reports); a :class:`Report` holds both kinds; renderers
 (``render.registry``) write tables, JSON, CSV and HTML. See docs/architecture.md.
 
     >>> from profplug.analyzers import analyze
@@ -12,6 +12,7 @@ the whole run; ``compare`` over two reports); a :class:`Report` holds both kinds
 
 from __future__ import annotations
 
+from .crossrank import bubbles_frame, critical_path_frame, cross_rank, cross_rank_analysis
 from .gaps import CAUSES
 from .load import load_timelines
 from .readers.base import ReadOptions
@@ -29,6 +30,7 @@ from .timeline import Timeline
 
 __all__ = [
     "CAUSES", "RankStalls", "ReadOptions", "Report", "RunAnalysis", "StallOptions", "Timeline",
-    "analyze", "analyze_rank", "analyze_timelines", "callsites_frame", "gaps_frame",
+    "analyze", "analyze_rank", "analyze_timelines", "bubbles_frame", "callsites_frame",
+    "critical_path_frame", "cross_rank", "cross_rank_analysis", "gaps_frame",
     "load_timelines", "ranks_frame",
 ]

@@ -2,14 +2,16 @@
 
 A profplug phase range (``profplug.wait``, ``profplug.sync.device``...) says what happens, not
 where, so when it is the innermost range the call site is ``"<parent> > <phase>"``.
-Calls inside no annotation are ``"unannotated"``.
+Calls inside no annotation are ``"unannotated"``. A range's payload (``peer=1``, see
+``profplug.ranges.split_payload``) is left out of the label, so a call site is one per range
+whatever the peer.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from profplug.ranges import PHASES, PREFIX
+from profplug.ranges import PHASES, PREFIX, without_payload
 
 from .timeline import Timeline
 
@@ -42,9 +44,9 @@ def enclosing(tl: Timeline, start_ns: np.ndarray, end_ns: np.ndarray, tid: np.nd
             chain = _containing(a_e, parent, int(firsts[k]), int(end_ns[k]), limit=2)
             if not chain:
                 continue
-            inner = names[a_n[chain[0]]]
+            inner = without_payload(names[a_n[chain[0]]])
             if inner in PHASES and len(chain) > 1:
-                inner = f"{names[a_n[chain[1]]]} > {inner}"
+                inner = f"{without_payload(names[a_n[chain[1]]])} > {inner}"
             out[k] = inner
     return out
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..errors import ProfplugError, TraceError
 from .compare import Comparison, compare
+from .crossrank import cross_rank_analysis
 from .load import PathsLike, as_paths, load_timelines
 from .readers.base import ReadOptions
 from .render.registry import PAGE, check_format, render_text
@@ -77,25 +78,33 @@ def whatif_if_cheap(timelines: list[Timeline], options: StallOptions) -> WhatIfR
     return whatif(timelines, DropSpec(), options)
 
 
-def _whatif_run(whatif: bool | None) -> list[RunAnalyzer]:
-    """The run-level analyses of a report: the what-if always, never, or when cheap."""
-    return [] if whatif is False else [whatif_analysis() if whatif else whatif_if_cheap]
+def report_analyses(whatif: bool | None, cross_rank: bool = True) -> list[RunAnalyzer]:
+    """The run-level analyses of a report (and of each run of a compare): the what-if
+    always, never, or when cheap (``whatif`` True, False, None); then the cross-rank
+    analysis unless ``cross_rank`` is False."""
+    run: list[RunAnalyzer] = [] if whatif is False else [
+        whatif_analysis() if whatif else whatif_if_cheap]
+    return [*run, cross_rank_analysis()] if cross_rank else run
 
 
 def run_report(paths: PathsLike, *, fmt: str = "table", output: Path | None = None,
                html: Path | None = None, options: StallOptions | None = None,
                read: ReadOptions | None = None, jobs: int | None = None,
-               whatif: bool | None = None, strict: bool = False) -> int:
+               whatif: bool | None = None, strict: bool = False,
+               cross_rank: bool = True) -> int:
     """The stall report of the traces under ``paths``; returns the exit code.
 
     ``whatif``: also replay the run without its device-wide synchronizes (the ``whatif`` key
     of the JSON, a section of the table and of the HTML, and the headline's indirect cost);
     None (the default): when the run is small enough for it to take seconds at most
-    (:func:`whatif_if_cheap`). ``strict``: 1 when a trace had warnings or skipped events, or
-    ranks are missing.
+    (:func:`whatif_if_cheap`). ``cross_rank`` (default on; linear in the trace): bubbles,
+    critical path and drain across ranks (the ``cross_rank`` key, and ``comm_transfer_us``/
+    ``comm_wait_us``/``bubble_us`` in each rank). ``strict``: 1 when a trace had warnings
+    or skipped events, or ranks are missing.
     """
     check_format(Report, fmt)
-    rep = analyze(check_paths(paths), options, jobs=jobs, read=read, run=_whatif_run(whatif))
+    rep = analyze(check_paths(paths), options, jobs=jobs, read=read,
+                  run=report_analyses(whatif, cross_rank))
     write_text(render_text(rep, fmt), output)
     if html is not None:
         write_page(rep, html)
@@ -132,14 +141,17 @@ def run_label(run: str) -> str:
 def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | None = None,
                 html: Path | None = None, options: StallOptions | None = None,
                 labels: tuple[str | None, str | None] = (None, None),
-                read: ReadOptions | None = None, whatif: bool | None = None) -> int:
+                read: ReadOptions | None = None, whatif: bool | None = None,
+                cross_rank: bool = True) -> int:
     """Two runs (see :func:`run_paths`) side by side per rank; returns the exit code.
 
-    Each run's report is the one :func:`run_report` makes (``whatif`` as there).
+    Each run's report is the one :func:`run_report` makes (``whatif`` and ``cross_rank``
+    as there).
     """
     check_format(Comparison, fmt)
     opt = options or StallOptions()
-    run = _whatif_run(whatif)
+    # the same analyses as `profplug report`, so each side is that run's report
+    run = report_analyses(whatif, cross_rank)
     rep_a = analyze(run_paths(run_a), opt, read=read, run=run)
     rep_b = analyze(run_paths(run_b), opt, read=read, run=run)
     cmp = compare(rep_a, rep_b, labels[0] or run_label(run_a), labels[1] or run_label(run_b))

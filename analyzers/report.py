@@ -2,7 +2,7 @@
 
 ``analyze(paths)`` is the library entry point behind ``profplug report``; the JSON schema
 (``version`` 1) is documented in README.md and is stable. Per-rank results are ``ranks``;
-run-level results (``whatif`` now) are ``run``, each under its key, in the report and in its
+run-level results (``whatif``, ``cross_rank``) are ``run``, each under its key, in the report and in its
 JSON. ``render.registry`` turns a report into a table, JSON, CSV or HTML.
 """
 
@@ -30,7 +30,12 @@ SCHEMA_VERSION = 1
 
 
 class RunAnalysis(Protocol):
-    """The result of an analysis over all ranks of a run (what-if now; cross-rank, A/B next)."""
+    """The result of an analysis over all ranks of a run (what-if, cross-rank; A/B next).
+
+    A result may also add fields to each rank's JSON object: ``rank_fields(rank)`` (placed
+    after ``idle_us``) and ``step_fields(rank)`` (into the rank's ``steps`` object); the
+    cross-rank result does (``comm_transfer_us``, ``comm_wait_us``, ``bubble_us``).
+    """
 
     key: ClassVar[str]  # its key in Report.run and in the JSON report
 
@@ -40,9 +45,10 @@ class RunAnalysis(Protocol):
 
 
 # A run-level analysis: every rank's timeline and the stall options in, a result out (None:
-# nothing to add, e.g. skipped as too costly). A ProfplugError it raises becomes a warning of
-# the report: the per-rank report stands without it.
-RunAnalyzer = Callable[[list[Timeline], StallOptions], "RunAnalysis | None"]
+# nothing to add, e.g. skipped as too costly). One with ``uses_rank_stalls = True`` also gets
+# the ranks' stall analyses (``ranks=``). A ProfplugError it raises becomes a warning of the
+# report: the per-rank report stands without it.
+RunAnalyzer = Callable[..., "RunAnalysis | None"]
 
 
 @dataclass
@@ -72,8 +78,23 @@ class Report:
         return {"version": SCHEMA_VERSION, "headline": self.headline(),
                 "warnings": list(self.warnings),
                 "tolerance_us": self.options.tolerance_ns / 1000.0,
-                "ranks": [rank_dict(r) for r in self.ranks],
+                "ranks": [self._rank_json(r) for r in self.ranks],
                 **{key: a.to_dict() for key, a in self.run.items()}}
+
+    def _rank_json(self, r: RankStalls) -> dict[str, Any]:
+        """A rank's JSON: ``rank_dict``, plus the fields run-level results add to it."""
+        d = rank_dict(r)
+        for a in self.run.values():
+            fields_of = getattr(a, "rank_fields", None)
+            if fields_of is None or not r.has_gpu_work:
+                continue
+            extra = fields_of(r.rank)
+            keys = list(d)
+            at = keys.index("idle_us") + 1
+            d = {**{k: d[k] for k in keys[:at]}, **extra, **{k: d[k] for k in keys[at:]}}
+            if d.get("steps") is not None:
+                d["steps"] = {**d["steps"], **a.step_fields(r.rank)}  # type: ignore[attr-defined]
+        return d
 
 
 def rank_dict(r: RankStalls) -> dict[str, Any]:
@@ -111,7 +132,10 @@ def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | Non
         rep.warnings.append(no_steps)
     for analysis in run:
         try:
-            result = analysis(tls, opt)
+            if getattr(analysis, "uses_rank_stalls", False):
+                result = analysis(tls, opt, ranks=rep.ranks)
+            else:
+                result = analysis(tls, opt)
         except ProfplugError as exc:
             rep.warnings.append(str(exc))
             continue
@@ -157,7 +181,8 @@ def find_run_meta(paths: PathsLike) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- DataFrames (lazy pandas)
 def ranks_frame(rep: Report) -> pd.DataFrame:
-    """One row per rank: window, busy, compute, comm, idle and idle by cause (us)."""
+    """One row per rank: window, busy, compute, comm, idle and idle by cause (us); with the
+    cross-rank analysis also comm_transfer_us, comm_wait_us and bubble_us."""
     import pandas as pd
 
     rows = []
@@ -168,6 +193,10 @@ def ranks_frame(rep: Report) -> pd.DataFrame:
                "stream_wait_us": r.stream_wait_us,
                "step_us": r.steps.period_us if r.steps and r.steps.n_steps else None}
         row.update({f"{c}_us": v for c, v in r.idle_by_cause_us().items()})
+        for a in rep.run.values():  # e.g. cross_rank: comm_transfer_us, comm_wait_us, bubble
+            fields_of = getattr(a, "rank_fields", None)
+            if fields_of is not None and r.has_gpu_work:
+                row.update(fields_of(r.rank))
         rows.append(row)
     return pd.DataFrame(rows)
 

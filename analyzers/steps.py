@@ -37,6 +37,48 @@ class StepStats:
     period_us: float  # mean step period on the GPU: the step time reports compare
 
 
+@dataclass
+class StepSpans:
+    """The GPU span of every complete step (ns, sorted by start): ``span_s`` = first op the
+    step launched, ``span_e`` = the next complete step's first op (the last one: its last
+    op's end). ``rows``: the steps' rows in ``tl.step_*``; ``n_ranges``: all step ranges;
+    ``op_step``: per GPU op, the complete step (index into the spans) that launched it, -1."""
+
+    span_s: np.ndarray
+    span_e: np.ndarray
+    rows: np.ndarray
+    n_ranges: int
+    op_step: np.ndarray
+
+
+def step_spans(tl: Timeline, launch: np.ndarray | None = None) -> StepSpans:
+    """The complete steps' GPU spans (see the module docstring); ``launch``: the ops'
+    launch times (:func:`launch_times`) when the caller has them."""
+    z = np.zeros(0, dtype=np.int64)
+    order = np.argsort(tl.step_start_ns, kind="stable")
+    st_s, st_e = tl.step_start_ns[order], tl.step_end_ns[order]
+    n = st_s.size
+    none = np.full(tl.n_gpu, -1, dtype=np.int64)
+    if n == 0 or tl.n_gpu == 0:
+        return StepSpans(z, z, z, int(n), none)
+    launch = launch_times(tl) if launch is None else launch
+    step_of_op = np.searchsorted(st_s, launch, side="right") - 1
+    inside = (step_of_op >= 0) & (launch <= st_e[np.maximum(step_of_op, 0)])
+    first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    last = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(first, step_of_op[inside], tl.gpu_start_ns[inside])
+    np.maximum.at(last, step_of_op[inside], tl.gpu_end_ns[inside])
+    idx = np.nonzero(first < np.iinfo(np.int64).max)[0]
+    if idx.size == 0:
+        return StepSpans(z, z, z, int(n), none)
+    span_s = first[idx]
+    span_e = np.maximum(np.append(first[idx][1:], last[idx][-1]), span_s)
+    pos = np.full(n, -1, dtype=np.int64)
+    pos[idx] = np.arange(idx.size)
+    none[inside] = pos[step_of_op[inside]]
+    return StepSpans(span_s, span_e, order[idx], int(n), none)
+
+
 def step_stats(tl: Timeline, gaps: Gaps, intervals: dict[int, DeviceIntervals],
                causes: Sequence[str]) -> StepStats | None:
     return step_stats_and_starts(tl, gaps, intervals, causes)[0]
@@ -48,23 +90,11 @@ def step_stats_and_starts(tl: Timeline, gaps: Gaps, intervals: dict[int, DeviceI
     none = np.zeros(0, dtype=np.int64)
     if tl.step_start_ns.size == 0 or tl.n_gpu == 0:
         return None, none
-    order = np.argsort(tl.step_start_ns, kind="stable")
-    st_s, st_e, st_n = tl.step_start_ns[order], tl.step_end_ns[order], tl.step_num[order]
-    launch = launch_times(tl)
-    step_of_op = np.searchsorted(st_s, launch, side="right") - 1
-    inside = (step_of_op >= 0) & (launch <= st_e[np.maximum(step_of_op, 0)])
-    n = st_s.size
-    first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-    last = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
-    np.minimum.at(first, step_of_op[inside], tl.gpu_start_ns[inside])
-    np.maximum.at(last, step_of_op[inside], tl.gpu_end_ns[inside])
-    complete = first < np.iinfo(np.int64).max
-    idx = np.nonzero(complete)[0]
-    if idx.size == 0:
+    sp = step_spans(tl)
+    n = sp.n_ranges
+    if sp.rows.size == 0:
         return StepStats(0, int(n), 0.0, 0.0, [], [], {c: 0.0 for c in causes}, 0.0, 0.0), none
-    span_s = first[idx]
-    span_e = np.append(first[idx][1:], last[idx][-1])
-    span_e = np.maximum(span_e, span_s)
+    span_s, span_e, rows = sp.span_s, sp.span_e, sp.rows
     gs = gaps.start_ns
     k = np.searchsorted(span_s, gs, side="right") - 1
     in_step = (k >= 0) & (gs < span_e[np.maximum(k, 0)])
@@ -72,14 +102,14 @@ def step_stats_and_starts(tl: Timeline, gaps: Gaps, intervals: dict[int, DeviceI
     per_cause = {}
     for ci, c in enumerate(causes):
         sel = in_step & (gaps.cause == ci)
-        per_cause[c] = round(float(dur[sel].sum()) / 1000.0 / idx.size, 3)
-    step_ns = (st_e - st_s)[idx]
+        per_cause[c] = round(float(dur[sel].sum()) / 1000.0 / rows.size, 3)
+    step_ns = (tl.step_end_ns - tl.step_start_ns)[rows]
     return StepStats(
-        n_steps=int(idx.size), n_dropped=int(n - idx.size),
+        n_steps=int(rows.size), n_dropped=int(n - rows.size),
         step_us_mean=round(float(step_ns.mean()) / 1000.0, 3),
         step_us_p50=round(float(np.median(step_ns)) / 1000.0, 3),
         step_us=[round(float(x) / 1000.0, 3) for x in step_ns],
-        step_numbers=[int(x) for x in st_n[idx]],
+        step_numbers=[int(x) for x in tl.step_num[rows]],
         idle_per_step_us=per_cause,
         gpu_span_us_mean=round(float((span_e - span_s).mean()) / 1000.0, 3),
         period_us=round(_period_ns(span_s, span_e) / 1000.0, 3)), span_s

@@ -15,6 +15,28 @@ Columns, grouped by table (each table's arrays have one length):
 - Steps (``step_*``): the host ranges the step rule picked from the annotations
   (``steprule``: by default ``ProfilerStep#N``, ``STEP_RE``, else ``profplug.step``);
   ``steps_rule`` says which rule found them (None: no steps).
+- Communication ops (``comm_*``): what the host side of the trace says about each send, recv
+  or collective it issued (NCCL kernels carry no peer). One row per description found:
+
+  | column | meaning |
+  | --- | --- |
+  | ``comm_start_ns``, ``comm_end_ns`` | the host range that describes the op |
+  | ``comm_tid`` | its host thread (the thread that launches the op's NCCL kernel) |
+  | ``comm_kind`` | ``COMM_SEND``, ``COMM_RECV`` or ``COMM_COLL`` (a collective) |
+  | ``comm_peer`` | global rank of the other side: send -> destination, recv -> source, |
+  |  | collective -> root (broadcast) or -1; -1 when the source does not say |
+  | ``comm_group`` | symbol id of the group's global ranks (``"0,1,2"``), -1 unknown |
+  | ``comm_seq`` | the op's sequence number in its group (record_param_comms ``Seq``), -1 |
+  | ``comm_name`` | symbol id of the op's name (``send``, ``recv``, ``broadcast``, ...) |
+  | ``comm_src`` | where the row came from, one of ``COMM_SOURCES`` (``COMM_SRC_*``) |
+
+  Sources: profplug's own ranges (``profplug.ranges``: ``peer=R`` in the name; older traces
+  have bare names: kind only); torch's ``record_param_comms`` cpu_ops (Kineto with CPU ops:
+  ``Collective name``, ``Dst Rank``/``Src Rank``, ``Process Group Ranks``, ``Seq``); torch's
+  ``nccl:send A->B`` / ``nccl:recv A<-B`` annotations (ranks within the group, taken as global
+  when the group is unknown); NCCL's own NVTX ranges in Nsight (``ncclSend``, ``ncclRecv``,
+  ``ncclBroadcast``...; the peer only when the export carries their payload). The readers
+  fill the table through ``commops``; ``crossrank.matching`` ties rows to NCCL kernels.
 """
 
 from __future__ import annotations
@@ -23,7 +45,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -32,6 +54,13 @@ KIND_NAMES = ("kernel", "memcpy", "memset")
 
 # CUPTI's CUpti_ActivitySynchronizationType numbering (Nsight's ENUM_CUPTI_SYNC_TYPE).
 SYNC_EVENT_SYNC, SYNC_STREAM_WAIT_EVENT, SYNC_STREAM_SYNC, SYNC_CONTEXT_SYNC = 1, 2, 3, 4
+
+# comm_kind values and comm_src values (see the module docstring)
+COMM_SEND, COMM_RECV, COMM_COLL = 0, 1, 2
+COMM_KINDS = ("send", "recv", "collective")
+COMM_SRC_PROFPLUG, COMM_SRC_PARAM_COMMS, COMM_SRC_TORCH, COMM_SRC_NCCL_NVTX = 0, 1, 2, 3
+COMM_SOURCES = ("profplug range", "record_param_comms", "torch nccl: annotation",
+                "NCCL NVTX range")
 
 STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")  # torch.profiler's step ranges
 
@@ -85,6 +114,17 @@ class Timeline:
     step_num: np.ndarray = field(default_factory=_empty)
 
     steps_rule: str | None = None  # the step rule that found step_* (steprule), None: none
+
+    comm_start_ns: np.ndarray = field(default_factory=_empty)
+    comm_end_ns: np.ndarray = field(default_factory=_empty)
+    comm_tid: np.ndarray = field(default_factory=_empty)
+    comm_kind: np.ndarray = field(default_factory=lambda: _empty(np.int8))
+    comm_peer: np.ndarray = field(default_factory=_empty)  # global rank, -1 unknown
+    comm_group: np.ndarray = field(default_factory=lambda: _empty(np.int32))  # -1 unknown
+    comm_seq: np.ndarray = field(default_factory=_empty)  # -1 unknown
+    comm_name: np.ndarray = field(default_factory=lambda: _empty(np.int32))
+    comm_src: np.ndarray = field(default_factory=lambda: _empty(np.int8))
+
     has_gpu_sync_records: bool = False  # the trace carried cuda_sync / SYNCHRONIZATION data
     warnings: list[str] = field(default_factory=list)
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> events skipped
@@ -111,8 +151,13 @@ class Timeline:
         "api_start_ns api_end_ns api_tid api_name api_corr "
         "ann_start_ns ann_end_ns ann_tid ann_name "
         "gsync_start_ns gsync_end_ns gsync_kind gsync_device gsync_stream gsync_corr "
-        "gsync_wait_stream gsync_wait_corr step_start_ns step_end_ns step_num"
+        "gsync_wait_stream gsync_wait_corr step_start_ns step_end_ns step_num "
+        "comm_start_ns comm_end_ns comm_tid comm_kind comm_peer comm_group comm_seq comm_name "
+        "comm_src"
     ).split()
+    _DTYPES: ClassVar[dict[str, Any]] = {"gpu_kind": np.int8, "gsync_kind": np.int8, "gpu_name": np.int32,
+               "api_name": np.int32, "ann_name": np.int32, "comm_kind": np.int8,
+               "comm_group": np.int32, "comm_name": np.int32, "comm_src": np.int8}
 
     def save(self, path: str | Path) -> None:
         """Write the timeline as a numpy ``.npz`` (arrays) with a JSON header; no pickle."""
@@ -131,7 +176,8 @@ class Timeline:
     def load(cls, path: str | Path) -> Timeline:
         with np.load(path, allow_pickle=False) as z:
             header = json.loads(bytes(z["__header__"]).decode())
-            arrays = {k: z[k] for k in cls._ARRAYS}
+            # files saved before a table existed load with that table empty
+            arrays = {k: z[k] for k in cls._ARRAYS if k in z.files}
         return cls(**header, **arrays)
 
 
@@ -231,8 +277,21 @@ class TimelineBuilder(SymbolTable):
         c["step_end_ns"].append(end)
         c["step_num"].append(num)
 
+    def comm(self, start: int, end: int, tid: int, kind: int, peer: int, group: str | None,
+             seq: int, name: str, src: int) -> None:
+        """One communication-op row; ``group``: the global ranks as ``"0,1"`` or None."""
+        c = self.cols
+        c["comm_start_ns"].append(start)
+        c["comm_end_ns"].append(end)
+        c["comm_tid"].append(tid)
+        c["comm_kind"].append(kind)
+        c["comm_peer"].append(peer)
+        c["comm_group"].append(-1 if group is None else self.sym(group))
+        c["comm_seq"].append(seq)
+        c["comm_name"].append(self.sym(name))
+        c["comm_src"].append(src)
+
     def build(self, **meta: Any) -> Timeline:
-        dtypes = {"gpu_kind": np.int8, "gsync_kind": np.int8, "gpu_name": np.int32,
-                  "api_name": np.int32, "ann_name": np.int32}
+        dtypes = Timeline._DTYPES
         arrays = {k: np.asarray(v, dtype=dtypes.get(k, I64)) for k, v in self.cols.items()}
         return Timeline(names=self.names, **arrays, **meta)

@@ -207,7 +207,7 @@ def main() -> None:
     out = a.dir.with_name(a.dir.name + "-profplug-report.json")  # not in the trace dir
     runs: list[tuple[str, list[str]]] = [
         ("profplug report --format json", [py, "-m", "profplug", "report", "--format", "json",
-                                           "--no-whatif", "-o", str(out), *fs])]
+                                           "--no-whatif", "--no-cross-rank", "-o", str(out), *fs])]
     runs.append(("profplug read only, 1 process", [py, "-c", LOAD_SCRIPT, "1", *fs]))
     runs.append((f"profplug read only, {a.ranks} processes",
                  [py, "-c", LOAD_SCRIPT, str(a.ranks), *fs]))
@@ -222,7 +222,7 @@ def main() -> None:
                                               a.synthetic)]
             runs.append(("HTA, steps renamed", [hta, "-c", HTA_SCRIPT, str(ns_dir)]))
             runs.append(("profplug report, steps renamed",
-                         [py, "-m", "profplug", "report", "--format", "json", "--no-whatif",
+                         [py, "-m", "profplug", "report", "--format", "json", "--no-whatif", "--no-cross-rank",
                           "-o", str(out), *ns]))
     elif "hta" not in a.skip:
         print("HTA not installed (pip install holistictraceanalysis): skipped", file=sys.stderr)

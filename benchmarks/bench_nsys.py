@@ -158,7 +158,7 @@ def main() -> int:
     if not Path(profplug).exists():
         profplug = shutil.which("profplug") or "profplug"
     runs = [("profplug report --format json",
-             [profplug, "report", "--format", "json", "--no-whatif", "-o", os.devnull,
+             [profplug, "report", "--format", "json", "--no-whatif", "--no-cross-rank", "-o", os.devnull,
               str(args.out)])]
     nsys = shutil.which(args.nsys or os.environ.get("PROFPLUG_NSYS") or "nsys")
     if nsys:

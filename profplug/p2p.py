@@ -44,7 +44,8 @@ _SYNC_DEVICE = annotate(ranges.SYNC_DEVICE)
 _SYNC_EVENT = annotate(ranges.SYNC_EVENT)
 
 _default: str | None = None
-_outer: dict[tuple[str, int, int], Any] = {}  # (name, bytes, peer) -> cached Range
+_outer: dict[tuple[Any, ...], Any] = {}  # (name, bytes, peer[, group]) -> cached Range
+_group_ranks: dict[int, tuple[Any, tuple[int, ...]]] = {}  # id(group) -> (group, global ranks)
 # (event, tensors) kept alive until the event (recorded after the wait) has completed.
 _pending: collections.deque[tuple[Any, tuple[torch.Tensor, ...]]] = collections.deque()
 _free_events: list[Any] = []
@@ -119,14 +120,28 @@ def _sync(policy: str, tensors: tuple[torch.Tensor, ...], device_sync: bool = Tr
                 _pending.append((event, tensors))
 
 
-def _outer_range(name: str, nbytes: int, peer: int) -> Any:
-    key = (name, nbytes, peer)
+def _outer_range(name: str, nbytes: int, peer: int, group: tuple[int, ...] | None = None
+                 ) -> Any:
+    """The cached range of a whole send/recv (``peer`` in its name) or broadcast (``root`` =
+    ``peer`` and the group's global ranks in its name); see ``ranges.split_payload``."""
+    key = (name, nbytes, peer, group)
     rng = _outer.get(key)
     if rng is None:
         if len(_outer) > 1024:
             _outer.clear()
-        rng = _outer[key] = annotate(name, bytes=nbytes, peer=peer)
+        label = ranges.broadcast_range(peer, group) if name == ranges.BROADCAST \
+            else ranges.p2p_range(name, peer)
+        rng = _outer[key] = annotate(label, bytes=nbytes)
     return rng
+
+
+def _ranks_of(group: Any) -> tuple[int, ...]:
+    """The global ranks of ``group`` (WORLD when None), looked up once per group."""
+    hit = _group_ranks.get(id(group))
+    if hit is None or hit[0] is not group:
+        g = dist.group.WORLD if group is None else group
+        hit = _group_ranks[id(group)] = (group, tuple(dist.get_process_group_ranks(g)))
+    return hit[1]
 
 
 def _p2p(op: Any, tensor: torch.Tensor, peer: int, name: str, sync: str | None) -> None:
@@ -215,7 +230,8 @@ def broadcast_from_last_pipeline_stage(
     else:
         tensor = torch.empty(size, dtype=dtype, device=_comm_device(group))
 
-    with _outer_range(ranges.BROADCAST, tensor.numel() * tensor.element_size(), last_rank):
+    with _outer_range(ranges.BROADCAST, tensor.numel() * tensor.element_size(), last_rank,
+                      _ranks_of(group)):
         with _POST:
             work = dist.broadcast(tensor, src=last_rank, group=group, async_op=True)
         with _WAIT:

@@ -139,15 +139,16 @@ class NsysProcess:
 
     def annotation(self, name: str, start: float, dur: float, tid: int = 1,
                    registered: bool | None = None, start_end: bool = False,
-                   domain: int = 0) -> None:
-        """An NVTX range; ``registered`` puts its text in StringIds (textId)."""
+                   domain: int = 0, json_text: str | None = None) -> None:
+        """An NVTX range; ``registered`` puts its text in StringIds (textId); ``json_text``:
+        an extended payload exported as JSON (NVTX_EVENTS.jsonText)."""
         ex = self.export
         reg = ex.registered if registered is None else registered
         text, tid_ = (None, ex.sid(name)) if reg else (name, None)
         ex.rows["NVTX_EVENTS"].append(
             (_ns(start), _ns(start + dur), 60 if start_end else 59, None, None, None, text,
              global_tid(self.pid, tid), None, tid_, domain, None, None, None, None, None, None,
-             None, None))
+             None, json_text))
 
     def mark(self, text: str, at: float = 0.0, tid: int = 1) -> None:
         self.export.rows["NVTX_EVENTS"].append(

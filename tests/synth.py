@@ -56,6 +56,12 @@ class KinetoTrace:
         self.events.append({"ph": "X", "cat": "user_annotation", "name": name,
                             "pid": self.pid, "tid": tid, "ts": self._ts(start), "dur": dur})
 
+    def cpu_op(self, name: str, start: float, dur: float, args: dict[str, Any],
+               tid: int = 1) -> None:
+        """A ``cpu_op`` event (e.g. torch's ``record_param_comms`` with its args)."""
+        self.events.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": self.pid,
+                            "tid": tid, "ts": self._ts(start), "dur": dur, "args": args})
+
     def cuda_sync(self, kind: str, start: float, dur: float, stream: int = 7, device: int = 0,
                   corr: int = -1, wait_on_stream: int | None = None,
                   wait_corr: int | None = None) -> None:

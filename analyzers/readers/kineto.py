@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from .. import commops
 from ..steprule import DEFAULT_STEPS, StepRule, apply_steps
 from ..timeline import (
     KIND_KERNEL,
@@ -53,6 +54,7 @@ API_CATS = frozenset({"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver"
 ANN_CATS = frozenset({"user_annotation"})
 SYNC_KINDS = {"Event Sync": SYNC_EVENT_SYNC, "Stream Wait Event": SYNC_STREAM_WAIT_EVENT,
               "Stream Sync": SYNC_STREAM_SYNC, "Context Sync": SYNC_CONTEXT_SYNC}
+PARAM_COMMS = "record_param_comms"  # torch's cpu_op describing a NCCL call (commops)
 RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
 
 
@@ -113,8 +115,9 @@ class _Rows:
             cat = lower.get(e.cat)
             if cat is None:
                 cat = lower[e.cat] = e.cat.lower()
-            if cat == "cpu_op" and not e.name.startswith("ProfilerStep#"):
-                continue  # the most common event; only step markers matter
+            if cat == "cpu_op" and not (e.name.startswith("ProfilerStep#")
+                                        or e.name == PARAM_COMMS):
+                continue  # the most common event; only steps and comm params matter
             if relative:
                 start = round(ts * 1000.0)
             else:  # epoch us: keep ns exact beyond float64's 2**53
@@ -155,8 +158,13 @@ class _Rows:
 
     def _annotation(self, e: Event, cat: str, start: int, end: int) -> None:
         """Every user annotation, and the ``ProfilerStep#N`` cpu_ops (the step rule, applied
-        in :meth:`finish`, picks the steps among them)."""
+        in :meth:`finish`, picks the steps among them); a ``record_param_comms`` cpu_op is a
+        ``comm_*`` row (``commops``), not an annotation."""
         if cat == "cpu_op" and not STEP_RE.match(e.name):
+            desc = commops.param_comms(e.args) if e.name == PARAM_COMMS else None
+            if desc is not None:
+                self.b.comm(start, end, _as_int(e.tid), desc.kind, desc.peer,
+                            commops.group_text(desc.group), desc.seq, desc.name, desc.src)
             return
         self.b.ann(start, end, _as_int(e.tid), e.name)
 
@@ -193,6 +201,7 @@ class _Rows:
                 getattr(tl, name)[...] += base
         apply_steps(tl, steps)
         tl.skipped.update(self.skipped)
+        commops.add_annotation_ops(tl)
         if relative and not header.baseTimeNanoseconds:
             tl.warnings.append("no baseTimeNanoseconds: times are relative to this rank's own "
                                "base, not comparable across ranks")

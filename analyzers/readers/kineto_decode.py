@@ -31,6 +31,16 @@ class Args(msgspec.Struct, gc=False):
     cuda_sync_kind: str | None = None
     wait_on_stream: Int64 | None = None
     wait_on_cuda_event_record_corr_id: Int64 | None = None
+    # record_param_comms (commops.param_comms); Any: never a reason to leave the fast path
+    collective_name: Any = msgspec.field(default=None, name="Collective name")
+    group_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
+    comm_rank: Any = msgspec.field(default=None, name="Rank")
+    src_rank: Any = msgspec.field(default=None, name="Src Rank")
+    dst_rank: Any = msgspec.field(default=None, name="Dst Rank")
+    seq: Any = msgspec.field(default=None, name="Seq")
+    group_size: Any = msgspec.field(default=None, name="Group size")
+    rank_start: Any = msgspec.field(default=None, name="Global rank start")
+    rank_stride: Any = msgspec.field(default=None, name="Global rank stride")
 
 
 class Event(msgspec.Struct, gc=False):

@@ -33,6 +33,7 @@ from ...errors import TraceError
 from ..cpus import usable_cpus as default_workers  # threads for block reads (1 = serial)
 from ..steprule import DEFAULT_STEPS, StepRule, apply_steps
 from ..timeline import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, SymbolTable, Timeline
+from .nsys_comm import fill_comm, nccl_peers
 from .nsys_fetch import Fetcher
 from .nsys_fetch import empty as _empty
 from .nsys_links import link_waits
@@ -311,6 +312,7 @@ def _timelines(ex: Export, fx: Fetcher, steps: StepRule) -> list[Timeline]:
     no_api = {k: np.zeros(0, dtype=np.int32 if k == "name" else I64) for k in API_COLS}
     ranks = _assign_ranks(pids, gpu, marks)
     pnames = _process_names(ex)
+    peers = nccl_peers(ex)
     out: list[Timeline] = []
     for p in pids:
         rank, rule = ranks[p]
@@ -331,6 +333,7 @@ def _timelines(ex: Export, fx: Fetcher, steps: StepRule) -> list[Timeline]:
         tl.skip(ABSURD, int((bad_pids == p).sum()))
         _fill_sync(tl, sync, sm)
         _fill_ann(tl, ann, nm, steps)
+        fill_comm(tl, p, peers)
         if dropped and not out:
             tl.warnings.append(f"processes without GPU work skipped: pid "
                                f"{', '.join(map(str, dropped))}")

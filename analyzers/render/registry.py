@@ -16,12 +16,15 @@ from typing import Any, TextIO
 from ...errors import ProfplugError
 from ..ab.result import AbResult
 from ..compare import Comparison
+from ..crossrank.result import CrossRankResult
 from ..report import Report, RunAnalysis
 from ..whatif.result import WhatIfResult
 from . import (
     ab_html,
     ab_table,
     compare_table,
+    crossrank_html,
+    crossrank_table,
     csvout,
     html,
     jsonout,
@@ -33,9 +36,9 @@ from .escape import e
 
 Renderer = Callable[[Any, TextIO], None]
 PAGE = "html"  # written with --html, not chosen with --format
-# Run-level results whose page section goes right after the summary (the others follow the
-# notes): the what-if holds the answer.
-TOP_SECTIONS = frozenset({"whatif"})
+# Run-level results whose page section goes right after the summary, in this order (the
+# others follow the notes): the what-if holds the answer, then the cross-rank bubbles.
+TOP_SECTIONS = ("whatif", "cross_rank")
 
 
 def _report_table(rep: Report, out: TextIO) -> None:
@@ -48,7 +51,9 @@ def _report_table(rep: Report, out: TextIO) -> None:
 
 def _report_page(rep: Report, out: TextIO) -> None:
     results = list(rep.run.values())
-    html.render_html(rep, out, top=[_section(a) for a in results if a.key in TOP_SECTIONS],
+    top = sorted((a for a in results if a.key in TOP_SECTIONS),
+                 key=lambda a: TOP_SECTIONS.index(a.key))
+    html.render_html(rep, out, top=[_section(a) for a in top],
                      sections=[_section(a) for a in results if a.key not in TOP_SECTIONS])
 
 
@@ -74,6 +79,9 @@ RENDERERS: dict[tuple[type, str], Renderer] = {
     (AbResult, "table"): ab_table.render_ab_table,
     (AbResult, "json"): jsonout.render_json,
     (AbResult, "html"): ab_html.render_ab_html,
+    (CrossRankResult, "table"): crossrank_table.render_crossrank_table,
+    (CrossRankResult, "json"): jsonout.render_run_json,
+    (CrossRankResult, "html"): crossrank_html.render_crossrank_html,
 }
 
 

@@ -17,7 +17,8 @@ GPU side, per stream: ops in recorded order. An op starts at
 the later of the previous op's end on its stream and the ends of the ops it waits for through
 ``cudaStreamWaitEvent``; ``lat``/``gap`` are observed per op (``lat`` capped at the rank's
 median launch latency when the op was queued, so a queued op is not delayed by how far ahead
-the host was). NCCL kernels matched across ranks end ``T`` after the later of the pair starts.
+the host was). NCCL kernels matched across ranks (``pairs``, any number of ranks) end ``T``
+after the later of the pair starts.
 With these rules the recorded run is a fixed point of the replay.
 """
 
@@ -358,21 +359,11 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None) -> Mode
             stream_key.append((b.tl.rank, dev, st))
     o_start = cat([b.tl.gpu_start_ns for b in builders])
     o_end = cat([b.tl.gpu_end_ns for b in builders])
-    peer = match_nccl(timelines, o_base, int(o_start.size), notes, warns)
+    # Matched NCCL kernels end together (the transfer completes on both sides); ``clock``:
+    # the partner's clock minus this rank's (pairs.py), so only durations and order are used.
+    peer, clock = match_nccl(timelines, o_base, int(o_start.size), notes, warns)
     paired = peer >= 0
     pk = np.maximum(peer, 0)
-    # Matched NCCL kernels end together (the transfer completes on both sides): the median
-    # end difference is the peer's clock offset, so only durations and order are used.
-    clock = np.zeros(o_start.size, dtype=np.int64)
-    for k, b in enumerate(builders):
-        sel = np.nonzero(paired[o_base[k]:o_base[k + 1]])[0] + o_base[k]
-        if sel.size:
-            off = int(np.median(o_end[peer[sel]] - o_end[sel]))
-            clock[sel] = off
-            if abs(off) > QUEUE_TOL_NS:
-                notes.append(f"rank {b.tl.rank}: the peer's clock reads {off / 1000:+.1f} us "
-                             "against this rank's (median end difference of paired NCCL "
-                             "kernels); pairs are compared on aligned clocks")
     later = np.maximum(o_start, o_start[pk] - clock)
     xfer = np.where(paired, np.maximum(o_end - later, 0), 0)
     return Model(

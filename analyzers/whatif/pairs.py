@@ -1,58 +1,55 @@
-"""NCCL kernels paired across ranks: the k-th kernel of one name on rank a with the k-th on
-rank b (2 ranks). Kernel names such as ``ncclDevKernel_SendRecv`` do not say which side
-sends, so the pairing is by order, and the assumption is reported.
+"""NCCL kernels coupled across any number of ranks, through the cross-rank matching.
+
+``crossrank.matching`` pairs each send with its recv (by source, destination and order
+between the two) and each collective's kernels across its group; the rules it used are
+reported as assumptions. The replay couples every matched kernel with one partner: the
+only one of a send or recv, and for a kernel with several (a collective over more than two
+ranks, a batch of sends and recvs) the one that started last in the trace, the one it
+waited for; when replayed, it ends its observed transfer time after the later of its own
+start and that partner's. Clock offsets between ranks come from the matching too (one
+clock for an Nsight report; the median end difference of matched kernels otherwise).
 """
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
-from .. import classify
+from ..crossrank.matching import match
 from ..timeline import Timeline
 
 
-def _base(name: str) -> str:
-    return name.split("(", 1)[0].strip()
-
-
-_P2P = re.compile(r"send|recv", re.IGNORECASE)
-
-
 def match_nccl(timelines: list[Timeline], o_base: list[int], n_ops: int,
-               notes: list[str], warns: list[str]) -> np.ndarray:
-    """Pair the k-th NCCL kernel of one name on rank a with the k-th on rank b (2 ranks).
+               notes: list[str], warns: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Per GPU op of the run, its coupled NCCL kernel (-1 none) and that partner's clock
+    minus this op's rank's clock (ns).
 
     GPU op ``o`` of ``timelines[k]`` is op ``o_base[k] + o`` of the run (``n_ops`` in all).
     """
     peer = np.full(n_ops, -1, dtype=np.int64)
-    comm: list[dict[str, np.ndarray]] = []
-    for tl in timelines:
-        is_comm = classify.comm_for_symbols(tl.names)[tl.gpu_name] if tl.n_gpu else \
-            np.zeros(0, dtype=bool)
-        groups: dict[str, list[int]] = {}
-        for o in np.nonzero(is_comm)[0]:
-            groups.setdefault(_base(tl.names[tl.gpu_name[o]]), []).append(int(o))
-        comm.append({k: np.array(v)[np.argsort(tl.gpu_start_ns[v], kind="stable")]
-                     for k, v in groups.items()})
-    if not any(comm):
-        return peer
-    if len(timelines) != 2:
-        notes.append("NCCL kernels are not coupled across ranks (pairing is only done for 2 "
-                     "ranks): they keep their recorded durations")
-        return peer
-    (g0, g1), (b0, b1) = comm, (o_base[0], o_base[1])
-    for name in sorted(set(g0) | set(g1)):
-        a, c = g0.get(name), g1.get(name)
-        if a is None or c is None or a.size != c.size:
-            warns.append(f"NCCL kernel {name}: {0 if a is None else a.size} on rank "
-                         f"{timelines[0].rank} vs {0 if c is None else c.size} on rank "
-                         f"{timelines[1].rank}: not paired, recorded durations kept")
-            continue
-        peer[b0 + a] = b1 + c
-        peer[b1 + c] = b0 + a
-        if _P2P.search(name):
-            notes.append(f"NCCL {name}: the k-th kernel of one rank is paired with the k-th "
-                         "of the other (send/recv direction is not in the kernel name)")
-    return peer
+    clock = np.zeros(n_ops, dtype=np.int64)
+    with_gpu = [k for k, tl in enumerate(timelines) if tl.n_gpu]
+    m = match([timelines[k] for k in with_gpu])
+    if m.e_pos.size == 0:
+        if any(ops.size for ops in m.comm_ops):
+            warns.extend(m.warnings)
+        return peer, clock
+    base = np.array([o_base[k] for k in with_gpu], dtype=np.int64)
+    start = np.concatenate([tl.gpu_start_ns for tl in timelines])  # run-wide op index
+    off = m.offset_ns
+    g_e = base[m.e_pos] + m.e_op
+    g_f = base[m.f_pos] + m.f_op
+    aligned = start[g_f] + off[m.f_pos]
+    order = np.lexsort((aligned, g_e))  # per op, partners by aligned start
+    last = np.append(g_e[order][1:] != g_e[order][:-1], True)
+    take = order[last]
+    peer[g_e[take]] = g_f[take]
+    clock[g_e[take]] = off[m.e_pos[take]] - off[m.f_pos[take]]
+    for rule, n in m.rule_counts.items():
+        notes.append(f"NCCL kernels coupled across ranks by {rule}: {n} "
+                     f"{'collective(s)' if rule.startswith('collective') else 'pair(s)'}")
+    if np.unique(g_e).size < g_e.size:  # some kernel has several partners
+        notes.append("a NCCL kernel with several partners (a collective over more than two "
+                     "ranks) is replayed against the one that started last in the trace")
+    notes.extend(m.notes)
+    warns.extend(m.warnings)
+    return peer, clock

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from .main import app
-from .options import DEFAULT_TOLERANCE_US, Html, Output, StepRange, Tolerance
+from .options import DEFAULT_TOLERANCE_US, CrossRank, Html, Output, StepRange, Tolerance
 
 
 @app.command()
@@ -23,6 +23,7 @@ def compare(
     step_range: StepRange = None,
     whatif: Annotated[bool | None, typer.Option(
         "--whatif/--no-whatif", help="Each run's what-if, as in `profplug report`.")] = None,
+    cross_rank: CrossRank = True,
 ) -> None:
     """Two runs side by side per rank: step time, idle by cause, syncs, and deltas."""
     from profplug.analyzers.commands import run_compare
@@ -32,6 +33,7 @@ def compare(
     code = run_compare(run_a, run_b, fmt=fmt, output=output, html=html,
                        options=StallOptions.from_tolerance_us(tolerance_us),
                        labels=(label_a, label_b),
-                       read=ReadOptions().with_step_range(step_range), whatif=whatif)
+                       read=ReadOptions().with_step_range(step_range), whatif=whatif,
+                       cross_rank=cross_rank)
     if code:
         raise typer.Exit(code)

@@ -19,3 +19,6 @@ StepRange = Annotated[str | None, typer.Option(
     "--step-range", help="The host range that marks a step in the traces: its exact name "
                          "(a record_function or NVTX range, e.g. decode_step) or re:REGEX. "
                          "Default: ProfilerStep#N, else profplug.step.")]
+CrossRank = Annotated[bool, typer.Option(
+    "--cross-rank/--no-cross-rank", help="Bubbles, critical path and drain across ranks "
+                                          "(default on).")]

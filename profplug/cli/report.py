@@ -8,7 +8,15 @@ from typing import Annotated
 import typer
 
 from .main import app
-from .options import DEFAULT_TOLERANCE_US, Html, Jobs, Output, StepRange, Tolerance
+from .options import (
+    DEFAULT_TOLERANCE_US,
+    CrossRank,
+    Html,
+    Jobs,
+    Output,
+    StepRange,
+    Tolerance,
+)
 
 
 @app.command()
@@ -26,6 +34,7 @@ def report(
         "--whatif/--no-whatif", help="Predict each rank's step time without its device-wide "
                                      "synchronizes (see `profplug whatif`); by default when "
                                      "the run has at most 2M events.")] = None,
+    cross_rank: CrossRank = True,
     nsys: Annotated[str | None, typer.Option(
         "--nsys", help="nsys executable to export .nsys-rep files (default: $PROFPLUG_NSYS, "
                        "then PATH).")] = None,
@@ -39,6 +48,6 @@ def report(
     code = run_report(paths, fmt=fmt, output=output, html=html,
                       options=StallOptions.from_tolerance_us(tolerance_us),
                       read=ReadOptions(nsys=nsys).with_step_range(step_range), jobs=jobs,
-                      whatif=whatif, strict=strict)
+                      whatif=whatif, strict=strict, cross_rank=cross_rank)
     if code:
         raise typer.Exit(code)

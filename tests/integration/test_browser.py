@@ -259,3 +259,35 @@ def test_hovering_a_gap_names_its_sync_and_call_site(chromium: str, tmp_path: Pa
     assert html.unescape(tip.group(1)) == (
         "device_sync  30 us\nat 170 us (rank 0 gpu 0)\nAPI: cudaDeviceSynchronize\n"
         "call site: profplug.recv_from_prev_pipeline_rank_ > profplug.sync.device")
+
+
+def test_cross_rank_section_draws_its_plots(chromium: str, tmp_path: Path) -> None:
+    # given the report page of a synthetic 4-stage pipeline with the cross-rank analysis and a
+    # hostile annotation around one of rank 0's launches
+    from pipeline_synth import PipelineSpec, write
+    from profplug.analyzers.crossrank import cross_rank_analysis
+    from profplug.analyzers.render.registry import render_text
+
+    paths, _ = write(PipelineSpec(stages=4, steps=5, slow_stage=1), tmp_path / "run")
+    doc = json.loads(paths[0].read_text())
+    doc["traceEvents"].append({"ph": "X", "cat": "user_annotation", "name": HOSTILE,
+                               "pid": 1000, "tid": 1, "ts": 0.0, "dur": 400.0})
+    paths[0].write_text(json.dumps(doc))
+    page = tmp_path / "xr.html"
+    page.write_text(render_text(analyze([tmp_path / "run"], run=[cross_rank_analysis()]),
+                                "html"))
+    # when Chromium loads it
+    res = open_page(chromium, page, tmp_path, "--dump-dom")
+    dom = res.stdout
+    html_tag = re.search(r"<html[^>]*>", dom)
+    # then no error, nothing hostile ran, and the swimlane, queue and lead plots are there
+    # (inline SVG, drawn without a script), the swimlane with its parts and its rows
+    assert html_tag is not None, res.stderr[-2000:]
+    assert "data-errors" not in html_tag.group(0) and "data-pwned" not in html_tag.group(0)
+    for kind in ("xr-swim", "xr-queue", "xr-lead"):
+        assert re.search(rf'<svg class="xr-plot {kind}"', dom), kind
+    swim = re.search(r'<svg class="xr-plot xr-swim".*?</svg>', dom, re.S)
+    assert swim is not None
+    assert 'data-part="compute"' in swim.group(0) and 'data-part="peer_wait"' in swim.group(0)
+    assert all(f">rank {r}</text>" in swim.group(0) for r in range(4))
+    assert console_errors(res.stderr) == []

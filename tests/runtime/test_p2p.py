@@ -115,7 +115,13 @@ def test_ranges_appear_in_a_torch_profiler_trace(tmp_path) -> None:
     for rank in range(2):
         with gzip.open(tmp_path / f"rank{rank}.json.gz", "rt") as f:
             events = json.load(f)["traceEvents"]
-        names = [e["name"] for e in events if e.get("cat") == "user_annotation"]
+        raw = [e["name"] for e in events if e.get("cat") == "user_annotation"]
+        names = [ranges.without_payload(n) for n in raw]
+        # the whole-op ranges carry their peer (global rank) in the name
+        other = 1 - rank
+        assert raw.count(ranges.p2p_range(ranges.SEND, other)) == 9
+        assert raw.count(ranges.p2p_range(ranges.RECV, other)) == 9
+        assert raw.count(ranges.broadcast_range(1, (0, 1))) == 3
         for name in (ranges.SEND, ranges.RECV, ranges.BROADCAST, ranges.POST, ranges.WAIT,
                      ranges.SYNC_DEVICE, ranges.SYNC_EVENT, ranges.STEP):
             assert name in names, name

@@ -73,6 +73,13 @@ class Wrapper(GPTInferenceWrapper):
         return self.model(inference_input["tokens"])
 
 
+def say(line: str) -> None:
+    """One line to stdout in one write: two ranks print at once, and print() writes the text
+    and its newline separately when stdout is unbuffered, so their lines could interleave."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokens", type=int, default=8)
@@ -95,11 +102,11 @@ def main() -> None:
         out.append(tokens[:, -1].tolist())
     if args.show_patches:
         p2p = sys.modules.get("profplug.p2p")
-        print(f"patches rank={dist.get_rank()} "
-              f"megatron={getattr(comm.send_to_next_pipeline_rank, '__profplug__', False)} "
-              f"synchronize={getattr(torch.cuda.synchronize, '__profplug__', False)} "
-              f"sync={p2p.default_sync() if p2p else None}", flush=True)
-    print(f"rank {dist.get_rank()} tokens {out}", flush=True)
+        say(f"patches rank={dist.get_rank()} "
+            f"megatron={getattr(comm.send_to_next_pipeline_rank, '__profplug__', False)} "
+            f"synchronize={getattr(torch.cuda.synchronize, '__profplug__', False)} "
+            f"sync={p2p.default_sync() if p2p else None}")
+    say(f"rank {dist.get_rank()} tokens {out}")
     ps.destroy_model_parallel()
     dist.destroy_process_group()
 

@@ -24,6 +24,13 @@ import torch.distributed as dist
 from stepmod import Decoder
 
 
+def say(line: str) -> None:
+    """One line to stdout in one write: two ranks print at once, and print() writes the text
+    and its newline separately when stdout is unbuffered, so their lines could interleave."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokens", type=int, default=12)
@@ -40,7 +47,7 @@ def main() -> None:
             open(os.environ["FAKE_NSYS_CAPTURE_END"], "w").close()
             time.sleep(1.0)
     rank = dist.get_rank()
-    print(f"rank {rank} sum {x.sum().item():.6f}", flush=True)
+    say(f"rank {rank} sum {x.sum().item():.6f}")
     dist.destroy_process_group()
     if args.exit_rank not in (-1, rank):
         time.sleep(60)

@@ -1,0 +1,101 @@
+"""The cross-rank critical path on traces with known answers (times in us)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pipeline_synth import PipelineSpec, write
+from profplug.analyzers.crossrank import cross_rank
+from profplug.analyzers.crossrank.critical import CATEGORIES
+from profplug.analyzers.load import load_timelines
+from synth import KinetoTrace
+
+from profplug import ranges
+
+NCCL = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
+
+
+def _hand_made(tmp: Path, device_sync: bool) -> list[Path]:
+    """Rank 0: A (5-105) then a send (105-115); rank 1: a recv (5-115, waits 100) then B
+    (115-165). With ``device_sync``, rank 1's host syncs after the recv (returns at 120) and
+    launches B at 125 (B runs 130-180)."""
+    r0, r1 = KinetoTrace(rank=0), KinetoTrace(rank=1)
+    r0.annotation("ProfilerStep#0", 0, 200)
+    r1.annotation("ProfilerStep#0", 0, 200)
+    r0.launch(0, 5, 100, name="gemm_a")
+    r0.annotation(ranges.p2p_range(ranges.SEND, 1), 1, 8)
+    r0.runtime("cudaStreamWaitEvent", 2, 1)
+    r0.launch(4, 105, 10, name=NCCL, stream=20)
+    r1.annotation(ranges.p2p_range(ranges.RECV, 0), 0, 121 if device_sync else 8)
+    r1.launch(0, 5, 110, name=NCCL, stream=20)
+    r1.runtime("cudaStreamWaitEvent", 2, 1)
+    if device_sync:
+        r1.runtime("cudaDeviceSynchronize", 3, 117)  # returns at 120
+        r1.launch(125, 130, 50, name="gemm_b")
+    else:
+        r1.launch(4, 115, 50, name="gemm_b")
+    return [r0.write(tmp / "r0.json"), r1.write(tmp / "r1.json")]
+
+
+def test_path_follows_the_recv_to_the_sender(tmp_path: Path) -> None:
+    # given the hand-made run without a sync: B waits for the recv, which waited for rank 0
+    res = cross_rank(load_timelines(_hand_made(tmp_path, False), jobs=1, progress=False))
+    cp = res.critical_path
+    # then the path is B (50, rank 1) <- transfer (10, rank 1) <- A (100, rank 0):
+    # the recv's 100 us wait is slack, the path crosses to the sender
+    assert cp.basis == "step" and cp.n_steps == 1 and cp.length_us == 160.0
+    assert cp.by_category == pytest.approx({"compute": 150 / 160, "transfer": 10 / 160,
+                                            "peer_wait": 0.0, "host_launch": 0.0,
+                                            "device_sync": 0.0, "event_sync": 0.0,
+                                            "other": 0.0})
+    assert cp.by_rank == pytest.approx({"0": 100 / 160, "1": 60 / 160})
+    assert cp.top_rank == 0
+    assert cp.steps[0]["span_us"] == 160.0
+
+
+def test_path_crosses_the_host_and_the_synchronize(tmp_path: Path) -> None:
+    res = cross_rank(load_timelines(_hand_made(tmp_path, True), jobs=1, progress=False))
+    cp = res.critical_path
+    # B (130-180) <- its launch at 125 (host launch 125-130) <- host since the sync returned
+    # (120-125) <- the sync's wake-up after the recv ended (115-120) <- transfer (105-115)
+    # <- A (5-105) on rank 0
+    assert cp.length_us == 175.0
+    expect = {"compute": 150, "transfer": 10, "host_launch": 10, "device_sync": 5}
+    assert cp.by_category == pytest.approx({c: expect.get(c, 0) / 175 for c in CATEGORIES},
+                                           abs=1e-4)  # shares have 4 decimals
+    assert cp.by_rank == pytest.approx({"0": 100 / 175, "1": 75 / 175}, abs=1e-4)
+    sites = {(t["rank"], t["category"]): t["callsite"] for t in cp.top_callsites}
+    assert sites[(1, "device_sync")] == "profplug.recv_from_prev_pipeline_rank_"
+
+
+def _path(tmp: Path, spec: PipelineSpec):  # type: ignore[no-untyped-def]
+    paths, _ = write(spec, tmp)
+    return cross_rank(load_timelines(paths, jobs=1, progress=False)).critical_path
+
+
+@pytest.mark.parametrize("stages", [4, 8])
+@pytest.mark.parametrize("sync", ["device", "event"])
+def test_slow_stage_sits_on_the_path(stages: int, sync: str, tmp_path: Path) -> None:
+    cp = _path(tmp_path, PipelineSpec(stages=stages, sync=sync, slow_stage=2, steps=5))
+    assert cp.n_steps == 5 and cp.top_rank == 2
+    assert sum(cp.by_category.values()) == pytest.approx(1.0, abs=1e-3)
+    assert sum(cp.by_rank.values()) == pytest.approx(1.0, abs=1e-3)
+    assert cp.by_rank["2"] == max(cp.by_rank.values())
+    assert cp.by_category["peer_wait"] == 0.0
+    for st in cp.steps:
+        assert st["length_us"] == pytest.approx(st["span_us"], abs=1e-6)  # a chain, no holes
+    if sync == "event":  # the host runs ahead: GPU work and transfers only
+        assert cp.by_category["host_launch"] == 0.0 and cp.by_category["device_sync"] == 0.0
+        assert cp.by_category["compute"] + cp.by_category["transfer"] == pytest.approx(1.0)
+    else:  # each synchronize puts its wake-up and the following launches on the path
+        assert cp.by_category["device_sync"] > 0 and cp.by_category["host_launch"] > 0
+
+
+def test_the_first_stage_launch_bound_host_is_on_the_path(tmp_path: Path) -> None:
+    # given hosts that launch slower than the GPU runs (40 us per launch, 5 us kernels):
+    # stage 0's host sets the pace; the later stages' hosts ran ahead while they waited
+    spec = PipelineSpec(stages=4, sync="event", launch_us=40.0, kernel_us=5.0, steps=4)
+    cp = _path(tmp_path, spec)
+    assert cp.top_rank == 0 and cp.by_category["host_launch"] > 0.6
+    assert cp.by_rank["0"] == pytest.approx(cp.by_category["host_launch"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TextIO
 
 from ..stalls import CAUSES
+from .text import PrintableWriter
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -30,6 +31,7 @@ def _clip(s: str, n: int) -> str:
 
 
 def render_table(rep: Report, out: TextIO) -> None:
+    out = PrintableWriter(out)  # type: ignore[assignment]  # trace strings: no escapes
     w = out.write
     sources = sorted({r.source for r in rep.ranks})
     w(f"profplug stall report · {len(rep.ranks)} rank(s) · {'/'.join(sources) or '-'} · "

@@ -8,6 +8,8 @@ import html
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
+from ..render.text import PrintableWriter
+
 SCHEMA_VERSION = 1
 WIDTH = 80
 
@@ -70,7 +72,7 @@ def _wrap(text: str, first: str, indent: str) -> list[str]:
 
 def render_table(res: WhatIfResult, out: TextIO) -> None:
     """The terminal view: one row per rank, then idle by cause, assumptions, warnings."""
-    w = out.write
+    w = PrintableWriter(out).write  # call sites and warnings carry trace strings
     what = "device-wide synchronizes" if res.drop == "device-sync" else "blocking syncs"
     at = f" at {res.callsite}" if res.callsite else ""
     w(f"profplug what-if: replay without {what}{at}\n")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from .load import load_timelines
 from .rankpool import analyze_ranks
+from .sanity import check_sum_rule
 from .stalls import CAUSES, RankStalls, StallOptions
 from .timeline import Timeline
 
@@ -63,7 +64,9 @@ def rank_dict(r: RankStalls) -> dict[str, Any]:
 def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | None = None
                       ) -> Report:
     opt = options or StallOptions()
-    return Report(analyze_ranks(list(timelines), opt), opt)  # big runs: a process per rank
+    ranks = analyze_ranks(list(timelines), opt)  # big runs: a process per rank
+    check_sum_rule(ranks)  # never print figures that do not add up
+    return Report(ranks, opt)
 
 
 def analyze(paths: Iterable[str | Path], options: StallOptions | None = None, *,
@@ -75,17 +78,27 @@ def analyze(paths: Iterable[str | Path], options: StallOptions | None = None, *,
     return rep
 
 
+RUN_SUBDIRS = ("kineto", "nsys")  # where ``profplug run`` puts traces, beside run.json
+
+
 def find_run_meta(paths: list[str | Path]) -> dict[str, Any]:
-    """The ``run.json`` that ``profplug run`` wrote next to (or above) the traces, if any."""
+    """The ``run.json`` that ``profplug run`` wrote for these traces, if any.
+
+    Only where ``profplug run`` puts it: in the directory given, beside the trace file, or
+    one level up when the traces are in its ``kineto/`` or ``nsys/`` folder. A run.json
+    further up belongs to something else (it would add foreign metadata and missing ranks).
+    An unreadable one (bad JSON, nested too deep) is ignored.
+    """
     import json
 
     for p in map(Path, paths):
-        for d in (p, *p.parents[:2]) if p.is_dir() else p.parents[:3]:
-            f = d / "run.json"
+        d = p if p.is_dir() else p.parent
+        for cand in (d, d.parent) if d.name in RUN_SUBDIRS else (d,):
+            f = cand / "run.json"
             if f.is_file():
                 try:
                     meta = json.loads(f.read_text())
-                except (OSError, ValueError):
+                except (OSError, ValueError, RecursionError):
                     return {}
                 return meta if isinstance(meta, dict) else {}
     return {}

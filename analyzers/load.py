@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..errors import TraceError
 from .readers import reader_for
+from .readers.jsonblocks import kind_of
 from .timeline import Timeline
 
 SKIP_NAMES = ("run.json",)
@@ -41,6 +42,8 @@ def trace_files(paths: Iterable[str | Path]) -> list[Path]:
                 raise TraceError(f"{p}: unknown trace format (expected .json, .json.gz, "
                                  ".sqlite, .sqlite.gz or .nsys-rep)")
             out.append(p)
+        elif p.exists():  # a FIFO would block the reader, a device never ends
+            raise TraceError(f"{p}: not a regular file ({kind_of(p.stat().st_mode)})")
         else:
             raise TraceError(f"{p}: no such file or directory")
     return out

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from profplug.errors import ProfplugError
+from profplug.errors import ProfplugError, one_line
 
 from .main import app
 from .output import write_text
@@ -39,14 +39,17 @@ def run_label(run: str) -> str:
 
 def run_compare(run_a: str, run_b: str, fmt: str = "table", output: Path | None = None,
                 html: Path | None = None, tolerance_us: float = 2.0,
-                labels: tuple[str | None, str | None] = (None, None)) -> int:
+                labels: tuple[str | None, str | None] = (None, None),
+                max_decompressed: str | None = None) -> int:
     from profplug.analyzers.compare import compare
+    from profplug.analyzers.readers.limits import set_max_decompressed
     from profplug.analyzers.render.compare_table import render_compare_table
     from profplug.analyzers.report import analyze
     from profplug.analyzers.stalls import StallOptions
 
     if fmt not in FORMATS:
         raise ProfplugError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
+    set_max_decompressed(max_decompressed)
     opt = StallOptions(tolerance_ns=round(tolerance_us * 1000))
     rep_a = analyze(run_paths(run_a), opt)
     rep_b = analyze(run_paths(run_b), opt)
@@ -64,7 +67,7 @@ def run_compare(run_a: str, run_b: str, fmt: str = "table", output: Path | None 
         hbuf = io.StringIO()
         render_html(rep_a, hbuf, compare=cmp)
         write_text(hbuf.getvalue(), html)
-        print(f"profplug: wrote {html}", file=sys.stderr)
+        print(f"profplug: wrote {one_line(html)}", file=sys.stderr)
     return 0
 
 
@@ -81,8 +84,12 @@ def compare(
     label_b: Annotated[str | None, typer.Option("--label-b", help="Name of run B.")] = None,
     tolerance_us: Annotated[float, typer.Option(
         "--tolerance-us", help="Clock slack when matching a gap to a sync call.")] = 2.0,
+    max_decompressed: Annotated[str | None, typer.Option(
+        "--max-decompressed", help="Most bytes a .gz trace may inflate to (e.g. 8G; default "
+                                   "2G, or $PROFPLUG_MAX_DECOMPRESSED).")] = None,
 ) -> None:
     """Two runs side by side per rank: step time, idle by cause, syncs, and deltas."""
-    code = run_compare(run_a, run_b, fmt, output, html, tolerance_us, (label_a, label_b))
+    code = run_compare(run_a, run_b, fmt, output, html, tolerance_us, (label_a, label_b),
+                       max_decompressed)
     if code:
         raise typer.Exit(code)

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from profplug.errors import ProfplugError
+from profplug.errors import ProfplugError, one_line
 
 from .main import app
 from .output import write_text
@@ -24,22 +24,24 @@ def write_html(rep: object, html: Path, whatif: object = None) -> None:
     buf = io.StringIO()
     render_html(rep, buf, whatif=whatif)  # type: ignore[arg-type]
     write_text(buf.getvalue(), html)
-    print(f"profplug: wrote {html}", file=sys.stderr)
+    print(f"profplug: wrote {one_line(html)}", file=sys.stderr)
 
 
 def print_report(paths: list[Path], html: Path | None = None, fmt: str = "table",
                  output: Path | None = None, tolerance_us: float = 2.0,
                  strict: bool = False, jobs: int | None = None, whatif: bool = False,
-                 nsys: str | None = None) -> int:
+                 nsys: str | None = None, max_decompressed: str | None = None) -> int:
     """Analyze ``paths`` and print (or write) the report; returns the exit code.
 
     ``whatif``: also replay the run without its device-wide synchronizes (the ``whatif`` key
     of the JSON, a section of the table and of the HTML). ``nsys``: the nsys executable used
     to export ``.nsys-rep`` files (default: ``$PROFPLUG_NSYS``, then PATH).
+    ``max_decompressed``: most bytes a ``.gz`` may inflate to (``"8G"``...).
     """
     import os
 
     from profplug.analyzers.load import load_timelines
+    from profplug.analyzers.readers.limits import set_max_decompressed
     from profplug.analyzers.render import RENDERERS
     from profplug.analyzers.report import analyze_timelines, find_run_meta
     from profplug.analyzers.stalls import StallOptions
@@ -48,6 +50,7 @@ def print_report(paths: list[Path], html: Path | None = None, fmt: str = "table"
         raise ProfplugError(f"unknown format {fmt!r} (choose from {', '.join(RENDERERS)})")
     if nsys:
         os.environ["PROFPLUG_NSYS"] = nsys
+    set_max_decompressed(max_decompressed)
     opts = StallOptions(tolerance_ns=round(tolerance_us * 1000))
     timelines = load_timelines(paths, jobs=jobs)
     rep = analyze_timelines(timelines, opts)
@@ -75,11 +78,11 @@ def print_report(paths: list[Path], html: Path | None = None, fmt: str = "table"
     problems = [f"rank {r.rank}: {w}" for r in rep.ranks for w in r.warnings]
     missing = rep.meta.get("missing_ranks")
     if missing:  # profplug run: ranks of the world that left no trace (SIGKILL, OOM...)
-        print(f"profplug: warning: missing ranks: {missing} (run.json: no trace for them)",
-              file=sys.stderr)
+        print(f"profplug: warning: missing ranks: {one_line(missing)} (run.json: no trace "
+              "for them)", file=sys.stderr)
     if fmt != "table":
         for p in problems:
-            print(f"profplug: warning: {p}", file=sys.stderr)
+            print(f"profplug: warning: {one_line(p)}", file=sys.stderr)
     if strict and (problems or missing or any(r.skipped for r in rep.ranks)):
         print("profplug: --strict: the traces had warnings or skipped events", file=sys.stderr)
         return 1
@@ -106,8 +109,12 @@ def report(
     nsys: Annotated[str | None, typer.Option(
         "--nsys", help="nsys executable to export .nsys-rep files (default: $PROFPLUG_NSYS, "
                        "then PATH).")] = None,
+    max_decompressed: Annotated[str | None, typer.Option(
+        "--max-decompressed", help="Most bytes a .gz trace may inflate to (e.g. 8G; default "
+                                   "2G, or $PROFPLUG_MAX_DECOMPRESSED).")] = None,
 ) -> None:
     """Per-rank GPU idle time by cause, sync API and call site."""
-    code = print_report(paths, html, fmt, output, tolerance_us, strict, jobs, whatif, nsys)
+    code = print_report(paths, html, fmt, output, tolerance_us, strict, jobs, whatif, nsys,
+                        max_decompressed)
     if code:
         raise typer.Exit(code)

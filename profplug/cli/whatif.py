@@ -20,8 +20,10 @@ DROPS = ("device-sync", "all-sync")
 
 def run_whatif(paths: list[Path], drop: str = "device-sync", drop_at: str | None = None,
                fmt: str = "table", output: Path | None = None, html: Path | None = None,
-               tolerance_us: float = 2.0, jobs: int | None = None) -> int:
+               tolerance_us: float = 2.0, jobs: int | None = None,
+               max_decompressed: str | None = None) -> int:
     """Replay the run under ``paths`` without the chosen syncs and print the comparison."""
+    from profplug.analyzers.readers.limits import set_max_decompressed
     from profplug.analyzers.stalls import StallOptions
     from profplug.analyzers.whatif import DropSpec, render_table, whatif_paths
 
@@ -29,6 +31,7 @@ def run_whatif(paths: list[Path], drop: str = "device-sync", drop_at: str | None
         raise ProfplugError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
     if drop not in DROPS:
         raise ProfplugError(f"unknown --drop {drop!r} (choose from {', '.join(DROPS)})")
+    set_max_decompressed(max_decompressed)
     res = whatif_paths(paths, DropSpec(drop, drop_at),
                        StallOptions(tolerance_ns=round(tolerance_us * 1000)), jobs=jobs)
     buf = io.StringIO()
@@ -66,8 +69,12 @@ def whatif(
     tolerance_us: Annotated[float, typer.Option(
         "--tolerance-us", help="Clock slack when matching a gap to a sync call.")] = 2.0,
     jobs: Annotated[int | None, typer.Option("--jobs", "-j", help="Parallel parsers.")] = None,
+    max_decompressed: Annotated[str | None, typer.Option(
+        "--max-decompressed", help="Most bytes a .gz trace may inflate to (e.g. 8G; default "
+                                   "2G, or $PROFPLUG_MAX_DECOMPRESSED).")] = None,
 ) -> None:
     """Predict each rank's step time with the synchronizes made non-blocking."""
-    code = run_whatif(paths, drop, drop_at, fmt, output, html, tolerance_us, jobs)
+    code = run_whatif(paths, drop, drop_at, fmt, output, html, tolerance_us, jobs,
+                      max_decompressed)
     if code:
         raise typer.Exit(code)

@@ -7,8 +7,10 @@ cause, never one per gap; at most ``MAX_GAPS_PER_ROW`` longest gaps per row are 
 shorter ones count as busy, with a note), sortable call-site and sync-API tables, run
 metadata. Times in us. Table cells carry the JSON report's value in ``data-v``.
 
-Trace strings reach the page two ways: in HTML, through ``html.escape``; in the embedded JSON,
-with ``<``, ``>``, ``&`` written as ``\\u003c`` etc. so nothing can close the ``<script>``.
+Trace strings reach the page three ways: in HTML, through ``html.escape``; in the embedded
+JSON, with ``<``, ``>``, ``&`` written as ``\\u003c`` etc. so nothing can close the
+``<script>``; and every string plotly draws (run labels, row names, hover text) is
+HTML-escaped first (``plot_text``), since plotly renders tags such as ``<a>`` in text.
 """
 
 from __future__ import annotations
@@ -40,6 +42,13 @@ _MARK = re.compile(r"\{\{(\w+)\}\}")
 def e(s: object) -> str:
     """HTML-escape any value (quotes too: safe in attributes)."""
     return html.escape(str(s), quote=True)
+
+
+def plot_text(s: object) -> str:
+    """A string for plotly (labels, ticks, hover text): plotly draws its own subset of HTML
+    (``<a href>``, ``<span style>``, ``<br>``...) from text, so ``&``, ``<`` and ``>`` are
+    written as entities; plotly shows them as the characters."""
+    return html.escape(str(s), quote=False)
 
 
 def script_json(doc: Any) -> str:
@@ -74,7 +83,7 @@ def bars_data(runs: list[tuple[str, Report]]) -> dict[str, Any]:
         for r in rep.ranks:
             if not r.has_gpu_work:
                 continue
-            d["rows"].append(_row_label(label, r.rank))
+            d["rows"].append(plot_text(_row_label(label, r.rank)))
             d["compute"].append(round(r.total("compute_us"), 3))
             d["comm"].append(round(r.total("comm_us"), 3))
             for c, v in r.idle_by_cause_us().items():
@@ -119,12 +128,13 @@ def timeline_data(runs: list[tuple[str, Report]], max_gaps: int = MAX_GAPS_PER_R
             site_ids = [strings.id(s) for s in r.call_site]
             for dev, (ws, we) in sorted(r.windows_ns.items()):
                 y = len(rows)
-                rows.append(f"{_row_label(label, r.rank)} gpu {dev}")
+                rows.append(plot_text(f"{_row_label(label, r.rank)} gpu {dev}"))
                 note = _row(r, dev, ws, we, origin, y, max_gaps, busy, gaps, api_ids,
                             site_ids)
                 if note:
                     notes.append(f"{rows[-1]}: {note}")
-    return {"rows": rows, "strings": strings.items, "busy": busy, "gaps": gaps}, notes
+    return {"rows": rows, "strings": [plot_text(x) for x in strings.items], "busy": busy,
+            "gaps": gaps}, notes
 
 
 def _row(r: RankStalls, dev: int, ws: int, we: int, origin: int, y: int, max_gaps: int,

@@ -186,3 +186,26 @@ def test_hostile_trace_runs_no_script(chromium: str, tmp_path: Path) -> None:
     assert html_tag is not None and "data-pwned" not in html_tag.group(0)
     assert 'data-rendered="2"' in html_tag.group(0)
     assert "&lt;script&gt;document.documentElement" in res.stdout
+
+
+def test_hostile_run_label_is_text_in_the_plots(chromium: str, tmp_path: Path) -> None:
+    # given a compare page whose run A is a directory named like plotly's tags: a link and
+    # 90px red text (plotly draws <a href> and <span style> found in labels)
+    label = ('<a href="https://example.com/x">link</a>'
+             '<span style="font-size:90px;color:red">big</span>')
+    a = analyze([write_run(tmp_path, "device")])
+    b = analyze([write_run(tmp_path, "event")])
+    page = tmp_path / "compare.html"
+    with page.open("w") as f:
+        render_html(a, f, compare=compare(a, b, label, "event"))
+    # when Chromium renders it
+    res = open_page(chromium, page, tmp_path, "--dump-dom")
+    dom = res.stdout
+    html_tag = re.search(r"<html[^>]*>", dom)
+    assert html_tag is not None and 'data-rendered="2"' in html_tag.group(0)
+    # then the plots hold no link and no styled span from the label, only its text
+    svg = "".join(re.findall(r'<svg class="main-svg".*?</svg>', dom, re.S))
+    assert svg and not re.search(r"<a\b", svg)
+    assert not re.search(r"<tspan[^>]*font-size: ?90px", svg)
+    assert "&lt;a href=" in svg  # the label, as text
+    assert console_errors(res.stderr) == []

@@ -11,10 +11,6 @@
     } catch (err) { return false; }
   })() ? "scattergl" : "scatter";
 
-  function esc(s) {
-    return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
-  }
-
   function barsPlot(el) {
     var b = data.bars, traces = [];
     b.parts.forEach(function (p) {
@@ -50,8 +46,8 @@
       for (var i = 0; i < g.s.length; i++) {
         mx.push((g.s[i] + g.e[i]) / 2);
         text.push("<b>" + c + "</b> " + (g.e[i] - g.s[i]).toFixed(3) + " us<br>at " +
-                  g.s[i].toFixed(3) + " us<br>API: " + esc(strs[g.api[i]] || "-") +
-                  "<br>call site: " + esc(strs[g.site[i]] || "-"));
+                  g.s[i].toFixed(3) + " us<br>API: " + (strs[g.api[i]] || "-") +
+                  "<br>call site: " + (strs[g.site[i]] || "-"));  /* escaped in Python */
       }
       traces.push({type: GL, mode: "lines", name: c, legendgroup: c, x: sg.x,
                    y: sg.y, line: {color: C[c], width: width}, hoverinfo: "skip"});

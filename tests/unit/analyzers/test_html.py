@@ -3,6 +3,7 @@ every trace string escaped, timeline data bounded (one array per cause, capped g
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import re
@@ -129,8 +130,38 @@ def test_trace_strings_are_escaped(tmp_path: Path) -> None:
     assert page.lower().count("<script") == 4
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page  # call site, meta, what-if
     data = re.search(r'id="profplug-data">(.*?)</script>', page, re.S).group(1)
-    assert "\\u003cscript\\u003ealert(1)\\u003c/script\\u003e" in data
-    assert EVIL in json.loads(data)["timeline"]["strings"]  # round-trips for the hover
+    assert "<" not in data and ">" not in data  # nothing closes the data's <script>
+    # plotly draws tags found in text: the hover strings are entities it shows as text
+    assert html.escape(EVIL, quote=False) in json.loads(data)["timeline"]["strings"]
+
+
+def plotted_strings(doc: object) -> list[str]:
+    """Every string of the plot data (what plotly may draw)."""
+    if isinstance(doc, str):
+        return [doc]
+    if isinstance(doc, dict):
+        return [s for v in doc.values() for s in plotted_strings(v)]
+    if isinstance(doc, list):
+        return [s for v in doc for s in plotted_strings(v)]
+    return []
+
+
+def test_compare_labels_reach_plotly_escaped(tmp_path: Path) -> None:
+    # given two runs, one in a directory named like plotly's tags (a link, big red text)
+    label = ('<a href="https://example.com">x</a><span style="font-size:90px;color:red">'
+             "big</span>")
+    a = analyze([write_run(tmp_path, "device")])
+    b = analyze([write_run(tmp_path, "event")])
+    # when compared in HTML with that label
+    page = io.StringIO()
+    render_html(a, page, compare=compare(a, b, label, "event"))
+    data = json.loads(re.search(r'id="profplug-data">(.*?)</script>', page.getvalue(),
+                                re.S).group(1))
+    # then no string given to plotly holds a tag, and the label is there, escaped
+    assert not [s for s in plotted_strings(data) if "<" in s or ">" in s]
+    assert any(html.escape(label, quote=False) in row for row in data["bars"]["rows"])
+    assert any(html.escape(label, quote=False) in row for row in data["timeline"]["rows"])
+    assert label not in page.getvalue()
 
 
 def test_script_json_cannot_close_the_script() -> None:

@@ -81,8 +81,11 @@ def _really_ends(buf: bytearray, pos: int, end: int, final: bool) -> bool | None
     j = _NEXT.match(buf, pos + 1, end).end()  # type: ignore[union-attr]
     if j >= end:
         return True if final else None
-    if buf[j] == 0x7D:  # '}': the end of the top-level object
-        return True
+    if buf[j] == 0x7D:  # '}': the end of the top-level object, if nothing follows it
+        k = _NEXT.match(buf, j + 1, end).end()  # type: ignore[union-attr]
+        if k >= end:
+            return True if final else None
+        return False  # '}, ...': the '}' closed an event, the ']' was stray
     if 0x2C not in buf[pos + 1:j] or buf[j] != QUOTE:  # an item or junk follows
         return False
     if _EVENT_KEY.match(buf, j, end):  # an event's own field: a ']' inside an event
@@ -113,6 +116,7 @@ class EventArray:
         self.next_start = -1  # ... and its '{'
         self.start_searched = 1  # EVENT_START searched for up to here
         self.resynced_to = -1  # generic cut search inside the open item done up to here
+        self.slow_until = 1  # the exact path hands back once between items past this
         self.after_bad = False  # the last item was skipped
         self.quiet = False  # the open item is a fragment of that one: not counted
 
@@ -137,9 +141,12 @@ class EventArray:
             self.out.append(events)
             self.n_events += len(events)
 
-    def _enter_slow(self) -> None:
+    def _enter_slow(self, until: int = 1) -> None:
+        """Scan exactly from the buffer's start; hand back to the fast path once between
+        items at or after ``until`` (the end of the piece that failed), after one item."""
         self.slow, self.pos, self.item, self.scan = True, 1, -1, Scan()
         self.next_cut, self.next_start, self.start_searched = -1, -1, 1
+        self.slow_until = until
 
     # ------------------------------------------------------------------ fast path
     def _fast(self) -> bool:
@@ -157,7 +164,7 @@ class EventArray:
                 events = decode_events(piece)
         except DECODE_ERRORS:
             buf[cut + 1] = saved
-            self._enter_slow()
+            self._enter_slow(cut + 1)
             return True
         buf[cut + 1] = saved
         self._emit(events)
@@ -174,6 +181,9 @@ class EventArray:
                 pos = skip_between(buf, pos, end)
                 if pos >= end:
                     break
+                if pos >= self.slow_until and pos > 1 and not final \
+                        and buf[pos] != _CLOSE_ARRAY:
+                    break  # past the piece that failed: back to the fast path
                 c = buf[pos]
                 if c == _CLOSE_ARRAY:
                     ends = _really_ends(buf, pos, end, final)
@@ -236,6 +246,7 @@ class EventArray:
             self.next_cut -= shift
             self.next_start -= shift
             self.start_searched = max(self.start_searched - shift, 1)
+            self.slow_until = max(self.slow_until - shift, 1)
         self.pos = pos
         if self.item < 0 and not final and not self.closed:
             self.slow = False  # between items again: back to the fast path

@@ -74,17 +74,31 @@ _EVENT_KEY = re.compile(rb'"(?:ph|cat|name|pid|tid|ts|dur|args|id|bp|s)"\s*:')
 LOOK_AHEAD = 1 << 20  # bytes searched for more events after a ']' that may end the array
 
 
+def _compact(buf: bytearray, start: int) -> None:
+    """``buf[start:]`` holds only separators (whitespace, commas): keep one comma, if any."""
+    sep = b"," if 0x2C in buf[start:] else b""
+    del buf[start:]
+    buf += sep
+
+
 def _really_ends(buf: bytearray, pos: int, end: int, final: bool) -> bool | None:
     """Whether the ']' at ``pos`` closes the event array. It does when the object's '}',
     or ', "field"' with no event after it, follows; not when an item, an event's field or
-    more events follow (then it is a stray byte). None: undecided until more is read."""
+    more events follow (then it is a stray byte). None: undecided until more is read; the
+    separators read so far after it are then compacted (a run of spaces is never held)."""
     j = _NEXT.match(buf, pos + 1, end).end()  # type: ignore[union-attr]
     if j >= end:
-        return True if final else None
+        if final:
+            return True
+        _compact(buf, pos + 1)
+        return None
     if buf[j] == 0x7D:  # '}': the end of the top-level object, if nothing follows it
         k = _NEXT.match(buf, j + 1, end).end()  # type: ignore[union-attr]
         if k >= end:
-            return True if final else None
+            if final:
+                return True
+            _compact(buf, j + 1)
+            return None
         return False  # '}, ...': the '}' closed an event, the ']' was stray
     if 0x2C not in buf[pos + 1:j] or buf[j] != QUOTE:  # an item or junk follows
         return False
@@ -168,6 +182,7 @@ class EventArray:
             return True
         buf[cut + 1] = saved
         self._emit(events)
+        self.after_bad = False
         del buf[1:nxt]  # keep '[', drop what was decoded (cheap at the front)
         self.searched = len(buf)
         return True

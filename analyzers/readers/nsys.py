@@ -31,6 +31,7 @@ from profplug.ranges import STEP, parse_rank_mark
 
 from ...errors import TraceError
 from ..timeline import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, Timeline
+from .jsonblocks import regular_file
 from .nsys_fetch import Fetcher, default_workers
 from .nsys_fetch import empty as _empty
 from .nsys_links import link_waits
@@ -356,8 +357,7 @@ def read_nsys(path: str | Path, nsys: str | Path | None = None, *,
     not depend on it. Raises TraceError with a one-line reason naming the file.
     """
     p = Path(path)
-    if not p.is_file():
-        raise TraceError(f"{p}: no such file")
+    regular_file(p)  # "no such file", or "not a regular file (a FIFO)"
     with sqlite_file(p, nsys) as db:
         ex = open_export(p, db)
         fx = Fetcher(ex.conn, ex.uri, default_workers() if workers is None else workers,

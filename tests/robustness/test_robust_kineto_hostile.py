@@ -150,11 +150,13 @@ def run_limited(args: list[str], mem_mb: int, tmp: Path) -> subprocess.Completed
                           text=True, timeout=120, preexec_fn=limit, env=env)
 
 
-def test_whitespace_between_events_is_not_held(tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    # given 64 MB of spaces between two halves of a trace, gzipped (~64 KB)
+@pytest.mark.parametrize("where", ["between events", "after the array"])
+def test_whitespace_is_not_held(tmp_path: Path, where: str,
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # given 64 MB of spaces between two events, or after the event array, gzipped (~64 KB)
     data = text()
-    mid = data.index(b",\n  {", len(data) // 2) + 1
+    mid = data.index(b",\n  {", len(data) // 2) + 1 if where == "between events" \
+        else data.index(b"],") + 2
     p = tmp_path / "rank0.json.gz"
     p.write_bytes(gz_repeat(data[:mid], b" " * (1 << 20), 64, data[mid:]))
     held = [0]
@@ -170,6 +172,7 @@ def test_whitespace_between_events_is_not_held(tmp_path: Path,
     tl = kineto.read_kineto(p)
     assert tl.skipped == {} and tl.n_gpu == N and tl.api_start_ns.size == N
     assert held[0] <= jsonchunks.SLOW_AFTER + 2 * jsonblocks.BLOCK
+    assert tl.warnings == [] and tl.metadata["baseTimeNanoseconds"] > 0
 
 
 def test_gzip_bomb_stops_at_the_budget_in_bounded_memory(tmp_path: Path) -> None:

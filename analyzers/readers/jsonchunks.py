@@ -370,12 +370,13 @@ class EventStream:
         scanned = 1  # head[:scanned] is scanned; scan holds the state there
         for block in blocks:
             if not head:
-                block = bytes(block).lstrip(_WS)
-                if block.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte order mark
-                    block = block[3:].lstrip(_WS)
-                if not block:
-                    continue
-                if block[:1] != b"{":
+                if bytes(block[:1]) != b"{":  # leading whitespace, a byte order mark
+                    block = bytes(block).lstrip(_WS)
+                    if block.startswith(b"\xef\xbb\xbf"):
+                        block = block[3:].lstrip(_WS)
+                    if not block:
+                        continue
+                if bytes(block[:1]) != b"{":
                     raise TraceError(f"{self.path}: not a Kineto trace (not a JSON object)")
             head += block
             while (m := TRACE_EVENTS.search(head, scanned)) is not None:

@@ -202,20 +202,20 @@ def bad_utf8_big(mb: float) -> Build:
 
 
 def whatif_near_limit(d: Path) -> list[str]:
-    ev = []
-    t0 = 9.2e15 - 1e9  # epoch us near the int64-ns limit
-    for k in range(50):
-        ts = t0 + 10.0 * k
-        ev.append(b'{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 7, '
-                  b'"tid": 1, "ts": %d, "dur": 1, "args": {"correlation": %d}}' % (ts, k))
-        ev.append(b'{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": %d, '
-                  b'"dur": 5, "args": {"device": 0, "stream": 7, "correlation": %d}}'
-                  % (ts + 2, k))
-        ev.append(b'{"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", '
-                  b'"pid": 7, "tid": 1, "ts": %d, "dur": 6}' % (ts + 3))
-    p = d / "rank0.json"
-    p.write_bytes(kineto_bytes(ev, base=0))
-    return ["report", str(p), "--whatif", "--jobs", "1"]
+    """baseTimeNanoseconds just below 2^63: relative times wrap past the int64 limit."""
+    args = numbers("baseTimeNanoseconds near int64 max")(d)
+    return [*args, "--whatif"]
+
+
+def nsys_near_limit(d: Path) -> list[str]:
+    """An Nsight export whose timestamps sit just below 2^63 ns."""
+    ex = NsysExport()
+    p = ex.process()
+    t0 = (2**63 - 10**9) / 1000
+    for k in range(20):
+        p.launch(t0 + 20 * k, t0 + 20 * k + 1, 5)
+        p.runtime("cudaDeviceSynchronize", t0 + 20 * k + 2, 6)
+    return ["report", str(ex.write(d / "report.sqlite")), "--whatif", "--jobs", "1"]
 
 
 # ---------------------------------------------------------------------------- analysis
@@ -304,6 +304,16 @@ def hot_wal(d: Path) -> list[str]:
     return ["report", str(p), "--jobs", "1"]
 
 
+def wal_readonly_dir(d: Path) -> list[str]:
+    """A WAL-mode export, closed cleanly, in a read-only directory."""
+    ro = d / "ro"
+    ro.mkdir()
+    p = seed_export(ro)
+    sql(p, "PRAGMA journal_mode=WAL")
+    ro.chmod(0o555)
+    return ["report", str(p), "--jobs", "1"]
+
+
 def stale_export(d: Path) -> list[str]:
     rep = d / "report.nsys-rep"
     rep.write_bytes(b"not really a report")
@@ -355,7 +365,7 @@ def run_json_two_up(d: Path) -> list[str]:
 
 
 def compare_label(d: Path) -> list[str]:
-    a = d / '<a xlink:href="https://example.com"><tspan style="fill:red">x</tspan></a>'
+    a = d / '<a href="javascript:void(0)">link<span style="font-size:90px;color:red">big'
     b = d / "b"
     for x in (a, b):
         x.mkdir()
@@ -379,6 +389,7 @@ ATTACKS = [
         "5000-digit pid", "baseTimeNanoseconds 2^64", "baseTimeNanoseconds near int64 max",
         "epoch and relative ts mixed")),
     Attack("5", "report --whatif near the int64 limit", whatif_near_limit),
+    Attack("5", "Nsight times near the int64 limit (--whatif)", nsys_near_limit),
     Attack("10", "bad UTF-8 byte in a 146 MB trace", bad_utf8_big(146)),
     *(Attack("4", f"long sync + {n} short syncs", long_sync_short_syncs(n))
       for n in (8_000, 32_000)),
@@ -387,6 +398,7 @@ ATTACKS = [
       for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "StringIds", "META_DATA_EXPORT")),
     Attack("2", "StringIds without its index (20k names)", stringids_no_index),
     Attack("7", "hot WAL beside the export", hot_wal),
+    Attack("7", "WAL-mode export in a read-only directory", wal_readonly_dir),
     Attack("9", "stale partial .sqlite beside a .nsys-rep (--strict)", stale_export),
     Attack("10", 'table named with "', quote_table),
     Attack("10", "profplug.rank \u00b2 mark", rank_superscript),
@@ -402,7 +414,7 @@ def run(attack: Attack, timeout: float, mem_gb: float, pythonpath: str = "") -> 
     with tempfile.TemporaryDirectory(prefix="profplug-attack-") as tmp:
         d = Path(tmp)
         args = attack.build(d)
-        before = {p.name for p in d.iterdir()}
+        before = {str(p.relative_to(d)) for p in d.rglob("*")}
         limit = int(mem_gb * (1 << 30))
 
         def limits() -> None:
@@ -428,7 +440,8 @@ def run(attack: Attack, timeout: float, mem_gb: float, pythonpath: str = "") -> 
         text = err.decode(errors="replace").strip() or out.decode(errors="replace").strip()
         lines = [ln for ln in text.splitlines() if ln.strip()]
         last = (lines[-1] if lines else "").replace(tmp, "<dir>")
-        left = sorted(p.name for p in d.iterdir() if p.name not in before)
+        left = sorted(str(p.relative_to(d)) for p in d.rglob("*")
+                      if str(p.relative_to(d)) not in before)
         return {"item": attack.item, "attack": attack.name, "exit": status,
                 "wall_s": round(wall, 2), "rss_mb": round(rss), "traceback":
                 "Traceback" in text, "last": last[:140], "new_files": left}

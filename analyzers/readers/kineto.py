@@ -1,8 +1,8 @@
 """Kineto (torch.profiler) Chrome-trace reader: ``.json`` / ``.json.gz`` -> :class:`Timeline`.
 
-Events stream through in typed batches (``jsonchunks``: linear time, bounded memory, a bad
-event skipped and counted, a cut-short file read up to its last complete event) and become
-timeline rows batch by batch; the rows are packed into numpy arrays every ``FLUSH_ROWS``, so
+Events stream through in typed batches (``kineto_stream``, ``jsonchunks``: linear time,
+bounded memory, a bad event skipped and counted, a cut-short file read up to its last
+complete event) and become timeline rows batch by batch; the rows are packed into numpy arrays every ``FLUSH_ROWS``, so
 memory grows by ~50 bytes per kept event (kernels, API calls, annotations, syncs, steps).
 
 Times: Kineto's ``ts``/``dur`` are microseconds (3 decimals = ns). Recent torch writes
@@ -29,8 +29,8 @@ from ..timeline import (
     Timeline,
     TimelineBuilder,
 )
-from .jsonchunks import EventStream
 from .kineto_decode import Event, Header
+from .kineto_stream import EventStream
 from .limits import max_decompressed
 
 MAX_EVENT_DUR_US = 3.6e9  # one hour: longer events are CUPTI timestamp garbage

@@ -10,8 +10,8 @@ import msgspec
 import numpy as np
 import pytest
 from profplug.analyzers.readers import jsonblocks, kineto
-from profplug.analyzers.readers.jsonchunks import EventStream
 from profplug.analyzers.readers.kineto_decode import Event
+from profplug.analyzers.readers.kineto_stream import EventStream
 from profplug.analyzers.timeline import Timeline
 from synth import KinetoTrace, mixed_trace
 

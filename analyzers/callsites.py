@@ -13,6 +13,7 @@ import numpy as np
 
 from profplug.ranges import PHASES, PREFIX, without_payload
 
+from .rangequery import last_at_least
 from .timeline import Timeline
 
 UNANNOTATED = "unannotated"
@@ -25,7 +26,13 @@ def display_name(site: str) -> str:
 
 def enclosing(tl: Timeline, start_ns: np.ndarray, end_ns: np.ndarray, tid: np.ndarray
               ) -> list[str]:
-    """Call-site label for each call given by (start, end, thread)."""
+    """Call-site label for each call given by (start, end, thread).
+
+    Per thread, annotations sorted by start; the innermost one enclosing a call is the
+    latest-starting one (at or before the call's start) that ends at or after the call's
+    end, and its parent the next such one before it: two :func:`last_at_least` lookups,
+    O((ranges + calls) log ranges) however deep the nesting.
+    """
     out = [UNANNOTATED] * int(start_ns.size)
     if tl.ann_start_ns.size == 0 or start_ns.size == 0:
         return out
@@ -35,45 +42,64 @@ def enclosing(tl: Timeline, start_ns: np.ndarray, end_ns: np.ndarray, tid: np.nd
         if sel_ann.size == 0:
             continue
         order = sel_ann[np.argsort(tl.ann_start_ns[sel_ann], kind="stable")]
-        a_s = tl.ann_start_ns[order]
-        a_e = tl.ann_end_ns[order]
-        a_n = tl.ann_name[order]
-        parent = _prev_ending_later(a_e.tolist())
-        firsts = np.searchsorted(a_s, start_ns, side="right") - 1
-        for k in np.nonzero(tid == t)[0]:
-            chain = _containing(a_e, parent, int(firsts[k]), int(end_ns[k]), limit=2)
-            if not chain:
+        a_s, a_e, a_n = tl.ann_start_ns[order], tl.ann_end_ns[order], tl.ann_name[order]
+        calls = np.nonzero(tid == t)[0]
+        ends = end_ns[calls]
+        firsts = np.searchsorted(a_s, start_ns[calls], side="right") - 1
+        inner = last_at_least(a_e, firsts, ends)
+        outer = last_at_least(a_e, inner - 1, ends)  # -1 -> -2: none
+        outer[inner < 0] = -1
+        for k, i, o in zip(calls.tolist(), inner.tolist(), outer.tolist(), strict=True):
+            if i < 0:
                 continue
-            inner = without_payload(names[a_n[chain[0]]])
-            if inner in PHASES and len(chain) > 1:
-                inner = f"{without_payload(names[a_n[chain[1]]])} > {inner}"
-            out[k] = inner
+            label = without_payload(names[a_n[i]])
+            if label in PHASES and o >= 0:
+                label = f"{without_payload(names[a_n[o]])} > {label}"
+            out[k] = label
     return out
-
-
-def _prev_ending_later(a_e: list[int]) -> list[int]:
-    """For each range i (sorted by start), the nearest j < i with end[j] >= end[i], or -1."""
-    out = [-1] * len(a_e)
-    stack: list[int] = []
-    for i, end in enumerate(a_e):
-        while stack and a_e[stack[-1]] < end:
-            stack.pop()
-        out[i] = stack[-1] if stack else -1
-        stack.append(i)
+    names = tl.names
+    order = np.lexsort((tl.ann_start_ns, tl.ann_tid))  # stable: ties keep trace order
+    a_t, a_e, a_n = tl.ann_tid[order], tl.ann_end_ns[order], tl.ann_name[order]
+    # the last annotation of the call's thread starting at or before the call: merge
+    # annotations and calls in (thread, start) order, annotations first on a tie
+    n_a = order.size
+    kind = np.concatenate([np.zeros(n_a, np.int8), np.ones(start_ns.size, np.int8)])
+    merged = np.lexsort((kind, np.concatenate([tl.ann_start_ns[order], start_ns]),
+                         np.concatenate([a_t, tid])))
+    before = np.cumsum(merged < n_a)  # annotations up to each merged position
+    firsts = np.empty(start_ns.size, dtype=np.int64)
+    pos = np.nonzero(merged >= n_a)[0]
+    firsts[merged[pos] - n_a] = before[pos] - 1
+    lo = np.searchsorted(a_t, tid, side="left")  # the first annotation of the call's thread
+    firsts[firsts < lo] = -1
+    inner = last_at_least(a_e, firsts, end_ns)
+    inner[inner < lo] = -1  # the latest such range is on an earlier thread: none on this one
+    outer = last_at_least(a_e, inner - 1, end_ns)  # -1 -> -2: none
+    outer[(inner < 0) | (outer < lo)] = -1
+    for k in np.nonzero(inner >= 0)[0].tolist():
+        label = without_payload(names[a_n[inner[k]]])
+        if label in PHASES and outer[k] >= 0:
+            label = f"{without_payload(names[a_n[outer[k]]])} > {label}"
+        out[k] = label
     return out
-
-
-def _containing(a_e: np.ndarray, parent: list[int], i: int, e: int, limit: int) -> list[int]:
-    """Indices of ranges containing [s, e], innermost first (latest start first).
-
-    ``i`` is the last range starting at or before s. A range ending before ``e`` is skipped
-    together with every range between it and its ``parent`` (they end even earlier).
-    """
-    found: list[int] = []
-    while i >= 0 and len(found) < limit:
-        if a_e[i] >= e:
-            found.append(i)
-            i -= 1
-        else:
-            i = parent[i]
-    return found
+    names = tl.names
+    for t in np.unique(tid):
+        sel_ann = np.nonzero(tl.ann_tid == t)[0]
+        if sel_ann.size == 0:
+            continue
+        order = sel_ann[np.argsort(tl.ann_start_ns[sel_ann], kind="stable")]
+        a_s, a_e, a_n = tl.ann_start_ns[order], tl.ann_end_ns[order], tl.ann_name[order]
+        calls = np.nonzero(tid == t)[0]
+        ends = end_ns[calls]
+        firsts = np.searchsorted(a_s, start_ns[calls], side="right") - 1
+        inner = last_at_least(a_e, firsts, ends)
+        outer = last_at_least(a_e, inner - 1, ends)  # -1 -> -2: none
+        outer[inner < 0] = -1
+        for k, i, o in zip(calls.tolist(), inner.tolist(), outer.tolist(), strict=True):
+            if i < 0:
+                continue
+            label = without_payload(names[a_n[i]])
+            if label in PHASES and o >= 0:
+                label = f"{without_payload(names[a_n[o]])} > {label}"
+            out[k] = label
+    return out

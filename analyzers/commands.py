@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..errors import ProfplugError, TraceError
+from ..errors import ProfplugError, TraceError, one_line
 from .compare import Comparison, compare
 from .crossrank import cross_rank_analysis
 from .load import PathsLike, as_paths, load_timelines
@@ -47,7 +47,7 @@ def write_text(text: str, output: Path | None) -> None:
 def write_page(result: object, path: Path) -> None:
     """The HTML page of a report or a comparison, and a line on stderr saying so."""
     write_text(render_text(result, PAGE), path)
-    print(f"profplug: wrote {path}", file=sys.stderr)
+    print(f"profplug: wrote {one_line(path)}", file=sys.stderr)
 
 
 # Words users put after a flag that takes no value ("--strict true"): a path or a command
@@ -112,11 +112,11 @@ def run_report(paths: PathsLike, *, fmt: str = "table", output: Path | None = No
     problems += rep.warnings
     missing = rep.meta.get("missing_ranks")
     if missing:  # profplug run: ranks of the world that left no trace (SIGKILL, OOM...)
-        print(f"profplug: warning: missing ranks: {missing} (run.json: no trace for them)",
-              file=sys.stderr)
+        print(f"profplug: warning: missing ranks: {one_line(missing)} (run.json: no trace "
+              "for them)", file=sys.stderr)
     if fmt != "table":  # the table shows them itself
         for p in problems:
-            print(f"profplug: warning: {p}", file=sys.stderr)
+            print(f"profplug: warning: {one_line(p)}", file=sys.stderr)
     trace_problems = any(r.warnings or r.skipped for r in rep.ranks)
     if strict and (trace_problems or missing):
         print("profplug: --strict: the traces had warnings or skipped events", file=sys.stderr)

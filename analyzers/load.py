@@ -6,11 +6,14 @@ import os
 import sys
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 from ..errors import TraceError
 from .cpus import usable_cpus
 from .readers.base import ReadOptions
+from .readers.jsonblocks import kind_of
+from .readers.limits import max_decompressed
 from .readers.nsys_source import EXPORT_SUFFIXES, REPORT_SUFFIXES
 from .readers.registry import SUFFIXES, reader_for
 from .timeline import Timeline
@@ -57,6 +60,8 @@ def trace_files(paths: PathsLike) -> list[Path]:
             if reader_for(p) is None:
                 raise TraceError(f"{p}: unknown trace format (expected {KNOWN_SUFFIXES})")
             out.append(p)
+        elif p.exists():  # a FIFO would block the reader, a device never ends
+            raise TraceError(f"{p}: not a regular file ({kind_of(p.stat().st_mode)})")
         else:
             raise TraceError(f"{p}: no such file or directory")
     return out
@@ -96,10 +101,14 @@ def load_timelines(paths: PathsLike, *, jobs: int | None = None,
     by rank.
 
     Files are parsed in parallel on up to ``jobs`` processes (default: the usable CPUs).
-    ``read`` goes to every reader. Raises TraceError when two files claim the same rank.
+    ``read`` goes to every reader (its ``max_decompressed`` default, from
+    ``$PROFPLUG_MAX_DECOMPRESSED``, is settled here, once). Raises TraceError when two files
+    claim the same rank.
     """
     files = trace_files(paths)
     opt = read or ReadOptions()
+    if opt.max_decompressed is None:
+        opt = replace(opt, max_decompressed=max_decompressed())
     work = [(f, i, opt) for i, f in enumerate(files)]
     n_jobs = min(len(work), jobs or usable_cpus())
     show = sys.stderr.isatty() if progress is None else progress

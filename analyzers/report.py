@@ -18,6 +18,7 @@ from .headline import headline, no_steps_warning
 from .load import PathsLike, as_paths, load_timelines
 from .rankpool import analyze_ranks
 from .readers.base import ReadOptions
+from .sanity import check_sum_rule
 from .stalls import RankStalls, StallOptions, flat_dict
 from .steprule import DEFAULT_STEPS, StepRule
 from .timeline import Timeline
@@ -126,7 +127,9 @@ def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | Non
     """
     opt = options or StallOptions()
     tls = list(timelines)
-    rep = Report(analyze_ranks(tls, opt), opt)  # big runs: a process per rank
+    ranks = analyze_ranks(tls, opt)  # big runs: a process per rank
+    check_sum_rule(ranks)  # never print figures that do not add up
+    rep = Report(ranks, opt)
     no_steps = no_steps_warning(rep.ranks, steps)
     if no_steps:
         rep.warnings.append(no_steps)
@@ -163,17 +166,27 @@ def analyze(paths: PathsLike, options: StallOptions | None = None, *,
     return rep
 
 
+RUN_SUBDIRS = ("kineto", "nsys")  # where ``profplug run`` puts traces, beside run.json
+
+
 def find_run_meta(paths: PathsLike) -> dict[str, Any]:
-    """The ``run.json`` that ``profplug run`` wrote next to (or above) the traces, if any."""
+    """The ``run.json`` that ``profplug run`` wrote for these traces, if any.
+
+    Only where ``profplug run`` puts it: in the directory given, beside the trace file, or
+    one level up when the traces are in its ``kineto/`` or ``nsys/`` folder. A run.json
+    further up belongs to something else (it would add foreign metadata and missing ranks).
+    An unreadable one (bad JSON, nested too deep) is ignored.
+    """
     import json
 
     for p in as_paths(paths):
-        for d in (p, *p.parents[:2]) if p.is_dir() else p.parents[:3]:
-            f = d / "run.json"
+        d = p if p.is_dir() else p.parent
+        for cand in (d, d.parent) if d.name in RUN_SUBDIRS else (d,):
+            f = cand / "run.json"
             if f.is_file():
                 try:
                     meta = json.loads(f.read_text())
-                except (OSError, ValueError):
+                except (OSError, ValueError, RecursionError):
                     return {}
                 return meta if isinstance(meta, dict) else {}
     return {}

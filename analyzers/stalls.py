@@ -33,6 +33,7 @@ from .gaps import (
     Gaps,
     device_intervals,
 )
+from .rangequery import last_at_least
 from .steps import StepStats, step_stats_and_starts
 from .streamwait import StreamWaitStat, stream_waits
 from .timeline import Timeline
@@ -179,11 +180,10 @@ def _match_calls(gap_start: np.ndarray, c_start: np.ndarray, c_end: np.ndarray, 
     covered = ok & (reach[ii] + tol >= gap_start)
     direct = covered & (e[ii] + tol >= gap_start)
     out[direct] = order[ii[direct]]
-    for g in np.nonzero(covered & ~direct)[0]:  # an earlier, longer call holds it (rare)
-        k = int(ii[g])
-        while k >= 0 and e[k] + tol < gap_start[g]:
-            k -= 1
-        out[g] = order[k] if k >= 0 else -1
+    late = np.nonzero(covered & ~direct)[0]  # an earlier, longer call holds it (rare)
+    if late.size:  # the latest-starting of those: O(log n) each, not a walk back
+        k = last_at_least(e, ii[late], gap_start[late] - tol)
+        out[late] = np.where(k >= 0, order[np.maximum(k, 0)], -1)
     return out
 
 

@@ -15,7 +15,8 @@ the rule they were given (``ReadOptions.steps``), so Kineto user annotations
 
 Matching ranges nested in another match (or with the same span) count once, as the
 outermost. ``ProfilerStep#N`` ranges mark steps, never call sites: they leave the
-annotations whatever the rule. The rule that found a rank's steps is ``Timeline.steps_rule``
+annotations whatever the rule; one whose N does not fit int64 is skipped and counted
+(``step number out of range``). The rule that found a rank's steps is ``Timeline.steps_rule``
 (None when none was found); the report prints it (JSON ``steps_rule``).
 """
 
@@ -33,6 +34,16 @@ from .timeline import STEP_RE, Timeline
 
 REGEX_PREFIX = "re:"
 PROFILER_STEP = "ProfilerStep#N"
+MAX_DIGITS = 18  # a step number with more digits does not fit int64
+OUT_OF_RANGE = "step number out of range"  # a ProfilerStep#N skipped (Timeline.skipped)
+
+
+def _step_number(text: str | None) -> int | None:
+    """A step number from a name's digits (decimal digits int() reads: not "²"), when it
+    fits int64; else None."""
+    if text is None or not text.isdecimal() or len(text) > MAX_DIGITS:
+        return None
+    return int(text)
 
 
 @dataclass(frozen=True)
@@ -79,23 +90,39 @@ class StepRule:
         for i, n in enumerate(names):
             m = rx.search(n)
             if m is not None:
-                g = m.group(1) if rx.groups else None
-                out[i] = int(g) if g is not None and g.isdigit() else None
+                out[i] = _step_number(m.group(1) if rx.groups else None)
         return out
 
 
 DEFAULT_STEPS = StepRule()
 
 
-def _profiler_steps(names: list[str]) -> dict[int, int | None]:
-    return {i: int(m.group(1)) for i, n in enumerate(names) if (m := STEP_RE.match(n))}
+def _profiler_steps(names: list[str]) -> tuple[dict[int, int | None], list[int]]:
+    """``ProfilerStep#N`` symbols -> N; and the symbols whose N is out of range."""
+    steps: dict[int, int | None] = {}
+    bad: list[int] = []
+    for i, n in enumerate(names):
+        m = STEP_RE.match(n)
+        if m:
+            num = _step_number(m.group(1))
+            if num is None:
+                bad.append(i)
+            else:
+                steps[i] = num
+    return steps, bad
 
 
 def apply_steps(tl: Timeline, rule: StepRule = DEFAULT_STEPS) -> Timeline:
     """Fill ``tl``'s ``step_*`` columns and ``steps_rule`` from its annotations by ``rule``;
     ``ProfilerStep#N`` ranges leave the annotations. Returns ``tl`` (changed in place)."""
     names = tl.names
-    prof = _profiler_steps(names)
+    prof, bad = _profiler_steps(names)
+    if bad:  # ProfilerStep#<19+ digits>: no step, no call site; counted
+        out = np.isin(tl.ann_name, np.array(bad, dtype=np.int64))
+        tl.skip(OUT_OF_RANGE, int(out.sum()))
+        keep = ~out
+        tl.ann_start_ns, tl.ann_end_ns = tl.ann_start_ns[keep], tl.ann_end_ns[keep]
+        tl.ann_tid, tl.ann_name = tl.ann_tid[keep], tl.ann_name[keep]
     is_prof = np.isin(tl.ann_name, np.fromiter(prof, dtype=np.int64, count=len(prof)))
     if rule.is_default:
         if is_prof.any():

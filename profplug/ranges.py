@@ -73,7 +73,8 @@ def parse_rank_mark(text: str) -> int | None:
     if not text.startswith(RANK_MARK + " "):
         return None
     tail = text[len(RANK_MARK) + 1:].strip()
-    return int(tail) if tail.isdigit() else None
+    # ASCII digits only ("²".isdigit() is true, int("²") fails), and a rank that fits int32
+    return int(tail) if tail.isascii() and tail.isdigit() and len(tail) <= 9 else None
 
 
 _PAYLOAD = re.compile(r" (peer|root|group)=(-?\d+(?:,-?\d+)*)")

@@ -2,7 +2,8 @@
 
 Readers are listed once, in ``registry.READERS``; ``load`` finds the reader of a file by its
 name there. ``ReadOptions`` travels with every read (also to the worker processes that read
-files in parallel), so nothing reaches a reader through the environment.
+files in parallel), so nothing reaches a reader through the environment (but the documented
+defaults: `$PROFPLUG_NSYS`, `$PROFPLUG_MAX_DECOMPRESSED`, read where `load` starts).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Protocol
 
 from ..steprule import DEFAULT_STEPS, StepRule
 from ..timeline import Timeline
+from .limits import parse_size
 
 
 @dataclass(frozen=True)
@@ -21,10 +23,18 @@ class ReadOptions:
 
     nsys: str | None = None  # nsys exporting .nsys-rep files; None: $PROFPLUG_NSYS, then PATH
     steps: StepRule = DEFAULT_STEPS  # which host ranges are steps (``--step-range``)
+    # most bytes a .gz may inflate to (``--max-decompressed``); None: the documented default
+    # ($PROFPLUG_MAX_DECOMPRESSED, else 2 GiB; ``limits.max_decompressed``)
+    max_decompressed: int | None = None
 
     def with_step_range(self, spec: str | None) -> ReadOptions:
         """These options with the step rule of ``--step-range SPEC`` (None: unchanged)."""
         return self if spec is None else replace(self, steps=StepRule.parse(spec))
+
+    def with_max_decompressed(self, size: str | None) -> ReadOptions:
+        """These options with the budget of ``--max-decompressed SIZE`` (``"8G"``; None:
+        unchanged); a bad size is a ProfplugError."""
+        return self if size is None else replace(self, max_decompressed=parse_size(size))
 
 
 class Reader(Protocol):

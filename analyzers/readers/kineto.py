@@ -1,8 +1,9 @@
 """Kineto (torch.profiler) Chrome-trace reader: ``.json`` / ``.json.gz`` -> :class:`Timeline`.
 
-Events stream through in chunks (``jsonchunks``) and become timeline rows chunk by chunk;
-anything unexpected falls back to decoding the whole file (``kineto_decode``: the typed fast
-path, else the tolerant path that skips and counts bad events and recovers cut-short files).
+Events stream through in typed batches (``kineto_stream``, ``jsonchunks``: linear time,
+bounded memory, a bad event skipped and counted, a cut-short file read up to its last
+complete event) and become timeline rows batch by batch; the rows are packed into numpy arrays every ``FLUSH_ROWS``, so
+memory grows by ~50 bytes per kept event (kernels, API calls, annotations, syncs, steps).
 
 Times: Kineto's ``ts``/``dur`` are microseconds (3 decimals = ns). Recent torch writes
 ``ts`` relative to ``baseTimeNanoseconds``; older torch wrote integer epoch microseconds.
@@ -15,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-import msgspec
+import numpy as np
 
 from .. import commops
 from ..steprule import DEFAULT_STEPS, StepRule, apply_steps
@@ -31,22 +32,19 @@ from ..timeline import (
     Timeline,
     TimelineBuilder,
 )
-from .jsonchunks import NotStreamable, event_chunks
-from .kineto_decode import (  # noqa: F401 (_decode_tolerant, read_bytes: re-exported)
-    _ANY_DECODER,
-    _EVENTS_DECODER,
-    BAD_UTF8,
-    Event,
-    Header,
-    Skipped,
-    _decode,
-    _decode_tolerant,
-    read_bytes,
-)
+from .kineto_decode import Event, Header
+from .kineto_stream import EventStream
+from .limits import max_decompressed
 
 MAX_EVENT_DUR_US = 3.6e9  # one hour: longer events are CUPTI timestamp garbage
 EPOCH_US_THRESHOLD = 1e14  # ts above this is epoch microseconds, not relative to a base
-MAX_EPOCH_TS_US = 9.0e15  # epoch ts (us) beyond this overflows int64 ns
+# Times stay within +-2^62 ns (year 2116), so no sum or difference of two overflows int64.
+MAX_EPOCH_TS_US = 4.6e15  # epoch ts (us) beyond this is out of range
+MAX_BASE_NS = (1 << 62) - 10**17  # base + relative ts (< 1e17 ns) stays within 2^62
+MAX_DIGITS = 18  # a step number, pid or tid with more digits does not fit int64
+FLUSH_ROWS = 1 << 18  # rows kept in Python lists before they are packed into numpy
+OUT_OF_RANGE = "timestamp out of range"
+MIXED = "timestamp style unlike the trace's (epoch vs relative us)"
 
 GPU_CATS = {"kernel": KIND_KERNEL, "gpu_memcpy": KIND_MEMCPY, "gpu_memset": KIND_MEMSET}
 API_CATS = frozenset({"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver", "runtime",
@@ -59,10 +57,17 @@ RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
 
 
 def _as_int(x: int | str, default: int = -1) -> int:
+    """An int field, or the first integer in a string one; ``default`` when none fits int64."""
     if isinstance(x, int):
         return x
-    m = re.search(r"-?\d+", x)
-    return int(m.group()) if m else default
+    m = re.search(r"-?[0-9]+", x)
+    if m is None or len(m.group().lstrip("-")) > MAX_DIGITS:
+        return default
+    return int(m.group())
+
+
+_NARROW = {"gpu_kind": np.int8, "gsync_kind": np.int8, "gpu_name": np.int32,
+           "api_name": np.int32, "ann_name": np.int32}
 
 
 class _Rows:
@@ -77,17 +82,26 @@ class _Rows:
         self.skipped: dict[str, int] = {}
         self.relative: bool | None = None  # ts relative to the base (else epoch us)
         self.has_sync = False
+        self.packed: dict[str, list[np.ndarray]] = {k: [] for k in self.b.cols}
+
+    def pack(self) -> None:
+        """Move every column's rows from its Python list into a numpy array (~8 bytes a
+        value instead of ~36)."""
+        for k, v in self.b.cols.items():
+            if v:
+                self.packed[k].append(np.array(v, dtype=_NARROW.get(k, np.int64)))
+                v.clear()
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
 
     def feed(self, events: list[Event]) -> None:
         b = self.b
-        if self.relative is None:
-            first_ts = next((e.ts for e in events if e.ts is not None and e.ph == "X"), None)
-            if first_ts is None:
+        if self.relative is None:  # the style of most timestamps in the first batch
+            stamps = [e.ts for e in events if e.ts is not None and e.ph == "X"]
+            if not stamps:
                 return
-            self.relative = first_ts < EPOCH_US_THRESHOLD
+            self.relative = 2 * sum(ts >= EPOCH_US_THRESHOLD for ts in stamps) < len(stamps)
         relative = self.relative
         gpu_cats = GPU_CATS
         c = b.cols
@@ -109,8 +123,12 @@ class _Rows:
                 self.skip("negative or absurd duration")
                 continue
             if not (-EPOCH_US_THRESHOLD < ts < EPOCH_US_THRESHOLD if relative
-                    else 0 <= ts < MAX_EPOCH_TS_US):  # would overflow int64 ns (or NaN)
-                self.skip("timestamp out of range")
+                    else EPOCH_US_THRESHOLD <= ts < MAX_EPOCH_TS_US):  # or NaN
+                # the other style (a mixed trace would make a 10^15 us window), or int64 ns
+                # overflow
+                other = EPOCH_US_THRESHOLD <= ts < MAX_EPOCH_TS_US if relative \
+                    else -EPOCH_US_THRESHOLD < ts < EPOCH_US_THRESHOLD
+                self.skip(MIXED if other else OUT_OF_RANGE)
                 continue
             cat = lower.get(e.cat)
             if cat is None:
@@ -155,6 +173,9 @@ class _Rows:
                 self._annotation(e, cat, start, end)
             elif cat == "cuda_sync":
                 self._gsync(e, start, end)
+        if len(gs) >= FLUSH_ROWS or len(as_) >= FLUSH_ROWS \
+                or len(c["ann_start_ns"]) >= FLUSH_ROWS or len(c["gsync_start_ns"]) >= FLUSH_ROWS:
+            self.pack()
 
     def _annotation(self, e: Event, cat: str, start: int, end: int) -> None:
         """Every user annotation, and the ``ProfilerStep#N`` cpu_ops (the step rule, applied
@@ -191,6 +212,10 @@ class _Rows:
         relative = bool(self.relative)
         dist = header.distributedInfo or {}
         rank, rule = _rank_of(path, dist, file_index)
+        if any(self.packed.values()):
+            self.pack()
+            for k, parts in self.packed.items():
+                self.b.cols[k] = np.concatenate(parts) if parts else []  # type: ignore[assignment]
         tl = self.b.build(rank=rank, source="kineto", files=[str(path)], rank_rule=rule,
                           has_gpu_sync_records=self.has_sync,
                           metadata={"distributedInfo": dist,
@@ -220,7 +245,7 @@ def _to_timeline(path: Path, header: Header, events: list[Event], *, file_index:
 
 def _rank_of(path: Path, dist: dict[str, Any], file_index: int) -> tuple[int, str]:
     r = dist.get("rank")
-    if isinstance(r, int) and r >= 0:
+    if isinstance(r, int) and not isinstance(r, bool) and 0 <= r < 2**31:
         return r, "distributedInfo.rank"
     m = RANK_IN_NAME.search(path.name)
     if m:
@@ -228,49 +253,47 @@ def _rank_of(path: Path, dist: dict[str, Any], file_index: int) -> tuple[int, st
     return file_index, "file order (no distributedInfo.rank, no rank in the file name)"
 
 
-def read_kineto(path: str | Path, file_index: int = 0, steps: StepRule = DEFAULT_STEPS
-                ) -> Timeline:
+def read_kineto(path: str | Path, file_index: int = 0, steps: StepRule = DEFAULT_STEPS,
+                max_bytes: int | None = None) -> Timeline:
     """Read one Kineto trace file into a Timeline; raises TraceError with a one-line reason.
 
     ``steps``: which host ranges are steps (``steprule``; default ``ProfilerStep#N``, else
-    ``profplug.step``).
+    ``profplug.step``). ``max_bytes``: the most a ``.gz`` may inflate to (``--max-decompressed``;
+    None: ``$PROFPLUG_MAX_DECOMPRESSED``, else 2 GiB).
 
-    Well-formed files are streamed in chunks (memory ~ one chunk plus the columns); any
-    surprise (truncation, bad UTF-8, odd types, unusual layout) reads the file whole with the
-    tolerant decoder instead.
+    Streams the file (memory ~ one block plus ~50 bytes per kept event), inflating a .gz
+    within that budget; bad events are skipped and counted, a cut-short file is read up to
+    its last complete event with a warning.
     """
     p = Path(path)
-    tl = _read_streaming(p, file_index, steps)
-    if tl is not None:
-        return tl
-    data, gz_note = read_bytes(p)
-    header, events, warnings, bad = _decode(p, data)
-    del data
-    if gz_note:
-        warnings.insert(0, gz_note)
-    tl = _to_timeline(p, header, events, file_index=file_index, steps=steps)
-    tl.warnings[:0] = warnings
-    for reason, n in bad.items():
+    stream = EventStream(p, max_decompressed() if max_bytes is None else max_bytes)
+    rows = _Rows()
+    for batch in stream:
+        rows.feed(batch)
+        del batch  # one batch of events alive at a time
+    header, notes = header_from(stream.fields)
+    tl = rows.finish(p, header, file_index, steps)
+    tl.warnings[:0] = stream.warnings + notes
+    for reason, n in stream.skipped.items():
         tl.skip(reason, n)
     return tl
 
 
-def _read_streaming(path: Path, file_index: int, steps: StepRule = DEFAULT_STEPS
-                    ) -> Timeline | None:
-    """The fast path: chunk by chunk (see jsonchunks); None when the file needs the slow one."""
-    rows = _Rows()
-    header: Header | None = None
-    try:
-        for chunk in event_chunks(path):
-            if isinstance(chunk, tuple):
-                head, tail = (_ANY_DECODER.decode(c) for c in chunk)
-                header = msgspec.convert({**head, **tail}, Header)
-            else:
-                rows.feed(_EVENTS_DECODER.decode(chunk))
-    except (NotStreamable, msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError,
-            OSError, TypeError):
-        return None
-    if header is None:
-        return None
-    return rows.finish(path, header, file_index, steps)
+def header_from(fields: dict[str, Any]) -> tuple[Header, list[str]]:
+    """The header fields that have the right type and range; warnings for the others."""
+    notes: list[str] = []
+    dist = fields.get("distributedInfo")
+    if dist is not None and not isinstance(dist, dict):
+        notes.append("distributedInfo is not an object: ignored")
+        dist = None
+    props = fields.get("deviceProperties")
+    if props is not None and not isinstance(props, list):
+        props = None
+    base = fields.get("baseTimeNanoseconds")
+    if base is not None and not (type(base) is int and 0 <= base <= MAX_BASE_NS):
+        notes.append(f"baseTimeNanoseconds {str(base)[:40]} out of range (0 .. {MAX_BASE_NS}):"
+                     " ignored")
+        base = None
+    return Header(distributedInfo=dist, deviceProperties=props, baseTimeNanoseconds=base,
+                  schemaVersion=fields.get("schemaVersion")), notes
 

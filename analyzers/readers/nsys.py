@@ -32,12 +32,14 @@ from profplug.ranges import parse_rank_mark
 from ...errors import TraceError
 from ..cpus import usable_cpus as default_workers  # threads for block reads (1 = serial)
 from ..steprule import DEFAULT_STEPS, StepRule, apply_steps
-from ..timeline import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, SymbolTable, Timeline
+from ..timeline import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, Timeline
+from .jsonblocks import regular_file
 from .nsys_comm import fill_comm, nccl_peers
 from .nsys_fetch import Fetcher
 from .nsys_fetch import empty as _empty
 from .nsys_links import link_waits
-from .nsys_source import Export, open_export, sqlite_file, text_cell
+from .nsys_names import _Symbols
+from .nsys_source import Export, guard, open_export, sqlite_file, sqlite_why
 
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -61,42 +63,10 @@ def _pid(g: np.ndarray) -> np.ndarray:
     return (g >> 24) & 0xFFFFFF
 
 
-DENSE_IDS = 1 << 26  # StringIds ids below this are mapped with a dense table
 MAX_DUR_NS = 3_600_000_000_000  # one hour: longer rows are CUPTI timestamp garbage
+MAX_TIME_NS = 1 << 62  # farther from 0, sums and differences of two times could overflow
 ABSURD = "negative or absurd duration"
-
-
-class _Symbols(SymbolTable):
-    """One name table for the file: StringIds ids and literal strings -> symbol index."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        super().__init__()
-        self.conn = conn
-
-    def from_string_ids(self, ids: np.ndarray) -> np.ndarray:
-        """StringIds ids -> symbol indices (unknown ids become ``<string id N>``)."""
-        if ids.size == 0:
-            return np.zeros(0, dtype=np.int32)
-        lo, hi = int(ids.min()), int(ids.max())
-        if lo >= 0 and hi < DENSE_IDS:  # dense lookup: O(n), no sort
-            present = np.zeros(hi + 1, dtype=bool)
-            present[ids] = True
-            uids = np.nonzero(present)[0]
-            dense = np.zeros(hi + 1, dtype=np.int32)
-            dense[uids] = self._lookup(uids)
-            return dense[ids]
-        uids, inv = np.unique(ids, return_inverse=True)
-        return self._lookup(uids)[inv]
-
-    def _lookup(self, uids: np.ndarray) -> np.ndarray:
-        values: dict[int, str] = {}
-        u = [int(x) for x in uids]
-        for k in range(0, len(u), 500):
-            chunk = u[k:k + 500]
-            q = f"SELECT id, value FROM StringIds WHERE id IN ({','.join('?' * len(chunk))})"
-            values.update((int(i), str(v)) for i, v in self.conn.execute(q, chunk))
-        return np.array([self.sym(values.get(i, f"<string id {i}>")) for i in u],
-                        dtype=np.int32)
+OUT_OF_RANGE = "timestamp out of range"
 
 
 Spec = tuple[str, list[str]]  # table, integer column expressions
@@ -268,12 +238,16 @@ def _process_names(ex: Export) -> dict[int, str]:
 
 
 def _drop_absurd(d: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Rows with end < start or longer than MAX_DUR_NS removed; returns their pids too."""
-    dur = d["end"] - d["start"]
-    ok = (dur >= 0) & (dur <= MAX_DUR_NS)
+    """Rows with end < start, longer than MAX_DUR_NS, or times beyond +-MAX_TIME_NS removed;
+    returns their pids too, negated for the out-of-range ones (-(pid + 1))."""
+    s, e = d["start"], d["end"]
+    in_range = (s >= -MAX_TIME_NS) & (e <= MAX_TIME_NS) & (s <= MAX_TIME_NS)
+    dur = np.where(in_range, e - s, -1)  # no int64 wrap-around on far-off values
+    ok = in_range & (dur >= 0) & (dur <= MAX_DUR_NS)
     if ok.all():
         return d, np.zeros(0, dtype=I64)
-    return {k: v[ok] for k, v in d.items()}, d["pid"][~ok]
+    bad = np.where(in_range, d["pid"], -d["pid"] - 1)[~ok]
+    return {k: v[ok] for k, v in d.items()}, bad
 
 
 API_COLS = ("start", "end", "tid", "corr", "name")
@@ -306,8 +280,10 @@ def _timelines(ex: Export, fx: Fetcher, steps: StepRule) -> list[Timeline]:
     ann, marks = _read_nvtx(nvtx(), syms)
     pids = sorted(set(np.unique(gpu["pid"]).tolist()) | set(marks))
     if not pids:
-        raise TraceError(f"{ex.path}: no CUDA kernels, memcpys or memsets in this export "
-                         "(was it captured with -t cuda?)")
+        dropped_rows = f" ({bad_pids.size} row(s) with absurd times skipped)" \
+            if bad_pids.size else ""
+        raise TraceError(f"{ex.path}: no CUDA kernels, memcpys or memsets in this export"
+                         f"{dropped_rows} (was it captured with -t cuda?)")
     dropped = sorted(set(api_of) - set(pids))
     no_api = {k: np.zeros(0, dtype=np.int32 if k == "name" else I64) for k in API_COLS}
     ranks = _assign_ranks(pids, gpu, marks)
@@ -331,9 +307,15 @@ def _timelines(ex: Export, fx: Fetcher, steps: StepRule) -> list[Timeline]:
                       "nsys_version": ex.meta.get("EXPORT_PRODUCT_VERSION",
                                                   ex.meta.get("NSYS_VERSION", ""))})
         tl.skip(ABSURD, int((bad_pids == p).sum()))
+        tl.skip(OUT_OF_RANGE, int((bad_pids == -p - 1).sum()))
         _fill_sync(tl, sync, sm)
         _fill_ann(tl, ann, nm, steps)
         fill_comm(tl, p, peers)
+        if not out:
+            tl.warnings += ex.warnings
+            if not ex.has(RUNTIME):
+                tl.warnings.append(f"no {RUNTIME} table: no host API calls, so every gap "
+                                   "is 'other' (a partial export?)")
         if dropped and not out:
             tl.warnings.append(f"processes without GPU work skipped: pid "
                                f"{', '.join(map(str, dropped))}")
@@ -360,26 +342,29 @@ def _fill_ann(tl: Timeline, ann: dict[str, np.ndarray], sel: np.ndarray, steps: 
 
 
 def read_nsys(path: str | Path, nsys: str | Path | None = None, *,
-              workers: int | None = None, steps: StepRule = DEFAULT_STEPS) -> list[Timeline]:
+              workers: int | None = None, steps: StepRule = DEFAULT_STEPS,
+              max_bytes: int | None = None) -> list[Timeline]:
     """Read an Nsight Systems export (``.sqlite``, ``.sqlite.gz``) or report (``.nsys-rep``).
 
     Returns one Timeline per process with GPU work (or a profplug rank mark), sorted by
     rank. ``nsys`` names the nsys executable used to export a ``.nsys-rep``. Large tables
     are read on ``workers`` threads (default: the usable CPUs; 1 = serial); the result does
     not depend on it. ``steps``: which NVTX ranges are steps (``steprule``; default
-    ``ProfilerStep#N``, else ``profplug.step``). Raises TraceError with a one-line reason naming the file.
+    ``ProfilerStep#N``, else ``profplug.step``). ``max_bytes``: the most a ``.sqlite.gz`` may
+    inflate to (``--max-decompressed``; None: ``$PROFPLUG_MAX_DECOMPRESSED``, else 2 GiB).
+    Raises TraceError with a one-line reason naming the file.
     """
     p = Path(path)
-    if not p.is_file():
-        raise TraceError(f"{p}: no such file")
-    with sqlite_file(p, nsys) as db:
+    regular_file(p)  # "no such file", or "not a regular file (a FIFO)"
+    with sqlite_file(p, nsys, max_bytes) as db:
         ex = open_export(p, db)
         fx = Fetcher(ex.conn, ex.uri, default_workers() if workers is None else workers,
-                     text_cell)
+                     setup=lambda c: guard(c, ex.steps))
         try:
             tls = _timelines(ex, fx, steps)
         except (sqlite3.Error, ValueError, OverflowError) as exc:  # a corrupt file
-            raise TraceError(f"{p}: unreadable Nsight export ({exc})") from None
+            raise TraceError(f"{p}: unreadable Nsight export ({sqlite_why(exc, ex.steps)})"
+                             ) from None
         finally:
             fx.close()
             ex.conn.close()

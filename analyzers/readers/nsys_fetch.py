@@ -50,11 +50,13 @@ class Fetcher:
     """
 
     def __init__(self, conn: sqlite3.Connection, uri: str = "", workers: int = 1,
-                 text_factory: Callable[[bytes], str] | None = None) -> None:
+                 text_factory: Callable[[bytes], str] | None = None, *,
+                 setup: Callable[[sqlite3.Connection], None] | None = None) -> None:
         self.conn = conn
         self.uri = uri
         self.workers = workers if uri else 1
         self._text = text_factory
+        self._setup = setup  # called on every extra connection (limits, text factory)
         self._local = threading.local()
         self._opened: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -78,6 +80,8 @@ class Fetcher:
         c = sqlite3.connect(self.uri, uri=True, check_same_thread=False)
         if self._text is not None:
             c.text_factory = self._text
+        if self._setup is not None:
+            self._setup(c)
         with self._lock:
             self._opened.append(c)
         return c

@@ -23,7 +23,7 @@ class KinetoReader:
     suffixes: tuple[str, ...] = (".json", ".json.gz")
 
     def read(self, path: Path, index: int, options: ReadOptions) -> list[Timeline]:
-        return [read_kineto(path, index, options.steps)]
+        return [read_kineto(path, index, options.steps, options.max_decompressed)]
 
 
 class NsysReader:
@@ -33,7 +33,8 @@ class NsysReader:
     suffixes: tuple[str, ...] = (*EXPORT_SUFFIXES, *REPORT_SUFFIXES)
 
     def read(self, path: Path, index: int, options: ReadOptions) -> list[Timeline]:
-        return read_nsys(path, options.nsys, steps=options.steps)
+        return read_nsys(path, options.nsys, steps=options.steps,
+                         max_bytes=options.max_decompressed)
 
 
 READERS: tuple[Reader, ...] = (KinetoReader(), NsysReader())

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from ..gaps import CAUSES
 from ..stalls import GPU_TIME_FIELDS
+from .text import PrintableWriter
 
 if TYPE_CHECKING:
     from ..compare import Comparison, RankComparison, RankSide
@@ -65,6 +66,7 @@ def _rows(rc: RankComparison) -> list[tuple[str, float | None, float | None, flo
 
 
 def render_compare_table(cmp: Comparison, out: TextIO) -> None:
+    out = PrintableWriter(out)  # type: ignore[assignment]  # run labels: no escapes
     w = out.write
     la, lb = _clip(cmp.label_a, LABEL_W), _clip(cmp.label_b, LABEL_W)
     w(f"profplug compare · A = {cmp.label_a} · B = {cmp.label_b}\n")

@@ -33,6 +33,7 @@ from . import (
     whatif_table,
 )
 from .escape import e
+from .text import PrintableWriter
 
 Renderer = Callable[[Any, TextIO], None]
 PAGE = "html"  # written with --html, not chosen with --format
@@ -112,6 +113,8 @@ def render(result: object, fmt: str, out: TextIO) -> None:
     fn = renderer_for(type(result), fmt)
     if fn is None:
         raise ProfplugError(f"no {fmt} renderer for {type(result).__name__}")
+    if fmt == "table":  # trace strings on a terminal: control characters shown escaped
+        out = PrintableWriter(out)  # type: ignore[assignment]
     fn(result, out)
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from ..callsites import display_name
 from ..gaps import CAUSES
+from .text import PrintableWriter
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -33,6 +34,7 @@ def _clip(s: str, n: int) -> str:
 
 
 def render_table(rep: Report, out: TextIO) -> None:
+    out = PrintableWriter(out)  # type: ignore[assignment]  # trace strings: no escapes
     w = out.write
     for line in textwrap.wrap(rep.headline(), WIDTH):  # the finding first
         w(line + "\n")

@@ -150,15 +150,19 @@ def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
     if drop.callsite is not None:  # the name as the report prints it, or a unique part
         drop = replace(drop, callsite=resolve_callsite(drop.callsite, timelines, drop.kinds))
     t0 = time.perf_counter()
-    m = build_model(timelines, drop)
     try:
+        m = build_model(timelines, drop)
         rec = replay(m, drop=False)
         drp = replay(host.apply(m) if host else m, drop=True)
+        replay_s = time.perf_counter() - t0
+        nested = {"replayed": nested_times(m, rec), "predicted": nested_times(m, drp)}
+        ranks = [_rank_result(tl, m, rec, drp, nested, opt) for tl in timelines if tl.n_gpu]
     except RuntimeError as exc:
         raise ProfplugError(f"what-if: {exc}") from None
-    replay_s = time.perf_counter() - t0
-    nested = {"replayed": nested_times(m, rec), "predicted": nested_times(m, drp)}
-    ranks = [_rank_result(tl, m, rec, drp, nested, opt) for tl in timelines if tl.n_gpu]
+    except OverflowError:  # readers keep times within +-2^62 ns; a hand-made timeline may not
+        files = ", ".join(f for t in timelines for f in t.files)
+        raise ProfplugError(f"what-if: {files}: times too far apart to replay "
+                            "(beyond the int64 nanosecond range)") from None
     set_bands(ranks, coupled=bool((m.o_peer >= 0).any()))
     peers = missing_peers(timelines)
     warnings = [*([peers] if peers else []), *m.warnings, *rec.warnings, *drp.warnings]

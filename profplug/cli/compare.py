@@ -7,7 +7,15 @@ from typing import Annotated
 import typer
 
 from .main import app
-from .options import DEFAULT_TOLERANCE_US, CrossRank, Html, Output, StepRange, Tolerance
+from .options import (
+    DEFAULT_TOLERANCE_US,
+    CrossRank,
+    Html,
+    MaxDecompressed,
+    Output,
+    StepRange,
+    Tolerance,
+)
 
 
 @app.command()
@@ -21,6 +29,7 @@ def compare(
     label_b: Annotated[str | None, typer.Option("--label-b", help="Name of run B.")] = None,
     tolerance_us: Tolerance = DEFAULT_TOLERANCE_US,
     step_range: StepRange = None,
+    max_decompressed: MaxDecompressed = None,
     whatif: Annotated[bool | None, typer.Option(
         "--whatif/--no-whatif", help="Each run's what-if, as in `profplug report`.")] = None,
     cross_rank: CrossRank = True,
@@ -33,7 +42,8 @@ def compare(
     code = run_compare(run_a, run_b, fmt=fmt, output=output, html=html,
                        options=StallOptions.from_tolerance_us(tolerance_us),
                        labels=(label_a, label_b),
-                       read=ReadOptions().with_step_range(step_range), whatif=whatif,
+                       read=ReadOptions().with_step_range(step_range)
+                       .with_max_decompressed(max_decompressed), whatif=whatif,
                        cross_rank=cross_rank)
     if code:
         raise typer.Exit(code)

@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from profplug.errors import ProfplugError
+from profplug.errors import ProfplugError, one_line
 
 app = typer.Typer(
     name="profplug",
@@ -45,11 +45,15 @@ def main(argv: list[str] | None = None) -> int:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
     except ProfplugError as exc:
-        print(f"profplug: error: {exc}", file=sys.stderr)
+        print(f"profplug: error: {one_line(exc)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("profplug: interrupted", file=sys.stderr)
         return 130
+    except MemoryError:
+        print("profplug: error: out of memory (the traces need more than this machine has; "
+              "see docs/robustness.md for what a trace costs)", file=sys.stderr)
+        return 3
     except BrokenPipeError:
         return 0
     return 0

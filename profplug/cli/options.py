@@ -22,3 +22,6 @@ StepRange = Annotated[str | None, typer.Option(
 CrossRank = Annotated[bool, typer.Option(
     "--cross-rank/--no-cross-rank", help="Bubbles, critical path and drain across ranks "
                                           "(default on).")]
+MaxDecompressed = Annotated[str | None, typer.Option(
+    "--max-decompressed", help="Most bytes a .gz trace may inflate to (e.g. 8G; default 2G, "
+                               "or $PROFPLUG_MAX_DECOMPRESSED).")]

@@ -13,6 +13,7 @@ from .options import (
     CrossRank,
     Html,
     Jobs,
+    MaxDecompressed,
     Output,
     StepRange,
     Tolerance,
@@ -39,6 +40,7 @@ def report(
         "--nsys", help="nsys executable to export .nsys-rep files (default: $PROFPLUG_NSYS, "
                        "then PATH).")] = None,
     step_range: StepRange = None,
+    max_decompressed: MaxDecompressed = None,
 ) -> None:
     """Per-rank GPU idle time by cause, sync API and call site."""
     from profplug.analyzers.commands import run_report
@@ -47,7 +49,8 @@ def report(
 
     code = run_report(paths, fmt=fmt, output=output, html=html,
                       options=StallOptions.from_tolerance_us(tolerance_us),
-                      read=ReadOptions(nsys=nsys).with_step_range(step_range), jobs=jobs,
+                      read=ReadOptions(nsys=nsys).with_step_range(step_range)
+                      .with_max_decompressed(max_decompressed), jobs=jobs,
                       whatif=whatif, strict=strict, cross_rank=cross_rank)
     if code:
         raise typer.Exit(code)

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from .main import app
-from .options import DEFAULT_TOLERANCE_US, Html, Jobs, Output, StepRange, Tolerance
+from .options import DEFAULT_TOLERANCE_US, Html, Jobs, MaxDecompressed, Output, StepRange, Tolerance
 
 
 @app.command()
@@ -30,6 +30,7 @@ def whatif(
         "--unprofiled", help="The job's measured step time without a profiler, with its "
                              "synchronizes (us): predict the step users run at.")] = None,
     step_range: StepRange = None,
+    max_decompressed: MaxDecompressed = None,
 ) -> None:
     """Predict each rank's step time with the synchronizes made non-blocking."""
     from profplug.analyzers.commands import run_whatif
@@ -40,6 +41,7 @@ def whatif(
     code = run_whatif(paths, drop=DropSpec(drop, drop_at), fmt=fmt, output=output, html=html,
                       options=StallOptions.from_tolerance_us(tolerance_us), jobs=jobs,
                       unprofiled_us=unprofiled,
-                      read=ReadOptions().with_step_range(step_range))
+                      read=ReadOptions().with_step_range(step_range)
+                      .with_max_decompressed(max_decompressed))
     if code:
         raise typer.Exit(code)

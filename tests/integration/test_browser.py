@@ -290,4 +290,36 @@ def test_cross_rank_section_draws_its_plots(chromium: str, tmp_path: Path) -> No
     assert swim is not None
     assert 'data-part="compute"' in swim.group(0) and 'data-part="peer_wait"' in swim.group(0)
     assert all(f">rank {r}</text>" in swim.group(0) for r in range(4))
+
+
+# A run directory named like HTML: 90px red text and an image whose error handler marks the
+# page (no '/', so it is one directory name).
+HOSTILE_DIR = ('<span style="font-size:90px;color:red">big<img src=x onerror="document.'
+               "documentElement.setAttribute('data-pwned','1')\">")
+
+
+def test_hostile_run_label_is_text_on_the_compare_page(chromium: str, tmp_path: Path
+                                                       ) -> None:
+    # given `profplug compare` of two runs, run A in a directory named like HTML (its label)
+    a = tmp_path / HOSTILE_DIR
+    a.mkdir()
+    for rank in (0, 1):
+        build_rank("device", rank).write(a / f"rank{rank}.json")
+    b = write_run(tmp_path, "event")
+    page = tmp_path / "compare.html"
+    assert main(["compare", str(a), str(b), "--html", str(page), "-o",
+                 str(tmp_path / "cmp.txt")]) == 0
+    # when Chromium renders the page and runs its scripts
+    res = open_page(chromium, page, tmp_path, "--dump-dom")
+    dom = res.stdout
+    html_tag = re.search(r"<html[^>]*>", dom)
+    assert html_tag is not None, res.stderr[-2000:]
+    assert 'data-rendered="1"' in html_tag.group(0)
+    # then nothing from the label ran or styled the page: no image, no 90px span, no mark
+    assert "data-pwned" not in html_tag.group(0) and "data-errors" not in html_tag.group(0)
+    assert not re.search(r"<img\b", dom)
+    assert not re.search(r"<span[^>]*font-size:\s*90px", dom)
+    # and the label is on the page as text (the run sections, the bars' row names)
+    assert dom.count(html.escape(HOSTILE_DIR, quote=False)) >= 2
+    assert console_errors(res.stderr) == []
     assert console_errors(res.stderr) == []

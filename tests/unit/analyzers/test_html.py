@@ -155,6 +155,27 @@ def test_trace_strings_are_escaped(tmp_path: Path) -> None:
     assert EVIL in json.loads(data)["timeline"]["strings"]  # round-trips for the hover
 
 
+HOSTILE_LABEL = ('<a href="https://example.com">x</a><span style="font-size:90px;color:red">'
+                 "big</span>")
+
+
+def test_hostile_compare_label_is_escaped_everywhere(tmp_path: Path) -> None:
+    # given two runs, one in a directory named like HTML tags (a link, big red text)
+    a = analyze([write_run(tmp_path, "device")])
+    b = analyze([write_run(tmp_path, "event")])
+    # when compared in HTML with that label
+    page = render(a, compare=compare(a, b, HOSTILE_LABEL, "event"))
+    # then the raw tags appear nowhere: the HTML parts (summary, bars SVG, run sections)
+    # have it escaped, the page data has it as JSON text the script draws as text
+    assert HOSTILE_LABEL not in page
+    assert "<a " not in page  # the page has no links of its own
+    assert html.escape(HOSTILE_LABEL, quote=True) in page
+    data = re.search(r'id="profplug-data">(.*?)</script>', page, re.S).group(1)
+    assert "<" not in data and ">" not in data
+    rows = json.loads(data)["timeline"]["rows"]
+    assert any(r.startswith(HOSTILE_LABEL) for r in rows)  # raw text: canvas fillText
+
+
 def test_script_json_cannot_close_the_script() -> None:
     s = script_json({"k": "</script><b>&'\u2028"})
     assert "<" not in s and ">" not in s and "&" not in s and "\u2028" not in s

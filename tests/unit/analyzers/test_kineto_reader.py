@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 from profplug.analyzers import analyze, load_timelines
-from profplug.analyzers.readers.kineto import _decode_tolerant, read_kineto
+from profplug.analyzers.readers import jsonchunks
+from profplug.analyzers.readers.kineto import read_kineto
 from profplug.analyzers.timeline import Timeline
 from synth import BASE_NS, KinetoTrace, mixed_trace
 
@@ -95,20 +97,29 @@ def test_timeline_save_load_roundtrip(tmp_path: Path) -> None:
         np.testing.assert_array_equal(getattr(back, k), getattr(tl, k))
 
 
-def test_tolerant_path_agrees_with_fast_path(tmp_path: Path) -> None:
-    p = mixed_trace().write(tmp_path / "t.json")
-    data = p.read_bytes()
+def test_exact_path_agrees_with_fast_path(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    p = _many_events().write(tmp_path / "t.json")
     fast = read_kineto(p)
-    _, events, warnings, bad = _decode_tolerant(p, data)
-    assert (warnings, bad) == ([], {})
-    assert len(events) == len(mixed_trace().events)
-    assert fast.n_gpu == 4
+    monkeypatch.setattr(jsonchunks, "BOUNDARY", re.compile(rb"(?!)"))  # no cut: exact only
+    exact = read_kineto(p)
+    for k in Timeline._ARRAYS:
+        np.testing.assert_array_equal(getattr(exact, k), getattr(fast, k), err_msg=k)
+    assert (exact.names, exact.warnings, exact.skipped) == (fast.names, [], {})
+    assert fast.n_gpu == 4 + 30
+
+
+def _many_events() -> KinetoTrace:
+    t = mixed_trace()
+    for k in range(30):
+        t.launch(40 + 10 * k, 41 + 10 * k, 5, name=f"k{k} {{lambda()#1}}, {{x}}")
+    return t
 
 
 # ------------------------------------------------------------------------ bad input
 @pytest.mark.parametrize(("content", "message"), [
     (b"", "empty file"),
-    (b"\x1f\x8b\x08\x00garbage-garbage", "corrupt gzip"),
+    (b"\x1f\x8b\x08\x00garbage-garbage", "corrupt or truncated gzip"),
     (b"hello world", "not a Kineto trace"),
     (b'{"nodes": [], "schema": "1.0.1"}', "not a Kineto trace"),
     (b"[1, 2, 3]", "not a Kineto trace"),

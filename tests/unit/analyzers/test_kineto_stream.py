@@ -1,20 +1,27 @@
-"""The Kineto reader's chunked streaming path gives exactly the whole-file timeline."""
+"""The Kineto reader's streaming: any block size, any cut, gives the whole-file timeline."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pytest
-from profplug.analyzers.readers import jsonchunks, kineto
+from profplug.analyzers.readers import jsonblocks, kineto
+from profplug.analyzers.readers.kineto_decode import Event
+from profplug.analyzers.readers.kineto_stream import EventStream
 from profplug.analyzers.timeline import Timeline
 from synth import KinetoTrace, mixed_trace
 
 
 def _whole(path: Path) -> Timeline:
-    data, _ = kineto.read_bytes(path)
-    header, events, _, _ = kineto._decode(path, data)
+    """The oracle: the stdlib parses the whole file, msgspec types each event."""
+    raw = path.read_bytes()
+    doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    events = [msgspec.convert(e, Event) for e in doc["traceEvents"]]
+    header, _ = kineto.header_from(doc)
     return kineto._to_timeline(path, header, events, file_index=0)
 
 
@@ -35,17 +42,15 @@ def _many_steps() -> KinetoTrace:
 
 
 @pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
-def test_tiny_chunks_give_the_whole_file_timeline(tmp_path: Path, name: str,
+def test_tiny_blocks_give_the_whole_file_timeline(tmp_path: Path, name: str,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    # given a trace cut into many chunks (blocks of 512 bytes, gzip inflated 64 at a time)
+    # given a trace read in many blocks (512 bytes, gzip inflated 64 compressed bytes at a time)
     path = _many_steps().write(tmp_path / name)
-    monkeypatch.setattr(jsonchunks, "BLOCK", 512)
-    monkeypatch.setattr(jsonchunks, "GZ_BLOCK", 64)
-    n_chunks = sum(1 for c in jsonchunks.event_chunks(path) if not isinstance(c, tuple))
-    assert n_chunks > 10
+    monkeypatch.setattr(jsonblocks, "BLOCK", 512)
+    monkeypatch.setattr(jsonblocks, "GZ_BLOCK", 64)
+    assert sum(1 for _ in EventStream(path, 1 << 30)) > 10
     # when it is streamed, then every column equals the whole-file read
-    streamed = kineto._read_streaming(path, 0)
-    assert streamed is not None
+    streamed = kineto.read_kineto(path)
     _assert_same(streamed, _whole(path))
     assert streamed.n_gpu == 43 and streamed.step_num.size == 39
 
@@ -56,22 +61,28 @@ def test_fields_after_the_event_array_are_read(tmp_path: Path) -> None:
     tail_first = {"traceEvents": d.pop("traceEvents"), **d}
     path = tmp_path / "t.json"
     path.write_text(json.dumps(tail_first))
-    streamed = kineto._read_streaming(path, 0)
-    assert streamed is not None
+    streamed = kineto.read_kineto(path)
     assert streamed.metadata["baseTimeNanoseconds"] == d["baseTimeNanoseconds"]
     _assert_same(streamed, _whole(path))
 
 
-def test_a_cut_inside_an_event_falls_back_to_the_whole_file(tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch
-                                                             ) -> None:
+def test_a_cut_inside_an_event_is_found_exactly(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
     # given events whose args nest a list of objects ("}, {" between them, not between events)
     t = _many_steps()
     for ev in t.events:
         ev.setdefault("args", {})["blocks"] = [{"x": i} for i in range(40)]
     path = t.write(tmp_path / "t.json")
-    monkeypatch.setattr(jsonchunks, "BLOCK", 256)
-    # when streamed, a chunk is cut inside an event and fails to decode
-    assert kineto._read_streaming(path, 0) is None
-    # then read_kineto reads the whole file instead: same timeline
-    _assert_same(kineto.read_kineto(path), _whole(path))
+    monkeypatch.setattr(jsonblocks, "BLOCK", 256)
+    # when streamed in blocks that end inside events, then nothing is lost or invented
+    tl = kineto.read_kineto(path)
+    _assert_same(tl, _whole(path))
+    assert tl.warnings == []
+
+
+def test_packed_columns_equal_unpacked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # given rows packed into numpy every 7 rows
+    path = _many_steps().write(tmp_path / "t.json")
+    whole = kineto.read_kineto(path)
+    monkeypatch.setattr(kineto, "FLUSH_ROWS", 7)
+    _assert_same(kineto.read_kineto(path), whole)

@@ -281,8 +281,9 @@ def test_report_is_exported_once_and_cached(tmp_path: Path,
 def test_directory_with_report_and_export_reads_export_once(tmp_path: Path) -> None:
     ex, p = one_process()
     scenario(p)
-    ex.write(tmp_path / "run.sqlite")
     (tmp_path / "run.nsys-rep").write_bytes(b"binary")
+    os.utime(tmp_path / "run.nsys-rep", (1_000_000_000, 1_000_000_000))  # exported after
+    ex.write(tmp_path / "run.sqlite")
     rep = report([tmp_path])
     assert [r.files for r in rep.ranks] == [[str(tmp_path / "run.sqlite")]]
     assert rep.to_dict()["ranks"][0]["source"] == "nsys"

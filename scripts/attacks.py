@@ -1,0 +1,156 @@
+"""Hostile inputs for the analyzer, each run under a time and an address-space limit.
+
+Rebuilds the attacks of issue #18 (robustness, round 2) and prints, per attack, the exit
+code, wall time, peak RSS, whether a traceback escaped, and the last line of output:
+
+    .venv/bin/python scripts/attacks.py [--only SUBSTRING] [--timeout 120] [--mem-gb 4]
+        [--pythonpath SRC]   # e.g. an older checkout, to measure "before"
+
+Each attack writes its input into a fresh temporary directory and runs ``profplug`` there as
+a child process (``RLIMIT_AS`` = ``--mem-gb``, killed after ``--timeout`` seconds). The small,
+deterministic versions of these live in ``tests/robustness/``; this script holds the heavy
+ones (hundreds of MB, decompression bombs, 32k-deep nesting).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path[:0] = [str(Path(__file__).resolve().parent)]
+
+import attack_inputs as inp  # noqa: E402
+from attack_inputs import Build  # noqa: E402
+
+
+@dataclass
+class Attack:
+    item: str
+    name: str
+    build: Build  # writes the input into the directory, returns the profplug arguments
+    env: dict[str, str] = field(default_factory=dict)
+    signal_after_s: float | None = None  # send SIGTERM after this long (temp-file cleanup)
+
+
+ATTACKS = [
+    *(Attack("1", f"NaN mid-file, {mb} MB", inp.bad_token(mb, b"NaN")) for mb in (0.25, 1, 146)),
+    Attack("1", "syntax error mid-file, 1 MB", inp.bad_token(1, b"5.0 x")),
+    Attack("1", "lone \\ud800 in the first kernel name", inp.surrogate_first_kernel),
+    *(Attack("3", f"20 MB .json.gz of spaces {w}", inp.spaces_gz(w))
+      for w in ("before", "between events", "after the array")),
+    Attack("3", "20 MB .json.gz of repeated kernel events", inp.kernels_gz),
+    Attack("3", "5 MB .sqlite.gz of zeros", inp.sqlite_gz_zeros),
+    *(Attack("3", f"one {mb} MB event", inp.one_big_event(mb)) for mb in (100, 400)),
+    *(Attack("5", f"100k-inp.deep nesting in {w}", inp.deep(w))
+      for w in ("args", "header", "event list", "run.json")),
+    *(Attack("5/6/10", c, inp.numbers(c)) for c in (
+        "30-digit ProfilerStep#N", "5000-digit step number", "huge string tid",
+        "5000-digit pid", "baseTimeNanoseconds 2^64", "baseTimeNanoseconds near int64 max",
+        "epoch and relative ts mixed")),
+    Attack("5", "report --whatif near the int64 limit", inp.whatif_near_limit),
+    Attack("5", "Nsight times near the int64 limit (--whatif)", inp.nsys_near_limit),
+    Attack("10", "bad UTF-8 byte in a 146 MB trace", inp.bad_utf8_big(146)),
+    *(Attack("4", f"long sync + {n} short syncs", inp.long_sync_short_syncs(n))
+      for n in (8_000, 32_000)),
+    *(Attack("4", f"{n} nested annotations", inp.nested_annotations(n)) for n in (8_000, 32_000)),
+    *(Attack("2", f"recursive VIEW as {t}", inp.recursive_view(t))
+      for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "StringIds", "META_DATA_EXPORT")),
+    Attack("2", "StringIds without its index (20k names)", inp.stringids_no_index),
+    Attack("7", "hot WAL beside the export", inp.hot_wal),
+    Attack("7", "WAL-mode export in a read-only directory", inp.wal_readonly_dir),
+    Attack("9", "stale partial .sqlite beside a .nsys-rep (--strict)", inp.stale_export),
+    Attack("10", 'table named with "', inp.quote_table),
+    Attack("10", "profplug.rank \u00b2 mark", inp.rank_superscript),
+    Attack("10", "terminal escapes in an NVTX name", inp.nvtx_escape),
+    Attack("10", "a FIFO", inp.fifo),
+    Attack("10", "newline in a file name", inp.newline_name),
+    Attack("10", "run.json two directories up (--strict)", inp.run_json_two_up),
+    Attack("8", "compare: hostile run label (--html)", inp.compare_label),
+]
+
+
+def run(attack: Attack, timeout: float, mem_gb: float, pythonpath: str = "") -> dict[str, object]:
+    with tempfile.TemporaryDirectory(prefix="profplug-attack-") as tmp:
+        d = Path(tmp)
+        args = attack.build(d)
+        before = {str(p.relative_to(d)) for p in d.rglob("*")}
+        limit = int(mem_gb * (1 << 30))
+
+        def limits() -> None:
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+            os.setsid()
+
+        env = {**os.environ, **attack.env, "TMPDIR": str(d)}
+        if pythonpath:
+            env["PYTHONPATH"] = pythonpath
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-m", "profplug", *args], cwd=d, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                preexec_fn=limits)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+            status = str(proc.returncode)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            status = f"> {timeout:g} s"
+        wall = time.perf_counter() - t0
+        rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        text = err.decode(errors="replace").strip() or out.decode(errors="replace").strip()
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        last = (lines[-1] if lines else "").replace(tmp, "<dir>")
+        left = sorted(str(p.relative_to(d)) for p in d.rglob("*")
+                      if str(p.relative_to(d)) not in before)
+        return {"item": attack.item, "attack": attack.name, "exit": status,
+                "wall_s": round(wall, 2), "rss_mb": round(rss), "traceback":
+                "Traceback" in text, "last": last[:140], "new_files": left}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="")
+    ap.add_argument("--timeout", type=float, default=120.0)
+    ap.add_argument("--mem-gb", type=float, default=4.0)
+    ap.add_argument("--pythonpath", default="", help="source tree to run instead")
+    a = ap.parse_args()
+    print("| item | attack | exit | wall s | peak RSS MB | traceback | new files | last line |")
+    print("| --- | --- | --- | ---: | ---: | --- | --- | --- |")
+    for attack in ATTACKS:
+        if a.only.lower() not in attack.name.lower():
+            continue
+        # each in its own process so that RUSAGE_CHILDREN is this attack's own peak
+        r = subprocess.run([sys.executable, __file__, "--one", attack.name, "--timeout",
+                            str(a.timeout), "--mem-gb", str(a.mem_gb), "--pythonpath",
+                            a.pythonpath], capture_output=True, text=True)
+        print(r.stdout.strip() or f"| {attack.item} | {attack.name} | runner failed: "
+              f"{r.stderr.strip().splitlines()[-1:]} |", flush=True)
+
+
+def one(name: str, timeout: float, mem_gb: float, pythonpath: str) -> None:
+    attack = next(x for x in ATTACKS if x.name == name)
+    r = run(attack, timeout, mem_gb, pythonpath)
+    last = str(r["last"]).replace("|", "/").replace("`", "'")
+    print(f"| {r['item']} | {r['attack']} | {r['exit']} | {r['wall_s']} | {r['rss_mb']} | "
+          f"{'yes' if r['traceback'] else 'no'} | {' '.join(map(str, r['new_files'])) or '-'} | "
+          f"`{last}` |")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--one":
+        ap = argparse.ArgumentParser()
+        ap.add_argument("--one")
+        ap.add_argument("--timeout", type=float)
+        ap.add_argument("--mem-gb", type=float)
+        ap.add_argument("--pythonpath", default="")
+        x = ap.parse_args()
+        one(x.one, x.timeout, x.mem_gb, x.pythonpath)
+    else:
+        main()

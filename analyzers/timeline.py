@@ -201,10 +201,16 @@ def launch_times(tl: Timeline, calls: np.ndarray | None = None) -> np.ndarray:
     ``calls``: :func:`launch_calls` of ``tl`` when the caller has it already.
     """
     calls = launch_calls(tl) if calls is None else calls
-    linked = calls >= 0
+    return at_or(tl.api_start_ns, calls, tl.gpu_start_ns)
+
+
+def at_or(values: np.ndarray, idx: np.ndarray, fill: np.ndarray | int) -> np.ndarray:
+    """``values[idx]`` where ``idx >= 0``, else ``fill`` (an array like ``idx``, or one
+    value); ``values`` may be empty (then every ``idx`` is -1: a rank without host calls)."""
+    linked = idx >= 0
     if not linked.any():
-        return tl.gpu_start_ns.copy()
-    return np.where(linked, tl.api_start_ns[np.maximum(calls, 0)], tl.gpu_start_ns)
+        return np.broadcast_to(np.asarray(fill, dtype=values.dtype), idx.shape).copy()
+    return np.where(linked, values[np.maximum(idx, 0)], fill)
 
 
 class SymbolTable:

@@ -45,7 +45,7 @@ import numpy as np
 from .. import classify
 from ..callsites import enclosing
 from ..steps import StepSpans
-from ..timeline import Timeline, launch_calls
+from ..timeline import Timeline, at_or, launch_calls
 from .bubbles import NONE, Binding
 from .matching import Matching
 
@@ -86,8 +86,7 @@ class _RankGraph:
         self.prev = prev.tolist()
         calls = launch_calls(tl)
         self.call = calls.tolist()
-        self.L = np.where(calls >= 0, tl.api_start_ns[np.maximum(calls, 0)] + off,
-                          NONE).tolist()
+        self.L = np.where(calls >= 0, at_or(tl.api_start_ns, calls, 0) + off, NONE).tolist()
         self.tid_of_call = tl.api_tid.tolist()
         is_comm = np.zeros(tl.n_gpu, dtype=bool)
         is_comm[comm] = True

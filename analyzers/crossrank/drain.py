@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..steps import StepSpans
-from ..timeline import Timeline, launch_calls
+from ..timeline import Timeline, at_or, launch_calls
 
 
 @dataclass
@@ -32,7 +32,7 @@ class Queue:
 
     def at(self, x: np.ndarray) -> np.ndarray:
         k = np.searchsorted(self.t, x, side="right") - 1
-        return np.where(k >= 0, self.depth[np.maximum(k, 0)], 0)
+        return at_or(self.depth, k, 0)
 
     def _integral(self, weight: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Integral over [lo, hi) windows of the step function holding ``weight[i]`` on
@@ -88,7 +88,7 @@ class RankDrain:
 def rank_drain(tl: Timeline, spans: StepSpans) -> RankDrain:
     calls = launch_calls(tl)
     linked = calls >= 0
-    launch = tl.api_start_ns[np.maximum(calls, 0)][linked]
+    launch = tl.api_start_ns[calls[linked]]  # (a rank may have no host calls at all)
     start, end = tl.gpu_start_ns[linked], tl.gpu_end_ns[linked]
     lead = start - launch
     t = np.concatenate([launch, end])

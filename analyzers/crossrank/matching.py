@@ -46,6 +46,7 @@ from ..timeline import (
     COMM_RECV,
     COMM_SEND,
     Timeline,
+    at_or,
     launch_calls,
 )
 
@@ -134,9 +135,8 @@ class _Rank:
         self.kernels = np.nonzero(comm)[0]
         calls = launch_calls(tl)[self.kernels]
         linked = calls >= 0
-        self.t = np.where(linked, tl.api_start_ns[np.maximum(calls, 0)],
-                          tl.gpu_start_ns[self.kernels])
-        self.tid = np.where(linked, tl.api_tid[np.maximum(calls, 0)], -1)
+        self.t = at_or(tl.api_start_ns, calls, tl.gpu_start_ns[self.kernels])
+        self.tid = at_or(tl.api_tid, calls, -1)
         order = np.lexsort((tl.gpu_start_ns[self.kernels], self.t))
         self.kernels, self.t, self.tid = self.kernels[order], self.t[order], self.tid[order]
         self.linked = linked[order]

@@ -308,6 +308,15 @@ class _RankBuilder:
         self.dropped = cand
 
 
+def _op_tops(b: _RankBuilder, base: int) -> np.ndarray:
+    """Per op: the model index of its launch's top-level call, -1 when unlinked (a rank
+    without host API calls has no call to index)."""
+    out = np.full(b.o_api.size, -1, dtype=np.int64)
+    linked = b.o_api >= 0
+    out[linked] = b.top[b.o_api[linked]] + base
+    return out
+
+
 def _launch_offsets(b: _RankBuilder) -> np.ndarray:
     """Per op: launch time minus its top-level call's start; unlinked ops: recorded start."""
     out = b.tl.gpu_start_ns.copy()
@@ -349,8 +358,7 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None) -> Mode
             cut[seq[1:]] += np.where(b.dropped[seq[:-1]], post[seq[:-1]], 0)
         gaps.append(gap)
         gaps_drop.append(np.maximum(gap - cut, 0))
-    o_top = cat([np.where(b.o_api >= 0, b.top[np.maximum(b.o_api, 0)] + a_base[k], -1)
-                 for k, b in enumerate(builders)])
+    o_top = cat([_op_tops(b, a_base[k]) for k, b in enumerate(builders)])
     o_off = cat([_launch_offsets(b) for b in builders])
     streams, stream_key = [], []
     for k, b in enumerate(builders):

@@ -22,6 +22,7 @@ annotations are in the timeline); ``record_param_comms`` rows by the Kineto read
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +54,7 @@ class CommDesc:
 
     kind: int
     peer: int
-    group: tuple[int, ...] | None
+    group: tuple[int, ...] | str | None  # str: a large group as "start+stride*size"
     seq: int
     name: str
     src: int
@@ -92,31 +93,77 @@ def _snake(op: str) -> str:
         op, re.sub(r"(?<!^)([A-Z])", r"_\1", op).lower())
 
 
+MAX_RANK = (1 << 31) - 1  # ranks fit int32; a larger number in a description is no rank
+MAX_SEQ = 1 << 62  # a Seq beyond this is no sequence number (comm_seq is int64)
+LISTED_GROUP = 64  # a group rebuilt from start/stride/size is listed up to this size; a
+# larger one is written as "start+stride*size" (so a small event cannot make a huge name)
+
+
 def _ints(v: Any) -> list[int] | None:
-    """``"[0, 1, 2]"`` or ``[0, 1, 2]`` -> [0, 1, 2]; None when truncated or unreadable."""
+    """``"[0, 1, 2]"`` or ``[0, 1, 2]`` -> [0, 1, 2]; None when truncated or unreadable (or
+    a member is not a rank)."""
     if isinstance(v, list):
         items = v
     elif isinstance(v, str) and "..." not in v:
         items = [x for x in re.split(r"[\s,\[\]]+", v) if x]
     else:
         return None
-    try:
-        return [int(x) for x in items]
-    except (TypeError, ValueError):
-        return None
+    out = [_int(x, 0, MAX_RANK) for x in items]
+    return None if any(x is None for x in out) else out  # type: ignore[return-value]
 
 
-def _int(v: Any) -> int | None:
+def _int(v: Any, lo: int = -MAX_RANK, hi: int = MAX_RANK) -> int | None:
+    """An int (or a decimal string of one) within [lo, hi], else None."""
     if isinstance(v, bool):
         return None
-    if isinstance(v, int):
-        return v
     if isinstance(v, str):
-        try:
-            return int(v.strip().strip('"'))
-        except ValueError:
+        t = v.strip().strip('"')
+        if not _DECIMAL.match(t):
             return None
+        v = int(t)
+    if isinstance(v, int):
+        return v if lo <= v <= hi else None
     return None
+
+
+def _rebuilt_group(start: int | None, stride: int | None, size: int | None
+                   ) -> list[int] | str | None:
+    """A group from its first global rank, stride and size (torch truncates the list over
+    30 ranks): listed up to LISTED_GROUP members, else ``"start+stride*size"``."""
+    if start is None or not stride or not size or start < 0 or size < 0:
+        return None
+    if not 0 <= start + stride * (size - 1) <= MAX_RANK:
+        return None
+    if size <= LISTED_GROUP:
+        return [start + stride * i for i in range(size)]
+    return f"{start}+{stride}*{size}"
+
+
+def _member(group: tuple[int, ...] | str | None, local: int) -> int:
+    """The global rank of the group's ``local``-th member (``local`` when unknown)."""
+    m = _RANGE_GROUP.match(group) if isinstance(group, str) else None
+    if m is not None:
+        start, stride, size = (int(x) for x in m.groups())
+        return start + stride * local if local < size else local
+    if isinstance(group, tuple) and local < len(group):
+        return group[local]
+    return local
+
+
+def group_members(group: str, ranks: Iterable[int]) -> list[int]:
+    """The ``ranks`` that are members of ``group`` (a ``comm_group`` text: ``"0,1,2"`` or
+    ``"start+stride*size"``)."""
+    m = _RANGE_GROUP.match(group)
+    if m is None:
+        listed = {int(x) for x in group.split(",") if x}
+        return [r for r in ranks if r in listed]
+    start, stride, size = (int(x) for x in m.groups())
+    return [r for r in ranks
+            if (r - start) % stride == 0 and 0 <= (r - start) // stride < size]
+
+
+_RANGE_GROUP = re.compile(r"^(-?[0-9]+)\+(-?[0-9]+)\*([0-9]+)$")
+_DECIMAL = re.compile(r"^-?[0-9]{1,19}$")
 
 
 def param_comms(args: Any) -> CommDesc | None:
@@ -127,28 +174,29 @@ def param_comms(args: Any) -> CommDesc | None:
     name = name.strip('"').lower()
     if name in _NOT_AN_OP:
         return None
-    group = _ints(getattr(args, "group_ranks", None))
+    group: list[int] | str | None = _ints(getattr(args, "group_ranks", None))
     if group is None:  # truncated list (over 30 ranks): rebuild from start and stride
-        start = _int(getattr(args, "rank_start", None))
-        stride = _int(getattr(args, "rank_stride", None))
-        size = _int(getattr(args, "group_size", None))
-        if start is not None and stride and size and start >= 0:
-            group = [start + stride * i for i in range(size)]
-    seq = _int(getattr(args, "seq", None))
+        group = _rebuilt_group(_int(getattr(args, "rank_start", None)),
+                               _int(getattr(args, "rank_stride", None)),
+                               _int(getattr(args, "group_size", None), 0))
+    seq = _int(getattr(args, "seq", None), -MAX_SEQ, MAX_SEQ)
     seq = -1 if seq is None else seq
-    grp = tuple(group) if group else None
+    grp = group if isinstance(group, str) else tuple(group) if group else None
     if name in ("send", "recv"):
-        peer = _int(getattr(args, "dst_rank" if name == "send" else "src_rank", None))
-        local = _int(getattr(args, "comm_rank", None))
+        peer = _int(getattr(args, "dst_rank" if name == "send" else "src_rank", None), 0)
+        local = _int(getattr(args, "comm_rank", None), 0)
         if peer is None and local is not None:
-            peer = group[local] if group and 0 <= local < len(group) else local
+            peer = _member(grp, local)
         return CommDesc(COMM_SEND if name == "send" else COMM_RECV,
                         -1 if peer is None else peer, grp, seq, name, COMM_SRC_PARAM_COMMS)
     return CommDesc(COMM_COLL, -1, grp, seq, name, COMM_SRC_PARAM_COMMS)
 
 
-def group_text(group: tuple[int, ...] | list[int] | None) -> str | None:
-    """The ``comm_group`` symbol of a group: its global ranks joined by commas."""
+def group_text(group: tuple[int, ...] | list[int] | str | None) -> str | None:
+    """The ``comm_group`` symbol of a group: its global ranks joined by commas (a large
+    rebuilt group: its ``"start+stride*size"`` text)."""
+    if isinstance(group, str):
+        return group
     return ",".join(map(str, group)) if group else None
 
 

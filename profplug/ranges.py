@@ -77,7 +77,8 @@ def parse_rank_mark(text: str) -> int | None:
     return int(tail) if tail.isascii() and tail.isdigit() and len(tail) <= 9 else None
 
 
-_PAYLOAD = re.compile(r" (peer|root|group)=(-?\d+(?:,-?\d+)*)")
+# ASCII digits, a rank that fits int32 (a longer number is no payload: the name stays whole)
+_PAYLOAD = re.compile(r" (peer|root|group)=(-?[0-9]{1,9}(?:,-?[0-9]{1,9})*)(?![0-9,])")
 
 
 def p2p_range(name: str, peer: int) -> str:

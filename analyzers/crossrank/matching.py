@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import classify
+from ..commops import group_members
 from ..timeline import (
     COMM_COLL,
     COMM_RECV,
@@ -306,7 +307,7 @@ def _match_coll(rs: list[_Rank], ranks: list[int], pos_of: dict[int, int],
                 grouped[op.group][r.pos].append(op)
     for group, per in sorted(grouped.items()):
         members = sorted(per)
-        want = {pos_of[int(x)] for x in group.split(",") if int(x) in pos_of}
+        want = {pos_of[x] for x in group_members(group, pos_of)}
         if set(members) != want:
             warns.append(f"collectives of group [{group}] seen on ranks "
                          f"{[ranks[m] for m in members]}, expected {sorted(ranks[m] for m in want)}")

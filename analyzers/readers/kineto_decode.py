@@ -149,6 +149,9 @@ def _decode_any(b: bytes | memoryview) -> Any:
     return json.loads(bytes(b), parse_int=_big_int, parse_constant=_no_constants)
 
 
+_ARG_KEYS = frozenset(Args.__struct_encode_fields__)  # as the JSON names them
+
+
 def _salvage(item: Any) -> Event | None:
     """Keep an event whose args hold an odd field (e.g. a huge integer) if its core fits."""
     if not isinstance(item, dict):
@@ -161,7 +164,7 @@ def _salvage(item: Any) -> Event | None:
     args = item.get("args")
     if isinstance(args, dict):
         clean = {k: v for k, v in args.items()
-                 if k in Args.__struct_fields__ and (v is None or isinstance(v, int | str))
+                 if k in _ARG_KEYS and (v is None or isinstance(v, int | str))
                  and not (isinstance(v, int) and abs(v) >= 2**63)}
         try:
             ev.args = msgspec.convert(clean, Args)

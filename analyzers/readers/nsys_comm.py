@@ -18,7 +18,7 @@ from ..timeline import Timeline
 from .nsys_source import Export
 
 NVTX = "NVTX_EVENTS"
-_PEER = re.compile(r'"Peer rank"\s*:\s*"?(-?\d+)')
+_PEER = re.compile(r'"Peer rank"\s*:\s*"?(-?[0-9]{1,9})(?![0-9])')  # a rank: fits int32
 PeerKey = tuple[int, int, int]  # (pid, tid, start ns)
 
 

@@ -28,35 +28,15 @@ def enclosing(tl: Timeline, start_ns: np.ndarray, end_ns: np.ndarray, tid: np.nd
               ) -> list[str]:
     """Call-site label for each call given by (start, end, thread).
 
-    Per thread, annotations sorted by start; the innermost one enclosing a call is the
-    latest-starting one (at or before the call's start) that ends at or after the call's
-    end, and its parent the next such one before it: two :func:`last_at_least` lookups,
-    O((ranges + calls) log ranges) however deep the nesting.
+    Annotations sorted by (thread, start); the innermost one enclosing a call is the
+    latest-starting one of its thread (at or before the call's start) that ends at or after
+    the call's end, and its parent the next such one before it: two :func:`last_at_least`
+    lookups for all calls at once, O((ranges + calls) log(ranges + calls)) however deep the
+    nesting and however many threads.
     """
     out = [UNANNOTATED] * int(start_ns.size)
     if tl.ann_start_ns.size == 0 or start_ns.size == 0:
         return out
-    names = tl.names
-    for t in np.unique(tid):
-        sel_ann = np.nonzero(tl.ann_tid == t)[0]
-        if sel_ann.size == 0:
-            continue
-        order = sel_ann[np.argsort(tl.ann_start_ns[sel_ann], kind="stable")]
-        a_s, a_e, a_n = tl.ann_start_ns[order], tl.ann_end_ns[order], tl.ann_name[order]
-        calls = np.nonzero(tid == t)[0]
-        ends = end_ns[calls]
-        firsts = np.searchsorted(a_s, start_ns[calls], side="right") - 1
-        inner = last_at_least(a_e, firsts, ends)
-        outer = last_at_least(a_e, inner - 1, ends)  # -1 -> -2: none
-        outer[inner < 0] = -1
-        for k, i, o in zip(calls.tolist(), inner.tolist(), outer.tolist(), strict=True):
-            if i < 0:
-                continue
-            label = without_payload(names[a_n[i]])
-            if label in PHASES and o >= 0:
-                label = f"{without_payload(names[a_n[o]])} > {label}"
-            out[k] = label
-    return out
     names = tl.names
     order = np.lexsort((tl.ann_start_ns, tl.ann_tid))  # stable: ties keep trace order
     a_t, a_e, a_n = tl.ann_tid[order], tl.ann_end_ns[order], tl.ann_name[order]

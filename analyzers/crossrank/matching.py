@@ -148,10 +148,12 @@ class _Rank:
     def _describe(self) -> None:
         tl = self.tl
         rows_by_tid: dict[int, np.ndarray] = {}
+        starts_by_tid: dict[int, np.ndarray] = {}
         if tl.comm_start_ns.size:
             for t in np.unique(tl.comm_tid):
                 r = np.nonzero(tl.comm_tid == t)[0]
-                rows_by_tid[int(t)] = r[np.argsort(tl.comm_start_ns[r], kind="stable")]
+                r = r[np.argsort(tl.comm_start_ns[r], kind="stable")]
+                rows_by_tid[int(t)], starts_by_tid[int(t)] = r, tl.comm_start_ns[r]
         prev_t: dict[int, int] = {}
         for k, o in enumerate(self.kernels.tolist()):
             tid, t = int(self.tid[k]), int(self.t[k])
@@ -161,8 +163,9 @@ class _Rank:
             prev_t[tid] = t
             best: list[int] = []
             if rows is not None:
-                s = tl.comm_start_ns[rows]
-                cand = rows[(s > lo) & (s <= t)]
+                s = starts_by_tid[tid]  # sorted; kernels come in launch order, so the
+                # (lo, t] windows of one thread do not overlap: linear in all
+                cand = rows[np.searchsorted(s, lo, "right"):np.searchsorted(s, t, "right")]
                 cand = [int(r) for r in cand
                         if _fits(int(tl.comm_kind[r]), tl.names[tl.comm_name[r]], kname)]
                 if cand:

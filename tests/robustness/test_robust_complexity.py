@@ -97,3 +97,23 @@ def test_call_sites_inside_a_deep_nest_name_the_innermost_range() -> None:
     b.gpu(0, US, 0, 7, 0, "k", -1)
     r = analyze_rank(b.build(rank=0, source="kineto", files=["synthetic"]))
     assert [c.callsite for c in r.callsites] == [f"l{n - 2} > profplug.sync.device"]
+
+
+def test_call_sites_of_many_threads_stay_on_their_thread() -> None:
+    # given 200 threads, each with its own range around one sync, and a long range on thread
+    # 0 that encloses every call in time (but not on their threads)
+    b = TimelineBuilder()
+    n = 200
+    b.ann(0, (10 * n + 10) * US, 0, "outer")
+    for k in range(1, n + 1):
+        b.ann(10 * k * US, (10 * k + 5) * US, k, "profplug.sync.device")
+        b.ann((10 * k - 1) * US, (10 * k + 6) * US, k, f"site{k % 3}")
+        b.api((10 * k + 1) * US, (10 * k + 2) * US, k, "cudaDeviceSynchronize", -1)
+        b.api((10 * k + 7) * US, (10 * k + 8) * US, k, "cudaDeviceSynchronize", -1)
+    b.api(5 * US, 6 * US, 0, "cudaDeviceSynchronize", -1)
+    b.gpu(0, US, 0, 7, 0, "k", -1)
+    r = analyze_rank(b.build(rank=0, source="kineto", files=["synthetic"]))
+    # then each call is named by its own thread's ranges (thread 0's by "outer")
+    got = {c.callsite: c.count for c in r.callsites}
+    assert got == {"site0 > profplug.sync.device": 66, "site1 > profplug.sync.device": 67,
+                   "site2 > profplug.sync.device": 67, "unannotated": 200, "outer": 1}

@@ -44,6 +44,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -202,6 +203,21 @@ def launch_times(tl: Timeline, calls: np.ndarray | None = None) -> np.ndarray:
     """
     calls = launch_calls(tl) if calls is None else calls
     return at_or(tl.api_start_ns, calls, tl.gpu_start_ns)
+
+
+def groups(keys: np.ndarray, rows: np.ndarray | None = None) -> list[tuple[int, np.ndarray]]:
+    """``(key, its rows)`` per distinct ``keys[rows]`` value, ascending; each group's rows in
+    the order given (default: all rows, ascending). One stable sort, O(n log n) however many
+    keys: a mask per key (``keys == k`` for each of ``np.unique(keys)``) is O(keys x n), and a
+    trace may hold tens of thousands of threads or API names."""
+    rows = np.arange(keys.size) if rows is None else rows
+    if rows.size == 0:
+        return []
+    k = keys[rows]
+    o = np.argsort(k, kind="stable")
+    ks, rs = k[o], rows[o]
+    bounds = [0, *(np.flatnonzero(ks[1:] != ks[:-1]) + 1).tolist(), int(ks.size)]
+    return [(int(ks[a]), rs[a:b]) for a, b in pairwise(bounds)]
 
 
 def at_or(values: np.ndarray, idx: np.ndarray, fill: np.ndarray | int) -> np.ndarray:

@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).resolve().parent)]
 
 import attack_inputs as inp  # noqa: E402
+import attack_inputs_main as inm  # noqa: E402
 from attack_inputs import Build  # noqa: E402
 
 
@@ -74,6 +75,13 @@ ATTACKS = [
     Attack("10", "newline in a file name", inp.newline_name),
     Attack("10", "run.json two directories up (--strict)", inp.run_json_two_up),
     Attack("8", "compare: hostile run label (--html)", inp.compare_label),
+    # against what main added since (comm_* rows, cross-rank and what-if by default, steps)
+    *(Attack("5", f"record_param_comms: {c}", inm.param_comms(c))
+      for c in ("seq and peer 10^30", "group size 10^9")),
+    Attack("5", "--step-range re:step(\\d+), 30-digit numbers", inm.step_range_digits),
+    *(Attack("4", f"{n} NCCL kernels per rank, 2 ranks", inm.nccl_kernels(n))
+      for n in (20_000, 80_000)),
+    *(Attack("4", f"{n} host threads", inm.many_threads(n)) for n in (10_000, 40_000)),
 ]
 
 

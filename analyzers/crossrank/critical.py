@@ -45,7 +45,7 @@ import numpy as np
 from .. import classify
 from ..callsites import enclosing
 from ..steps import StepSpans
-from ..timeline import Timeline, at_or, launch_calls
+from ..timeline import Timeline, at_or, groups, launch_calls
 from .bubbles import NONE, Binding
 from .matching import Matching
 
@@ -100,8 +100,7 @@ class _RankGraph:
         ak = kinds[tl.api_name] if tl.api_name.size else np.zeros(0, dtype=np.int8)
         blocking = np.nonzero((ak == classify.DEVICE) | (ak == classify.EVENT))[0]
         self.syncs: dict[int, tuple[list[int], list[int], list[int], list[int]]] = {}
-        for t in np.unique(tl.api_tid[blocking]):
-            idx = blocking[tl.api_tid[blocking] == t]
+        for t, idx in groups(tl.api_tid, blocking):
             idx = idx[np.argsort(tl.api_end_ns[idx], kind="stable")]
             self.syncs[int(t)] = ((tl.api_end_ns[idx] + off).tolist(),
                                   (tl.api_start_ns[idx] + off).tolist(), idx.tolist(),

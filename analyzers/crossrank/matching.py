@@ -48,6 +48,7 @@ from ..timeline import (
     COMM_SEND,
     Timeline,
     at_or,
+    groups,
     launch_calls,
 )
 
@@ -150,8 +151,7 @@ class _Rank:
         rows_by_tid: dict[int, np.ndarray] = {}
         starts_by_tid: dict[int, np.ndarray] = {}
         if tl.comm_start_ns.size:
-            for t in np.unique(tl.comm_tid):
-                r = np.nonzero(tl.comm_tid == t)[0]
+            for t, r in groups(tl.comm_tid):
                 r = r[np.argsort(tl.comm_start_ns[r], kind="stable")]
                 rows_by_tid[int(t)], starts_by_tid[int(t)] = r, tl.comm_start_ns[r]
         prev_t: dict[int, int] = {}

@@ -31,7 +31,7 @@ import numpy as np
 
 from profplug.ranges import STEP
 
-from ..timeline import KIND_MEMCPY, Timeline
+from ..timeline import KIND_MEMCPY, Timeline, groups
 
 # An own range holds at most this much host time besides the call: the wrappers seen cost
 # 7-16 us (fast host) to 34 us (slow host) under Kineto/Nsight; a range with more is a block
@@ -42,8 +42,7 @@ OWN_RANGE_MAX_NS = 100_000
 def top_level(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray:
     """Per call, the index of its top-level ancestor on its thread (itself if top-level)."""
     top = np.arange(start.size)
-    for t in np.unique(tid):
-        idx = np.nonzero(tid == t)[0]
+    for _, idx in groups(tid):
         idx = idx[np.lexsort((-end[idx], start[idx]))]
         s, e = start[idx], end[idx]
         reach = np.maximum.accumulate(e)
@@ -128,8 +127,7 @@ def sync_copies(tl: Timeline, o_api: np.ndarray, is_top: np.ndarray) -> np.ndarr
     unknown = np.array(["Pinned" not in n and "Pageable" not in n for n in name], dtype=bool)
     after = tl.api_end_ns[calls] >= tl.gpu_end_ns[ops]
     out[calls[pageable]] = True
-    for sym in np.unique(tl.api_name[calls[unknown]]):
-        sel = unknown & (tl.api_name[calls] == sym)
+    for _, sel in groups(tl.api_name[calls], np.nonzero(unknown)[0]):  # per API name
         if after[sel].all():
             out[calls[sel]] = True
     return out

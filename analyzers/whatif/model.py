@@ -35,6 +35,7 @@ from ..timeline import (
     SYNC_STREAM_SYNC,
     SYNC_STREAM_WAIT_EVENT,
     Timeline,
+    groups,
     launch_calls,
     launch_times,
 )
@@ -283,16 +284,14 @@ class _RankBuilder:
         wake = np.where(blocked, tl.api_end_ns - done, 0)
         self.base = dur.copy()
         self.omin = dur.copy()
-        for sym in np.unique(tl.api_name[blocking]):
-            sel = blocking & (tl.api_name == sym)
-            b = sel & blocked
-            w_typ = int(np.median(wake[b])) if b.any() else 0
-            nb = sel & ~blocked
-            cheap = dur[nb] if nb.any() else wake[b]
+        for _, sel in groups(tl.api_name, np.nonzero(blocking)[0]):  # per API name
+            b, nb = sel[blocked[sel]], sel[~blocked[sel]]
+            w_typ = int(np.median(wake[b])) if b.size else 0
+            cheap = dur[nb] if nb.size else wake[b]
             omin = max(int(cheap.min()), 0) if cheap.size else 0
             self.omin[sel] = omin
-            self.base[sel & blocked] = np.minimum(dur[sel & blocked], omin)
-            wnb = sel & waits & ~blocked
+            self.base[b] = np.minimum(dur[b], omin)
+            wnb = sel[waits[sel] & ~blocked[sel]]
             wake[wnb] = np.minimum(w_typ, tl.api_end_ns[wnb] - done[wnb])
         sync_only = blocking.copy()
         sync_only[list(own)] = False
@@ -345,8 +344,7 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None) -> Mode
         gap = np.zeros(tl.api_start_ns.size, dtype=np.int64)
         tops = np.nonzero(b.is_top)[0]
         seqs = []
-        for t in np.unique(tl.api_tid[tops]):
-            seq = tops[tl.api_tid[tops] == t]
+        for t, seq in groups(tl.api_tid, tops):
             seq = seq[np.argsort(tl.api_start_ns[seq], kind="stable")]
             gap[seq[1:]] = tl.api_start_ns[seq[1:]] - tl.api_end_ns[seq[:-1]]
             seqs.append(seq)

@@ -19,7 +19,7 @@ from ..gaps import CAUSES
 from ..load import PathsLike, load_timelines
 from ..readers.base import ReadOptions
 from ..stalls import RankStalls, StallOptions, analyze_rank
-from ..timeline import Timeline
+from ..timeline import Timeline, groups
 from .band import set_bands
 from .costs import HostCosts
 from .dropat import resolve_callsite
@@ -68,11 +68,10 @@ def _predicted_timeline(tl: Timeline, m: Model, r: Replay, a_s: np.ndarray, a_e:
     alo, ahi = m.rank_a[tl.rank]
     olo, ohi = m.rank_o[tl.rank]
     ann_s, ann_e = tl.ann_start_ns.copy(), tl.ann_end_ns.copy()
+    ann_of = dict(groups(tl.ann_tid))  # thread -> its annotation rows
     for (rank, tid), seq in zip(m.thread_key, m.threads, strict=True):
-        if rank != tl.rank:
-            continue
-        sel = tl.ann_tid == tid
-        if sel.any():
+        sel = ann_of.get(tid) if rank == tl.rank else None
+        if sel is not None:
             ann_s[sel] = _shift(m, r, seq, tl.ann_start_ns[sel])
             ann_e[sel] = np.maximum(_shift(m, r, seq, tl.ann_end_ns[sel]), ann_s[sel])
     st_s = _shift(m, r, main, tl.step_start_ns)

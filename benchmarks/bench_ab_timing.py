@@ -13,7 +13,9 @@ exactly as the rank's session calls the timer:
 - ``host``: the peer, plain host timing: ``time.perf_counter_ns()`` per boundary;
 - ``events``: what ``profplug ab`` does: perf counter + a preallocated CUDA event recorded
   on the current stream per boundary (:class:`profplug.session.steptimer.StepTimer`);
-- ``events+digest``: also ``profplug.digest`` of the step's output (three small kernels).
+- ``events+digest``: also ``profplug.digest`` of the step's output, with digests on as
+  ``profplug ab`` has them: the chunk is the timed window, where a call is one step
+  comparison (the digests run on the steps outside the window: docs/ab.md).
 
 Every round runs each mode for ``--steps`` steps, in an order shuffled per round (seeded);
 a chunk's time is measured on the host between two device synchronizes (one before its
@@ -128,8 +130,9 @@ def with_mode(loop: Loop, mode: str, n: int) -> tuple[float, StepTimer | None]:
 
         steps.add_listener(begin, end)
     loop.digest = mode == "events+digest"
-    if loop.digest:
-        digests.enable(steps.count() + n)
+    if loop.digest:  # as under profplug ab: the timed window is not digested
+        first = steps.count()
+        digests.enable(first + n + digests.AFTER_WINDOW, window=(first, first + n))
     try:
         us = loop.run(n)
     finally:

@@ -84,7 +84,7 @@ def collect(run_dir: Path, index: int, rnd: int, policy: str, rc: int,
             "step_us": timing.get("step_us") or [], "host_step_us": timing.get("host_step_us") or [],
             "timing_error": timing.get("error"),
             "digest": dig.get("digest"), "step_digests": dig.get("steps") or [],
-            "digest_calls": dig.get("calls", 0),
+            "digest_calls": dig.get("calls", 0), "digest_in_window": dig.get("in_window", 0),
         })
         if r.get("status") == "finished" and not timing.get("steps"):
             reasons.append(f"rank {r.get('rank')}: no timed step (fewer than --skip steps, or "

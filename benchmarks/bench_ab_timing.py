@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 
 import decode_loop  # noqa: E402
-from profplug.analyzers.ab.stats import median_ci, speedup_ci  # noqa: E402
+from profplug.analyzers.ab.stats import MIN_ROUNDS, median_ci, speedup_ci  # noqa: E402
 
 import profplug  # noqa: E402
 import profplug.steps as steps  # noqa: E402
@@ -175,6 +175,8 @@ def main() -> None:
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if "off" not in modes or any(m not in MODES for m in modes):
         raise SystemExit(f"--modes: choose from {', '.join(MODES)}, including off")
+    if args.rounds < MIN_ROUNDS:
+        raise SystemExit(f"--rounds: at least {MIN_ROUNDS} (a CI needs them)")
     loop = Loop(args)
     gpu = torch.cuda.get_device_name(0) if loop.cuda else "cpu"
     print(f"bench_ab_timing: {gpu}, torch {torch.__version__}, decode loop hidden "
@@ -205,10 +207,12 @@ def main() -> None:
           f"{'95% CI':>17} {'timer says':>11}")
     for m in modes:
         med, lo, hi = median_ci(chunks[m])
+        assert lo is not None and hi is not None  # --rounds >= MIN_ROUNDS
         row = {"mode": m, "median_step_us": med, "ci95_us": [lo, hi]}
         line = f"{m:<14} {med:>14,.1f} {f'{lo:,.1f}-{hi:,.1f}':>19}"
         if m != "off":
-            r, rlo, rhi, _, _ = speedup_ci(chunks[m], base)  # median(mode) / median(off)
+            r, rlo, rhi, _ = speedup_ci(chunks[m], base)  # median(mode) / median(off)
+            assert rlo is not None and rhi is not None
             pct, plo, phi = (r - 1) * 100, (rlo - 1) * 100, (rhi - 1) * 100
             says = sorted(timed[m])[len(timed[m]) // 2]
             row |= {"overhead_pct": pct, "overhead_ci95_pct": [plo, phi],

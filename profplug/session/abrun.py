@@ -113,6 +113,9 @@ def _check(opts: AbOptions) -> list[str]:
         raise ProfplugError(f"--policies: {exc}") from None
     if opts.rounds < 1:
         raise ProfplugError("--rounds must be >= 1")
+    if opts.rounds < 3:
+        print(f"profplug ab: note: {opts.rounds} round{'s' if opts.rounds > 1 else ''} give "
+              "no confidence interval and no verdict (at least 3)", file=sys.stderr)
     if opts.order not in ORDERS:
         raise ProfplugError(f"--order must be one of {', '.join(ORDERS)}")
     if opts.whatif is not None:

@@ -42,7 +42,8 @@ def test_policies_must_name_device_and_another(text, error) -> None:
     assert parse_policies(" Device, event ", ("device", "event", "none")) == ["device", "event"]
 
 
-def make_runs(rounds: int = 3, policies=POLICIES, digests=None, failed=()) -> list[dict]:
+def make_runs(rounds: int = 3, policies=POLICIES, digests=None, failed=(),
+              steps: int = 20) -> list[dict]:
     """Runs with step times at MEANS (+ a little per round) and the same digests, unless
     ``digests[(run, rank)]`` replaces a rank's step digests; runs in ``failed`` failed."""
     runs, k = [], 0
@@ -51,10 +52,10 @@ def make_runs(rounds: int = 3, policies=POLICIES, digests=None, failed=()) -> li
             ranks = []
             for q in range(2):
                 base = MEANS[p] * (1 + 0.01 * r) + 10 * q
-                steps = [base + (i % 5) for i in range(20)]
+                times = [base + (i % 5) for i in range(steps)]
                 ranks.append({"rank": q, "status": "finished", "clock": "cuda_event",
-                              "requested_steps": 20, "step_us": steps,
-                              "host_step_us": [x + 3 for x in steps],
+                              "requested_steps": steps, "step_us": times,
+                              "host_step_us": [x + 3 for x in times],
                               "digest": "d", "digest_calls": 22,
                               "step_digests": (digests or {}).get((k, q),
                                                                   [f"{q}-{i}" for i in range(22)])})

@@ -20,6 +20,11 @@ from .analyze import too_few
 from .result import AbResult
 
 MEASURED = ("event", "none")  # the policies a prediction without device syncs stands for
+# what attach() adds: dropped first, so attaching a stored overlay again starts afresh
+ATTACHED = ("measured_policy", "predicted_band_us", "measured_median_step_us",
+            "measured_ci95_us", "measured_rounds", "prediction_error_pct", "measured_speedup",
+            "measured_speedup_ci95", "prediction_in_ci", "band_overlaps_ci",
+            "predicted_speedup_in_ci", "profiler_overhead_pct")
 
 
 def whatif_overlay(paths: Sequence[Path], run: str,
@@ -67,8 +72,9 @@ def overlay(res: Any, run: str) -> dict[str, Any]:
 
 
 def attach(result: AbResult, ov: dict[str, Any]) -> None:
-    """Compare the prediction with the measured runs and keep it in ``result.whatif``."""
-    ov = dict(ov)
+    """Compare the prediction with the measured runs and keep it in ``result.whatif`` (an
+    overlay attached before, e.g. read back from ``ab.json``, is compared afresh)."""
+    ov = {k: v for k, v in ov.items() if k not in ATTACHED}
     policy = next((p for p in MEASURED if p in result.policies), None)
     measured = result.policy(policy) if policy else None
     device = result.policy("device")

@@ -129,6 +129,7 @@ class AbResult:
             "verdicts": {s.policy: s.verdict for s in self.summary if s.verdict},
             "whatif": self.whatif,
             "interrupted": self.interrupted is not None,
+            "interrupted_status": self.interrupted,
             "warnings": list(self.warnings),
             "bootstrap_resamples": self.resamples,
             "exit_status": self.exit_code(),

@@ -67,6 +67,14 @@ def test_ab_on_the_example_runs_every_policy_every_round_in_the_recorded_order(t
     assert "outputs: identical in all 6 successful runs" in res.stdout
     assert html.read_text().count('id="ab-plot-') == 4
     assert "profplug ab: run 6/6: ok, median" in res.stderr
+    # 2 rounds: no CI, no verdict claimed
+    assert all(doc["summary"][p]["speedup_ci95"] is None for p in ("event", "none"))
+    assert "too few rounds for a confidence interval (2; at least 3)" in doc["verdict"]
+    # analyzed again from ab.json, nothing run: the same ab.json
+    again = subprocess.run([sys.executable, "-m", "profplug", "ab-report", str(out), "--html",
+                            str(html)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert load(out) == doc and "(nothing was run)" in again.stderr
 
 
 @pytest.mark.slow

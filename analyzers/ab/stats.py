@@ -7,11 +7,12 @@ memory), so the unit of replication is the round, not the step:
   median over the window's steps (:func:`pipeline_steps`, :func:`run_median`);
 - a policy's step time: the median over rounds of its runs' medians;
 - its 95% CI: percentile bootstrap, resampling rounds with replacement (``RESAMPLES``
-  resamples, seeded: the same data give the same CI) (:func:`median_ci`);
+  resamples, seeded: the same data give the same CI) (:func:`median_ci`), from
+  ``MIN_ROUNDS`` rounds on (the bootstrap of 2 values is their range, or a point: no CI);
 - a speedup over the baseline: ratio of the medians, its CI by resampling rounds *paired*
   by round index (both policies of a resampled round come along together, which cancels
-  drift slower than a round) over the rounds where both ran ok; unpaired when fewer than 2
-  such rounds (:func:`speedup_ci`);
+  drift slower than a round) over the rounds where both ran ok, from ``MIN_ROUNDS`` such
+  rounds on; with fewer, the ratio alone (:func:`speedup_ci`);
 - rounds needed when the CI contains 1.0: the CI's half-width (in log ratio) scales as
   1/sqrt(rounds), so it would exclude 1.0 after about ``rounds * (half_width / |log s|)**2``
   rounds (:func:`rounds_needed`).
@@ -28,6 +29,7 @@ RESAMPLES = 10_000
 SEED = 20_261_201
 LEVEL = 0.95
 MAX_ROUNDS_NEEDED = 10_000
+MIN_ROUNDS = 3  # rounds (paired rounds, for a speedup) a CI needs
 
 
 def pipeline_steps(ranks_step_us: Sequence[Sequence[float]]) -> np.ndarray:
@@ -56,15 +58,15 @@ def _interval(samples: np.ndarray, level: float = LEVEL) -> tuple[float, float]:
 
 
 def median_ci(values: Sequence[float], resamples: int = RESAMPLES, seed: int | None = None,
-              level: float = LEVEL) -> tuple[float, float, float]:
+              level: float = LEVEL) -> tuple[float, float | None, float | None]:
     """(median, lo, hi): the median of ``values`` (one per round) and its percentile
-    bootstrap CI. One value: the CI is that value (no spread to resample)."""
+    bootstrap CI; ``lo``, ``hi`` None with fewer than ``MIN_ROUNDS`` values."""
     v = np.asarray(values, dtype=float)
     if v.size == 0:
         raise ValueError("no values")
     med = float(np.median(v))
-    if v.size == 1:
-        return med, med, med
+    if v.size < MIN_ROUNDS:
+        return med, None, None
     idx = _rng(seed).integers(0, v.size, size=(resamples, v.size))
     lo, hi = _interval(np.median(v[idx], axis=1), level)
     return med, lo, hi
@@ -72,34 +74,28 @@ def median_ci(values: Sequence[float], resamples: int = RESAMPLES, seed: int | N
 
 def speedup_ci(base: Sequence[float | None], other: Sequence[float | None],
                resamples: int = RESAMPLES, seed: int | None = None, level: float = LEVEL
-               ) -> tuple[float, float, float, int, bool]:
-    """(speedup, lo, hi, rounds used, paired): median(base) / median(other).
+               ) -> tuple[float, float | None, float | None, int]:
+    """(speedup, lo, hi, paired rounds): median(base) / median(other).
 
-    ``base`` and ``other`` hold one value per round (None: that run failed). Paired over the
-    rounds where both are present when there are at least 2 of them, else unpaired over all
-    present values of each.
+    ``base`` and ``other`` hold one value per round (None: that run failed). Over the rounds
+    where both are present; the CI resamples them paired, from ``MIN_ROUNDS`` such rounds
+    on (else ``lo``, ``hi`` are None). With no common round, the ratio of all values' medians.
     """
     pairs = [(b, o) for b, o in zip(base, other, strict=True) if b is not None and o is not None]
-    rng = _rng(seed)
-    if len(pairs) >= 2:
-        b = np.array([p[0] for p in pairs])
-        o = np.array([p[1] for p in pairs])
-        idx = rng.integers(0, b.size, size=(resamples, b.size))
-        ratios = np.median(b[idx], axis=1) / np.median(o[idx], axis=1)
-        s = float(np.median(b) / np.median(o))
-        lo, hi = _interval(ratios, level)
-        return s, lo, hi, len(pairs), True
-    b = np.array([x for x in base if x is not None], dtype=float)
-    o = np.array([x for x in other if x is not None], dtype=float)
-    if not b.size or not o.size:
-        raise ValueError("a policy has no value")
+    if not pairs:
+        b = np.array([x for x in base if x is not None], dtype=float)
+        o = np.array([x for x in other if x is not None], dtype=float)
+        if not b.size or not o.size:
+            raise ValueError("a policy has no value")
+        return float(np.median(b) / np.median(o)), None, None, 0
+    b = np.array([p[0] for p in pairs])
+    o = np.array([p[1] for p in pairs])
     s = float(np.median(b) / np.median(o))
-    if b.size == 1 and o.size == 1:
-        return s, s, s, 1, False
-    ib = rng.integers(0, b.size, size=(resamples, b.size))
-    io = rng.integers(0, o.size, size=(resamples, o.size))
-    lo, hi = _interval(np.median(b[ib], axis=1) / np.median(o[io], axis=1), level)
-    return s, lo, hi, min(b.size, o.size), False
+    if len(pairs) < MIN_ROUNDS:
+        return s, None, None, len(pairs)
+    idx = _rng(seed).integers(0, b.size, size=(resamples, b.size))
+    lo, hi = _interval(np.median(b[idx], axis=1) / np.median(o[idx], axis=1), level)
+    return s, lo, hi, len(pairs)
 
 
 def resolved(lo: float, hi: float) -> bool:

@@ -35,7 +35,7 @@ def outputs_line(res: AbResult) -> str:
     if o.identical:
         steps = f"{o.digested_steps} step{'s' if o.digested_steps != 1 else ''}"
         return (f"outputs: identical in all {o.compared_runs} successful runs "
-                f"({steps} digested on every rank)")
+                f"({steps} outside the timed window digested on every rank)")
     return (f"outputs: DIFFER in {len(o.mismatches)} of {o.compared_runs} runs: "
             f"{o.mismatches[0].line()}")
 

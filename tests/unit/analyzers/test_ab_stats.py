@@ -24,7 +24,8 @@ def test_median_ci_is_reproducible_and_brackets_the_median() -> None:
     med, lo, hi = stats.median_ci(v)
     assert med == 11.0 and lo <= med <= hi
     assert stats.median_ci(v) == (med, lo, hi)  # seeded
-    assert stats.median_ci([7.0]) == (7.0, 7.0, 7.0)
+    assert stats.median_ci([7.0]) == (7.0, None, None)  # fewer than 3 rounds: no CI
+    assert stats.median_ci([7.0, 9.0]) == (8.0, None, None)
     with pytest.raises(ValueError):
         stats.median_ci([])
 
@@ -115,8 +116,11 @@ def test_rounds_needed_scales_with_the_square_of_the_ci_width() -> None:
     assert not stats.resolved(0.98, 1.03) and stats.resolved(1.01, 1.2)
 
 
-def test_unpaired_when_fewer_than_two_common_rounds() -> None:
-    s, lo, hi, n, paired = stats.speedup_ci([100.0, None, 110.0], [None, 50.0, None],
-                                            resamples=B)
-    assert not paired and n == 1 and s == pytest.approx(105.0 / 50.0) and lo <= s <= hi
-    assert stats.speedup_ci([100.0], [50.0]) == (2.0, 2.0, 2.0, 1, False)
+def test_fewer_than_three_paired_rounds_give_the_ratio_and_no_ci() -> None:
+    s, lo, hi, n = stats.speedup_ci([100.0, None, 110.0, 120.0], [50.0, 50.0, None, 60.0],
+                                    resamples=B)
+    assert (lo, hi, n) == (None, None, 2) and s == pytest.approx(110.0 / 55.0)
+    assert stats.speedup_ci([100.0], [50.0]) == (2.0, None, None, 1)
+    assert stats.speedup_ci([100.0, None], [None, 50.0]) == (2.0, None, None, 0)
+    s, lo, hi, n = stats.speedup_ci([100.0, 104.0, 98.0], [50.0, 51.0, 49.0], resamples=B)
+    assert n == 3 and lo is not None and hi is not None and lo <= s <= hi

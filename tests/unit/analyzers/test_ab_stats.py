@@ -124,3 +124,30 @@ def test_fewer_than_three_paired_rounds_give_the_ratio_and_no_ci() -> None:
     assert stats.speedup_ci([100.0, None], [None, 50.0]) == (2.0, None, None, 0)
     s, lo, hi, n = stats.speedup_ci([100.0, 104.0, 98.0], [50.0, 51.0, 49.0], resamples=B)
     assert n == 3 and lo is not None and hi is not None and lo <= s <= hi
+
+
+def test_t_quantile_matches_the_table_and_the_normal_limit() -> None:
+    assert stats.t_quantile(2) == 4.303 and stats.t_quantile(4) == 2.776
+    assert abs(stats.t_quantile(31) - 2.040) < 0.003  # Cornish-Fisher past the table
+    assert abs(stats.t_quantile(10_000) - 1.960) < 0.001
+
+
+def test_an_a_a_check_from_the_h200_is_not_resolved() -> None:
+    """Megatron-Core at PP=1 on one H200 (sample_traces/ab_h200_megatron_pp1): the policies run
+    the same code; the paired bootstrap alone said 0.951-0.989 (a false "2% slower"), the t
+    interval on the log ratios 0.946-1.003; the CI is the wider of the two."""
+    device = [6062.24, 6287.856, 5911.072, 6278.672]
+    event = [6128.72, 6368.016, 6213.856, 6485.952]
+    s, lo, hi, n = stats.speedup_ci(device, event)
+    assert n == 4 and lo is not None and hi is not None
+    assert lo <= 0.947 and 1.0 <= hi and not stats.resolved(lo, hi)
+    assert 0.95 < s < 1.0
+
+
+def test_a_clear_speedup_stays_resolved_with_the_t_interval() -> None:
+    """The decode loop's 5 rounds on one H200 (sample_traces/ab_h200_decode_loop)."""
+    device = [473.072, 498.48, 481.808, 498.544, 502.464]
+    event = [465.28, 451.856, 463.808, 453.712, 461.04]
+    s, lo, hi, _ = stats.speedup_ci(device, event)
+    assert lo is not None and hi is not None and stats.resolved(lo, hi)
+    assert lo <= 1.022 and hi >= 1.10 and abs(s - 498.48 / 461.04) < 1e-9

@@ -163,7 +163,8 @@ def render_ab_html(res: AbResult, out: TextIO) -> None:
         "<h2>Summary</h2>", _summary_table(res),
         '<p class="sub">median over rounds of each run\'s median step; 95% CI: percentile '
         "bootstrap over rounds (from 3 rounds on); speedup = device median / policy median, "
-        "its CI resampled paired by round.</p>",
+        "its CI paired by round: the wider of the bootstrap and Student's t on the per-round "
+        "log ratios (docs/ab.md).</p>",
         "<h2>Step time per run</h2>"
         '<p class="sub">box: 25th-75th percentile and median of the pipeline\'s per-step '
         "time, whiskers: 5th and 95th; runs in execution order, rounds marked; dashed grey: a "

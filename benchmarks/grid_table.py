@@ -71,6 +71,7 @@ class Row:
     event: list[RankRun] = field(default_factory=list)
     host_adj: list[float] = field(default_factory=list)  # error % per (device, event) pair
     unprof_pred: list[float] = field(default_factory=list)  # --unprofiled, per device run
+    unprof_band: list[float] = field(default_factory=list)  # its error_band_pct
     unprof_meas: float = 0.0  # median unprofiled event step, us
 
     def unprof_errors(self) -> list[float]:
@@ -212,6 +213,7 @@ def _unprofiled(rows: list[Row], dev_tls: list[list[Timeline]],
         for r in rows:
             r.unprof_meas = evt
             r.unprof_pred.append(res.rank(r.rank).predicted_us)
+            r.unprof_band.append(float(res.rank(r.rank).error_band_pct))
 
 
 def _host_adjusted(rows: list[Row], dev_tls: list[list[Timeline]]) -> None:

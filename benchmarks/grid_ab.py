@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TextIO
 
-from grid_table import Row
+from grid_table import Row, in_band
 
 # Fixed before any tuning on the ab ground truth (docs/whatif.md, "Held-out shapes").
 HELD_OUT = ("h2048_l8_b8_s2", "h8192_l8_b8_s2", "h1024_l16_b1_s2")
@@ -80,7 +80,8 @@ def find_ab(grids: list[Path], ab_dir: Path | None = None) -> dict[str, AbTruth]
 
 def ab_unprofiled(ab: dict[str, AbTruth]) -> dict[str, dict[str, list[float]]]:
     """The form ``grid_table.build_rows`` calibrates ``--unprofiled`` with."""
-    return {s: {"device": [t.device], "event": [t.event]} for s, t in ab.items()}
+    return {s: {"device": [t.device], "event": [t.event], "device_ci": list(t.device_ci)}
+            for s, t in ab.items()}
 
 
 @dataclass
@@ -97,7 +98,9 @@ class Cell:
     slow_evt: int
     unprof_pred: list[float]
     unprof_band: list[float]
+    unprof_cal: list[float]  # the unprofiled band's calibration term, %
     ab: AbTruth | None
+    host_adj: list[float]  # (device, event) pairs in one host mode, at the event's host speed
 
     @property
     def error(self) -> float:
@@ -123,7 +126,7 @@ class Cell:
 
     def in_band(self) -> bool | None:
         e = self.unprof_error
-        return None if e is None else bool(abs(e) <= statistics.median(self.unprof_band))
+        return None if e is None else in_band(e, statistics.median(self.unprof_band))
 
 
 def cells(rows: list[Row], ab: dict[str, AbTruth], held_out: tuple[str, ...] = HELD_OUT
@@ -143,10 +146,25 @@ def cells(rows: list[Row], ab: dict[str, AbTruth], held_out: tuple[str, ...] = H
         slow_e = sum(max(r.event[i].host for r in rs) > SLOW_LAUNCH_US for i in range(ne))
         nu = min(len(r.unprof_pred) for r in rs)
         up = [max(r.unprof_pred[i] for r in rs) for i in range(nu)]
-        ub = [max(r.unprof_band[i] for r in rs) for i in range(min(nu, *(len(r.unprof_band)
-                                                                        for r in rs)))]
+        ub = [max(r.unprof_band[i] for r in rs) for i in range(nu)]
+        uc = [max(r.unprof_cal[i] for r in rs) for i in range(nu)]
         out.append(Cell("held-out" if shape in held_out else "tune", prof, shape, pred, meas,
-                        band, slow_d, slow_e, up, ub, ab.get(shape)))
+                        band, slow_d, slow_e, up, ub, uc, ab.get(shape),
+                        _same_mode_host_adj(rs)))
+    return out
+
+
+def _same_mode_host_adj(rs: list[Row]) -> list[float]:
+    """The host-adjusted errors of the (device, event) pairs whose runs share a host mode
+    (across modes the two-number host adjustment does not hold: the slow mode does not scale
+    every host cost alike)."""
+    out = []
+    for r in rs:
+        ne = len(r.event)
+        for k, e in enumerate(r.host_adj):
+            d, ev = r.device[k // ne], r.event[k % ne]
+            if (d.host > SLOW_LAUNCH_US) == (ev.host > SLOW_LAUNCH_US):
+                out.append(e)
     return out
 
 
@@ -166,7 +184,8 @@ def _yn(b: bool | None) -> str:
 
 
 HEAD = ["set", "profiler", "shape", "predicted (range, n)", "measured event (range, n)",
-        "error %", "<=10%", "evt spread +-%", "slow dev/evt", "band +-%", "ab device (cal.)",
+        "error %", "<=10%", "evt spread +-%", "slow dev/evt", "same-mode host-adj % (med; max)",
+        "band +-%", "ab device (cal.)",
         "unprofiled predicted (range)", "ab event (95% CI)", "unprof err %", "<=15%", "in CI",
         "in band"]
 
@@ -177,6 +196,8 @@ def row_cells(c: Cell) -> list[str]:
     return [c.set, c.profiler, c.shape, _r(c.predicted), _r(c.measured), f"{c.error:+.1f}",
             _yn(abs(c.error) <= PROFILED_GOAL), f"{c.spread:.0f}",
             f"{c.slow_dev}/{len(c.predicted)} vs {c.slow_evt}/{len(c.measured)}",
+            (f"{statistics.median(c.host_adj):+.1f}; {max(c.host_adj, key=abs):+.1f}"
+             if c.host_adj else "-"),
             f"{statistics.median(c.band):.0f}",
             f"{ab.device:,.0f}" if ab else "-", _r(c.unprof_pred) if c.unprof_pred else "-",
             (f"{ab.event:,.0f} ({ab.event_ci[0]:,.0f}-{ab.event_ci[1]:,.0f})"
@@ -195,9 +216,12 @@ def summary(cs: list[Cell]) -> list[str]:
             if not sel:
                 continue
             e = [abs(c.error) for c in sel]
+            a = [abs(statistics.median(c.host_adj)) for c in sel if c.host_adj]
             s = (f"{st} {prof}: profiled within {PROFILED_GOAL:.0f}% on "
                  f"{sum(x <= PROFILED_GOAL for x in e)}/{len(e)} shapes (|error| median "
-                 f"{statistics.median(e):.1f}%, max {max(e):.1f}%)")
+                 f"{statistics.median(e):.1f}%, max {max(e):.1f}%), at matched host speed "
+                 f"(same-mode host-adj median) on {sum(x <= PROFILED_GOAL for x in a)}/"
+                 f"{len(a)}")
             u = [c for c in sel if c.unprof_error is not None]
             if u:
                 ue = [abs(c.unprof_error or 0.0) for c in u]
@@ -207,6 +231,59 @@ def summary(cs: list[Cell]) -> list[str]:
                       f"{sum(bool(c.in_ci()) for c in u)}/{len(u)}, ab's median inside the "
                       f"band {sum(bool(c.in_band()) for c in u)}/{len(u)}")
             lines.append(s)
+    return lines
+
+
+def _pred_rel(err_pct: float) -> float:
+    """An error relative to the measurement as % of the prediction (what the band is)."""
+    return 100.0 * err_pct / (100.0 + err_pct)
+
+
+def band_fit(rows: list[Row], cs: list[Cell], held_out: tuple[str, ...] = HELD_OUT
+             ) -> list[str]:
+    """How the error band's constants (``analyzers/whatif/band.py``) follow from this
+    validation, and the band's coverage on the held-out shapes (docs/whatif.md)."""
+    from profplug.analyzers.whatif.band import BASE_PCT, COUPLED_PCT, SLOPE_PCT
+
+    def pairs(sel: list[Row]) -> list[tuple[float, float, float, float, bool]]:
+        out = []  # (|error| % of the prediction, |replay err|, host_bound, band, same mode)
+        for r in sel:
+            ne = len(r.event)
+            for k, e in enumerate(r.host_adj):
+                d, ev = r.device[k // ne], r.event[k % ne]
+                same = (d.host > SLOW_LAUNCH_US) == (ev.host > SLOW_LAUNCH_US)
+                out.append((abs(_pred_rel(e)), abs(d.replay_err), d.host_bound, d.band, same))
+        return out
+
+    grid = [r for r in rows if r.source == "grid"]
+    tune = pairs([r for r in grid if r.shape not in held_out])
+    held = pairs([r for r in grid if r.shape in held_out])
+    lines = []
+    if tune:
+        slope = max(((e - rep - BASE_PCT) / hb for e, rep, hb, _, _ in tune if hb >= 0.05),
+                    default=0.0)
+        base = max((e - rep - slope * hb for e, rep, hb, _, _ in tune if hb < 0.05),
+                   default=0.0)
+        lines.append(f"band fit, profiled (grid tuning shapes, {len(tune)} host-adj pairs, "
+                     f"|error| as % of the prediction): slope needed {slope:.2f} at base "
+                     f"{BASE_PCT:.0f} (band.py: {SLOPE_PCT:.0f}); GPU-bound pairs need base "
+                     f"{base:.1f}")
+    smp = pairs([r for r in rows if r.source == "samples"])
+    if smp:  # the band's host_bound is the max over ranks: back it out of the band
+        need = max(e - rep - BASE_PCT - SLOPE_PCT * max(
+            (b - rep - BASE_PCT - COUPLED_PCT) / SLOPE_PCT, 0.0) for e, rep, _, b, _ in smp)
+        lines.append(f"band fit, coupled (2-rank samples, {len(smp)} pairs): NCCL term needed "
+                     f"{need:.2f} at band.py's slope (band.py: {COUPLED_PCT:.0f})")
+    cal = [statistics.median(c.unprof_cal) for c in cs if c.set == "tune" and c.unprof_cal]
+    if cal:
+        lines.append(f"band fit, unprofiled: calibration term (the prediction's change over "
+                     f"ab's device CI) median {statistics.median(cal):.1f}% over {len(cal)} "
+                     "tuning cells (the default when no CI is given)")
+    if held:
+        lines.append("band coverage, held-out shapes: profiled host-adj pairs "
+                     f"{sum(e <= b for e, _, _, b, s in held if s)}/"
+                     f"{sum(s for *_, s in held)} in the same host mode, "
+                     f"{sum(e <= b for e, _, _, b, _ in held)}/{len(held)} in all")
     return lines
 
 

@@ -230,6 +230,8 @@ def table(args: argparse.Namespace) -> int:
     def write(out: TextIO, markdown: bool) -> None:
         if cells:
             ga.render(cells, out, markdown=markdown)
+            for line in ga.band_fit(rows, cells, held):
+                out.write(("\n" if markdown else "") + line + "\n")
             out.write("\n" + ("Per repeat:\n\n" if markdown else ""))
         gt.render(rows, out, markdown=markdown)
 

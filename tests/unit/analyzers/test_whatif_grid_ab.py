@@ -29,6 +29,8 @@ def _row(shape: str, pred: list[float], meas: list[float], host: list[float],
                 for p in pred]
     r.event = [gt.RankRun(recorded=m, host=h, gap=9.0) for m, h in zip(meas, host, strict=True)]
     r.unprof_pred, r.unprof_band = unprof, [12.0] * len(unprof)
+    r.unprof_cal = [7.0] * len(unprof)
+    r.host_adj = [2.0] * (len(pred) * len(meas))
     return r
 
 
@@ -40,7 +42,8 @@ def test_cells_errors_goals_and_sets(tmp_path: Path) -> None:
     grid.mkdir()
     ab = ga.find_ab([grid])  # found beside the grid
     assert set(ab) == {"h512_l8_b8_s2", "h2048_l8_b8_s2"} and ab["h512_l8_b8_s2"].event == 440.0
-    assert ga.ab_unprofiled(ab)["h512_l8_b8_s2"] == {"device": [500.0], "event": [440.0]}
+    assert ga.ab_unprofiled(ab)["h512_l8_b8_s2"] == {"device": [500.0], "event": [440.0],
+                                                      "device_ci": [495.0, 505.0]}
     rows = [_row("h512_l8_b8_s2", [700.0, 730.0, 820.0], [630.0, 610.0, 1030.0],
                  [4.8, 4.7, 6.4], [450.0, 449.0, 452.0]),
             _row("h2048_l8_b8_s2", [1260.0, 630.0, 1350.0], [650.0, 640.0, 765.0],
@@ -59,7 +62,13 @@ def test_cells_errors_goals_and_sets(tmp_path: Path) -> None:
     text = buf.getvalue()
     assert text.startswith("| set | profiler | shape |")
     assert "tune kineto: profiled within 10% on 0/1" in text
+    assert "at matched host speed (same-mode host-adj median) on 1/1" in text
+    assert c.host_adj == [2.0] * 6  # the pairs with the slow event run left out
     assert "held-out kineto: profiled within 10% on 0/1" in text
+    fit = ga.band_fit(rows, cs)
+    assert fit[0].startswith("band fit, profiled (grid tuning shapes, 9 host-adj pairs,")
+    assert "calibration term (the prediction's change over ab's device CI) median 7.0%" in fit[1]
+    assert fit[2].startswith("band coverage, held-out shapes: profiled host-adj pairs")
     ga.dump(cs, tmp_path / "cells.json")
     assert json.loads((tmp_path / "cells.json").read_text())[0]["in_ci"] is True
 

@@ -144,6 +144,25 @@ def test_unprofiled_calibrates_the_host_on_the_device_step(tmp_path: Path) -> No
     assert any("unprofiled: the host's costs are scaled by 0.47" in a for a in res.assumptions)
 
 
+def test_unprofiled_band_carries_the_calibration_steps_ci(tmp_path: Path) -> None:
+    """With the unprofiled step's CI the band adds the prediction's change across it."""
+    from profplug.analyzers.whatif import whatif_unprofiled
+    from profplug.analyzers.whatif.unprofiled import UNPROFILED_BAND_PCT
+
+    tl = read_kineto(loop(tmp_path, own_range=False), 0)
+    plain = whatif_unprofiled([tl], 35.0).rank(0)
+    res = whatif_unprofiled([tl], 35.0, step_ci_us=(30.0, 40.0))
+    r = res.rank(0)
+    assert r.predicted_us == pytest.approx(plain.predicted_us, abs=1e-3)
+    # s = 0.4 at 30 us, 0.55 at 40 us (see above): predictions (180 s + 10) / 3 = 27.33 and
+    # 36.33 against 31.83: the band carries 4.5 / 31.83 = 14.1% instead of the default
+    cal = 100 * 4.5 / ((180 * 0.475 + 10) / 3)
+    assert r.error_band_pct - plain.error_band_pct == pytest.approx(
+        cal - UNPROFILED_BAND_PCT, abs=0.2)
+    assert any("over the step's 95% CI (30.0-40.0 us): up to 14.1%" in a
+               for a in res.assumptions)
+
+
 def test_unprofiled_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import json
 

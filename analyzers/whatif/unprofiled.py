@@ -15,8 +15,9 @@ ab's device median, the traced device runs predicted ab's event median within 6.
 tuning shape (Kineto and Nsight), and within 3.8% on two of the three held-out ones (the
 third: ab's own rounds ran in different host modes). A fixed profiler cost per CUDA call
 instead of a proportional one, or scaling the gaps alone, predicted the same (summed |error|
-over the 10 tuning cells 22.3, 21.9 and 21.8 points; ``benchmarks/whatif_calibration.py``). The band adds the calibration's term: the prediction's change across the
-unprofiled step's 95% CI when it is given (``step_ci_us``), else ``UNPROFILED_BAND_PCT``.
+over the 10 tuning cells 22.3, 21.9 and 21.8 points; ``benchmarks/whatif_calibration.py``).
+The band adds the calibration's term: the prediction's change across the unprofiled step's
+95% CI when it is given (``step_ci_us``), else ``UNPROFILED_BAND_PCT``.
 """
 
 from __future__ import annotations

@@ -33,8 +33,9 @@ def finish_ab(out: Path, runs: Sequence[dict[str, Any]], *, policies: Sequence[s
         attach(res, stored_whatif)
     if whatif is not None:
         try:
-            device = res.policy("device").median_step_us
-            attach(res, whatif_overlay(run_paths(whatif), whatif, device))
+            device = res.policy("device")
+            attach(res, whatif_overlay(run_paths(whatif), whatif, device.median_step_us,
+                                       device.ci95_us))
         except ProfplugError as exc:
             res.warnings.append(f"--whatif {whatif}: {exc}")
     write_text(render_text(res, "json"), out / "ab.json")

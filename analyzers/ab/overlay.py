@@ -28,9 +28,11 @@ ATTACHED = ("measured_policy", "predicted_band_us", "measured_median_step_us",
 
 
 def whatif_overlay(paths: Sequence[Path], run: str,
-                   device_step_us: float | None = None) -> dict[str, Any]:
+                   device_step_us: float | None = None,
+                   device_ci_us: Sequence[float] | None = None) -> dict[str, Any]:
     """The what-if of the traces under ``paths`` (the run named ``run``), calibrated on the
-    unprofiled device step ``device_step_us`` when given."""
+    unprofiled device step ``device_step_us`` when given; ``device_ci_us`` (its 95% CI)
+    widens the error band by how far the prediction moves across it."""
     from ..load import load_timelines
     from ..whatif import whatif, whatif_unprofiled
 
@@ -38,7 +40,8 @@ def whatif_overlay(paths: Sequence[Path], run: str,
     traced = overlay(whatif(tls), run)
     if not device_step_us:
         return {**traced, "calibrated_on_us": None}
-    cal = overlay(whatif_unprofiled(tls, device_step_us), run)
+    ci = (float(device_ci_us[0]), float(device_ci_us[1])) if device_ci_us else None
+    cal = overlay(whatif_unprofiled(tls, device_step_us, step_ci_us=ci), run)
     keep = ("recorded_step_us", "predicted_step_us", "band_pct", "predicted_speedup")
     return {**cal, "calibrated_on_us": round(device_step_us, 3),
             "recorded_step_us": traced["recorded_step_us"],

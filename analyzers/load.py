@@ -18,7 +18,7 @@ from .readers.nsys_source import EXPORT_SUFFIXES, REPORT_SUFFIXES
 from .readers.registry import SUFFIXES, reader_for
 from .timeline import Timeline
 
-SKIP_NAMES = ("run.json",)
+SKIP_NAMES = ("run.json", "ab.json")  # what profplug run / profplug ab write beside traces
 # What the Python API takes as "paths": one path (str or Path) or several.
 PathsLike = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
 KNOWN_SUFFIXES = f"{', '.join(SUFFIXES[:-1])} or {SUFFIXES[-1]}"  # for error messages
@@ -32,7 +32,9 @@ def as_paths(paths: PathsLike) -> list[Path]:
 
 
 def _run_artifact(f: Path) -> bool:
-    """Files ``profplug run`` writes beside the traces: run.json and per-rank status/*.json."""
+    """Files profplug writes beside the traces: ``run.json`` and per-rank ``status/*.json``
+    (``profplug run``), ``ab.json`` (``profplug ab``, whose traced what-if run may sit in the
+    same folder)."""
     if f.name in SKIP_NAMES:
         return True
     return f.parent.name == "status" and (f.parent.parent / "run.json").is_file()

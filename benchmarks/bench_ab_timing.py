@@ -13,7 +13,9 @@ exactly as the rank's session calls the timer:
 - ``host``: the peer, plain host timing: ``time.perf_counter_ns()`` per boundary;
 - ``events``: what ``profplug ab`` does: perf counter + a preallocated CUDA event recorded
   on the current stream per boundary (:class:`profplug.session.steptimer.StepTimer`);
-- ``events+digest``: also ``profplug.digest`` of the step's output (three small kernels).
+- ``events+digest``: also ``profplug.digest`` of the step's output, with digests on as
+  ``profplug ab`` has them: the chunk is the timed window, where a call is one step
+  comparison (the digests run on the steps outside the window: docs/ab.md).
 
 Every round runs each mode for ``--steps`` steps, in an order shuffled per round (seeded);
 a chunk's time is measured on the host between two device synchronizes (one before its
@@ -26,12 +28,14 @@ Target: ``events`` overhead <= 1% of the step. First, the host cost of one bound
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from unittest import mock
 
 import torch
 
@@ -39,11 +43,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 
 import decode_loop  # noqa: E402
-from profplug.analyzers.ab.stats import median_ci, speedup_ci  # noqa: E402
+from profplug.analyzers.ab.stats import MIN_ROUNDS, median_ci, speedup_ci  # noqa: E402
 
 import profplug  # noqa: E402
 import profplug.steps as steps  # noqa: E402
 from profplug import digests  # noqa: E402
+from profplug.session import steptimer  # noqa: E402
 from profplug.session.steptimer import StepTimer  # noqa: E402
 
 MODES = ("off", "host", "events", "events+digest")
@@ -125,8 +130,9 @@ def with_mode(loop: Loop, mode: str, n: int) -> tuple[float, StepTimer | None]:
 
         steps.add_listener(begin, end)
     loop.digest = mode == "events+digest"
-    if loop.digest:
-        digests.enable(steps.count() + n)
+    if loop.digest:  # as under profplug ab: the timed window is not digested
+        first = steps.count()
+        digests.enable(first + n + digests.AFTER_WINDOW, window=(first, first + n))
     try:
         us = loop.run(n)
     finally:
@@ -136,19 +142,31 @@ def with_mode(loop: Loop, mode: str, n: int) -> tuple[float, StepTimer | None]:
     return us, timer
 
 
+class _NoOpEvent:
+    """An event whose record is a C no-op taking the stream (``id``): the Python part of a
+    mark without the driver call."""
+
+    record = id
+
+
 def mark_cost_ns(mode: str, cuda: bool, n: int = 20_000) -> float:
-    """Host ns per boundary mark (best of 5)."""
+    """Host ns per boundary mark (best of 5). ``events`` without CUDA: the timer's Python
+    part with a no-op record and a C call (``abs``) for the raw stream handle."""
+    patches = {}
     if mode == "events" and not cuda:
-        return float("nan")
+        patches = {"_cuda_in_use": lambda: True, "_device": lambda: 0,
+                   "_raw_stream_fn": lambda: abs, "_stream": lambda device: object(),
+                   "_new_event": _NoOpEvent}
     best = float("inf")
-    for _ in range(5):
-        t = StepTimer(n, mode)
-        t0 = time.perf_counter_ns()
-        for _ in range(n):
-            t.mark()
-        best = min(best, (time.perf_counter_ns() - t0) / n)
-        if cuda:
-            torch.cuda.synchronize()
+    with mock.patch.multiple(steptimer, **patches) if patches else contextlib.nullcontext():
+        for _ in range(5):
+            t = StepTimer(n, mode)
+            t0 = time.perf_counter_ns()
+            for _ in range(n):
+                t.mark()
+            best = min(best, (time.perf_counter_ns() - t0) / n)
+            if cuda:
+                torch.cuda.synchronize()
     return best
 
 
@@ -157,14 +175,18 @@ def main() -> None:
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if "off" not in modes or any(m not in MODES for m in modes):
         raise SystemExit(f"--modes: choose from {', '.join(MODES)}, including off")
+    if args.rounds < MIN_ROUNDS:
+        raise SystemExit(f"--rounds: at least {MIN_ROUNDS} (a CI needs them)")
     loop = Loop(args)
     gpu = torch.cuda.get_device_name(0) if loop.cuda else "cpu"
     print(f"bench_ab_timing: {gpu}, torch {torch.__version__}, decode loop hidden "
           f"{args.hidden} x {args.layers} layers x {args.stages} stages, batch {args.batch}, "
           f"sync {args.sync}; {args.rounds} rounds x {args.steps} steps per mode")
     marks = {m: mark_cost_ns(m, loop.cuda) for m in ("host", "events")}
+    what = ("raw current-stream handle + C-level cudaEventRecord" if loop.cuda else
+            "raw current-stream handle + a no-op record: the Python part, no driver call")
     print(f"host cost of one boundary mark: host {marks['host']:.0f} ns, events "
-          f"{marks['events']:.0f} ns (current stream look-up + cudaEventRecord)")
+          f"{marks['events']:.0f} ns ({what})")
     with torch.inference_mode():
         loop.run(args.warmup)
         rng = random.Random(args.seed)
@@ -185,10 +207,12 @@ def main() -> None:
           f"{'95% CI':>17} {'timer says':>11}")
     for m in modes:
         med, lo, hi = median_ci(chunks[m])
+        assert lo is not None and hi is not None  # --rounds >= MIN_ROUNDS
         row = {"mode": m, "median_step_us": med, "ci95_us": [lo, hi]}
         line = f"{m:<14} {med:>14,.1f} {f'{lo:,.1f}-{hi:,.1f}':>19}"
         if m != "off":
-            r, rlo, rhi, _, _ = speedup_ci(chunks[m], base)  # median(mode) / median(off)
+            r, rlo, rhi, _ = speedup_ci(chunks[m], base)  # median(mode) / median(off)
+            assert rlo is not None and rhi is not None
             pct, plo, phi = (r - 1) * 100, (rlo - 1) * 100, (rhi - 1) * 100
             says = sorted(timed[m])[len(timed[m]) // 2]
             row |= {"overhead_pct": pct, "overhead_ci95_pct": [plo, phi],

@@ -32,6 +32,7 @@ from profplug.analyzers import classify
 from profplug.analyzers.load import load_timelines
 from profplug.analyzers.timeline import Timeline
 from profplug.analyzers.whatif import HostCosts, whatif, whatif_unprofiled
+from profplug.analyzers.whatif.unprofiled import UNPROFILED_BAND_PCT
 
 HOST_MATCH = 0.10  # event runs within 10% of the device run's host index count as same-host
 LAUNCH_APIS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
@@ -71,6 +72,8 @@ class Row:
     event: list[RankRun] = field(default_factory=list)
     host_adj: list[float] = field(default_factory=list)  # error % per (device, event) pair
     unprof_pred: list[float] = field(default_factory=list)  # --unprofiled, per device run
+    unprof_band: list[float] = field(default_factory=list)  # its error_band_pct
+    unprof_cal: list[float] = field(default_factory=list)  # the band's calibration term, %
     unprof_meas: float = 0.0  # median unprofiled event step, us
 
     def unprof_errors(self) -> list[float]:
@@ -205,13 +208,21 @@ def build_rows(groups: dict[tuple[str, str], dict[str, list[Path]]], source: str
 def _unprofiled(rows: list[Row], dev_tls: list[list[Timeline]],
                 truth: dict[str, list[float]]) -> None:
     """Each device run calibrated on the median unprofiled device step, predicted against
-    the median unprofiled event step."""
+    the median unprofiled event step (the band carries ``device_ci``, the device step's 95%
+    CI, when the truth has one: ``profplug ab``)."""
     dev, evt = statistics.median(truth["device"]), statistics.median(truth["event"])
+    ci = truth.get("device_ci") or []
     for tls in dev_tls:
-        res = whatif_unprofiled(tls, dev)
+        res = plain = whatif_unprofiled(tls, dev)
+        if len(ci) == 2:
+            res = whatif_unprofiled(tls, dev, step_ci_us=(ci[0], ci[1]))
         for r in rows:
             r.unprof_meas = evt
             r.unprof_pred.append(res.rank(r.rank).predicted_us)
+            band = float(res.rank(r.rank).error_band_pct)
+            r.unprof_band.append(band)
+            r.unprof_cal.append(round(band - plain.rank(r.rank).error_band_pct
+                                      + UNPROFILED_BAND_PCT, 1))
 
 
 def _host_adjusted(rows: list[Row], dev_tls: list[list[Timeline]]) -> None:
@@ -245,8 +256,14 @@ def _in_band(rows: list[Row]) -> str:
         n_e = len(r.event)
         for i, err in enumerate(r.host_adj):
             n += 1
-            k += abs(err) <= r.device[i // n_e].band
+            k += in_band(err, r.device[i // n_e].band)
     return f"{k}/{n}"
+
+
+def in_band(err_pct: float, band_pct: float) -> bool:
+    """Whether a measurement ``err_pct`` % off a prediction (relative to the measurement)
+    lies inside the prediction's band (+-``band_pct`` % of the prediction)."""
+    return abs(err_pct) <= band_pct * (1.0 + err_pct / 100.0) + 1e-9
 
 
 def _summary(rows: list[Row]) -> list[str]:

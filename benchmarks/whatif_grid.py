@@ -12,8 +12,14 @@ stages hand activations over on a communication stream, ``device`` adds Megatron
 interleaved (repeat-major, the policy order alternating), until ``--budget-s`` runs out:
 every shape gets its k-th repeat before any gets its (k+1)-th. ``--traces none`` adds runs
 without a profiler (their printed step time is the unprofiled ground truth that
-``table`` checks ``--unprofiled`` predictions against). Each run's command, exit status, wall
-time and printed step time go to ``DIR/manifest.json``.
+``table`` checks ``--unprofiled`` predictions against); ``--traces ab`` runs ``profplug ab``
+per shape into ``DIR/ab/<shape>/`` (device and event, ``--ab-rounds`` interleaved rounds,
+CUDA-event step times, bootstrap CIs: the ground truth of issue 16's table). Each run's
+command, exit status, wall time and printed step time go to ``DIR/manifest.json``.
+
+``table`` prints issue 16's validation table (``grid_ab.py``: per profiler and shape, the
+profiled prediction against the traced event runs and the ``--unprofiled`` one against ab),
+then the per-repeat detail (``grid_table.py``).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TextIO
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "decode_loop.py"
@@ -54,6 +61,8 @@ GRID = (
     Shape(8192, 8, 8), Shape(16384, 8, 8), Shape(4096, 4, 64), Shape(1024, 16, 1),
 )
 POLICIES = ("device", "event")
+# Held out of tuning (docs/whatif.md, Validation; also grid_ab.HELD_OUT).
+HELD_OUT = ("h2048_l8_b8_s2", "h8192_l8_b8_s2", "h1024_l16_b1_s2")
 DOC_BEGIN, DOC_END = "<!-- whatif_grid table: begin -->", "<!-- whatif_grid table: end -->"
 SHAPE_RE = re.compile(r"^h(\d+)_l(\d+)_b(\d+)_s(\d+)$")
 
@@ -116,7 +125,16 @@ def capture(args: argparse.Namespace) -> int:
                         return 0
                     name = f"{trace}/{shape.name}/{policy}/r{rep}"
                     d = out / name
-                    if trace == "none":  # no profiler: the step time users run at
+                    if trace == "ab":  # both policies in one ab run, once per shape
+                        if policy != order[0] or (out / "ab" / shape.name / "ab.json").is_file():
+                            continue
+                        name, d = f"ab/{shape.name}", out / "ab" / shape.name
+                        n = args.skip + args.ab_steps + 5
+                        cmd = [*bind, sys.executable, "-m", "profplug", "ab", "-o", str(d),
+                               "--policies", "device,event", "--rounds", str(args.ab_rounds),
+                               "--skip", str(args.skip), "--steps", str(args.ab_steps),
+                               "--force", "--", *job, *shape.args(), "--steps", str(n)]
+                    elif trace == "none":  # no profiler: the step time users run at
                         n = args.skip + args.unprofiled_steps
                         cmd = [*bind, *job, *shape.args(), "--sync", policy, "--steps",
                                str(n), "--timed", f"{args.skip}:{n}"]
@@ -130,7 +148,7 @@ def capture(args: argparse.Namespace) -> int:
                                 "--steps", str(args.skip + args.window + 10),
                                 "--timed", f"{args.skip}:{args.skip + args.window}"]
                     rec = _run(cmd, out / "logs" / (name.replace("/", "_") + ".txt"), env,
-                               min(left, 180))
+                               min(left, 180 if trace != "ab" else 540))
                     rec.update(trace=trace, shape=shape.name, policy=policy, repeat=rep,
                                dir=name)
                     runs.append(rec)
@@ -149,8 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--budget-s", type=float, default=520.0)
     c.add_argument("--repeats", type=int, default=3)
     c.add_argument("--traces", default="kineto,nsys",
-                   help="comma list of kineto, nsys, none (none: the example without a "
-                        "profiler, its printed step time is the unprofiled ground truth)")
+                   help="comma list of kineto, nsys, none, ab (none: the example without a "
+                        "profiler, its printed step time is the unprofiled ground truth; ab: "
+                        "profplug ab per shape into DIR/ab/<shape>/, the ground truth table "
+                        "reads)")
+    c.add_argument("--ab-rounds", type=int, default=3, help="rounds of a --traces ab run")
+    c.add_argument("--ab-steps", type=int, default=100, help="steps timed per ab run")
     c.add_argument("--unprofiled-steps", type=int, default=200,
                    help="steps timed in a --traces none run (after --skip)")
     c.add_argument("--cpu-bind", default="",
@@ -170,6 +192,10 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("grid", nargs="*", help="capture directories (GRID/<profiler>/<shape>/...); "
                    "several are merged, repeats numbered apart with capture --first-repeat")
     t.add_argument("--samples", help="also the 2-rank device/event families of sample_traces/")
+    t.add_argument("--ab", metavar="DIR", help="profplug ab ground truth, DIR/<shape>/ab.json "
+                   "(default: GRID/ab/ or a sibling grid_ab/ of a grid)")
+    t.add_argument("--held-out", default=",".join(HELD_OUT), metavar="SHAPES",
+                   help="comma list of the shapes held out of tuning (reported apart)")
     t.add_argument("--markdown", action="store_true", help="a Markdown table (docs/whatif.md)")
     t.add_argument("--json", help="also write every number to this JSON file")
     t.add_argument("--update-doc", metavar="MD", help="put the Markdown table between the "
@@ -182,26 +208,42 @@ def main(argv: list[str] | None = None) -> int:
 
 def table(args: argparse.Namespace) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import grid_ab as ga
     import grid_table as gt
 
     rows = []
+    ab: dict = {}
     if args.grid:
         grids = [Path(g) for g in args.grid]
-        rows += gt.build_rows(gt.grid_groups(grids), "grid", gt.unprofiled_truth(grids))
+        ab = ga.find_ab(grids, Path(args.ab) if args.ab else None)
+        truth = {**gt.unprofiled_truth(grids), **ga.ab_unprofiled(ab)}  # ab first
+        rows += gt.build_rows(gt.grid_groups(grids), "grid", truth)
     if args.samples:
         rows += gt.build_rows(gt.sample_groups(Path(args.samples)), "samples",
                               gt.SAMPLE_UNPROFILED)
     if not rows:
         print("whatif_grid table: no device/event runs found", file=sys.stderr)
         return 1
-    gt.render(rows, sys.stdout, markdown=args.markdown)
+    held = tuple(s for s in args.held_out.split(",") if s)
+    cells = ga.cells(rows, ab, held)
+
+    def write(out: TextIO, markdown: bool) -> None:
+        if cells:
+            ga.render(cells, out, markdown=markdown)
+            for line in ga.band_fit(rows, cells, held):
+                out.write(("\n" if markdown else "") + line + "\n")
+            out.write("\n" + ("Per repeat:\n\n" if markdown else ""))
+        gt.render(rows, out, markdown=markdown)
+
+    write(sys.stdout, args.markdown)
     if args.json:
         gt.dump(rows, Path(args.json))
+        ga.dump(cells, Path(args.json).with_suffix(".cells.json"))
     if args.update_doc:
         import io
 
         buf = io.StringIO()
-        gt.render(rows, buf, markdown=True)
+        write(buf, True)
         doc = Path(args.update_doc)
         text = doc.read_text()
         a, b = text.find(DOC_BEGIN), text.find(DOC_END)
@@ -209,6 +251,7 @@ def table(args: argparse.Namespace) -> int:
             print(f"whatif_grid table: {doc} has no {DOC_BEGIN} ... {DOC_END}", file=sys.stderr)
             return 1
         cmd = " ".join(["python3 benchmarks/whatif_grid.py table", *args.grid,
+                        *(["--ab", args.ab] if args.ab else []),
                         *(["--samples", args.samples] if args.samples else [])])
         doc.write_text(text[:a + len(DOC_BEGIN)] + f"\n<!-- generated by: {cmd} -->\n\n"
                        + buf.getvalue() + text[b:])

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Captures sample_traces/ on a 2x H200 machine (the device tool's nvidia-h200-x2), in one go.
-# Needs .whl (nvtx, msgspec, plotly, megatron-core wheels for cp312) and .devlibs (libdw for
+# Needs .whl (nvtx, msgspec, megatron-core wheels for cp312) and .devlibs (libdw for
 # nsys) carried along; writes everything under $OUT. Each step logs and carries on on failure.
 set -u
 FINAL=${OUT:-/tmp/out}

@@ -44,9 +44,10 @@ def _usable(run: dict[str, Any]) -> bool:
     return run.get("status") == "ok" and run.get("median_step_us") is not None
 
 
-def _ci(values: list[float], resamples: int) -> tuple[float, list[float]]:
+def _ci(values: list[float], resamples: int) -> tuple[float, list[float] | None]:
+    """The median and its CI (None: fewer than ``stats.MIN_ROUNDS`` values)."""
     med, lo, hi = stats.median_ci(values, resamples=resamples)
-    return round(med, 3), [round(lo, 3), round(hi, 3)]
+    return round(med, 3), None if lo is None or hi is None else [round(lo, 3), round(hi, 3)]
 
 
 def summarize(policy: str, runs: Sequence[dict[str, Any]], rounds: int,
@@ -83,11 +84,14 @@ def compare_to_baseline(s: PolicySummary, base: PolicySummary, resamples: int) -
         who = s.policy if s.median_step_us is None else base.policy
         s.verdict = f"{s.policy}: no result ({who} has no successful run with step times)"
         return
-    sp, lo, hi, n, paired = stats.speedup_ci(base.round_medians_us, s.round_medians_us,
-                                             resamples=resamples)
-    s.speedup_vs_device, s.speedup_ci95 = round(sp, 4), [round(lo, 4), round(hi, 4)]
-    s.speedup_rounds, s.paired = n, paired
-    s.resolved = n >= 2 and stats.resolved(lo, hi)
+    sp, lo, hi, n = stats.speedup_ci(base.round_medians_us, s.round_medians_us,
+                                     resamples=resamples)
+    s.speedup_vs_device, s.speedup_rounds, s.paired = round(sp, 4), n, n > 0
+    if lo is None or hi is None:  # too few paired rounds: no CI, no verdict
+        s.verdict = verdict_line(s.policy, base.policy, sp, None, None, n, None)
+        return
+    s.speedup_ci95 = [round(lo, 4), round(hi, 4)]
+    s.resolved = stats.resolved(lo, hi)
     s.rounds_needed = None if s.resolved else stats.rounds_needed(sp, lo, hi, n)
     s.verdict = verdict_line(s.policy, base.policy, sp, lo, hi, n, s.rounds_needed)
 
@@ -98,13 +102,20 @@ def _fmt(*values: float) -> list[str]:
     return [f"{v:.{digits}f}" for v in values]
 
 
-def verdict_line(policy: str, base: str, sp: float, lo: float, hi: float, n: int,
-                 needed: int | None) -> str:
-    """e.g. ``event: 2.13x faster than device (95% CI 2.05-2.20x, 5 rounds)``."""
+def too_few(n: int) -> str:
+    """Why there is no CI: ``too few rounds for a confidence interval (2; at least 3)``."""
+    return f"too few rounds for a confidence interval ({n}; at least {stats.MIN_ROUNDS})"
+
+
+def verdict_line(policy: str, base: str, sp: float, lo: float | None, hi: float | None,
+                 n: int, needed: int | None) -> str:
+    """e.g. ``event: 2.13x faster than device (95% CI 2.05-2.20x, 5 rounds)``; no claim
+    without a CI (fewer than ``stats.MIN_ROUNDS`` paired rounds)."""
     rounds = f"{n} round{'s' if n != 1 else ''}"
-    if n < 2:
+    if lo is None or hi is None:
         (x,) = _fmt(sp)
-        return f"{policy}: {x}x the speed of {base} from {rounds}: no CI (use --rounds 3 or more)"
+        return (f"{policy}: {too_few(n)}, no verdict (measured {x}x the speed of {base}"
+                f"{f' over {rounds}' if n else ', no round in common'})")
     if stats.resolved(lo, hi):
         if sp >= 1.0:
             x, a, b = _fmt(sp, lo, hi)
@@ -137,8 +148,9 @@ def _warnings(runs: Sequence[dict[str, Any]], summary: Sequence[PolicySummary]) 
             if k.get("timing_error"):
                 out.append(f"run {r['index']}: rank {k['rank']}: {k['timing_error']}")
     for s in summary:
-        if s.rounds_ok == 1:
-            out.append(f"{s.policy}: one successful round: its CI has no width")
+        if 0 < s.rounds_ok < stats.MIN_ROUNDS:
+            out.append(f"{s.policy}: {s.rounds_ok} successful round"
+                       f"{'s' if s.rounds_ok != 1 else ''}: {too_few(s.rounds_ok)}")
     return out
 
 

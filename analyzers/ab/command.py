@@ -1,9 +1,11 @@
 """What ``profplug ab`` does once its runs are done: analyze, overlay a what-if, write
-``DIR/ab.json`` (and ``--html``), print the table and the loud lines, return the exit code.
+``DIR/ab.json`` (and ``--html``), print the table and the loud lines, return the exit code;
+and ``profplug ab-report DIR``: the same from an existing ``DIR/ab.json``, running nothing.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,20 +16,26 @@ from ..commands import run_paths, write_page, write_text
 from ..render.registry import render_text
 from .analyze import analyze_ab
 from .overlay import attach, whatif_overlay
-from .result import AbResult
+from .result import SCHEMA_VERSION, AbResult
 
 
 def finish_ab(out: Path, runs: Sequence[dict[str, Any]], *, policies: Sequence[str],
-              rounds: int, order: str, seed: int | None, skip: int, steps: int,
+              rounds: int, order: str, seed: int | None, skip: int | None, steps: int | None,
               command: Sequence[str], interrupted: int | None = None,
-              html: Path | None = None, whatif: str | None = None) -> tuple[AbResult, int]:
-    """The result of the runs and the exit code (docs/ab.md)."""
+              html: Path | None = None, whatif: str | None = None,
+              stored_whatif: dict[str, Any] | None = None) -> tuple[AbResult, int]:
+    """The result of the runs and the exit code (docs/ab.md). ``stored_whatif``: a what-if
+    overlay read back from ``ab.json``, set against the measurement again (``whatif``, a
+    traced run, makes a new one instead)."""
     res = analyze_ab(runs, policies=policies, rounds=rounds, order=order, seed=seed,
                      skip=skip, steps=steps, command=command, interrupted=interrupted)
+    if whatif is None and stored_whatif is not None:
+        attach(res, stored_whatif)
     if whatif is not None:
         try:
-            device = res.policy("device").median_step_us
-            attach(res, whatif_overlay(run_paths(whatif), whatif, device))
+            device = res.policy("device")
+            attach(res, whatif_overlay(run_paths(whatif), whatif, device.median_step_us,
+                                       device.ci95_us))
         except ProfplugError as exc:
             res.warnings.append(f"--whatif {whatif}: {exc}")
     write_text(render_text(res, "json"), out / "ab.json")
@@ -43,3 +51,49 @@ def finish_ab(out: Path, runs: Sequence[dict[str, Any]], *, policies: Sequence[s
               + ("; a policy has no successful run" if code == 6 else "")
               + f" (exit status {code})", file=sys.stderr)
     return res, code
+
+
+def _load(out: Path) -> dict[str, Any]:
+    path = out / "ab.json"
+    if not out.is_dir():
+        raise ProfplugError(f"{out}: no such directory (the -o DIR of a profplug ab)")
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ProfplugError(f"{path}: not found (is {out} the -o DIR of a profplug ab?)"
+                            ) from None
+    except (OSError, ValueError) as exc:
+        raise ProfplugError(f"{path}: unreadable ({exc})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list) or not doc.get(
+            "policies"):
+        raise ProfplugError(f"{path}: not an ab.json (no runs or policies)")
+    if doc.get("version") != SCHEMA_VERSION:
+        raise ProfplugError(f"{path}: ab.json version {doc.get('version')!r} (this profplug "
+                            f"reads version {SCHEMA_VERSION})")
+    return doc
+
+
+def report_ab(out: Path, *, html: Path | None = None, whatif: str | None = None) -> int:
+    """``profplug ab-report DIR``: analyze the runs recorded in ``DIR/ab.json`` again (the
+    current statistics, verdicts and output check), rewrite it, print the table, write
+    ``--html``; nothing runs. Returns the exit status ``ab`` would have (docs/ab.md)."""
+    doc = _load(out)
+    if whatif is not None:
+        run_paths(whatif)  # a missing path is a usage error
+    interrupted = doc.get("interrupted_status")
+    if doc.get("interrupted") and not interrupted:  # ab.json before interrupted_status
+        interrupted = doc.get("exit_status") if doc.get("exit_status") in (130, 143) else 130
+    _, code = finish_ab(
+        out, [{k: v for k, v in r.items() if k not in ("median_step_us",
+                                                         "host_median_step_us")}
+              for r in doc["runs"]],
+        policies=list(doc["policies"]),
+        rounds=int(doc.get("rounds") or 1 + max((int(r.get("round", 0)) for r in doc["runs"]),
+                                                default=0)),
+        order=doc.get("order") or "interleaved", seed=doc.get("seed"), skip=doc.get("skip"),
+        steps=doc.get("steps"), command=list(doc.get("command") or []),
+        interrupted=interrupted or None, html=html, whatif=whatif,
+        stored_whatif=doc.get("whatif"))
+    print(f"profplug ab-report: {out / 'ab.json'} analyzed again from its "
+          f"{len(doc['runs'])} runs (nothing was run)", file=sys.stderr)
+    return code

@@ -5,6 +5,10 @@ The runs that finished ok are compared, each with the first of them that carries
 step, as counted by the step source in control). A run differs at the first step where any
 of its ranks' digests differs from the reference's (at that step, the lowest such rank).
 A failed run is not compared: its last step may have been cut short.
+
+Under ``profplug ab`` the steps digested are those outside the timed window (the warm-up
+steps before it, and the steps after it when the job runs longer): a digest in a timed step
+would be part of what is timed (docs/ab.md).
 """
 
 from __future__ import annotations
@@ -77,7 +81,12 @@ def check_digests(runs: Sequence[dict[str, Any]]) -> DigestCheck:
     digested = [r for r in ok
                 if any(int(k.get("digest_calls") or 0) for k in r.get("ranks", []))]
     if not digested:
+        in_window = any(int(k.get("digest_in_window") or 0)
+                        for r in ok for k in r.get("ranks", []))
         why = ("no run finished ok" if not ok else
+               "no step outside the timed window was digested: the job called profplug.digest "
+               "only in timed steps (use --skip 1 or more: the warm-up steps are checked)"
+               if in_window else
                "nothing was digested: the job never called profplug.digest (with Megatron-"
                "Core: broadcast_from_last_pipeline_stage is digested by itself)")
         return DigestCheck(identical=None, note=why)

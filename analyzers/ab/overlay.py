@@ -16,15 +16,23 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .analyze import too_few
 from .result import AbResult
 
 MEASURED = ("event", "none")  # the policies a prediction without device syncs stands for
+# what attach() adds: dropped first, so attaching a stored overlay again starts afresh
+ATTACHED = ("measured_policy", "predicted_band_us", "measured_median_step_us",
+            "measured_ci95_us", "measured_rounds", "prediction_error_pct", "measured_speedup",
+            "measured_speedup_ci95", "prediction_in_ci", "band_overlaps_ci",
+            "predicted_speedup_in_ci", "profiler_overhead_pct")
 
 
 def whatif_overlay(paths: Sequence[Path], run: str,
-                   device_step_us: float | None = None) -> dict[str, Any]:
+                   device_step_us: float | None = None,
+                   device_ci_us: Sequence[float] | None = None) -> dict[str, Any]:
     """The what-if of the traces under ``paths`` (the run named ``run``), calibrated on the
-    unprofiled device step ``device_step_us`` when given."""
+    unprofiled device step ``device_step_us`` when given; ``device_ci_us`` (its 95% CI)
+    widens the error band by how far the prediction moves across it."""
     from ..load import load_timelines
     from ..whatif import whatif, whatif_unprofiled
 
@@ -32,7 +40,8 @@ def whatif_overlay(paths: Sequence[Path], run: str,
     traced = overlay(whatif(tls), run)
     if not device_step_us:
         return {**traced, "calibrated_on_us": None}
-    cal = overlay(whatif_unprofiled(tls, device_step_us), run)
+    ci = (float(device_ci_us[0]), float(device_ci_us[1])) if device_ci_us else None
+    cal = overlay(whatif_unprofiled(tls, device_step_us, step_ci_us=ci), run)
     keep = ("recorded_step_us", "predicted_step_us", "band_pct", "predicted_speedup")
     return {**cal, "calibrated_on_us": round(device_step_us, 3),
             "recorded_step_us": traced["recorded_step_us"],
@@ -66,8 +75,9 @@ def overlay(res: Any, run: str) -> dict[str, Any]:
 
 
 def attach(result: AbResult, ov: dict[str, Any]) -> None:
-    """Compare the prediction with the measured runs and keep it in ``result.whatif``."""
-    ov = dict(ov)
+    """Compare the prediction with the measured runs and keep it in ``result.whatif`` (an
+    overlay attached before, e.g. read back from ``ab.json``, is compared afresh)."""
+    ov = {k: v for k, v in ov.items() if k not in ATTACHED}
     policy = next((p for p in MEASURED if p in result.policies), None)
     measured = result.policy(policy) if policy else None
     device = result.policy("device")
@@ -75,18 +85,21 @@ def attach(result: AbResult, ov: dict[str, Any]) -> None:
     pred, band = ov["predicted_step_us"], float(ov.get("band_pct") or 0.0)
     ov["predicted_band_us"] = [round(pred * (1 - band / 100), 3),
                                round(pred * (1 + band / 100), 3)]
-    if measured is not None and measured.median_step_us is not None and measured.ci95_us:
-        med, (lo, hi) = measured.median_step_us, measured.ci95_us
-        blo, bhi = ov["predicted_band_us"]
+    if measured is not None and measured.median_step_us is not None:
+        med, ci = measured.median_step_us, measured.ci95_us
         ov["measured_median_step_us"] = med
-        ov["measured_ci95_us"] = [lo, hi]
-        ov["prediction_in_ci"] = bool(lo <= pred <= hi)
-        ov["band_overlaps_ci"] = bool(blo <= hi and lo <= bhi)
+        ov["measured_ci95_us"] = ci  # None: too few rounds for a CI
+        ov["measured_rounds"] = measured.rounds_ok
         ov["prediction_error_pct"] = round((pred - med) / med * 100.0, 2)
         ov["measured_speedup"] = measured.speedup_vs_device
         ov["measured_speedup_ci95"] = measured.speedup_ci95
-        sp, ci = ov["predicted_speedup"], measured.speedup_ci95
-        ov["predicted_speedup_in_ci"] = bool(sp is not None and ci and ci[0] <= sp <= ci[1])
+        if ci:
+            (lo, hi), (blo, bhi) = ci, ov["predicted_band_us"]
+            ov["prediction_in_ci"] = bool(lo <= pred <= hi)
+            ov["band_overlaps_ci"] = bool(blo <= hi and lo <= bhi)
+        sp, sci = ov["predicted_speedup"], measured.speedup_ci95
+        if sci:
+            ov["predicted_speedup_in_ci"] = bool(sp is not None and sci[0] <= sp <= sci[1])
     if device.median_step_us:
         ov["profiler_overhead_pct"] = round(
             (ov["recorded_step_us"] - device.median_step_us) / device.median_step_us * 100, 1)
@@ -103,11 +116,17 @@ def line(ov: dict[str, Any]) -> str:
             f"{ov['predicted_step_us']:,.1f} us/step{band} without device syncs")
     if ov.get("measured_median_step_us") is None:
         return head + " (no measured event/none runs to compare)"
-    lo, hi = ov["measured_ci95_us"]
-    where = ("inside the CI" if ov["prediction_in_ci"] else
-             "its band overlaps the CI" if ov.get("band_overlaps_ci") else "outside the CI")
-    out = (f"{head}; measured {ov['measured_policy']} {ov['measured_median_step_us']:,.1f} "
-           f"(95% CI {lo:,.1f}-{hi:,.1f}): {where}, {ov['prediction_error_pct']:+.1f}%")
+    med, ci = ov["measured_median_step_us"], ov.get("measured_ci95_us")
+    if ci:
+        where = ("inside the CI" if ov.get("prediction_in_ci") else
+                 "its band overlaps the CI" if ov.get("band_overlaps_ci") else
+                 "outside the CI")
+        out = (f"{head}; measured {ov['measured_policy']} {med:,.1f} (95% CI {ci[0]:,.1f}-"
+               f"{ci[1]:,.1f}): {where}, {ov['prediction_error_pct']:+.1f}%")
+    else:
+        out = (f"{head}; measured {ov['measured_policy']} {med:,.1f} ("
+               f"{too_few(int(ov.get('measured_rounds') or 0))}): "
+               f"{ov['prediction_error_pct']:+.1f}%")
     if ov.get("predicted_speedup") and ov.get("measured_speedup"):
         out += (f"; speedup predicted {ov['predicted_speedup']:.2f}x, measured "
                 f"{ov['measured_speedup']:.2f}x")

@@ -23,7 +23,7 @@ class RankSummary:
 
     rank: int
     median_step_us: float
-    ci95_us: list[float]
+    ci95_us: list[float] | None  # None: fewer than 3 rounds
     rounds_ok: int
 
 
@@ -36,16 +36,16 @@ class PolicySummary:
     rounds_ok: int
     round_medians_us: list[float | None]  # by round index; None: failed or not run
     median_step_us: float | None = None
-    ci95_us: list[float] | None = None
+    ci95_us: list[float] | None = None  # None: no run, or fewer than 3 rounds
     host_median_step_us: float | None = None
     host_ci95_us: list[float] | None = None
     ranks: list[RankSummary] = field(default_factory=list)
     # against the baseline (device); None for the baseline itself
     speedup_vs_device: float | None = None
-    speedup_ci95: list[float] | None = None
-    speedup_rounds: int = 0
-    paired: bool | None = None  # CI resampled paired by round, else unpaired
-    resolved: bool | None = None  # the speedup CI excludes 1.0
+    speedup_ci95: list[float] | None = None  # None: fewer than 3 paired rounds
+    speedup_rounds: int = 0  # rounds where both policies ran ok (paired)
+    paired: bool | None = None  # the ratio is over paired rounds (False: none in common)
+    resolved: bool | None = None  # the speedup CI excludes 1.0 (None: no CI)
     rounds_needed: int | None = None  # when not resolved: rounds that would resolve it
     verdict: str = ""
 
@@ -129,6 +129,7 @@ class AbResult:
             "verdicts": {s.policy: s.verdict for s in self.summary if s.verdict},
             "whatif": self.whatif,
             "interrupted": self.interrupted is not None,
+            "interrupted_status": self.interrupted,
             "warnings": list(self.warnings),
             "bootstrap_resamples": self.resamples,
             "exit_status": self.exit_code(),

@@ -1,23 +1,26 @@
-"""An A/B as a self-contained HTML page (plotly.js inlined, no network).
+"""An A/B as a self-contained HTML page: no network, no script, no plotting library.
 
-Plots: each run's step-time distribution (box: 5th, 25th, 50th, 75th, 95th percentile of
-the pipeline's per-step time), grouped by policy in execution order; each policy's median
-with its 95% CI and its round medians; each policy's speedup over device with its CI; the
-pooled step-time histogram per policy, with a what-if prediction (``--whatif``) drawn on it.
-Then the summary, the output check, and every run. Times in us.
+Plots, inline SVG drawn in Python (``ab_svg``) from :func:`plot_data`'s numbers (quantiles
+and histogram counts, not every step): each run's step-time distribution (box: 5th, 25th,
+50th, 75th, 95th percentile of the pipeline's per-step time) in execution order, coloured by
+policy; each policy's median with its 95% CI and its round medians; each policy's speedup
+over device with its CI and per-round ratios; the pooled step-time distribution per policy,
+with a what-if prediction (``--whatif``) and its band drawn on it. Then the summary, the
+output check, and every run. Times in us. Every string goes through ``escape.e``.
 """
 
 from __future__ import annotations
 
-from importlib import resources
 from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 
 from ..ab.overlay import line as whatif_line
 from ..ab.stats import pipeline_steps
+from .ab_svg import ci_svg, dist_svg, runs_svg, speedup_svg
 from .ab_table import CLOCKS, outputs_line
-from .html import e, script_json
+from .crossrank_svg import legend
+from .escape import e
 
 if TYPE_CHECKING:
     from ..ab.result import AbResult
@@ -25,16 +28,6 @@ if TYPE_CHECKING:
 COLORS = {"device": "#e45756", "event": "#54a24b", "none": "#4c78a8"}
 BINS = 60
 
-_ERRORS = """
-/* Records script errors in the page (read by the browser test and shown to the user). */
-(function () {
-  function note(msg) {
-    var el = document.documentElement, prev = el.getAttribute("data-errors") || "";
-    el.setAttribute("data-errors", prev + (prev ? " | " : "") + String(msg));
-  }
-  window.addEventListener("error", function (e) { note(e.message || "error"); });
-})();
-"""
 _STYLE = """
 body { font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 1.5em 2em;
        color: #222; }
@@ -47,7 +40,13 @@ table { border-collapse: collapse; margin: .4em 0; font-size: 13px; }
 th, td { border: 1px solid #ddd; padding: 2px 6px; text-align: right; }
 th { background: #f4f4f4; }
 td.t, th.t { text-align: left; max-width: 48em; overflow-wrap: anywhere; }
-.plot { width: 100%; }
+.legend { margin: .3em 0; }
+.legend .key { margin-right: 1.2em; white-space: nowrap; }
+.legend i { display: inline-block; width: 12px; height: 12px; margin-right: 5px;
+            vertical-align: -1px; }
+svg.ab-plot { display: block; max-width: 100%; height: auto; font-size: 12px; }
+svg.ab-plot text { fill: #333; }
+pre { background: #f7f7f7; padding: .5em; overflow: auto; max-height: 30em; }
 """
 
 
@@ -63,6 +62,7 @@ def plot_data(res: AbResult) -> dict[str, Any]:
         steps = _pipeline(r)
         q = np.percentile(steps, [5, 25, 50, 75, 95]).round(3).tolist() if steps.size else None
         runs.append({"label": f"r{r['round']} {r['policy']}", "policy": r["policy"],
+                     "index": r["index"],
                      "round": r["round"], "ok": r.get("status") == "ok", "q": q,
                      "n": int(steps.size)})
         if r.get("status") == "ok" and steps.size:
@@ -78,9 +78,13 @@ def plot_data(res: AbResult) -> dict[str, Any]:
             if arrays:
                 counts, _ = np.histogram(np.clip(np.concatenate(arrays), lo, hi), edges)
                 hist[p] = counts.tolist()
+    dev = res.policy("device").round_medians_us
     summary = [{"policy": s.policy, "median": s.median_step_us,
                 "ci": s.ci95_us, "rounds": s.round_medians_us,
-                "speedup": s.speedup_vs_device, "speedup_ci": s.speedup_ci95}
+                "speedup": s.speedup_vs_device, "speedup_ci": s.speedup_ci95,
+                "round_ratios": [] if s.policy == "device" else [
+                    (k, round(d / v, 4)) for k, (d, v) in enumerate(
+                        zip(dev, s.round_medians_us, strict=False)) if d and v]}
                for s in res.summary]
     wi = res.whatif
     return {"policies": res.policies,
@@ -99,10 +103,12 @@ def _us(x: float | None) -> str:
 def _summary_table(res: AbResult) -> str:
     rows = []
     for s in res.summary:
-        ci = "-" if not s.ci95_us else f"{s.ci95_us[0]:,.1f} - {s.ci95_us[1]:,.1f}"
+        few = "too few rounds" if s.median_step_us is not None else "-"
+        ci = few if not s.ci95_us else f"{s.ci95_us[0]:,.1f} - {s.ci95_us[1]:,.1f}"
         sp = "1.00x" if s.policy == "device" else (
             "-" if s.speedup_vs_device is None else f"{s.speedup_vs_device:.3f}x")
-        spci = "" if not s.speedup_ci95 else f"{s.speedup_ci95[0]:.3f} - {s.speedup_ci95[1]:.3f}x"
+        spci = (f"{s.speedup_ci95[0]:.3f} - {s.speedup_ci95[1]:.3f}x" if s.speedup_ci95
+                else few if s.speedup_vs_device is not None else "")
         med = "-" if s.median_step_us is None else f"{s.median_step_us:,.1f}"
         host = "-" if s.host_median_step_us is None else f"{s.host_median_step_us:,.1f}"
         rows.append(f'<tr data-policy="{e(s.policy)}"><td class="t">{e(s.policy)}</td>'
@@ -136,13 +142,13 @@ def _runs_table(res: AbResult) -> str:
 
 def render_ab_html(res: AbResult, out: TextIO) -> None:
     """Write the A/B page."""
-    from plotly.offline import get_plotlyjs
-
     title = "profplug ab: " + " vs ".join(res.policies)
     order = "interleaved" if res.order == "interleaved" else f"random order, seed {res.seed}"
     verdicts = "".join(f'<p class="verdict">{e(s.verdict)}</p>' for s in res.summary
                        if s.verdict)
     out_cls = "bad" if res.outputs.identical is False else "sub"
+    data = plot_data(res)
+    keys = legend([(data["colors"][p], p) for p in res.policies])
     body = [
         f"<h1>{e(title)}</h1>",
         f'<p class="sub">{res.rounds} rounds, {e(order)}, {len(res.runs)} runs '
@@ -156,33 +162,32 @@ def render_ab_html(res: AbResult, out: TextIO) -> None:
     body += [
         "<h2>Summary</h2>", _summary_table(res),
         '<p class="sub">median over rounds of each run\'s median step; 95% CI: percentile '
-        "bootstrap over rounds; speedup = device median / policy median, its CI resampled "
-        "paired by round.</p>",
+        "bootstrap over rounds (from 3 rounds on); speedup = device median / policy median, "
+        "its CI paired by round: the wider of the bootstrap and Student's t on the per-round "
+        "log ratios (docs/ab.md).</p>",
         "<h2>Step time per run</h2>"
         '<p class="sub">box: 25th-75th percentile and median of the pipeline\'s per-step '
-        "time, whiskers: 5th and 95th; runs in execution order.</p>"
-        '<div id="ab-plot-runs" class="plot"></div>',
+        "time, whiskers: 5th and 95th; runs in execution order, rounds marked; dashed grey: a "
+        "failed run.</p>" + keys + runs_svg(data),
         "<h2>Median step and 95% CI per policy</h2>"
-        '<div id="ab-plot-ci" class="plot"></div>',
+        '<p class="sub">diamond: the median over rounds; bar: its 95% CI; circles: the '
+        "round medians.</p>" + ci_svg(data),
         "<h2>Speedup over device and 95% CI</h2>"
-        '<div id="ab-plot-speedup" class="plot"></div>',
+        '<p class="sub">diamond: device median / policy median; bar: its 95% CI (paired by '
+        "round); circles: each round's ratio; dashed: no difference.</p>" + speedup_svg(data),
         "<h2>Step-time distribution per policy</h2>"
-        '<p class="sub">every step of every successful round, pooled'
+        '<p class="sub">every step of every successful run, pooled: share of the policy\'s '
+        "steps per bin"
         + ("; dashed: the what-if prediction from the traced device run (shaded: its error "
            "band; at the unprofiled device runs' host speed when calibrated), dash-dot: the "
            "prediction at the traced host speed, dotted: the traced run's recorded step"
-           if res.whatif is not None else "") + ".</p>"
-        '<div id="ab-plot-hist" class="plot"></div>',
+           if res.whatif is not None else "") + ".</p>" + keys + dist_svg(data),
         "<h2>Runs</h2>", _runs_table(res),
     ]
     body += [f'<p class="sub">warning: {e(w)}</p>' for w in res.warnings]
     body.append('<h2>Command</h2><pre>' + e(" ".join(res.command)) + "</pre>")
-    app = resources.files(__package__).joinpath("templates", "ab.js").read_text("utf-8")
     out.write(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-        f"<title>{e(title)}</title>\n<script>{_ERRORS}</script>\n<style>{_STYLE}</style>\n"
-        "</head>\n<body>\n"
-        + "\n".join(body)
-        + '\n<script type="application/json" id="ab-data">' + script_json(plot_data(res))
-        + "</script>\n<script>" + get_plotlyjs() + "</script>\n<script>" + app
-        + "</script>\n</body>\n</html>\n")
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{e(title)}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n"
+        + "\n".join(b for b in body if b) + "\n</body>\n</html>\n")

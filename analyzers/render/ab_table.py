@@ -35,7 +35,7 @@ def outputs_line(res: AbResult) -> str:
     if o.identical:
         steps = f"{o.digested_steps} step{'s' if o.digested_steps != 1 else ''}"
         return (f"outputs: identical in all {o.compared_runs} successful runs "
-                f"({steps} digested on every rank)")
+                f"({steps} outside the timed window digested on every rank)")
     return (f"outputs: DIFFER in {len(o.mismatches)} of {o.compared_runs} runs: "
             f"{o.mismatches[0].line()}")
 
@@ -63,7 +63,7 @@ def render_ab_table(res: AbResult, out: TextIO) -> None:
         w(f"{s.policy:<8} {ok:>5} {_us(s.median_step_us):>11} {_ci(s.ci95_us):>17} "
           f"{sp:>8} {spci:>13}\n")
     w("(median over rounds of each run's median step; CI: bootstrap over rounds;\n"
-      " speedup CI paired by round)\n")
+      " speedup CI paired by round: the wider of bootstrap and t on log ratios)\n")
     if any(len(s.ranks) > 1 for s in res.summary):
         w(f"\n{'rank':>4} {'policy':<8} {'median us':>11} {'95% CI us':>17}\n")
         ranks = sorted({k.rank for s in res.summary for k in s.ranks})

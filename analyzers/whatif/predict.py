@@ -49,17 +49,33 @@ ASSUMPTIONS = (
 
 
 def _shift(m: Model, r: Replay, seq: list[int], t: np.ndarray) -> np.ndarray:
-    """Move host times ``t`` with the replayed calls of one thread (``seq``, in order)."""
+    """Move host times ``t`` with the replayed calls of one thread (``seq``, in order).
+
+    A time inside a call or inside the host gap between two calls keeps its fraction of
+    that call or gap, so a step boundary stays between the same two calls when the replay
+    shortens gaps (dropped calls' host work, ``HostCosts``); before the first call or after
+    the last one it moves with that call."""
     if not seq or t.size == 0:
         return t.copy()
     idx = np.asarray(seq)
     rs, re_ = m.a_start[idx], m.a_end[idx]
     ss, se = r.a_start[idx], r.a_end[idx]
-    i = np.searchsorted(rs, t, side="left")
-    inside = i < idx.size
-    k = np.minimum(i, idx.size - 1)
-    d = np.where(inside, ss[k] - rs[k], se[-1] - re_[-1])
-    return t + d
+    n = idx.size
+    i = np.searchsorted(rs, t, side="left")  # first call starting at or after t
+    out = np.where(i < n, t + ss[np.minimum(i, n - 1)] - rs[np.minimum(i, n - 1)],
+                   t + se[-1] - re_[-1])
+    p = np.maximum(i - 1, 0)  # the call starting before t
+    mid = (i > 0) & (i < n)
+    in_call = (i > 0) & (t < re_[p])
+    # inside call p: the same fraction of its replayed duration
+    span = np.maximum(re_[p] - rs[p], 1)
+    f_call = ss[p] + ((t - rs[p]) * (se[p] - ss[p]) + span // 2) // span
+    out = np.where(in_call, f_call, out)
+    # in the gap after call p: the same fraction of the replayed gap
+    k = np.minimum(i, n - 1)
+    gap = np.maximum(rs[k] - re_[p], 1)
+    f_gap = se[p] + ((t - re_[p]) * (ss[k] - se[p]) + gap // 2) // gap
+    return np.where(mid & ~in_call, f_gap, out)
 
 
 def _predicted_timeline(tl: Timeline, m: Model, r: Replay, a_s: np.ndarray, a_e: np.ndarray,

@@ -1,5 +1,7 @@
 """``profplug ab -o DIR [options] -- CMD ...``: an A/B of sync policies over unprofiled,
-interleaved runs, with step-time CIs and an output-equality check (docs/ab.md)."""
+interleaved runs, with step-time CIs and an output-equality check; ``profplug ab-report
+DIR``: the same analysis of an existing A/B's ``DIR/ab.json``, running nothing
+(docs/ab.md)."""
 
 from __future__ import annotations
 
@@ -49,3 +51,21 @@ def ab(
         html=html, whatif=whatif, force=force,
     ))
     raise typer.Exit(code=rc)
+
+
+@app.command("ab-report", no_args_is_help=True)
+def ab_report(
+    directory: Annotated[Path, typer.Argument(
+        metavar="DIR", help="the -o DIR of a profplug ab (its ab.json)", show_default=False)],
+    html: Annotated[Path | None, typer.Option(
+        "--html", help="also write the HTML page (distributions, CI bars)")] = None,
+    whatif: Annotated[str | None, typer.Option(
+        "--whatif", metavar="RUN",
+        help="a traced device run: a new what-if prediction against the measurement (else "
+             "the one in ab.json, if any, is compared again)")] = None,
+) -> None:
+    """Analyze DIR/ab.json's runs again (statistics, verdicts, output check), rewrite it, print
+    the table, write --html. Runs nothing."""
+    from profplug.analyzers.ab.command import report_ab
+
+    raise typer.Exit(code=report_ab(directory, html=html, whatif=whatif))

@@ -84,7 +84,7 @@ def collect(run_dir: Path, index: int, rnd: int, policy: str, rc: int,
             "step_us": timing.get("step_us") or [], "host_step_us": timing.get("host_step_us") or [],
             "timing_error": timing.get("error"),
             "digest": dig.get("digest"), "step_digests": dig.get("steps") or [],
-            "digest_calls": dig.get("calls", 0),
+            "digest_calls": dig.get("calls", 0), "digest_in_window": dig.get("in_window", 0),
         })
         if r.get("status") == "finished" and not timing.get("steps"):
             reasons.append(f"rank {r.get('rank')}: no timed step (fewer than --skip steps, or "
@@ -113,6 +113,9 @@ def _check(opts: AbOptions) -> list[str]:
         raise ProfplugError(f"--policies: {exc}") from None
     if opts.rounds < 1:
         raise ProfplugError("--rounds must be >= 1")
+    if opts.rounds < 3:
+        print(f"profplug ab: note: {opts.rounds} round{'s' if opts.rounds > 1 else ''} give "
+              "no confidence interval and no verdict (at least 3)", file=sys.stderr)
     if opts.order not in ORDERS:
         raise ProfplugError(f"--order must be one of {', '.join(ORDERS)}")
     if opts.whatif is not None:

@@ -16,7 +16,9 @@ anything that could block).
 With ``PROFPLUG_STEP_TIMING`` each window step is timed (:mod:`profplug.session.steptimer`,
 the status file's ``timing``); with ``PROFPLUG_DIGEST`` the outputs passed to
 ``profplug.digest`` are folded per step (:mod:`profplug.digests`, the status file's
-``digest``). ``profplug ab`` uses both.
+``digest``) on the steps outside the window (before it, and up to
+``digests.AFTER_WINDOW`` after it), so the timed steps run the job's own work only.
+``profplug ab`` uses both.
 """
 
 from __future__ import annotations
@@ -97,7 +99,8 @@ class Session:
         self.timer: StepTimer | None = None  # open while a timed window runs
         self.timing: dict[str, Any] | None = None  # the last timed window's result
         if config.digest:
-            digests.enable(config.skip + config.steps)
+            digests.enable(config.skip + config.steps + digests.AFTER_WINDOW,
+                           window=(config.skip, config.skip + config.steps))
         self._lock = threading.RLock()
         if env_rank() is not None:  # else the file name could be another rank's
             self._write_status("start")

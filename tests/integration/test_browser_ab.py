@@ -1,5 +1,6 @@
-"""Real browser on the ``profplug ab`` page: no script error, all four plots drawn, the
-policy colours on the screenshot (see test_browser.py for how Chromium is found)."""
+"""Real browser on the ``profplug ab`` page (inline SVG, no script): no error, all four
+plots in the rendered page with their marks, the policy colours on the screenshot (see
+test_browser.py for how Chromium is found)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ __all__ = ["chromium"]  # the fixture, imported for this module's tests
 def _page(tmp: Path) -> Path:
     res = analyze(make_runs(rounds=4), rounds=4)
     res.whatif = {"run": "runs/traced", "predicted_step_us": 1100.0, "recorded_step_us": 2300.0,
-                  "measured_policy": "event"}
+                  "measured_policy": "event", "predicted_band_us": [1000.0, 1200.0]}
     page = tmp / "ab.html"
     page.write_text(render_text(res, "html"))
     return page
@@ -29,8 +30,11 @@ def test_ab_page_renders_its_four_plots(chromium: str, tmp_path: Path) -> None:
     res = open_page(chromium, _page(tmp_path), tmp_path, "--dump-dom")
     tag = re.search(r"<html[^>]*>", res.stdout)
     assert tag is not None, res.stderr[-2000:]
-    assert "data-errors" not in tag.group(0) and 'data-rendered="4"' in tag.group(0)
-    assert res.stdout.count('class="main-svg"') >= 8
+    assert "data-errors" not in tag.group(0)
+    for pid, mark in (("ab-plot-runs", "<rect"), ("ab-plot-ci", 'class="ci"'),
+                      ("ab-plot-speedup", 'class="ci"'), ("ab-plot-hist", 'class="whatif"')):
+        svg = re.search(rf'<svg id="{pid}".*?</svg>', res.stdout, re.S)
+        assert svg is not None and mark in svg.group(0), pid
     assert console_errors(res.stderr) == []
 
 

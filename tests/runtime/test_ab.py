@@ -56,7 +56,9 @@ def test_ab_on_the_example_runs_every_policy_every_round_in_the_recorded_order(t
         for rank in run["ranks"]:
             assert rank["clock"] == "host" and len(rank["step_us"]) == 4
             assert rank["step_us"] == rank["host_step_us"] and rank["first_step"] == 2
-            assert rank["digest"] and len(rank["step_digests"]) == 6
+            assert rank["digest"] and len(rank["step_digests"]) == 8  # 0..7, 2..5 timed
+            assert [d is None for d in rank["step_digests"]] == [False, False, *[True] * 4,
+                                                                 False, False]
     assert doc["outputs_identical"] is True and doc["clock"] == "host"
     for p in ("event", "none"):
         s = doc["summary"][p]
@@ -65,22 +67,42 @@ def test_ab_on_the_example_runs_every_policy_every_round_in_the_recorded_order(t
     assert "outputs: identical in all 6 successful runs" in res.stdout
     assert html.read_text().count('id="ab-plot-') == 4
     assert "profplug ab: run 6/6: ok, median" in res.stderr
+    # 2 rounds: no CI, no verdict claimed
+    assert all(doc["summary"][p]["speedup_ci95"] is None for p in ("event", "none"))
+    assert "too few rounds for a confidence interval (2; at least 3)" in doc["verdict"]
+    # analyzed again from ab.json, nothing run: the same ab.json
+    again = subprocess.run([sys.executable, "-m", "profplug", "ab-report", str(out), "--html",
+                            str(html)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert load(out) == doc and "(nothing was run)" in again.stderr
 
 
 @pytest.mark.slow
 def test_a_planted_policy_dependent_result_fails_loudly(tmp_path) -> None:
+    """Planted in a warm-up step (before the timed window, where digests are taken)."""
     out = tmp_path / "ab"
-    res = ab(out, "--rounds", "1", "--skip", "2", "--steps", "6",
-             job=torchrun(str(JOBS / "ab_job.py"), "--steps", "10", "--plant-policy", "event",
-                          "--plant-step", "5", "--plant-rank", "1"))
+    res = ab(out, "--rounds", "1", "--skip", "3", "--steps", "4",
+             job=torchrun(str(JOBS / "ab_job.py"), "--steps", "8", "--plant-policy", "event",
+                          "--plant-step", "1", "--plant-rank", "1"))
     assert res.returncode == 1, res.stderr[-3000:]
     assert ("profplug ab: OUTPUTS DIFFER: run 1 (round 0, event) differs from run 0 (round 0, "
-            "device) first at step 5 on rank 1") in res.stderr
+            "device) first at step 1 on rank 1") in res.stderr
     doc = load(out)
     assert doc["outputs_identical"] is False and doc["exit_status"] == 1
     (m,) = doc["outputs"]["mismatches"]
-    assert (m["run"], m["step"], m["rank"], m["policy"]) == (1, 5, 1, "event")
+    assert (m["run"], m["step"], m["rank"], m["policy"]) == (1, 1, 1, "event")
     assert doc["verdict"].startswith("OUTPUTS DIFFER")
+
+
+@pytest.mark.slow
+def test_a_result_planted_after_the_window_is_caught_too(tmp_path) -> None:
+    out = tmp_path / "ab"
+    res = ab(out, "--rounds", "1", "--skip", "1", "--steps", "3",
+             job=[sys.executable, str(JOBS / "ab_job.py"), "--steps", "7", "--plant-policy",
+                  "event", "--plant-step", "5", "--plant-rank", "0"])
+    assert res.returncode == 1, res.stderr[-3000:]
+    (m,) = load(out)["outputs"]["mismatches"]
+    assert (m["run"], m["step"], m["rank"], m["policy"]) == (1, 5, 0, "event")
 
 
 @pytest.mark.slow
@@ -116,7 +138,8 @@ def test_a_megatron_job_that_never_imports_profplug(tmp_path) -> None:
     for run in doc["runs"]:
         for rank in run["ranks"]:
             assert rank["step_source"] == "megatron" and len(rank["step_us"]) == 4
-            assert rank["digest_calls"] == 6  # steps 0..5: --skip + --steps
+            # steps 0, 1 (warm-up) and 6, 7 (after the window); 2..5 are timed
+            assert rank["digest_calls"] == 4 and rank["digest_in_window"] == 4
     assert doc["outputs_identical"] is True
 
 

@@ -163,20 +163,73 @@ def test_megatrons_broadcast_result_is_digested(monkeypatch) -> None:
     assert digests.summary()["calls"] == 1  # only the broadcast's result is an output
 
 
-def test_the_session_turns_digests_on_and_writes_them(tmp_path, monkeypatch) -> None:
+def _session(tmp_path, monkeypatch, **kw):
     from profplug.session.core import Session
 
     monkeypatch.delenv("RANK", raising=False)
-    s = Session(Config(out=str(tmp_path), trace="none", skip=1, steps=2, digest=True))
+    s = Session(Config(out=str(tmp_path), trace="none", digest=True, **kw))
     steps.add_listener(s.on_step_begin, s.on_step_end, s.on_switch)
+    return s
+
+
+def _status_digest(tmp_path, s) -> dict:
     try:
-        assert digests.enabled()
-        for i in range(5):
-            with profplug.step():
-                profplug.digest(torch.full((2,), float(i)))
         s.flush()
     finally:
         steps.remove_listener(s.on_step_begin, s.on_step_end, s.on_switch)
-    d = json.loads((tmp_path / "status" / "rank0.json").read_text())["digest"]
-    assert d["limit"] == 3 and d["calls"] == 3 and d["outside"] == 2
-    assert len(d["steps"]) == 3 and None not in d["steps"]
+    return json.loads((tmp_path / "status" / "rank0.json").read_text())["digest"]
+
+
+def test_the_session_turns_digests_on_and_writes_them(tmp_path, monkeypatch) -> None:
+    s = _session(tmp_path, monkeypatch, skip=1, steps=2)
+    assert digests.enabled()
+    for i in range(5):
+        with profplug.step():
+            profplug.digest(torch.full((2,), float(i)))
+    d = _status_digest(tmp_path, s)
+    assert d["limit"] == 3 + digests.AFTER_WINDOW and d["window"] == [1, 3]
+    assert (d["calls"], d["in_window"], d["outside"]) == (3, 2, 0)
+    assert d["steps"][1:3] == [None, None] and None not in (d["steps"][0], *d["steps"][3:])
+
+
+def test_only_steps_outside_the_timed_window_are_digested(tmp_path, monkeypatch) -> None:
+    """The timed steps launch no digest kernel: the warm-up steps and the steps after the
+    window are digested; the list of steps ends at the last digested one."""
+    s = _session(tmp_path, monkeypatch, skip=2, steps=3, step_timing="host")
+    launched: list[int] = []
+    real_sum = torch.sum
+
+    def counting_sum(*a, **k):
+        launched.append(steps.count() - 1)
+        return real_sum(*a, **k)
+
+    monkeypatch.setattr(torch, "sum", counting_sum)
+    for i in range(7):
+        with profplug.step():
+            profplug.digest(torch.full((3,), float(i)))
+    monkeypatch.setattr(torch, "sum", real_sum)
+    d = _status_digest(tmp_path, s)
+    assert launched == [0, 1, 5, 6]
+    assert (d["calls"], d["in_window"], d["window"]) == (4, 3, [2, 5])
+    assert [x is None for x in d["steps"]] == [False, False, True, True, True, False, False]
+
+
+def test_a_job_that_stops_with_the_window_is_checked_on_its_warm_up_steps(
+        tmp_path, monkeypatch) -> None:
+    s = _session(tmp_path, monkeypatch, skip=2, steps=3)
+    for i in range(5):
+        with profplug.step():
+            profplug.digest(torch.full((3,), float(i)))
+    d = _status_digest(tmp_path, s)
+    assert d["calls"] == 2 and d["in_window"] == 3 and len(d["steps"]) == 2
+
+
+def test_a_digest_in_the_window_is_only_a_step_comparison() -> None:
+    """In a timed step a call returns before anything else, even its argument check."""
+    digests.enable(10, window=(0, 5))
+    profplug.step()
+    profplug.digest("not a tensor")  # type: ignore[arg-type]
+    s = digests.summary()
+    assert (s["calls"], s["in_window"], s["steps"], s["digest"]) == (0, 1, [], None)
+    with pytest.raises(ValueError):
+        digests.enable(3, window=(2, 1))

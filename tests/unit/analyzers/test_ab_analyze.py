@@ -42,7 +42,8 @@ def test_policies_must_name_device_and_another(text, error) -> None:
     assert parse_policies(" Device, event ", ("device", "event", "none")) == ["device", "event"]
 
 
-def make_runs(rounds: int = 3, policies=POLICIES, digests=None, failed=()) -> list[dict]:
+def make_runs(rounds: int = 3, policies=POLICIES, digests=None, failed=(),
+              steps: int = 20) -> list[dict]:
     """Runs with step times at MEANS (+ a little per round) and the same digests, unless
     ``digests[(run, rank)]`` replaces a rank's step digests; runs in ``failed`` failed."""
     runs, k = [], 0
@@ -51,10 +52,10 @@ def make_runs(rounds: int = 3, policies=POLICIES, digests=None, failed=()) -> li
             ranks = []
             for q in range(2):
                 base = MEANS[p] * (1 + 0.01 * r) + 10 * q
-                steps = [base + (i % 5) for i in range(20)]
+                times = [base + (i % 5) for i in range(steps)]
                 ranks.append({"rank": q, "status": "finished", "clock": "cuda_event",
-                              "requested_steps": 20, "step_us": steps,
-                              "host_step_us": [x + 3 for x in steps],
+                              "requested_steps": steps, "step_us": times,
+                              "host_step_us": [x + 3 for x in times],
                               "digest": "d", "digest_calls": 22,
                               "step_digests": (digests or {}).get((k, q),
                                                                   [f"{q}-{i}" for i in range(22)])})
@@ -106,11 +107,11 @@ def test_the_first_differing_step_wins_over_the_lower_rank() -> None:
 
 
 def test_a_failed_round_is_kept_out_of_the_statistics_and_the_exit_status_says_so() -> None:
-    res = analyze(make_runs(failed={4}))
+    res = analyze(make_runs(rounds=4, failed={4}), rounds=4)
     ev = res.policy("event")
-    assert ev.rounds_ok == 2 and ev.round_medians_us[1] is None
-    assert ev.speedup_rounds == 2 and ev.paired
-    assert res.exit_code() == 5 and res.outputs.compared_runs == 8
+    assert ev.rounds_ok == 3 and ev.round_medians_us[1] is None
+    assert ev.speedup_rounds == 3 and ev.paired and ev.speedup_ci95 is not None
+    assert res.exit_code() == 5 and res.outputs.compared_runs == 11
     assert [r["index"] for r in res.failed_runs] == [4]
     assert "failed: run 4 (round 1, event): rank 1: exception" in render_text(res, "table")
 
@@ -135,8 +136,39 @@ def test_without_digests_outputs_are_not_checked() -> None:
 
 def test_one_round_has_no_ci() -> None:
     res = analyze(make_runs(rounds=1), rounds=1)
-    assert "no CI" in res.policy("event").verdict
-    assert any("one successful round" in w for w in res.warnings)
+    ev = res.policy("event")
+    assert ev.verdict == ("event: too few rounds for a confidence interval (1; at least 3), "
+                          "no verdict (measured 1.99x the speed of device over 1 round)")
+    assert ev.ci95_us is None and ev.speedup_ci95 is None and ev.resolved is None
+    assert any("1 successful round: too few rounds" in w for w in res.warnings)
+
+
+def test_two_rounds_give_no_ci_and_no_verdict() -> None:
+    """A percentile bootstrap over 2 rounds is their range: not a CI to base a verdict on."""
+    res = analyze(make_runs(rounds=2), rounds=2)
+    for p in ("device", "event", "none"):
+        s = res.policy(p)
+        assert s.median_step_us is not None and s.ci95_us is None and s.host_ci95_us is None
+        assert all(k.ci95_us is None for k in s.ranks)
+    ev = res.policy("event")
+    assert (ev.speedup_rounds, ev.speedup_ci95, ev.resolved, ev.rounds_needed) == (
+        2, None, None, None)
+    assert ev.verdict.startswith("event: too few rounds for a confidence interval (2; at "
+                                 "least 3), no verdict")
+    assert "faster" not in res.verdict and "CI" not in res.verdict
+    doc = json.loads(render_text(res, "json"))
+    assert doc["summary"]["event"]["speedup_ci95"] is None
+    assert doc["summary"]["device"]["ci95_us"] is None
+    table = render_text(res, "table")
+    assert "too few rounds for a confidence interval (2; at least 3)" in " ".join(table.split())
+
+
+def test_three_rounds_with_one_failed_pair_give_no_speedup_ci() -> None:
+    res = analyze(make_runs(rounds=3, failed={4}))  # round 1's event run failed
+    ev = res.policy("event")
+    assert ev.rounds_ok == 2 and ev.ci95_us is None and ev.speedup_rounds == 2
+    assert ev.speedup_ci95 is None and "no verdict" in ev.verdict
+    assert res.policy("none").speedup_ci95 is not None  # none has its 3 pairs
 
 
 def test_a_slower_policy_is_called_slower() -> None:
@@ -202,3 +234,14 @@ def test_whatif_on_a_sample_run_is_calibrated_on_the_unprofiled_device_step() ->
     assert ov["predicted_step_us"] < ov["traced"]["predicted_step_us"]  # a faster host
     assert ov["predicted_speedup"] == pytest.approx(5783.0 / ov["predicted_step_us"], rel=1e-3)
     assert all(r["recorded_us"] == 5783.0 for r in ov["ranks"])
+
+
+def test_the_whatif_against_two_rounds_has_no_ci_to_be_inside() -> None:
+    res = analyze(make_runs(rounds=2), rounds=2)
+    attach(res, {"run": "runs/traced", "predicted_step_us": 1000.0, "recorded_step_us": 2400.0,
+                 "band_pct": 5.0, "predicted_speedup": 2.4})
+    ov = res.whatif
+    assert ov["measured_ci95_us"] is None and "prediction_in_ci" not in ov
+    assert ov["prediction_error_pct"] == -1.67  # 1,017 us measured (2 rounds)
+    assert ("measured event 1,017.0 (too few rounds for a confidence interval (2; at least "
+            "3)): -1.7%") in " ".join(render_text(res, "table").split())

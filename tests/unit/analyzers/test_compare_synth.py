@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from profplug.analyzers.load import SKIP_NAMES
 from profplug.analyzers.readers.registry import SUFFIXES
 from profplug.analyzers.report import analyze
 from synth import KinetoTrace
@@ -90,7 +91,7 @@ def sample_run_dirs() -> list[Path]:
         return []
     out = []
     for d in sorted(p for p in SAMPLES.rglob("*") if p.is_dir()):
-        if any(f.is_file() and f.name.endswith(SUFFIXES) and f.name != "run.json"
+        if any(f.is_file() and f.name.endswith(SUFFIXES) and f.name not in SKIP_NAMES
                for f in d.iterdir()):
             out.append(d)
     return out

@@ -180,11 +180,12 @@ def test_bad_events_are_skipped_and_counted(tmp_path: Path) -> None:
     assert "huge" in [tl.names[i] for i in tl.gpu_name]  # kept, its bad arg dropped
 
 
-def test_run_directory_skips_run_json_and_status_files(tmp_path: Path) -> None:
+def test_run_directory_skips_run_json_status_files_and_ab_json(tmp_path: Path) -> None:
     (tmp_path / "kineto").mkdir()
     (tmp_path / "status").mkdir()
     mixed_trace().write(tmp_path / "kineto" / "rank0.json.gz")
     (tmp_path / "run.json").write_text('{"command": ["x"]}')
     (tmp_path / "status" / "rank0.json").write_text('{"rank": 0, "state": "finished"}')
+    (tmp_path / "ab.json").write_text('{"version": 1, "runs": []}')  # profplug ab's result
     (tl,) = load_timelines([tmp_path], jobs=1)
     assert tl.files == [str(tmp_path / "kineto" / "rank0.json.gz")]

@@ -110,6 +110,25 @@ def test_host_costs_scale_only_the_prediction(tmp_path: Path, host: HostCosts) -
     assert r.predicted_us == pytest.approx((180 + 180 + 10) / 3, abs=1e-3)
 
 
+def test_step_boundaries_follow_a_scaled_host(tmp_path: Path) -> None:
+    """A step range ending early in a host gap stays after the step's last call when the
+    gap shrinks (``HostCosts``): its ops stay in the step (they fell out of it before)."""
+    t = KinetoTrace(rank=0)
+    for i in range(3):  # launch A at T, B at T+60 (5 us calls); the step ends at T+70
+        T = 100.0 * i
+        t.annotation(f"ProfilerStep#{i}", T, 70.0)
+        t.launch(T, T + 5, 10.0, api_dur=5.0)
+        t.launch(T + 60, T + 65, 10.0, api_dur=5.0)
+    t.runtime("cudaStreamIsCapturing", 300.0, 1.0)  # host work after the last step
+    tl = read_kineto(t.write(tmp_path / "steps.json"), 0)
+    r = whatif([tl], host=HostCosts(0.25, 0.25)).rank(0)
+    # recorded: 100, 100, and the last step 205 -> 275
+    assert r.replayed_us == pytest.approx((100 + 100 + 70) / 3, abs=1e-3)
+    # host steps of 25 us (calls 1.25, gaps 13.75 and 8.75; the 5 us launch latency kept):
+    # 25, 25, and the last step from A's kernel (55) to B's kernel end (80)
+    assert r.predicted_us == pytest.approx(25.0, abs=1e-3)
+
+
 def test_unprofiled_calibrates_the_host_on_the_device_step(tmp_path: Path) -> None:
     from profplug.analyzers.whatif import whatif_unprofiled
 
@@ -123,6 +142,25 @@ def test_unprofiled_calibrates_the_host_on_the_device_step(tmp_path: Path) -> No
     assert r.predicted_us == pytest.approx((2 * 42.75 + 10) / 3, abs=0.1)
     assert r.saving_us == pytest.approx(35.0 - r.predicted_us, abs=1e-3)
     assert any("unprofiled: the host's costs are scaled by 0.47" in a for a in res.assumptions)
+
+
+def test_unprofiled_band_carries_the_calibration_steps_ci(tmp_path: Path) -> None:
+    """With the unprofiled step's CI the band adds the prediction's change across it."""
+    from profplug.analyzers.whatif import whatif_unprofiled
+    from profplug.analyzers.whatif.unprofiled import UNPROFILED_BAND_PCT
+
+    tl = read_kineto(loop(tmp_path, own_range=False), 0)
+    plain = whatif_unprofiled([tl], 35.0).rank(0)
+    res = whatif_unprofiled([tl], 35.0, step_ci_us=(30.0, 40.0))
+    r = res.rank(0)
+    assert r.predicted_us == pytest.approx(plain.predicted_us, abs=1e-3)
+    # s = 0.4 at 30 us, 0.55 at 40 us (see above): predictions (180 s + 10) / 3 = 27.33 and
+    # 36.33 against 31.83: the band carries 4.5 / 31.83 = 14.1% instead of the default
+    cal = 100 * 4.5 / ((180 * 0.475 + 10) / 3)
+    assert r.error_band_pct - plain.error_band_pct == pytest.approx(
+        cal - UNPROFILED_BAND_PCT, abs=0.2)
+    assert any("over the step's 95% CI (30.0-40.0 us): up to 14.1%" in a
+               for a in res.assumptions)
 
 
 def test_unprofiled_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

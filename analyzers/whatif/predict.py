@@ -48,6 +48,16 @@ ASSUMPTIONS = (
 )
 
 
+def _scaled(x: np.ndarray, num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """``x * num / den`` rounded, in int64 ns: exact while ``x * num`` fits int64; past that
+    (a host gap of more than ~3 s: 3e9 x 3e9 ns wraps around) in float64, within 1 ns for
+    spans under 10^15 ns."""
+    big = np.abs(x.astype(np.float64) * num) >= 2.0 ** 62
+    exact = (np.where(big, 0, x) * np.where(big, 0, num) + den // 2) // den
+    approx = np.rint(x.astype(np.float64) * (num.astype(np.float64) / den))
+    return np.where(big, approx.astype(np.int64), exact)
+
+
 def _shift(m: Model, r: Replay, seq: list[int], t: np.ndarray) -> np.ndarray:
     """Move host times ``t`` with the replayed calls of one thread (``seq``, in order).
 
@@ -69,12 +79,12 @@ def _shift(m: Model, r: Replay, seq: list[int], t: np.ndarray) -> np.ndarray:
     in_call = (i > 0) & (t < re_[p])
     # inside call p: the same fraction of its replayed duration
     span = np.maximum(re_[p] - rs[p], 1)
-    f_call = ss[p] + ((t - rs[p]) * (se[p] - ss[p]) + span // 2) // span
+    f_call = ss[p] + _scaled(t - rs[p], se[p] - ss[p], span)
     out = np.where(in_call, f_call, out)
     # in the gap after call p: the same fraction of the replayed gap
     k = np.minimum(i, n - 1)
     gap = np.maximum(rs[k] - re_[p], 1)
-    f_gap = se[p] + ((t - re_[p]) * (ss[k] - se[p]) + gap // 2) // gap
+    f_gap = se[p] + _scaled(t - re_[p], ss[k] - se[p], gap)
     return np.where(mid & ~in_call, f_gap, out)
 
 

@@ -208,3 +208,24 @@ def test_a_range_with_much_other_host_work_is_not_a_wrapper() -> None:
     tl = b.build(rank=0, source="kineto", files=[])
     pre, post = drop_cuts(tl, [np.array([0])], np.array([True]))
     assert (int(pre[0]), int(post[0])) == (0, 0)
+
+
+def test_step_boundaries_in_a_long_host_gap_keep_their_place() -> None:
+    # given two calls 15 s apart and a step boundary 5 s into the gap (5e9 x 15e9 ns wraps
+    # int64 when multiplied)
+    from types import SimpleNamespace
+
+    from profplug.analyzers.whatif.predict import _shift
+
+    rec = SimpleNamespace(a_start=np.array([0, 15_000_000_000]),
+                          a_end=np.array([1_000, 15_000_001_000]))
+    half = SimpleNamespace(a_start=np.array([0, 7_500_000_000]),
+                           a_end=np.array([1_000, 7_500_001_000]))
+    t = np.array([500, 5_000_000_000, 15_000_000_500], dtype=np.int64)
+    # when replayed as recorded, and with the gap halved
+    same = _shift(rec, rec, [0, 1], t)  # type: ignore[arg-type]
+    shorter = _shift(rec, half, [0, 1], t)  # type: ignore[arg-type]
+    # then the boundary stays put, or keeps its fraction (1/3) of the gap: no wrap-around
+    assert same.tolist() == t.tolist()
+    assert shorter.tolist() == [500, 1_000 + round(4_999_999_000 * 7_499_999_000
+                                                   / 14_999_999_000), 7_500_000_500]

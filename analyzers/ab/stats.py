@@ -18,8 +18,8 @@ memory), so the unit of replication is the round, not the step:
   code, came out "2% slower" with it (bootstrap 0.951-0.989, t 0.946-1.003). With fewer
   paired rounds, the ratio alone (:func:`speedup_ci`);
 - rounds needed when the CI contains 1.0: the CI's half-width (in log ratio) scales as
-  1/sqrt(rounds), so it would exclude 1.0 after about ``rounds * (half_width / |log s|)**2``
-  rounds (:func:`rounds_needed`).
+  t(n-1)/sqrt(n), so it would exclude 1.0 after the first n where that half-width falls
+  below ``|log s|`` (:func:`rounds_needed`).
 """
 
 from __future__ import annotations
@@ -139,13 +139,17 @@ def resolved(lo: float, hi: float) -> bool:
 
 
 def rounds_needed(speedup: float, lo: float, hi: float, rounds: int) -> int | None:
-    """Rounds after which a CI this wide would exclude 1.0, if the measured speedup is real
-    (half-width ~ 1/sqrt(rounds)); None when the speedup is exactly 1 or the CI is empty."""
+    """Rounds after which a CI this wide would exclude 1.0, if the measured speedup is real:
+    the half-width (in log ratio) scales as t(n-1) / sqrt(n) (the spread it implies at
+    ``rounds`` held fixed); None when the speedup is exactly 1 or the CI is empty."""
     if speedup <= 0 or lo <= 0 or hi <= lo or rounds < 1:
         return None
     d = abs(math.log(speedup))
     if d == 0.0:
         return None
     half = (math.log(hi) - math.log(lo)) / 2.0
-    need = math.ceil(rounds * (half / d) ** 2)
-    return min(max(need, rounds + 1), MAX_ROUNDS_NEEDED)
+    spread = half * math.sqrt(rounds) / (t_quantile(rounds - 1) if rounds >= 2 else 1.0)
+    for n in range(rounds + 1, MAX_ROUNDS_NEEDED + 1):
+        if t_quantile(n - 1) * spread / math.sqrt(n) < d:
+            return n
+    return MAX_ROUNDS_NEEDED

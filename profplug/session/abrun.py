@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import shutil
 import signal
 import sys
 import time
@@ -25,7 +24,7 @@ from typing import Any
 from profplug.config import SYNC_POLICIES
 from profplug.errors import ProfplugError
 from profplug.session import outcome
-from profplug.session.launch import RunOptions, prepare_out
+from profplug.session.launch import RunOptions, clear_outputs, prepare_out
 from profplug.session.launch import run as launch_run
 
 OUTPUTS = ("runs", "ab.json")
@@ -54,12 +53,7 @@ class AbOptions:
 
 def _prepare(out: Path, force: bool) -> None:
     if out.is_dir() and any(out.iterdir()) and force:
-        for name in OUTPUTS:
-            p = out / name
-            if p.is_dir():
-                shutil.rmtree(p)
-            elif p.exists():
-                p.unlink()
+        clear_outputs(out, OUTPUTS)
         if not any(out.iterdir()):
             force = False
     prepare_out(out, force)

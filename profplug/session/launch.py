@@ -80,6 +80,16 @@ class RunOptions:
                       cpu_ops=self.cpu_ops, step_timing=self.step_timing, digest=self.digest)
 
 
+def clear_outputs(out: Path, names: tuple[str, ...]) -> None:
+    """Remove what a previous run wrote into ``out`` (only these names; nothing else)."""
+    for name in names:
+        p = out / name
+        if p.is_dir():
+            shutil.rmtree(p)
+        elif p.exists():
+            p.unlink()
+
+
 def prepare_out(out: Path, force: bool) -> None:
     """Create DIR; refuse a non-empty one unless ``force``; fail now if it is not writable."""
     if out.exists() and not out.is_dir():
@@ -87,12 +97,7 @@ def prepare_out(out: Path, force: bool) -> None:
     if out.is_dir() and any(out.iterdir()):
         if not force:
             raise ProfplugError(f"{out}: directory is not empty (use --force to overwrite)")
-        for name in OUTPUTS:
-            p = out / name
-            if p.is_dir():
-                shutil.rmtree(p)
-            elif p.exists():
-                p.unlink()
+        clear_outputs(out, OUTPUTS)
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / f".profplug-probe-{os.getpid()}"

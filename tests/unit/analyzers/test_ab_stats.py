@@ -105,12 +105,15 @@ def test_no_difference_is_not_resolved_and_says_how_many_rounds() -> None:
     assert "rounds needed" in ev.verdict
 
 
-def test_rounds_needed_scales_with_the_square_of_the_ci_width() -> None:
-    # speedup 1.05, CI half-width in log space twice |log 1.05|: 4x the rounds
+def test_rounds_needed_follows_t_over_sqrt_n() -> None:
+    # speedup 1.05, CI half-width in log space twice |log 1.05|: at 5 rounds the implied
+    # spread is 2 * sqrt(5) / t(4) = 1.611 |log s|; t(n-1)/sqrt(n) < 1/1.611 first at n = 13
     s = 1.05
     half = 2 * math.log(s)
     lo, hi = s / math.exp(half), s * math.exp(half)
-    assert stats.rounds_needed(s, lo, hi, 5) == 20
+    assert stats.rounds_needed(s, lo, hi, 5) == 13
+    # with many rounds t is ~normal and the square law holds: 4x the rounds
+    assert 380 <= (stats.rounds_needed(s, lo, hi, 100) or 0) <= 400
     assert stats.rounds_needed(1.0, 0.9, 1.1, 5) is None
     assert stats.rounds_needed(1.0001, 0.5, 2.0, 5) == stats.MAX_ROUNDS_NEEDED
     assert not stats.resolved(0.98, 1.03) and stats.resolved(1.01, 1.2)

@@ -19,24 +19,6 @@ from profplug.session import exitcode, outcome
 from profplug.session.core import Session
 
 
-@pytest.fixture
-def session_for(monkeypatch):
-    made: list[Session] = []
-    monkeypatch.delenv("RANK", raising=False)
-
-    def make(tmp: Path, **kw) -> Session:
-        steps._reset()
-        s = Session(Config(out=str(tmp), **kw))
-        steps.add_listener(s.on_step_begin, s.on_step_end, s.on_switch)
-        made.append(s)
-        return s
-
-    yield make
-    for s in made:
-        steps.remove_listener(s.on_step_begin, s.on_step_end, s.on_switch)
-    steps._reset()
-
-
 def user_annotations(path: Path) -> list[str]:
     with gzip.open(path, "rt") as f:
         events = json.load(f)["traceEvents"]

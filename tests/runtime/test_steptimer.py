@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import pytest
 import torch
 
 import profplug
 import profplug.steps as steps
-from profplug.config import Config
 from profplug.session import steptimer
-from profplug.session.core import Session
 from profplug.session.steptimer import StepTimer
 
 
@@ -166,21 +163,9 @@ def test_host_mode_makes_no_event(fake_cuda) -> None:
 
 
 @pytest.fixture
-def session_for(monkeypatch):
-    made: list[Session] = []
-    monkeypatch.delenv("RANK", raising=False)
-
-    def make(tmp: Path, **kw) -> Session:
-        steps._reset()
-        s = Session(Config(out=str(tmp), trace="none", **kw))
-        steps.add_listener(s.on_step_begin, s.on_step_end, s.on_switch)
-        made.append(s)
-        return s
-
-    yield make
-    for s in made:
-        steps.remove_listener(s.on_step_begin, s.on_step_end, s.on_switch)
-    steps._reset()
+def session_for(session_for):
+    """The shared fixture (conftest.py) with no profiler: the timer alone."""
+    return lambda tmp, **kw: session_for(tmp, **{"trace": "none", **kw})
 
 
 def test_session_times_exactly_the_window_steps(session_for, tmp_path) -> None:

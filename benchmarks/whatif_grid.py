@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import re
 import subprocess
 import sys
@@ -64,6 +65,8 @@ POLICIES = ("device", "event")
 # Held out of tuning (docs/whatif.md, Validation; also grid_ab.HELD_OUT).
 HELD_OUT = ("h2048_l8_b8_s2", "h8192_l8_b8_s2", "h1024_l16_b1_s2")
 DOC_BEGIN, DOC_END = "<!-- whatif_grid table: begin -->", "<!-- whatif_grid table: end -->"
+SWITCH_BEGIN = "<!-- whatif_grid switch-table: begin -->"
+SWITCH_END = "<!-- whatif_grid switch-table: end -->"
 SHAPE_RE = re.compile(r"^h(\d+)_l(\d+)_b(\d+)_s(\d+)$")
 
 
@@ -108,6 +111,8 @@ def capture(args: argparse.Namespace) -> int:
                                        indent=1))
 
     bind = ["taskset", "-c", args.cpu_bind] if args.cpu_bind else []
+    if args.no_aslr:  # every process (and its children) with the same address layout
+        bind = ["setarch", platform.machine(), "-R", *bind]
     pp = [*bind, sys.executable, "-m", "profplug", "run"]
     job = [sys.executable, str(EXAMPLE)] if args.nproc <= 1 else [
         sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(args.nproc),
@@ -125,7 +130,21 @@ def capture(args: argparse.Namespace) -> int:
                         return 0
                     name = f"{trace}/{shape.name}/{policy}/r{rep}"
                     d = out / name
-                    if trace == "ab":  # both policies in one ab run, once per shape
+                    if trace.endswith("-switch"):  # both policies in one traced process
+                        if policy != order[0]:
+                            continue
+                        other = order[1]
+                        name, d = f"{trace}/{shape.name}/{policy}-first/r{rep}", out / (
+                            f"{trace}/{shape.name}/{policy}-first/r{rep}")
+                        at, end = args.skip + args.window, args.skip + 2 * args.window
+                        cmd = [*pp, "-o", str(d), "--trace", trace.removesuffix("-switch"),
+                               "--sync", policy, "--skip", str(args.skip), "--steps",
+                               str(2 * args.window), "--no-report", "--force"]
+                        if trace == "nsys-switch" and args.nsys:
+                            cmd += ["--nsys", args.nsys]
+                        cmd += ["--", *job, *shape.args(), "--steps", str(end + 10),
+                                "--switch", f"{at}:{other}", "--timed", f"{args.skip}:{end}"]
+                    elif trace == "ab":  # both policies in one ab run, once per shape
                         if policy != order[0] or (out / "ab" / shape.name / "ab.json").is_file():
                             continue
                         name, d = f"ab/{shape.name}", out / "ab" / shape.name
@@ -167,10 +186,12 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--budget-s", type=float, default=520.0)
     c.add_argument("--repeats", type=int, default=3)
     c.add_argument("--traces", default="kineto,nsys",
-                   help="comma list of kineto, nsys, none, ab (none: the example without a "
-                        "profiler, its printed step time is the unprofiled ground truth; ab: "
-                        "profplug ab per shape into DIR/ab/<shape>/, the ground truth table "
-                        "reads)")
+                   help="comma list of kineto, nsys, none, ab, kineto-switch, nsys-switch "
+                        "(none: the example without a profiler, its printed step time is the "
+                        "unprofiled ground truth; ab: profplug ab per shape into "
+                        "DIR/ab/<shape>/, the ground truth table reads; *-switch: one traced "
+                        "process per shape running --window steps of each policy, the first "
+                        "alternating, for switch-table)")
     c.add_argument("--ab-rounds", type=int, default=3, help="rounds of a --traces ab run")
     c.add_argument("--ab-steps", type=int, default=100, help="steps timed per ab run")
     c.add_argument("--unprofiled-steps", type=int, default=200,
@@ -178,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--cpu-bind", default="",
                    help="run every job under taskset -c CPUS (host speed was bimodal from "
                         "process to process on the 1-GPU VM)")
+    c.add_argument("--no-aslr", action="store_true",
+                   help="run every job under setarch -R (address-space randomization off: "
+                        "benchmarks/host_modes.py)")
     c.add_argument("--shapes", default="", help="comma list of shape names, any "
                    "h<hidden>_l<layers>_b<batch>_s<stages> (default: the grid)")
     c.add_argument("--first-repeat", type=int, default=0,
@@ -200,10 +224,49 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--json", help="also write every number to this JSON file")
     t.add_argument("--update-doc", metavar="MD", help="put the Markdown table between the "
                    f"{DOC_BEGIN} / {DOC_END} markers of this file (docs/whatif.md)")
+    w = sub.add_parser("switch-table", help="the what-if inside one process (*-switch runs)")
+    w.add_argument("grid", nargs="+", help="capture directories with *-switch runs")
+    w.add_argument("--held-out", default=",".join(HELD_OUT), metavar="SHAPES")
+    w.add_argument("--markdown", action="store_true")
+    w.add_argument("--json", help="also write every number to this JSON file")
+    w.add_argument("--update-doc", metavar="MD", help="put the Markdown table between the "
+                   f"{SWITCH_BEGIN} / {SWITCH_END} markers of this file (docs/whatif.md)")
     args = ap.parse_args(argv)
     if args.cmd == "capture":
         return capture(args)
+    if args.cmd == "switch-table":
+        return switch_table(args)
     return table(args)
+
+
+def switch_table(args: argparse.Namespace) -> int:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import io
+
+    import grid_switch as gs
+
+    cells = gs.collect([Path(g) for g in args.grid])
+    if not cells:
+        print("whatif_grid switch-table: no *-switch runs found", file=sys.stderr)
+        return 1
+    held = tuple(s for s in args.held_out.split(",") if s)
+    gs.render(cells, sys.stdout, held, markdown=args.markdown)
+    if args.json:
+        gs.dump(cells, Path(args.json))
+    if args.update_doc:
+        buf = io.StringIO()
+        gs.render(cells, buf, held, markdown=True)
+        doc = Path(args.update_doc)
+        text = doc.read_text()
+        a, b = text.find(SWITCH_BEGIN), text.find(SWITCH_END)
+        if a < 0 or b < a:
+            print(f"whatif_grid switch-table: {doc} has no {SWITCH_BEGIN} ... {SWITCH_END}",
+                  file=sys.stderr)
+            return 1
+        cmd = " ".join(["python3 benchmarks/whatif_grid.py switch-table", *args.grid])
+        doc.write_text(text[:a + len(SWITCH_BEGIN)] + f"\n<!-- generated by: {cmd} -->\n\n"
+                       + buf.getvalue() + text[b:])
+    return 0
 
 
 def table(args: argparse.Namespace) -> int:

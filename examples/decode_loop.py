@@ -25,11 +25,18 @@ The policy comes from ``--sync``, else ``PROFPLUG_SYNC`` (what ``profplug run --
 not depend on the policy: the last line prints a checksum of the final activation.
 Unprofiled step time: ``--timed A:B`` steps are timed on the host between two synchronizes
 (one before step A, one after step B-1), so the timing adds no per-step synchronization.
+
+``--switch STEP:POLICY``: the policy changes at step STEP, and every step is also a range
+``decode.<policy>`` (``profplug.annotate``): one traced process holds both policies, so a
+what-if of its ``decode.device`` steps can be checked against its ``decode.event`` steps at
+the same host speed (the 1-GPU VM's host speed differs from process to process:
+``benchmarks/host_modes.py``; ``benchmarks/whatif_grid.py`` traces ``kineto-switch``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import time
@@ -53,7 +60,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--sync", choices=["device", "event", "none"], default=None)
     ap.add_argument("--timed", default="", metavar="A:B",
                     help="steps timed without profiling (default: the second half)")
-    return ap.parse_args(argv)
+    ap.add_argument("--switch", default="", metavar="STEP:POLICY",
+                    help="from step STEP on, run policy POLICY; every step is then also a "
+                         "range decode.<policy> (a same-process A/B in one trace)")
+    args = ap.parse_args(argv)
+    if args.switch:
+        a, _, b = args.switch.partition(":")
+        if not a.isdigit() or b not in ("device", "event", "none"):
+            ap.error("--switch: STEP:POLICY, e.g. 50:event")
+    return args
 
 
 def weights(args: argparse.Namespace, stage: int, device: torch.device) -> list[torch.Tensor]:
@@ -105,6 +120,8 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("decode_loop.py: one process needs a CUDA GPU (or run it with "
                          "torchrun on CPUs)")
     policy = args.sync or p2p.default_sync()
+    switch_at, _, then = args.switch.partition(":")
+    switch = int(switch_at) if args.switch else -1
     stages = [rank] if world > 1 else list(range(args.stages))
     ws = {s: weights(args, s, device) for s in stages}
     g = torch.Generator().manual_seed(args.seed)
@@ -121,7 +138,10 @@ def main(argv: list[str] | None = None) -> None:
                 if cuda:
                     torch.cuda.synchronize()
                 t0 = time.perf_counter()
-            with profplug.step():
+            if step == switch:
+                policy = then
+            with profplug.step(), (profplug.annotate(f"decode.{policy}") if switch >= 0
+                                   else contextlib.nullcontext()):
                 if hand_off is not None:
                     for s in stages:
                         x = run_stage(hand_off(x, s, policy), ws[s])

@@ -31,8 +31,7 @@ from pathlib import Path
 from typing import TextIO
 
 import numpy as np
-from grid_table import LAUNCH_APIS
-from profplug.analyzers import classify
+from grid_table import launch_rows
 from profplug.analyzers.load import load_timelines
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.timeline import Timeline
@@ -139,9 +138,7 @@ def launch_median(tls: list[Timeline]) -> float:
         if not tl.step_start_ns.size:
             continue
         lo, hi = tl.step_start_ns.min(), tl.step_end_ns.max()
-        launch = np.array([classify.base_name(n) in LAUNCH_APIS for n in tl.names], dtype=bool)
-        sel = (launch[tl.api_name] if tl.api_name.size else np.zeros(0, dtype=bool)) & (
-            tl.api_start_ns >= lo) & (tl.api_end_ns <= hi)
+        sel = launch_rows(tl) & (tl.api_start_ns >= lo) & (tl.api_end_ns <= hi)
         out.append((tl.api_end_ns - tl.api_start_ns)[sel])
     d = np.concatenate(out) if out else np.zeros(0)
     return round(float(np.median(d)) / 1000.0, 3) if d.size else 0.0

@@ -103,10 +103,15 @@ class Row:
         return out
 
 
+def launch_rows(tl: Timeline) -> np.ndarray:
+    """Mask over the timeline's API calls: the kernel launches."""
+    names = np.array([classify.base_name(n) in LAUNCH_APIS for n in tl.names], dtype=bool)
+    return names[tl.api_name] if tl.api_name.size else np.zeros(0, dtype=bool)
+
+
 def host_index(tl: Timeline) -> tuple[float, float]:
     """(median kernel-launch call, mean gap between consecutive launch calls), us."""
-    names = np.array([classify.base_name(n) in LAUNCH_APIS for n in tl.names], dtype=bool)
-    sel = names[tl.api_name] if tl.api_name.size else np.zeros(0, dtype=bool)
+    sel = launch_rows(tl)
     d = (tl.api_end_ns - tl.api_start_ns)[sel]
     if not d.size:
         return 0.0, 0.0

@@ -134,8 +134,8 @@ def capture(args: argparse.Namespace) -> int:
                         if policy != order[0]:
                             continue
                         other = order[1]
-                        name, d = f"{trace}/{shape.name}/{policy}-first/r{rep}", out / (
-                            f"{trace}/{shape.name}/{policy}-first/r{rep}")
+                        name = f"{trace}/{shape.name}/{policy}-first/r{rep}"
+                        d = out / name
                         at, end = args.skip + args.window, args.skip + 2 * args.window
                         cmd = [*pp, "-o", str(d), "--trace", trace.removesuffix("-switch"),
                                "--sync", policy, "--skip", str(args.skip), "--steps",

@@ -9,6 +9,11 @@ Columns, grouped by table (each table's arrays have one length):
 - GPU work (``gpu_*``): kernels, memcpys and memsets. ``gpu_kind`` is one of ``KIND_*``;
   ``gpu_corr`` links the op to the host API call that launched it (-1 unknown).
 - Host API calls (``api_*``): CUDA/HIP runtime and driver calls, on host thread ``api_tid``.
+  ``api_top`` is the nesting column (as Perfetto's slice depth/parent_id): per call, the
+  index of its top-level ancestor on its thread, itself when the call is top-level (a driver
+  call inside a runtime call, ``cudaGetDevice`` inside a launch, point to the outer call).
+  Readers fill it once (:meth:`Timeline.api_tops`); analyses that count or time host calls
+  aggregate top-level calls only, so a nested call's time is charged once.
 - Annotations (``ann_*``): host-side ranges (record_function, NVTX push/pop or start/end).
 - GPU-side sync records (``gsync_*``): Kineto ``cuda_sync`` events or Nsight
   SYNCHRONIZATION rows; ``gsync_kind`` is one of ``SYNC_*``.
@@ -95,6 +100,7 @@ class Timeline:
     api_tid: np.ndarray = field(default_factory=_empty)
     api_name: np.ndarray = field(default_factory=lambda: _empty(np.int32))
     api_corr: np.ndarray = field(default_factory=_empty)
+    api_top: np.ndarray = field(default_factory=_empty)  # top-level ancestor's index
 
     ann_start_ns: np.ndarray = field(default_factory=_empty)
     ann_end_ns: np.ndarray = field(default_factory=_empty)
@@ -142,6 +148,18 @@ class Timeline:
     def devices(self) -> list[int]:
         return sorted(int(d) for d in np.unique(self.gpu_device))
 
+    def api_tops(self) -> np.ndarray:
+        """Per API call, the index of its top-level ancestor on its thread (itself when
+        top-level). Computed once and kept in ``api_top`` (readers call this when they
+        finish; a timeline built by hand gets it on first use)."""
+        if self.api_top.size != self.api_start_ns.size:
+            self.api_top = top_level(self.api_start_ns, self.api_end_ns, self.api_tid)
+        return self.api_top
+
+    def api_is_top(self) -> np.ndarray:
+        """Per API call, True when no other call of its thread encloses it."""
+        return self.api_tops() == np.arange(self.api_start_ns.size)
+
     def skip(self, reason: str, n: int = 1) -> None:
         if n:
             self.skipped[reason] = self.skipped.get(reason, 0) + n
@@ -149,7 +167,7 @@ class Timeline:
     # ---- save / load (the timeline is a value) -----------------------------------------
     _ARRAYS = (
         "gpu_start_ns gpu_end_ns gpu_device gpu_stream gpu_kind gpu_name gpu_corr "
-        "api_start_ns api_end_ns api_tid api_name api_corr "
+        "api_start_ns api_end_ns api_tid api_name api_corr api_top "
         "ann_start_ns ann_end_ns ann_tid ann_name "
         "gsync_start_ns gsync_end_ns gsync_kind gsync_device gsync_stream gsync_corr "
         "gsync_wait_stream gsync_wait_corr step_start_ns step_end_ns step_num "
@@ -179,7 +197,29 @@ class Timeline:
             header = json.loads(bytes(z["__header__"]).decode())
             # files saved before a table existed load with that table empty
             arrays = {k: z[k] for k in cls._ARRAYS if k in z.files}
-        return cls(**header, **arrays)
+        tl = cls(**header, **arrays)
+        tl.api_tops()  # saved before the nesting column existed: computed now
+        return tl
+
+
+def top_level(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """Per call, the index of its top-level ancestor on its thread (itself if top-level).
+
+    A call is nested when it starts before, and ends no later than, the furthest end of the
+    calls that started before it on its thread (ties in start: the longer one is the outer).
+    A call that only overlaps an earlier one (starts inside, ends after) is top-level.
+    O(n log n): one sort per thread group, no per-call Python."""
+    top = np.arange(start.size)
+    for _, idx in groups(tid):
+        idx = idx[np.lexsort((-end[idx], start[idx]))]
+        s, e = start[idx], end[idx]
+        reach = np.maximum.accumulate(e)
+        nested = np.zeros(idx.size, dtype=bool)
+        nested[1:] = (s[1:] < reach[:-1]) & (e[1:] <= reach[:-1])
+        pos = np.where(~nested, np.arange(idx.size), -1)
+        last_top = np.maximum.accumulate(pos)
+        top[idx] = idx[last_top]
+    return top
 
 
 def launch_calls(tl: Timeline) -> np.ndarray:

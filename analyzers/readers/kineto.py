@@ -225,6 +225,7 @@ class _Rows:
             for name in TIME_COLUMNS:
                 getattr(tl, name)[...] += base
         apply_steps(tl, steps)
+        tl.api_tops()  # the nesting column, once
         tl.skipped.update(self.skipped)
         commops.add_annotation_ops(tl)
         if relative and not header.baseTimeNanoseconds:

@@ -311,6 +311,7 @@ def _timelines(ex: Export, fx: Fetcher, steps: StepRule) -> list[Timeline]:
         _fill_sync(tl, sync, sm)
         _fill_ann(tl, ann, nm, steps)
         fill_comm(tl, p, peers)
+        tl.api_tops()  # the nesting column, once
         if not out:
             tl.warnings += ex.warnings
             if not ex.has(RUNTIME):

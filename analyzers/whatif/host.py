@@ -39,21 +39,6 @@ from ..timeline import KIND_MEMCPY, Timeline, groups
 OWN_RANGE_MAX_NS = 100_000
 
 
-def top_level(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray:
-    """Per call, the index of its top-level ancestor on its thread (itself if top-level)."""
-    top = np.arange(start.size)
-    for _, idx in groups(tid):
-        idx = idx[np.lexsort((-end[idx], start[idx]))]
-        s, e = start[idx], end[idx]
-        reach = np.maximum.accumulate(e)
-        nested = np.zeros(idx.size, dtype=bool)
-        nested[1:] = (s[1:] < reach[:-1]) & (e[1:] <= reach[:-1])
-        pos = np.where(~nested, np.arange(idx.size), -1)
-        last_top = np.maximum.accumulate(pos)
-        top[idx] = idx[last_top]
-    return top
-
-
 def drop_cuts(tl: Timeline, threads: list[np.ndarray], dropped: np.ndarray
               ) -> tuple[np.ndarray, np.ndarray]:
     """Per API call (local index): ns cut from the host gap before / after it when dropped.

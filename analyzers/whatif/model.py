@@ -39,7 +39,7 @@ from ..timeline import (
     launch_calls,
     launch_times,
 )
-from .host import drop_cuts, sync_copies, top_level
+from .host import drop_cuts, sync_copies
 from .pairs import match_nccl
 
 QUEUE_TOL_NS = 2_000  # an op starting within this of its stream becoming ready was queued
@@ -106,7 +106,7 @@ class _RankBuilder:
         n_a = tl.api_start_ns.size
         kinds = classify.kinds_for_symbols(tl.names)
         self.kind = kinds[tl.api_name] if n_a else np.zeros(0, dtype=np.int8)
-        self.top = top_level(tl.api_start_ns, tl.api_end_ns, tl.api_tid)
+        self.top = tl.api_tops()
         self.is_top = self.top == np.arange(n_a)
         self.notes: list[str] = []  # trace-specific assumptions
         self.warns: list[str] = []

@@ -1,0 +1,91 @@
+"""The one per-step statistic every command uses, and the outlier-step rule.
+
+Real jobs have odd steps: one 385 ms stall among 7 ms steps (lazy allocations, GC pauses,
+barriers, a new request batch). A mean over steps then describes no step of the job, so
+every per-step figure profplug prints (step time, idle per step by cause, direct/indirect
+cost, saving, the what-if's recorded and predicted step, compare's deltas, ab's overhead, the
+headline) is :data:`STATISTIC` over the *basis*: the steps that are not outliers. The mean
+stays in the JSON, beside it, under its own name.
+
+Outlier rule (:func:`outlier_mask`): a step is an outlier when it lies more than
+:data:`OUTLIER_K` scaled MADs from the median of its rank's steps, where the scaled MAD is
+``1.4826 * median(|x - median|)`` (a standard deviation's estimate that the outliers
+themselves cannot inflate), floored at :data:`MAD_FLOOR` of the median, so that a run of
+near-identical steps does not call a 2% slower step an outlier. Fewer than
+:data:`MIN_STEPS` steps: no outliers (too few to tell). Outliers are reported, never silently
+dropped.
+
+Units: whatever the caller passes (us in reports); the functions are unit-free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+STATISTIC = "median"  # the name written into the JSON beside every per-step figure
+OUTLIER_K = 5.0  # scaled MADs from the median
+MAD_SCALE = 1.4826  # MAD -> standard deviation of a normal distribution
+MAD_FLOOR = 0.02  # the scaled MAD is at least this fraction of the median
+MIN_STEPS = 5  # fewer steps: no outlier is called
+
+
+def _values(values: Sequence[float] | np.ndarray) -> np.ndarray:
+    return np.asarray(values, dtype=float).ravel()
+
+
+def scaled_mad(values: Sequence[float] | np.ndarray) -> float:
+    """``MAD_SCALE * median(|x - median(x)|)``, floored at ``MAD_FLOOR * |median|``."""
+    x = _values(values)
+    if x.size == 0:
+        return 0.0
+    med = float(np.median(x))
+    return max(MAD_SCALE * float(np.median(np.abs(x - med))), MAD_FLOOR * abs(med))
+
+
+def outlier_mask(values: Sequence[float] | np.ndarray, k: float = OUTLIER_K) -> np.ndarray:
+    """Per value, True when it lies more than ``k`` scaled MADs from the median."""
+    x = _values(values)
+    if x.size < MIN_STEPS:
+        return np.zeros(x.size, dtype=bool)
+    med = float(np.median(x))
+    return np.abs(x - med) > k * scaled_mad(x)
+
+
+def center(values: Sequence[float] | np.ndarray, basis: np.ndarray | None = None) -> float:
+    """:data:`STATISTIC` of ``values`` over ``basis`` (a boolean mask; default: the values
+    that are not outliers); 0.0 when there are none."""
+    x = _values(values)
+    if x.size == 0:
+        return 0.0
+    keep = ~outlier_mask(x) if basis is None else np.asarray(basis, dtype=bool)
+    x = x[keep] if keep.any() else x
+    return float(np.median(x))
+
+
+@dataclass(frozen=True)
+class StepSummary:
+    """One series of per-step values: its :data:`STATISTIC` over the basis, the plain mean
+    over every step, and which steps are outliers (indices into the series)."""
+
+    value: float  # STATISTIC over the basis (the non-outlier steps)
+    mean: float  # over all steps, outliers included
+    n: int
+    outliers: list[int] = field(default_factory=list)
+    statistic: str = STATISTIC
+
+    def to_dict(self, digits: int = 3) -> dict[str, object]:
+        return {"statistic": self.statistic, "value": round(self.value, digits),
+                "mean": round(self.mean, digits), "n": self.n, "outliers": self.outliers}
+
+
+def summarize(values: Sequence[float] | np.ndarray) -> StepSummary:
+    """:class:`StepSummary` of a series (empty: zeros)."""
+    x = _values(values)
+    if x.size == 0:
+        return StepSummary(0.0, 0.0, 0)
+    out = outlier_mask(x)
+    return StepSummary(center(x, ~out), float(x.mean()), int(x.size),
+                       [int(i) for i in np.flatnonzero(out)])

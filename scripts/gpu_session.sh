@@ -155,6 +155,29 @@ s_grid_switch() {
     ${GRID_SHAPES:+--shapes $GRID_SHAPES} --nsys "$NSYS"
 }
 
+# 8. issue 25: ground truth for the unprofiled what-if on variety (one H200): a traced device
+#    run (Kineto and Nsight) and ab with 8 rounds in random order, on Megatron-Core at PP=1
+#    (an A/A: no send/recv at world size 1, so the policy drop set is empty) ...
+s_v25_mcore() {
+  for tr in kineto nsys; do
+    run "v25_mcore_$tr" 70 $PP run -o "$W/v25/mcore_$tr/device" --trace $tr --nsys "$NSYS" \
+      --sync device --skip 10 --steps 20 -- $TR1 examples/megatron_gpt_infer.py --steps 40
+  done
+  run v25_mcore_ab 200 $PP ab -o "$W/v25/mcore_ab" --policies device,event --rounds 8 \
+    --order random --seed 25 --skip 20 --steps 60 -- $TR1 examples/megatron_gpt_infer.py --steps 85
+}
+
+# ... and the decode loop in a host-bound (hidden 1024) and a GPU-bound (hidden 8192) shape.
+s_v25_dl() {
+  for h in 1024 8192; do
+    DLS="--hidden $h --layers 8 --batch 8 --stages 2"
+    run "v25_dl_h${h}_traced" 40 $PP run -o "$W/v25/dl_h$h/device" --sync device --skip 20 \
+      --steps 30 --no-report -- $DL $DLS --steps 60
+    run "v25_dl_h${h}_ab" 110 $PP ab -o "$W/v25/dl_h${h}_ab" --policies device,event \
+      --rounds 8 --order random --seed 25 --skip 20 --steps 100 -- $DL $DLS --steps 125
+  done
+}
+
 for sec in ${SECTIONS:-mcore dl_ab timing mcore_ab grid_ab}; do "s_$sec"; done
 
 say "done; packing"

@@ -1,0 +1,107 @@
+"""Host calls nested in others (a driver call inside a runtime call, ``cudaGetDevice``
+inside a launch): given such a trace, Kineto or Nsight, when the report analyzes it, then
+stalls, sync counts, call sites and steps count each top-level call once, charge its time
+once, and give the idle to the top-level call, whose kind is the strongest sync in it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from nsys_synth import NsysExport
+from profplug.analyzers import StallOptions, analyze
+from profplug.analyzers.classify import (
+    DEVICE,
+    EVENT,
+    NONE,
+    STREAM_WAIT,
+    base_name,
+    top_level_kinds,
+)
+from profplug.analyzers.report import Report, gaps_frame
+from synth import KinetoTrace, check_sums
+
+Recorder = Any  # KinetoTrace or NsysProcess: same recording methods
+DRIVER = "cuda_driver"  # Kineto's category of driver calls (Nsight: the same runtime table)
+
+
+def nested_scenario(t: Recorder) -> None:
+    """Three syncs and a stream wait, each holding a nested driver call (times in us)."""
+    t.annotation("profplug.step", 0, 24)
+    t.annotation("profplug.step", 24, 21)  # 24..45
+    t.launch(0, 0, 10)  # GPU 0-10
+    t.annotation("profplug.recv_from_prev_pipeline_rank_", 4, 14)
+    t.annotation("profplug.sync.device", 5, 12)
+    t.runtime("cudaDeviceSynchronize", 5, 12)  # blocked 5-17: 12 us
+    t.runtime("cuCtxSynchronize", 6, 10, cat=DRIVER)  # nested: 10 us, not counted again
+    corr = t.runtime("cudaLaunchKernel", 18, 3)  # 18-21, with a nested cudaGetDevice
+    t.runtime("cudaGetDevice", 19, 1)
+    t.gpu(20, 4, corr=corr)  # GPU 20-24; gap 10-20 -> device_sync (cudaDeviceSynchronize)
+    t.launch(24, 24, 4)  # GPU 24-28
+    t.runtime("cudaFree", 25, 8)  # 25-33: no sync by name, a device sync by what it holds
+    t.runtime("cuCtxSynchronize", 26, 6, cat=DRIVER)
+    t.launch(34, 35, 2)  # gap 28-35 -> device_sync (cudaFree); GPU 35-37
+    t.runtime("cudaStreamSynchronize", 36, 4)  # 36-40
+    t.runtime("cuStreamSynchronize", 36.5, 3, cat=DRIVER)
+    t.launch(41, 42, 2)  # gap 37-42 -> event_sync (cudaStreamSynchronize); GPU 42-44
+    t.runtime("cudaStreamWaitEvent", 42.5, 1)
+    t.runtime("cuStreamWaitEvent", 42.7, 0.6, cat=DRIVER)
+
+
+def kineto(tmp_path: Path) -> Path:
+    t = KinetoTrace(rank=0)
+    nested_scenario(t)
+    return t.write(tmp_path / "nested.json")
+
+
+def nsys(tmp_path: Path) -> Path:
+    ex = NsysExport()
+    nested_scenario(ex.process(4242))
+    return ex.write(tmp_path / "nested.sqlite")
+
+
+def report(path: Path) -> Report:
+    rep = analyze([path], StallOptions(), jobs=1)
+    check_sums(rep)
+    return rep
+
+
+@pytest.mark.parametrize("write", [kineto, nsys])
+def test_each_top_level_call_counted_once_and_charged_the_idle(tmp_path: Path, write: Any
+                                                                ) -> None:
+    r = report(write(tmp_path)).rank(0)
+    assert r.idle_by_cause_us() == {"device_sync": 17.0, "event_sync": 5.0,
+                                    "host_bound": 0.0, "other": 0.0}
+    got = [(s.api, s.kind, s.count, s.host_blocked_us, s.idle_caused_us) for s in r.syncs]
+    assert got == [("cudaDeviceSynchronize", "device", 1, 12.0, 10.0),  # not 2 syncs, 22 us
+                   ("cudaFree", "device", 1, 8.0, 7.0),
+                   ("cudaStreamSynchronize", "event", 1, 4.0, 5.0),
+                   ("cudaStreamWaitEvent", "stream_wait", 1, 1.0, 0.0)]
+    sites = [(c.callsite, c.api, c.count, c.idle_caused_us, c.host_blocked_us)
+             for c in r.callsites]
+    assert sites == [("profplug.recv_from_prev_pipeline_rank_ > profplug.sync.device",
+                      "cudaDeviceSynchronize", 1, 10.0, 12.0),
+                     ("profplug.step", "cudaFree", 1, 7.0, 8.0),
+                     ("profplug.step", "cudaStreamSynchronize", 1, 5.0, 4.0)]
+    assert r.steps is not None and r.steps.n_steps == 2
+    assert r.steps.idle_per_step_us["device_sync"] == 8.5  # (10 + 7) / 2 steps
+    assert r.callsites_failed is None
+
+
+@pytest.mark.parametrize("write", [kineto, nsys])
+def test_gaps_charged_to_the_top_level_calls(tmp_path: Path, write: Any) -> None:
+    rep = report(write(tmp_path))
+    g = gaps_frame(rep)
+    assert [base_name(a) for a in g["api"]] == ["cudaDeviceSynchronize", "cudaFree",
+                                                "cudaStreamSynchronize"]
+    assert g["dur_us"].tolist() == [10.0, 7.0, 5.0]
+
+
+def test_top_level_kind_is_the_strongest_nested_in_it() -> None:
+    # 0 launch > 1 (none); 2 stream wait > 3 event sync; 4 event > 5 device; 6 none alone
+    kind = np.array([NONE, NONE, STREAM_WAIT, EVENT, EVENT, DEVICE, NONE], dtype=np.int8)
+    top = np.array([0, 0, 2, 2, 4, 4, 6])
+    assert top_level_kinds(kind, top).tolist() == [NONE, NONE, EVENT, NONE, DEVICE, NONE,
+                                                   NONE]

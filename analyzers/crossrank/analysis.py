@@ -14,6 +14,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from ..classify import comm_for_symbols
 from ..stalls import RankStalls, StallOptions, analyze_rank
 from ..steps import step_spans
 from ..timeline import Timeline, launch_times
@@ -120,12 +121,24 @@ def _summary(tls: list[Timeline], ranks: list[int], paths: list[cp.StepPath], ba
         top_callsites=top, steps=steps)
 
 
-def cross_rank_analysis() -> Callable[..., CrossRankResult]:
+def applies(timelines: list[Timeline]) -> bool:
+    """Whether a run has anything to match across ranks: two ranks or more with GPU work,
+    and a NCCL (RCCL) kernel among them. O(GPU ops), no sort."""
+    tls = [tl for tl in timelines if tl.n_gpu]
+    return len(tls) >= 2 and any(bool(comm_for_symbols(tl.names)[tl.gpu_name].any())
+                                 for tl in tls)
+
+
+def cross_rank_analysis() -> Callable[..., CrossRankResult | None]:
     """:func:`cross_rank` as a run-level analysis: ``analyze(paths,
     run=[cross_rank_analysis()])`` puts its result in ``Report.run["cross_rank"]``. It takes
-    the report's stall analyses (``uses_rank_stalls``) rather than redoing them."""
+    the report's stall analyses (``uses_rank_stalls``) rather than redoing them. A run it
+    cannot apply to (:func:`applies`: one rank, or no NCCL kernel) is skipped: no
+    ``cross_rank`` key, no cost (``benchmarks/bench_analyzer.py`` measures both)."""
     def run(timelines: list[Timeline], options: StallOptions,
-            ranks: list[RankStalls] | None = None) -> CrossRankResult:
+            ranks: list[RankStalls] | None = None) -> CrossRankResult | None:
+        if not applies(timelines):
+            return None
         return cross_rank(timelines, options, ranks)
 
     run.uses_rank_stalls = True  # type: ignore[attr-defined]

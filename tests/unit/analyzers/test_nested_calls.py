@@ -5,6 +5,7 @@ once, and give the idle to the top-level call, whose kind is the strongest sync 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,8 @@ from profplug.analyzers.classify import (
 )
 from profplug.analyzers.report import Report, gaps_frame
 from synth import KinetoTrace, check_sums
+
+from profplug.cli.main import main
 
 Recorder = Any  # KinetoTrace or NsysProcess: same recording methods
 DRIVER = "cuda_driver"  # Kineto's category of driver calls (Nsight: the same runtime table)
@@ -105,3 +108,20 @@ def test_top_level_kind_is_the_strongest_nested_in_it() -> None:
     top = np.array([0, 0, 2, 2, 4, 4, 6])
     assert top_level_kinds(kind, top).tolist() == [NONE, NONE, EVENT, NONE, DEVICE, NONE,
                                                    NONE]
+
+
+@pytest.mark.parametrize("write", [kineto, nsys])
+def test_the_default_report_renders_every_format(tmp_path: Path, write: Any,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    # given the nested-call trace, when the default report runs (what-if included)
+    path = write(tmp_path)
+    for fmt in ("table", "json", "csv"):
+        out = tmp_path / f"out.{fmt}"
+        rc = main(["report", str(path), "-f", fmt, "-o", str(out),
+                   "--html", str(tmp_path / "out.html")])
+        # then exit 0, no traceback; the what-if is there or is one warning line
+        err = capsys.readouterr().err
+        assert rc == 0 and "Traceback" not in err + out.read_text()
+    doc = json.loads((tmp_path / "out.json").read_text())
+    assert "whatif" in doc or sum("what-if" in w for w in doc["warnings"]) == 1
+    assert doc["ranks"][0]["syncs"][0]["count"] == 1

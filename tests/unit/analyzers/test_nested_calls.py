@@ -6,11 +6,15 @@ once, and give the idle to the top-level call, whose kind is the strongest sync 
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from default_report import default_report
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from nsys_synth import NsysExport
 from profplug.analyzers import StallOptions, analyze
 from profplug.analyzers.classify import (
@@ -21,6 +25,7 @@ from profplug.analyzers.classify import (
     base_name,
     top_level_kinds,
 )
+from profplug.analyzers.load import load_timelines
 from profplug.analyzers.report import Report, gaps_frame
 from synth import KinetoTrace, check_sums
 
@@ -125,3 +130,48 @@ def test_the_default_report_renders_every_format(tmp_path: Path, write: Any,
     doc = json.loads((tmp_path / "out.json").read_text())
     assert "whatif" in doc or sum("what-if" in w for w in doc["warnings"]) == 1
     assert doc["ranks"][0]["syncs"][0]["count"] == 1
+
+
+OUTER = ["cudaLaunchKernel", "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaFree",
+         "cudaStreamWaitEvent", "cudaMemcpy"]
+INNER = ["cudaGetDevice", "cuCtxSynchronize", "cuStreamSynchronize", "cuStreamWaitEvent",
+         "cuLaunchKernel"]
+STRENGTH = {"device": 3, "event": 2, "stream_wait": 1}
+KIND = {"cudaDeviceSynchronize": "device", "cuCtxSynchronize": "device",
+        "cudaStreamSynchronize": "event", "cuStreamSynchronize": "event", "cudaMemcpy": "event",
+        "cudaStreamWaitEvent": "stream_wait", "cuStreamWaitEvent": "stream_wait"}
+call = st.tuples(st.sampled_from(OUTER), st.integers(4, 12),
+                 st.lists(st.sampled_from(INNER), max_size=2), st.integers(1, 5),
+                 st.booleans())
+
+
+@settings(max_examples=40, deadline=None)
+@given(calls=st.lists(call, min_size=1, max_size=12), fmt=st.sampled_from(["kineto", "nsys"]))
+def test_random_call_trees_count_each_top_level_call_once(calls: list[Any], fmt: str) -> None:
+    # given host calls, each with up to two calls nested in it, some launching a kernel
+    k = KinetoTrace(rank=0)
+    ex = NsysExport()
+    t: Any = k if fmt == "kineto" else ex.process(4242)
+    want: dict[tuple[str, str], list[int]] = {}
+    at = 0
+    for outer, dur, inner, gap, launches in calls:
+        corr = t.runtime(outer, at, dur)
+        for j, name in enumerate(inner):
+            t.runtime(name, at + 1 + j, 1, cat=DRIVER)  # strictly inside the outer call
+        if launches:
+            t.gpu(at + 1, 2, corr=corr)
+        kinds = [KIND[n] for n in (outer, *inner) if n in KIND]
+        if kinds:  # the strongest kind in the tree is the top-level call's
+            w = want.setdefault((outer, max(kinds, key=STRENGTH.__getitem__)), [0, 0])
+            w[0] += 1
+            w[1] += dur
+        at += dur + gap
+    t.gpu(at, 1)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = (k.write(Path(tmp) / "t.json") if fmt == "kineto"
+                else ex.write(Path(tmp) / "t.sqlite"))
+        # when the default report runs
+        rep = default_report(load_timelines([path]))
+    # then each top-level call is one sync of its kind, blocked for its own duration
+    got = {(s.api, s.kind): [s.count, s.host_blocked_us] for s in rep.ranks[0].syncs}
+    assert got == {key: [n, float(us)] for key, (n, us) in want.items()}

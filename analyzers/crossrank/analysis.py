@@ -17,7 +17,7 @@ from typing import Any
 from ..classify import comm_for_symbols
 from ..stalls import RankStalls, StallOptions, analyze_rank
 from ..steps import step_spans
-from ..timeline import Timeline, launch_times
+from ..timeline import Timeline, launch_times, launch_tops
 from . import critical as cp
 from .bubbles import bindings, rank_bubbles
 from .drain import rank_drain
@@ -40,7 +40,7 @@ def cross_rank(timelines: list[Timeline], options: StallOptions | None = None,
     tls = [tl for tl in timelines if tl.n_gpu]
     m = match(tls)
     binds = bindings(tls, m)
-    spans = [step_spans(tl, launch_times(tl)) for tl in tls]
+    spans = [step_spans(tl, launch_times(tl, launch_tops(tl))) for tl in tls]
     bub = [rank_bubbles(tl, i, m, binds[i], spans[i]) for i, tl in enumerate(tls)]
     drains = [rank_drain(tl, spans[i]) for i, tl in enumerate(tls)]
     paths, basis = cp.critical_paths(tls, m, binds, spans, int(opt.tolerance_ns))

@@ -175,3 +175,23 @@ def test_random_call_trees_count_each_top_level_call_once(calls: list[Any], fmt:
     # then each top-level call is one sync of its kind, blocked for its own duration
     got = {(s.api, s.kind): [s.count, s.host_blocked_us] for s in rep.ranks[0].syncs}
     assert got == {key: [n, float(us)] for key, (n, us) in want.items()}
+
+
+@pytest.mark.parametrize("fmt", ["kineto", "nsys"])
+def test_a_kernel_is_launched_when_its_top_level_call_began(tmp_path: Path, fmt: str) -> None:
+    # given a kernel whose launching call (the correlation id) is nested in a call that
+    # began in the step before: step 0 [0, 10), step 1 [10, 20)
+    ex = NsysExport()
+    k = KinetoTrace(rank=0)
+    t: Any = k if fmt == "kineto" else ex.process(4242)
+    t.annotation("profplug.step", 0, 10)
+    t.annotation("profplug.step", 10, 10)
+    t.launch(1, 2, 2)  # step 0: GPU 2-4
+    t.runtime("cudaLaunchKernel", 9, 2)  # 9-11, begun in step 0
+    t.gpu(12, 2, corr=t.runtime("cuLaunchKernel", 10.5, 0.3, cat=DRIVER))  # GPU 12-14
+    t.launch(15, 16, 2)  # step 1: GPU 16-18
+    path = k.write(tmp_path / "t.json") if fmt == "kineto" else ex.write(tmp_path / "t.sqlite")
+    r = report(path).rank(0)
+    # then it belongs to step 0: the steps' GPU periods are 2 -> 16 (14 us), not 2 -> 12
+    assert r.steps is not None and r.steps.n_steps == 2
+    assert r.steps.period_us == 14.0

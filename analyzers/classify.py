@@ -58,3 +58,28 @@ def is_comm_kernel(name: str) -> bool:
 
 def comm_for_symbols(names: list[str]) -> np.ndarray:
     return np.fromiter((is_comm_kernel(n) for n in names), dtype=bool, count=len(names))
+
+
+# How strongly a kind holds the host, weakest first: a call's top-level kind is the strongest
+# among itself and the calls nested in it.
+_STRENGTH = np.array([0, 3, 2, 1, 0], dtype=np.int8)  # by kind id: NONE DEVICE EVENT SW LAUNCH
+_BY_STRENGTH = np.array([NONE, STREAM_WAIT, EVENT, DEVICE], dtype=np.int8)
+
+
+def top_level_kinds(api_kind: np.ndarray, api_top: np.ndarray) -> np.ndarray:
+    """Per host API call, the sync kind of its top-level call, on the top-level call only.
+
+    ``api_kind``: each call's own kind (:func:`kinds_for_symbols` of its name);
+    ``api_top``: the nesting column (``Timeline.api_tops()``). A top-level call gets the
+    strongest kind (device > event > stream wait > none) among itself and its descendants:
+    a runtime call blocks because the driver sync inside it does (``cuCtxSynchronize`` in
+    ``cudaDeviceSynchronize``, or in ``cudaFree``), so it is that kind of sync. A nested call
+    gets NONE: its time is its top-level call's, counted once there.
+    """
+    n = api_kind.size
+    best = np.zeros(n, dtype=np.int8)
+    if n:
+        np.maximum.at(best, api_top, _STRENGTH[np.minimum(api_kind, _STRENGTH.size - 1)])
+    out = _BY_STRENGTH[best]
+    out[api_top != np.arange(n)] = NONE
+    return out

@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from ..errors import ProfplugError
 from .gaps import CAUSES
 from .headline import headline, no_steps_warning
+from .isolate import isolated, label
 from .load import PathsLike, as_paths, load_timelines
 from .rankpool import analyze_ranks
 from .readers.base import ReadOptions
@@ -47,8 +47,8 @@ class RunAnalysis(Protocol):
 
 # A run-level analysis: every rank's timeline and the stall options in, a result out (None:
 # nothing to add, e.g. skipped as too costly). One with ``uses_rank_stalls = True`` also gets
-# the ranks' stall analyses (``ranks=``). A ProfplugError it raises becomes a warning of the
-# report: the per-rank report stands without it.
+# the ranks' stall analyses (``ranks=``). Any exception it raises becomes one warning line of
+# the report (``isolate``): the per-rank report stands without it.
 RunAnalyzer = Callable[..., "RunAnalysis | None"]
 
 
@@ -121,8 +121,9 @@ def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | Non
                       ) -> Report:
     """Every rank's stall analysis, then each run-level analysis of ``run`` over all ranks.
 
-    A run-level analysis that fails with a ProfplugError (say, the what-if of traces without
-    GPU work) leaves a warning, not an exception. ``steps``: the step rule the timelines
+    A run-level analysis that fails (any exception; a ProfplugError such as the what-if of
+    traces without GPU work, or a bug) leaves one warning line naming it, not an exception
+    (``isolate``); so do the call sites of a rank. ``steps``: the step rule the timelines
     were read with (for the warning when no steps were found).
     """
     opt = options or StallOptions()
@@ -133,18 +134,24 @@ def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | Non
     no_steps = no_steps_warning(rep.ranks, steps)
     if no_steps:
         rep.warnings.append(no_steps)
+    rep.warnings += callsite_failures(rep.ranks)
     for analysis in run:
-        try:
-            if getattr(analysis, "uses_rank_stalls", False):
-                result = analysis(tls, opt, ranks=rep.ranks)
-            else:
-                result = analysis(tls, opt)
-        except ProfplugError as exc:
-            rep.warnings.append(str(exc))
-            continue
-        if result is not None:
+        kw = {"ranks": rep.ranks} if getattr(analysis, "uses_rank_stalls", False) else {}
+        result, failed = isolated(label(analysis), analysis, tls, opt, **kw)
+        if failed is not None:
+            rep.warnings.append(failed)
+        elif result is not None:
             rep.add(result)
     return rep
+
+
+def callsite_failures(ranks: list[RankStalls]) -> list[str]:
+    """The ranks' call-site failures (``RankStalls.callsites_failed``) as one warning."""
+    failed = [(r.rank, r.callsites_failed) for r in ranks if r.callsites_failed]
+    if not failed:
+        return []
+    which = ", ".join(str(rk) for rk, _ in failed)
+    return [f"rank{'s' if len(failed) > 1 else ''} {which}: {failed[0][1]}"]
 
 
 def analyze(paths: PathsLike, options: StallOptions | None = None, *,

@@ -11,6 +11,10 @@ Definitions (times reported in microseconds, ``*_us``; computed in ns):
   else ``event_sync`` if inside a narrower host-blocking wait, else ``host_bound`` if the
   host was recorded but not blocked, else ``other`` (no host API activity recorded around
   the gap: the reason is kept). The causes add up to idle exactly.
+- host calls: top-level calls only (``Timeline.api_tops``): a call nested in another on
+  its thread (a driver call in a runtime call) is its top-level call's time, counted and
+  charged once, there. A top-level call's sync kind is the strongest among itself and the
+  calls nested in it (``classify.top_level_kinds``).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from .gaps import (
     Gaps,
     device_intervals,
 )
+from .isolate import isolated
 from .rangequery import last_at_least
 from .steps import StepStats, step_stats_and_starts
 from .streamwait import StreamWaitStat, stream_waits
@@ -137,6 +142,7 @@ class RankStalls:
     windows_ns: dict[int, tuple[int, int]] = field(default_factory=dict)  # device: GPU window
     step_starts_ns: np.ndarray = field(  # GPU start (first op) of each complete step
         default_factory=lambda: np.zeros(0, dtype=np.int64))
+    callsites_failed: str | None = None  # the call sites' failure (a warning), None: none
 
     def total(self, name: str) -> float:
         """One of ``GPU_TIME_FIELDS`` summed over the rank's devices (us, not rounded)."""
@@ -193,7 +199,10 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None) -> RankStall
     tol = int(opt.tolerance_ns)
     kinds = classify.kinds_for_symbols(tl.names)
     comm_sym = classify.comm_for_symbols(tl.names)
-    api_kind = kinds[tl.api_name] if tl.api_name.size else np.zeros(0, dtype=np.int8)
+    # top-level calls only (a nested call's time is its top-level call's): the kind of a
+    # call is the strongest among itself and the calls nested in it (classify)
+    api_kind = classify.top_level_kinds(
+        kinds[tl.api_name] if tl.api_name.size else np.zeros(0, dtype=np.int8), tl.api_tops())
     sync_idx = np.nonzero((api_kind == classify.DEVICE) | (api_kind == classify.EVENT))[0]
     c_start, c_end = tl.api_start_ns[sync_idx], tl.api_end_ns[sync_idx]
     c_kind = api_kind[sync_idx]
@@ -261,7 +270,10 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None) -> RankStall
         gaps = Gaps(z, z, z, z.astype(np.int8), z)
 
     call_api = [tl.names[n] for n in tl.api_name[sync_idx]]
-    call_site = enclosing(tl, c_start, c_end, tl.api_tid[sync_idx])
+    # call sites are optional: a failure leaves them out with one warning (isolate)
+    sites, callsites_failed = isolated("call sites", enclosing, tl, c_start, c_end,
+                                       tl.api_tid[sync_idx])
+    call_site = sites if sites is not None else [""] * int(sync_idx.size)
     idle_per_call = np.zeros(sync_idx.size, dtype=np.int64)
     charged = gaps.call >= 0
     np.add.at(idle_per_call, gaps.call[charged], (gaps.end_ns - gaps.start_ns)[charged])
@@ -269,7 +281,11 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None) -> RankStall
     steps, step_starts = step_stats_and_starts(tl, gaps, per_dev_intervals, CAUSES)
     n_steps = steps.n_steps if steps and steps.n_steps else None
     syncs = _sync_stats(tl, api_kind, call_api, c_start, c_end, c_kind, idle_per_call)
-    callsites = _callsite_stats(call_api, call_site, c_start, c_end, idle_per_call, n_steps)
+    callsites: list[CallsiteStat] = []
+    if callsites_failed is None:
+        stats, callsites_failed = isolated("call sites", _callsite_stats, call_api, call_site,
+                                           c_start, c_end, idle_per_call, n_steps)
+        callsites = stats or []
     waits = stream_waits(tl, per_dev_intervals)
     return RankStalls(
         rank=tl.rank, source=tl.source, files=list(tl.files), rank_rule=tl.rank_rule,
@@ -278,7 +294,7 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None) -> RankStall
         gaps=gaps, call_api=call_api, call_site=call_site, call_row=sync_idx,
         windows_ns={d: (iv.window_start_ns, iv.window_end_ns)
                     for d, iv in per_dev_intervals.items()},
-        step_starts_ns=step_starts)
+        step_starts_ns=step_starts, callsites_failed=callsites_failed)
 
 
 def _pct(x: np.ndarray, q: float) -> float:
@@ -290,10 +306,12 @@ def _sync_stats(tl: Timeline, api_kind: np.ndarray, call_api: list[str], c_start
                 ) -> list[SyncStat]:
     out: list[SyncStat] = []
     names = np.array([classify.base_name(a) for a in call_api], dtype=object)
-    for api in sorted(set(names.tolist())):
-        sel = names == api
+    # by name and kind: a call that is no sync by name (cudaFree) is one when a sync is
+    # nested in it, and a name may then come with two kinds
+    for api, k in sorted(set(zip(names.tolist(), c_kind.tolist(), strict=True))):
+        sel = (names == api) & (c_kind == k)
         blocked = (c_end - c_start)[sel]
-        kind = classify.KIND_LABELS[int(c_kind[sel][0])]
+        kind = classify.KIND_LABELS[int(k)]
         out.append(SyncStat(api, kind, int(sel.sum()), _us(blocked.sum()), _pct(blocked, 50),
                             _pct(blocked, 99), _us(idle_per_call[sel].sum())))
     # Non-blocking stream waits: counted here, their stall is in stream_waits.

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .gaps import Gaps
-from .timeline import Timeline, launch_times
+from .timeline import Timeline, launch_times, launch_tops
 
 if TYPE_CHECKING:
     from .gaps import DeviceIntervals
@@ -53,7 +53,7 @@ class StepSpans:
 
 def step_spans(tl: Timeline, launch: np.ndarray | None = None) -> StepSpans:
     """The complete steps' GPU spans (see the module docstring); ``launch``: the ops'
-    launch times (:func:`launch_times`) when the caller has them."""
+    launch times (their top-level calls' starts) when the caller has them."""
     z = np.zeros(0, dtype=np.int64)
     order = np.argsort(tl.step_start_ns, kind="stable")
     st_s, st_e = tl.step_start_ns[order], tl.step_end_ns[order]
@@ -61,7 +61,7 @@ def step_spans(tl: Timeline, launch: np.ndarray | None = None) -> StepSpans:
     none = np.full(tl.n_gpu, -1, dtype=np.int64)
     if n == 0 or tl.n_gpu == 0:
         return StepSpans(z, z, z, int(n), none)
-    launch = launch_times(tl) if launch is None else launch
+    launch = launch_times(tl, launch_tops(tl)) if launch is None else launch
     step_of_op = np.searchsorted(st_s, launch, side="right") - 1
     inside = (step_of_op >= 0) & (launch <= st_e[np.maximum(step_of_op, 0)])
     first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)

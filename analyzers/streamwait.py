@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .timeline import SYNC_STREAM_WAIT_EVENT, Timeline, launch_times
+from .timeline import SYNC_STREAM_WAIT_EVENT, Timeline, launch_times, launch_tops
 
 if TYPE_CHECKING:
     from .gaps import DeviceIntervals
@@ -40,7 +40,7 @@ def stream_waits(tl: Timeline, intervals: dict[int, DeviceIntervals]) -> list[St
     order = np.lexsort((tl.gpu_corr, tl.gpu_stream, tl.gpu_device))
     o_dev, o_str, o_corr = tl.gpu_device[order], tl.gpu_stream[order], tl.gpu_corr[order]
     o_start, o_end = tl.gpu_start_ns[order], tl.gpu_end_ns[order]
-    o_launch = launch_times(tl)[order]
+    o_launch = launch_times(tl, launch_tops(tl))[order]  # the top-level launching call
     brk = (np.nonzero((o_dev[1:] != o_dev[:-1]) | (o_str[1:] != o_str[:-1]))[0] + 1).tolist()
     blocks = {(int(o_dev[a]), int(o_str[a])): (a, b)
               for a, b in zip([0, *brk], [*brk, o_dev.size], strict=True)} \

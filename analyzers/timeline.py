@@ -236,6 +236,16 @@ def launch_calls(tl: Timeline) -> np.ndarray:
     return out
 
 
+def launch_tops(tl: Timeline) -> np.ndarray:
+    """Per GPU op, the top-level host call whose tree launched it (:func:`launch_calls`
+    through the nesting column: a kernel of a ``cuLaunchKernel`` inside ``cudaLaunchKernel``
+    was launched when the outer call began); -1 when the trace has none."""
+    calls = launch_calls(tl)
+    if tl.api_start_ns.size == 0:
+        return calls
+    return np.where(calls >= 0, tl.api_tops()[np.maximum(calls, 0)], -1)
+
+
 def launch_times(tl: Timeline, calls: np.ndarray | None = None) -> np.ndarray:
     """Per GPU op, the start of the host call that launched it (its own start if unknown).
 

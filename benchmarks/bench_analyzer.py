@@ -16,6 +16,11 @@ runs each tool as a fresh child process and measures:
 HTA (``pip install holistictraceanalysis``) runs under ``--hta-python`` (default: this
 interpreter when it can import ``hta``, else /tmp/hta-venv/bin/python); it is skipped when
 neither has it. A tool still running after ``--cap`` seconds is stopped and reported "> cap".
+
+Then, in this process, the one-rank cost of the cross-rank analysis (rank 0's file alone):
+before = forced (``crossrank.cross_rank``, what every report ran), after = the report's
+(``cross_rank_analysis()``, which skips a run of one rank or without NCCL kernels), and the
+per-rank stall analysis for scale. ``--skip crossrank`` leaves it out.
 """
 
 from __future__ import annotations
@@ -196,9 +201,11 @@ def main() -> None:
                          "real ones")
     ap.add_argument("--hta-steps-only", action="store_true",
                     help="skip the extra HTA run on a copy without ProfilerStep# markers")
-    ap.add_argument("--skip", action="append", default=[], help="hta, json, orjson")
+    ap.add_argument("--skip", action="append", default=[],
+                    help="hta, json, orjson, crossrank (repeat, or join with commas)")
     ap.add_argument("--json", type=Path, default=None, help="also write results here")
     a = ap.parse_args()
+    a.skip = [x for s in a.skip for x in s.split(",")]
 
     files = trace_files(a.dir, a.mb, a.ranks, a.rebuild, synthetic=a.synthetic)
     size_mb = sum(f.stat().st_size for f in files) / 1e6
@@ -244,10 +251,40 @@ def main() -> None:
     checks = targets(results, ref, size_mb, len(files))
     for line in checks:
         print(line)
+    one_rank = None if "crossrank" in a.skip else crossrank_one_rank(files[0])
     if a.json:
         a.json.write_text(json.dumps({"trace_mb": size_mb, "files": fs, "cores": os.cpu_count(),
                                       "results": [asdict(r) for r in results],
-                                      "targets": checks}, indent=1))
+                                      "targets": checks, "crossrank_one_rank": one_rank},
+                                     indent=1))
+
+
+def crossrank_one_rank(path: Path) -> dict[str, float]:
+    """Seconds of the cross-rank analysis on one rank, forced (before) and as the report
+    runs it (after: skipped), in this process; the stall analysis for scale. Printed."""
+    from profplug.analyzers.crossrank import cross_rank, cross_rank_analysis
+    from profplug.analyzers.load import load_timelines
+    from profplug.analyzers.rankpool import analyze_ranks
+    from profplug.analyzers.stalls import StallOptions
+
+    tls = load_timelines([path], jobs=1, progress=False)
+    opt = StallOptions()
+    t0 = time.perf_counter()
+    ranks = analyze_ranks(tls, opt)
+    t1 = time.perf_counter()
+    forced = cross_rank(tls, opt, ranks)
+    t2 = time.perf_counter()
+    skipped = cross_rank_analysis()(tls, opt, ranks=ranks)
+    t3 = time.perf_counter()
+    out = {"stall_s": t1 - t0, "before_forced_s": t2 - t1, "after_report_s": t3 - t2}
+    mb = path.stat().st_size / 1e6
+    print(f"\ncross-rank analysis on one rank ({path.name}, {mb:,.0f} MB), in one process:")
+    print(f"{'stall analysis (for scale)':<34} {out['stall_s']:>8.3f} s")
+    print(f"{'before: cross-rank forced':<34} {out['before_forced_s']:>8.3f} s  "
+          f"({len(forced.ranks)} rank)")
+    print(f"{'after: as the report runs it':<34} {out['after_report_s']:>8.3f} s  "
+          f"({'skipped' if skipped is None else 'ran'})")
+    return out
 
 
 def targets(results: list[Result], ref: Result, size_mb: float, n_files: int) -> list[str]:

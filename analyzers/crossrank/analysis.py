@@ -14,9 +14,10 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from ..classify import comm_for_symbols
 from ..stalls import RankStalls, StallOptions, analyze_rank
 from ..steps import step_spans
-from ..timeline import Timeline, launch_times
+from ..timeline import Timeline, launch_times, launch_tops
 from . import critical as cp
 from .bubbles import bindings, rank_bubbles
 from .drain import rank_drain
@@ -39,7 +40,7 @@ def cross_rank(timelines: list[Timeline], options: StallOptions | None = None,
     tls = [tl for tl in timelines if tl.n_gpu]
     m = match(tls)
     binds = bindings(tls, m)
-    spans = [step_spans(tl, launch_times(tl)) for tl in tls]
+    spans = [step_spans(tl, launch_times(tl, launch_tops(tl))) for tl in tls]
     bub = [rank_bubbles(tl, i, m, binds[i], spans[i]) for i, tl in enumerate(tls)]
     drains = [rank_drain(tl, spans[i]) for i, tl in enumerate(tls)]
     paths, basis = cp.critical_paths(tls, m, binds, spans, int(opt.tolerance_ns))
@@ -120,12 +121,24 @@ def _summary(tls: list[Timeline], ranks: list[int], paths: list[cp.StepPath], ba
         top_callsites=top, steps=steps)
 
 
-def cross_rank_analysis() -> Callable[..., CrossRankResult]:
+def applies(timelines: list[Timeline]) -> bool:
+    """Whether a run has anything to match across ranks: two ranks or more with GPU work,
+    and a NCCL (RCCL) kernel among them. O(GPU ops), no sort."""
+    tls = [tl for tl in timelines if tl.n_gpu]
+    return len(tls) >= 2 and any(bool(comm_for_symbols(tl.names)[tl.gpu_name].any())
+                                 for tl in tls)
+
+
+def cross_rank_analysis() -> Callable[..., CrossRankResult | None]:
     """:func:`cross_rank` as a run-level analysis: ``analyze(paths,
     run=[cross_rank_analysis()])`` puts its result in ``Report.run["cross_rank"]``. It takes
-    the report's stall analyses (``uses_rank_stalls``) rather than redoing them."""
+    the report's stall analyses (``uses_rank_stalls``) rather than redoing them. A run it
+    cannot apply to (:func:`applies`: one rank, or no NCCL kernel) is skipped: no
+    ``cross_rank`` key, no cost (``benchmarks/bench_analyzer.py`` measures both)."""
     def run(timelines: list[Timeline], options: StallOptions,
-            ranks: list[RankStalls] | None = None) -> CrossRankResult:
+            ranks: list[RankStalls] | None = None) -> CrossRankResult | None:
+        if not applies(timelines):
+            return None
         return cross_rank(timelines, options, ranks)
 
     run.uses_rank_stalls = True  # type: ignore[attr-defined]

@@ -26,8 +26,9 @@ def sync_callsites(timelines: list[Timeline], kinds: str) -> list[str]:
     the most frequent first."""
     count: Counter[str] = Counter()
     for tl in timelines:
-        kind = classify.kinds_for_symbols(tl.names)[tl.api_name] if tl.api_name.size else \
-            np.zeros(0, dtype=np.int8)
+        kind = classify.top_level_kinds(  # top-level calls, as the report's call sites
+            classify.kinds_for_symbols(tl.names)[tl.api_name] if tl.api_name.size else
+            np.zeros(0, dtype=np.int8), tl.api_tops())
         want = (kind == classify.DEVICE) if kinds == DROP_DEVICE else \
             (kind == classify.DEVICE) | (kind == classify.EVENT)
         idx = np.nonzero(want)[0]

@@ -12,6 +12,7 @@ from profplug.analyzers import (
     analyze,
     bubbles_frame,
     critical_path_frame,
+    cross_rank,
     cross_rank_analysis,
     ranks_frame,
 )
@@ -105,7 +106,7 @@ def test_hostile_call_site_is_escaped(tmp_path: Path) -> None:
     t.launch(0, 5, 10)
     t.launch(1, 20, 10)
     t.write(tmp_path / "rank0.json")
-    page = render_text(analyze([tmp_path], run=[cross_rank_analysis()]), "html")
+    page = render_text(analyze([tmp_path], run=[cross_rank]), "html")  # forced: one rank
     section = page[page.index('<section class="crossrank"'):]
     assert evil not in section and "&lt;img src=x" in section
 
@@ -124,7 +125,7 @@ def test_ranks_without_gpu_work(tmp_path: Path) -> None:
     t.annotation("ProfilerStep#0", 0, 100)
     t.runtime("cudaGetDevice", 1, 1)
     t.write(tmp_path / "rank0.json")
-    rep = analyze([tmp_path], run=[cross_rank_analysis()])
+    rep = analyze([tmp_path], run=[cross_rank])  # forced (the report's skips it: one rank)
     # then every output still renders, and says why there is nothing
     res = rep.run["cross_rank"]
     assert res.bubbles == [] and res.swimlane is None
@@ -132,3 +133,30 @@ def test_ranks_without_gpu_work(tmp_path: Path) -> None:
     assert '<section class="crossrank"' in render_text(rep, "html")
     assert "cross-rank · 0 rank(s)" in render_text(rep, "table")
     json.dumps(rep.to_dict(), allow_nan=False)
+
+
+def _rank(tmp_path: Path, rank: int, kernel: str) -> None:
+    t = KinetoTrace(rank=rank)
+    t.annotation("ProfilerStep#0", 0, 100)
+    t.launch(0, 5, 10, name=kernel)
+    t.launch(1, 20, 10)
+    t.write(tmp_path / f"rank{rank}.json")
+
+
+@pytest.mark.parametrize(("ranks", "kernel", "applies"), [
+    (1, "ncclDevKernel_SendRecv(ncclDevComm*)", False),  # one rank: nothing to match
+    (2, "gemm_kernel", False),  # two ranks, no NCCL kernel
+    (2, "ncclDevKernel_SendRecv(ncclDevComm*)", True),
+])
+def test_skipped_where_it_cannot_apply(tmp_path: Path, ranks: int, kernel: str,
+                                       applies: bool) -> None:
+    # given a run of one rank, or of ranks without NCCL kernels
+    for r in range(ranks):
+        _rank(tmp_path, r, kernel)
+    # when the report runs its cross-rank analysis
+    rep = analyze([tmp_path], run=[cross_rank_analysis()])
+    # then it is skipped (no key, no rank fields, no warning) unless there is a NCCL kernel
+    # on two ranks or more
+    assert ("cross_rank" in rep.run) is applies
+    assert ("bubble_us" in rep.to_dict()["ranks"][0]) is applies
+    assert rep.warnings == []

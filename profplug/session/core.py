@@ -22,7 +22,8 @@ the status file's ``timing``); with ``PROFPLUG_DIGEST`` the outputs passed to
 
 Observer effect (a traced run, ``--trace kineto|nsys``): the steps before the window after a
 warm-up (``[skip // 2, skip - 1)``: step ``skip - 1`` prepares the profiler) and up to
-``steps`` steps after it run untraced and are timed with the same step timer
+``steps`` steps after it (from ``skip + steps + SETTLE_STEPS``: the first step after the
+window waits for the peers' trace writes) run untraced and are timed with the same step timer
 (:mod:`profplug.session.steptimer`, ``events`` mode: CUDA events when the job uses CUDA, else
 host wall time), and so is the window itself; the status file's ``timing`` (the traced window)
 and ``untraced`` (``before``, ``after``) hold the step times. The status file's
@@ -75,6 +76,9 @@ def _world_size() -> int | None:
     if dist is not None and dist.is_available() and dist.is_initialized():
         return int(dist.get_world_size())
     return None
+
+
+SETTLE_STEPS = 1  # after the window, untimed: it waits for the peers' trace writes
 
 
 def _noop() -> None:
@@ -147,7 +151,7 @@ class Session:
     def _observe_begin(self, index: int) -> None:
         """Untraced step timers: created on their first step, marked at each step begin."""
         skip, steps = self.config.skip, self.config.steps
-        lo, after = skip // 2, skip + steps
+        lo, after = skip // 2, skip + steps + SETTLE_STEPS
         if index == lo and skip - 1 - lo >= 1 and self.untraced["before"] is None:
             self._untimed["before"] = StepTimer(skip - 1 - lo, "events")
         if index == after and self.untraced["after"] is None and self.first_step is not None:

@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -276,6 +276,7 @@ def run(opts: RunOptions) -> int:
     if not opts.command:
         raise ProfplugError("no command given: profplug run -o DIR -- CMD ...")
     config = opts.config()
+    opts = replace(opts, step_fns=list(config.step_fns))  # paths made absolute
     nsys = nsys_for_run(opts.nsys) if opts.trace == "nsys" else None
     prepare_out(opts.out, opts.force)
     env = child_env(config, opts.extra_env)

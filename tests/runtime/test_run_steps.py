@@ -69,9 +69,9 @@ def test_step_fn_in_an_imported_module_gives_the_step_window(tmp_path) -> None:
 
 def test_malformed_step_fn_is_refused_before_the_job(tmp_path) -> None:
     marker = tmp_path / "ran"
-    res = profplug_run(tmp_path / "o", "--step-fn", "__main__:decode",
+    res = profplug_run(tmp_path / "o", "--step-fn", "jobs/run:decode",
                        job=[sys.executable, "-c", f"open({str(marker)!r}, 'w')"])
-    assert res.returncode == 2 and "--step-fn" in res.stderr and "__main__" in res.stderr
+    assert res.returncode == 2 and "--step-fn" in res.stderr and "jobs/run" in res.stderr
     assert not marker.exists()
 
 

@@ -6,7 +6,7 @@
 | ``PROFPLUG_TRACE`` | ``kineto`` / ``nsys`` / ``none`` (``kineto``) | how ranks record; ``none``: patches, sync policy, steps and status only, no profiler |
 | ``PROFPLUG_SYNC`` | ``device`` / ``event`` / ``none`` / ``keep`` (unset) | default ``sync=`` policy of ``profplug.p2p``; unset or ``keep`` = ``device`` (Megatron's behaviour) |
 | ``PROFPLUG_PATCH`` | comma list of ``megatron``, ``synchronize`` (``megatron,synchronize``) | patches applied at start-up; ``none`` = no patch. ``megatron`` also makes each ``run_one_forward_step`` of Megatron-Core's inference wrappers one step |
-| ``PROFPLUG_STEP_FN`` | comma list of ``MODULE:QUALNAME`` (unset) | functions whose outermost calls are steps, patched when MODULE is imported (``profplug run --step-fn``) |
+| ``PROFPLUG_STEP_FN`` | comma list of ``MODULE:QUALNAME`` (unset); MODULE a name, ``__main__`` or a ``.py`` path | functions whose outermost calls are steps, patched when MODULE is imported, or when the script defines them (``profplug run --step-fn``) |
 | ``PROFPLUG_SKIP`` | int >= 0 (``10``) | steps before the window |
 | ``PROFPLUG_STEPS`` | int >= 1 (``50``) | steps in the window |
 | ``PROFPLUG_CPU_OPS`` | ``0`` / ``1`` (``0``) | Kineto: record every CPU op, not only profplug ranges |

@@ -12,11 +12,13 @@ at each call, so it calls the wrapper). Then the watch is removed.
 
 Mechanism: ``sys.settrace`` with a global trace function that traces only the script's
 module-level frame (``f_trace`` set on that frame when it is already running, as ``pdb``
-does). While it is installed every Python call of the process pays one call of that function
-(~0.1-0.2 us: ``benchmarks/bench_step_fn.py``): between the job's ``import torch`` and the
-``def`` of the step function, i.e. during imports and definitions, never in the steps. After
-that the cost per step is the step wrapper's (the same as a step function in a module). A
-trace function already installed (a debugger, coverage) is chained and put back.
+does). While it is installed every Python call of the process costs more (+2.2-2.4 us on the
+2-core dev CPU, Python 3.11: ``benchmarks/bench_step_fn.py``): between the job's ``import
+torch`` and the ``def`` of the step function, i.e. during imports and definitions, never in
+the steps. After that the cost per step is the step wrapper's (the same as a step function in
+a module). Waiting for the function's first call with ``sys.setprofile`` instead costs +1.5-1.7
+us per call, but through the job's whole set-up. A trace function already installed (a
+debugger, coverage) is chained and put back.
 """
 
 from __future__ import annotations

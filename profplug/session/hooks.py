@@ -3,14 +3,17 @@
 Lets the bootstrap patch Megatron-Core and start the session when the job imports them,
 without importing torch or Megatron in processes that never use them.
 
-A callback runs only once its module is *whole*: its body has finished, every package above
-it has finished, and torch is not half-imported. A module found in ``sys.modules`` while its
-body still runs (the session starts inside that module's own ``import torch``) waits until its
-body ends; ``torch.distributed`` waits until ``torch`` itself has finished (profplug's
-callbacks import torch, and importing torch's submodules in another order than torch's own
-``__init__`` does breaks the job's ``import torch``: "partially initialized module").
-The end of every watched module's body (and of every package above a watched module, and
-of ``torch``) runs the callbacks that have become ready.
+A callback runs once its module is *whole* (its body has finished) and torch is not
+half-imported:
+- a module found in ``sys.modules`` while its body still runs (the session starts inside that
+  module's own ``import torch``) waits until its body ends;
+- a module imported while torch imports itself (``torch.distributed``) waits until torch has
+  finished: profplug's callbacks import torch, and importing torch's submodules in another
+  order than torch's own ``__init__`` does breaks the job's ``import torch`` ("partially
+  initialized module 'torch'").
+A callback runs right after its module's body otherwise (before the module that imported it
+can bind its names), so a package above it may still be importing. The end of every watched
+module's body, and of torch's, runs the callbacks that have become ready.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ from typing import Any
 
 Callback = Callable[[ModuleType], None]
 _callbacks: dict[str, list[Callback]] = {}
-_watched: set[str] = {"torch"}  # packages whose end is waited for (their exec is wrapped)
 _executed: set[str] = set()  # modules whose body has run (their import may not have returned)
 ALWAYS_WAIT_FOR = ("torch",)  # callbacks import it: never run one while it is half-imported
 
@@ -43,14 +45,9 @@ def _initializing(name: str) -> bool:
     return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
 
 
-def _parents(name: str) -> list[str]:
-    parts = name.split(".")
-    return [".".join(parts[:i]) for i in range(1, len(parts))]
-
-
 def blocked(name: str) -> bool:
-    """Whether ``name``, a package above it or torch is still being imported."""
-    return any(_initializing(n) for n in (*ALWAYS_WAIT_FOR, *_parents(name), name))
+    """Whether ``name`` or torch is still being imported."""
+    return any(_initializing(n) for n in (*ALWAYS_WAIT_FOR, name))
 
 
 def _drain() -> None:
@@ -65,7 +62,7 @@ class _Finder:
     """A meta-path finder that wraps the real loader's ``exec_module`` for watched names."""
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if fullname not in _callbacks and fullname not in _watched:
+        if fullname not in _callbacks and fullname not in ALWAYS_WAIT_FOR:
             return None
         spec = None
         for finder in sys.meta_path:
@@ -98,7 +95,6 @@ _finder = _Finder()
 def when_imported(name: str, callback: Callback) -> None:
     """Call ``callback(module)`` once ``name`` is imported and whole (now, if it is)."""
     _callbacks.setdefault(name, []).append(callback)
-    _watched.update(_parents(name))
     if _finder not in sys.meta_path:  # also to learn when a blocking module ends
         sys.meta_path.insert(0, _finder)
     module = sys.modules.get(name)

@@ -74,23 +74,29 @@ def test_a_half_built_module_is_patched_when_its_body_has_finished(modroot) -> N
         profplug.unpatch()
 
 
-def test_a_submodule_waits_for_its_package_and_torch(modroot) -> None:
-    """Given a callback on a submodule that its package imports in the middle of its body
-    (``torch.distributed`` inside ``torch``), the callback runs once the package's body has
-    finished: the package's later names exist by then."""
+def test_a_submodule_of_torch_waits_for_torch_others_do_not_wait(
+        modroot, monkeypatch) -> None:
+    """Given callbacks on submodules that their packages import in the middle of their
+    bodies: under torch (``torch.distributed``; here a package standing in for torch) the
+    callback runs once torch has finished, since profplug's callbacks import torch; under any
+    other package it runs right after the submodule's body, before the package can bind its
+    names."""
     _write(modroot, {
-        "outerpkg/__init__.py": """
-            from outerpkg import sub
-            LATER = 1
-            """,
-        "outerpkg/sub.py": "def send():\n    return 'sent'\n",
+        "faketorch/__init__.py": "from faketorch import distributed\nLATER = 1\n",
+        "faketorch/distributed.py": "def send():\n    return 'sent'\n",
+        "otherpkg/__init__.py": "from otherpkg import sub\nLATER = 1\n",
+        "otherpkg/sub.py": "def send():\n    return 'sent'\n",
     })
+    monkeypatch.setattr(hooks, "ALWAYS_WAIT_FOR", ("faketorch",))
     seen: list[tuple[str, bool]] = []
-    hooks.when_imported("outerpkg.sub", lambda m: seen.append(
-        (m.__name__, hasattr(sys.modules["outerpkg"], "LATER"))))
-    __import__("outerpkg")
-    assert seen == [("outerpkg.sub", True)]
-    assert hooks.blocked("outerpkg.sub") is False
+    for pkg in ("faketorch", "otherpkg"):
+        sub = "distributed" if pkg == "faketorch" else "sub"
+        hooks.when_imported(f"{pkg}.{sub}", lambda m: seen.append(
+            (m.__name__, hasattr(sys.modules[m.__name__.partition(".")[0]], "LATER"))))
+    __import__("faketorch")
+    __import__("otherpkg")
+    assert seen == [("faketorch.distributed", True), ("otherpkg.sub", False)]
+    assert hooks.blocked("faketorch.distributed") is False
 
 
 def _rank(rank: int, *, mode: str | None = "steps", first: int | None = None, seen: int = 0,

@@ -325,10 +325,9 @@ def run(opts: RunOptions) -> int:
         print(f"profplug: {observer['line']}", file=sys.stderr)
     if observer.get("warning"):
         print(f"profplug: warning: {observer['warning']}", file=sys.stderr)
-    if run_json.get("no_window"):
+    if run_json.get("no_window") and rc == 0:  # a failed job: its failure is the news
         print(f"profplug: {run_json['no_window']}", file=sys.stderr)
-        if rc == 0:
-            rc = outcome.NO_WINDOW_EXIT
+        rc = outcome.NO_WINDOW_EXIT
     return rc
 
 

@@ -14,6 +14,7 @@ from ..errors import ProfplugError, TraceError, one_line
 from .compare import Comparison, compare
 from .crossrank import cross_rank_analysis
 from .load import PathsLike, as_paths, load_timelines
+from .observer import untraced_step_us
 from .readers.base import ReadOptions
 from .render.registry import PAGE, check_format, render_text
 from .report import Report, RunAnalyzer, analyze, analyze_timelines, find_run_meta
@@ -161,18 +162,44 @@ def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | No
     return 0
 
 
+UNPROFILED_AUTO = "auto"
+
+
+def unprofiled_step_us(value: str | float | None, paths: PathsLike) -> float | None:
+    """``--unprofiled``: a step time in us, or ``auto``: the untraced median step that
+    ``profplug run`` measured around its window (run.json's ``observer``)."""
+    if value is None or isinstance(value, (int, float)):
+        return value
+    if value.strip().lower() == UNPROFILED_AUTO:
+        us = untraced_step_us(find_run_meta(paths))
+        if us is None:
+            raise ProfplugError("--unprofiled auto: no untraced step time in the run's "
+                                "run.json (a `profplug run` with a window and steps before or "
+                                "after it records one); give the step time in us")
+        print(f"profplug: --unprofiled auto: the untraced median step of run.json, "
+              f"{us:,.1f} us", file=sys.stderr)
+        return us
+    try:
+        return float(value)
+    except ValueError:
+        raise ProfplugError(f"--unprofiled takes a step time in us or 'auto', got "
+                            f"{one_line(value)!r}") from None
+
+
 def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "table",
                output: Path | None = None, html: Path | None = None,
                options: StallOptions | None = None, jobs: int | None = None,
-               unprofiled_us: float | None = None,
+               unprofiled_us: float | str | None = None,
                read: ReadOptions | None = None) -> int:
     """Replay the run under ``paths`` without the chosen syncs; returns the exit code.
 
     ``html``: the full stall report of the run, with the what-if section in it.
     ``unprofiled_us``: the job's measured step time without a profiler (with its
-    synchronizes): predict at that run's host speed (``whatif_unprofiled``).
+    synchronizes): predict at that run's host speed (``whatif_unprofiled``); ``"auto"``: the
+    untraced median step ``profplug run`` recorded in run.json (:func:`unprofiled_step_us`).
     """
     drop = drop or DropSpec()
+    unprofiled_us = unprofiled_step_us(unprofiled_us, paths)
     check_format(WhatIfResult, fmt)
     if drop.kinds not in DROPS:
         raise ProfplugError(f"unknown --drop {drop.kinds!r} (choose from {', '.join(DROPS)})")

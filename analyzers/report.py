@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from . import observer
 from .gaps import CAUSES
 from .headline import headline, no_steps_warning
 from .isolate import isolated, label
@@ -71,7 +72,11 @@ class Report:
         self.run[result.key] = result
 
     def headline(self) -> str:
-        """The finding in one sentence (``headline.headline``)."""
+        """The finding in one sentence (``headline.headline``); a window that never opened
+        (run.json) instead, when no trace has GPU work to blame."""
+        never = observer.no_window(self.meta)
+        if never and not any(r.has_gpu_work for r in self.ranks):
+            return never
         res = self.run.get("whatif")
         return headline(self.ranks, res if isinstance(res, WhatIfResult) else None)
 
@@ -170,6 +175,7 @@ def analyze(paths: PathsLike, options: StallOptions | None = None, *,
     rep = analyze_timelines(load_timelines(files, jobs=jobs, read=read), options, run,
                             read.steps)
     rep.meta = find_run_meta(files)
+    rep.warnings += observer.meta_warnings(rep.meta)
     return rep
 
 

@@ -3,8 +3,10 @@ is one step.
 
 - ``patch_step_fn("MODULE:QUALNAME")`` (``profplug run --step-fn``): a module-level function
   or a (static/class) method, e.g. ``stepmod:decode`` or ``engine:Engine.step``; patched as
-  soon as MODULE is imported (post-import hook), so the job needs no change. MODULE cannot
-  be ``__main__`` (the script's functions do not exist before it runs).
+  soon as MODULE is imported and its body has finished (post-import hook), so the job needs
+  no change. MODULE may be the script itself (``__main__``, its path, or the module of
+  ``python -m``): its function is wrapped once the script's body defines it
+  (:mod:`profplug.scriptsteps`). MODULE may be a file path of a module the job imports.
 - ``patch_megatron_steps()``: ``run_one_forward_step`` of Megatron-Core's
   ``AbstractModelInferenceWrapper`` and of every subclass that overrides it (found at patch
   time, and when later subclasses are created, through the base's ``__init_subclass__``).
@@ -34,6 +36,7 @@ from typing import Any
 import torch
 
 import profplug.steps as _steps
+from profplug import scriptsteps
 from profplug.config import parse_step_fn
 from profplug.megatron_names import (
     MEGATRON_STEP_METHODS,
@@ -51,10 +54,12 @@ class Target:
     patched: bool = False
     calls: int = 0
     error: str | None = None
+    where: str | None = None  # "module" | "script" (the script's own function), once known
+    watching: bool = False  # a hook or the script watch is set up
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "patched": self.patched, "calls": self.calls,
-                "error": self.error}
+                "error": self.error, "where": self.where}
 
 
 _active = -1  # the highest source with a step-function call in progress
@@ -153,16 +158,43 @@ def _apply(target: Target, module: ModuleType) -> None:
 
 
 def patch_step_fn(spec: str) -> Target:
-    """Make ``MODULE:QUALNAME`` a step boundary once MODULE is imported (now if it is)."""
+    """Make ``MODULE:QUALNAME`` a step boundary once MODULE is imported and whole (now if it
+    is); the script's own functions once its body defines them."""
     from profplug.session import hooks
 
     module_name, _ = parse_step_fn(spec)
     target = _targets.get(spec)
     if target is None:
         target = _targets[spec] = Target(spec, _steps.STEP_FN)
-    if not target.patched:
-        hooks.when_imported(module_name, functools.partial(_on_import, spec))
+    if target.patched:
+        return target
+    if scriptsteps.names_the_script(module_name):
+        if not target.watching:
+            target.watching, target.where = True, "script"
+            why = scriptsteps.when_defined(functools.partial(_try_script, target))
+            if why is not None:
+                target.error = why
+        return target
+    if scriptsteps.is_path(module_name):
+        name = scriptsteps.module_name_for(module_name)
+        if name is None:
+            target.error = (f"{module_name} is neither the script that runs nor a file under "
+                            "sys.path")
+            return target
+        module_name = name
+    target.where = "module"
+    hooks.when_imported(module_name, functools.partial(_on_import, spec))
     return target
+
+
+def _try_script(target: Target) -> bool:
+    """Wrap the script's function if its body has defined it by now."""
+    if target.patched or _targets.get(target.name) is not target:
+        return True  # done, or unpatched in the meantime
+    main = scriptsteps.main_module()
+    if main is not None:
+        _apply(target, main)
+    return target.patched
 
 
 def _on_import(spec: str, module: ModuleType) -> None:
@@ -242,4 +274,5 @@ def unpatch() -> None:
         else:
             setattr(owner, name, original)
     _targets.clear()
+    scriptsteps.stop()
     _megatron.patched = False

@@ -6,7 +6,7 @@
 | ``PROFPLUG_TRACE`` | ``kineto`` / ``nsys`` / ``none`` (``kineto``) | how ranks record; ``none``: patches, sync policy, steps and status only, no profiler |
 | ``PROFPLUG_SYNC`` | ``device`` / ``event`` / ``none`` / ``keep`` (unset) | default ``sync=`` policy of ``profplug.p2p``; unset or ``keep`` = ``device`` (Megatron's behaviour) |
 | ``PROFPLUG_PATCH`` | comma list of ``megatron``, ``synchronize`` (``megatron,synchronize``) | patches applied at start-up; ``none`` = no patch. ``megatron`` also makes each ``run_one_forward_step`` of Megatron-Core's inference wrappers one step |
-| ``PROFPLUG_STEP_FN`` | comma list of ``MODULE:QUALNAME`` (unset) | functions whose outermost calls are steps, patched when MODULE is imported (``profplug run --step-fn``) |
+| ``PROFPLUG_STEP_FN`` | comma list of ``MODULE:QUALNAME`` (unset); MODULE a name, ``__main__`` or a ``.py`` path | functions whose outermost calls are steps, patched when MODULE is imported, or when the script defines them (``profplug run --step-fn``) |
 | ``PROFPLUG_SKIP`` | int >= 0 (``10``) | steps before the window |
 | ``PROFPLUG_STEPS`` | int >= 1 (``50``) | steps in the window |
 | ``PROFPLUG_CPU_OPS`` | ``0`` / ``1`` (``0``) | Kineto: record every CPU op, not only profplug ranges |
@@ -73,17 +73,23 @@ def parse_patches(text: str) -> tuple[str, ...]:
     return names
 
 
+def is_step_fn_path(module: str) -> bool:
+    """``MODULE`` of ``MODULE:QUALNAME`` is a file path (``x/y.py``), not a module name."""
+    return module.endswith(".py") or "/" in module or os.sep in module
+
+
 def parse_step_fn(text: str) -> tuple[str, str]:
-    """``"pkg.mod:Class.method"`` -> ("pkg.mod", "Class.method"), or ValueError."""
-    module, sep, qualname = text.strip().partition(":")
-    ok = sep and all(p.isidentifier() for p in module.split(".")) and all(
-        p.isidentifier() for p in qualname.split("."))
+    """``"pkg.mod:Class.method"`` -> ("pkg.mod", "Class.method"), or ValueError. MODULE may be
+    ``__main__`` (the script) or a file path ending in ``.py`` (``jobs/run.py:decode``)."""
+    module, sep, qualname = text.strip().rpartition(":")
+    named = is_step_fn_path(module) or all(p.isidentifier() for p in module.split("."))
+    ok = sep and module and named and all(p.isidentifier() for p in qualname.split("."))
     if not ok:
-        raise ValueError(f"step function must be MODULE:QUALNAME (e.g. mymod:decode or "
-                         f"mymod:Engine.step), got {text!r}")
-    if module == "__main__":
-        raise ValueError(f"{text}: the script's own functions (__main__) cannot be patched "
-                         "before it runs; name them from a module the script imports")
+        raise ValueError(f"step function must be MODULE:QUALNAME (e.g. mymod:decode, "
+                         f"mymod:Engine.step, __main__:decode or path/to/job.py:decode), "
+                         f"got {text!r}")
+    if is_step_fn_path(module) and not module.endswith(".py"):
+        raise ValueError(f"{text}: a file path must end in .py")
     return module, qualname
 
 

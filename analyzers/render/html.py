@@ -26,6 +26,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..gaps import CAUSES
+from ..observer import meta_line
 from .bars_svg import bars_svg
 from .escape import e, script_json
 from .timeline_data import MAX_GAPS_PER_ROW, row_label, timeline_data
@@ -172,9 +173,12 @@ def headline_html(rep: Report, cmp: Comparison | None) -> str:
 
 def warnings_html(runs: list[tuple[str, Report]]) -> str:
     items = [f"{label + ': ' if label else ''}{w}" for label, rep in runs for w in rep.warnings]
+    seen = [f"{label + ': ' if label else ''}{x}" for label, rep in runs
+            if (x := meta_line(rep.meta))]  # profplug run: traced vs untraced steps
+    out = "".join(f'<p class="sub observer">{e(x)}</p>' for x in seen)
     if not items:
-        return ""
-    return '<ul id="warnings">' + "".join(f"<li>{e(i)}</li>" for i in items) + "</ul>"
+        return out
+    return out + '<ul id="warnings">' + "".join(f"<li>{e(i)}</li>" for i in items) + "</ul>"
 
 
 def notes_html(runs: list[tuple[str, Report]]) -> str:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from ..callsites import display_name
 from ..gaps import CAUSES
+from ..observer import meta_line
 from .text import PrintableWriter
 
 if TYPE_CHECKING:
@@ -42,6 +43,9 @@ def render_table(rep: Report, out: TextIO) -> None:
         for line in textwrap.wrap(msg, WIDTH, initial_indent="warning: ",
                                   subsequent_indent="  "):
             w(line + "\n")
+    seen = meta_line(rep.meta)  # profplug run: traced vs untraced steps
+    if seen:
+        w(seen + "\n")
     w("\n")
     sources = sorted({r.source for r in rep.ranks})
     w(f"profplug stall report · {len(rep.ranks)} rank(s) · {'/'.join(sources) or '-'} · "

@@ -26,7 +26,8 @@ def run(
     ),
     step_fn: Annotated[list[str] | None, typer.Option(
         "--step-fn", metavar="MODULE:QUALNAME",
-        help="each outermost call of this function is a step (repeatable)")] = None,
+        help="each outermost call of this function is a step (repeatable); MODULE may be "
+             "__main__ or the script's path for the script's own function")] = None,
     skip: Annotated[int, typer.Option(help="steps before the window")] = 10,
     steps: Annotated[int, typer.Option(help="steps in the profiling window")] = 50,
     cpu_ops: Annotated[bool, typer.Option("--cpu-ops", help="Kineto: record every CPU op")] = False,
@@ -34,7 +35,8 @@ def run(
     no_report: Annotated[bool, typer.Option("--no-report", help="skip the report")] = False,
     force: Annotated[bool, typer.Option("--force", help="overwrite a non-empty DIR")] = False,
 ) -> None:
-    """Run CMD with profplug active in every Python process; exit with CMD's status."""
+    """Run CMD with profplug active in every Python process; exit with CMD's status (7 when
+    it exited 0 but no step opened the profiling window)."""
     from profplug.analyzers.commands import FLAG_VALUES
 
     if command and command[0].lower() in FLAG_VALUES:

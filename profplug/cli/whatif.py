@@ -26,9 +26,11 @@ def whatif(
     html: Html = None,
     tolerance_us: Tolerance = DEFAULT_TOLERANCE_US,
     jobs: Jobs = None,
-    unprofiled: Annotated[float | None, typer.Option(
+    unprofiled: Annotated[str | None, typer.Option(
         "--unprofiled", help="The job's measured step time without a profiler, with its "
-                             "synchronizes (us): predict the step users run at.")] = None,
+                             "synchronizes (us): predict the step users run at. 'auto': the "
+                             "untraced median step that `profplug run` recorded around its "
+                             "window (run.json).")] = None,
     step_range: StepRange = None,
     max_decompressed: MaxDecompressed = None,
 ) -> None:

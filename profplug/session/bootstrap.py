@@ -6,7 +6,9 @@ Activation only registers post-import hooks: the session starts when the job imp
 torch, Megatron-Core's p2p functions are patched when it imports ``communication_utils``,
 its inference wrappers' ``run_one_forward_step`` becomes the step when it imports
 ``abstract_model_inference_wrapper``, and each ``--step-fn MODULE:QUALNAME`` is patched when
-the job imports MODULE.
+the job imports MODULE (once its body has finished: ``session.hooks``); a function of the
+script itself (``__main__``, its path) is watched for from the job's ``import torch`` on
+(``profplug.scriptsteps``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from profplug.config import ENV_OWNER_PID, Config
+from profplug.config import ENV_OWNER_PID, Config, is_step_fn_path
 
 LAUNCHER_SCRIPTS = frozenset({"torchrun", "torchx", "nsys"})
 LAUNCHER_MODULES = frozenset(
@@ -120,6 +122,7 @@ def activate(environ: dict[str, str] | None = None) -> bool:
         hooks.when_imported(MEGATRON_MODULE, _on_megatron)
         hooks.when_imported(MEGATRON_WRAPPER_MODULE, _on_megatron_wrapper)
     for spec in config.step_fns:  # before the job can bind the function by name
-        hooks.when_imported(spec.partition(":")[0],
-                            functools.partial(_on_step_fn_module, spec))
+        module = spec.rpartition(":")[0]
+        if module != "__main__" and not is_step_fn_path(module):  # the script: at torch
+            hooks.when_imported(module, functools.partial(_on_step_fn_module, spec))
     return True

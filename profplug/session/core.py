@@ -19,6 +19,16 @@ the status file's ``timing``); with ``PROFPLUG_DIGEST`` the outputs passed to
 ``digest``) on the steps outside the window (before it, and up to
 ``digests.AFTER_WINDOW`` after it), so the timed steps run the job's own work only.
 ``profplug ab`` uses both.
+
+Observer effect (a traced run, ``--trace kineto|nsys``): the steps before the window after a
+warm-up (``[skip // 2, skip - 1)``: step ``skip - 1`` prepares the profiler) and up to
+``steps`` steps after it (from ``skip + steps + SETTLE_STEPS``: the first step after the
+window waits for the peers' trace writes) run untraced and are timed with the same step timer
+(:mod:`profplug.session.steptimer`, ``events`` mode: CUDA events when the job uses CUDA, else
+host wall time), and so is the window itself; the status file's ``timing`` (the traced window)
+and ``untraced`` (``before``, ``after``) hold the step times. The status file's
+``window.steps_seen`` counts the steps the job began, so that ``profplug run`` can say why a
+window never opened.
 """
 
 from __future__ import annotations
@@ -68,6 +78,9 @@ def _world_size() -> int | None:
     return None
 
 
+SETTLE_STEPS = 1  # after the window, untimed: it waits for the peers' trace writes
+
+
 def _noop() -> None:
     return None
 
@@ -98,6 +111,11 @@ class Session:
         self.started = time.time()
         self.timer: StepTimer | None = None  # open while a timed window runs
         self.timing: dict[str, Any] | None = None  # the last timed window's result
+        # observer effect: untraced steps before and after the window, timed as the window
+        self.observe = config.trace != "none"
+        self.untraced: dict[str, Any] = {"before": None, "after": None,
+                                         "warmup_steps": config.skip // 2}
+        self._untimed: dict[str, StepTimer] = {}  # "before" / "after" while they run
         if config.digest:
             digests.enable(config.skip + config.steps + digests.AFTER_WINDOW,
                            window=(config.skip, config.skip + config.steps))
@@ -113,11 +131,16 @@ class Session:
             self._discard("run")
         self.mode = "steps"
         skip = self.config.skip
+        if self.observe:
+            self._observe_begin(index)
         if index == skip - 1:
             self.recorder.prepare()
         if index == skip:
-            if self.config.step_timing != "off":  # events created before the barrier
-                self.timer = StepTimer(self.config.steps, self.config.step_timing)
+            timing = self.config.step_timing
+            if timing == "off" and self.observe:
+                timing = "events"  # the same clock as the untraced steps
+            if timing != "off":  # events created before the barrier
+                self.timer = StepTimer(self.config.steps, timing)
             self._align()
             self.first_step = index
             self._start()
@@ -125,7 +148,29 @@ class Session:
         if timer is not None:
             timer.mark()
 
+    def _observe_begin(self, index: int) -> None:
+        """Untraced step timers: created on their first step, marked at each step begin."""
+        skip, steps = self.config.skip, self.config.steps
+        lo, after = skip // 2, skip + steps + SETTLE_STEPS
+        if index == lo and skip - 1 - lo >= 1 and self.untraced["before"] is None:
+            self._untimed["before"] = StepTimer(skip - 1 - lo, "events")
+        if index == after and self.untraced["after"] is None and self.first_step is not None:
+            self._untimed["after"] = StepTimer(steps, "events")
+        for key, timer in list(self._untimed.items()):
+            timer.mark()
+            if timer.complete:  # "before": at the begin of step skip - 1
+                self._close_untimed(key)
+
+    def _close_untimed(self, key: str, cuda_calls: bool = True) -> None:
+        timer = self._untimed.pop(key, None)
+        if timer is not None and timer.marks > 1:
+            self.untraced[key] = timer.result(cuda_calls)
+
     def on_step_end(self, index: int) -> None:
+        after = self._untimed.get("after")
+        if after is not None and after.marks == after.n:  # the end of its last step
+            after.mark()
+            self._close_untimed("after")
         if self.mode != "steps" or self.first_step is None or not self.recorder.running:
             return
         self.steps_recorded = index - self.first_step + 1
@@ -151,6 +196,8 @@ class Session:
         if self.recorder.running and self.recorder.name != "nsys":
             self.recorder.stop({}, sync=True)  # the result is dropped
         self.timer, self.timing = None, None
+        self._untimed.clear()
+        self.untraced.update(before=None, after=None)
         self.mode, self.first_step, self.steps_recorded, self.saved = None, None, 0, False
 
     def on_activity(self) -> None:
@@ -197,6 +244,7 @@ class Session:
             "sync": self.config.sync,
             "trace": self.config.trace,
             "step_source": _steps.source(),
+            "steps_seen": _steps.count(),
             "wall_s": getattr(self.recorder, "wall_s", None),
             "discarded": self.discarded,
             "pid": os.getpid(),
@@ -230,6 +278,8 @@ class Session:
                 if self.recorder is not None and self.recorder.running:
                     self._save(self.recorder.stop({"profplugWindow": self._window()}, sync=not from_signal))
                 self._close_timer(cuda_calls=not from_signal)  # a window cut short
+                for key in list(self._untimed):
+                    self._close_untimed(key, cuda_calls=not from_signal)
                 if self.recorder is not None and self.recorder.name == "kineto" and not self.saved:
                     self.recorder.save_empty(self.trace_path(), {"profplugWindow": self._window()})
                     self.saved = True
@@ -268,6 +318,7 @@ class Session:
             "step_fns": autosteps.targets() if autosteps is not None else [],
             "versions": versions(cuda_calls) if status != "running" else None,
             "timing": self.timing,
+            "untraced": self.untraced if self.observe else None,
             "digest": digests.summary(read=cuda_calls) if status != "running" else None,
         }
         path = self.out / "status" / f"rank{record['rank']}.json"

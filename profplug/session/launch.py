@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from profplug.config import (
     SYNC_CHOICES,
     TRACES,
     Config,
+    is_step_fn_path,
     parse_patches,
     parse_step_fns,
 )
@@ -72,12 +73,22 @@ class RunOptions:
         except ValueError as exc:
             raise ProfplugError(f"--patch: {exc}") from None
         try:
-            step_fns = parse_step_fns(",".join(self.step_fns))
+            step_fns = tuple(_absolute(s) for s in parse_step_fns(",".join(self.step_fns)))
         except ValueError as exc:
             raise ProfplugError(f"--step-fn: {exc}") from None
         return Config(out=str(self.out.resolve()), trace=self.trace, sync=self.sync,
                       patches=patches, step_fns=step_fns, skip=self.skip, steps=self.steps,
                       cpu_ops=self.cpu_ops, step_timing=self.step_timing, digest=self.digest)
+
+
+def _absolute(spec: str) -> str:
+    """``path/job.py:f`` -> ``/abs/path/job.py:f`` (ranks may run elsewhere); names as given."""
+    module, _, qualname = spec.rpartition(":")
+    if not is_step_fn_path(module):
+        return spec
+    if "," in module:
+        raise ValueError(f"{spec}: a path with a comma cannot be passed to the ranks")
+    return f"{os.path.abspath(module)}:{qualname}"
 
 
 def clear_outputs(out: Path, names: tuple[str, ...]) -> None:
@@ -231,8 +242,19 @@ def write_run_json(out: Path, info: dict[str, Any]) -> None:
     ranks = _rank_status(out)
     outcome.settle(ranks, info.get("job_pid"), info.get("exit_status"))
     step_fns = info.get("options", {}).get("step_fns") or []
+    options = info.get("options", {})
+    no_window = outcome.window_problem(ranks, options)
     info = {**info, "warnings": [*info.get("warnings", []),
-                                 *outcome.step_fn_warnings(step_fns, ranks)]}
+                                 *outcome.step_fn_warnings(step_fns, ranks)],
+            "step_fns": outcome.step_fn_summary(step_fns, ranks),
+            "no_window": no_window}
+    if options.get("trace", "kineto") != "none":
+        try:
+            from profplug.analyzers.observer import observer_from_ranks
+
+            info["observer"] = observer_from_ranks(ranks)
+        except Exception as exc:  # never lose run.json over a summary
+            info["observer"] = {"error": f"{type(exc).__name__}: {exc}"}
     if info.get("options", {}).get("trace", "kineto") == "kineto":
         info = {**info, "missing_ranks": missing_ranks(out, ranks)}
     versions = dict(next((r.get("versions") for r in ranks if r.get("versions")), {}) or {})
@@ -254,6 +276,7 @@ def run(opts: RunOptions) -> int:
     if not opts.command:
         raise ProfplugError("no command given: profplug run -o DIR -- CMD ...")
     config = opts.config()
+    opts = replace(opts, step_fns=list(config.step_fns))  # paths made absolute
     nsys = nsys_for_run(opts.nsys) if opts.trace == "nsys" else None
     prepare_out(opts.out, opts.force)
     env = child_env(config, opts.extra_env)
@@ -297,6 +320,14 @@ def run(opts: RunOptions) -> int:
         print(f"profplug: {line}", file=sys.stderr)
     for line in run_json["warnings"]:
         print(f"profplug: warning: {line}", file=sys.stderr)
+    observer = run_json.get("observer") or {}
+    if observer.get("line"):
+        print(f"profplug: {observer['line']}", file=sys.stderr)
+    if observer.get("warning"):
+        print(f"profplug: warning: {observer['warning']}", file=sys.stderr)
+    if run_json.get("no_window") and rc == 0:  # a failed job: its failure is the news
+        print(f"profplug: {run_json['no_window']}", file=sys.stderr)
+        rc = outcome.NO_WINDOW_EXIT
     return rc
 
 

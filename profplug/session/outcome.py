@@ -55,6 +55,27 @@ def failure_lines(ranks: list[dict[str, Any]]) -> list[str]:
     return [line for r in ranks if (line := failure_line(r)) is not None]
 
 
+def step_fn_summary(requested: list[str], ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per requested ``--step-fn``: whether it was patched (and on which ranks), the calls
+    it saw over all ranks, where it was found, and why it gave no step (None when it did)."""
+    out = []
+    for name in requested:
+        lines = step_fn_warnings([name], ranks)
+        why_not = (lines[0].removeprefix(f"--step-fn {name}: ").removesuffix(
+            "; no steps came from it") if lines else None)
+        seen = [(r.get("rank"), t) for r in ranks for t in (r.get("step_fns") or [])
+                if t.get("name") == name]
+        out.append({
+            "name": name,
+            "patched": any(t.get("patched") for _, t in seen),
+            "patched_ranks": sorted(rk for rk, t in seen if t.get("patched") and rk is not None),
+            "calls": sum(int(t.get("calls") or 0) for _, t in seen),
+            "where": next((t.get("where") for _, t in seen if t.get("where")), None),
+            "why_not": why_not,
+        })
+    return out
+
+
 def step_fn_warnings(requested: list[str], ranks: list[dict[str, Any]]) -> list[str]:
     """A warning per requested ``MODULE:QUALNAME`` that no rank ever called."""
     warnings = []
@@ -64,7 +85,7 @@ def step_fn_warnings(requested: list[str], ranks: list[dict[str, Any]]) -> list[
         if calls:
             continue
         errors = sorted({t["error"] for t in seen if t.get("error")})
-        module = name.partition(":")[0]
+        module = name.rpartition(":")[0]
         if errors:
             why = errors[0]
         elif any(t.get("patched") for t in seen):
@@ -75,3 +96,36 @@ def step_fn_warnings(requested: list[str], ranks: list[dict[str, Any]]) -> list[
             why = "no rank reported on it (did any rank import torch?)"
         warnings.append(f"--step-fn {name}: {why}; no steps came from it")
     return warnings
+
+
+NO_WINDOW_EXIT = 7  # ``profplug run``'s status when the job exited 0 but no window opened
+
+
+def _step_fn_reasons(requested: list[str], ranks: list[dict[str, Any]]) -> list[str]:
+    """``--step-fn X: never called`` (or its other reason) per requested name with no call."""
+    return [w.removesuffix("; no steps came from it")
+            for w in step_fn_warnings(requested, ranks)]
+
+
+def window_problem(ranks: list[dict[str, Any]], options: dict[str, Any]) -> str | None:
+    """Why no rank opened the profiling window, in one line; None when one did (or when no
+    rank reported at all: the job never imported torch, said elsewhere)."""
+    records = [r for r in ranks if isinstance(r.get("window"), dict)]
+    if not records:
+        return None
+    windows = [r["window"] for r in records]
+    if any(w.get("mode") == "run" or w.get("first_step") is not None for w in windows):
+        return None
+    skip = int(options.get("skip", windows[0].get("skip") or 0))
+    seen = max(int(w.get("steps_seen") or 0) for w in windows)
+    if seen:
+        sources = sorted({str(w.get("step_source")) for w in windows if w.get("step_source")})
+        by = f" ({'/'.join(sources)} steps)" if sources else ""
+        return (f"the window never opened: the job ran {seen} step{'s' * (seen != 1)}{by}; "
+                f"the window starts at step {skip} (--skip {skip})")
+    step_fns = list(options.get("step_fns") or [])
+    fns = _step_fn_reasons(step_fns, ranks) if step_fns else ["no --step-fn given"]
+    megatron = "megatron" in str(options.get("patches", "megatron"))
+    meg = "no Megatron step" if megatron else "no Megatron step (--patch without megatron)"
+    return (f"the window never opened: no step: no profplug.step, {meg}, {'; '.join(fns)}; "
+            "and no profplug p2p or synchronize call to record the whole run from")

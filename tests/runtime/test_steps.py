@@ -173,7 +173,8 @@ def test_attached_torch_profiler_names_its_own_steps(events, tmp_path) -> None:
     ("stepmod:decode", ("stepmod", "decode")),
     ("pkg.mod:Engine.step", ("pkg.mod", "Engine.step")),
     ("stepmod", None), ("stepmod:", None), (":f", None), ("a b:f", None),
-    ("mod:f.<locals>.g", None), ("__main__:decode", None),
+    ("mod:f.<locals>.g", None), ("__main__:decode", ("__main__", "decode")),
+    ("jobs/run.py:Engine.step", ("jobs/run.py", "Engine.step")), ("jobs/run:decode", None),
 ])
 def test_parse_step_fn(text: str, ok) -> None:
     if ok is None:

@@ -1,0 +1,1 @@
+"""A nested package for the ``--step-fn`` module-shape tests (CPU test job)."""

@@ -34,7 +34,8 @@ from .gaps import (
     device_intervals,
 )
 from .rangequery import last_at_least
-from .steps import StepStats, step_stats_and_starts
+from .outliers import describe as describe_outliers
+from .steps import StepStats, step_stats_and_spans
 from .streamwait import StreamWaitStat, stream_waits
 from .timeline import Timeline
 
@@ -136,6 +137,8 @@ class RankStalls:
     call_row: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     windows_ns: dict[int, tuple[int, int]] = field(default_factory=dict)  # device: GPU window
     step_starts_ns: np.ndarray = field(  # GPU start (first op) of each complete step
+        default_factory=lambda: np.zeros(0, dtype=np.int64))
+    step_ends_ns: np.ndarray = field(  # GPU end of each complete step's span (steps.py)
         default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def total(self, name: str) -> float:
@@ -266,7 +269,10 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None) -> RankStall
     charged = gaps.call >= 0
     np.add.at(idle_per_call, gaps.call[charged], (gaps.end_ns - gaps.start_ns)[charged])
 
-    steps, step_starts = step_stats_and_starts(tl, gaps, per_dev_intervals, CAUSES)
+    steps, step_starts, step_ends = step_stats_and_spans(tl, gaps, CAUSES)
+    if steps is not None and steps.outlier_steps:
+        steps.outliers = describe_outliers(tl, steps, step_starts, step_ends, gaps, call_site,
+                                           sync_idx)
     n_steps = steps.n_steps if steps and steps.n_steps else None
     syncs = _sync_stats(tl, api_kind, call_api, c_start, c_end, c_kind, idle_per_call)
     callsites = _callsite_stats(call_api, call_site, c_start, c_end, idle_per_call, n_steps)
@@ -278,7 +284,7 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None) -> RankStall
         gaps=gaps, call_api=call_api, call_site=call_site, call_row=sync_idx,
         windows_ns={d: (iv.window_start_ns, iv.window_end_ns)
                     for d, iv in per_dev_intervals.items()},
-        step_starts_ns=step_starts)
+        step_starts_ns=step_starts, step_ends_ns=step_ends)
 
 
 def _pct(x: np.ndarray, q: float) -> float:

@@ -33,8 +33,8 @@ from .gaps import (
     Gaps,
     device_intervals,
 )
-from .rangequery import last_at_least
 from .outliers import describe as describe_outliers
+from .rangequery import last_at_least
 from .steps import StepStats, step_stats_and_spans
 from .streamwait import StreamWaitStat, stream_waits
 from .timeline import Timeline

@@ -26,6 +26,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..gaps import CAUSES
+from ..stepstats import OUTLIER_K
 from .bars_svg import bars_svg
 from .escape import e, script_json
 from .timeline_data import MAX_GAPS_PER_ROW, row_label, timeline_data
@@ -100,6 +101,24 @@ def summary_html(runs: list[tuple[str, Report]]) -> str:
             rows.append(f'<tr data-rank="{r.rank}" data-run="{e(label)}">' + "".join(cells)
                         + "</tr>")
     return _table("sortable", head, rows, "summary", len(_run_head(runs)) + 2)
+
+
+def outliers_html(runs: list[tuple[str, Report]]) -> str:
+    """The outlier steps of every rank (``steps.outliers``); empty when there are none."""
+    rows = []
+    for label, rep in runs:
+        for r in rep.ranks:
+            for o in r.steps.outliers if r.steps is not None else []:
+                rows.append("".join([*_run_cells(runs, label), _num(r.rank, "d"),
+                                     _num(o["step"], "d"), _num(o["step_us"]),
+                                     _txt(o["dominant"]), _txt(o["callsite"] or "-")]))
+    if not rows:
+        return ""
+    head = [*_run_head(runs), "rank", "step", "step us", "what took the time", "call site"]
+    return ('<h2>Outlier steps</h2><p class="sub">steps more than '
+            f"{OUTLIER_K:g} scaled MADs from their rank's median step: listed here, left out of every per-step figure (docs/"
+            "costs.md)</p>" + _table("sortable", head, rows, "outliers",
+                                     len(_run_head(runs)) + 1))
 
 
 def callsites_html(runs: list[tuple[str, Report]]) -> str:
@@ -262,7 +281,9 @@ def render_html(rep: Report, out: TextIO, *, compare: Comparison | None = None,
             " · times in us</p>", headline_html(rep, compare), warnings_html(runs)]
     if compare is not None:
         body.append(compare_html(compare))
-    body.append("<h2>Per rank</h2>" + summary_html(runs))
+    body.append("<h2>Per rank</h2><p class=\"sub\">step us: the median over a rank's "
+                "steps, outlier steps left out</p>" + summary_html(runs))
+    body.append(outliers_html(runs))
     body += top
     if tl["rows"]:
         body.append(timeline_html(tl_notes))

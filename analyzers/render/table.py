@@ -82,8 +82,13 @@ def _rank_detail(r: RankStalls, out: TextIO) -> None:
             if s.n_steps:
                 per = ", ".join(f"{c} {_num(v)}" for c, v in s.idle_per_step_us.items() if v)
                 w(f"{s.n_steps} steps ({s.n_dropped} incomplete dropped): "
-                  f"{_num(s.period_us)} us/step on the GPU (host "
-                  f"{_num(s.step_us_mean)}); idle per step: {per or 'none'}\n")
+                  f"{_num(s.period_us)} us/step on the GPU, {s.statistic} over "
+                  f"{len(s.period_us_per_step) - len(s.outlier_steps)} steps (mean "
+                  f"{_num(s.period_us_mean)}; host {_num(s.step_us_mean)}); idle per step: "
+                  f"{per or 'none'}\n")
+                for o in s.outliers:
+                    w(f"outlier step {o['step']}: {_num(o['step_us'])} us, {o['dominant']} "
+                      "(not in the per-step figures)\n")
             else:
                 w(f"{s.n_dropped} step ranges, none complete\n")
     for reason, n in r.other_reasons.items():

@@ -20,7 +20,7 @@ from ..load import PathsLike, load_timelines
 from ..readers.base import ReadOptions
 from ..stalls import RankStalls, StallOptions, analyze_rank
 from ..timeline import Timeline, groups
-from . import stepfigure
+from . import dropset, stepfigure
 from .band import set_bands
 from .costs import HostCosts
 from .dropat import resolve_callsite
@@ -170,10 +170,10 @@ def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
     """Replay the run as recorded and without the dropped synchronizes; compare per rank.
 
     ``host``: the predicted run's host costs relative to the trace's (default: the same)."""
-    drop = drop or DropSpec()
     opt = options or StallOptions()
     if not timelines or not any(t.n_gpu for t in timelines):
         raise ProfplugError("what-if: no GPU work in the given traces")
+    drop, drop_note = dropset.resolve(timelines, drop or DropSpec())
     if drop.callsite is not None:  # the name as the report prints it, or a unique part
         drop = replace(drop, callsite=resolve_callsite(drop.callsite, timelines, drop.kinds))
     t0 = time.perf_counter()
@@ -196,7 +196,7 @@ def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
     if not m.a_dropped.any():
         warnings.append("no call matched the drop rule: the prediction equals the replay")
     return WhatIfResult(
-        drop=drop.kinds, callsite=drop.callsite, ranks=ranks,
+        drop=drop.kinds, callsite=drop.callsite, ranks=ranks, drop_note=drop_note,
         assumptions=[*ASSUMPTIONS, *m.assumptions],
         warnings=warnings, n_events=m.n_events, replay_s=replay_s,
         max_model_error_pct=max((abs(r.model_error_pct) for r in ranks), default=0.0))

@@ -8,16 +8,23 @@ from typing import Annotated
 import typer
 
 from .main import app
-from .options import DEFAULT_TOLERANCE_US, Html, Jobs, MaxDecompressed, Output, StepRange, Tolerance
+from .options import (
+    DEFAULT_TOLERANCE_US,
+    Drop,
+    Html,
+    Jobs,
+    MaxDecompressed,
+    Output,
+    StepRange,
+    Tolerance,
+)
 
 
 @app.command()
 def whatif(
     paths: Annotated[list[Path], typer.Argument(help="Trace files or directories of one run "
                                                      "(all ranks).")],
-    drop: Annotated[str, typer.Option(
-        "--drop", help="Which syncs stop blocking: device-sync (device-wide) | all-sync "
-                       "(every host-blocking sync).")] = "device-sync",
+    drop: Drop = "policy",
     drop_at: Annotated[str | None, typer.Option(
         "--drop-at", help="Only the syncs at this call site (as `profplug report` names "
                           "it).")] = None,

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -36,10 +36,10 @@ from .. import classify
 from ..callsites import UNANNOTATED, enclosing
 from ..timeline import Timeline
 
-if TYPE_CHECKING:
-    from .model import DropSpec
+D = TypeVar("D", bound=Any)  # model.DropSpec (not imported: model imports this module)
 
 DROP_POLICY = "policy"
+DROP_DEVICE = "device-sync"  # model.DROP_DEVICE: every device-wide synchronize
 PIPELINE_FUNCTIONS = tuple(f for f in FUNCTIONS if "pipeline_rank" in f)  # send, recv
 _PIPELINE = re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(map(re.escape, PIPELINE_FUNCTIONS))
                        + r")(?![A-Za-z0-9_])")
@@ -76,13 +76,11 @@ def policy_mask(tl: Timeline) -> np.ndarray:
     return out
 
 
-def resolve(timelines: list[Timeline], drop: DropSpec) -> tuple[DropSpec, str | None]:
+def resolve(timelines: list[Timeline], drop: D) -> tuple[D, str | None]:
     """The drop rule to replay with, and a note when it is not the one asked for: the
     ``policy`` rule falls back to ``device-sync`` when no rank has a synchronize inside a
     pipeline send/recv; with ``--drop-at`` the named call site's device-wide synchronizes
     are dropped whatever the policy."""
-    from .model import DROP_DEVICE
-
     if drop.kinds != DROP_POLICY:
         return drop, None
     if drop.callsite is not None:
@@ -100,4 +98,4 @@ def drop_words(kinds: str) -> str:
         return "every host-blocking synchronize"
     if kinds == "none":
         return "nothing"
-    return "every device-wide synchronize"
+    return "every device-wide synchronize"  # DROP_DEVICE

@@ -53,8 +53,7 @@ NONE_I = -1
 class DropSpec:
     """Which host-blocking calls the replay makes non-blocking."""
 
-    kinds: str = DROP_POLICY  # policy: the syncs in the pipeline send/recv (dropset.py);
-    # device-sync: every device-wide one; all-sync: every blocking call; none
+    kinds: str = DROP_POLICY  # policy (dropset.py) | device-sync | all-sync | none
     callsite: str | None = None  # only calls at this call site (callsites.enclosing label)
 
 

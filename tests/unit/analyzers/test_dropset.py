@@ -103,3 +103,9 @@ def test_cli_drop_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
         assert d["ranks"][0]["dropped_calls"] == n
     assert main(["report", p, "--drop", "some"]) == 2
     assert "unknown --drop 'some'" in capsys.readouterr().err
+
+
+def test_the_fallback_rule_is_the_models_device_sync() -> None:
+    from profplug.analyzers.whatif import DROP_DEVICE, DROP_POLICY, dropset
+
+    assert (dropset.DROP_DEVICE, dropset.DROP_POLICY) == (DROP_DEVICE, DROP_POLICY)

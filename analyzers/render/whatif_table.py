@@ -45,7 +45,7 @@ def render_whatif_table(res: WhatIfResult, out: TextIO) -> None:
     w("(us per step: the median over the non-outlier steps; or per GPU window when the\n"
       "trace has no steps; +-%: the error band of the prediction, from the replay error\n"
       "and the measured validation, docs/whatif.md; saving = recorded - predicted,\n"
-      "direct = GPU idle in the dropped syncs, indirect = saving - direct: docs/costs.md)\n")
+      "direct = idle in the dropped syncs, indirect = saving - direct: docs/costs.md)\n")
     w("\nGPU idle by cause, recorded -> predicted (us per step or window)\n")
     for r in res.ranks:
         parts = [f"{c} {_n(r.recorded_idle_by_cause_us.get(c, 0.0))}->{_n(v)}"

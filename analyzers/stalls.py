@@ -140,6 +140,8 @@ class RankStalls:
         default_factory=lambda: np.zeros(0, dtype=np.int64))
     step_ends_ns: np.ndarray = field(  # GPU end of each complete step's span (steps.py)
         default_factory=lambda: np.zeros(0, dtype=np.int64))
+    step_last_ns: np.ndarray = field(  # end of the last-ending op each complete step launched
+        default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def total(self, name: str) -> float:
         """One of ``GPU_TIME_FIELDS`` summed over the rank's devices (us, not rounded)."""
@@ -269,7 +271,9 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None) -> RankStall
     charged = gaps.call >= 0
     np.add.at(idle_per_call, gaps.call[charged], (gaps.end_ns - gaps.start_ns)[charged])
 
-    steps, step_starts, step_ends = step_stats_and_spans(tl, gaps, CAUSES)
+    steps, sp = step_stats_and_spans(tl, gaps, CAUSES)
+    z = np.zeros(0, dtype=np.int64)
+    step_starts, step_ends, step_last = (sp.span_s, sp.span_e, sp.last_e) if sp else (z, z, z)
     if steps is not None and steps.outlier_steps:
         steps.outliers = describe_outliers(tl, steps, step_starts, step_ends, gaps, call_site,
                                            sync_idx)
@@ -284,7 +288,7 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None) -> RankStall
         gaps=gaps, call_api=call_api, call_site=call_site, call_row=sync_idx,
         windows_ns={d: (iv.window_start_ns, iv.window_end_ns)
                     for d, iv in per_dev_intervals.items()},
-        step_starts_ns=step_starts, step_ends_ns=step_ends)
+        step_starts_ns=step_starts, step_ends_ns=step_ends, step_last_ns=step_last)
 
 
 def _pct(x: np.ndarray, q: float) -> float:

@@ -65,13 +65,15 @@ class StepSpans:
     """The GPU span of every complete step (ns, sorted by start): ``span_s`` = first op the
     step launched, ``span_e`` = the next complete step's first op (the last one: its last
     op's end). ``rows``: the steps' rows in ``tl.step_*``; ``n_ranges``: all step ranges;
-    ``op_step``: per GPU op, the complete step (index into the spans) that launched it, -1."""
+    ``op_step``: per GPU op, the complete step (index into the spans) that launched it, -1;
+    ``last_e``: the end of the last-ending op each complete step launched."""
 
     span_s: np.ndarray
     span_e: np.ndarray
     rows: np.ndarray
     n_ranges: int
     op_step: np.ndarray
+    last_e: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 def step_spans(tl: Timeline, launch: np.ndarray | None = None) -> StepSpans:
@@ -99,7 +101,7 @@ def step_spans(tl: Timeline, launch: np.ndarray | None = None) -> StepSpans:
     pos = np.full(n, -1, dtype=np.int64)
     pos[idx] = np.arange(idx.size)
     none[inside] = pos[step_of_op[inside]]
-    return StepSpans(span_s, span_e, order[idx], int(n), none)
+    return StepSpans(span_s, span_e, order[idx], int(n), none, last[idx])
 
 
 def step_stats(tl: Timeline, gaps: Gaps, intervals: dict[int, DeviceIntervals],
@@ -134,20 +136,20 @@ def per_step_ns(span_s: np.ndarray, span_e: np.ndarray, gap_start_ns: np.ndarray
 def step_stats_and_starts(tl: Timeline, gaps: Gaps, intervals: dict[int, DeviceIntervals],
                           causes: Sequence[str]) -> tuple[StepStats | None, np.ndarray]:
     """:func:`step_stats`, and the GPU start (first op, ns) of each complete step."""
-    return step_stats_and_spans(tl, gaps, causes)[:2]  # type: ignore[return-value]
+    stats, sp = step_stats_and_spans(tl, gaps, causes)
+    return stats, (sp.span_s if sp is not None else np.zeros(0, dtype=np.int64))
 
 
 def step_stats_and_spans(tl: Timeline, gaps: Gaps, causes: Sequence[str]
-                         ) -> tuple[StepStats | None, np.ndarray, np.ndarray]:
-    """:func:`step_stats`, and the GPU span (start, end ns) of each complete step."""
-    none = np.zeros(0, dtype=np.int64)
+                         ) -> tuple[StepStats | None, StepSpans | None]:
+    """:func:`step_stats`, and the complete steps' spans."""
     if tl.step_start_ns.size == 0 or tl.n_gpu == 0:
-        return None, none, none
+        return None, None
     sp = step_spans(tl)
     n = sp.n_ranges
     if sp.rows.size == 0:
         return (StepStats(0, int(n), 0.0, 0.0, [], [], {c: 0.0 for c in causes}, 0.0, 0.0,
-                          idle_per_step_us_mean={c: 0.0 for c in causes}), none, none)
+                          idle_per_step_us_mean={c: 0.0 for c in causes}), sp)
     span_s, span_e, rows = sp.span_s, sp.span_e, sp.rows
     k = gap_steps(span_s, span_e, gaps.start_ns)
     in_step = k >= 0
@@ -175,7 +177,7 @@ def step_stats_and_spans(tl: Timeline, gaps: Gaps, causes: Sequence[str]
         period_us_mean=round(_period_ns(span_s, span_e) / 1000.0, 3),
         idle_per_step_us_mean=per_cause_mean,
         period_us_per_step=[round(float(x) / 1000.0, 3) for x in period],
-        outlier_steps=list(summary.outliers)), span_s, span_e
+        outlier_steps=list(summary.outliers)), sp
 
 
 def _period_ns(span_s: np.ndarray, span_e: np.ndarray) -> float:

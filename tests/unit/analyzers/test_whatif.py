@@ -123,8 +123,10 @@ def test_two_ranks_matched_send_recv(tmp_path: Path, skew: float) -> None:
     assert (r0.replayed_us, r1.replayed_us) == pytest.approx((130.0, 180.0), abs=1e-3)
     # rank 0: C1 right after C0, send at 205 meets the recv posted at 115: ends 215
     assert r0.predicted_us == pytest.approx(100.0, abs=1e-3)
-    # rank 1: recv 5..115, recv 115..215, D1 215..265: step 0's period 110
-    assert r1.predicted_us == pytest.approx(110.0, abs=1e-3)
+    # rank 1: recv 5..115, recv 115..215, D1 215..265: step 1 ends 30 us earlier than
+    # recorded (265 vs 295; step 0 still ends at 165), so 180 - 30 (the replay's change is
+    # taken end to end: the recv that starts step 1 is posted early, stepfigure.py)
+    assert r1.predicted_us == pytest.approx(150.0, abs=1e-3)
     assert r0.direct_us == pytest.approx(20.0, abs=1e-3)  # step 0's gap in the sync
     assert r1.direct_us == pytest.approx(20.0, abs=1e-3)
     assert any("k-th kernel" in a for a in res.assumptions)
@@ -146,12 +148,12 @@ def test_outputs_render(tmp_path: Path) -> None:
     assert any(x.split()[:2] == ["0", "step"] and "100.0" in x for x in lines)
     band = f"{res.rank(1).error_band_pct:.1f}"  # the +-% column, right after predicted
     assert any("+-%" in x for x in lines)
-    assert any(x.split()[5:7] == ["110.0", band] for x in lines)
+    assert any(x.split()[5:7] == ["150.0", band] for x in lines)
     d = json.loads(json.dumps(res.to_dict()))
     assert d["version"] == 1 and len(d["ranks"]) == 2
-    assert d["ranks"][1]["predicted_us"] == pytest.approx(110.0, abs=1e-3)
+    assert d["ranks"][1]["predicted_us"] == pytest.approx(150.0, abs=1e-3)
     html = render_text(res, "html")
-    assert html.startswith("<section") and f"110.0 &plusmn; {band}%" in html
+    assert html.startswith("<section") and f"150.0 &plusmn; {band}%" in html
     assert json.loads(render_text(res, "json")) == {"whatif": d}
 
 
@@ -163,7 +165,7 @@ def test_cli_json_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     paths = [str(p) for p in two_ranks(tmp_path)]
     assert main(["whatif", *paths, "--format", "json"]) == 0
     d = json.loads(capsys.readouterr().out)["whatif"]
-    assert [r["predicted_us"] for r in d["ranks"]] == pytest.approx([100.0, 110.0], abs=1e-3)
+    assert [r["predicted_us"] for r in d["ranks"]] == pytest.approx([100.0, 150.0], abs=1e-3)
     assert main(["whatif", *paths, "--drop", "nothing"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unknown --drop" in err

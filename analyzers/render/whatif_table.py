@@ -25,13 +25,13 @@ def _wrap(text: str, first: str, indent: str) -> list[str]:
 def render_whatif_table(res: WhatIfResult, out: TextIO) -> None:
     """The terminal view: one row per rank, then idle by cause, assumptions, warnings."""
     w = out.write
-    for line in _wrap(f"profplug what-if: replay without {res.dropped()}", "", "  "):
+    for line in _wrap(f"profplug what-if: without {res.dropped()}", "", "  "):
+        w(line + "\n")
+    for line in warning_lines(res):  # first: they say how far to trust what follows
         w(line + "\n")
     if res.drop_note:
         for line in _wrap(res.drop_note, "note: ", "  "):
             w(line + "\n")
-    for line in warning_lines(res):  # first: they say how far to trust what follows
-        w(line + "\n")
     w(f"{res.n_events:,} events replayed in {res.replay_s:.2f} s; err = the replay of the "
       "trace as\nrecorded vs the trace itself\n\n")
     w(f"{'rank':>4} {'per':>4} {'recorded':>8} {'replayed':>8} {'err%':>5} "

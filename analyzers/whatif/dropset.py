@@ -43,8 +43,7 @@ DROP_DEVICE = "device-sync"  # model.DROP_DEVICE: every device-wide synchronize
 PIPELINE_FUNCTIONS = tuple(f for f in FUNCTIONS if "pipeline_rank" in f)  # send, recv
 _PIPELINE = re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(map(re.escape, PIPELINE_FUNCTIONS))
                        + r")(?![A-Za-z0-9_])")
-POLICY_WORDS = ("the device-wide synchronizes inside the pipeline send/recv ("
-                + ", ".join(PIPELINE_FUNCTIONS) + ")")
+POLICY_WORDS = "the device-wide synchronizes in the pipeline send/recv"
 FALLBACK_NOTE = ("no device-wide synchronize inside a pipeline send/recv ("
                  + ", ".join(PIPELINE_FUNCTIONS) + ") in these traces: dropped every "
                  "device-wide synchronize instead (--drop device-sync)")

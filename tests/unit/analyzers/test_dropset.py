@@ -71,7 +71,7 @@ def test_the_default_drop_leaves_the_jobs_own_syncs(tmp_path: Path) -> None:
     res = whatif([tl])  # given the default: the policy
     assert res.drop == "policy" and res.drop_note is None
     assert res.rank(0).dropped_calls == N  # the recv's, not the 6 before the barrier
-    assert res.dropped().startswith("the device-wide synchronizes inside the pipeline")
+    assert res.dropped() == "the device-wide synchronizes in the pipeline send/recv"
     every = whatif([tl], DropSpec("device-sync"))  # --drop device-sync: all of them
     assert every.rank(0).dropped_calls == 2 * N and every.drop_note is None
     # the kept syncs still hold the host: the policy's prediction is the slower one

@@ -97,6 +97,8 @@ def replicate(tl: Timeline, k: int) -> Timeline:
                 parts.append(np.where(a >= 0, a + i * cspan, a))
             elif name == "step_num":
                 parts.append(a + i * nspan)
+            elif name == "api_top":  # an index into the API calls: the copy's own
+                parts.append(a + i * tl.api_start_ns.size)
             else:
                 parts.append(a)
         cols[name] = np.concatenate(parts)

@@ -121,7 +121,7 @@ def _subject(res: WhatIfResult) -> str:
         return "Device-wide synchronizes in the pipeline send/recv"
     if res.drop == "all-sync":
         return "Host-blocking syncs"
-    return ("Device-wide synchronizes (all of them: no pipeline send/recv in the trace)"
+    return ("Device-wide synchronizes (all of them: none is in a pipeline send/recv)"
             if res.drop_note else "Device-wide synchronizes")
 
 

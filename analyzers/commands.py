@@ -177,25 +177,42 @@ def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | No
     return 0
 
 
+def parse_ci(text: str | None, step_us: float | None) -> tuple[float, float] | None:
+    """``--unprofiled-ci LO,HI`` (us): two numbers, 0 < LO <= HI, with ``--unprofiled``."""
+    if text is None:
+        return None
+    if step_us is None:
+        raise ProfplugError("--unprofiled-ci goes with --unprofiled (the step it is the CI of)")
+    try:
+        lo, hi = (float(x) for x in text.split(","))
+    except ValueError:
+        raise ProfplugError(f"--unprofiled-ci takes LO,HI in us (got {text!r})") from None
+    if not 0 < lo <= hi < float("inf"):
+        raise ProfplugError(f"--unprofiled-ci: need 0 < LO <= HI (got {text!r})")
+    return lo, hi
+
+
 def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "table",
                output: Path | None = None, html: Path | None = None,
                options: StallOptions | None = None, jobs: int | None = None,
                unprofiled_us: float | None = None,
-               read: ReadOptions | None = None) -> int:
+               read: ReadOptions | None = None, unprofiled_ci: str | None = None) -> int:
     """Replay the run under ``paths`` without the chosen syncs; returns the exit code.
 
     ``html``: the full stall report of the run, with the what-if section in it.
     ``unprofiled_us``: the job's measured step time without a profiler (with its
-    synchronizes): predict at that run's host speed (``whatif_unprofiled``).
+    synchronizes): predict at that run's host speed (``whatif_unprofiled``);
+    ``unprofiled_ci``: its 95% CI, ``"LO,HI"`` us (the band as ``ab --whatif`` sets it).
     """
     drop = check_drop(drop or DropSpec())
     check_format(WhatIfResult, fmt)
     if unprofiled_us is not None and unprofiled_us <= 0:
         raise ProfplugError("--unprofiled takes the measured unprofiled step time in us (> 0)")
+    ci = parse_ci(unprofiled_ci, unprofiled_us)
     opt = options or StallOptions()
     timelines = load_timelines(check_paths(paths), jobs=jobs, read=read)
     res = (whatif(timelines, drop, opt) if unprofiled_us is None
-           else whatif_unprofiled(timelines, unprofiled_us, drop, opt))
+           else whatif_unprofiled(timelines, unprofiled_us, drop, opt, step_ci_us=ci))
     write_text(render_text(res, fmt), output)
     if html is not None:
         rep = analyze_timelines(timelines, opt, steps=(read or ReadOptions()).steps)

@@ -36,6 +36,10 @@ def whatif(
     unprofiled: Annotated[float | None, typer.Option(
         "--unprofiled", help="The job's measured step time without a profiler, with its "
                              "synchronizes (us): predict the step users run at.")] = None,
+    unprofiled_ci: Annotated[str | None, typer.Option(
+        "--unprofiled-ci", metavar="LO,HI",
+        help="That step's 95% CI (us), e.g. `profplug ab`'s device CI: the band then carries "
+             "the prediction's change across it, as `ab --whatif` does.")] = None,
     step_range: StepRange = None,
     max_decompressed: MaxDecompressed = None,
 ) -> None:
@@ -47,7 +51,7 @@ def whatif(
 
     code = run_whatif(paths, drop=DropSpec(drop, drop_at), fmt=fmt, output=output, html=html,
                       options=StallOptions.from_tolerance_us(tolerance_us), jobs=jobs,
-                      unprofiled_us=unprofiled,
+                      unprofiled_us=unprofiled, unprofiled_ci=unprofiled_ci,
                       read=ReadOptions().with_step_range(step_range)
                       .with_max_decompressed(max_decompressed))
     if code:

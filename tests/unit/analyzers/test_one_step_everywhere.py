@@ -15,7 +15,7 @@ from profplug.analyzers.ab.overlay import whatif_overlay
 from profplug.analyzers.load import load_timelines
 from profplug.analyzers.whatif import whatif, whatif_analysis, whatif_unprofiled
 from synth import KinetoTrace
-from unit.analyzers.test_outlier_steps import LONG, N, P, STALL, step
+from unit.analyzers.test_outlier_steps import LONG, STALL, N, P, step
 
 from profplug.cli.main import main
 

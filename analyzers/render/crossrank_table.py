@@ -51,8 +51,8 @@ def render_crossrank_table(res: CrossRankResult, out: TextIO) -> None:
     what = f"{cp.n_steps} step(s)" if cp.basis == "step" else "the GPU window (no steps)"
     w(f"\ncritical path over {what}, {cp.length_us:,.1f} us\n")
     cats = sorted(((v, k) for k, v in cp.by_category.items() if v), reverse=True)
-    for line in _wrap("by category: " + (", ".join(f"{k} {_share(v)}" for v, k in cats)
-                                         or "-")):
+    for line in _wrap("share of the critical path by category: "
+                      + (", ".join(f"{k} {_share(v)}" for v, k in cats) or "-")):
         w(line + "\n")
     ranks = sorted(((v, k) for k, v in cp.by_rank.items()), reverse=True)[:8]
     for line in _wrap("by rank: " + (", ".join(f"{k} {_share(v)}" for v, k in ranks) or "-")):

@@ -55,29 +55,30 @@ def describe(tl: Timeline, steps: StepStats, span_s: np.ndarray, span_e: np.ndar
     if not steps.outlier_steps:
         return []
     k = gap_steps(span_s, span_e, gaps.start_ns)
-    dur = gaps.end_ns - gaps.start_ns
+    order = np.argsort(k, kind="stable")  # the gaps of one step are one slice of it
+    k_sorted = k[order]
     out = []
     for i in steps.outlier_steps:
         period_us = steps.period_us_per_step[i]
-        in_i = k == i
-        parts = {c: float(dur[in_i & (gaps.cause == ci)].sum()) / 1000.0
-                 for ci, c in enumerate(CAUSES)}
+        sl = order[np.searchsorted(k_sorted, i, "left"):np.searchsorted(k_sorted, i, "right")]
+        dur, cause_of, call_of = (gaps.end_ns - gaps.start_ns)[sl], gaps.cause[sl], gaps.call[sl]
+        parts = {c: float(dur[cause_of == ci].sum()) / 1000.0 for ci, c in enumerate(CAUSES)}
         parts = {"busy": max(period_us - sum(parts.values()), 0.0), **parts}
         cause = max(parts, key=lambda c: parts[c])
         site: str | None = None
         peer: int | None = None
         if cause in ("device_sync", "event_sync"):
             ci = CAUSES.index(cause)
-            hit = np.nonzero(in_i & (gaps.cause == ci) & (gaps.call >= 0))[0]
+            hit = np.nonzero((cause_of == ci) & (call_of >= 0))[0]
             by_site: dict[str, float] = {}
             for g in hit.tolist():
-                lab = call_site[int(gaps.call[g])]
+                lab = call_site[int(call_of[g])]
                 by_site[lab] = by_site.get(lab, 0.0) + float(dur[g])
             if by_site:
                 top = max(by_site, key=lambda s: by_site[s])
                 site = "unannotated calls" if top == UNANNOTATED else display_name(top)
-                at = [g for g in hit.tolist() if call_site[int(gaps.call[g])] == top]
-                call = int(gaps.call[max(at, key=lambda g: int(dur[g]))])
+                at = [g for g in hit.tolist() if call_site[int(call_of[g])] == top]
+                call = int(call_of[max(at, key=lambda g: int(dur[g]))])
                 peer = _peer(tl, int(call_row[call]))
         text = f"{parts[cause]:,.0f} us of it {WORDS[cause]}"
         if site:

@@ -8,9 +8,11 @@ table and the HTML page), never silently dropped:
 - ``step``: the step's number (``ProfilerStep#N``'s N, or its index), ``step_us``: its period;
 - ``dominant``: the largest part of the step, among GPU busy time and its idle by cause
   (``dominant_cause``: ``busy`` or one of ``gaps.CAUSES``; ``dominant_us``: how much);
-- ``callsite``: the call site charged with the most of that idle (for a synchronize cause;
-  None for busy, host-bound or unattributed time), with ``peer``, the global rank on the
-  other side of the send/recv that call sits in when the trace says (else None);
+- ``callsite``: the call site charged with the most of that idle (for a synchronize cause),
+  with ``peer``, the global rank on the other side of the send/recv that call sits in when the
+  trace says (else None); for host-bound idle, where the host was (the innermost range open on
+  the thread with the most CUDA calls halfway through the longest such gap, a step range
+  aside); None for busy time;
 - ``text``: the same in words, e.g. "174,020 us of it GPU idle in device-wide synchronizes,
   most in recv_from_prev_pipeline_rank_ > sync.device, waiting on rank 0".
 """
@@ -22,10 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from .callsites import UNANNOTATED, display_name
+from profplug.ranges import STEP
+
+from .callsites import UNANNOTATED, display_name, enclosing
 from .gaps import CAUSES, Gaps
 from .steps import StepStats, gap_steps
-from .timeline import COMM_RECV, COMM_SEND, Timeline
+from .timeline import COMM_RECV, COMM_SEND, STEP_RE, Timeline
 
 WORDS = {"busy": "GPU busy",
          "device_sync": "GPU idle in device-wide synchronizes",
@@ -80,9 +84,20 @@ def describe(tl: Timeline, steps: StepStats, span_s: np.ndarray, span_e: np.ndar
                 at = [g for g in hit.tolist() if call_site[int(call_of[g])] == top]
                 call = int(call_of[max(at, key=lambda g: int(dur[g]))])
                 peer = _peer(tl, int(call_row[call]))
+        elif cause in ("host_bound", "other") and tl.api_tid.size:
+            ci = CAUSES.index(cause)
+            hit = np.nonzero(cause_of == ci)[0]
+            if hit.size:
+                g = sl[hit[np.argmax(dur[hit])]]
+                t0 = (int(gaps.start_ns[g]) + int(gaps.end_ns[g])) // 2
+                tids, counts = np.unique(tl.api_tid, return_counts=True)
+                main = tids[np.argmax(counts)]
+                (lab,) = enclosing(tl, np.array([t0]), np.array([t0]), np.array([main]))
+                step_range = lab == STEP or STEP_RE.match(lab) is not None
+                site = None if lab == UNANNOTATED or step_range else display_name(lab)
         text = f"{parts[cause]:,.0f} us of it {WORDS[cause]}"
         if site:
-            text += f", most in {site}"
+            text += f", most in {site}" if cause.endswith("_sync") else f", the host in {site}"
         if peer is not None:
             text += f", waiting on rank {peer}"
         out.append({"step": int(steps.step_numbers[i]), "step_us": round(period_us, 3),

@@ -2,7 +2,8 @@
 
 The page, top to bottom: the headline (``id="headline"``: the finding in one sentence; with
 ``compare``, the verdict per rank) and the run's warnings; the comparison (with
-``compare``); the per-rank summary; the top sections (the what-if); the timeline (a canvas
+``compare``); the per-rank summary (step us: the median over the non-outlier steps); the
+outlier steps (what took the time, where; docs/costs.md); the top sections (the what-if); the timeline (a canvas
 drawn by ``templates/report.js``: busy spans and idle gaps per rank and device, opening on a
 few steps, with an overview strip to pan and zoom out to the whole window); each rank's GPU
 window by cause (an inline SVG); sortable call-site and sync-API tables; notes; the other

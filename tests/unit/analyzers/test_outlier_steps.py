@@ -124,3 +124,31 @@ def test_idle_between_groups_of_steps_is_not_step_time(tmp_path: Path) -> None:
     assert window_per_step > 39 * P and s.period_us_mean > 39 * P  # what a mean would say
     w = rep.run["whatif"].rank(0)  # type: ignore[attr-defined]
     assert (w.recorded_us, w.direct_us) == (P, 30.0)  # the what-if reads the same step
+
+
+def test_a_host_stall_names_where_the_host_was(tmp_path: Path) -> None:
+    # given step 4 where the host spends 5,000 us in "load_batch" before the step's work
+    # (the recv's sync ends with the NCCL kernel: its gap, t+72 .. t+5102, is host-bound)
+    tr = KinetoTrace(rank=0)
+    t = 1000.0
+    for k in range(N):
+        if k == LONG:
+            tr.annotation(f"ProfilerStep#{k}", t, P + STALL)
+            tr.launch(at=t + 1, start=t + 2, dur=50)
+            tr.launch(at=t + 3, start=t + 52, dur=20, name="ncclDevKernel_SendRecv(x)",
+                      stream=9)
+            tr.annotation("load_batch", t + 80, STALL)
+            tr.runtime("cudaEventQuery", t + 81, 1)  # the host is recorded, not blocked
+            t += P + STALL
+            continue
+        step(tr, k, t)
+        t += P
+    d = tmp_path / "host"
+    d.mkdir()
+    tr.write(d / "rank0.json")
+    (o,) = analyze(d).rank(0).steps.outliers  # type: ignore[union-attr]
+    # the gap from the NCCL kernel's end (t+72) to the next step's first op (t+5102)
+    assert (o["step"], o["dominant_cause"], o["dominant_us"]) == (LONG, "host_bound", 5030.0)
+    assert o["callsite"] == "load_batch" and o["peer"] is None
+    assert o["dominant"] == ("5,030 us of it GPU idle waiting for launches (host-bound), the "
+                             "host in load_batch")

@@ -64,6 +64,7 @@ def overlay(res: Any, run: str) -> dict[str, Any]:
     return {
         "run": run,
         "drop": res.drop,
+        "dropped": res.dropped() if hasattr(res, "dropped") else None,
         "basis": ranks[0].basis if ranks else None,
         "statistic": STATISTIC,  # of the steps: recorded and predicted as in the report
         "recorded_step_us": round(recorded, 3),
@@ -117,7 +118,8 @@ def line(ov: dict[str, Any]) -> str:
            else "at the traced host speed")
     band = f" +-{ov['band_pct']:.0f}%" if ov.get("band_pct") else ""
     head = (f"what-if ({ov['run']}, traced device run, {how}): predicted "
-            f"{ov['predicted_step_us']:,.1f} us/step{band} without device syncs")
+            f"{ov['predicted_step_us']:,.1f} us/step{band} without "
+            f"{ov.get('dropped') or 'device syncs'}")
     if ov.get("measured_median_step_us") is None:
         return head + " (no measured event/none runs to compare)"
     med, ci = ov["measured_median_step_us"], ov.get("measured_ci95_us")

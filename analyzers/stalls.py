@@ -35,7 +35,7 @@ from .gaps import (
 )
 from .outliers import describe as describe_outliers
 from .rangequery import last_at_least
-from .steps import StepStats, step_stats_and_spans
+from .steps import StepStats, center_by_key, step_stats_and_spans
 from .streamwait import StreamWaitStat, stream_waits
 from .timeline import Timeline
 
@@ -280,6 +280,15 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None) -> RankStall
     n_steps = steps.n_steps if steps and steps.n_steps else None
     syncs = _sync_stats(tl, api_kind, call_api, c_start, c_end, c_kind, idle_per_call)
     callsites = _callsite_stats(call_api, call_site, c_start, c_end, idle_per_call, n_steps)
+    if n_steps and sp is not None and callsites and steps is not None:  # per step: median
+        site_ix = {(c.callsite, c.api): i for i, c in enumerate(callsites)}
+        of_call = np.array([site_ix[(s, classify.base_name(a))]
+                            for s, a in zip(call_site, call_api, strict=True)], dtype=np.int64)
+        key = np.where(gaps.call >= 0, of_call[np.maximum(gaps.call, 0)], -1)
+        med = center_by_key(sp.span_s, sp.span_e, gaps.start_ns, gaps.end_ns - gaps.start_ns,
+                            key, len(callsites), steps.basis())
+        for c, v in zip(callsites, med, strict=True):
+            c.idle_per_step_us = round(float(v), 3)
     waits = stream_waits(tl, per_dev_intervals)
     return RankStalls(
         rank=tl.rank, source=tl.source, files=list(tl.files), rank_rule=tl.rank_rule,

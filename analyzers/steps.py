@@ -133,6 +133,19 @@ def per_step_ns(span_s: np.ndarray, span_e: np.ndarray, gap_start_ns: np.ndarray
     return out
 
 
+def center_by_key(span_s: np.ndarray, span_e: np.ndarray, gap_start_ns: np.ndarray,
+                  values_ns: np.ndarray, key: np.ndarray, n_keys: int, basis: np.ndarray
+                  ) -> np.ndarray:
+    """Per key (0 .. n_keys-1; a gap's key -1: none), :data:`stepstats.STATISTIC` over the
+    ``basis`` steps of the per-step sum of ``values_ns`` of its gaps (us)."""
+    n = series_len(int(span_s.size))
+    k = gap_steps(span_s, span_e, gap_start_ns)
+    sel = (k >= 0) & (k < n) & (key >= 0)
+    table = np.zeros((n_keys, n), dtype=np.int64)
+    np.add.at(table, (key[sel], k[sel]), values_ns[sel])
+    return np.array([stepstats.center(row / 1000.0, basis) for row in table])
+
+
 def step_stats_and_starts(tl: Timeline, gaps: Gaps, intervals: dict[int, DeviceIntervals],
                           causes: Sequence[str]) -> tuple[StepStats | None, np.ndarray]:
     """:func:`step_stats`, and the GPU start (first op, ns) of each complete step."""

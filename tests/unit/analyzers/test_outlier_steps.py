@@ -48,7 +48,8 @@ def trace(tmp: Path, planted: bool) -> Path:
 
 def test_the_median_basis_leaves_the_planted_step_out(tmp_path: Path) -> None:
     # given the trace with the planted step, when analyzed
-    s = analyze(trace(tmp_path, True)).rank(0).steps
+    rank = analyze(trace(tmp_path, True)).rank(0)
+    s = rank.steps
     assert s is not None
     # then the series is every step but the last; step 4 is the outlier
     assert s.period_us_per_step == [P] * LONG + [P + STALL] + [P] * (N - 2 - LONG)
@@ -57,6 +58,9 @@ def test_the_median_basis_leaves_the_planted_step_out(tmp_path: Path) -> None:
     assert s.period_us_mean == pytest.approx((P * (N - 1) + STALL) / (N - 1))
     assert s.idle_per_step_us["device_sync"] == 30.0  # the mean would be 30 + 5000 / 9
     assert s.idle_per_step_us_mean["device_sync"] == pytest.approx((30.0 * 8 + STALL) / N)
+    # the recv's call site: its idle per step is the median step's too
+    (site,) = rank.callsites
+    assert (site.idle_per_step_us, site.idle_caused_us) == (30.0, 30.0 * 8 + STALL)
 
 
 def test_the_outlier_is_listed_with_what_took_the_time(tmp_path: Path) -> None:

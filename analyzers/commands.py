@@ -23,6 +23,7 @@ from .timeline import Timeline
 from .whatif import (
     DROP_ALL,
     DROP_DEVICE,
+    DROP_POLICY,
     DropSpec,
     WhatIfResult,
     whatif,
@@ -30,7 +31,7 @@ from .whatif import (
     whatif_unprofiled,
 )
 
-DROPS = (DROP_DEVICE, DROP_ALL)
+DROPS = (DROP_POLICY, DROP_DEVICE, DROP_ALL)
 WHATIF_AUTO_MAX_EVENTS = 2_000_000  # a report's default what-if: ~2 us/event, a few seconds
 
 
@@ -68,7 +69,15 @@ def check_paths(paths: PathsLike, error: type[ProfplugError] = TraceError) -> li
     return out
 
 
-def whatif_if_cheap(timelines: list[Timeline], options: StallOptions) -> WhatIfResult | None:
+def check_drop(drop: DropSpec) -> DropSpec:
+    """``drop`` when its rule is one of ``DROPS``; a ProfplugError else."""
+    if drop.kinds not in DROPS:
+        raise ProfplugError(f"unknown --drop {drop.kinds!r} (choose from {', '.join(DROPS)})")
+    return drop
+
+
+def whatif_if_cheap(timelines: list[Timeline], options: StallOptions,
+                    drop: DropSpec | None = None) -> WhatIfResult | None:
     """The what-if of a report by default: run when the run has at most
     ``WHATIF_AUTO_MAX_EVENTS`` API calls + GPU ops (~2 us each); else a ProfplugError saying
     so, which the report keeps as a warning."""
@@ -76,15 +85,22 @@ def whatif_if_cheap(timelines: list[Timeline], options: StallOptions) -> WhatIfR
     if n > WHATIF_AUTO_MAX_EVENTS:
         raise ProfplugError(f"what-if not run by default on {n:,} events (over "
                             f"{WHATIF_AUTO_MAX_EVENTS:,}): --whatif runs it")
-    return whatif(timelines, DropSpec(), options)
+    return whatif(timelines, drop or DropSpec(), options)
 
 
-def report_analyses(whatif: bool | None, cross_rank: bool = True) -> list[RunAnalyzer]:
+def report_analyses(whatif: bool | None, cross_rank: bool = True,
+                    drop: DropSpec | None = None) -> list[RunAnalyzer]:
     """The run-level analyses of a report (and of each run of a compare): the what-if
-    always, never, or when cheap (``whatif`` True, False, None); then the cross-rank
+    always, never, or when cheap (``whatif`` True, False, None), dropping ``drop``
+    (default: what the sync policy changes, ``whatif.dropset``); then the cross-rank
     analysis unless ``cross_rank`` is False."""
+    drop = check_drop(drop or DropSpec())
+
+    def cheap(timelines: list[Timeline], options: StallOptions) -> WhatIfResult | None:
+        return whatif_if_cheap(timelines, options, drop)
+
     run: list[RunAnalyzer] = [] if whatif is False else [
-        whatif_analysis() if whatif else whatif_if_cheap]
+        whatif_analysis(drop) if whatif else cheap]
     return [*run, cross_rank_analysis()] if cross_rank else run
 
 
@@ -92,7 +108,7 @@ def run_report(paths: PathsLike, *, fmt: str = "table", output: Path | None = No
                html: Path | None = None, options: StallOptions | None = None,
                read: ReadOptions | None = None, jobs: int | None = None,
                whatif: bool | None = None, strict: bool = False,
-               cross_rank: bool = True) -> int:
+               cross_rank: bool = True, drop: DropSpec | None = None) -> int:
     """The stall report of the traces under ``paths``; returns the exit code.
 
     ``whatif``: also replay the run without its device-wide synchronizes (the ``whatif`` key
@@ -101,11 +117,11 @@ def run_report(paths: PathsLike, *, fmt: str = "table", output: Path | None = No
     (:func:`whatif_if_cheap`). ``cross_rank`` (default on; linear in the trace): bubbles,
     critical path and drain across ranks (the ``cross_rank`` key, and ``comm_transfer_us``/
     ``comm_wait_us``/``bubble_us`` in each rank). ``strict``: 1 when a trace had warnings
-    or skipped events, or ranks are missing.
+    or skipped events, or ranks are missing. ``drop``: what the what-if drops (``--drop``).
     """
     check_format(Report, fmt)
     rep = analyze(check_paths(paths), options, jobs=jobs, read=read,
-                  run=report_analyses(whatif, cross_rank))
+                  run=report_analyses(whatif, cross_rank, drop))
     write_text(render_text(rep, fmt), output)
     if html is not None:
         write_page(rep, html)
@@ -186,29 +202,44 @@ def unprofiled_step_us(value: str | float | None, paths: PathsLike) -> float | N
                             f"{one_line(value)!r}") from None
 
 
+def parse_ci(text: str | None, step_us: float | None) -> tuple[float, float] | None:
+    """``--unprofiled-ci LO,HI`` (us): two numbers, 0 < LO <= HI, with ``--unprofiled``."""
+    if text is None:
+        return None
+    if step_us is None:
+        raise ProfplugError("--unprofiled-ci goes with --unprofiled (the step it is the CI of)")
+    try:
+        lo, hi = (float(x) for x in text.split(","))
+    except ValueError:
+        raise ProfplugError(f"--unprofiled-ci takes LO,HI in us (got {text!r})") from None
+    if not 0 < lo <= hi < float("inf"):
+        raise ProfplugError(f"--unprofiled-ci: need 0 < LO <= HI (got {text!r})")
+    return lo, hi
+
+
 def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "table",
                output: Path | None = None, html: Path | None = None,
                options: StallOptions | None = None, jobs: int | None = None,
                unprofiled_us: float | str | None = None,
-               read: ReadOptions | None = None) -> int:
+               read: ReadOptions | None = None, unprofiled_ci: str | None = None) -> int:
     """Replay the run under ``paths`` without the chosen syncs; returns the exit code.
 
     ``html``: the full stall report of the run, with the what-if section in it.
     ``unprofiled_us``: the job's measured step time without a profiler (with its
     synchronizes): predict at that run's host speed (``whatif_unprofiled``); ``"auto"``: the
-    untraced median step ``profplug run`` recorded in run.json (:func:`unprofiled_step_us`).
+    untraced median step ``profplug run`` recorded in run.json (:func:`unprofiled_step_us`);
+    ``unprofiled_ci``: its 95% CI, ``"LO,HI"`` us (the band as ``ab --whatif`` sets it).
     """
-    drop = drop or DropSpec()
+    drop = check_drop(drop or DropSpec())
     unprofiled_us = unprofiled_step_us(unprofiled_us, paths)
     check_format(WhatIfResult, fmt)
-    if drop.kinds not in DROPS:
-        raise ProfplugError(f"unknown --drop {drop.kinds!r} (choose from {', '.join(DROPS)})")
     if unprofiled_us is not None and unprofiled_us <= 0:
         raise ProfplugError("--unprofiled takes the measured unprofiled step time in us (> 0)")
+    ci = parse_ci(unprofiled_ci, unprofiled_us)
     opt = options or StallOptions()
     timelines = load_timelines(check_paths(paths), jobs=jobs, read=read)
     res = (whatif(timelines, drop, opt) if unprofiled_us is None
-           else whatif_unprofiled(timelines, unprofiled_us, drop, opt))
+           else whatif_unprofiled(timelines, unprofiled_us, drop, opt, step_ci_us=ci))
     write_text(render_text(res, fmt), output)
     if html is not None:
         rep = analyze_timelines(timelines, opt, steps=(read or ReadOptions()).steps)

@@ -3,13 +3,16 @@
 ``headline(ranks, whatif)`` picks the rank where device-wide synchronizes cost the most and
 says what they cost per step (or per GPU window without steps):
 
-- with the what-if: the saving of replaying without them, split into direct (idle gaps that
-  start inside the synchronize) and indirect (late launches after the queue drained), and
-  the predicted step time with event-based waits;
+- with the what-if: what it dropped (by default the synchronizes inside the pipeline
+  send/recv, ``whatif.dropset``), the saving of replaying without them (recorded - predicted
+  step), split into direct (GPU idle in the dropped synchronizes) and indirect (the rest),
+  and the predicted step time with event-based waits and its error band (docs/costs.md);
 - without it: the direct cost, and how to get the rest (``profplug whatif``);
 - with no device-wide synchronize (or no saving): what the GPU's idle time is mostly.
 
-Times in us with thousands separators; percentages of the rank's step (or window).
+Times in us with thousands separators; percentages of the rank's step (or window). A
+step is the median over the rank's non-outlier steps (``stepstats``), so one stalled step
+does not move the finding.
 """
 
 from __future__ import annotations
@@ -110,6 +113,18 @@ def headline(ranks: list[RankStalls], whatif: WhatIfResult | None = None) -> str
             f"of its {per}){at}; {ASK_WHATIF}.")
 
 
+def _subject(res: WhatIfResult) -> str:
+    """What the what-if dropped, as the sentence's subject."""
+    if res.callsite:
+        return f"Device-wide synchronizes at {res.callsite}"
+    if res.drop == "policy":
+        return "Device-wide synchronizes in the pipeline send/recv"
+    if res.drop == "all-sync":
+        return "Host-blocking syncs"
+    return ("Device-wide synchronizes (all of them: none is in a pipeline send/recv)"
+            if res.drop_note else "Device-wide synchronizes")
+
+
 def _with_whatif(gpu: list[RankStalls], res: WhatIfResult) -> str:
     w: RankWhatIf = max(res.ranks, key=lambda x: x.saving_us)
     r = next((x for x in gpu if x.rank == w.rank), None)
@@ -119,7 +134,7 @@ def _with_whatif(gpu: list[RankStalls], res: WhatIfResult) -> str:
         most = (f"under 1 {unit} on every rank" if w.saving_us < 1 else
                 f"at most {w.saving_us:,.0f} {unit}, {_pct(w.saving_pct)} of the {per}, on "
                 f"rank {w.rank}")
-        return (f"Device-wide synchronizes cost nothing measurable here ({most}); "
+        return (f"{_subject(res)} cost nothing measurable here ({most}); "
                 f"{_dominant_idle(gpu)}.")
     site = top_device_site(r) if r is not None else None
     at = f" at {site}" if site else ""
@@ -128,9 +143,10 @@ def _with_whatif(gpu: list[RankStalls], res: WhatIfResult) -> str:
     else:
         split = (f"{_us(w.direct_us)} direct{at}, less {_us(-w.indirect_us)} that would "
                  "stay idle anyway")
-    s = (f"Device-wide synchronizes cost rank {w.rank} {_pct(w.saving_pct)} of its {per}: "
-         f"{w.saving_us:,.0f} {unit}, {split}. Event-based waits: {w.predicted_us:,.0f} "
-         f"{unit} predicted")
+    of = "median step" if per == "step" else per
+    s = (f"{_subject(res)} cost rank {w.rank} {_pct(w.saving_pct)} of its {of}: "
+         f"{w.saving_us:,.0f} {unit} saving, {split}. Event-based waits: "
+         f"{w.predicted_us:,.0f} {unit} +-{w.error_band_pct:.0f}% predicted")
     if w.saving_pct < SMALL_PCT:
         s += f"; {_dominant_idle(gpu)}"
     caveats = []

@@ -38,8 +38,9 @@ from .gaps import (
     device_intervals,
 )
 from .isolate import isolated
+from .outliers import describe as describe_outliers
 from .rangequery import last_at_least
-from .steps import StepStats, step_stats_and_starts
+from .steps import StepStats, center_by_key, step_stats_and_spans
 from .streamwait import StreamWaitStat, stream_waits
 from .timeline import Timeline
 
@@ -143,6 +144,10 @@ class RankStalls:
     step_starts_ns: np.ndarray = field(  # GPU start (first op) of each complete step
         default_factory=lambda: np.zeros(0, dtype=np.int64))
     callsites_failed: str | None = None  # the call sites' failure (a warning), None: none
+    step_ends_ns: np.ndarray = field(  # GPU end of each complete step's span (steps.py)
+        default_factory=lambda: np.zeros(0, dtype=np.int64))
+    step_last_ns: np.ndarray = field(  # end of the last-ending op each complete step launched
+        default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def total(self, name: str) -> float:
         """One of ``GPU_TIME_FIELDS`` summed over the rank's devices (us, not rounded)."""
@@ -278,13 +283,19 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None) -> RankStall
     charged = gaps.call >= 0
     np.add.at(idle_per_call, gaps.call[charged], (gaps.end_ns - gaps.start_ns)[charged])
 
-    steps, step_starts = step_stats_and_starts(tl, gaps, per_dev_intervals, CAUSES)
+    steps, sp = step_stats_and_spans(tl, gaps, CAUSES)
+    z = np.zeros(0, dtype=np.int64)
+    step_starts, step_ends, step_last = (sp.span_s, sp.span_e, sp.last_e) if sp else (z, z, z)
+    if steps is not None and steps.outlier_steps:
+        steps.outliers = describe_outliers(tl, steps, step_starts, step_ends, gaps, call_site,
+                                           sync_idx)
     n_steps = steps.n_steps if steps and steps.n_steps else None
     syncs = _sync_stats(tl, api_kind, call_api, c_start, c_end, c_kind, idle_per_call)
     callsites: list[CallsiteStat] = []
     if callsites_failed is None:
-        stats, callsites_failed = isolated("call sites", _callsite_stats, call_api, call_site,
-                                           c_start, c_end, idle_per_call, n_steps)
+        stats, callsites_failed = isolated(
+            "call sites", _callsites_per_step, call_api, call_site, c_start, c_end,
+            idle_per_call, n_steps, steps, sp, gaps)
         callsites = stats or []
     waits = stream_waits(tl, per_dev_intervals)
     return RankStalls(
@@ -294,7 +305,8 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None) -> RankStall
         gaps=gaps, call_api=call_api, call_site=call_site, call_row=sync_idx,
         windows_ns={d: (iv.window_start_ns, iv.window_end_ns)
                     for d, iv in per_dev_intervals.items()},
-        step_starts_ns=step_starts, callsites_failed=callsites_failed)
+        step_starts_ns=step_starts, step_ends_ns=step_ends, step_last_ns=step_last,
+        callsites_failed=callsites_failed)
 
 
 def _pct(x: np.ndarray, q: float) -> float:
@@ -325,6 +337,24 @@ def _sync_stats(tl: Timeline, api_kind: np.ndarray, call_api: list[str], c_start
                                 _pct(d, 99), 0.0))
     out.sort(key=lambda s: (-s.idle_caused_us, -s.host_blocked_us, s.api))
     return out
+
+
+def _callsites_per_step(call_api: list[str], call_site: list[str], c_start: np.ndarray,
+                        c_end: np.ndarray, idle_per_call: np.ndarray, n_steps: int | None,
+                        steps: StepStats | None, sp: Any, gaps: Gaps) -> list[CallsiteStat]:
+    """:func:`_callsite_stats`, each call site's idle per step as the median over the basis
+    steps (``stepstats``) when the rank has steps."""
+    callsites = _callsite_stats(call_api, call_site, c_start, c_end, idle_per_call, n_steps)
+    if n_steps and sp is not None and callsites and steps is not None:  # per step: median
+        site_ix = {(c.callsite, c.api): i for i, c in enumerate(callsites)}
+        of_call = np.array([site_ix[(s, classify.base_name(a))]
+                            for s, a in zip(call_site, call_api, strict=True)], dtype=np.int64)
+        key = np.where(gaps.call >= 0, of_call[np.maximum(gaps.call, 0)], -1)
+        med = center_by_key(sp.span_s, sp.span_e, gaps.start_ns, gaps.end_ns - gaps.start_ns,
+                            key, len(callsites), steps.basis())
+        for c, v in zip(callsites, med, strict=True):
+            c.idle_per_step_us = round(float(v), 3)
+    return callsites
 
 
 def _callsite_stats(call_api: list[str], call_site: list[str], c_start: np.ndarray,

@@ -4,19 +4,29 @@ A step is a host range (``ProfilerStep#N`` or ``profplug.step``). Its GPU span r
 first GPU op it launched (matched by correlation id) to the first op the next step
 launched; the last step's span ends when its last op ends. A step that launched no GPU work
 is incomplete and dropped (say, the profiler stopped inside it). Each idle gap belongs to
-the step whose span holds the gap's start. The step time reports compare is the mean GPU
-period (``period_us``: first op of a step to the first op of the next): equal on every rank of a pipeline, unlike the host range
-(``step_us_mean``), which is shorter on a rank whose host runs ahead of its GPU.
+the step whose span holds the gap's start.
+
+The per-step series is each step's own GPU period (``period_us_per_step``: first op of a step
+to the first op of the next; the last step has no successor, so with >= 2 steps it is left
+out of the series) and each step's own idle by cause. The step time every command prints is
+:data:`stepstats.STATISTIC` of that series over its basis, the steps that are not outliers
+(``period_us``; ``stepstats``): equal on every rank of a pipeline, unlike the host range
+(``step_us_mean``), which is shorter on a rank whose host runs ahead of its GPU. Idle between
+groups of steps (a server between requests) lands in the period of the last step before it;
+such steps are outliers, listed (``outliers``), not the job's step. ``idle_per_step_us`` is
+the same statistic of each cause's per-step idle over the same basis (the causes' medians
+need not add up to the step's); the means stay beside them (``*_mean``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import stepstats
 from .gaps import Gaps
 from .timeline import Timeline, launch_times, launch_tops
 
@@ -32,9 +42,22 @@ class StepStats:
     step_us_p50: float
     step_us: list[float]  # per complete step
     step_numbers: list[int]
-    idle_per_step_us: dict[str, float]  # mean idle per complete step, by cause
+    idle_per_step_us: dict[str, float]  # STATISTIC over the basis of each cause's idle
     gpu_span_us_mean: float  # mean GPU span of a step (the last one ends at its last op)
-    period_us: float  # mean step period on the GPU: the step time reports compare
+    period_us: float  # STATISTIC over the basis of the per-step period: THE step time
+    statistic: str = stepstats.STATISTIC
+    period_us_mean: float = 0.0  # the plain mean over every step of the series
+    idle_per_step_us_mean: dict[str, float] = field(default_factory=dict)  # per step, mean
+    period_us_per_step: list[float] = field(default_factory=list)  # the series
+    outlier_steps: list[int] = field(default_factory=list)  # indices into the series
+    # the outlier steps described (outliers.py): step, step_us, dominant, callsite
+    outliers: list[dict[str, object]] = field(default_factory=list)
+
+    def basis(self) -> np.ndarray:
+        """Per step of the series, True when it is in the basis (not an outlier)."""
+        keep = np.ones(len(self.period_us_per_step), dtype=bool)
+        keep[self.outlier_steps] = False
+        return keep
 
 
 @dataclass
@@ -42,13 +65,15 @@ class StepSpans:
     """The GPU span of every complete step (ns, sorted by start): ``span_s`` = first op the
     step launched, ``span_e`` = the next complete step's first op (the last one: its last
     op's end). ``rows``: the steps' rows in ``tl.step_*``; ``n_ranges``: all step ranges;
-    ``op_step``: per GPU op, the complete step (index into the spans) that launched it, -1."""
+    ``op_step``: per GPU op, the complete step (index into the spans) that launched it, -1;
+    ``last_e``: the end of the last-ending op each complete step launched."""
 
     span_s: np.ndarray
     span_e: np.ndarray
     rows: np.ndarray
     n_ranges: int
     op_step: np.ndarray
+    last_e: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 def step_spans(tl: Timeline, launch: np.ndarray | None = None) -> StepSpans:
@@ -76,7 +101,7 @@ def step_spans(tl: Timeline, launch: np.ndarray | None = None) -> StepSpans:
     pos = np.full(n, -1, dtype=np.int64)
     pos[idx] = np.arange(idx.size)
     none[inside] = pos[step_of_op[inside]]
-    return StepSpans(span_s, span_e, order[idx], int(n), none)
+    return StepSpans(span_s, span_e, order[idx], int(n), none, last[idx])
 
 
 def step_stats(tl: Timeline, gaps: Gaps, intervals: dict[int, DeviceIntervals],
@@ -84,25 +109,74 @@ def step_stats(tl: Timeline, gaps: Gaps, intervals: dict[int, DeviceIntervals],
     return step_stats_and_starts(tl, gaps, intervals, causes)[0]
 
 
+def series_len(n_steps: int) -> int:
+    """How many complete steps the per-step series holds: all but the last from 2 on."""
+    return n_steps - 1 if n_steps >= 2 else n_steps
+
+
+def gap_steps(span_s: np.ndarray, span_e: np.ndarray, gap_start_ns: np.ndarray) -> np.ndarray:
+    """Per gap, the index of the step span holding its start, -1 for none."""
+    k = np.searchsorted(span_s, gap_start_ns, side="right") - 1
+    ok = (k >= 0) & (gap_start_ns < span_e[np.maximum(k, 0)]) if span_s.size else k < -1
+    return np.where(ok, k, -1)
+
+
+def per_step_ns(span_s: np.ndarray, span_e: np.ndarray, gap_start_ns: np.ndarray,
+                values_ns: np.ndarray) -> np.ndarray:
+    """Per complete step of the series (:func:`series_len`), the sum of ``values_ns`` of the
+    gaps that start in it (ns)."""
+    n = series_len(int(span_s.size))
+    out = np.zeros(n, dtype=np.int64)
+    k = gap_steps(span_s, span_e, gap_start_ns)
+    sel = (k >= 0) & (k < n)
+    np.add.at(out, k[sel], values_ns[sel])
+    return out
+
+
+def center_by_key(span_s: np.ndarray, span_e: np.ndarray, gap_start_ns: np.ndarray,
+                  values_ns: np.ndarray, key: np.ndarray, n_keys: int, basis: np.ndarray
+                  ) -> np.ndarray:
+    """Per key (0 .. n_keys-1; a gap's key -1: none), :data:`stepstats.STATISTIC` over the
+    ``basis`` steps of the per-step sum of ``values_ns`` of its gaps (us)."""
+    n = series_len(int(span_s.size))
+    k = gap_steps(span_s, span_e, gap_start_ns)
+    sel = (k >= 0) & (k < n) & (key >= 0)
+    table = np.zeros((n_keys, n), dtype=np.int64)
+    np.add.at(table, (key[sel], k[sel]), values_ns[sel])
+    return np.array([stepstats.center(row / 1000.0, basis) for row in table])
+
+
 def step_stats_and_starts(tl: Timeline, gaps: Gaps, intervals: dict[int, DeviceIntervals],
                           causes: Sequence[str]) -> tuple[StepStats | None, np.ndarray]:
     """:func:`step_stats`, and the GPU start (first op, ns) of each complete step."""
-    none = np.zeros(0, dtype=np.int64)
+    stats, sp = step_stats_and_spans(tl, gaps, causes)
+    return stats, (sp.span_s if sp is not None else np.zeros(0, dtype=np.int64))
+
+
+def step_stats_and_spans(tl: Timeline, gaps: Gaps, causes: Sequence[str]
+                         ) -> tuple[StepStats | None, StepSpans | None]:
+    """:func:`step_stats`, and the complete steps' spans."""
     if tl.step_start_ns.size == 0 or tl.n_gpu == 0:
-        return None, none
+        return None, None
     sp = step_spans(tl)
     n = sp.n_ranges
     if sp.rows.size == 0:
-        return StepStats(0, int(n), 0.0, 0.0, [], [], {c: 0.0 for c in causes}, 0.0, 0.0), none
+        return (StepStats(0, int(n), 0.0, 0.0, [], [], {c: 0.0 for c in causes}, 0.0, 0.0,
+                          idle_per_step_us_mean={c: 0.0 for c in causes}), sp)
     span_s, span_e, rows = sp.span_s, sp.span_e, sp.rows
-    gs = gaps.start_ns
-    k = np.searchsorted(span_s, gs, side="right") - 1
-    in_step = (k >= 0) & (gs < span_e[np.maximum(k, 0)])
+    k = gap_steps(span_s, span_e, gaps.start_ns)
+    in_step = k >= 0
     dur = gaps.end_ns - gaps.start_ns
-    per_cause = {}
+    period = (np.diff(span_s) if span_s.size >= 2 else span_e - span_s).astype(np.float64)
+    summary = stepstats.summarize(period / 1000.0)
+    basis = np.ones(period.size, dtype=bool)
+    basis[summary.outliers] = False
+    per_cause, per_cause_mean = {}, {}
     for ci, c in enumerate(causes):
         sel = in_step & (gaps.cause == ci)
-        per_cause[c] = round(float(dur[sel].sum()) / 1000.0 / rows.size, 3)
+        per_cause_mean[c] = round(float(dur[sel].sum()) / 1000.0 / rows.size, 3)
+        idle = per_step_ns(span_s, span_e, gaps.start_ns, np.where(gaps.cause == ci, dur, 0))
+        per_cause[c] = round(stepstats.center(idle / 1000.0, basis), 3)
     step_ns = (tl.step_end_ns - tl.step_start_ns)[rows]
     return StepStats(
         n_steps=int(rows.size), n_dropped=int(n - rows.size),
@@ -112,7 +186,11 @@ def step_stats_and_starts(tl: Timeline, gaps: Gaps, intervals: dict[int, DeviceI
         step_numbers=[int(x) for x in tl.step_num[rows]],
         idle_per_step_us=per_cause,
         gpu_span_us_mean=round(float((span_e - span_s).mean()) / 1000.0, 3),
-        period_us=round(_period_ns(span_s, span_e) / 1000.0, 3)), span_s
+        period_us=round(summary.value, 3),
+        period_us_mean=round(_period_ns(span_s, span_e) / 1000.0, 3),
+        idle_per_step_us_mean=per_cause_mean,
+        period_us_per_step=[round(float(x) / 1000.0, 3) for x in period],
+        outlier_steps=list(summary.outliers)), sp
 
 
 def _period_ns(span_s: np.ndarray, span_e: np.ndarray) -> float:

@@ -77,13 +77,14 @@ def synthetic_run(out: Path, steps: int = 30, layers: int = 80) -> list[Path]:
     return [r0.write(out / "bench_rank0.json"), r1.write(out / "bench_rank1.json")]
 
 
-def replicate(tl: Timeline, k: int) -> Timeline:
-    """``tl`` repeated ``k`` times back to back; correlation ids and step numbers offset."""
+def replicate(tl: Timeline, k: int, gap_ns: int = 1_000) -> Timeline:
+    """``tl`` repeated ``k`` times back to back, ``gap_ns`` of nothing between copies (a
+    server between requests); correlation ids and step numbers offset."""
     if k == 1:
         return tl
     lo = min(int(a.min()) for a in (tl.gpu_start_ns, tl.api_start_ns) if a.size)
     hi = max(int(a.max()) for a in (tl.gpu_end_ns, tl.api_end_ns) if a.size)
-    span = hi - lo + 1_000
+    span = hi - lo + gap_ns
     cspan = int(max(tl.api_corr.max(initial=0), tl.gpu_corr.max(initial=0))) + 1
     nspan = int(tl.step_num.max(initial=0)) + 1
     cols: dict[str, np.ndarray] = {}
@@ -97,6 +98,8 @@ def replicate(tl: Timeline, k: int) -> Timeline:
                 parts.append(np.where(a >= 0, a + i * cspan, a))
             elif name == "step_num":
                 parts.append(a + i * nspan)
+            elif name == "api_top":  # an index into the API calls: the copy's own
+                parts.append(a + i * tl.api_start_ns.size)
             else:
                 parts.append(a)
         cols[name] = np.concatenate(parts)

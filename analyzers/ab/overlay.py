@@ -7,7 +7,9 @@ slower, so the prediction is made at the host speed of the A/B's own unprofiled 
 the unprofiled ``event`` runs (else ``none``): inside their 95% CI or not, the prediction's
 error band against that CI, and its distance from their median. The prediction at the traced
 host speed is kept too (``traced``), as is the profiler's own cost (the traced device step
-against the unprofiled one). The pipeline's step is the slowest rank's.
+against the unprofiled one). The pipeline's step is the slowest rank's. Every step here is
+the report's: the median over the non-outlier steps (``stepstats``, docs/costs.md), so one
+stalled step does not turn into "profiler overhead".
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..stepstats import STATISTIC
 from .analyze import too_few
 from .result import AbResult
 
@@ -61,7 +64,9 @@ def overlay(res: Any, run: str) -> dict[str, Any]:
     return {
         "run": run,
         "drop": res.drop,
+        "dropped": res.dropped() if hasattr(res, "dropped") else None,
         "basis": ranks[0].basis if ranks else None,
+        "statistic": STATISTIC,  # of the steps: recorded and predicted as in the report
         "recorded_step_us": round(recorded, 3),
         "predicted_step_us": round(predicted, 3),
         "band_pct": getattr(slow, "error_band_pct", 0.0) if slow is not None else 0.0,
@@ -113,7 +118,8 @@ def line(ov: dict[str, Any]) -> str:
            else "at the traced host speed")
     band = f" +-{ov['band_pct']:.0f}%" if ov.get("band_pct") else ""
     head = (f"what-if ({ov['run']}, traced device run, {how}): predicted "
-            f"{ov['predicted_step_us']:,.1f} us/step{band} without device syncs")
+            f"{ov['predicted_step_us']:,.1f} us/step{band} without "
+            f"{ov.get('dropped') or 'device syncs'}")
     if ov.get("measured_median_step_us") is None:
         return head + " (no measured event/none runs to compare)"
     med, ci = ov["measured_median_step_us"], ov.get("measured_ci95_us")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from .. import stepstats
 from .bubbles import RankBubbles
 from .drain import RankDrain
 from .swimlane import Swimlane
@@ -113,9 +114,11 @@ def _bubble_dict(b: RankBubbles) -> dict[str, Any]:
         "bubble_pct": _pct(b.bubble_ns, b.window_ns),
         "waits_for_us": {str(r): us(v) for r, v in b.waits_for_ns.items()}}
     if b.steps is not None and b.steps.step_numbers:
-        n = len(b.steps.step_numbers)
-        d["bubble_per_step_us"] = us(int(b.steps.bubble_ns.sum()) / n)
-        d["comm_wait_per_step_us"] = us(int(b.steps.wait_ns.sum()) / n)
+        n = len(b.steps.step_numbers)  # per step: the median over the non-outlier steps
+        d["bubble_per_step_us"] = us(stepstats.center(b.steps.bubble_ns))
+        d["comm_wait_per_step_us"] = us(stepstats.center(b.steps.wait_ns))
+        d["bubble_per_step_us_mean"] = us(int(b.steps.bubble_ns.sum()) / n)
+        d["comm_wait_per_step_us_mean"] = us(int(b.steps.wait_ns.sum()) / n)
     return d
 
 

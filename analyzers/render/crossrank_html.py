@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TextIO
 
+from .. import stepstats
 from ..gaps import CAUSES
 from .crossrank_svg import RANK_COLORS, lead_svg, legend, queue_svg, swimlane_svg
 from .escape import e as _e
@@ -38,7 +39,7 @@ def _bubbles(res: CrossRankResult) -> str:
     for b in res.bubbles:
         per = None
         if b.steps is not None and b.steps.step_numbers:
-            per = round(float(b.steps.bubble_ns.mean()) / 1000, 3)
+            per = round(stepstats.center(b.steps.bubble_ns) / 1000, 3)
         waits = ", ".join(f"rank {r}: {v / 1000:,.1f}" for r, v in b.waits_for_ns.items())
         pct = round(100.0 * b.bubble_ns / b.window_ns, 2) if b.window_ns else None
         rows.append(f'<tr data-rank="{b.rank}">' + "".join([

@@ -8,6 +8,8 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING, TextIO
 
+from .. import stepstats
+
 if TYPE_CHECKING:
     from ..crossrank.result import CrossRankResult
 
@@ -41,7 +43,7 @@ def render_crossrank_table(res: CrossRankResult, out: TextIO) -> None:
         win = b.window_ns
         per = "-"
         if b.steps is not None and b.steps.step_numbers:
-            per = f"{b.steps.bubble_ns.mean() / 1000:,.1f}"
+            per = f"{stepstats.center(b.steps.bubble_ns) / 1000:,.1f}"
         waits = ", ".join(f"{r}" for r, _ in sorted(b.waits_for_ns.items(),
                                                      key=lambda kv: -kv[1])[:3]) or "-"
         w(f"{b.rank:>4} {win / 1000:>11,.1f} {_pct(b.comm_ns, win):>6} "
@@ -51,8 +53,8 @@ def render_crossrank_table(res: CrossRankResult, out: TextIO) -> None:
     what = f"{cp.n_steps} step(s)" if cp.basis == "step" else "the GPU window (no steps)"
     w(f"\ncritical path over {what}, {cp.length_us:,.1f} us\n")
     cats = sorted(((v, k) for k, v in cp.by_category.items() if v), reverse=True)
-    for line in _wrap("by category: " + (", ".join(f"{k} {_share(v)}" for v, k in cats)
-                                         or "-")):
+    for line in _wrap("share of the critical path by category: "
+                      + (", ".join(f"{k} {_share(v)}" for v, k in cats) or "-")):
         w(line + "\n")
     ranks = sorted(((v, k) for k, v in cp.by_rank.items()), reverse=True)[:8]
     for line in _wrap("by rank: " + (", ".join(f"{k} {_share(v)}" for v, k in ranks) or "-")):

@@ -2,7 +2,8 @@
 
 The page, top to bottom: the headline (``id="headline"``: the finding in one sentence; with
 ``compare``, the verdict per rank) and the run's warnings; the comparison (with
-``compare``); the per-rank summary; the top sections (the what-if); the timeline (a canvas
+``compare``); the per-rank summary (step us: the median over the non-outlier steps); the
+outlier steps (what took the time, where; docs/costs.md); the top sections (the what-if); the timeline (a canvas
 drawn by ``templates/report.js``: busy spans and idle gaps per rank and device, opening on a
 few steps, with an overview strip to pan and zoom out to the whole window); each rank's GPU
 window by cause (an inline SVG); sortable call-site and sync-API tables; notes; the other
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ..gaps import CAUSES
 from ..observer import meta_line
+from ..stepstats import OUTLIER_K
 from .bars_svg import bars_svg
 from .escape import e, script_json
 from .timeline_data import MAX_GAPS_PER_ROW, row_label, timeline_data
@@ -101,6 +103,24 @@ def summary_html(runs: list[tuple[str, Report]]) -> str:
             rows.append(f'<tr data-rank="{r.rank}" data-run="{e(label)}">' + "".join(cells)
                         + "</tr>")
     return _table("sortable", head, rows, "summary", len(_run_head(runs)) + 2)
+
+
+def outliers_html(runs: list[tuple[str, Report]]) -> str:
+    """The outlier steps of every rank (``steps.outliers``); empty when there are none."""
+    rows = []
+    for label, rep in runs:
+        for r in rep.ranks:
+            for o in r.steps.outliers if r.steps is not None else []:
+                rows.append("".join([*_run_cells(runs, label), _num(r.rank, "d"),
+                                     _num(o["step"], "d"), _num(o["step_us"]),
+                                     _txt(o["dominant"]), _txt(o["callsite"] or "-")]))
+    if not rows:
+        return ""
+    head = [*_run_head(runs), "rank", "step", "step us", "what took the time", "call site"]
+    return ('<h2>Outlier steps</h2><p class="sub">steps more than '
+            f"{OUTLIER_K:g} scaled MADs from their rank's median step: listed here, left out of every per-step figure (docs/"
+            "costs.md)</p>" + _table("sortable", head, rows, "outliers",
+                                     len(_run_head(runs)) + 1))
 
 
 def callsites_html(runs: list[tuple[str, Report]]) -> str:
@@ -266,7 +286,9 @@ def render_html(rep: Report, out: TextIO, *, compare: Comparison | None = None,
             " · times in us</p>", headline_html(rep, compare), warnings_html(runs)]
     if compare is not None:
         body.append(compare_html(compare))
-    body.append("<h2>Per rank</h2>" + summary_html(runs))
+    body.append("<h2>Per rank</h2><p class=\"sub\">step us: the median over a rank's "
+                "steps, outlier steps left out</p>" + summary_html(runs))
+    body.append(outliers_html(runs))
     body += top
     if tl["rows"]:
         body.append(timeline_html(tl_notes))

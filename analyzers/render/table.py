@@ -68,6 +68,12 @@ def render_table(rep: Report, out: TextIO) -> None:
         _rank_detail(r, out)
 
 
+def _para(out: TextIO, text: str) -> None:
+    """A line of the rank's detail, wrapped to the table's width."""
+    out.write(textwrap.fill(text, WIDTH, subsequent_indent="  ", break_long_words=False,
+                            break_on_hyphens=False) + "\n")
+
+
 def _rank_detail(r: RankStalls, out: TextIO) -> None:
     w = out.write
     w(f"\n── rank {r.rank} " + "─" * (WIDTH - 9 - len(str(r.rank))) + "\n")
@@ -85,9 +91,14 @@ def _rank_detail(r: RankStalls, out: TextIO) -> None:
             s = r.steps
             if s.n_steps:
                 per = ", ".join(f"{c} {_num(v)}" for c, v in s.idle_per_step_us.items() if v)
-                w(f"{s.n_steps} steps ({s.n_dropped} incomplete dropped): "
-                  f"{_num(s.period_us)} us/step on the GPU (host "
-                  f"{_num(s.step_us_mean)}); idle per step: {per or 'none'}\n")
+                _para(out, f"{s.n_steps} steps ({s.n_dropped} incomplete dropped): "
+                      f"{_num(s.period_us)} us/step on the GPU, {s.statistic} over "
+                      f"{len(s.period_us_per_step) - len(s.outlier_steps)} steps (mean "
+                      f"{_num(s.period_us_mean)}; host {_num(s.step_us_mean)}); idle per "
+                      f"step: {per or 'none'}")
+                for o in s.outliers:
+                    _para(out, f"outlier step {o['step']}: {_num(o['step_us'])} us, "
+                          f"{o['dominant']} (not in the per-step figures)")
             else:
                 w(f"{s.n_dropped} step ranges, none complete\n")
     for reason, n in r.other_reasons.items():

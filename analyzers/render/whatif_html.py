@@ -13,8 +13,8 @@ if TYPE_CHECKING:
 
 def render_whatif_html(res: WhatIfResult, out: TextIO) -> None:
     """Write the what-if section: per rank times, idle by cause, assumptions, warnings."""
-    what = "device-wide synchronizes" if res.drop == "device-sync" else "blocking syncs"
-    at = f" at <code>{e(res.callsite)}</code>" if res.callsite else ""
+    what = e(res.dropped())
+    note = f'<p class="note">{e(res.drop_note)}</p>' if res.drop_note else ""
     rows = "".join(
         f"<tr><td>{r.rank}</td><td>{e(r.basis)}</td><td>{r.recorded_us:,.1f}</td>"
         f"<td>{r.replayed_us:,.1f}</td><td>{r.model_error_pct:+.1f}%</td>"
@@ -32,10 +32,12 @@ def render_whatif_html(res: WhatIfResult, out: TextIO) -> None:
     assumptions = "".join(f"<li>{e(a)}</li>" for a in res.assumptions)
     warnings = "".join(f"<li>{e(x)}</li>" for x in warnings_of(res))
     out.write(
-        f'<section class="whatif"><h2>What if: without {what}{at}</h2>'
+        f'<section class="whatif"><h2>What if: without {what}</h2>{note}'
         + (f'<ul class="warn">{warnings}</ul>' if warnings else "")
         + f"<p>{res.n_events:,} events replayed in {res.replay_s:.2f} s. Times in us per "
-        "step (or per GPU window). Model error: the replay of the trace as recorded vs the "
+        "step (the median over the non-outlier steps; or per GPU window). saving = recorded "
+        "&minus; predicted, direct = GPU idle in the dropped syncs, indirect = saving "
+        "&minus; direct (docs/costs.md). Model error: the replay of the trace as recorded vs the "
         "trace. &plusmn;: the prediction's error band (replay error plus the measured "
         "validation, by how host-bound the predicted run is).</p>"
         "<table><thead><tr><th>rank</th><th>per</th><th>recorded</th><th>replayed</th>"

@@ -25,11 +25,13 @@ def _wrap(text: str, first: str, indent: str) -> list[str]:
 def render_whatif_table(res: WhatIfResult, out: TextIO) -> None:
     """The terminal view: one row per rank, then idle by cause, assumptions, warnings."""
     w = out.write
-    what = "device-wide synchronizes" if res.drop == "device-sync" else "blocking syncs"
-    at = f" at {res.callsite}" if res.callsite else ""
-    w(f"profplug what-if: replay without {what}{at}\n")
+    for line in _wrap(f"profplug what-if: without {res.dropped()}", "", "  "):
+        w(line + "\n")
     for line in warning_lines(res):  # first: they say how far to trust what follows
         w(line + "\n")
+    if res.drop_note:
+        for line in _wrap(res.drop_note, "note: ", "  "):
+            w(line + "\n")
     w(f"{res.n_events:,} events replayed in {res.replay_s:.2f} s; err = the replay of the "
       "trace as\nrecorded vs the trace itself\n\n")
     w(f"{'rank':>4} {'per':>4} {'recorded':>8} {'replayed':>8} {'err%':>5} "
@@ -40,9 +42,10 @@ def render_whatif_table(res: WhatIfResult, out: TextIO) -> None:
           f"{r.model_error_pct:>+5.1f} {_n(r.predicted_us):>9} {r.error_band_pct:>5.1f} "
           f"{_n(r.saving_us):>8} {r.saving_pct:>4.0f} {_n(r.direct_us):>7} "
           f"{_n(r.indirect_us):>8}\n")
-    w("(us per step, or per GPU window when the trace has no steps; +-%: the error band\n"
-      "of the prediction, from the replay error and the measured validation, see\n"
-      "docs/whatif.md)\n")
+    w("(us per step: the median over the non-outlier steps; or per GPU window when the\n"
+      "trace has no steps; +-%: the error band of the prediction, from the replay error\n"
+      "and the measured validation, docs/whatif.md; saving = recorded - predicted,\n"
+      "direct = idle in the dropped syncs, indirect = saving - direct: docs/costs.md)\n")
     w("\nGPU idle by cause, recorded -> predicted (us per step or window)\n")
     for r in res.ranks:
         parts = [f"{c} {_n(r.recorded_idle_by_cause_us.get(c, 0.0))}->{_n(v)}"

@@ -3,7 +3,8 @@
 ``predict`` runs it (``whatif``, ``whatif_paths``), ``model`` builds the run's dependency
 model (``host``: the host work a dropped call takes with it), ``simulate`` replays it
 (``costs.HostCosts``: at other host costs), ``band`` sets each rank's error band,
-``unprofiled`` predicts at an unprofiled run's host speed (``whatif_unprofiled``), ``result``
+``dropset`` says which synchronizes are dropped (by default those the sync policy
+changes), ``unprofiled`` predicts at an unprofiled run's host speed (``whatif_unprofiled``), ``result``
 holds the values; the renderers are in ``render/whatif_*.py``.
 
     >>> from profplug.analyzers.whatif import whatif_paths
@@ -12,12 +13,13 @@ holds the values; the renderers are in ``render/whatif_*.py``.
 """
 
 from .costs import HostCosts
+from .dropset import DROP_POLICY
 from .model import DROP_ALL, DROP_DEVICE, DropSpec, build_model
 from .predict import whatif, whatif_analysis, whatif_paths
 from .result import RankWhatIf, WhatIfResult
 from .simulate import replay
 from .unprofiled import whatif_unprofiled
 
-__all__ = ["DROP_ALL", "DROP_DEVICE", "DropSpec", "HostCosts", "RankWhatIf", "WhatIfResult",
+__all__ = ["DROP_ALL", "DROP_DEVICE", "DROP_POLICY", "DropSpec", "HostCosts", "RankWhatIf", "WhatIfResult",
            "build_model", "replay", "whatif", "whatif_analysis", "whatif_paths",
            "whatif_unprofiled"]

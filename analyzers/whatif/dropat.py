@@ -16,6 +16,7 @@ from ...errors import ProfplugError
 from .. import classify
 from ..callsites import display_name, enclosing
 from ..timeline import Timeline
+from .dropset import DROP_POLICY
 from .model import DROP_DEVICE
 
 MAX_LISTED = 12
@@ -29,7 +30,7 @@ def sync_callsites(timelines: list[Timeline], kinds: str) -> list[str]:
         kind = classify.top_level_kinds(  # top-level calls, as the report's call sites
             classify.kinds_for_symbols(tl.names)[tl.api_name] if tl.api_name.size else
             np.zeros(0, dtype=np.int8), tl.api_tops())
-        want = (kind == classify.DEVICE) if kinds == DROP_DEVICE else \
+        want = (kind == classify.DEVICE) if kinds in (DROP_DEVICE, DROP_POLICY) else \
             (kind == classify.DEVICE) | (kind == classify.EVENT)
         idx = np.nonzero(want)[0]
         if idx.size:
@@ -41,7 +42,8 @@ def sync_callsites(timelines: list[Timeline], kinds: str) -> list[str]:
 def resolve_callsite(query: str, timelines: list[Timeline], kinds: str = DROP_DEVICE) -> str:
     """The one call site ``query`` names (see the module docstring); ProfplugError else."""
     sites = sync_callsites(timelines, kinds)
-    what = "device-wide synchronize" if kinds == DROP_DEVICE else "host-blocking sync"
+    what = ("device-wide synchronize" if kinds in (DROP_DEVICE, DROP_POLICY)
+            else "host-blocking sync")
     if not sites:
         raise ProfplugError(f"--drop-at {query}: the traces have no {what} to drop")
     for exact in (lambda s: s == query, lambda s: display_name(s) == query):

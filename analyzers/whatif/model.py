@@ -39,6 +39,7 @@ from ..timeline import (
     launch_calls,
     launch_times,
 )
+from .dropset import DROP_POLICY, policy_mask
 from .host import drop_cuts, sync_copies
 from .pairs import match_nccl
 
@@ -52,7 +53,7 @@ NONE_I = -1
 class DropSpec:
     """Which host-blocking calls the replay makes non-blocking."""
 
-    kinds: str = DROP_DEVICE  # device-sync: device-wide; all-sync: every blocking call; none
+    kinds: str = DROP_POLICY  # policy (dropset.py) | device-sync | all-sync | none
     callsite: str | None = None  # only calls at this call site (callsites.enclosing label)
 
 
@@ -300,6 +301,8 @@ class _RankBuilder:
         self.dropped = np.zeros(n_a, dtype=bool)
         want = classify.DEVICE if drop.kinds == DROP_DEVICE else -1
         cand = blocking & ((self.kind == want) if want >= 0 else drop.kinds != DROP_NONE)
+        if drop.kinds == DROP_POLICY:
+            cand = blocking & policy_mask(tl)
         if drop.callsite is not None and cand.any():
             idx = np.nonzero(cand)[0]
             labels = enclosing(tl, tl.api_start_ns[idx], tl.api_end_ns[idx], tl.api_tid[idx])

@@ -20,6 +20,7 @@ from ..load import PathsLike, load_timelines
 from ..readers.base import ReadOptions
 from ..stalls import RankStalls, StallOptions, analyze_rank
 from ..timeline import Timeline, groups
+from . import dropset, stepfigure
 from .band import set_bands
 from .costs import HostCosts
 from .dropat import resolve_callsite
@@ -40,11 +41,13 @@ ASSUMPTIONS = (
     "copy costs its smallest observed non-blocking duration",
     "an op that was queued behind its stream starts no earlier than its launch plus the "
     "rank's median observed launch latency",
-    "step time = mean GPU span of a step (first op it launched to the next step's first "
-    "op); step ranges move with the replayed calls of the thread with the most CUDA "
-    "calls; without steps, the GPU window",
-    "direct = idle gaps that started inside a dropped call (stall analysis), per step; "
-    "indirect = saving - direct",
+    "step time = the report's: the median over the non-outlier steps of each step's GPU "
+    "period (first op it launched to the next step's first op; the predicted run over the "
+    "recorded run's steps); step ranges move with the replayed calls of the thread with "
+    "the most CUDA calls; without steps, the GPU window",
+    "direct = GPU idle in gaps that started inside a dropped call (stall analysis), its "
+    "median per step; saving = recorded - predicted step; indirect = saving - direct "
+    "(docs/costs.md)",
 )
 
 
@@ -111,11 +114,10 @@ def _predicted_timeline(tl: Timeline, m: Model, r: Replay, a_s: np.ndarray, a_e:
                    warnings=[], skipped={})
 
 
-def _time_ns(rs: RankStalls, basis: str) -> float:
-    """Mean GPU span of a step (basis "step"), else the GPU window; ns."""
-    if basis == "step" and rs.steps is not None and rs.steps.n_steps:
-        return rs.steps.gpu_span_us_mean * 1000.0
-    return rs.total("window_us") * 1000.0
+def _time_ns(rs: RankStalls, basis: str, recorded: RankStalls | None = None) -> float:
+    """The report's step time (basis "step"; over ``recorded``'s steps), else the GPU
+    window; ns (``stepfigure``)."""
+    return stepfigure.step_ns(rs, basis, recorded)
 
 
 def _idle(rs: RankStalls, basis: str) -> dict[str, float]:
@@ -138,7 +140,7 @@ def _rank_result(tl: Timeline, m: Model, rec: Replay, drp: Replay, nested: dict[
         a_s, a_e = nested[key]
         prs = analyze_rank(_predicted_timeline(tl, m, r, a_s, a_e, main,
                                                key == "predicted"), opt)
-        times[key] = _time_ns(prs, basis)
+        times[key] = _time_ns(prs, basis, rs)
         pred_rs = prs
     # direct: gaps charged (by the stall analysis) to a call the replay drops
     alo, _ = m.rank_a[tl.rank]
@@ -146,7 +148,7 @@ def _rank_result(tl: Timeline, m: Model, rec: Replay, drp: Replay, nested: dict[
     g = rs.gaps
     hit = g.call >= 0
     hit[hit] = dropped_call[g.call[hit]]
-    direct_ns = float((g.end_ns - g.start_ns)[hit].sum()) / n_steps
+    direct_ns = stepfigure.direct_ns(rs, basis, hit)
     saving = rec_ns - times["predicted"]
     us = 1000.0
     return RankWhatIf(
@@ -168,10 +170,10 @@ def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
     """Replay the run as recorded and without the dropped synchronizes; compare per rank.
 
     ``host``: the predicted run's host costs relative to the trace's (default: the same)."""
-    drop = drop or DropSpec()
     opt = options or StallOptions()
     if not timelines or not any(t.n_gpu for t in timelines):
         raise ProfplugError("what-if: no GPU work in the given traces")
+    drop, drop_note = dropset.resolve(timelines, drop or DropSpec())
     if drop.callsite is not None:  # the name as the report prints it, or a unique part
         drop = replace(drop, callsite=resolve_callsite(drop.callsite, timelines, drop.kinds))
     t0 = time.perf_counter()
@@ -194,7 +196,7 @@ def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
     if not m.a_dropped.any():
         warnings.append("no call matched the drop rule: the prediction equals the replay")
     return WhatIfResult(
-        drop=drop.kinds, callsite=drop.callsite, ranks=ranks,
+        drop=drop.kinds, callsite=drop.callsite, ranks=ranks, drop_note=drop_note,
         assumptions=[*ASSUMPTIONS, *m.assumptions],
         warnings=warnings, n_events=m.n_events, replay_s=replay_s,
         max_model_error_pct=max((abs(r.model_error_pct) for r in ranks), default=0.0))

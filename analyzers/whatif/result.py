@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
+from ..stepstats import STATISTIC
+
 SCHEMA_VERSION = 1
 
 
@@ -37,14 +39,22 @@ class WhatIfResult:
 
     key: ClassVar[str] = "whatif"
 
-    drop: str  # device-sync | all-sync
+    drop: str  # policy | device-sync | all-sync | none (dropset.py)
     callsite: str | None
     ranks: list[RankWhatIf]
     assumptions: list[str]
     warnings: list[str] = field(default_factory=list)
+    drop_note: str | None = None  # why the drop rule is not the one asked for (a fallback)
     n_events: int = 0  # API calls + GPU ops replayed
     replay_s: float = 0.0  # wall time of both replays (model build included)
     max_model_error_pct: float = 0.0
+
+    def dropped(self) -> str:
+        """What the replay dropped, in words (the finding line, the headings)."""
+        from .dropset import drop_words
+
+        at = f" at {self.callsite}" if self.callsite else ""
+        return drop_words(self.drop) + at
 
     def rank(self, r: int) -> RankWhatIf:
         for x in self.ranks:
@@ -54,7 +64,9 @@ class WhatIfResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``whatif`` object of the JSON report (docs/whatif.md)."""
-        return {"version": SCHEMA_VERSION, "drop": self.drop, "callsite": self.callsite,
+        return {"version": SCHEMA_VERSION, "drop": self.drop, "dropped": self.dropped(),
+                "drop_note": self.drop_note, "statistic": STATISTIC,
+                "callsite": self.callsite,
                 "n_events": self.n_events, "replay_s": round(self.replay_s, 3),
                 "max_model_error_pct": round(self.max_model_error_pct, 2),
                 "ranks": [asdict(r) for r in self.ranks],

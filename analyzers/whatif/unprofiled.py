@@ -18,6 +18,12 @@ instead of a proportional one, or scaling the gaps alone, predicted the same (su
 over the 10 tuning cells 22.3, 21.9 and 21.8 points; ``benchmarks/whatif_calibration.py``).
 The band adds the calibration's term: the prediction's change across the unprofiled step's
 95% CI when it is given (``step_ci_us``), else ``UNPROFILED_BAND_PCT``.
+
+What the profiler changes on the GPU: a NCCL kernel that waited for a slower, profiled peer
+is not GPU work to keep. Kernels paired across ranks get their wait from the replay; an
+unpaired one (its peer's trace missing or not matched) has the part of it beyond its floor
+scaled like the host it waited for (``costs.comm_floors``), in the calibration and in the
+prediction alike.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from dataclasses import replace
 
 from ..stalls import StallOptions
 from ..timeline import Timeline
-from .costs import HostCosts
+from .costs import HostCosts, comm_floors
 from .model import DROP_NONE, DropSpec
 from .predict import whatif
 from .result import RankWhatIf, WhatIfResult
@@ -37,9 +43,14 @@ UNPROFILED_BAND_PCT = 7.0
 S_MIN, S_MAX = 0.05, 4.0
 
 
+def host_costs(tls: list[Timeline], s: float) -> HostCosts:
+    """Host costs at scale ``s``, unpaired NCCL kernels' waits scaled with them."""
+    return HostCosts(s, s, comm_floor_ns=comm_floors(tls))
+
+
 def _device_us(tls: list[Timeline], s: float, options: StallOptions | None) -> float:
     """The pipeline's step (mean over ranks) replayed at host scale ``s``, nothing dropped."""
-    res = whatif(tls, DropSpec(kinds=DROP_NONE), options, host=HostCosts(s, s))
+    res = whatif(tls, DropSpec(kinds=DROP_NONE), options, host=host_costs(tls, s))
     return sum(r.predicted_us for r in res.ranks) / max(len(res.ranks), 1)
 
 
@@ -92,7 +103,7 @@ def calibration_band(tls: list[Timeline], res: WhatIfResult, step_ci_us: tuple[f
     out = {r.rank: 0.0 for r in res.ranks}
     for end in step_ci_us:
         s, _ = fit_host_scale(tls, float(end), options)
-        other = whatif(tls, drop, options, host=HostCosts(s, s))
+        other = whatif(tls, drop, options, host=host_costs(tls, s))
         for r in res.ranks:
             if r.predicted_us > 0:
                 d = 100.0 * abs(other.rank(r.rank).predicted_us - r.predicted_us) / r.predicted_us
@@ -110,7 +121,7 @@ def whatif_unprofiled(tls: list[Timeline], step_us: float, drop: DropSpec | None
     band then carries the prediction's change across it (:func:`calibration_band`) instead
     of ``UNPROFILED_BAND_PCT``."""
     s, replayed = fit_host_scale(tls, step_us, options)
-    res = whatif(tls, drop, options, host=HostCosts(s, s))
+    res = whatif(tls, drop, options, host=host_costs(tls, s))
     cal = (calibration_band(tls, res, step_ci_us, drop, options) if step_ci_us
            else {r.rank: UNPROFILED_BAND_PCT for r in res.ranks})
     ranks = [_rank(r, step_us, replayed, cal[r.rank]) for r in res.ranks]

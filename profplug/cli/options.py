@@ -22,6 +22,12 @@ StepRange = Annotated[str | None, typer.Option(
 CrossRank = Annotated[bool, typer.Option(
     "--cross-rank/--no-cross-rank", help="Bubbles, critical path and drain across ranks "
                                           "(default on).")]
+Drop = Annotated[str, typer.Option(
+    "--drop", help="Which syncs the what-if stops blocking: policy (default: the device-wide "
+                   "synchronizes inside the pipeline send/recv, what the sync policy changes; "
+                   "every device-wide one when the trace has no such call site) | "
+                   "device-sync (every device-wide one) | all-sync (every host-blocking "
+                   "sync).")]
 MaxDecompressed = Annotated[str | None, typer.Option(
     "--max-decompressed", help="Most bytes a .gz trace may inflate to (e.g. 8G; default 2G, "
                                "or $PROFPLUG_MAX_DECOMPRESSED).")]

@@ -11,6 +11,7 @@ from .main import app
 from .options import (
     DEFAULT_TOLERANCE_US,
     CrossRank,
+    Drop,
     Html,
     Jobs,
     MaxDecompressed,
@@ -32,10 +33,11 @@ def report(
         "--strict", help="Exit 1 if any trace was truncated or had skipped events.")] = False,
     jobs: Jobs = None,
     whatif: Annotated[bool | None, typer.Option(
-        "--whatif/--no-whatif", help="Predict each rank's step time without its device-wide "
-                                     "synchronizes (see `profplug whatif`); by default when "
+        "--whatif/--no-whatif", help="Predict each rank's step time without the synchronizes "
+                                     "--drop names (see `profplug whatif`); by default when "
                                      "the run has at most 2M events.")] = None,
     cross_rank: CrossRank = True,
+    drop: Drop = "policy",
     nsys: Annotated[str | None, typer.Option(
         "--nsys", help="nsys executable to export .nsys-rep files (default: $PROFPLUG_NSYS, "
                        "then PATH).")] = None,
@@ -46,11 +48,13 @@ def report(
     from profplug.analyzers.commands import run_report
     from profplug.analyzers.readers.base import ReadOptions
     from profplug.analyzers.stalls import StallOptions
+    from profplug.analyzers.whatif import DropSpec
 
     code = run_report(paths, fmt=fmt, output=output, html=html,
                       options=StallOptions.from_tolerance_us(tolerance_us),
                       read=ReadOptions(nsys=nsys).with_step_range(step_range)
                       .with_max_decompressed(max_decompressed), jobs=jobs,
-                      whatif=whatif, strict=strict, cross_rank=cross_rank)
+                      whatif=whatif, strict=strict, cross_rank=cross_rank,
+                      drop=DropSpec(drop))
     if code:
         raise typer.Exit(code)

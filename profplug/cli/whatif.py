@@ -8,16 +8,23 @@ from typing import Annotated
 import typer
 
 from .main import app
-from .options import DEFAULT_TOLERANCE_US, Html, Jobs, MaxDecompressed, Output, StepRange, Tolerance
+from .options import (
+    DEFAULT_TOLERANCE_US,
+    Drop,
+    Html,
+    Jobs,
+    MaxDecompressed,
+    Output,
+    StepRange,
+    Tolerance,
+)
 
 
 @app.command()
 def whatif(
     paths: Annotated[list[Path], typer.Argument(help="Trace files or directories of one run "
                                                      "(all ranks).")],
-    drop: Annotated[str, typer.Option(
-        "--drop", help="Which syncs stop blocking: device-sync (device-wide) | all-sync "
-                       "(every host-blocking sync).")] = "device-sync",
+    drop: Drop = "policy",
     drop_at: Annotated[str | None, typer.Option(
         "--drop-at", help="Only the syncs at this call site (as `profplug report` names "
                           "it).")] = None,
@@ -31,6 +38,10 @@ def whatif(
                              "synchronizes (us): predict the step users run at. 'auto': the "
                              "untraced median step that `profplug run` recorded around its "
                              "window (run.json).")] = None,
+    unprofiled_ci: Annotated[str | None, typer.Option(
+        "--unprofiled-ci", metavar="LO,HI",
+        help="That step's 95% CI (us), e.g. `profplug ab`'s device CI: the band then carries "
+             "the prediction's change across it, as `ab --whatif` does.")] = None,
     step_range: StepRange = None,
     max_decompressed: MaxDecompressed = None,
 ) -> None:
@@ -42,7 +53,7 @@ def whatif(
 
     code = run_whatif(paths, drop=DropSpec(drop, drop_at), fmt=fmt, output=output, html=html,
                       options=StallOptions.from_tolerance_us(tolerance_us), jobs=jobs,
-                      unprofiled_us=unprofiled,
+                      unprofiled_us=unprofiled, unprofiled_ci=unprofiled_ci,
                       read=ReadOptions().with_step_range(step_range)
                       .with_max_decompressed(max_decompressed))
     if code:

@@ -58,14 +58,14 @@ def test_negative_tolerance_is_refused(value: str, tmp_path: Path,
 
 
 def test_compare_page_shows_the_share_as_a_percentage(tmp_path: Path) -> None:
-    # given the synthetic device/event runs (share 1.2 = 120%, as the verdict says)
+    # given the synthetic device/event runs (share 1.5 = 150%, as the verdict says)
     a, b = analyze(write_run(tmp_path, "device")), analyze(write_run(tmp_path, "event"))
     page = render_text(compare(a, b, "device", "event"), "html")
     verdicts = page[page.index('id="verdicts"'):]
     verdicts = verdicts[:verdicts.index("</table>")]
-    # then the cell shows 120% and keeps the JSON's fraction in data-v
-    assert re.findall(r'<td data-v="1.2">([^<]*)</td>', verdicts) == ["120%", "120%"]
-    assert "= 120% of it" in verdicts
+    # then the cell shows 150% and keeps the JSON's fraction in data-v
+    assert re.findall(r'<td data-v="1.5">([^<]*)</td>', verdicts) == ["150%", "150%"]
+    assert "= 150% of it" in verdicts
 
 
 def test_docs_say_compare_uses_the_gpu_period() -> None:

@@ -236,7 +236,7 @@ def test_compare_renders_both_runs(tmp_path: Path) -> None:
     rows = summary_rows(page)
     assert sorted(rows) == [("device", 0), ("device", 1), ("event", 0), ("event", 1)]
     assert float(rows[("event", 0)][0]) == 390.0
-    verdict = "event faster by 20.0 us/step (20.0%); device&#x27;s device_sync idle = 120% of it"
+    verdict = "event faster by 20.0 us/step (20.0%); device&#x27;s device_sync idle = 150% of it"
     headline = page[page.index('id="headline"'):page.index("</div>")]
     assert headline.count(verdict) == 2  # rank 0 and rank 1, first on the page
     assert page.count(verdict) == 4  # and in the verdicts table

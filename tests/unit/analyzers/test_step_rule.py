@@ -61,7 +61,9 @@ def test_exact_name_marks_the_steps(tmp_path: Path, fmt: str) -> None:
     assert r.steps is not None
     assert (r.steps.n_steps, r.steps.period_us, r.steps.step_us_mean) == (4, 100.0, 98.0)
     assert r.steps.step_numbers == [0, 1, 2, 3]
-    assert r.steps.idle_per_step_us["host_bound"] == 30.0  # 3 gaps of 40 us over 4 steps
+    # a 40 us gap in each step but the last (no next step: not in the per-step series)
+    assert r.steps.idle_per_step_us["host_bound"] == 40.0
+    assert r.steps.idle_per_step_us_mean["host_bound"] == 30.0  # 3 gaps of 40 us over 4
     assert r.steps_rule == "--step-range decode_step"
 
 

@@ -35,7 +35,11 @@ def test_steps_are_counted_and_incomplete_ones_dropped(tmp_path: Path) -> None:
     assert s.step_us_mean == 19.0
     # each step: device_sync gap 8-11 (3 us); gap 15-20 before the next step is host_bound
     assert s.idle_per_step_us["device_sync"] == 3.0
-    assert s.idle_per_step_us["host_bound"] == pytest.approx(5.0 * 2 / 3, abs=1e-3)
+    # per step, the median over the series (every step but the last, which has no next
+    # step: its trailing gap is in no period): 5 us; the mean over all 3 steps: 10 / 3
+    assert s.idle_per_step_us["host_bound"] == 5.0
+    assert s.idle_per_step_us_mean["host_bound"] == pytest.approx(5.0 * 2 / 3, abs=1e-3)
+    assert s.statistic == "median"
 
 
 def test_callsite_idle_per_step(tmp_path: Path) -> None:

@@ -1,0 +1,100 @@
+"""The drop set: which synchronizes the what-if makes non-blocking (``--drop``).
+
+By default (``policy``) it drops what the sync policy changes: the device-wide synchronizes
+inside the pipeline send/recv, and nothing else. ``profplug ab``'s ``event`` policy (and
+``profplug run --sync event``) replaces only those (``profplug.p2p``); a job's own
+``torch.cuda.synchronize()`` elsewhere (before a barrier, around a timer) stays, so a
+prediction that dropped it would answer another question than the measurement.
+
+A synchronize is inside the pipeline send/recv when a host range of its thread that encloses
+it is named after Megatron-Core's p2p functions (``profplug.megatron_names``:
+``send_to_next_pipeline_rank``, ``recv_from_prev_pipeline_rank_``) as a whole word:
+profplug's own ranges (``profplug.recv_from_prev_pipeline_rank_ peer=0`` around
+``profplug.sync.device``, ``profplug.ranges``), the range of a patched
+``torch.cuda.synchronize`` called from those functions (``profplug.synchronize
+.../communication_utils.py:NN recv_from_prev_pipeline_rank_``), or Megatron's own NVTX ranges
+(``module.function``). The enclosing range is found as call sites are
+(``callsites.enclosing``), over those ranges only.
+
+When no rank of the run has such a synchronize (a job with its own send/recv, or traces
+without annotations), the policy cannot be located: the drop falls back to every device-wide
+synchronize (``device-sync``) and the result says so. ``--drop device-sync`` asks for that
+directly; ``--drop-at SITE`` names one call site (any device-wide synchronize there).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Any, TypeVar
+
+import numpy as np
+
+from profplug.megatron_names import FUNCTIONS
+
+from .. import classify
+from ..callsites import UNANNOTATED, enclosing
+from ..timeline import Timeline
+
+D = TypeVar("D", bound=Any)  # model.DropSpec (not imported: model imports this module)
+
+DROP_POLICY = "policy"
+DROP_DEVICE = "device-sync"  # model.DROP_DEVICE: every device-wide synchronize
+PIPELINE_FUNCTIONS = tuple(f for f in FUNCTIONS if "pipeline_rank" in f)  # send, recv
+_PIPELINE = re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(map(re.escape, PIPELINE_FUNCTIONS))
+                       + r")(?![A-Za-z0-9_])")
+POLICY_WORDS = "the device-wide synchronizes in the pipeline send/recv"
+FALLBACK_NOTE = ("no device-wide synchronize inside a pipeline send/recv ("
+                 + ", ".join(PIPELINE_FUNCTIONS) + ") in these traces: dropped every "
+                 "device-wide synchronize instead (--drop device-sync)")
+
+
+def is_pipeline_range(name: str) -> bool:
+    """Whether a host range's name names a pipeline send/recv (see the module docstring)."""
+    return _PIPELINE.search(name) is not None
+
+
+def policy_mask(tl: Timeline) -> np.ndarray:
+    """Per API call of ``tl``: True for a device-wide synchronize inside a pipeline send/recv
+    range of its own thread."""
+    n = int(tl.api_start_ns.size)
+    out = np.zeros(n, dtype=bool)
+    if n == 0 or tl.ann_start_ns.size == 0:
+        return out
+    kinds = classify.kinds_for_symbols(tl.names)[tl.api_name]
+    cand = np.nonzero(kinds == classify.DEVICE)[0]
+    pipe_sym = np.fromiter((is_pipeline_range(s) for s in tl.names), dtype=bool,
+                           count=len(tl.names))
+    rows = np.nonzero(pipe_sym[tl.ann_name])[0]
+    if cand.size == 0 or rows.size == 0:
+        return out
+    only = replace(tl, ann_start_ns=tl.ann_start_ns[rows], ann_end_ns=tl.ann_end_ns[rows],
+                   ann_tid=tl.ann_tid[rows], ann_name=tl.ann_name[rows])
+    labels = enclosing(only, tl.api_start_ns[cand], tl.api_end_ns[cand], tl.api_tid[cand])
+    out[cand] = np.array([lab != UNANNOTATED for lab in labels], dtype=bool)
+    return out
+
+
+def resolve(timelines: list[Timeline], drop: D) -> tuple[D, str | None]:
+    """The drop rule to replay with, and a note when it is not the one asked for: the
+    ``policy`` rule falls back to ``device-sync`` when no rank has a synchronize inside a
+    pipeline send/recv; with ``--drop-at`` the named call site's device-wide synchronizes
+    are dropped whatever the policy."""
+    if drop.kinds != DROP_POLICY:
+        return drop, None
+    if drop.callsite is not None:
+        return replace(drop, kinds=DROP_DEVICE), None
+    if any(policy_mask(tl).any() for tl in timelines):
+        return drop, None
+    return replace(drop, kinds=DROP_DEVICE), FALLBACK_NOTE
+
+
+def drop_words(kinds: str) -> str:
+    """What a drop rule drops, in words (the finding line, the what-if's heading)."""
+    if kinds == DROP_POLICY:
+        return POLICY_WORDS
+    if kinds == "all-sync":
+        return "every host-blocking synchronize"
+    if kinds == "none":
+        return "nothing"
+    return "every device-wide synchronize"  # DROP_DEVICE

@@ -1,0 +1,71 @@
+"""The what-if's per-step figures, read the way the report reads them (docs/costs.md).
+
+- **recorded**: the report's step time (``StepStats.period_us``: the median of the per-step
+  GPU periods over the non-outlier steps, ``stepstats``), so ``report``, ``whatif`` and
+  ``ab`` print one step time for one run.
+- **replayed / predicted**: the recorded step less the median, over the recorded run's
+  non-outlier steps, of how much the replay shortened each step. A step's change is taken end
+  to end (the end of the last op it launched to the next step's), not first op to first op:
+  in a replay without synchronizes the host runs ahead of the GPU, so a step's first op can be
+  a NCCL receive that was launched (and started waiting) long before the step's work could
+  run, while its last op still ends when the GPU is done with it. A replay that reproduces the
+  trace changes no step: replayed = recorded.
+- **direct**: the same statistic of the per-step GPU idle charged to the dropped calls.
+
+Without steps: the GPU window, and direct is the whole window's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import stepstats
+from ..stalls import RankStalls
+from ..steps import per_step_ns
+
+
+def has_steps(rs: RankStalls) -> bool:
+    return rs.steps is not None and rs.steps.n_steps > 0
+
+
+def end_periods_ns(rs: RankStalls) -> np.ndarray:
+    """Per complete step from the second on: its last op's end minus the previous step's."""
+    return np.diff(np.maximum.accumulate(rs.step_last_ns)).astype(np.float64)
+
+
+def end_basis(recorded: RankStalls) -> np.ndarray:
+    """Which end-to-end periods (:func:`end_periods_ns`) are in the basis: not those that
+    overlap a recorded outlier step's period (step i's first op to step i+1's: the end-to-end
+    periods of steps i and i+1)."""
+    keep = np.ones(max(int(recorded.step_last_ns.size) - 1, 0), dtype=bool)
+    if recorded.steps is not None:
+        for i in recorded.steps.outlier_steps:
+            keep[max(i - 1, 0):i + 1] = False
+    return keep
+
+
+def step_ns(rs: RankStalls, basis: str, recorded: RankStalls | None = None) -> float:
+    """The step (basis "step") or the GPU window, in ns, of the trace (``recorded`` None)
+    or of a replay of ``recorded`` (see the module docstring)."""
+    if basis != "step" or not has_steps(rs):
+        return rs.total("window_us") * 1000.0
+    if recorded is None or not has_steps(recorded):
+        assert rs.steps is not None
+        return rs.steps.period_us * 1000.0
+    assert recorded.steps is not None and rs.steps is not None
+    rec_ns = recorded.steps.period_us * 1000.0
+    if rs.step_last_ns.size != recorded.step_last_ns.size or rs.step_last_ns.size < 2:
+        return rec_ns - (recorded.steps.gpu_span_us_mean - rs.steps.gpu_span_us_mean) * 1000.0
+    shorter = end_periods_ns(recorded) - end_periods_ns(rs)
+    return rec_ns - stepstats.center(shorter, end_basis(recorded))
+
+
+def direct_ns(rs: RankStalls, basis: str, charged: np.ndarray) -> float:
+    """GPU idle per step (or per window) in the gaps ``charged`` (a mask over ``rs.gaps``)."""
+    g = rs.gaps
+    dur = np.where(charged, g.end_ns - g.start_ns, 0)
+    if basis != "step" or not has_steps(rs):
+        return float(dur.sum())
+    assert rs.steps is not None
+    per = per_step_ns(rs.step_starts_ns, rs.step_ends_ns, g.start_ns, dur)
+    return stepstats.center(per.astype(np.float64), rs.steps.basis())

@@ -178,6 +178,28 @@ s_v25_dl() {
   done
 }
 
+# 9. issue 23: a user's own decode loop that never imports profplug (.client/, not in the
+#    repo: carry it), its step function named in the script (__main__) and in its module
+#    (imported before torch); and a window that never opens (--skip past the job's end).
+s_v23() {
+  UC="python3 .client/user_decode.py"
+  run v23_main_fn 60 $PP run -o "$W/v23/main_fn" --skip 10 --steps 20 \
+    --step-fn __main__:decode_step -- $TR1 .client/user_decode.py --steps 60
+  run v23_mod_fn 60 $PP run -o "$W/v23/mod_fn" --trace nsys --nsys "$NSYS" --skip 10 \
+    --steps 20 --step-fn userpipe.stages:pipeline_step -- $UC --steps 60
+  run v23_skip_past 40 $PP run -o "$W/v23/skip_past" --skip 100 --steps 10 \
+    --step-fn __main__:decode_step -- $UC --steps 20
+}
+
+# 10. issue 25: the observer effect in a profiled run (untraced steps before and after the
+#     window, timed like ab), Megatron-Core PP=1 and the decode loop at hidden 1024.
+s_v25_obs() {
+  run v25_obs_mcore 70 $PP run -o "$W/v25obs/mcore" --sync device --skip 20 --steps 20 \
+    -- $TR1 examples/megatron_gpt_infer.py --steps 80
+  run v25_obs_dl 40 $PP run -o "$W/v25obs/dl_h1024" --sync device --skip 20 --steps 30 \
+    -- $DL --hidden 1024 --layers 8 --batch 8 --stages 2 --steps 100
+}
+
 for sec in ${SECTIONS:-mcore dl_ab timing mcore_ab grid_ab}; do "s_$sec"; done
 
 say "done; packing"

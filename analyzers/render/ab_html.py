@@ -17,6 +17,7 @@ import numpy as np
 
 from ..ab.overlay import line as whatif_line
 from ..ab.stats import pipeline_steps
+from ..ab.switched import kept_steps
 from .ab_svg import ci_svg, dist_svg, runs_svg, speedup_svg
 from .ab_table import CLOCKS, outputs_line
 from .crossrank_svg import legend
@@ -65,7 +66,10 @@ def plot_data(res: AbResult) -> dict[str, Any]:
                      "index": r["index"],
                      "round": r["round"], "ok": r.get("status") == "ok", "q": q,
                      "n": int(steps.size)})
-        if r.get("status") == "ok" and steps.size:
+        if r.get("status") == "ok" and steps.size and r.get("block_order"):
+            for label, kept in kept_steps(r).items():  # switched: each policy's blocks
+                pooled.setdefault(label, []).append(np.asarray(kept))
+        elif r.get("status") == "ok" and steps.size:
             pooled[r["policy"]].append(steps)
     allv = [a for v in pooled.values() for a in v]
     hist: dict[str, Any] = {}

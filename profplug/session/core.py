@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 import profplug.steps as _steps
-from profplug import __version__, digests, ranges
+from profplug import __version__, digests, policy, ranges
 from profplug.annotation import mark
 from profplug.config import Config, env_rank
 from profplug.session.recorders import (
@@ -269,6 +269,7 @@ class Session:
             "versions": versions(cuda_calls) if status != "running" else None,
             "timing": self.timing,
             "digest": digests.summary(read=cuda_calls) if status != "running" else None,
+            "policy": policy.status(),  # what each sync policy reached, its switches
         }
         path = self.out / "status" / f"rank{record['rank']}.json"
         try:

@@ -1,0 +1,59 @@
+"""A sleep-based job with a known truth for ``profplug ab`` tests (one process, CPU).
+
+    python policy_job.py --steps 80 [--base-ms 4] [--event-factor 0.9] [--host-seed S]
+        [--first-slow 1.3] [--no-reach]
+
+Every step is a ``profplug.step()`` that sleeps ``--base-ms`` x the host speed, times
+``--event-factor`` when ``profplug.current_policy()`` (read every step) says ``event``:
+the event policy's step is exactly that fraction of the device step.
+
+- ``--host-seed S``: the host speed of this process is drawn uniformly in 0.6-1.4 from
+  ``random.Random(S * 1000 + PROFPLUG_AB_RUN)`` (a new, reproducible draw per run, as the
+  VM draws one per process); without it the speed is 1.
+- ``--first-slow F``: the first run of every round (``PROFPLUG_AB_POSITION`` 0) is F times
+  slower: a planted position effect.
+- ``--no-reach``: never asks for the policy (a job the policy cannot reach).
+Each step's output (its index and nothing policy-dependent) goes to ``profplug.digest``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import time
+
+import torch
+
+import profplug
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=80)
+    ap.add_argument("--base-ms", type=float, default=4.0)
+    ap.add_argument("--event-factor", type=float, default=1.0)
+    ap.add_argument("--host-seed", type=int, default=-1)
+    ap.add_argument("--first-slow", type=float, default=1.0)
+    ap.add_argument("--no-reach", action="store_true")
+    args = ap.parse_args()
+    speed = 1.0
+    if args.host_seed >= 0:
+        run = int(os.environ.get("PROFPLUG_AB_RUN", "0"))
+        speed = random.Random(args.host_seed * 1000 + run).uniform(0.6, 1.4)
+    if os.environ.get("PROFPLUG_AB_POSITION") == "0":
+        speed *= args.first_slow
+    out = torch.zeros(4)
+    for i in range(args.steps):
+        with profplug.step():
+            factor = 1.0
+            if not args.no_reach and profplug.current_policy() == "event":
+                factor = args.event_factor
+            time.sleep(args.base_ms * 1e-3 * speed * factor)
+            out.fill_(float(i))
+            profplug.digest(out)
+    print(f"policy_job: host speed {speed:.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

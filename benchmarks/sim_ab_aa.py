@@ -21,7 +21,6 @@ import math
 from typing import Any
 
 import numpy as np
-
 from profplug.analyzers.ab import analyze_ab, schedule
 from profplug.analyzers.ab.plan import positions, switched_orders
 

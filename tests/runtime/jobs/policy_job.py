@@ -3,9 +3,13 @@
     python policy_job.py --steps 80 [--base-ms 4] [--event-factor 0.9] [--host-seed S]
         [--first-slow 1.3] [--no-reach]
 
-Every step is a ``profplug.step()`` that sleeps ``--base-ms`` x the host speed, times
+Every step is a ``profplug.step()`` of ``--base-ms`` x the host speed, times
 ``--event-factor`` when ``profplug.current_policy()`` (read every step) says ``event``:
-the event policy's step is exactly that fraction of the device step.
+the event policy's step is exactly that fraction of the device step. Steps are paced
+against absolute deadlines (sleep, then spin the last 1.5 ms), so the period from one step's
+begin to the next is the target itself: the fixed cost around a step (profplug's boundary,
+the loop) falls on both boundaries alike and cancels. A step that overran its deadline
+(a busy host) is not caught up on: the next step starts a new schedule.
 
 - ``--host-seed S``: the host speed of this process is drawn uniformly in 0.6-1.4 from
   ``random.Random(S * 1000 + PROFPLUG_AB_RUN)`` (a new, reproducible draw per run, as the
@@ -27,6 +31,8 @@ import torch
 
 import profplug
 
+SPIN_S = 1.5e-3  # the last part of a step is spun, not slept: a sleep wakes up late
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -44,14 +50,23 @@ def main() -> None:
     if os.environ.get("PROFPLUG_AB_POSITION") == "0":
         speed *= args.first_slow
     out = torch.zeros(4)
+    deadline = time.perf_counter()
     for i in range(args.steps):
         with profplug.step():
             factor = 1.0
             if not args.no_reach and profplug.current_policy() == "event":
                 factor = args.event_factor
-            time.sleep(args.base_ms * 1e-3 * speed * factor)
             out.fill_(float(i))
             profplug.digest(out)
+            now = time.perf_counter()
+            if now > deadline + 2e-4:  # fell behind (the host was busy): do not catch up
+                deadline = now
+            deadline += args.base_ms * 1e-3 * speed * factor
+            left = deadline - time.perf_counter()
+            if left > SPIN_S:
+                time.sleep(left - SPIN_S)
+            while time.perf_counter() < deadline:
+                pass
     print(f"policy_job: host speed {speed:.3f}", flush=True)
 
 

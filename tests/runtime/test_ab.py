@@ -143,6 +143,8 @@ def test_a_megatron_job_that_never_imports_profplug(tmp_path) -> None:
             assert rank["step_source"] == "megatron" and len(rank["step_us"]) == 4
             # steps 0, 1 (warm-up) and 6, 7 (after the window); 2..5 are timed
             assert rank["digest_calls"] == 4 and rank["digest_in_window"] == 4
+            # the policy reached Megatron's send/recv (patched) on every rank
+            assert rank["policy_counts"][run["policy"]]["p2p_calls"] > 0
     assert doc["outputs_identical"] is True
 
 

@@ -151,3 +151,14 @@ def test_old_ab_json_files_still_analyze(path) -> None:
                      order=doc.get("order") or "interleaved", resamples=200)
     assert res.design == "separate" and res.not_reached == []
     assert [s.policy for s in res.summary] == doc["policies"]
+
+
+def test_a_switched_mismatch_names_the_policy_that_ran_the_step_in_each_run() -> None:
+    runs = [_switched(k, o, 1.0) for k, o in enumerate(switched_orders(LABELS, 2))]
+    for r in runs:
+        r["ranks"][0] |= {"digest_calls": 20, "step_digests": [f"s{i}" for i in range(20)]}
+    runs[1]["ranks"][0]["step_digests"][7] = "bad"  # step 7: block 0, event in run 1
+    res = analyze_ab(runs, policies=LABELS, rounds=2, resamples=100)
+    (m,) = res.outputs.mismatches
+    assert (m.run, m.step, m.policy, m.reference_policy) == (1, 7, "event", "device")
+    assert res.exit_code() == 1

@@ -40,6 +40,20 @@ def outputs_line(res: AbResult) -> str:
             f"{o.mismatches[0].line()}")
 
 
+def design_lines(res: AbResult) -> list[str]:
+    """The design's own lines: the position effect (separate runs), or what the steps after
+    a switch cost (switched: each offset's step over its block's, the first 4 offsets)."""
+    out = []
+    if res.position_effect is not None and res.position_effect.get("line"):
+        out.append(res.position_effect["line"])
+    if res.after_switch:
+        parts = [f"{label} " + " ".join("-" if x is None else f"{x:.2f}" for x in v[:4])
+                 for label, v in res.after_switch.items()]
+        out.append("after a switch (step / its block's step, offsets 0-3): "
+                   + "; ".join(parts) + f" (the first {res.discard_after_switch} left out)")
+    return out
+
+
 def render_ab_table(res: AbResult, out: TextIO) -> None:
     """The terminal view of an A/B."""
     w = out.write
@@ -92,8 +106,8 @@ def render_ab_table(res: AbResult, out: TextIO) -> None:
     for line in res.not_reached:
         for ln in _wrap(line):
             w(ln + "\n")
-    if res.position_effect is not None and res.position_effect.get("line"):
-        for ln in _wrap(res.position_effect["line"]):
+    for line in design_lines(res):
+        for ln in _wrap(line):
             w(ln + "\n")
     if res.stopped:
         for ln in _wrap(f"stopped: {res.stopped}"):

@@ -281,3 +281,20 @@ def test_ctrl_c_stops_after_the_current_run_and_keeps_what_ran(tmp_path) -> None
     doc = load(out)
     assert doc["interrupted"] is True and len(doc["runs"]) == 1
     assert "interrupted after 1 of 6 runs" in stderr
+
+
+@pytest.mark.slow
+def test_a_job_that_reads_the_policy_once_falls_back_to_separate_runs(tmp_path) -> None:
+    """The first (switched) run shows that only the starting policy reached the job: ab
+    says so and runs separate runs instead, keeping that run in probe_run.json."""
+    out = tmp_path / "ab"
+    res = ab(out, "--rounds", "1", "--skip", "2", "--steps", "40",
+             job=[*POLICY_JOB, "--steps", "44", "--base-ms", "2", "--ask-once"])
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "the job follows only the policy it starts with" in res.stderr
+    doc = load(out)
+    assert doc["design"] == "separate" and [r["policy"] for r in doc["runs"]] == [
+        "device", "event"]
+    probe = json.loads((out / "probe_run.json").read_text())
+    assert probe["block_order"] == ["device", "event"]
+    assert probe["ranks"][0]["policy_counts"]["event"]["current_policy_calls"] == 0

@@ -17,6 +17,8 @@ the loop) falls on both boundaries alike and cancels. A step that overran its de
 - ``--first-slow F``: the first run of every round (``PROFPLUG_AB_POSITION`` 0) is F times
   slower: a planted position effect.
 - ``--no-reach``: never asks for the policy (a job the policy cannot reach).
+- ``--ask-once``: asks for the policy once, before the first step (a job that cannot be
+  switched inside a run).
 Each step's output (its index and nothing policy-dependent) goes to ``profplug.digest``.
 """
 
@@ -42,6 +44,7 @@ def main() -> None:
     ap.add_argument("--host-seed", type=int, default=-1)
     ap.add_argument("--first-slow", type=float, default=1.0)
     ap.add_argument("--no-reach", action="store_true")
+    ap.add_argument("--ask-once", action="store_true")
     args = ap.parse_args()
     speed = 1.0
     if args.host_seed >= 0:
@@ -50,11 +53,13 @@ def main() -> None:
     if os.environ.get("PROFPLUG_AB_POSITION") == "0":
         speed *= args.first_slow
     out = torch.zeros(4)
+    once = profplug.current_policy() if args.ask_once else None
     deadline = time.perf_counter()
     for i in range(args.steps):
         with profplug.step():
             factor = 1.0
-            if not args.no_reach and profplug.current_policy() == "event":
+            policy = once or (None if args.no_reach else profplug.current_policy())
+            if policy == "event":
                 factor = args.event_factor
             out.fill_(float(i))
             profplug.digest(out)

@@ -20,14 +20,17 @@ first (a decode step). Each step's output goes to ``profplug.digest`` (a no-op u
 - Several processes: one stage per rank (``--stages`` is the world size), activations sent
   with ``profplug.p2p`` (NCCL on GPUs, gloo on CPUs) under the same policy.
 
-The policy comes from ``--sync``, else ``PROFPLUG_SYNC`` (what ``profplug run --sync`` and
-``profplug ab`` set), else ``device``. Every step is a ``profplug.step()``. The output does
-not depend on the policy: the last line prints a checksum of the final activation.
+The policy comes from ``--sync``, else ``profplug.current_policy()``, asked at every step
+(``PROFPLUG_SYNC``, what ``profplug run --sync`` and ``profplug ab`` set, else ``device``;
+``profplug ab --switch-every N`` flips it inside the run). Every step is a
+``profplug.step()``. The output does not depend on the policy: the last line prints a
+checksum of the final activation.
 Unprofiled step time: ``--timed A:B`` steps are timed on the host between two synchronizes
 (one before step A, one after step B-1), so the timing adds no per-step synchronization.
 
-``--switch STEP:POLICY``: the policy changes at step STEP, and every step is also a range
-``decode.<policy>`` (``profplug.annotate``): one traced process holds both policies, so a
+``--switch STEP:POLICY``: the policy changes at step STEP (the job's own switch, for traced
+runs; ``profplug ab`` switches through ``current_policy()`` instead), and every step is also
+a range ``decode.<policy>`` (``profplug.annotate``): one traced process holds both policies, so a
 what-if of its ``decode.device`` steps can be checked against its ``decode.event`` steps at
 the same host speed (the 1-GPU VM's host speed differs from process to process:
 ``benchmarks/host_modes.py``; ``benchmarks/whatif_grid.py`` traces ``kineto-switch``).
@@ -119,7 +122,8 @@ def main(argv: list[str] | None = None) -> None:
     elif not cuda:
         raise SystemExit("decode_loop.py: one process needs a CUDA GPU (or run it with "
                          "torchrun on CPUs)")
-    policy = args.sync or p2p.default_sync()
+    policy = args.sync or profplug.current_policy()
+    follow = not args.sync and not args.switch  # ask current_policy() every step
     switch_at, _, then = args.switch.partition(":")
     switch = int(switch_at) if args.switch else -1
     stages = [rank] if world > 1 else list(range(args.stages))
@@ -140,6 +144,8 @@ def main(argv: list[str] | None = None) -> None:
                 t0 = time.perf_counter()
             if step == switch:
                 policy = then
+            elif follow:
+                policy = profplug.current_policy()
             with profplug.step(), (profplug.annotate(f"decode.{policy}") if switch >= 0
                                    else contextlib.nullcontext()):
                 if hand_off is not None:

@@ -1,8 +1,8 @@
 """profplug: what device-wide synchronizes cost pipeline-parallel PyTorch inference.
 
 ``import profplug`` is cheap and never imports torch: the runtime API (``annotate``,
-``patch``, ``step``, ``digest``, ``p2p``) loads torch/nvtx on first use; the offline
-analyzer lives in ``profplug.analyzers``.
+``patch``, ``step``, ``digest``, ``current_policy``, ``p2p``) loads torch/nvtx on first use;
+the offline analyzer lives in ``profplug.analyzers``.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ _LAZY = {
     "unpatch": "profplug.patching",
     "step": "profplug.steps",
     "digest": "profplug.digests",
+    "current_policy": "profplug.policy",
     "p2p": None,
 }
 

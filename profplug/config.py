@@ -13,6 +13,8 @@
 | ``PROFPLUG_ALIGN`` | ``0`` / ``1`` (``1``) | barrier across ranks right before the window opens |
 | ``PROFPLUG_STEP_TIMING`` | ``off`` / ``host`` / ``events`` (``off``) | time each window step (``profplug.session.steptimer``): ``host`` = perf counter only; ``events`` = a CUDA event per step boundary too (host only without CUDA); into the status file |
 | ``PROFPLUG_DIGEST`` | ``0`` / ``1`` (``0``) | ``profplug.digest(tensor)`` folds outputs into per-step digests (``profplug.digests``); Megatron's ``broadcast_from_last_pipeline_stage`` result is digested automatically |
+| ``PROFPLUG_SWITCH_EVERY`` | int >= 0 (``0``) | ``profplug ab --switch-every``: flip the policy every N steps (``profplug.session.switcher``) |
+| ``PROFPLUG_SWITCH_ORDER`` | comma list of ab labels (unset) | the block order of a switched run, e.g. ``event,device`` (``device2``: an A/A's second label) |
 | ``PROFPLUG_OWNER_PID`` | pid (set by profplug) | the process that activated; its descendants do not |
 
 Ranks read their rank from ``RANK`` (torchrun), else ``torch.distributed``, else 0.
@@ -39,6 +41,8 @@ ENV_ALIGN = "PROFPLUG_ALIGN"
 ENV_OWNER_PID = "PROFPLUG_OWNER_PID"
 ENV_STEP_TIMING = "PROFPLUG_STEP_TIMING"
 ENV_DIGEST = "PROFPLUG_DIGEST"
+ENV_SWITCH_EVERY = "PROFPLUG_SWITCH_EVERY"
+ENV_SWITCH_ORDER = "PROFPLUG_SWITCH_ORDER"
 
 SYNC_POLICIES = ("device", "event", "none")
 SYNC_CHOICES = ("keep", *SYNC_POLICIES)

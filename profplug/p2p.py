@@ -26,6 +26,7 @@ import torch
 import torch.distributed as dist
 
 import profplug.steps as _steps
+from profplug import policy as _policy
 from profplug import ranges
 from profplug.annotation import annotate
 from profplug.config import sync_policy
@@ -43,7 +44,7 @@ _WAIT = annotate(ranges.WAIT)
 _SYNC_DEVICE = annotate(ranges.SYNC_DEVICE)
 _SYNC_EVENT = annotate(ranges.SYNC_EVENT)
 
-_default: str | None = None
+_COUNTS = _policy.COUNTS  # per policy: what it touched (profplug.policy)
 _outer: dict[tuple[Any, ...], Any] = {}  # (name, bytes, peer[, group]) -> cached Range
 _group_ranks: dict[int, tuple[Any, tuple[int, ...]]] = {}  # id(group) -> (group, global ranks)
 # (event, tensors) kept alive until the event (recorded after the wait) has completed.
@@ -52,17 +53,15 @@ _free_events: list[Any] = []
 
 
 def default_sync() -> str:
-    """The policy used when ``sync=None``: ``PROFPLUG_SYNC`` (read once), else ``device``."""
-    global _default
-    if _default is None:
-        _default = sync_policy(None)
-    return _default
+    """The policy used when ``sync=None``: the policy in force (``profplug.current_policy``'s
+    switch: ``PROFPLUG_SYNC`` until ``profplug ab --switch-every`` flips it), else
+    ``device``."""
+    return _policy.get()
 
 
 def set_default_sync(policy: str | None) -> None:
     """Set the process-wide default policy; ``None`` re-reads ``PROFPLUG_SYNC``."""
-    global _default
-    _default = None if policy is None else sync_policy(policy)
+    _policy.set_policy(policy)
 
 
 def original_synchronize() -> Any:
@@ -110,10 +109,12 @@ def _sync(policy: str, tensors: tuple[torch.Tensor, ...], device_sync: bool = Tr
         if device_sync:
             with _SYNC_DEVICE:
                 if on_cuda:
+                    _COUNTS["device"][_policy.DEVICE_SYNC] += 1
                     original_synchronize()()
     elif policy == "event":
         with _SYNC_EVENT:
             if on_cuda:
+                _COUNTS["event"][_policy.EVENT_WAIT] += 1
                 _release_completed()
                 event = _free_events.pop() if _free_events else torch.cuda.Event()
                 event.record(torch.cuda.current_stream(tensors[0].device))
@@ -146,7 +147,8 @@ def _ranks_of(group: Any) -> tuple[int, ...]:
 
 def _p2p(op: Any, tensor: torch.Tensor, peer: int, name: str, sync: str | None) -> None:
     _steps.on_activity()
-    policy = default_sync() if sync is None else sync_policy(sync)
+    policy = _policy.get() if sync is None else sync_policy(sync)
+    _COUNTS[policy][_policy.P2P] += 1
     with _outer_range(name, tensor.numel() * tensor.element_size(), peer):
         with _POST:
             reqs = dist.batch_isend_irecv([dist.P2POp(op, tensor, peer)])
@@ -202,7 +204,7 @@ def broadcast_from_last_pipeline_stage(
 ) -> torch.Tensor:
     """Broadcast ``tensor`` (given on the last stage) to every stage; returns it everywhere."""
     _steps.on_activity()
-    policy = default_sync() if sync is None else sync_policy(sync)
+    policy = _policy.get() if sync is None else sync_policy(sync)
     group: Any = pp_group
     if pp_group is None:
         ps = _parallel_state()

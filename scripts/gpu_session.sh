@@ -7,6 +7,7 @@
 # the order given under one deadline (BUDGET_S seconds from the start); each logs and carries
 # on on failure. Results: $OUT/log.txt, $OUT/session.tgz.
 #   SECTIONS="timing2 hostmodes" BUDGET_S=400 bash scripts/gpu_session.sh
+#   SECTIONS=ab26 BUDGET_S=480 bash scripts/gpu_session.sh     # issue 26 (ab round 2)
 set -u
 T0=$(date +%s)
 BUDGET_S=${BUDGET_S:-540}
@@ -198,6 +199,29 @@ s_v25_obs() {
     -- $TR1 examples/megatron_gpt_infer.py --steps 80
   run v25_obs_dl 40 $PP run -o "$W/v25obs/dl_h1024" --sync device --skip 20 --steps 30 \
     -- $DL --hidden 1024 --layers 8 --batch 8 --stages 2 --steps 100
+}
+
+# 11. issue 26: ab round 2. The README headline job (decode loop, hidden 1024, 2 local
+#    stages) switched every 10 steps inside each run (the new default) and, beside it,
+#    separate runs in the counterbalanced order; an A/A of the switched design; the step
+#    timer's overhead (goal: the paired CI's upper end under 1%); Megatron-Core at PP=1
+#    (no send/recv: no policy reaches it; ab should stop after one round, exit 7).
+s_ab26() {
+  mkdir -p "$W/ab26"
+  DLS="--hidden 1024 --layers 8 --batch 8 --stages 2"
+  run ab26_dl_switched 100 $PP ab -o "$W/ab26/dl_switched" --policies device,event,none \
+    --rounds 5 --skip 20 --steps 100 --html "$W/ab26/dl_switched.html" -- $DL $DLS --steps 125
+  run ab26_dl_separate 150 $PP ab -o "$W/ab26/dl_separate" --switch-every 0 \
+    --policies device,event --rounds 6 --skip 20 --steps 100 \
+    --html "$W/ab26/dl_separate.html" -- $DL $DLS --steps 125
+  run ab26_dl_aa 70 $PP ab -o "$W/ab26/dl_aa" --aa --rounds 5 --skip 20 --steps 100 \
+    -- $DL $DLS --steps 125
+  for s in event device; do
+    run "ab26_timing_$s" 70 python3 benchmarks/bench_ab_timing.py --sync $s --hidden 1024 \
+      --json "$W/ab26/bench_timing_h1024_$s.json"
+  done
+  run ab26_mcore_pp1 60 $PP ab -o "$W/ab26/mcore_pp1" --rounds 3 --skip 20 --steps 60 \
+    -- $TR1 examples/megatron_gpt_infer.py --steps 85
 }
 
 for sec in ${SECTIONS:-mcore dl_ab timing mcore_ab grid_ab}; do "s_$sec"; done

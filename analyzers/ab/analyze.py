@@ -12,9 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from . import stats
+from . import stats, switched
 from .digestcheck import check_digests
 from .plan import BASELINE
+from .position import position_effect
+from .reach import not_reached
 from .result import AbResult, PolicySummary, RankSummary
 
 
@@ -102,19 +104,20 @@ def _fmt(*values: float) -> list[str]:
     return [f"{v:.{digits}f}" for v in values]
 
 
-def too_few(n: int) -> str:
+def too_few(n: int, unit: str = "round") -> str:
     """Why there is no CI: ``too few rounds for a confidence interval (2; at least 3)``."""
-    return f"too few rounds for a confidence interval ({n}; at least {stats.MIN_ROUNDS})"
+    return f"too few {unit}s for a confidence interval ({n}; at least {stats.MIN_ROUNDS})"
 
 
 def verdict_line(policy: str, base: str, sp: float, lo: float | None, hi: float | None,
-                 n: int, needed: int | None) -> str:
+                 n: int, needed: int | None, unit: str = "round") -> str:
     """e.g. ``event: 2.13x faster than device (95% CI 2.05-2.20x, 5 rounds)``; no claim
-    without a CI (fewer than ``stats.MIN_ROUNDS`` paired rounds)."""
-    rounds = f"{n} round{'s' if n != 1 else ''}"
+    without a CI (fewer than ``stats.MIN_ROUNDS`` paired rounds). ``unit``: ``round``
+    (separate runs) or ``switched run``."""
+    rounds = f"{n} {unit}{'s' if n != 1 else ''}"
     if lo is None or hi is None:
         (x,) = _fmt(sp)
-        return (f"{policy}: {too_few(n)}, no verdict (measured {x}x the speed of {base}"
+        return (f"{policy}: {too_few(n, unit)}, no verdict (measured {x}x the speed of {base}"
                 f"{f' over {rounds}' if n else ', no round in common'})")
     if stats.resolved(lo, hi):
         if sp >= 1.0:
@@ -129,7 +132,7 @@ def verdict_line(policy: str, base: str, sp: float, lo: float | None, hi: float 
         return line
     more = (f"more than {needed:,}" if needed >= stats.MAX_ROUNDS_NEEDED
             else f"about {needed:,}")
-    return f"{line}: {more} rounds needed to resolve a {abs(sp - 1.0) * 100:.1f}% difference"
+    return f"{line}: {more} {unit}s needed to resolve a {abs(sp - 1.0) * 100:.1f}% difference"
 
 
 def _clock(runs: Sequence[dict[str, Any]]) -> str:
@@ -154,24 +157,90 @@ def _warnings(runs: Sequence[dict[str, Any]], summary: Sequence[PolicySummary]) 
     return out
 
 
+def summarize_switched(policy: str, runs: Sequence[dict[str, Any]], rounds: int,
+                       resamples: int, discard: int) -> PolicySummary:
+    """One label over switched runs: per run its robust step over its blocks
+    (``round_medians_us``, by run), their median and bootstrap CI over runs."""
+    by_round: list[float | None] = [None] * rounds
+    for r in runs:
+        if _usable(r) and 0 <= r["round"] < rounds:
+            c = switched.run_centers(r, discard).get(policy)
+            by_round[r["round"]] = None if c is None else round(c[0], 3)
+    values = [v for v in by_round if v is not None]
+    s = PolicySummary(policy=policy, rounds=rounds, rounds_ok=len(values),
+                      round_medians_us=by_round)
+    if values:
+        s.median_step_us, s.ci95_us = _ci(values, resamples)
+    return s
+
+
+def compare_switched(s: PolicySummary, base: PolicySummary) -> None:
+    """``s``'s speedup over ``base`` from the runs' within-run ratios (t over log ratios)."""
+    ratios = [b / o for b, o in zip(base.round_medians_us, s.round_medians_us, strict=True)
+              if b and o]
+    unit = "switched run"
+    if not ratios:
+        s.verdict = f"{s.policy}: no result (no run with blocks of both {s.policy} and device)"
+        return
+    sp, lo, hi, n = switched.log_ratio_ci(ratios)
+    s.speedup_vs_device, s.speedup_rounds, s.paired = round(sp, 4), n, True
+    if lo is None or hi is None:
+        s.verdict = verdict_line(s.policy, base.policy, sp, None, None, n, None, unit)
+        return
+    s.speedup_ci95 = [round(lo, 4), round(hi, 4)]
+    s.resolved = stats.resolved(lo, hi)
+    s.rounds_needed = None if s.resolved else stats.rounds_needed(sp, lo, hi, n)
+    s.verdict = verdict_line(s.policy, base.policy, sp, lo, hi, n, s.rounds_needed, unit)
+
+
+def design_line(design: str, order: str, every: int | None, discard: int) -> str:
+    """Which design produced the verdicts, in words."""
+    if design == "switched":
+        return (f"design: policies switched every {every} steps inside each run (block order "
+                f"counterbalanced across runs; first {discard} steps of each block left out)")
+    return f"design: separate runs, {order} order"
+
+
 def analyze_ab(runs: Sequence[dict[str, Any]], *, policies: Sequence[str], rounds: int,
                order: str = "interleaved", seed: int | None = None, skip: int | None = None,
                steps: int | None = None, command: Sequence[str] = (),
-               interrupted: int | None = None,
+               interrupted: int | None = None, stopped: str | None = None,
+               discard: int = switched.DISCARD_AFTER_SWITCH,
                resamples: int = stats.RESAMPLES) -> AbResult:
-    """The A/B of ``runs`` (records in execution order, see docs/ab.md)."""
+    """The A/B of ``runs`` (records in execution order, see docs/ab.md): separate runs
+    (one policy per run), or switched runs (``block_order``: the policies alternate in
+    blocks inside every run)."""
     records = [with_medians(r) for r in runs]
-    summary = [summarize(p, records, rounds, resamples) for p in policies]
+    is_switched = any(switched.is_switched(r) for r in records)
+    every = next((int(r["switch_every"]) for r in records if switched.is_switched(r)), None)
+    if is_switched:
+        summary = [summarize_switched(p, records, rounds, resamples, discard)
+                   for p in policies]
+    else:
+        summary = [summarize(p, records, rounds, resamples) for p in policies]
     base = next(s for s in summary if s.policy == BASELINE)
     for s in summary:
         if s is not base:
-            compare_to_baseline(s, base, resamples)
+            if is_switched:
+                compare_switched(s, base)
+            else:
+                compare_to_baseline(s, base, resamples)
     outputs = check_digests(records)
-    verdict = "; ".join(s.verdict for s in summary if s.verdict)
+    design = "switched" if is_switched else "separate"
+    verdict = "; ".join([*(s.verdict for s in summary if s.verdict),
+                         design_line(design, order, every, discard)])
+    missing = not_reached(records)
+    if missing:
+        verdict = f"{missing[0]}; {verdict}"
     if outputs.identical is False:
         verdict = f"OUTPUTS DIFFER: {outputs.mismatches[0].line()}; {verdict}"
     return AbResult(policies=list(policies), rounds=rounds, order=order, seed=seed,
                     runs=records, summary=summary, outputs=outputs, verdict=verdict,
                     clock=_clock(records), skip=skip, steps=steps, command=list(command),
                     interrupted=interrupted, warnings=_warnings(records, summary),
-                    resamples=resamples)
+                    resamples=resamples, design=design, switch_every=every,
+                    discard_after_switch=discard if is_switched else None,
+                    position_effect=None if is_switched else position_effect(records,
+                                                                             policies),
+                    after_switch=switched.after_switch(records, discard) if is_switched
+                    else None, not_reached=missing, stopped=stopped)

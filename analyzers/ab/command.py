@@ -16,19 +16,21 @@ from ..commands import run_paths, write_page, write_text
 from ..render.registry import render_text
 from .analyze import analyze_ab
 from .overlay import attach, whatif_overlay
-from .result import SCHEMA_VERSION, AbResult
+from .result import EXIT_NOT_REACHED, SCHEMA_VERSION, AbResult
 
 
 def finish_ab(out: Path, runs: Sequence[dict[str, Any]], *, policies: Sequence[str],
               rounds: int, order: str, seed: int | None, skip: int | None, steps: int | None,
               command: Sequence[str], interrupted: int | None = None,
               html: Path | None = None, whatif: str | None = None,
-              stored_whatif: dict[str, Any] | None = None) -> tuple[AbResult, int]:
+              stored_whatif: dict[str, Any] | None = None,
+              stopped: str | None = None) -> tuple[AbResult, int]:
     """The result of the runs and the exit code (docs/ab.md). ``stored_whatif``: a what-if
     overlay read back from ``ab.json``, set against the measurement again (``whatif``, a
     traced run, makes a new one instead)."""
     res = analyze_ab(runs, policies=policies, rounds=rounds, order=order, seed=seed,
-                     skip=skip, steps=steps, command=command, interrupted=interrupted)
+                     skip=skip, steps=steps, command=command, interrupted=interrupted,
+                     stopped=stopped)
     if whatif is None and stored_whatif is not None:
         attach(res, stored_whatif)
     if whatif is not None:
@@ -44,8 +46,12 @@ def finish_ab(out: Path, runs: Sequence[dict[str, Any]], *, policies: Sequence[s
         write_page(res, html)
     for m in res.outputs.mismatches:
         print(f"profplug ab: OUTPUTS DIFFER: {m.line()}", file=sys.stderr)
+    for line in res.not_reached[:1]:  # one loud line (all of them are in ab.json)
+        more = len(res.not_reached) - 1
+        print(f"profplug ab: {line}" + (f" (and {more} more)" if more else "")
+              + f" (exit status {EXIT_NOT_REACHED})", file=sys.stderr)
     code = res.exit_code()
-    if code and res.outputs.identical is not False:
+    if code and res.outputs.identical is not False and code != EXIT_NOT_REACHED:
         failed = len(res.failed_runs)
         print(f"profplug ab: {failed} of {len(res.runs)} runs failed"
               + ("; a policy has no successful run" if code == 6 else "")
@@ -93,7 +99,7 @@ def report_ab(out: Path, *, html: Path | None = None, whatif: str | None = None)
         order=doc.get("order") or "interleaved", seed=doc.get("seed"), skip=doc.get("skip"),
         steps=doc.get("steps"), command=list(doc.get("command") or []),
         interrupted=interrupted or None, html=html, whatif=whatif,
-        stored_whatif=doc.get("whatif"))
+        stored_whatif=doc.get("whatif"), stopped=doc.get("stopped"))
     print(f"profplug ab-report: {out / 'ab.json'} analyzed again from its "
           f"{len(doc['runs'])} runs (nothing was run)", file=sys.stderr)
     return code

@@ -8,7 +8,10 @@ A failed run is not compared: its last step may have been cut short.
 
 Under ``profplug ab`` the steps digested are those outside the timed window (the warm-up
 steps before it, and the steps after it when the job runs longer): a digest in a timed step
-would be part of what is timed (docs/ab.md).
+would be part of what is timed (docs/ab.md). In switched runs (``--switch-every``) those
+steps alternate policies in blocks too, and the block order rotates from run to run, so the
+same step ran under different policies in different runs: a mismatch names the policy that
+ran the step in each run (``policy``, ``reference_policy``).
 """
 
 from __future__ import annotations
@@ -75,6 +78,15 @@ def _first_difference(ref: dict[int, list[str | None]], got: dict[int, list[str 
     return best
 
 
+def _label_at(run: dict[str, Any], step: int) -> str:
+    """The policy label that ran ``step`` of ``run``: a switched run's block (``ab
+    --switch-every``), else the run's policy."""
+    order, every = run.get("block_order"), run.get("switch_every")
+    if order and every:
+        return str(order[(step // int(every)) % len(order)])
+    return str(run["policy"])
+
+
 def check_digests(runs: Sequence[dict[str, Any]]) -> DigestCheck:
     """Compare the ok runs' per-step digests (run records as in ``ab.json``)."""
     ok = [r for r in runs if r.get("status") == "ok"]
@@ -103,8 +115,8 @@ def check_digests(runs: Sequence[dict[str, Any]]) -> DigestCheck:
             continue
         step, rank, expected, got = diff
         check.mismatches.append(Mismatch(
-            run=run["index"], round=run["round"], policy=run["policy"], step=step, rank=rank,
-            expected=expected, got=got, reference_run=ref["index"],
-            reference_round=ref["round"], reference_policy=ref["policy"]))
+            run=run["index"], round=run["round"], policy=_label_at(run, step), step=step,
+            rank=rank, expected=expected, got=got, reference_run=ref["index"],
+            reference_round=ref["round"], reference_policy=_label_at(ref, step)))
     check.identical = not check.mismatches
     return check

@@ -15,6 +15,7 @@ EXIT_OK = 0
 EXIT_OUTPUTS_DIFFER = 1  # a run computed other outputs than the reference run
 EXIT_RUNS_FAILED = 5  # some runs failed; the statistics use the rest
 EXIT_NO_RESULT = 6  # a policy has no successful run with step times: nothing to compare
+EXIT_NOT_REACHED = 7  # a policy reached nothing in a run: it could not have had any effect
 
 
 @dataclass
@@ -81,6 +82,14 @@ class AbResult:
     warnings: list[str] = field(default_factory=list)
     whatif: dict[str, Any] | None = None
     resamples: int = 0
+    # round 2 (all optional on read): the design, the position effect, the reach check
+    design: str = "separate"  # separate | switched (--switch-every)
+    switch_every: int | None = None
+    discard_after_switch: int | None = None
+    position_effect: dict[str, Any] | None = None  # separate runs: first run of a round
+    after_switch: dict[str, Any] | None = None  # switched: per label, step / block's step
+    not_reached: list[str] = field(default_factory=list)  # POLICY NOT REACHED lines
+    stopped: str | None = None  # why ab stopped after the first round
 
     def policy(self, name: str) -> PolicySummary:
         for s in self.summary:
@@ -98,11 +107,14 @@ class AbResult:
 
     def exit_code(self) -> int:
         """0 all ok; 1 outputs differ; else the interruption's status (130 for SIGINT);
-        6 a policy has no usable run; 5 some runs failed."""
+        7 a policy reached nothing in a run; 6 a policy has no usable run; 5 some runs
+        failed."""
         if self.outputs.identical is False:
             return EXIT_OUTPUTS_DIFFER
         if self.interrupted:
             return self.interrupted
+        if self.not_reached:
+            return EXIT_NOT_REACHED
         if any(s.median_step_us is None for s in self.summary):
             return EXIT_NO_RESULT
         if self.failed_runs:
@@ -132,5 +144,12 @@ class AbResult:
             "interrupted_status": self.interrupted,
             "warnings": list(self.warnings),
             "bootstrap_resamples": self.resamples,
+            "design": self.design,
+            "switch_every": self.switch_every,
+            "discard_after_switch": self.discard_after_switch,
+            "position_effect": self.position_effect,
+            "after_switch": self.after_switch,
+            "not_reached": list(self.not_reached),
+            "stopped": self.stopped,
             "exit_status": self.exit_code(),
         }

@@ -17,8 +17,9 @@ import numpy as np
 
 from ..ab.overlay import line as whatif_line
 from ..ab.stats import pipeline_steps
+from ..ab.switched import kept_steps
 from .ab_svg import ci_svg, dist_svg, runs_svg, speedup_svg
-from .ab_table import CLOCKS, outputs_line
+from .ab_table import CLOCKS, design_lines, outputs_line
 from .crossrank_svg import legend
 from .escape import e
 
@@ -65,7 +66,10 @@ def plot_data(res: AbResult) -> dict[str, Any]:
                      "index": r["index"],
                      "round": r["round"], "ok": r.get("status") == "ok", "q": q,
                      "n": int(steps.size)})
-        if r.get("status") == "ok" and steps.size:
+        if r.get("status") == "ok" and steps.size and r.get("block_order"):
+            for label, kept in kept_steps(r).items():  # switched: each policy's blocks
+                pooled.setdefault(label, []).append(np.asarray(kept))
+        elif r.get("status") == "ok" and steps.size:
             pooled[r["policy"]].append(steps)
     allv = [a for v in pooled.values() for a in v]
     hist: dict[str, Any] = {}
@@ -143,7 +147,9 @@ def _runs_table(res: AbResult) -> str:
 def render_ab_html(res: AbResult, out: TextIO) -> None:
     """Write the A/B page."""
     title = "profplug ab: " + " vs ".join(res.policies)
-    order = "interleaved" if res.order == "interleaved" else f"random order, seed {res.seed}"
+    order = f"random order, seed {res.seed}" if res.order == "random" else f"{res.order} order"
+    if res.design == "switched":
+        order = f"policies switched every {res.switch_every} steps inside each run"
     verdicts = "".join(f'<p class="verdict">{e(s.verdict)}</p>' for s in res.summary
                        if s.verdict)
     out_cls = "bad" if res.outputs.identical is False else "sub"
@@ -159,6 +165,8 @@ def render_ab_html(res: AbResult, out: TextIO) -> None:
     ]
     if res.whatif is not None:
         body.append(f'<p id="ab-whatif">{e(whatif_line(res.whatif))}</p>')
+    body += [f'<p class="bad">{e(line)}</p>' for line in res.not_reached]  # round 2
+    body += [f'<p class="sub" id="ab-design">{e(line)}</p>' for line in design_lines(res)]
     body += [
         "<h2>Summary</h2>", _summary_table(res),
         '<p class="sub">median over rounds of each run\'s median step; 95% CI: percentile '

@@ -40,12 +40,30 @@ def outputs_line(res: AbResult) -> str:
             f"{o.mismatches[0].line()}")
 
 
+def design_lines(res: AbResult) -> list[str]:
+    """The design's own lines: the position effect (separate runs), or what the steps after
+    a switch cost (switched: each offset's step over its block's, the first 4 offsets)."""
+    out = []
+    if res.position_effect is not None and res.position_effect.get("line"):
+        out.append(res.position_effect["line"])
+    if res.after_switch:
+        parts = [f"{label} " + " ".join("-" if x is None else f"{x:.2f}" for x in v[:4])
+                 for label, v in res.after_switch.items()]
+        out.append("after a switch (step / its block's step, offsets 0-3): "
+                   + "; ".join(parts) + f" (the first {res.discard_after_switch} left out)")
+    return out
+
+
 def render_ab_table(res: AbResult, out: TextIO) -> None:
     """The terminal view of an A/B."""
     w = out.write
     n_runs, failed = len(res.runs), len(res.failed_runs)
-    order = "interleaved" if res.order == "interleaved" else f"random order (seed {res.seed})"
-    w(f"profplug ab: {' vs '.join(res.policies)}, {res.rounds} rounds, {order}\n")
+    order = f"random order (seed {res.seed})" if res.order == "random" else res.order
+    if res.design == "switched":
+        order = (f"switched every {res.switch_every} steps inside each run, block order "
+                 "counterbalanced")
+    unit = "runs" if res.design == "switched" else "rounds"
+    w(f"profplug ab: {' vs '.join(res.policies)}, {res.rounds} {unit}, {order}\n")
     window = (f"steps {res.skip}..{res.skip + res.steps - 1} of each run"
               if res.skip is not None and res.steps else "each run's window")
     for ln in _wrap(f"{n_runs} runs, {failed} failed; {window}; step time: "
@@ -62,8 +80,13 @@ def render_ab_table(res: AbResult, out: TextIO) -> None:
             "x" if s.speedup_ci95 else "")
         w(f"{s.policy:<8} {ok:>5} {_us(s.median_step_us):>11} {_ci(s.ci95_us):>17} "
           f"{sp:>8} {spci:>13}\n")
-    w("(median over rounds of each run's median step; CI: bootstrap over rounds;\n"
-      " speedup CI paired by round: the wider of bootstrap and t on log ratios)\n")
+    if res.design == "switched":
+        w(f"(per run each policy's robust step over its blocks, the first "
+          f"{res.discard_after_switch} steps\n of each block left out; median over runs; "
+          "speedup CI: t on the runs' log ratios)\n")
+    else:
+        w("(median over rounds of each run's median step; CI: bootstrap over rounds;\n"
+          " speedup CI paired by round: the wider of bootstrap and t on log ratios)\n")
     if any(len(s.ranks) > 1 for s in res.summary):
         w(f"\n{'rank':>4} {'policy':<8} {'median us':>11} {'95% CI us':>17}\n")
         ranks = sorted({k.rank for s in res.summary for k in s.ranks})
@@ -80,6 +103,15 @@ def render_ab_table(res: AbResult, out: TextIO) -> None:
         if s.verdict:
             for ln in _wrap(s.verdict, "verdict: ", "  "):
                 w(ln + "\n")
+    for line in res.not_reached:
+        for ln in _wrap(line):
+            w(ln + "\n")
+    for line in design_lines(res):
+        for ln in _wrap(line):
+            w(ln + "\n")
+    if res.stopped:
+        for ln in _wrap(f"stopped: {res.stopped}"):
+            w(ln + "\n")
     if res.whatif is not None:
         for ln in _wrap(whatif_line(res.whatif)):
             w(ln + "\n")

@@ -1,5 +1,5 @@
-"""``profplug ab -o DIR [options] -- CMD ...``: an A/B of sync policies over unprofiled,
-interleaved runs, with step-time CIs and an output-equality check; ``profplug ab-report
+"""``profplug ab -o DIR [options] -- CMD ...``: an A/B of sync policies over unprofiled
+runs (policies switched inside each run, or separate runs in a counterbalanced order), with step-time CIs and an output-equality check; ``profplug ab-report
 DIR``: the same analysis of an existing A/B's ``DIR/ab.json``, running nothing
 (docs/ab.md)."""
 
@@ -27,8 +27,15 @@ def ab(
     skip: Annotated[int, typer.Option(help="steps before the timed window")] = 20,
     steps: Annotated[int, typer.Option(help="steps timed in every run")] = 100,
     order: Annotated[str, typer.Option(
-        help="interleaved (ABAB...) or random (shuffled per round, seed recorded)")] = (
-        "interleaved"),
+        help="separate runs: counterbalanced (each policy in each position equally often), "
+             "random (shuffled per round, seed recorded) or interleaved (ABAB...)")] = (
+        "counterbalanced"),
+    switch_every: Annotated[int | None, typer.Option(
+        "--switch-every", metavar="N",
+        help="alternate the policies in blocks of N steps inside each run (default 10; "
+             "0: one policy per run, separate runs)")] = None,
+    aa: Annotated[bool, typer.Option(
+        "--aa", help="an A/A check: device against itself (--policies device,device)")] = False,
     seed: Annotated[int | None, typer.Option(help="seed of --order random")] = None,
     html: Annotated[Path | None, typer.Option(
         "--html", help="also write the HTML page (distributions, CI bars)")] = None,
@@ -47,7 +54,7 @@ def ab(
 
     rc = run_ab(AbOptions(
         out=output, command=list(command), policies=policies, rounds=rounds, skip=skip,
-        steps=steps, order=order, seed=seed, patches=patch, step_fns=list(step_fn or []),
+        steps=steps, order=order, seed=seed, switch_every=switch_every, aa=aa, patches=patch, step_fns=list(step_fn or []),
         html=html, whatif=whatif, force=force,
     ))
     raise typer.Exit(code=rc)

@@ -69,6 +69,12 @@ def _on_torch(config: Config) -> None:
     steps.on_activity = _session.on_activity
     install(_session)
     exitcode.install(_session)
+    try:
+        from profplug.session import switcher
+
+        switcher.install()  # profplug ab --switch-every: after the session's listener
+    except ValueError as exc:
+        print(f"profplug: policy switching off: {exc}", file=sys.stderr)
     if config.step_fns:
         from profplug.autosteps import patch_step_fn
 

@@ -45,7 +45,7 @@ from typing import Any
 import torch
 
 import profplug.steps as _steps
-from profplug import __version__, digests, ranges
+from profplug import __version__, digests, policy, ranges
 from profplug.annotation import mark
 from profplug.config import Config, env_rank
 from profplug.session.recorders import (
@@ -320,6 +320,7 @@ class Session:
             "timing": self.timing,
             "untraced": self.untraced if self.observe else None,
             "digest": digests.summary(read=cuda_calls) if status != "running" else None,
+            "policy": policy.status(),  # what each sync policy reached, its switches
         }
         path = self.out / "status" / f"rank{record['rank']}.json"
         try:

@@ -40,6 +40,7 @@ def test_ab_on_the_example_runs_every_policy_every_round_in_the_recorded_order(t
     out, html = tmp_path / "ab", tmp_path / "ab.html"
     res = ab(out, "--policies", "device,event,none", "--rounds", "2", "--skip", "2",
              "--steps", "4", "--order", "random", "--seed", "3", "--html", str(html),
+             "--switch-every", "0",
              job=torchrun(*INFER, "--steps", "8"))
     assert res.returncode == 0, res.stderr[-3000:]
     doc = load(out)
@@ -81,7 +82,7 @@ def test_ab_on_the_example_runs_every_policy_every_round_in_the_recorded_order(t
 def test_a_planted_policy_dependent_result_fails_loudly(tmp_path) -> None:
     """Planted in a warm-up step (before the timed window, where digests are taken)."""
     out = tmp_path / "ab"
-    res = ab(out, "--rounds", "1", "--skip", "3", "--steps", "4",
+    res = ab(out, "--rounds", "1", "--skip", "3", "--steps", "4", "--switch-every", "0",
              job=torchrun(str(JOBS / "ab_job.py"), "--steps", "8", "--plant-policy", "event",
                           "--plant-step", "1", "--plant-rank", "1"))
     assert res.returncode == 1, res.stderr[-3000:]
@@ -97,7 +98,7 @@ def test_a_planted_policy_dependent_result_fails_loudly(tmp_path) -> None:
 @pytest.mark.slow
 def test_a_result_planted_after_the_window_is_caught_too(tmp_path) -> None:
     out = tmp_path / "ab"
-    res = ab(out, "--rounds", "1", "--skip", "1", "--steps", "3",
+    res = ab(out, "--rounds", "1", "--skip", "1", "--steps", "3", "--switch-every", "0",
              job=[sys.executable, str(JOBS / "ab_job.py"), "--steps", "7", "--plant-policy",
                   "event", "--plant-step", "5", "--plant-rank", "0"])
     assert res.returncode == 1, res.stderr[-3000:]
@@ -108,19 +109,21 @@ def test_a_result_planted_after_the_window_is_caught_too(tmp_path) -> None:
 @pytest.mark.slow
 def test_a_failed_round_is_recorded_the_rest_kept_and_the_exit_status_says_so(tmp_path) -> None:
     out = tmp_path / "ab"
-    res = ab(out, "--rounds", "3", "--skip", "1", "--steps", "3",
+    res = ab(out, "--rounds", "3", "--skip", "1", "--steps", "3", "--switch-every", "0",
              job=[sys.executable, str(JOBS / "ab_job.py"), "--steps", "6", "--fail-round", "1",
                   "--fail-policy", "event"])
     assert res.returncode == 5, res.stderr[-3000:]
     doc = load(out)
-    assert [r["status"] for r in doc["runs"]] == ["ok", "ok", "ok", "failed", "ok", "ok"]
-    failed = doc["runs"][3]
+    # counterbalanced: round 1 runs event first
+    assert [r["status"] for r in doc["runs"]] == ["ok", "ok", "failed", "ok", "ok", "ok"]
+    assert [r["position"] for r in doc["runs"]] == [0, 1, 0, 1, 0, 1]
+    failed = doc["runs"][2]
     assert failed["exit_status"] == 1 and (failed["round"], failed["policy"]) == (1, "event")
     assert any("planted failure in round 1" in why for why in failed["reasons"])
     assert doc["summary"]["event"]["rounds_ok"] == 2
     assert doc["summary"]["event"]["round_medians_us"][1] is None
     assert doc["outputs_identical"] is True and doc["exit_status"] == 5
-    assert "failed: run 3 (round 1, event)" in res.stdout
+    assert "failed: run 2 (round 1, event)" in res.stdout
     assert "profplug ab: 1 of 6 runs failed (exit status 5)" in res.stderr
 
 
@@ -140,27 +143,104 @@ def test_a_megatron_job_that_never_imports_profplug(tmp_path) -> None:
             assert rank["step_source"] == "megatron" and len(rank["step_us"]) == 4
             # steps 0, 1 (warm-up) and 6, 7 (after the window); 2..5 are timed
             assert rank["digest_calls"] == 4 and rank["digest_in_window"] == 4
+            # the policy reached Megatron's send/recv (patched) on every rank
+            assert rank["policy_counts"][run["policy"]]["p2p_calls"] > 0
     assert doc["outputs_identical"] is True
 
 
 @pytest.mark.slow
-def test_a_step_fn_job_is_timed_and_its_outputs_are_not_checked(tmp_path) -> None:
+def test_a_job_the_policy_never_reaches_is_one_loud_line_exit_7_and_stops(tmp_path) -> None:
+    """stepfn_job never calls profplug's p2p, Megatron's functions or current_policy(): it
+    is timed, but no policy could have changed it; after the first round ab stops."""
     out = tmp_path / "ab"
-    res = ab(out, "--rounds", "1", "--skip", "2", "--steps", "4",
+    res = ab(out, "--rounds", "3", "--skip", "2", "--steps", "4",
              "--step-fn", "stepmod:Decoder.decode",
              job=torchrun(str(JOBS / "stepfn_job.py"), "--tokens", "8"))
-    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.returncode == 7, res.stderr[-3000:]
+    loud = [ln for ln in res.stderr.splitlines() if "POLICY NOT REACHED" in ln]
+    assert loud == ["profplug ab: POLICY NOT REACHED: run 0 (round 0, device): the device "
+                    "policy reached nothing in the job: no patched send/recv call "
+                    "(profplug.p2p or Megatron-Core's), no device sync or event wait issued, "
+                    "no profplug.current_policy() call (and 1 more) (exit status 7)"]
+    assert "no policy reached the job in the first round" in res.stderr
     doc = load(out)
+    assert len(doc["runs"]) == 2 and doc["exit_status"] == 7 and len(doc["not_reached"]) == 2
+    assert doc["stopped"].startswith("no policy reached the job in the first round")
     assert all(k["step_source"] == "step_fn" and len(k["step_us"]) == 4
+               and k["policy_counts"]["device"] == k["policy_counts"]["event"] == {
+                   "p2p_calls": 0, "device_syncs": 0, "event_waits": 0,
+                   "current_policy_calls": 0}
                for r in doc["runs"] for k in r["ranks"])
     assert doc["outputs_identical"] is None
     assert "outputs: not checked (nothing was digested" in res.stdout
 
 
+def test_a_first_round_that_failed_the_same_way_stops_ab(tmp_path) -> None:
+    missing = tmp_path / "no_such_script.py"
+    out = tmp_path / "ab"
+    res = ab(out, "--rounds", "4", "--switch-every", "0", job=[sys.executable, str(missing)])
+    assert res.returncode == 6, res.stderr[-3000:]
+    doc = load(out)
+    assert len(doc["runs"]) == 2 and doc["stopped"].startswith(
+        "every run of the first round failed the same way (exit status 2 before any rank "
+        "reported")
+    assert "not running the other 6 runs" in res.stderr
+
+
+POLICY_JOB = [sys.executable, str(JOBS / "policy_job.py")]
+
+
+@pytest.mark.slow
+def test_an_aa_check_with_a_planted_position_effect_resolves_no_difference(tmp_path) -> None:
+    """device against itself, the first run of every round 30% slower: the default
+    (counterbalanced) order claims no difference and reports the position effect."""
+    out = tmp_path / "ab"
+    res = ab(out, "--aa", "--switch-every", "0", "--rounds", "4", "--skip", "2",
+             "--steps", "10", job=[*POLICY_JOB, "--steps", "12", "--base-ms", "10",
+                                   "--first-slow", "1.3"])
+    assert res.returncode == 0, res.stderr[-3000:]
+    doc = load(out)
+    assert doc["policies"] == ["device", "device2"] and doc["order"] == "counterbalanced"
+    assert [(r["policy"], r["position"]) for r in doc["runs"][:4]] == [
+        ("device", 0), ("device2", 1), ("device2", 0), ("device", 1)]
+    assert doc["summary"]["device2"]["resolved"] is False
+    pe = doc["position_effect"]
+    lo, hi = pe["ci95_pct"]
+    assert pe["resolved"] is True and lo <= 30.0 <= hi, pe
+    assert "first run of a round: +" in res.stdout
+
+
+@pytest.mark.slow
+def test_switching_inside_runs_resolves_what_separate_runs_cannot(tmp_path) -> None:
+    """event takes exactly 0.9x the device step (through current_policy()); every run draws
+    its host speed in 0.6-1.4x."""
+    job = [*POLICY_JOB, "--steps", "80", "--base-ms", "10", "--event-factor", "0.9",
+           "--host-seed", "1"]
+    res = ab(tmp_path / "sw", "--switch-every", "10", "--rounds", "3", "--skip", "10",
+             "--steps", "60", job=job)
+    assert res.returncode == 0, res.stderr[-3000:]
+    doc = load(tmp_path / "sw")
+    ev = doc["summary"]["event"]
+    lo, hi = ev["speedup_ci95"]
+    assert doc["design"] == "switched" and ev["speedup_rounds"] == 3
+    assert 1.0 < lo <= 1 / 0.9 <= hi and hi - lo <= 0.08, ev
+    assert [r["block_order"] for r in doc["runs"]] == [["device", "event"],
+                                                       ["event", "device"],
+                                                       ["device", "event"]]
+    assert doc["outputs_identical"] is True and "switched every 10 steps" in doc["verdict"]
+    res = ab(tmp_path / "sep", "--switch-every", "0", "--rounds", "3", "--skip", "10",
+             "--steps", "60", job=job)
+    assert res.returncode == 0, res.stderr[-3000:]
+    sep = load(tmp_path / "sep")
+    assert sep["design"] == "separate" and sep["summary"]["event"]["resolved"] is False
+
+
 @pytest.mark.parametrize("args, message", [
     (["--policies", "event,none"], "--policies: name 'device'"),
-    (["--order", "sorted"], "--order must be one of interleaved, random"),
+    (["--order", "sorted"], "--order must be one of counterbalanced, random, interleaved"),
     (["--rounds", "0"], "--rounds must be >= 1"),
+    (["--switch-every", "2"], "--switch-every must be 0 (separate runs) or more than 2"),
+    (["--switch-every", "60"], "--switch-every 60 needs --steps >= 120"),
     (["--whatif", "/nonexistent/run"], "/nonexistent/run: no such file or directory"),
 ])
 def test_usage_errors_stop_before_any_run(tmp_path, args, message) -> None:
@@ -201,3 +281,20 @@ def test_ctrl_c_stops_after_the_current_run_and_keeps_what_ran(tmp_path) -> None
     doc = load(out)
     assert doc["interrupted"] is True and len(doc["runs"]) == 1
     assert "interrupted after 1 of 6 runs" in stderr
+
+
+@pytest.mark.slow
+def test_a_job_that_reads_the_policy_once_falls_back_to_separate_runs(tmp_path) -> None:
+    """The first (switched) run shows that only the starting policy reached the job: ab
+    says so and runs separate runs instead, keeping that run in probe_run.json."""
+    out = tmp_path / "ab"
+    res = ab(out, "--rounds", "1", "--skip", "2", "--steps", "40",
+             job=[*POLICY_JOB, "--steps", "44", "--base-ms", "2", "--ask-once"])
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "the job follows only the policy it starts with" in res.stderr
+    doc = load(out)
+    assert doc["design"] == "separate" and [r["policy"] for r in doc["runs"]] == [
+        "device", "event"]
+    probe = json.loads((out / "probe_run.json").read_text())
+    assert probe["block_order"] == ["device", "event"]
+    assert probe["ranks"][0]["policy_counts"]["event"]["current_policy_calls"] == 0

@@ -4,8 +4,9 @@ process). Every step is a ``profplug.step()`` and every rank digests its step's 
     python ab_job.py --steps 12 [--plant-policy event --plant-step 5 --plant-rank 1]
         [--fail-round 1 --fail-policy event]
 
-``--plant-*``: under that sync policy (``PROFPLUG_SYNC``, set by ``profplug ab``) that
-rank's output of that step is changed: a planted policy-dependent result.
+``--plant-*``: under that sync policy (``profplug.current_policy()``, asked every step:
+what ``profplug ab`` sets) that rank's output of that step is changed: a planted
+policy-dependent result.
 ``--fail-*``: in that round and policy (``PROFPLUG_AB_ROUND``/``PROFPLUG_AB_POLICY``) rank
 ``--plant-rank`` raises at step 3.
 """
@@ -34,7 +35,6 @@ def main() -> None:
     if world > 1:
         dist.init_process_group("gloo")
     rank = dist.get_rank() if world > 1 else 0
-    policy = os.environ.get("PROFPLUG_SYNC", "")
     fail = (os.environ.get("PROFPLUG_AB_ROUND") == str(args.fail_round)
             and os.environ.get("PROFPLUG_AB_POLICY") == args.fail_policy)
     torch.manual_seed(0)
@@ -47,6 +47,7 @@ def main() -> None:
             if world > 1 and rank == 1:
                 dist.recv(x, 0)
             y = torch.tanh(x @ w)
+            policy = profplug.current_policy()
             if policy == args.plant_policy and i == args.plant_step and rank == args.plant_rank:
                 y[0, 0] += 1.0
             profplug.digest(y)

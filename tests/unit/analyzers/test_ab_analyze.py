@@ -18,7 +18,7 @@ MEANS = {"device": 2000.0, "event": 1000.0, "none": 990.0}
 
 
 def test_interleaved_order_runs_every_policy_once_per_round_in_the_given_order() -> None:
-    assert schedule(["device", "event"], 3) == [
+    assert schedule(["device", "event"], 3, "interleaved") == [
         (0, "device"), (0, "event"), (1, "device"), (1, "event"), (2, "device"), (2, "event")]
 
 

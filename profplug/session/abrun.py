@@ -121,6 +121,13 @@ def collect(run_dir: Path, index: int, rnd: int, policy: str, rc: int,
         reasons.append("no rank reported (did the job import torch?)")
     if rc and not reasons:
         reasons.append(f"exit status {rc}")
+    # a signal that reached the launcher stops ab, whatever status the job then exited with
+    # (torchrun turns a forwarded SIGTERM into its own exit status 1)
+    got = [getattr(signal.Signals, n, None) for n in info.get("signals") or []]
+    sig = next((int(g) for g in reversed(got) if g in (signal.SIGINT, signal.SIGTERM)), None)
+    if sig is not None and rc not in INTERRUPTED:
+        reasons.append(f"interrupted ({signal.Signals(sig).name}; the job exited {rc})")
+        rc = 128 + sig
     return {"index": index, "round": rnd, "policy": policy,
             "status": "ok" if not reasons and rc == 0 else "failed", "exit_status": rc,
             "reasons": reasons, "dir": str(run_dir), "wall_s": round(wall_s, 3),

@@ -26,7 +26,7 @@ from .dropat import resolve_callsite
 from .model import DropSpec, Model, build_model
 from .peers import missing_peers
 from .result import RankWhatIf, WhatIfResult
-from .simulate import Replay, nested_times, replay
+from .simulate import Replay, replay
 
 ASSUMPTIONS = (
     "host time between CUDA API calls is kept as recorded: host work that itself waited "
@@ -58,14 +58,14 @@ def _scaled(x: np.ndarray, num: np.ndarray, den: np.ndarray) -> np.ndarray:
     return np.where(big, approx.astype(np.int64), exact)
 
 
-def _shift(m: Model, r: Replay, seq: list[int], t: np.ndarray) -> np.ndarray:
+def _shift(m: Model, r: Replay, seq: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Move host times ``t`` with the replayed calls of one thread (``seq``, in order).
 
     A time inside a call or inside the host gap between two calls keeps its fraction of
     that call or gap, so a step boundary stays between the same two calls when the replay
     shortens gaps (dropped calls' host work, ``HostCosts``); before the first call or after
     the last one it moves with that call."""
-    if not seq or t.size == 0:
+    if not len(seq) or t.size == 0:
         return t.copy()
     idx = np.asarray(seq)
     rs, re_ = m.a_start[idx], m.a_end[idx]
@@ -89,7 +89,7 @@ def _shift(m: Model, r: Replay, seq: list[int], t: np.ndarray) -> np.ndarray:
 
 
 def _predicted_timeline(tl: Timeline, m: Model, r: Replay, a_s: np.ndarray, a_e: np.ndarray,
-                        main: list[int], drop: bool) -> Timeline:
+                        main: np.ndarray, drop: bool) -> Timeline:
     """The replayed run as a Timeline; with ``drop``, without the dropped calls."""
     alo, ahi = m.rank_a[tl.rank]
     olo, ohi = m.rank_o[tl.rank]
@@ -131,7 +131,7 @@ def _rank_result(tl: Timeline, m: Model, rec: Replay, drp: Replay, nested: dict[
     n_steps = rs.steps.n_steps if basis == "step" and rs.steps is not None else 1
     rec_ns = _time_ns(rs, basis)
     main = max((seq for (rk, _), seq in zip(m.thread_key, m.threads, strict=True)
-                if rk == tl.rank), key=len, default=[])
+                if rk == tl.rank), key=len, default=np.zeros(0, dtype=np.int64))
     times: dict[str, float] = {}
     pred_rs = rs
     for key, r in (("replayed", rec), ("predicted", drp)):
@@ -180,7 +180,7 @@ def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
         rec = replay(m, drop=False)
         drp = replay(host.apply(m) if host else m, drop=True)
         replay_s = time.perf_counter() - t0
-        nested = {"replayed": nested_times(m, rec), "predicted": nested_times(m, drp)}
+        nested = {"replayed": (rec.a_start, rec.a_end), "predicted": (drp.a_start, drp.a_end)}
         ranks = [_rank_result(tl, m, rec, drp, nested, opt) for tl in timelines if tl.n_gpu]
     except RuntimeError as exc:
         raise ProfplugError(f"what-if: {exc}") from None

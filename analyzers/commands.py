@@ -17,7 +17,7 @@ from .load import PathsLike, as_paths, load_timelines
 from .readers.base import ReadOptions
 from .render.registry import PAGE, check_format, render_text
 from .report import Report, RunAnalyzer, analyze, analyze_timelines, find_run_meta
-from .stalls import StallOptions
+from .stalls import RankStalls, StallOptions
 from .timeline import Timeline
 from .whatif import (
     DROP_ALL,
@@ -67,7 +67,8 @@ def check_paths(paths: PathsLike, error: type[ProfplugError] = TraceError) -> li
     return out
 
 
-def whatif_if_cheap(timelines: list[Timeline], options: StallOptions) -> WhatIfResult | None:
+def whatif_if_cheap(timelines: list[Timeline], options: StallOptions,
+                    ranks: list[RankStalls] | None = None) -> WhatIfResult | None:
     """The what-if of a report by default: run when the run has at most
     ``WHATIF_AUTO_MAX_EVENTS`` API calls + GPU ops (~2 us each); else a ProfplugError saying
     so, which the report keeps as a warning."""
@@ -75,7 +76,10 @@ def whatif_if_cheap(timelines: list[Timeline], options: StallOptions) -> WhatIfR
     if n > WHATIF_AUTO_MAX_EVENTS:
         raise ProfplugError(f"what-if not run by default on {n:,} events (over "
                             f"{WHATIF_AUTO_MAX_EVENTS:,}): --whatif runs it")
-    return whatif(timelines, DropSpec(), options)
+    return whatif(timelines, DropSpec(), options, ranks=ranks)
+
+
+whatif_if_cheap.uses_rank_stalls = True  # type: ignore[attr-defined]
 
 
 def report_analyses(whatif: bool | None, cross_rank: bool = True) -> list[RunAnalyzer]:

@@ -1,15 +1,26 @@
-"""Speed of the what-if replay: events vs seconds for 1x, 2x, 4x replicated traces.
+"""Speed of the what-if (model build + both replays + the per-rank comparison, excluding trace
+parsing), in us per event (API calls + GPU ops), on:
 
-    .venv/bin/python benchmarks/bench_whatif.py                 # synthetic 30-step PP=2 run
-    .venv/bin/python benchmarks/bench_whatif.py RUN_DIR_OR_FILES  # a real run (all ranks)
+- ``synthetic xK``: a synthetic 30-step PP=2 decode loop replicated K = 1, 2, 4 times (a replica
+  is the run's timelines repeated back to back in time, correlation ids and row indices
+  offset, so the model sees K times the events with the same structure);
+- ``pipeline-N``: 8- and 16-stage synthetic pipelines (``tests/pipeline_synth.py``);
+- the sample runs (``sample_traces/``), or the runs given on the command line.
 
-A replica is the run's timelines repeated back to back in time (correlation ids offset), so
-the model sees k times the events with the same structure. Seconds = model build + both
-replays + the per-rank comparison (``whatif``), excluding trace parsing.
+    .venv/bin/python benchmarks/bench_whatif.py                       # this checkout
+    .venv/bin/python benchmarks/bench_whatif.py --baseline /work/main # and another, side by side
+    .venv/bin/python benchmarks/bench_whatif.py RUN_DIR ...           # these runs only
+
+``--baseline DIR`` times the same cases in one more process with ``DIR/.venv/bin/python``
+(that checkout's own profplug) and prints both columns and the speed-up. Each figure is the
+best of ``REPEATS`` runs.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -97,24 +108,90 @@ def replicate(tl: Timeline, k: int) -> Timeline:
                 parts.append(np.where(a >= 0, a + i * cspan, a))
             elif name == "step_num":
                 parts.append(a + i * nspan)
+            elif name == "api_top":  # row indices into the api table
+                parts.append(a + i * tl.api_start_ns.size)
             else:
                 parts.append(a)
         cols[name] = np.concatenate(parts)
     return replace(tl, **cols)
 
 
+REPEATS = 3
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ("pp2_megatron_kineto/device", "pp2_megatron_nsys/device", "pp2_infer_kineto/device",
+           "pp2_infer_nsys/device", "h200_three_waits/kineto", "h200_megatron_pp1_kineto/device")
+
+
+def cases(tmp: Path, runs: list[str]) -> list[dict[str, object]]:
+    """The cases as plain data (name, trace paths, copies), written under ``tmp``."""
+    if runs:
+        return [{"name": Path(r).name, "paths": [r], "k": 1} for r in runs]
+    from pipeline_synth import PipelineSpec, write
+
+    for d in ("synthetic", "pp8", "pp16"):
+        (tmp / d).mkdir()
+    syn = [str(p) for p in synthetic_run(tmp / "synthetic")]
+    out: list[dict[str, object]] = [{"name": f"synthetic x{k}", "paths": syn, "k": k}
+                                    for k in (1, 2, 4)]
+    for n in (8, 16):
+        paths, _ = write(PipelineSpec(stages=n, steps=20, layers=16), tmp / f"pp{n}")
+        out.append({"name": f"pipeline-{n}", "paths": [str(p) for p in paths], "k": 1})
+    for r in SAMPLES:
+        if (ROOT / "sample_traces" / r).is_dir():
+            out.append({"name": r, "paths": [str(ROOT / "sample_traces" / r)], "k": 1})
+    return out
+
+
+def worker(case_file: str) -> int:
+    """Time every case with this interpreter's profplug; one JSON line per case."""
+    for c in json.loads(Path(case_file).read_text()):
+        base = load_timelines(c["paths"], jobs=1, progress=False)
+        tls = [replicate(t, int(c["k"])) for t in base]
+        best, res = float("inf"), None
+        for _ in range(REPEATS):
+            t0 = time.perf_counter()
+            res = whatif(tls)
+            best = min(best, time.perf_counter() - t0)
+        assert res is not None
+        print(json.dumps({"name": c["name"], "events": res.n_events, "s": best,
+                          "err": res.max_model_error_pct}), flush=True)
+    return 0
+
+
+def _run(python: str, case_file: Path, cwd: Path) -> dict[str, dict[str, float]]:
+    env = {**os.environ, "PYTHONPATH": str(cwd)}
+    out = subprocess.run([python, str(Path(__file__).resolve()), "--worker", str(case_file)],
+                         capture_output=True, text=True, cwd=cwd, env=env, check=False)
+    if out.returncode:
+        print(out.stderr[-2000:], file=sys.stderr)
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    return {r["name"]: r for r in rows}
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--worker"]:
+        return worker(argv[1])
+    baseline = None
+    if argv[:1] == ["--baseline"]:
+        baseline, argv = Path(argv[1]).resolve(), argv[2:]
     with tempfile.TemporaryDirectory() as tmp:
-        paths = argv or synthetic_run(Path(tmp))
-        base = load_timelines(paths, jobs=1, progress=False)
-    print(f"{'copies':>6} {'events':>9} {'seconds':>8} {'us/event':>9}  max model error")
-    for k in (1, 2, 4):
-        tls = [replicate(t, k) for t in base]
-        t0 = time.perf_counter()
-        res = whatif(tls)
-        dt = time.perf_counter() - t0
-        print(f"{k:>6} {res.n_events:>9,} {dt:>8.3f} {1e6 * dt / res.n_events:>9.2f}  "
-              f"{res.max_model_error_pct:.2f}%")
+        case_file = Path(tmp) / "cases.json"
+        case_file.write_text(json.dumps(cases(Path(tmp), argv)))
+        now = _run(sys.executable, case_file, ROOT)
+        before = _run(str(baseline / ".venv" / "bin" / "python"), case_file, baseline) \
+            if baseline else {}
+    head = f"{'case':<34} {'events':>9} {'s':>7} {'us/event':>9} {'model err':>9}"
+    if baseline:
+        head += f" {'baseline s':>10} {'us/event':>9} {'speed-up':>8}"
+    print(head)
+    for name, r in now.items():
+        line = (f"{name:<34} {r['events']:>9,} {r['s']:>7.3f} {1e6 * r['s'] / r['events']:>9.2f}"
+                f" {r['err']:>8.2f}%")
+        b = before.get(name)
+        if baseline:
+            line += (f" {b['s']:>10.3f} {1e6 * b['s'] / b['events']:>9.2f} "
+                     f"{b['s'] / r['s']:>7.1f}x" if b else f" {'failed':>10}")
+        print(line)
     return 0
 
 

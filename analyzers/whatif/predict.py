@@ -1,9 +1,13 @@
 """What-if replay, end to end: each rank's step time if chosen synchronizes did not block.
 
-``whatif(timelines)`` builds the dependency model of the whole run (``model``), replays it
-twice (``simulate``): as recorded (the model's own error) and with the dropped calls
-non-blocking; then compares per rank with the stall analysis of the recorded and of the
-replayed timelines. Times in us in the result (``result``).
+``whatif(timelines)`` builds the dependency model of the whole run (``model``, ``graph``),
+replays it twice (``simulate``): as recorded (the model's own error) and with the dropped
+calls non-blocking; then compares per rank. The step time is the report's own per-step
+figure (``StepStats.period_us``, ``steps.step_stats``) computed on the recorded, the
+replayed and the predicted timeline: one step basis for ``report`` and ``whatif``. The stall
+analysis (``analyze_rank``) runs once per rank on the predicted timeline (for its idle by
+cause); the recorded one is the report's when the report passes its ranks, and the
+replayed timeline needs only its steps. Times in us in the result (``result``).
 """
 
 from __future__ import annotations
@@ -15,10 +19,11 @@ from dataclasses import replace
 import numpy as np
 
 from ...errors import ProfplugError
-from ..gaps import CAUSES
+from ..gaps import CAUSES, Gaps
 from ..load import PathsLike, load_timelines
 from ..readers.base import ReadOptions
 from ..stalls import RankStalls, StallOptions, analyze_rank
+from ..steps import StepStats, step_stats
 from ..timeline import Timeline, groups
 from .band import set_bands
 from .costs import HostCosts
@@ -40,9 +45,9 @@ ASSUMPTIONS = (
     "copy costs its smallest observed non-blocking duration",
     "an op that was queued behind its stream starts no earlier than its launch plus the "
     "rank's median observed launch latency",
-    "step time = mean GPU span of a step (first op it launched to the next step's first "
-    "op); step ranges move with the replayed calls of the thread with the most CUDA "
-    "calls; without steps, the GPU window",
+    "step time = the report's per-step figure (its step column) on the recorded, the "
+    "replayed and the predicted timeline; step ranges move with the replayed calls of the "
+    "thread with the most CUDA calls; without steps, the GPU window",
     "direct = idle gaps that started inside a dropped call (stall analysis), per step; "
     "indirect = saving - direct",
 )
@@ -88,13 +93,15 @@ def _shift(m: Model, r: Replay, seq: np.ndarray, t: np.ndarray) -> np.ndarray:
     return np.where(mid & ~in_call, f_gap, out)
 
 
-def _predicted_timeline(tl: Timeline, m: Model, r: Replay, a_s: np.ndarray, a_e: np.ndarray,
-                        main: np.ndarray, drop: bool) -> Timeline:
-    """The replayed run as a Timeline; with ``drop``, without the dropped calls."""
+def _predicted_timeline(tl: Timeline, m: Model, r: Replay, main: np.ndarray, drop: bool,
+                        annotations: bool = True) -> Timeline:
+    """The replayed run as a Timeline; with ``drop``, without the dropped calls; without
+    ``annotations``, the annotations stay where they were (only the steps move)."""
     alo, ahi = m.rank_a[tl.rank]
     olo, ohi = m.rank_o[tl.rank]
+    a_s, a_e = r.a_start, r.a_end
     ann_s, ann_e = tl.ann_start_ns.copy(), tl.ann_end_ns.copy()
-    ann_of = dict(groups(tl.ann_tid))  # thread -> its annotation rows
+    ann_of = dict(groups(tl.ann_tid)) if annotations else {}  # thread -> its annotations
     for (rank, tid), seq in zip(m.thread_key, m.threads, strict=True):
         sel = ann_of.get(tid) if rank == tl.rank else None
         if sel is not None:
@@ -111,11 +118,31 @@ def _predicted_timeline(tl: Timeline, m: Model, r: Replay, a_s: np.ndarray, a_e:
                    warnings=[], skipped={})
 
 
+def step_figure_ns(steps: StepStats | None) -> float | None:
+    """The report's per-step figure (its step column, ``StepStats.period_us``) in ns; None
+    without complete steps."""
+    if steps is None or not steps.n_steps:
+        return None
+    return steps.period_us * 1000.0
+
+
 def _time_ns(rs: RankStalls, basis: str) -> float:
-    """Mean GPU span of a step (basis "step"), else the GPU window; ns."""
-    if basis == "step" and rs.steps is not None and rs.steps.n_steps:
-        return rs.steps.gpu_span_us_mean * 1000.0
-    return rs.total("window_us") * 1000.0
+    """The report's step figure (basis "step"), else the GPU window; ns."""
+    fig = step_figure_ns(rs.steps) if basis == "step" else None
+    return fig if fig is not None else rs.total("window_us") * 1000.0
+
+
+def _replayed_step_ns(tl: Timeline) -> float | None:
+    """The report's step figure of a replayed timeline: its steps alone (no stall
+    analysis: the idle by cause is not needed for it)."""
+    z = np.zeros(0, dtype=np.int64)
+    return step_figure_ns(step_stats(tl, Gaps(z, z, z, z.astype(np.int8), z), {}, CAUSES))
+
+
+def _window_ns(tl: Timeline) -> float:
+    """The GPU window (first op's start to last op's end), summed over devices; ns."""
+    return float(sum(int(tl.gpu_end_ns[sel].max()) - int(tl.gpu_start_ns[sel].min())
+                     for sel in (tl.gpu_device == d for d in tl.devices()) if sel.any()))
 
 
 def _idle(rs: RankStalls, basis: str) -> dict[str, float]:
@@ -124,22 +151,19 @@ def _idle(rs: RankStalls, basis: str) -> dict[str, float]:
     return {c: round(v, 3) for c, v in rs.idle_by_cause_us().items()}
 
 
-def _rank_result(tl: Timeline, m: Model, rec: Replay, drp: Replay, nested: dict[str, tuple],
-                 opt: StallOptions) -> RankWhatIf:
-    rs = analyze_rank(tl, opt)
+def _rank_result(tl: Timeline, m: Model, rec: Replay, drp: Replay, opt: StallOptions,
+                 rs: RankStalls | None) -> RankWhatIf:
+    rs = rs if rs is not None else analyze_rank(tl, opt)
     basis = "step" if rs.steps is not None and rs.steps.n_steps else "window"
     n_steps = rs.steps.n_steps if basis == "step" and rs.steps is not None else 1
     rec_ns = _time_ns(rs, basis)
     main = max((seq for (rk, _), seq in zip(m.thread_key, m.threads, strict=True)
                 if rk == tl.rank), key=len, default=np.zeros(0, dtype=np.int64))
-    times: dict[str, float] = {}
-    pred_rs = rs
-    for key, r in (("replayed", rec), ("predicted", drp)):
-        a_s, a_e = nested[key]
-        prs = analyze_rank(_predicted_timeline(tl, m, r, a_s, a_e, main,
-                                               key == "predicted"), opt)
-        times[key] = _time_ns(prs, basis)
-        pred_rs = prs
+    pred_rs = analyze_rank(_predicted_timeline(tl, m, drp, main, True), opt)
+    times = {"predicted": _time_ns(pred_rs, basis)}
+    rep_tl = _predicted_timeline(tl, m, rec, main, False, annotations=False)
+    rep_ns = _replayed_step_ns(rep_tl) if basis == "step" else None
+    times["replayed"] = rep_ns if rep_ns is not None else _window_ns(rep_tl)
     # direct: gaps charged (by the stall analysis) to a call the replay drops
     alo, _ = m.rank_a[tl.rank]
     dropped_call = m.a_dropped[alo + rs.call_row]
@@ -163,11 +187,12 @@ def _rank_result(tl: Timeline, m: Model, rec: Replay, drp: Replay, nested: dict[
 
 
 def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
-           options: StallOptions | None = None, *, host: HostCosts | None = None
-           ) -> WhatIfResult:
+           options: StallOptions | None = None, *, host: HostCosts | None = None,
+           ranks: list[RankStalls] | None = None) -> WhatIfResult:
     """Replay the run as recorded and without the dropped synchronizes; compare per rank.
 
-    ``host``: the predicted run's host costs relative to the trace's (default: the same)."""
+    ``host``: the predicted run's host costs relative to the trace's (default: the same);
+    ``ranks``: the recorded timelines' stall analyses when the caller has them (a report)."""
     drop = drop or DropSpec()
     opt = options or StallOptions()
     if not timelines or not any(t.n_gpu for t in timelines):
@@ -180,24 +205,25 @@ def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
         rec = replay(m, drop=False)
         drp = replay(host.apply(m) if host else m, drop=True)
         replay_s = time.perf_counter() - t0
-        nested = {"replayed": (rec.a_start, rec.a_end), "predicted": (drp.a_start, drp.a_end)}
-        ranks = [_rank_result(tl, m, rec, drp, nested, opt) for tl in timelines if tl.n_gpu]
+        given = {r.rank: r for r in ranks or []}
+        res_ranks = [_rank_result(tl, m, rec, drp, opt, given.get(tl.rank))
+                     for tl in timelines if tl.n_gpu]
     except RuntimeError as exc:
         raise ProfplugError(f"what-if: {exc}") from None
     except OverflowError:  # readers keep times within +-2^62 ns; a hand-made timeline may not
         files = ", ".join(f for t in timelines for f in t.files)
         raise ProfplugError(f"what-if: {files}: times too far apart to replay "
                             "(beyond the int64 nanosecond range)") from None
-    set_bands(ranks, coupled=bool((m.o_peer >= 0).any()))
+    set_bands(res_ranks, coupled=bool((m.o_peer >= 0).any()))
     peers = missing_peers(timelines)
     warnings = [*([peers] if peers else []), *m.warnings, *rec.warnings, *drp.warnings]
     if not m.a_dropped.any():
         warnings.append("no call matched the drop rule: the prediction equals the replay")
     return WhatIfResult(
-        drop=drop.kinds, callsite=drop.callsite, ranks=ranks,
+        drop=drop.kinds, callsite=drop.callsite, ranks=res_ranks,
         assumptions=[*ASSUMPTIONS, *m.assumptions],
         warnings=warnings, n_events=m.n_events, replay_s=replay_s,
-        max_model_error_pct=max((abs(r.model_error_pct) for r in ranks), default=0.0))
+        max_model_error_pct=max((abs(r.model_error_pct) for r in res_ranks), default=0.0))
 
 
 def whatif_paths(paths: PathsLike, drop: DropSpec | None = None,
@@ -217,7 +243,9 @@ def whatif_analysis(drop: DropSpec | None = None
     """:func:`whatif` as a run-level analysis of a report:
     ``analyze(paths, run=[whatif_analysis()])`` puts its result in ``Report.run["whatif"]``.
     """
-    def run(timelines: list[Timeline], options: StallOptions) -> WhatIfResult:
-        return whatif(timelines, drop, options)
+    def run(timelines: list[Timeline], options: StallOptions,
+            ranks: list[RankStalls] | None = None) -> WhatIfResult:
+        return whatif(timelines, drop, options, ranks=ranks)
 
+    run.uses_rank_stalls = True  # type: ignore[attr-defined]
     return run

@@ -220,7 +220,8 @@ class RankModel:
         g_sel = np.nonzero((tl.gsync_corr >= 0) & (tl.gsync_kind != SYNC_STREAM_WAIT_EVENT))[0]
         gk, gr = _last_by_key(tl.gsync_corr[g_sel])
         g = _lookup(gk, g_sel[gr] if gr.size else gr, tl.api_corr[calls[other]])
-        gk_ = np.where(g >= 0, tl.gsync_kind[np.maximum(g, 0)], -1)
+        gk_ = np.full(g.size, -1, dtype=I64)
+        gk_[g >= 0] = tl.gsync_kind[g[g >= 0]]
         ss = gk_ == SYNC_STREAM_SYNC
         es = (gk_ == SYNC_EVENT_SYNC)
         if es.any():

@@ -22,12 +22,14 @@ SITE = "recv_from_prev_pipeline_rank_ > sync.device"
 
 
 def test_with_the_whatif_it_states_direct_indirect_and_the_prediction(tmp_path: Path) -> None:
-    # given the synthetic device run: 94 us GPU span per step, a 30 us device-sync gap per
-    # step (24 us/step over 5 steps), and the replay without syncs at 50 us/step
+    # given the synthetic device run: steps of 100 us (the report's step), a 30 us
+    # device-sync gap per step (24 us/step over 5 steps), and the replay without syncs:
+    # compute kernels back to back (0, 50, .., 200) and the host-bound NCCL kernels 28 us
+    # apart (50, 78, .., 162): the steps' first ops at 0, 50, 100, 134, 162: 40.5 us/step
     rep = analyze(write_run(tmp_path, "device"), run=[whatif_analysis()])
     assert rep.headline() == (
-        f"Device-wide synchronizes cost rank 0 47% of its step: 44 us/step, 24 us direct at "
-        f"{SITE} and 20 us indirect. Event-based waits: 50 us/step predicted.")
+        f"Device-wide synchronizes cost rank 0 60% of its step: 60 us/step, 24 us direct at "
+        f"{SITE} and 36 us indirect. Event-based waits: 40 us/step predicted.")
 
 
 def test_without_the_whatif_it_states_the_direct_cost_and_how_to_get_the_rest(
@@ -56,8 +58,8 @@ def test_without_gpu_work_it_says_so(tmp_path: Path) -> None:
 def test_every_sample_has_a_one_sentence_finding_with_numbers(run: str) -> None:
     h = analyze(run, run=[whatif_analysis()]).headline()
     assert h.endswith(".") and h.count(". ") <= 1 and re.search(r"\d[\d,]* us", h)
-    if "/device" in run and "pp2_infer" in run:  # the decode loop: ~40% lost to the syncs
-        assert re.match(r"Device-wide synchronizes cost rank \d (3\d|4\d)% of its step: ", h)
+    if "/device" in run and "pp2_infer" in run:  # the decode loop: 30-60% lost to the syncs
+        assert re.match(r"Device-wide synchronizes cost rank \d (3\d|4\d|5\d)% of its step: ", h)
         assert f"direct at {SITE} and" in h and "Event-based waits:" in h
     if "/event" in run:
         assert "cost nothing measurable here" in h or "No device-wide" in h
@@ -69,10 +71,10 @@ def test_cli_outputs_carry_it_first(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["report", str(run), "-f", "json", "-o", str(tmp_path / "r.json")]) == 0
     doc = json.loads((tmp_path / "r.json").read_text())
     assert list(doc)[:3] == ["version", "headline", "warnings"] and "whatif" in doc
-    assert "20 us indirect" in doc["headline"]
+    assert "36 us indirect" in doc["headline"]
     assert main(["report", str(run)]) == 0
     table = capsys.readouterr().out
-    assert table.startswith("Device-wide synchronizes cost rank 0 47% of its step:")
+    assert table.startswith("Device-wide synchronizes cost rank 0 60% of its step:")
     assert max(len(x) for x in table.splitlines()[:4]) <= 80
     # --no-whatif: the direct cost, and how to get the rest
     assert main(["report", str(run), "--no-whatif", "-f", "json", "-o",

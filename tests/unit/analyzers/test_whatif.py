@@ -88,14 +88,15 @@ def test_single_stream_replay_and_drop(tmp_path: Path) -> None:
     res = _run([single_stream(tmp_path)])
     r = res.rank(0)
     assert r.basis == "step" and r.n_steps == 3
-    # spans 120, 120, 100 recorded; 100 each without the sync (GPU bound)
-    assert r.recorded_us == pytest.approx(340 / 3, abs=1e-3)
-    assert r.replayed_us == pytest.approx(340 / 3, abs=1e-3)
+    # the report's step figure: steps start (first op) at 5, 125, 245: 120 us apart;
+    # without the sync (GPU bound) at 5, 105, 205: 100 us apart
+    assert r.recorded_us == pytest.approx(120.0, abs=1e-3)
+    assert r.replayed_us == pytest.approx(120.0, abs=1e-3)
     assert r.model_error_pct == 0.0
     assert r.predicted_us == pytest.approx(100.0, abs=1e-3)
-    assert r.saving_us == pytest.approx(40 / 3, abs=1e-3)
+    assert r.saving_us == pytest.approx(20.0, abs=1e-3)
     assert r.direct_us == pytest.approx(40 / 3, abs=1e-3)  # two 20 us gaps in the sync
-    assert r.indirect_us == pytest.approx(0.0, abs=1e-3)
+    assert r.indirect_us == pytest.approx(20 / 3, abs=1e-3)
     assert r.dropped_calls == 3
     assert r.recorded_idle_by_cause_us["device_sync"] == pytest.approx(40 / 3, abs=1e-3)
     assert sum(r.predicted_idle_by_cause_us.values()) == pytest.approx(0.0, abs=1e-3)
@@ -104,24 +105,25 @@ def test_single_stream_replay_and_drop(tmp_path: Path) -> None:
 def test_two_streams_event_wait_is_kept(tmp_path: Path) -> None:
     for rec in (True, False):  # GPU-side link, or the next-launch heuristic
         r = _run([two_streams(tmp_path, rec)]).rank(0)
-        # recorded spans 140 and 120; predicted: A1 right after A0 (100), B1 after A1 (120)
-        assert r.recorded_us == pytest.approx(130.0, abs=1e-3)
-        assert r.replayed_us == pytest.approx(130.0, abs=1e-3)
-        assert r.predicted_us == pytest.approx(110.0, abs=1e-3)
+        # steps start (A) at 5 and 145: 140 apart; predicted: A1 right after A0 (100)
+        assert r.recorded_us == pytest.approx(140.0, abs=1e-3)
+        assert r.replayed_us == pytest.approx(140.0, abs=1e-3)
+        assert r.predicted_us == pytest.approx(100.0, abs=1e-3)
         assert r.direct_us == pytest.approx(10.0, abs=1e-3)  # one 20 us gap in 2 steps
-        assert r.indirect_us == pytest.approx(10.0, abs=1e-3)
+        assert r.indirect_us == pytest.approx(30.0, abs=1e-3)
 
 
 @pytest.mark.parametrize("skew", [0.0, 500.0, -73.0])
 def test_two_ranks_matched_send_recv(tmp_path: Path, skew: float) -> None:
     res = _run(two_ranks(tmp_path, skew))
     r0, r1 = res.rank(0), res.rank(1)
-    assert (r0.recorded_us, r1.recorded_us) == pytest.approx((120.0, 145.0), abs=1e-3)
-    assert (r0.replayed_us, r1.replayed_us) == pytest.approx((120.0, 145.0), abs=1e-3)
-    # rank 0: C1 right after C0, send at 205 meets the recv posted at 115: ends 215
-    assert r0.predicted_us == pytest.approx(105.0, abs=1e-3)
-    # rank 1: recv 5..115, recv 115..215, D1 215..265: spans 110, 150
-    assert r1.predicted_us == pytest.approx(130.0, abs=1e-3)
+    # steps start (first op) at 5, 135 on rank 0 and 5, 185 on rank 1
+    assert (r0.recorded_us, r1.recorded_us) == pytest.approx((130.0, 180.0), abs=1e-3)
+    assert (r0.replayed_us, r1.replayed_us) == pytest.approx((130.0, 180.0), abs=1e-3)
+    # rank 0: C1 right after C0 (105), send at 205 meets the recv posted at 115: ends 215
+    assert r0.predicted_us == pytest.approx(100.0, abs=1e-3)
+    # rank 1: recv 5..115, recv 115..215: its steps start 110 apart
+    assert r1.predicted_us == pytest.approx(110.0, abs=1e-3)
     assert r0.direct_us == pytest.approx(10.0, abs=1e-3)
     assert r1.direct_us == pytest.approx(10.0, abs=1e-3)
     assert any("k-th kernel" in a for a in res.assumptions)
@@ -140,15 +142,15 @@ def test_outputs_render(tmp_path: Path) -> None:
     res = _run(two_ranks(tmp_path))
     lines = render_text(res, "table").splitlines()
     assert max(len(x) for x in lines) <= 80
-    assert any(x.split()[:2] == ["0", "step"] and "105.0" in x for x in lines)
+    assert any(x.split()[:2] == ["0", "step"] and "100.0" in x for x in lines)
     band = f"{res.rank(1).error_band_pct:.1f}"  # the +-% column, right after predicted
     assert any("+-%" in x for x in lines)
-    assert any(x.split()[5:7] == ["130.0", band] for x in lines)
+    assert any(x.split()[5:7] == ["110.0", band] for x in lines)
     d = json.loads(json.dumps(res.to_dict()))
     assert d["version"] == 1 and len(d["ranks"]) == 2
-    assert d["ranks"][1]["predicted_us"] == pytest.approx(130.0, abs=1e-3)
+    assert d["ranks"][1]["predicted_us"] == pytest.approx(110.0, abs=1e-3)
     html = render_text(res, "html")
-    assert html.startswith("<section") and f"130.0 &plusmn; {band}%" in html
+    assert html.startswith("<section") and f"110.0 &plusmn; {band}%" in html
     assert json.loads(render_text(res, "json")) == {"whatif": d}
 
 
@@ -160,7 +162,7 @@ def test_cli_json_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     paths = [str(p) for p in two_ranks(tmp_path)]
     assert main(["whatif", *paths, "--format", "json"]) == 0
     d = json.loads(capsys.readouterr().out)["whatif"]
-    assert [r["predicted_us"] for r in d["ranks"]] == pytest.approx([105.0, 130.0], abs=1e-3)
+    assert [r["predicted_us"] for r in d["ranks"]] == pytest.approx([100.0, 110.0], abs=1e-3)
     assert main(["whatif", *paths, "--drop", "nothing"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unknown --drop" in err

@@ -40,32 +40,32 @@ def _rank(path: Path):
 
 def test_own_range_and_entry_go_with_the_dropped_sync(tmp_path: Path) -> None:
     r = _rank(loop(tmp_path, own_range=True))
-    # recorded spans 100, 100 and the last kernel's 10 us
-    assert r.recorded_us == pytest.approx(70.0, abs=1e-3)
-    assert r.replayed_us == pytest.approx(70.0, abs=1e-3)
+    # the report's step figure: steps start (first op) 100 us apart
+    assert r.recorded_us == pytest.approx(100.0, abs=1e-3)
+    assert r.replayed_us == pytest.approx(100.0, abs=1e-3)
     # per step: launch 5; gap 35 less 10 (range start to the call) less 20 (the entry, 25,
     # capped at the range's 20 us overhead) = 5; the sync 0; gap 50 less 10 (call end to
     # range end) = 40: steps of 50 us
-    assert r.predicted_us == pytest.approx((50 + 50 + 10) / 3, abs=1e-3)
+    assert r.predicted_us == pytest.approx(50.0, abs=1e-3)
 
 
 def test_entry_is_the_gap_when_below_the_range_overhead(tmp_path: Path) -> None:
     r = _rank(loop(tmp_path, own_range=True, entry=8.0))
     # gap before the call 18 - 10 - 8 = 0; after: 50 + 17 - 10 = 57; steps 62 us
-    assert r.recorded_us == pytest.approx(70.0, abs=1e-3)
-    assert r.predicted_us == pytest.approx((62 + 62 + 10) / 3, abs=1e-3)
+    assert r.recorded_us == pytest.approx(100.0, abs=1e-3)
+    assert r.predicted_us == pytest.approx(62.0, abs=1e-3)
 
 
 def test_a_bare_sync_takes_only_its_own_cost(tmp_path: Path) -> None:
     r = _rank(loop(tmp_path, own_range=False))
     # the 10 us call goes; both host gaps stay: steps of 90 us
-    assert r.predicted_us == pytest.approx((90 + 90 + 10) / 3, abs=1e-3)
+    assert r.predicted_us == pytest.approx(90.0, abs=1e-3)
 
 
 def test_a_range_holding_other_calls_is_not_the_syncs_own(tmp_path: Path) -> None:
     r = _rank(loop(tmp_path, own_range=True, extra_call=True))
     # the cudaEventRecord shares the range: only the sync's 10 us go
-    assert r.predicted_us == pytest.approx((90 + 90 + 10) / 3, abs=1e-3)
+    assert r.predicted_us == pytest.approx(90.0, abs=1e-3)
 
 
 def copy_loop(tmp: Path, copy_name: str) -> Path:
@@ -91,10 +91,10 @@ def test_a_synchronous_copy_keeps_the_host_waiting(tmp_path: Path, name: str,
                                                    waits: bool) -> None:
     res = whatif([read_kineto(copy_loop(tmp_path, name), 0)])
     r = res.rank(0)
-    assert r.recorded_us == pytest.approx((100 + 100 + 90) / 3, abs=1e-3)
+    assert r.recorded_us == pytest.approx(100.0, abs=1e-3)
     assert r.replayed_us == pytest.approx(r.recorded_us, abs=1e-3)
     if waits:  # the copy call ends 4 us after the kernel; launches 3 us later; kernel +5
-        assert r.predicted_us == pytest.approx((92 + 92 + 82) / 3, abs=1e-3)
+        assert r.predicted_us == pytest.approx(92.0, abs=1e-3)
         assert any("device-to-host copy" in a for a in res.assumptions)
     else:  # the host runs ahead: kernels and copies back to back
         assert r.predicted_us == pytest.approx(82.0, abs=1e-3)
@@ -105,9 +105,9 @@ def test_a_synchronous_copy_keeps_the_host_waiting(tmp_path: Path, name: str,
 def test_host_costs_scale_only_the_prediction(tmp_path: Path, host: HostCosts) -> None:
     res = whatif([read_kineto(loop(tmp_path, own_range=False), 0)], host=host)
     r = res.rank(0)
-    assert r.replayed_us == pytest.approx(70.0, abs=1e-3)  # the replay as recorded: as traced
+    assert r.replayed_us == pytest.approx(100.0, abs=1e-3)  # the replay as recorded: as traced
     # per step: launch 2 x 5, gaps 2 x 35 and 2 x 50, the dropped sync 0: 180 us
-    assert r.predicted_us == pytest.approx((180 + 180 + 10) / 3, abs=1e-3)
+    assert r.predicted_us == pytest.approx(180.0, abs=1e-3)
 
 
 def test_step_boundaries_follow_a_scaled_host(tmp_path: Path) -> None:
@@ -122,10 +122,10 @@ def test_step_boundaries_follow_a_scaled_host(tmp_path: Path) -> None:
     t.runtime("cudaStreamIsCapturing", 300.0, 1.0)  # host work after the last step
     tl = read_kineto(t.write(tmp_path / "steps.json"), 0)
     r = whatif([tl], host=HostCosts(0.25, 0.25)).rank(0)
-    # recorded: 100, 100, and the last step 205 -> 275
-    assert r.replayed_us == pytest.approx((100 + 100 + 70) / 3, abs=1e-3)
-    # host steps of 25 us (calls 1.25, gaps 13.75 and 8.75; the 5 us launch latency kept):
-    # 25, 25, and the last step from A's kernel (55) to B's kernel end (80)
+    # recorded: steps start (first op) 100 us apart
+    assert r.replayed_us == pytest.approx(100.0, abs=1e-3)
+    # host steps of 25 us (calls 1.25, gaps 13.75 and 8.75; the 5 us launch latency kept);
+    # B's kernel stays in its step (the step range moves with the calls)
     assert r.predicted_us == pytest.approx(25.0, abs=1e-3)
 
 
@@ -133,15 +133,15 @@ def test_unprofiled_calibrates_the_host_on_the_device_step(tmp_path: Path) -> No
     from profplug.analyzers.whatif import whatif_unprofiled
 
     tl = read_kineto(loop(tmp_path, own_range=False), 0)
-    # traced: host steps of 100 us (launch 5, gap 35, sync 10, gap 50): mean span 70 us.
-    # Unprofiled 35 us: (2 * 100 s + 10) / 3 = 35 -> s = 0.475; without the sync the host
-    # step is 90 s = 42.75 us: (2 * 42.75 + 10) / 3
+    # traced: host steps of 100 us (launch 5, gap 35, sync 10, gap 50).
+    # Unprofiled 35 us: 100 s = 35 -> s = 0.35; without the sync the host step is
+    # 90 s = 31.5 us
     res = whatif_unprofiled([tl], 35.0)
     r = res.rank(0)
     assert r.recorded_us == 35.0 and abs(r.replayed_us - 35.0) <= 0.05
-    assert r.predicted_us == pytest.approx((2 * 42.75 + 10) / 3, abs=0.1)
+    assert r.predicted_us == pytest.approx(31.5, abs=0.1)
     assert r.saving_us == pytest.approx(35.0 - r.predicted_us, abs=1e-3)
-    assert any("unprofiled: the host's costs are scaled by 0.47" in a for a in res.assumptions)
+    assert any("unprofiled: the host's costs are scaled by 0.35" in a for a in res.assumptions)
 
 
 def test_unprofiled_band_carries_the_calibration_steps_ci(tmp_path: Path) -> None:
@@ -154,12 +154,12 @@ def test_unprofiled_band_carries_the_calibration_steps_ci(tmp_path: Path) -> Non
     res = whatif_unprofiled([tl], 35.0, step_ci_us=(30.0, 40.0))
     r = res.rank(0)
     assert r.predicted_us == pytest.approx(plain.predicted_us, abs=1e-3)
-    # s = 0.4 at 30 us, 0.55 at 40 us (see above): predictions (180 s + 10) / 3 = 27.33 and
-    # 36.33 against 31.83: the band carries 4.5 / 31.83 = 14.1% instead of the default
-    cal = 100 * 4.5 / ((180 * 0.475 + 10) / 3)
+    # s = 0.3 at 30 us, 0.4 at 40 us (see above): predictions 90 s = 27 and 36 against
+    # 31.5: the band carries 4.5 / 31.5 = 14.3% instead of the default
+    cal = 100 * 4.5 / (90 * 0.35)
     assert r.error_band_pct - plain.error_band_pct == pytest.approx(
         cal - UNPROFILED_BAND_PCT, abs=0.2)
-    assert any("over the step's 95% CI (30.0-40.0 us): up to 14.1%" in a
+    assert any("over the step's 95% CI (30.0-40.0 us): up to 14.3%" in a
                for a in res.assumptions)
 
 

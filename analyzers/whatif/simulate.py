@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .graph import CALL, PEER, RUN, Graph, build_graph
+from .graph import PEER, RUN, Graph, build_graph
 from .model import Model
 
 MIN_NS = -(2**62)
@@ -48,41 +48,59 @@ def _recorded_times(m: Model) -> np.ndarray:
     return np.concatenate([m.a_start, m.a_end, m.o_start, m.o_end, [0]]).astype(np.int64)
 
 
+def _fold(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(root, offset, in-edge) per node: a node with one predecessor (a call that waits for
+    nothing, the next call's start, an op that is not a matched NCCL kernel, ...) is that
+    predecessor's time plus a constant; chains of them fold onto their first node with two
+    or more predecessors (pointer jumping), so the pass visits only the nodes where times
+    meet. Unfolded nodes are their own root (offset 0)."""
+    n = g.n_nodes
+    single = np.bincount(g.dst, minlength=n) == 1
+    in_e = np.full(n, -1, dtype=np.int64)
+    one = np.nonzero(single[g.dst])[0]
+    in_e[g.dst[one]] = one
+    root = np.arange(n)
+    off = np.zeros(n, dtype=np.int64)
+    root[g.dst[one]] = g.src[one]
+    off[g.dst[one]] = g.w[one]
+    for _ in range(64):
+        nxt = root[root]
+        if (nxt == root).all():
+            break
+        off = off + off[root]
+        root = nxt
+    stray = single[root]  # a loop of single-predecessor nodes: left unfolded
+    root[stray], off[stray] = np.nonzero(stray)[0], 0
+    return root, off, in_e
+
+
 def longest_path(g: Graph, m: Model) -> tuple[np.ndarray, np.ndarray, list[int], list[int]]:
     """Per node its time and binding edge; the ops forced, the nodes released from a cycle
     that holds no NCCL pairing (see the module docstring)."""
     n = g.n_nodes
-    indeg_a = np.bincount(g.dst, minlength=n)
-    # An end node whose only predecessor is its own start (a call that waits for nothing, an
-    # op that is not a matched NCCL kernel) is timed after the pass: its out-edges leave from
-    # the start with the run's weight added, so the pass visits half the nodes.
-    thru = np.nonzero(((g.kind == CALL) | (g.kind == RUN)) & (indeg_a[g.dst] == 1))[0]
-    via = np.full(n, -1, dtype=np.int64)
-    via[g.dst[thru]] = thru
-    e_src = g.src.copy()
-    e_w = g.w.copy()
-    moved = via[e_src] >= 0
-    e_w[moved] += g.w[via[e_src[moved]]]
-    e_src[moved] = g.src[via[e_src[moved]]]
-    keep = via[g.dst] < 0
-    keep &= ~np.isin(np.arange(g.src.size), thru)
-    kept = np.nonzero(keep)[0]
-    order = kept[np.argsort(e_src[kept], kind="stable")]
-    ptr = np.searchsorted(e_src[order], np.arange(n + 1)).tolist()
-    dst, w, eid = g.dst[order].tolist(), e_w[order].tolist(), order.tolist()
-    indeg_a[g.dst[thru]] = 0
+    root, off, in_e = _fold(g)
+    folded = root != np.arange(n)
+    proc = np.nonzero(~folded)[0]  # the nodes the pass visits, renumbered 0..P-1
+    cid = np.full(n, -1, dtype=np.int64)
+    cid[proc] = np.arange(proc.size)
+    kept = np.nonzero(~folded[g.dst])[0]
+    c_src = cid[root[g.src[kept]]]
+    order = np.argsort(c_src, kind="stable")
+    ek = kept[order]
+    ptr = np.searchsorted(c_src[order], np.arange(proc.size + 1)).tolist()
+    dst = cid[g.dst[ek]].tolist()
+    w = (g.w[ek] + off[g.src[ek]]).tolist()
+    eid = ek.tolist()
+    indeg_a = np.bincount(cid[g.dst[ek]], minlength=proc.size)
     indeg = indeg_a.tolist()
-    t = [MIN_NS] * n
-    bind = [-1] * n
-    t[g.source] = 0
-    ready = indeg_a == 0
-    ready[g.dst[thru]] = False
-    stack = np.nonzero(ready)[0].tolist()
+    t = [MIN_NS] * proc.size
+    bind = [-1] * proc.size
+    t[int(cid[g.source])] = 0
+    stack = np.nonzero(indeg_a == 0)[0].tolist()
     stack.reverse()
-    done = int(thru.size)
+    done = 0
     forced: list[int] = []
     released: list[int] = []
-    run_edge = peer_edge = np.zeros(0, dtype=np.int64)
     while True:
         while stack:
             u = stack.pop()
@@ -97,43 +115,57 @@ def longest_path(g: Graph, m: Model) -> tuple[np.ndarray, np.ndarray, list[int],
                 indeg[v] -= 1
                 if not indeg[v]:
                     stack.append(v)
-        if done == n:
+        if done == proc.size:
             break
-        if not run_edge.size:  # per op: its run and peer edge ids
-            run_edge = np.full(g.n_o, -1, dtype=np.int64)
-            peer_edge = np.full(g.n_o, -1, dtype=np.int64)
-            r = np.nonzero(g.kind == RUN)[0]
-            run_edge[g.dst[r] - 2 * g.n_a - g.n_o] = r
-            p = np.nonzero(g.kind == PEER)[0]
-            peer_edge[g.dst[p] - 2 * g.n_a - g.n_o] = p
-        ta = np.asarray(indeg)
-        o_s0, o_e0 = 2 * g.n_a, 2 * g.n_a + g.n_o
-        stuck = np.nonzero((peer_edge >= 0) & (ta[o_e0:o_e0 + g.n_o] > 0)
-                           & (ta[o_s0:o_s0 + g.n_o] == 0))[0]
-        if stuck.size:
-            st = np.asarray(t, dtype=np.int64)[o_s0 + stuck]
-            j = int(stuck[np.argmin(st)])
-            forced.append(j)
-            v = o_e0 + j
-            re = int(run_edge[j])
-            indeg[v] -= 1  # the peer edge is gone
-            t[v] = t[o_s0 + j] + int(m.o_end[j] - m.o_start[j])
-            bind[v] = re
-        else:  # a cycle without a NCCL pairing: release its earliest recorded node
-            waiting = np.nonzero(ta > 0)[0]
-            rec = _recorded_times(m)[waiting]
-            v = int(waiting[np.argmin(rec)])
-            released.append(v)
-            indeg[v] = 0
-            if t[v] == MIN_NS:
-                t[v] = int(_recorded_times(m)[v])
-        if not indeg[v]:
-            stack.append(v)
-    t_a = np.asarray(t, dtype=np.int64)
-    t_a[g.dst[thru]] = t_a[g.src[thru]] + g.w[thru]
-    b_a = np.asarray(bind, dtype=np.int64)
-    b_a[g.dst[thru]] = thru
+        v = _break_cycle(g, m, root, off, cid, np.asarray(indeg), np.asarray(t), forced,
+                         released)
+        cv = int(cid[v])
+        if forced and forced[-1] == v - 2 * g.n_a - g.n_o:  # the peer edge is gone
+            j = forced[-1]
+            s0 = 2 * g.n_a + j
+            t[cv] = t[int(cid[root[s0]])] + int(off[s0]) + int(m.o_end[j] - m.o_start[j])
+            bind[cv] = int(np.nonzero((g.kind == RUN) & (g.dst == v))[0][0])
+            indeg[cv] -= 1
+        else:
+            indeg[cv] = 0
+            if t[cv] == MIN_NS:
+                t[cv] = int(_recorded_times(m)[v])
+        if not indeg[cv]:
+            stack.append(cv)
+    t_a = np.full(n, MIN_NS, dtype=np.int64)
+    t_a[proc] = t
+    t_a[folded] = t_a[root[folded]] + off[folded]
+    b_a = np.full(n, -1, dtype=np.int64)
+    b_a[proc] = bind
+    b_a[folded] = in_e[folded]
     return t_a, b_a, forced, released
+
+
+def _break_cycle(g: Graph, m: Model, root: np.ndarray, off: np.ndarray, cid: np.ndarray,
+                 indeg: np.ndarray, t: np.ndarray, forced: list[int], released: list[int]
+                 ) -> int:
+    """The node that a stuck pass releases (see the module docstring): the end of the
+    earliest started matched NCCL kernel that cannot end (appended to ``forced``), else the
+    earliest recorded waiting node (appended to ``released``)."""
+    o_s0, o_e0 = 2 * g.n_a, 2 * g.n_a + g.n_o
+    paired = np.zeros(g.n_o, dtype=bool)
+    paired[g.dst[g.kind == PEER] - o_e0] = True
+    ends, starts = np.arange(o_e0, o_e0 + g.n_o), np.arange(o_s0, o_s0 + g.n_o)
+    waiting_end = np.zeros(g.n_o, dtype=bool)
+    ce = cid[ends]
+    waiting_end[ce >= 0] = indeg[ce[ce >= 0]] > 0
+    started = indeg[cid[root[starts]]] == 0
+    stuck = np.nonzero(paired & waiting_end & started)[0]
+    if stuck.size:
+        st = t[cid[root[o_s0 + stuck]]] + off[o_s0 + stuck]
+        j = int(stuck[np.argmin(st)])
+        forced.append(j)
+        return o_e0 + j
+    proc = np.nonzero(cid >= 0)[0]
+    waiting = proc[indeg[cid[proc]] > 0]
+    v = int(waiting[np.argmin(_recorded_times(m)[waiting])])
+    released.append(v)
+    return v
 
 
 def _cycle_warnings(m: Model, forced: list[int], released: list[int]) -> list[str]:

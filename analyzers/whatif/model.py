@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..crossrank.matching import Matching
 from ..timeline import Timeline, groups
 from .dropset import DROP_ALL, DROP_DEVICE, DROP_NONE, DropSpec
 from .host import drop_cuts
@@ -113,8 +114,10 @@ def _host_seqs(b: RankModel) -> tuple[list[tuple[int, np.ndarray]], np.ndarray, 
     return seqs, prev, gap, np.maximum(gap - cut, 0)
 
 
-def build_model(timelines: list[Timeline], drop: DropSpec | None = None) -> Model:
-    """The dependency model of all ranks (see the module docstring)."""
+def build_model(timelines: list[Timeline], drop: DropSpec | None = None, *,
+                matching: Matching | None = None) -> Model:
+    """The dependency model of all ranks (see the module docstring); ``matching``: the NCCL
+    kernels matched across the ranks with GPU work, when the caller has it."""
     drop = drop or DropSpec()
     rms = [RankModel(tl, drop) for tl in timelines]
     a_base = np.cumsum([0] + [b.tl.api_start_ns.size for b in rms]).tolist()
@@ -152,7 +155,7 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None) -> Mode
     o_end = cat([b.tl.gpu_end_ns for b in rms])
     # Matched NCCL kernels end together (the transfer completes on both sides); ``clock``:
     # the partner's clock minus this rank's (pairs.py), so only durations and order are used.
-    peer, clock = match_nccl(timelines, o_base, int(o_start.size), notes, warns)
+    peer, clock = match_nccl(timelines, o_base, int(o_start.size), notes, warns, matching)
     paired = peer >= 0
     pk = np.maximum(peer, 0)
     later = np.maximum(o_start, o_start[pk] - clock)

@@ -109,7 +109,8 @@ def _predicted_timeline(tl: Timeline, m: Model, r: Replay, main: np.ndarray, dro
             ann_e[sel] = np.maximum(_shift(m, r, seq, tl.ann_end_ns[sel]), ann_s[sel])
     st_s = _shift(m, r, main, tl.step_start_ns)
     st_e = np.maximum(_shift(m, r, main, tl.step_end_ns), st_s)
-    keep = slice(None) if not drop else ~m.a_dropped[alo:ahi]  # dropped calls are gone
+    # dropped calls are gone, with the calls nested in them
+    keep = slice(None) if not drop else ~m.a_dropped[m.a_top[alo:ahi]]
     return replace(tl, gpu_start_ns=r.o_start[olo:ohi], gpu_end_ns=r.o_end[olo:ohi],
                    api_start_ns=a_s[alo:ahi][keep], api_end_ns=a_e[alo:ahi][keep],
                    api_tid=tl.api_tid[keep], api_name=tl.api_name[keep],

@@ -91,6 +91,7 @@ def longest_path(g: Graph, m: Model) -> tuple[np.ndarray, np.ndarray, list[int],
     dst = cid[g.dst[ek]].tolist()
     w = (g.w[ek] + off[g.src[ek]]).tolist()
     eid = ek.tolist()
+    ek_kind, ek_dst = g.kind[ek], g.dst[ek]
     indeg_a = np.bincount(cid[g.dst[ek]], minlength=proc.size)
     indeg = indeg_a.tolist()
     t = [MIN_NS] * proc.size
@@ -125,6 +126,8 @@ def longest_path(g: Graph, m: Model) -> tuple[np.ndarray, np.ndarray, list[int],
             s0 = 2 * g.n_a + j
             t[cv] = t[int(cid[root[s0]])] + int(off[s0]) + int(m.o_end[j] - m.o_start[j])
             bind[cv] = int(np.nonzero((g.kind == RUN) & (g.dst == v))[0][0])
+            for k in np.nonzero((ek_kind == PEER) & (ek_dst == v))[0].tolist():
+                w[k] = MIN_NS  # the peer edge is gone: its later relaxation changes nothing
             indeg[cv] -= 1
         else:
             indeg[cv] = 0
@@ -190,7 +193,8 @@ def replay(m: Model, drop: bool) -> Replay:
     top_s, top_e = t[:n_a], t[n_a:2 * n_a]
     shift = top_s[m.a_top] - m.a_start[m.a_top]
     is_top = m.a_top == np.arange(n_a)
-    a_s = np.where(is_top, top_s, m.a_start + shift)
+    # a nested call moves with its top-level call and stays inside it
+    a_s = np.where(is_top, top_s, np.minimum(m.a_start + shift, top_e[m.a_top]))
     a_e = np.where(is_top, top_e, np.minimum(m.a_end + shift, top_e[m.a_top]))
     return Replay(a_s, np.maximum(a_e, a_s), t[2 * n_a:2 * n_a + n_o], t[2 * n_a + n_o:-1],
                   g, t, bind, forced, _cycle_warnings(m, forced, released))

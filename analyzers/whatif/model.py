@@ -158,6 +158,15 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None, *,
     peer, clock = match_nccl(timelines, o_base, int(o_start.size), notes, warns, matching)
     paired = peer >= 0
     pk = np.maximum(peer, 0)
+    # a partner that started (on the aligned clock) after the kernel ended: the clocks or
+    # the pairing are off by that much for this pair; its offset is taken so that the
+    # partner started as the kernel ended, and the recorded run stays a fixed point
+    late = paired & (o_start[pk] - clock > o_end)
+    if late.any():
+        clock = np.where(late, o_start[pk] - o_end, clock)
+        notes.append(f"{int(late.sum())} NCCL kernel(s) ended before their partner started "
+                     "on the aligned clock: each such pair's clock offset is taken so that the "
+                     "partner started as the kernel ended")
     later = np.maximum(o_start, o_start[pk] - clock)
     xfer = np.where(paired, np.maximum(o_end - later, 0), 0)
     return Model(

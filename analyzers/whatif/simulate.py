@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .graph import PEER, RUN, Graph, build_graph
+from .graph import PEER, Graph, build_graph
 from .model import Model
 
 MIN_NS = -(2**62)
@@ -90,12 +90,10 @@ def longest_path(g: Graph, m: Model) -> tuple[np.ndarray, np.ndarray, list[int],
     ptr = np.searchsorted(c_src[order], np.arange(proc.size + 1)).tolist()
     dst = cid[g.dst[ek]].tolist()
     w = (g.w[ek] + off[g.src[ek]]).tolist()
-    eid = ek.tolist()
     ek_kind, ek_dst = g.kind[ek], g.dst[ek]
     indeg_a = np.bincount(cid[g.dst[ek]], minlength=proc.size)
     indeg = indeg_a.tolist()
     t = [MIN_NS] * proc.size
-    bind = [-1] * proc.size
     t[int(cid[g.source])] = 0
     stack = np.nonzero(indeg_a == 0)[0].tolist()
     stack.reverse()
@@ -112,7 +110,6 @@ def longest_path(g: Graph, m: Model) -> tuple[np.ndarray, np.ndarray, list[int],
                 c = tu + w[k]
                 if c > t[v]:
                     t[v] = c
-                    bind[v] = eid[k]
                 indeg[v] -= 1
                 if not indeg[v]:
                     stack.append(v)
@@ -125,7 +122,6 @@ def longest_path(g: Graph, m: Model) -> tuple[np.ndarray, np.ndarray, list[int],
             j = forced[-1]
             s0 = 2 * g.n_a + j
             t[cv] = t[int(cid[root[s0]])] + int(off[s0]) + int(m.o_end[j] - m.o_start[j])
-            bind[cv] = int(np.nonzero((g.kind == RUN) & (g.dst == v))[0][0])
             for k in np.nonzero((ek_kind == PEER) & (ek_dst == v))[0].tolist():
                 w[k] = MIN_NS  # the peer edge is gone: its later relaxation changes nothing
             indeg[cv] -= 1
@@ -138,10 +134,25 @@ def longest_path(g: Graph, m: Model) -> tuple[np.ndarray, np.ndarray, list[int],
     t_a = np.full(n, MIN_NS, dtype=np.int64)
     t_a[proc] = t
     t_a[folded] = t_a[root[folded]] + off[folded]
-    b_a = np.full(n, -1, dtype=np.int64)
-    b_a[proc] = bind
-    b_a[folded] = in_e[folded]
-    return t_a, b_a, forced, released
+    return t_a, _binding(g, t_a, kept, forced, in_e, folded), forced, released
+
+
+def _binding(g: Graph, t: np.ndarray, kept: np.ndarray, forced: list[int], in_e: np.ndarray,
+             folded: np.ndarray) -> np.ndarray:
+    """Per node, the edge that gave its time (the lowest-numbered of several), -1 none: a
+    folded node's one in-edge; else an in-edge whose source time plus weight is the node's
+    time (a forced kernel's peer edge excluded)."""
+    val = t[g.src[kept]] + g.w[kept]
+    if forced:
+        ends = 2 * g.n_a + g.n_o + np.asarray(forced, dtype=np.int64)
+        val[(g.kind[kept] == PEER) & np.isin(g.dst[kept], ends)] = MIN_NS
+    e = kept[val == t[g.dst[kept]]]
+    e = e[np.lexsort((e, g.dst[e]))]
+    first = np.append(True, g.dst[e][1:] != g.dst[e][:-1]) if e.size else e.astype(bool)
+    out = np.full(g.n_nodes, -1, dtype=np.int64)
+    out[g.dst[e[first]]] = e[first]
+    out[folded] = in_e[folded]
+    return out
 
 
 def _break_cycle(g: Graph, m: Model, root: np.ndarray, off: np.ndarray, cid: np.ndarray,

@@ -182,74 +182,103 @@ def _with_seen_stream_waits(g: Graph, md: Model, tol: int) -> Graph:
                    kind=np.concatenate([g.kind, np.full(s.size, STREAM_WAIT, dtype=np.int8)]))
 
 
+def _host_runs(g: Graph, bind: np.ndarray, sync_call: np.ndarray) -> np.ndarray:
+    """Per node, where its run of host time along its thread begins: following binding edges
+    of kind ``host`` and ``call`` (of a call that is not a synchronize) back, as far as they
+    go (pointer jumping); a node not bound that way is its own. The walk crosses such a run
+    in one step: it is one host segment with one call site."""
+    n = g.n_nodes
+    par = np.arange(n)
+    b = np.nonzero(bind >= 0)[0]
+    e = bind[b]
+    k = g.kind[e]
+    call_i = np.clip(b - g.n_a, 0, max(g.n_a - 1, 0))
+    jump = (k == HOST) | ((k == CALL) & ~sync_call[call_i] & (b >= g.n_a) & (b < 2 * g.n_a))
+    par[b[jump]] = g.src[e[jump]]
+    for _ in range(64):
+        nxt = par[par]
+        if (nxt == par).all():
+            break
+        par = nxt
+    return par
+
+
+CS, CE, OS, OE, SRC = range(5)  # node kinds: call start/end, op start/end, the source
+
+
 class _PathGraph:
-    """The run's graph with its binding edges and what the walk needs per node."""
+    """The run's graph with its binding edges, and per node (Python lists, for the walk):
+    kind, index, rank position, aligned time, binding edge's kind and source, host run."""
 
     def __init__(self, timelines: list[Timeline], m: Matching, tol: int) -> None:
         self.model: Model = build_model(timelines, DropSpec(kinds=DROP_NONE), matching=m)
         md = self.model
         rec = np.concatenate([md.a_start, md.a_end, md.o_start, md.o_end, [0]])
-        self.rec = rec.astype(np.int64)
-        self.g = _with_seen_stream_waits(
+        rec = rec.astype(np.int64)
+        g = _with_seen_stream_waits(
             _with_inferred_waits(build_graph(md, drop=False), md, tol), md, tol)
+        self.g = g
+        n_a, n_o = g.n_a, g.n_o
         kinds = [classify.kinds_for_symbols(tl.names)[tl.api_name] if tl.api_name.size
                  else np.zeros(0, dtype=np.int8) for tl in timelines]
-        self.a_kind = np.concatenate(kinds) if kinds else np.zeros(0, dtype=np.int8)
-        self.sync_call = (self.a_kind == classify.DEVICE) | (self.a_kind == classify.EVENT)
-        self.bind = binding_edges(self.g, md, self.rec, tol, self.sync_call)
+        a_kind = np.concatenate(kinds) if kinds else np.zeros(0, dtype=np.int8)
+        sync_call = (a_kind == classify.DEVICE) | (a_kind == classify.EVENT)
+        bind = binding_edges(g, md, rec, tol, sync_call)
         pos_of = {tl.rank: i for i, tl in enumerate(timelines)}
-        self.a_pos = np.array([pos_of[int(r)] for r in md.a_rank], dtype=np.int64) \
-            if md.a_rank.size else np.zeros(0, dtype=np.int64)
-        self.o_pos = np.array([pos_of[int(r)] for r in md.o_rank], dtype=np.int64) \
-            if md.o_rank.size else np.zeros(0, dtype=np.int64)
-        self.a_local = np.concatenate([np.arange(tl.api_start_ns.size) for tl in timelines]) \
+        a_pos = np.array([pos_of[int(r)] for r in md.a_rank], dtype=np.int64)
+        o_pos = np.array([pos_of[int(r)] for r in md.o_rank], dtype=np.int64)
+        off = np.asarray(m.offset_ns, dtype=np.int64)
+        pos = np.concatenate([a_pos, a_pos, o_pos, o_pos, [0]]).astype(np.int64)
+        t_al = rec + off[pos] if off.size else rec
+        self.t = t_al.tolist()
+        self.pos = pos.tolist()
+        self.nkind = np.concatenate([np.full(n_a, CS), np.full(n_a, CE), np.full(n_o, OS),
+                                     np.full(n_o, OE), [SRC]]).tolist()
+        self.nidx = np.concatenate([np.arange(n_a), np.arange(n_a), np.arange(n_o),
+                                    np.arange(n_o), [-1]]).tolist()
+        has = np.nonzero(bind >= 0)[0]
+        b_kind = np.full(bind.size, -1, dtype=np.int64)
+        b_src = np.full(bind.size, -1, dtype=np.int64)
+        b_kind[has], b_src[has] = g.kind[bind[has]], g.src[bind[has]]
+        self.bind_kind, self.bind_src = b_kind.tolist(), b_src.tolist()
+        self.host_root = _host_runs(g, bind, sync_call).tolist()
+        a_local = np.concatenate([np.arange(tl.api_start_ns.size) for tl in timelines]) \
             if timelines else np.zeros(0, dtype=np.int64)
-        self.off = np.asarray(m.offset_ns, dtype=np.int64)
-        comm = np.zeros(md.o_start.size, dtype=bool)
+        self.a_local = a_local.tolist()
+        self.a_dev = (a_kind == classify.DEVICE).tolist()
+        self.sync_call = sync_call.tolist()
+        comm = np.zeros(n_o, dtype=bool)
         for i, ops in enumerate(m.comm_ops):
             lo, _ = md.rank_o[timelines[i].rank]
             comm[lo + np.asarray(ops, dtype=np.int64)] = True
-        self.comm = comm
-        self.o_call = np.full(md.o_start.size, -1, dtype=np.int64)  # launching call (local)
+        o_call = np.full(n_o, -1, dtype=np.int64)  # launching call (local row)
         for tl in timelines:
             lo, hi = md.rank_o[tl.rank]
-            self.o_call[lo:hi] = launch_calls(tl)
-
-    def node(self, v: int) -> tuple[str, int]:
-        """("cs"|"ce"|"os"|"oe"|"src", index) of node ``v``."""
-        n_a, n_o = self.g.n_a, self.g.n_o
-        if v < n_a:
-            return "cs", v
-        if v < 2 * n_a:
-            return "ce", v - n_a
-        if v < 2 * n_a + n_o:
-            return "os", v - 2 * n_a
-        if v < 2 * n_a + 2 * n_o:
-            return "oe", v - 2 * n_a - n_o
-        return "src", -1
+            o_call[lo:hi] = launch_calls(tl)
+        self.o_call = o_call.tolist()
+        self.run_cat = np.where(comm, np.where(md.o_peer >= 0, TRANSFER, OTHER),
+                                COMPUTE).tolist()
+        launch = np.where(md.o_top >= 0, md.a_start[np.maximum(md.o_top, 0)] + md.o_off, 0)
+        self.launch = (launch + (off[o_pos] if off.size else 0)).tolist()
 
 
 def walk(pg: _PathGraph, op: int, lo: int) -> list[Segment]:
     """The critical path from the end of (model) op ``op`` back to aligned time ``lo``."""
-    g, md, bind = pg.g, pg.model, pg.bind
+    g = pg.g
+    T, POS, NK, NI = pg.t, pg.pos, pg.nkind, pg.nidx
+    BK, BS, ROOT = pg.bind_kind, pg.bind_src, pg.host_root
     segs: list[Segment] = []
     v = g.n_a * 2 + g.n_o + op
     carried = -1  # the launching call of the op that led onto the host
     seen: set[int] = set()
-
-    def al_op(o: int, t: int) -> int:
-        return t + int(pg.off[pg.o_pos[o]])
-
-    def al_call(a: int, t: int) -> int:
-        return t + int(pg.off[pg.a_pos[a]])
 
     def emit(cat: int, pos: int, a: int, b: int, c: int) -> bool:
         if b <= lo:
             return False
         if b > a:
             last = segs[-1] if segs else None
-            if last is not None and (last.pos, last.cat, last.call) == (pos, cat, c) \
-                    and last.start == b:
+            if last is not None and last.start == b and last.pos == pos and last.cat == cat \
+                    and last.call == c:
                 last.start = max(a, lo)
             else:
                 segs.append(Segment(pos, cat, max(a, lo), b, c))
@@ -257,50 +286,49 @@ def walk(pg: _PathGraph, op: int, lo: int) -> list[Segment]:
 
     while v not in seen:
         seen.add(v)
-        e = int(bind[v])
-        kind, i = pg.node(v)
-        if e < 0:
+        k = BK[v]
+        if k < 0:
             break
-        k, u = int(g.kind[e]), int(g.src[e])
-        _, j = pg.node(u)
-        if kind == "oe":
-            s, t_end = al_op(i, int(md.o_start[i])), al_op(i, int(md.o_end[i]))
-            call = int(pg.o_call[i])
+        kind, i, pos, t = NK[v], NI[v], POS[v], T[v]
+        root = ROOT[v]
+        if root != v:  # a run of host time on the thread: one segment
+            if not emit(HOST_LAUNCH, pos, T[root], t, carried):
+                break
+            v = root
+            continue
+        u = BS[v]
+        if kind == OE:
+            call = pg.o_call[i]
             if k == PEER:
-                ok = emit(TRANSFER, int(pg.o_pos[i]), al_op(j, int(md.o_start[j])), t_end, call)
+                ok = emit(TRANSFER, pos, T[u], t, call)
             else:
-                cat = (TRANSFER if md.o_peer[i] >= 0 else OTHER) if pg.comm[i] else COMPUTE
-                ok = emit(cat, int(pg.o_pos[i]), s, t_end, call)
-        elif kind == "os":
-            s, call, pos = al_op(i, int(md.o_start[i])), int(pg.o_call[i]), int(pg.o_pos[i])
-            if k in (STREAM, STREAM_WAIT):
-                ok = emit(OTHER, pos, min(al_op(j, int(md.o_end[j])), s), s, call)
+                ok = emit(pg.run_cat[i], pos, T[u], t, call)
+        elif kind == OS:
+            call = pg.o_call[i]
+            if k == STREAM or k == STREAM_WAIT:
+                ok = emit(OTHER, pos, min(T[u], t), t, call)
             elif k == LAUNCH:
-                launch = al_call(j, int(md.a_start[j] + md.o_off[i]))
-                ok = emit(HOST_LAUNCH, pos, min(launch, s), s, call)
+                ok = emit(HOST_LAUNCH, pos, min(pg.launch[i], t), t, call)
                 carried = call
             else:  # an unlinked op
-                emit(OTHER, pos, lo, s, -1)
+                emit(OTHER, pos, lo, t, -1)
                 break
-        elif kind == "ce":
-            t_end, pos = al_call(i, int(md.a_end[i])), int(pg.a_pos[i])
-            local = int(pg.a_local[i])
+        elif kind == CE:
+            local = pg.a_local[i]
             if k == SYNC:
-                cat = DEV_SYNC if pg.a_kind[i] == classify.DEVICE else EVT_SYNC
-                ok = emit(cat, pos, min(al_op(j, int(md.o_end[j])), t_end), t_end, local)
+                cat = DEV_SYNC if pg.a_dev[i] else EVT_SYNC
+                ok = emit(cat, pos, min(T[u], t), t, local)
                 carried = -1
             else:
-                blocking = bool(pg.sync_call[i])
-                c = local if blocking else carried
-                ok = emit(HOST_LAUNCH, pos, al_call(i, int(md.a_start[i])), t_end, c)
+                blocking = pg.sync_call[i]
+                ok = emit(HOST_LAUNCH, pos, T[u], t, local if blocking else carried)
                 if blocking:
                     carried = local
-        elif kind == "cs":
-            t_s, pos = al_call(i, int(md.a_start[i])), int(pg.a_pos[i])
+        elif kind == CS:
             if k == HOST:
-                ok = emit(HOST_LAUNCH, pos, min(al_call(j, int(md.a_end[j])), t_s), t_s, carried)
+                ok = emit(HOST_LAUNCH, pos, min(T[u], t), t, carried)
             else:  # the first call of its thread
-                emit(HOST_LAUNCH, pos, lo, t_s, carried)
+                emit(HOST_LAUNCH, pos, lo, t, carried)
                 break
         else:
             break

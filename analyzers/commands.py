@@ -18,7 +18,7 @@ from .observer import untraced_step_us
 from .readers.base import ReadOptions
 from .render.registry import PAGE, check_format, render_text
 from .report import Report, RunAnalyzer, analyze, analyze_timelines, find_run_meta
-from .stalls import StallOptions
+from .stalls import RankStalls, StallOptions
 from .timeline import Timeline
 from .whatif import (
     DROP_ALL,
@@ -77,7 +77,8 @@ def check_drop(drop: DropSpec) -> DropSpec:
 
 
 def whatif_if_cheap(timelines: list[Timeline], options: StallOptions,
-                    drop: DropSpec | None = None) -> WhatIfResult | None:
+                    drop: DropSpec | None = None,
+                    ranks: list[RankStalls] | None = None) -> WhatIfResult | None:
     """The what-if of a report by default: run when the run has at most
     ``WHATIF_AUTO_MAX_EVENTS`` API calls + GPU ops (~2 us each); else a ProfplugError saying
     so, which the report keeps as a warning."""
@@ -85,7 +86,7 @@ def whatif_if_cheap(timelines: list[Timeline], options: StallOptions,
     if n > WHATIF_AUTO_MAX_EVENTS:
         raise ProfplugError(f"what-if not run by default on {n:,} events (over "
                             f"{WHATIF_AUTO_MAX_EVENTS:,}): --whatif runs it")
-    return whatif(timelines, drop or DropSpec(), options)
+    return whatif(timelines, drop or DropSpec(), options, ranks=ranks)
 
 
 def report_analyses(whatif: bool | None, cross_rank: bool = True,
@@ -96,8 +97,12 @@ def report_analyses(whatif: bool | None, cross_rank: bool = True,
     analysis unless ``cross_rank`` is False."""
     drop = check_drop(drop or DropSpec())
 
-    def cheap(timelines: list[Timeline], options: StallOptions) -> WhatIfResult | None:
-        return whatif_if_cheap(timelines, options, drop)
+    def cheap(timelines: list[Timeline], options: StallOptions,
+              ranks: list[RankStalls] | None = None) -> WhatIfResult | None:
+        return whatif_if_cheap(timelines, options, drop, ranks)
+
+    cheap.uses_rank_stalls = True  # type: ignore[attr-defined]
+    cheap.label = "what-if"  # type: ignore[attr-defined]
 
     run: list[RunAnalyzer] = [] if whatif is False else [
         whatif_analysis(drop) if whatif else cheap]

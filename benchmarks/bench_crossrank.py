@@ -61,7 +61,7 @@ def phases(tls: list[Timeline]) -> dict[str, float]:
         rank_drain(tl, spans[i])
     t["drain"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    paths, _ = cp.critical_paths(tls, m, b, spans, 2000)
+    paths, _ = cp.critical_paths(tls, m, spans, 2000)
     cp.call_sites(tls, paths)
     t["critical"] = time.perf_counter() - t0
     return t

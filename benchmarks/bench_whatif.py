@@ -1,15 +1,30 @@
-"""Speed of the what-if replay: events vs seconds for 1x, 2x, 4x replicated traces.
+"""Speed of the what-if (model build + both replays + the per-rank comparison, excluding trace
+parsing), in us per event (API calls + GPU ops), on:
 
-    .venv/bin/python benchmarks/bench_whatif.py                 # synthetic 30-step PP=2 run
-    .venv/bin/python benchmarks/bench_whatif.py RUN_DIR_OR_FILES  # a real run (all ranks)
+- ``synthetic xK``: a synthetic 30-step PP=2 decode loop replicated K = 1, 2, 4 times (a replica
+  is the run's timelines repeated back to back in time, correlation ids and row indices
+  offset, so the model sees K times the events with the same structure);
+- ``pipeline-N``: 8- and 16-stage synthetic pipelines (``tests/pipeline_synth.py``);
+- the sample runs (``sample_traces/``), or the runs given on the command line.
 
-A replica is the run's timelines repeated back to back in time (correlation ids offset), so
-the model sees k times the events with the same structure. Seconds = model build + both
-replays + the per-rank comparison (``whatif``), excluding trace parsing.
+    .venv/bin/python benchmarks/bench_whatif.py                       # this checkout
+    .venv/bin/python benchmarks/bench_whatif.py --baseline /work/main # and another, side by side
+    .venv/bin/python benchmarks/bench_whatif.py RUN_DIR ...           # these runs only
+
+``--baseline DIR`` times the same cases in one more process with ``DIR/.venv/bin/python``
+(that checkout's own profplug) and prints both columns and the speed-up (``x``). ``report s``:
+the what-if as ``report`` runs it, with the ranks' stall analyses given (a checkout whose
+``whatif`` cannot take them redoes them: the same as ``s``); ``x rep`` compares those. Each
+figure is the best of ``REPEATS`` runs, in process CPU time (steadier than wall time on a
+shared host).
 """
 
 from __future__ import annotations
 
+import inspect
+import json
+import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -21,6 +36,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from profplug.analyzers.load import load_timelines
+from profplug.analyzers.stalls import analyze_rank
 from profplug.analyzers.timeline import Timeline
 from profplug.analyzers.whatif import whatif
 
@@ -106,18 +122,91 @@ def replicate(tl: Timeline, k: int, gap_ns: int = 1_000) -> Timeline:
     return replace(tl, **cols)
 
 
+REPEATS = 3
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ("pp2_megatron_kineto/device", "pp2_megatron_nsys/device", "pp2_infer_kineto/device",
+           "pp2_infer_nsys/device", "h200_three_waits/kineto", "h200_megatron_pp1_kineto/device")
+
+
+def cases(tmp: Path, runs: list[str]) -> list[dict[str, object]]:
+    """The cases as plain data (name, trace paths, copies), written under ``tmp``."""
+    if runs:
+        return [{"name": Path(r).name, "paths": [r], "k": 1} for r in runs]
+    from pipeline_synth import PipelineSpec, write
+
+    for d in ("synthetic", "pp8", "pp16"):
+        (tmp / d).mkdir()
+    syn = [str(p) for p in synthetic_run(tmp / "synthetic")]
+    out: list[dict[str, object]] = [{"name": f"synthetic x{k}", "paths": syn, "k": k}
+                                    for k in (1, 2, 4)]
+    for n in (8, 16):
+        paths, _ = write(PipelineSpec(stages=n, steps=20, layers=16), tmp / f"pp{n}")
+        out.append({"name": f"pipeline-{n}", "paths": [str(p) for p in paths], "k": 1})
+    for r in SAMPLES:
+        if (ROOT / "sample_traces" / r).is_dir():
+            out.append({"name": r, "paths": [str(ROOT / "sample_traces" / r)], "k": 1})
+    return out
+
+
+def worker(case_file: str) -> int:
+    """Time every case with this interpreter's profplug; one JSON line per case."""
+    for c in json.loads(Path(case_file).read_text()):
+        base = load_timelines(c["paths"], jobs=1, progress=False)
+        tls = [replicate(t, int(c["k"])) for t in base]
+        best, res = float("inf"), None
+        for _ in range(REPEATS):
+            t0 = time.process_time()  # CPU time: steadier than wall time on a shared host
+            res = whatif(tls)
+            best = min(best, time.process_time() - t0)
+        assert res is not None
+        in_report = best  # the what-if as a report runs it: the ranks' stall analyses given
+        if "ranks" in inspect.signature(whatif).parameters:
+            ranks = [analyze_rank(t) for t in tls]
+            in_report = float("inf")
+            for _ in range(REPEATS):
+                t0 = time.process_time()
+                whatif(tls, ranks=ranks)
+                in_report = min(in_report, time.process_time() - t0)
+        print(json.dumps({"name": c["name"], "events": res.n_events, "s": best,
+                          "report_s": in_report, "err": res.max_model_error_pct}), flush=True)
+    return 0
+
+
+def _run(python: str, case_file: Path, cwd: Path) -> dict[str, dict[str, float]]:
+    env = {**os.environ, "PYTHONPATH": str(cwd)}
+    out = subprocess.run([python, str(Path(__file__).resolve()), "--worker", str(case_file)],
+                         capture_output=True, text=True, cwd=cwd, env=env, check=False)
+    if out.returncode:
+        print(out.stderr[-2000:], file=sys.stderr)
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    return {r["name"]: r for r in rows}
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--worker"]:
+        return worker(argv[1])
+    baseline = None
+    if argv[:1] == ["--baseline"]:
+        baseline, argv = Path(argv[1]).resolve(), argv[2:]
     with tempfile.TemporaryDirectory() as tmp:
-        paths = argv or synthetic_run(Path(tmp))
-        base = load_timelines(paths, jobs=1, progress=False)
-    print(f"{'copies':>6} {'events':>9} {'seconds':>8} {'us/event':>9}  max model error")
-    for k in (1, 2, 4):
-        tls = [replicate(t, k) for t in base]
-        t0 = time.perf_counter()
-        res = whatif(tls)
-        dt = time.perf_counter() - t0
-        print(f"{k:>6} {res.n_events:>9,} {dt:>8.3f} {1e6 * dt / res.n_events:>9.2f}  "
-              f"{res.max_model_error_pct:.2f}%")
+        case_file = Path(tmp) / "cases.json"
+        case_file.write_text(json.dumps(cases(Path(tmp), argv)))
+        now = _run(sys.executable, case_file, ROOT)
+        before = _run(str(baseline / ".venv" / "bin" / "python"), case_file, baseline) \
+            if baseline else {}
+    head = f"{'case':<32} {'events':>7} {'s':>6} {'us/ev':>6} {'err':>6} {'report s':>8}"
+    if baseline:
+        head += f" {'base s':>7} {'us/ev':>6} {'x':>5} {'x rep':>6}"
+    print(head)
+    for name, r in now.items():
+        line = (f"{name:<32} {r['events']:>7,} {r['s']:>6.3f} "
+                f"{1e6 * r['s'] / r['events']:>6.2f} {r['err']:>5.2f}% {r['report_s']:>8.3f}")
+        b = before.get(name)
+        if baseline:
+            line += (f" {b['s']:>7.3f} {1e6 * b['s'] / b['events']:>6.2f} "
+                     f"{b['s'] / r['s']:>4.1f}x {b['report_s'] / r['report_s']:>5.1f}x"
+                     if b else f" {'failed':>7}")
+        print(line)
     return 0
 
 

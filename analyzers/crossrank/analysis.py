@@ -43,7 +43,7 @@ def cross_rank(timelines: list[Timeline], options: StallOptions | None = None,
     spans = [step_spans(tl, launch_times(tl, launch_tops(tl))) for tl in tls]
     bub = [rank_bubbles(tl, i, m, binds[i], spans[i]) for i, tl in enumerate(tls)]
     drains = [rank_drain(tl, spans[i]) for i, tl in enumerate(tls)]
-    paths, basis = cp.critical_paths(tls, m, binds, spans, int(opt.tolerance_ns))
+    paths, basis = cp.critical_paths(tls, m, spans, int(opt.tolerance_ns))
     crit = _summary(tls, m.ranks, paths, basis)
     if ranks is None:
         stalls = [analyze_rank(tl, opt) for tl in tls]

@@ -1,58 +1,71 @@
-"""The critical path of each step, across ranks: the chain that set the step's end.
+"""The critical path of each step, across ranks: the chain of binding edges on the what-if's
+dependency graph (``whatif.graph``) that set the step's end.
 
-All times on the aligned clock (``matching``). A step k spans ``[T_k, E_k]``: ``T_k`` = the
-earliest first op of step k on any rank (``steps.step_spans``), ``E_k`` = the latest end of
-an op launched in step k on any rank. The walk starts at that op's end and goes back in
-time, each move following the dependency that bound the current point, and emitting the
-segment it crosses with a category and a rank:
+The graph is the run's model with nothing dropped (``whatif.model``, ``DROP_NONE``): host
+calls, GPU ops and matched NCCL kernels, every rule "the latest of several predecessor times
+plus a fixed delay". At the recorded times (the recorded run is a fixed point of the rules),
+each node's *binding* edge is the incoming edge that gives its time: the latest
+``source time + weight`` (ties: the stream predecessor before a stream wait before the launch;
+a matched kernel's own start before its partner's unless the partner started more than
+``tol`` later; a sync's awaited op before its own cost). The path of step k starts at the end
+of the latest op launched in step k on any rank, ``E_k``, and follows binding edges back to
+``T_k`` (the earliest first op of step k on any rank, ``steps.step_spans``), each edge giving
+one segment on the aligned clock (``matching``) by its kind:
 
-- **at a GPU op's end**: a non-NCCL op emits ``compute`` [start, end]. A NCCL kernel matched
-  with partners whose latest start ``w`` (on this clock) lies inside it emits ``transfer``
-  [w, end] and jumps to that partner kernel's start, on the partner's rank (its own wait
-  [start, w] is slack, not on the path); otherwise it emits ``transfer`` [start, end]. An
-  unmatched NCCL kernel emits ``other`` (its wait cannot be told from its transfer).
-- **at a GPU op's start** s: of the stream predecessor's end ``p`` and the launching call's
-  start ``l``, the later one binds if it is >= s - tol (tol = the stall tolerance, 2 us):
-  ``p`` -> the gap [p, s] is ``other`` and the walk goes to the predecessor's end; ``l`` ->
-  ``host launch`` [l, s] (launch call and latency) and the walk goes to the host thread at
-  l. If both are earlier, the op waited for another stream (a stream wait): the walk goes to
-  the latest op of the rank ending in (max(p, l), s + tol], the gap is ``other``.
-- **on a host thread at time t** (a launch that bound a GPU op): the host ran since the last
-  host-blocking sync call on that thread that returned by t + tol: [its return, t] is ``host
-  launch`` (Python and launch work the GPU waited for). The sync itself waited for the latest
-  op of the rank ending within it: [that op's end, the sync's return] is ``device sync``
-  (cudaDeviceSynchronize & co.) or ``event sync`` (stream/event synchronize, blocking
-  memcpy), and the walk goes to that op's end. A sync that waited for nothing is ``host
-  launch`` and the walk goes on before it. No sync on the thread: ``host launch`` back to T_k.
+| edge kind | segment | category |
+| --- | --- | --- |
+| ``run`` (op start -> end) | [start, end] | ``compute``; a NCCL kernel: ``transfer`` (matched), ``other`` (unmatched: its wait cannot be told from its transfer) |
+| ``peer`` (partner's start -> NCCL end) | [partner's start, end], then on the partner's rank | ``transfer`` (its own wait before is slack) |
+| ``stream``, ``stream_wait`` (an op's end -> the next op's start) | [that end, start] | ``other`` |
+| ``launch`` (host call -> op start) | [the call's start, start] | ``host_launch`` |
+| ``host``, ``call`` (host time between calls; a call that did not wait) | the host interval | ``host_launch`` |
+| ``sync`` (awaited op's end -> blocking call's end) | [op end, call end] | ``device_sync`` (cudaDeviceSynchronize & co.), ``event_sync`` (stream/event synchronize, blocking copies) |
+| ``anchor`` (the trace's first host call, an unlinked op) | back to T_k | ``host_launch`` / ``other`` |
 
 The walk stops at T_k (the last segment clipped). ``peer wait`` is 0 on the path by this
-definition: a matched kernel's wait is slack (the path goes on through the peer that ended
-it); the category is listed so that the split matches the bubble's. Shares are time on the
-path / the path's length (they sum to 1). A segment's call site is its host call's (the op's
-launching call, the sync call): the innermost enclosing annotation
-(``callsites.enclosing``). Without common steps, the whole run is one window (``basis``
+definition: a matched kernel's wait is slack; the category is listed so that the split
+matches the bubble's. Shares are time on the path / the path's length (they sum to 1). A
+segment's call site is its host call's: the launching call of the op that led onto the host
+for host time (kept along the thread until a sync), the sync call for sync time
+(``callsites.enclosing``, innermost annotation). Consecutive segments of one rank, category
+and call are merged. Without common steps, the whole run is one window (``basis``
 "window").
 """
 
 from __future__ import annotations
 
-import bisect
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from .. import classify
 from ..callsites import enclosing
 from ..steps import StepSpans
-from ..timeline import Timeline, at_or, groups, launch_calls
-from .bubbles import NONE, Binding
+from ..timeline import Timeline, launch_calls
+from ..whatif.graph import (
+    ANCHOR,
+    CALL,
+    HOST,
+    LAUNCH,
+    PEER,
+    RUN,
+    STREAM,
+    STREAM_WAIT,
+    SYNC,
+    Graph,
+    build_graph,
+)
+from ..whatif.model import DROP_NONE, DropSpec, Model, build_model
 from .matching import Matching
 
 CATEGORIES = ("compute", "transfer", "peer_wait", "host_launch", "device_sync", "event_sync",
               "other")
-COMPUTE, TRANSFER, PEER_WAIT, HOST, DEV_SYNC, EVT_SYNC, OTHER = range(7)
-_END, _START, _HOST = 0, 1, 2
+COMPUTE, TRANSFER, PEER_WAIT, HOST_LAUNCH, DEV_SYNC, EVT_SYNC, OTHER = range(7)
+# tie order of binding edges at one node (lower first)
+_NEVER = -(2**62)  # an edge that does not bind (negatable without overflow)
+_PRIORITY = {STREAM: 0, STREAM_WAIT: 1, LAUNCH: 2, SYNC: 0, CALL: 1, RUN: 0, PEER: 1,
+             HOST: 0, ANCHOR: 3}
 
 
 @dataclass
@@ -72,133 +85,263 @@ class StepPath:
     segments: list[Segment] = field(default_factory=list)
 
 
-class _RankGraph:
-    """One rank's ops and host calls as lists on the aligned clock (fast scalar access)."""
-
-    def __init__(self, tl: Timeline, off: int, b: Binding, comm: np.ndarray) -> None:
-        self.S = (tl.gpu_start_ns + off).tolist()
-        self.E = (tl.gpu_end_ns + off).tolist()
-        order = np.lexsort((tl.gpu_start_ns, tl.gpu_stream, tl.gpu_device))
-        prev = np.full(tl.n_gpu, -1, dtype=np.int64)
-        if order.size > 1:
-            same = (np.diff(tl.gpu_device[order]) == 0) & (np.diff(tl.gpu_stream[order]) == 0)
-            prev[order[1:][same]] = order[:-1][same]
-        self.prev = prev.tolist()
-        calls = launch_calls(tl)
-        self.call = calls.tolist()
-        self.L = np.where(calls >= 0, at_or(tl.api_start_ns, calls, 0) + off, NONE).tolist()
-        self.tid_of_call = tl.api_tid.tolist()
-        is_comm = np.zeros(tl.n_gpu, dtype=bool)
-        is_comm[comm] = True
-        self.comm = is_comm.tolist()
-        self.bpos, self.bop = b.pos.tolist(), b.op.tolist()
-        self.bstart = np.where(b.start > NONE, b.start + off, NONE).tolist()
-        eo = np.argsort(tl.gpu_end_ns, kind="stable")
-        self.e_sorted = (tl.gpu_end_ns[eo] + off).tolist()
-        self.e_order = eo.tolist()
-        kinds = classify.kinds_for_symbols(tl.names)
-        ak = kinds[tl.api_name] if tl.api_name.size else np.zeros(0, dtype=np.int8)
-        blocking = np.nonzero((ak == classify.DEVICE) | (ak == classify.EVENT))[0]
-        self.syncs: dict[int, tuple[list[int], list[int], list[int], list[int]]] = {}
-        for t, idx in groups(tl.api_tid, blocking):
-            idx = idx[np.argsort(tl.api_end_ns[idx], kind="stable")]
-            self.syncs[int(t)] = ((tl.api_end_ns[idx] + off).tolist(),
-                                  (tl.api_start_ns[idx] + off).tolist(), idx.tolist(),
-                                  ak[idx].tolist())
-
-    def last_end_before(self, t: int, after: int, exclude: int) -> int:
-        """The op with the latest end in (after, t] (not ``exclude``), else -1."""
-        k = bisect.bisect_right(self.e_sorted, t) - 1
-        while k >= 0 and self.e_sorted[k] > after:
-            o = self.e_order[k]
-            if o != exclude:
-                return o
-            k -= 1
-        return -1
+def binding_edges(g: Graph, md: Model, rec: np.ndarray, tol: int, sync_call: np.ndarray
+                  ) -> np.ndarray:
+    """Per node, the incoming edge that gives its time at the recorded times ``rec`` (see
+    the module docstring for the rules and ties); -1 for a node without one. ``sync_call``:
+    per API call, a synchronize (a blocking copy's wait is host time on the path)."""
+    val = rec[g.src] + g.w
+    copy_wait = (g.kind == SYNC) & ~sync_call[np.clip(g.dst - g.n_a, 0, max(g.n_a - 1, 0))]
+    val = np.where(copy_wait, _NEVER, val)
+    val = np.where(g.kind == PEER, val - tol, val)  # a partner within tol does not bind
+    # an op's start: what it waited for, by the times themselves (the model fits the
+    # latency of an op that was not queued, so launch + latency always meets its start)
+    o_s0 = 2 * g.n_a
+    none = _NEVER
+    into_op = (g.dst >= o_s0) & (g.dst < o_s0 + g.n_o)
+    val = np.where((g.kind == ANCHOR) & into_op, none + 1, val)  # an unlinked op: last resort
+    at_start = (g.kind == LAUNCH) | (g.kind == STREAM) | (g.kind == STREAM_WAIT)
+    op = np.clip(g.dst - o_s0, 0, max(g.n_o - 1, 0))
+    o_off = md.o_off[op] if g.n_o else np.zeros(g.dst.size, dtype=np.int64)
+    raw = np.where(g.kind == LAUNCH, rec[g.src] + o_off, rec[g.src])
+    val = np.where(at_start, raw, val)
+    near = np.full(g.n_nodes, none, dtype=np.int64)  # max(prev end, launch)
+    own = at_start & (g.kind != STREAM_WAIT)
+    np.maximum.at(near, g.dst[own], raw[own])
+    late = (g.kind == STREAM_WAIT) & (near[g.dst] >= rec[g.dst] - tol)
+    val = np.where(late, none, val)  # the op was not waiting on a stream
+    prio = np.array([_PRIORITY[k] for k in range(int(g.kind.max(initial=0)) + 1)])[g.kind]
+    order = np.lexsort((-rec[g.src], prio, -val, g.dst))  # ties: the latest source
+    first = np.append(True, g.dst[order][1:] != g.dst[order][:-1]) if order.size else order
+    out = np.full(g.n_nodes, -1, dtype=np.int64)
+    out[g.dst[order[first]]] = order[first]
+    return out
 
 
-def walk(graphs: list[_RankGraph], pos: int, op: int, lo: int, tol: int) -> list[Segment]:
-    """The critical path from op ``op`` of rank position ``pos`` back to time ``lo``."""
+def _with_inferred_waits(g: Graph, md: Model, tol: int) -> Graph:
+    """``g`` plus a ``sync`` edge into each blocking call from the latest op of its rank
+    that ended within the call (+-``tol``), as recorded: what the call was seen to wait for,
+    also where the model has no record of it (the call then keeps its recorded duration in
+    the replay) or counts only the ops launched before it that the trace shows."""
+    calls = np.nonzero(md.a_blocking)[0]
+    if calls.size == 0 or md.o_end.size == 0:
+        return g
+    srcs, dsts, ws = [], [], []
+    for r, (lo, hi) in md.rank_o.items():
+        c = calls[md.a_rank[calls] == r]
+        if c.size == 0 or hi == lo:
+            continue
+        order = lo + np.argsort(md.o_end[lo:hi], kind="stable")
+        ends = md.o_end[order]
+        k = np.searchsorted(ends, md.a_end[c] + tol, side="right") - 1
+        ok = (k >= 0) & (ends[np.maximum(k, 0)] > md.a_start[c] - tol)
+        o = order[np.maximum(k, 0)][ok]
+        srcs.append(2 * g.n_a + g.n_o + o)
+        dsts.append(g.n_a + c[ok])
+        ws.append(md.a_end[c[ok]] - md.o_end[o])
+    if not srcs:
+        return g
+    n = int(sum(x.size for x in srcs))
+    return replace(g, src=np.concatenate([g.src, *srcs]), dst=np.concatenate([g.dst, *dsts]),
+                   w=np.concatenate([g.w, *ws]),
+                   kind=np.concatenate([g.kind, np.full(n, SYNC, dtype=np.int8)]))
+
+
+def _with_seen_stream_waits(g: Graph, md: Model, tol: int) -> Graph:
+    """``g`` plus a ``stream_wait`` edge into each op that started more than ``tol`` after
+    both its stream predecessor's end and its launch, from the latest other op of its rank
+    that ended in between (up to ``tol`` after the start), as recorded: a wait the trace
+    shows whether or not the model links it."""
+    n_o = md.o_start.size
+    if n_o == 0:
+        return g
+    o = np.arange(n_o)
+    pe = np.where(md.o_prev >= 0, md.o_end[np.maximum(md.o_prev, 0)], np.iinfo(np.int64).min)
+    ls = np.where(md.o_top >= 0, md.a_start[np.maximum(md.o_top, 0)] + md.o_off,
+                  np.iinfo(np.int64).min)
+    near = np.maximum(pe, ls)
+    cand = near < md.o_start - tol
+    srcs, dsts = [], []
+    for lo, hi in md.rank_o.values():
+        sel = o[lo:hi][cand[lo:hi]]
+        if sel.size == 0:
+            continue
+        order = lo + np.argsort(md.o_end[lo:hi], kind="stable")
+        ends = md.o_end[order]
+        k = np.searchsorted(ends, md.o_start[sel] + tol, side="right") - 1
+        k = np.where((k >= 0) & (order[np.maximum(k, 0)] == sel), k - 1, k)  # not itself
+        ok = (k >= 0) & (ends[np.maximum(k, 0)] > near[sel])
+        srcs.append(order[np.maximum(k, 0)][ok])
+        dsts.append(sel[ok])
+    if not srcs:
+        return g
+    s, d = np.concatenate(srcs), np.concatenate(dsts)
+    return replace(g, src=np.concatenate([g.src, 2 * g.n_a + g.n_o + s]),
+                   dst=np.concatenate([g.dst, 2 * g.n_a + d]),
+                   w=np.concatenate([g.w, md.o_start[d] - md.o_end[s]]),
+                   kind=np.concatenate([g.kind, np.full(s.size, STREAM_WAIT, dtype=np.int8)]))
+
+
+def _host_runs(g: Graph, bind: np.ndarray, sync_call: np.ndarray) -> np.ndarray:
+    """Per node, where its run of host time along its thread begins: following binding edges
+    of kind ``host`` and ``call`` (of a call that is not a synchronize) back, as far as they
+    go (pointer jumping); a node not bound that way is its own. The walk crosses such a run
+    in one step: it is one host segment with one call site."""
+    n = g.n_nodes
+    par = np.arange(n)
+    b = np.nonzero(bind >= 0)[0]
+    e = bind[b]
+    k = g.kind[e]
+    call_i = np.clip(b - g.n_a, 0, max(g.n_a - 1, 0))
+    jump = (k == HOST) | ((k == CALL) & ~sync_call[call_i] & (b >= g.n_a) & (b < 2 * g.n_a))
+    par[b[jump]] = g.src[e[jump]]
+    for _ in range(64):
+        nxt = par[par]
+        if (nxt == par).all():
+            break
+        par = nxt
+    return par
+
+
+CS, CE, OS, OE, SRC = range(5)  # node kinds: call start/end, op start/end, the source
+
+
+class _PathGraph:
+    """The run's graph with its binding edges, and per node (Python lists, for the walk):
+    kind, index, rank position, aligned time, binding edge's kind and source, host run."""
+
+    def __init__(self, timelines: list[Timeline], m: Matching, tol: int) -> None:
+        self.model: Model = build_model(timelines, DropSpec(kinds=DROP_NONE), matching=m)
+        md = self.model
+        rec = np.concatenate([md.a_start, md.a_end, md.o_start, md.o_end, [0]])
+        rec = rec.astype(np.int64)
+        g = _with_seen_stream_waits(
+            _with_inferred_waits(build_graph(md, drop=False), md, tol), md, tol)
+        self.g = g
+        n_a, n_o = g.n_a, g.n_o
+        kinds = [classify.kinds_for_symbols(tl.names)[tl.api_name] if tl.api_name.size
+                 else np.zeros(0, dtype=np.int8) for tl in timelines]
+        a_kind = np.concatenate(kinds) if kinds else np.zeros(0, dtype=np.int8)
+        sync_call = (a_kind == classify.DEVICE) | (a_kind == classify.EVENT)
+        bind = binding_edges(g, md, rec, tol, sync_call)
+        pos_of = {tl.rank: i for i, tl in enumerate(timelines)}
+        a_pos = np.array([pos_of[int(r)] for r in md.a_rank], dtype=np.int64)
+        o_pos = np.array([pos_of[int(r)] for r in md.o_rank], dtype=np.int64)
+        off = np.asarray(m.offset_ns, dtype=np.int64)
+        pos = np.concatenate([a_pos, a_pos, o_pos, o_pos, [0]]).astype(np.int64)
+        t_al = rec + off[pos] if off.size else rec
+        self.t = t_al.tolist()
+        self.pos = pos.tolist()
+        self.nkind = np.concatenate([np.full(n_a, CS), np.full(n_a, CE), np.full(n_o, OS),
+                                     np.full(n_o, OE), [SRC]]).tolist()
+        self.nidx = np.concatenate([np.arange(n_a), np.arange(n_a), np.arange(n_o),
+                                    np.arange(n_o), [-1]]).tolist()
+        has = np.nonzero(bind >= 0)[0]
+        b_kind = np.full(bind.size, -1, dtype=np.int64)
+        b_src = np.full(bind.size, -1, dtype=np.int64)
+        b_kind[has], b_src[has] = g.kind[bind[has]], g.src[bind[has]]
+        self.bind_kind, self.bind_src = b_kind.tolist(), b_src.tolist()
+        self.host_root = _host_runs(g, bind, sync_call).tolist()
+        a_local = np.concatenate([np.arange(tl.api_start_ns.size) for tl in timelines]) \
+            if timelines else np.zeros(0, dtype=np.int64)
+        self.a_local = a_local.tolist()
+        self.a_dev = (a_kind == classify.DEVICE).tolist()
+        self.sync_call = sync_call.tolist()
+        comm = np.zeros(n_o, dtype=bool)
+        for i, ops in enumerate(m.comm_ops):
+            lo, _ = md.rank_o[timelines[i].rank]
+            comm[lo + np.asarray(ops, dtype=np.int64)] = True
+        o_call = np.full(n_o, -1, dtype=np.int64)  # launching call (local row)
+        for tl in timelines:
+            lo, hi = md.rank_o[tl.rank]
+            o_call[lo:hi] = launch_calls(tl)
+        self.o_call = o_call.tolist()
+        self.run_cat = np.where(comm, np.where(md.o_peer >= 0, TRANSFER, OTHER),
+                                COMPUTE).tolist()
+        launch = np.where(md.o_top >= 0, md.a_start[np.maximum(md.o_top, 0)] + md.o_off, 0)
+        self.launch = (launch + (off[o_pos] if off.size else 0)).tolist()
+
+
+def walk(pg: _PathGraph, op: int, lo: int) -> list[Segment]:
+    """The critical path from the end of (model) op ``op`` back to aligned time ``lo``."""
+    g = pg.g
+    T, POS, NK, NI = pg.t, pg.pos, pg.nkind, pg.nidx
+    BK, BS, ROOT = pg.bind_kind, pg.bind_src, pg.host_root
     segs: list[Segment] = []
-    node, p, o, t, call = _END, pos, op, 0, -1
-    seen: set[tuple[int, int]] = set()
-    limit = 4 * sum(len(g.S) for g in graphs) + 100
+    v = g.n_a * 2 + g.n_o + op
+    carried = -1  # the launching call of the op that led onto the host
+    seen: set[int] = set()
 
-    def emit(cat: int, q: int, a: int, b: int, c: int) -> bool:
-        """Record [a, b]; False when the walk has reached ``lo``."""
+    def emit(cat: int, pos: int, a: int, b: int, c: int) -> bool:
         if b <= lo:
             return False
-        if b > a:  # zero-length moves (a queued op right after its predecessor) leave none
-            segs.append(Segment(q, cat, max(a, lo), b, c))
+        if b > a:
+            last = segs[-1] if segs else None
+            if last is not None and last.start == b and last.pos == pos and last.cat == cat \
+                    and last.call == c:
+                last.start = max(a, lo)
+            else:
+                segs.append(Segment(pos, cat, max(a, lo), b, c))
         return a > lo
 
-    for _ in range(limit):
-        g = graphs[p]
-        if node == _END:
-            s, e = g.S[o], g.E[o]
-            if g.comm[o] and g.bop[o] >= 0 and s + tol < g.bstart[o] < e:
-                if not emit(TRANSFER, p, g.bstart[o], e, g.call[o]):
-                    break
-                node, p, o = _START, g.bpos[o], g.bop[o]
-                continue
-            cat = (TRANSFER if g.bop[o] >= 0 else OTHER) if g.comm[o] else COMPUTE
-            if not emit(cat, p, s, e, g.call[o]):
+    while v not in seen:
+        seen.add(v)
+        k = BK[v]
+        if k < 0:
+            break
+        kind, i, pos, t = NK[v], NI[v], POS[v], T[v]
+        root = ROOT[v]
+        if root != v:  # a run of host time on the thread: one segment
+            if not emit(HOST_LAUNCH, pos, T[root], t, carried):
                 break
-            node = _START
-        elif node == _START:
-            if (p, o) in seen:
-                break
-            seen.add((p, o))
-            s = g.S[o]
-            pr = g.prev[o]
-            pe = g.E[pr] if pr >= 0 else NONE
-            ls = g.L[o]
-            if max(pe, ls) < s - tol:  # it waited for another stream
-                d = g.last_end_before(s + tol, max(pe, ls), o)
-                if d >= 0:
-                    if not emit(OTHER, p, min(g.E[d], s), s, g.call[o]):
-                        break
-                    node, o = _END, d
-                    continue
-            if pr >= 0 and pe >= ls:
-                if not emit(OTHER, p, min(pe, s), s, g.call[o]):
-                    break
-                node, o = _END, pr
-            elif ls > NONE:
-                if not emit(HOST, p, ls, s, g.call[o]):
-                    break
-                node, t, call = _HOST, ls, g.call[o]
+            v = root
+            continue
+        u = BS[v]
+        if kind == OE:
+            call = pg.o_call[i]
+            if k == PEER:
+                ok = emit(TRANSFER, pos, T[u], t, call)
             else:
-                emit(OTHER, p, lo, s, -1)
+                ok = emit(pg.run_cat[i], pos, T[u], t, call)
+        elif kind == OS:
+            call = pg.o_call[i]
+            if k == STREAM or k == STREAM_WAIT:
+                ok = emit(OTHER, pos, min(T[u], t), t, call)
+            elif k == LAUNCH:
+                ok = emit(HOST_LAUNCH, pos, min(pg.launch[i], t), t, call)
+                carried = call
+            else:  # an unlinked op
+                emit(OTHER, pos, lo, t, -1)
                 break
-        else:  # on the host thread of ``call`` at time t
-            ends, starts, idx, kinds = g.syncs.get(g.tid_of_call[call], ([], [], [], []))
-            k = bisect.bisect_right(ends, t + tol) - 1
-            while k >= 0 and starts[k] >= t:
-                k -= 1
-            if k < 0:
-                emit(HOST, p, lo, t, call)
-                break
-            if not emit(HOST, p, min(ends[k], t), t, call):
-                break
-            d = g.last_end_before(ends[k] + tol, starts[k] - tol, -1)
-            if d >= 0:
-                cat = DEV_SYNC if kinds[k] == classify.DEVICE else EVT_SYNC
-                if not emit(cat, p, min(g.E[d], ends[k]), ends[k], idx[k]):
-                    break
-                node, o = _END, d
+        elif kind == CE:
+            local = pg.a_local[i]
+            if k == SYNC:
+                cat = DEV_SYNC if pg.a_dev[i] else EVT_SYNC
+                ok = emit(cat, pos, min(T[u], t), t, local)
+                carried = -1
             else:
-                if not emit(HOST, p, starts[k], ends[k], idx[k]):
-                    break
-                t, call = starts[k], idx[k]
+                blocking = pg.sync_call[i]
+                ok = emit(HOST_LAUNCH, pos, T[u], t, local if blocking else carried)
+                if blocking:
+                    carried = local
+        elif kind == CS:
+            if k == HOST:
+                ok = emit(HOST_LAUNCH, pos, min(T[u], t), t, carried)
+            else:  # the first call of its thread
+                emit(HOST_LAUNCH, pos, lo, t, carried)
+                break
+        else:
+            break
+        if not ok:
+            break
+        v = u
     return segs
 
 
-def critical_paths(timelines: list[Timeline], m: Matching, binds: list[Binding],
-                   spans: list[StepSpans], tol: int) -> tuple[list[StepPath], str]:
+def critical_paths(timelines: list[Timeline], m: Matching, spans: list[StepSpans], tol: int
+                   ) -> tuple[list[StepPath], str]:
     """The path of every step common to the ranks (or of the whole run); and the basis."""
-    graphs = [_RankGraph(tl, int(m.offset_ns[i]), binds[i], m.comm_ops[i])
-              for i, tl in enumerate(timelines)]
+    pg = _PathGraph(timelines, m, tol)
     windows: dict[int, list[tuple[int, int, int, int]]] = defaultdict(list)
     for i, (tl, sp) in enumerate(zip(timelines, spans, strict=True)):
         if sp.rows.size == 0:
@@ -211,6 +354,7 @@ def critical_paths(timelines: list[Timeline], m: Matching, binds: list[Binding],
                 j = int(ops[np.argmax(e_al[ops])])
                 windows[num].append((int(sp.span_s[k] + m.offset_ns[i]), int(e_al[j]), i, j))
     with_steps = sum(1 for sp in spans if sp.rows.size)
+    base = [pg.model.rank_o[tl.rank][0] for tl in timelines]
     paths: list[StepPath] = []
     for num in sorted(windows):
         w = windows[num]
@@ -218,15 +362,17 @@ def critical_paths(timelines: list[Timeline], m: Matching, binds: list[Binding],
             continue  # not a complete step on every rank that has steps
         lo = min(x[0] for x in w)
         hi, _, i, j = max((x[1], -x[2], x[2], x[3]) for x in w)
-        paths.append(StepPath(num, lo, hi, walk(graphs, i, j, lo, tol)))
+        paths.append(StepPath(num, lo, hi, walk(pg, base[i] + j, lo)))
     if paths:
         return paths, "step"
-    ends = [(g.E[o], i, o) for i, g in enumerate(graphs) for o in range(len(g.E))]
+    ends = [(int(tl.gpu_end_ns[o] + m.offset_ns[i]), i, o) for i, tl in enumerate(timelines)
+            for o in range(tl.n_gpu)]
     if not ends:
         return [], "window"
     hi, i, j = max(ends)
-    lo = min(min(g.S) for g in graphs if g.S)
-    return [StepPath(None, lo, hi, walk(graphs, i, j, lo, tol))], "window"
+    lo = min(int(tl.gpu_start_ns.min() + m.offset_ns[k]) for k, tl in enumerate(timelines)
+             if tl.n_gpu)
+    return [StepPath(None, lo, hi, walk(pg, base[i] + j, lo))], "window"
 
 
 def call_sites(timelines: list[Timeline], paths: list[StepPath]) -> dict[tuple[int, int], str]:

@@ -1,7 +1,9 @@
 """What-if replay: each rank's step time if chosen synchronizes did not block the host.
 
 ``predict`` runs it (``whatif``, ``whatif_paths``), ``model`` builds the run's dependency
-model (``host``: the host work a dropped call takes with it), ``simulate`` replays it
+model (``rankmodel``: one rank's part; ``host``: the host work a dropped call takes with it;
+``dropset``: which calls are dropped), ``graph`` turns it into edge arrays, ``simulate``
+replays it as one longest-path pass
 (``costs.HostCosts``: at other host costs), ``band`` sets each rank's error band,
 ``dropset`` says which synchronizes are dropped (by default those the sync policy
 changes), ``unprofiled`` predicts at an unprofiled run's host speed (``whatif_unprofiled``), ``result``

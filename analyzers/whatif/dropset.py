@@ -1,4 +1,5 @@
-"""The drop set: which synchronizes the what-if makes non-blocking (``--drop``).
+"""The drop set: which top-level calls the what-if makes non-blocking (``--drop``), the one
+place that chooses it (:func:`dropped_calls`, given a :class:`DropSpec`).
 
 By default (``policy``) it drops what the sync policy changes: the device-wide synchronizes
 inside the pipeline send/recv, and nothing else. ``profplug ab``'s ``event`` policy (and
@@ -20,13 +21,17 @@ When no rank of the run has such a synchronize (a job with its own send/recv, or
 without annotations), the policy cannot be located: the drop falls back to every device-wide
 synchronize (``device-sync``) and the result says so. ``--drop device-sync`` asks for that
 directly; ``--drop-at SITE`` names one call site (any device-wide synchronize there).
+
+``all-sync``: every host-blocking call (stream/event synchronizes and blocking copies too);
+``none``: nothing (the replay as recorded, used by ``--unprofiled``'s calibration).
+``callsite`` narrows any of them to the calls at one call site (``callsites.enclosing``
+label, ``--drop-at``).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import replace
-from typing import Any, TypeVar
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -36,10 +41,9 @@ from .. import classify
 from ..callsites import UNANNOTATED, enclosing
 from ..timeline import Timeline
 
-D = TypeVar("D", bound=Any)  # model.DropSpec (not imported: model imports this module)
-
 DROP_POLICY = "policy"
-DROP_DEVICE = "device-sync"  # model.DROP_DEVICE: every device-wide synchronize
+DROP_DEVICE, DROP_ALL = "device-sync", "all-sync"
+DROP_NONE = "none"  # nothing dropped: the replay as recorded (``--unprofiled`` calibration)
 PIPELINE_FUNCTIONS = tuple(f for f in FUNCTIONS if "pipeline_rank" in f)  # send, recv
 _PIPELINE = re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(map(re.escape, PIPELINE_FUNCTIONS))
                        + r")(?![A-Za-z0-9_])")
@@ -47,6 +51,40 @@ POLICY_WORDS = "the device-wide synchronizes in the pipeline send/recv"
 FALLBACK_NOTE = ("no device-wide synchronize inside a pipeline send/recv ("
                  + ", ".join(PIPELINE_FUNCTIONS) + ") in these traces: dropped every "
                  "device-wide synchronize instead (--drop device-sync)")
+
+
+@dataclass
+class DropSpec:
+    """Which host-blocking calls the replay makes non-blocking."""
+
+    kinds: str = DROP_POLICY  # policy | device-sync | all-sync | none (module docstring)
+    callsite: str | None = None  # only calls at this call site (callsites.enclosing label)
+
+
+def dropped_calls(tl: Timeline, kind: np.ndarray, blocking: np.ndarray, drop: DropSpec
+                  ) -> np.ndarray:
+    """Per API call of ``tl``: True when the prediction drops it. ``kind``: each call's
+    ``classify`` kind (top-level calls: the strongest among themselves and their nested
+    calls); ``blocking``: the top-level calls the model makes wait (host-blocking
+    synchronizes and blocking copies); only those can be dropped. ``policy``: the
+    device-wide ones whose own call, or a call nested in it, lies inside a pipeline
+    send/recv range (:func:`policy_mask`); :func:`resolve` has already turned ``policy``
+    into ``device-sync`` where the run has none."""
+    if drop.kinds == DROP_NONE:
+        return np.zeros(blocking.size, dtype=bool)
+    if drop.kinds in (DROP_DEVICE, DROP_POLICY):
+        cand = blocking & (kind == classify.DEVICE)
+    else:
+        cand = blocking.copy()
+    if drop.kinds == DROP_POLICY and drop.callsite is None and cand.any():
+        inside = np.zeros(cand.size, dtype=bool)
+        inside[tl.api_tops()[policy_mask(tl)]] = True  # a nested sync marks its top call
+        cand &= inside
+    if drop.callsite is not None and cand.any():
+        idx = np.nonzero(cand)[0]
+        labels = enclosing(tl, tl.api_start_ns[idx], tl.api_end_ns[idx], tl.api_tid[idx])
+        cand[idx[np.array([lab != drop.callsite for lab in labels], dtype=bool)]] = False
+    return cand
 
 
 def is_pipeline_range(name: str) -> bool:
@@ -75,7 +113,7 @@ def policy_mask(tl: Timeline) -> np.ndarray:
     return out
 
 
-def resolve(timelines: list[Timeline], drop: D) -> tuple[D, str | None]:
+def resolve(timelines: list[Timeline], drop: DropSpec) -> tuple[DropSpec, str | None]:
     """The drop rule to replay with, and a note when it is not the one asked for: the
     ``policy`` rule falls back to ``device-sync`` when no rank has a synchronize inside a
     pipeline send/recv; with ``--drop-at`` the named call site's device-wide synchronizes
@@ -98,3 +136,4 @@ def drop_words(kinds: str) -> str:
     if kinds == "none":
         return "nothing"
     return "every device-wide synchronize"  # DROP_DEVICE
+

@@ -14,21 +14,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..crossrank.matching import match
+from ..crossrank.matching import Matching, match
 from ..timeline import Timeline
 
 
 def match_nccl(timelines: list[Timeline], o_base: list[int], n_ops: int,
-               notes: list[str], warns: list[str]) -> tuple[np.ndarray, np.ndarray]:
+               notes: list[str], warns: list[str], matching: Matching | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
     """Per GPU op of the run, its coupled NCCL kernel (-1 none) and that partner's clock
     minus this op's rank's clock (ns).
 
-    GPU op ``o`` of ``timelines[k]`` is op ``o_base[k] + o`` of the run (``n_ops`` in all).
+    GPU op ``o`` of ``timelines[k]`` is op ``o_base[k] + o`` of the run (``n_ops`` in all);
+    ``matching``: ``match`` of the timelines with GPU work, when the caller has it.
     """
     peer = np.full(n_ops, -1, dtype=np.int64)
     clock = np.zeros(n_ops, dtype=np.int64)
     with_gpu = [k for k, tl in enumerate(timelines) if tl.n_gpu]
-    m = match([timelines[k] for k in with_gpu])
+    m = matching if matching is not None else match([timelines[k] for k in with_gpu])
     if m.e_pos.size == 0:
         if any(ops.size for ops in m.comm_ops):
             warns.extend(m.warnings)

@@ -1,9 +1,13 @@
 """What-if replay, end to end: each rank's step time if chosen synchronizes did not block.
 
-``whatif(timelines)`` builds the dependency model of the whole run (``model``), replays it
-twice (``simulate``): as recorded (the model's own error) and with the dropped calls
-non-blocking; then compares per rank with the stall analysis of the recorded and of the
-replayed timelines. Times in us in the result (``result``).
+``whatif(timelines)`` builds the dependency model of the whole run (``model``, ``graph``),
+replays it twice (``simulate``): as recorded (the model's own error) and with the dropped
+calls non-blocking; then compares per rank. The step time is the report's own per-step
+figure (``StepStats.period_us``) for the recorded timeline, and for a replay the same less
+each step's median change (``stepfigure``): one step basis for ``report`` and ``whatif``.
+The stall analysis (``analyze_rank``) runs on the replayed and the predicted timeline; the
+recorded one is the report's when the report passes its ranks. Times in us in the result
+(``result``).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from .dropat import resolve_callsite
 from .model import DropSpec, Model, build_model
 from .peers import missing_peers
 from .result import RankWhatIf, WhatIfResult
-from .simulate import Replay, nested_times, replay
+from .simulate import Replay, replay
 
 ASSUMPTIONS = (
     "host time between CUDA API calls is kept as recorded: host work that itself waited "
@@ -42,9 +46,10 @@ ASSUMPTIONS = (
     "an op that was queued behind its stream starts no earlier than its launch plus the "
     "rank's median observed launch latency",
     "step time = the report's: the median over the non-outlier steps of each step's GPU "
-    "period (first op it launched to the next step's first op; the predicted run over the "
-    "recorded run's steps); step ranges move with the replayed calls of the thread with "
-    "the most CUDA calls; without steps, the GPU window",
+    "period (first op it launched to the next step's first op); a replay's step = that "
+    "less the median change of each step's end-to-end period (whatif/stepfigure.py); step "
+    "ranges move with the replayed calls of the thread with the most CUDA calls; without "
+    "steps, the GPU window",
     "direct = GPU idle in gaps that started inside a dropped call (stall analysis), its "
     "median per step; saving = recorded - predicted step; indirect = saving - direct "
     "(docs/costs.md)",
@@ -61,14 +66,14 @@ def _scaled(x: np.ndarray, num: np.ndarray, den: np.ndarray) -> np.ndarray:
     return np.where(big, approx.astype(np.int64), exact)
 
 
-def _shift(m: Model, r: Replay, seq: list[int], t: np.ndarray) -> np.ndarray:
+def _shift(m: Model, r: Replay, seq: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Move host times ``t`` with the replayed calls of one thread (``seq``, in order).
 
     A time inside a call or inside the host gap between two calls keeps its fraction of
     that call or gap, so a step boundary stays between the same two calls when the replay
     shortens gaps (dropped calls' host work, ``HostCosts``); before the first call or after
     the last one it moves with that call."""
-    if not seq or t.size == 0:
+    if not len(seq) or t.size == 0:
         return t.copy()
     idx = np.asarray(seq)
     rs, re_ = m.a_start[idx], m.a_end[idx]
@@ -91,13 +96,15 @@ def _shift(m: Model, r: Replay, seq: list[int], t: np.ndarray) -> np.ndarray:
     return np.where(mid & ~in_call, f_gap, out)
 
 
-def _predicted_timeline(tl: Timeline, m: Model, r: Replay, a_s: np.ndarray, a_e: np.ndarray,
-                        main: list[int], drop: bool) -> Timeline:
-    """The replayed run as a Timeline; with ``drop``, without the dropped calls."""
+def _predicted_timeline(tl: Timeline, m: Model, r: Replay, main: np.ndarray, drop: bool,
+                        annotations: bool = True) -> Timeline:
+    """The replayed run as a Timeline; with ``drop``, without the dropped calls; without
+    ``annotations``, the annotations stay where they were (only the steps move)."""
     alo, ahi = m.rank_a[tl.rank]
     olo, ohi = m.rank_o[tl.rank]
+    a_s, a_e = r.a_start, r.a_end
     ann_s, ann_e = tl.ann_start_ns.copy(), tl.ann_end_ns.copy()
-    ann_of = dict(groups(tl.ann_tid))  # thread -> its annotation rows
+    ann_of = dict(groups(tl.ann_tid)) if annotations else {}  # thread -> its annotations
     for (rank, tid), seq in zip(m.thread_key, m.threads, strict=True):
         sel = ann_of.get(tid) if rank == tl.rank else None
         if sel is not None:
@@ -105,7 +112,8 @@ def _predicted_timeline(tl: Timeline, m: Model, r: Replay, a_s: np.ndarray, a_e:
             ann_e[sel] = np.maximum(_shift(m, r, seq, tl.ann_end_ns[sel]), ann_s[sel])
     st_s = _shift(m, r, main, tl.step_start_ns)
     st_e = np.maximum(_shift(m, r, main, tl.step_end_ns), st_s)
-    keep = slice(None) if not drop else ~m.a_dropped[alo:ahi]  # dropped calls are gone
+    # dropped calls are gone, with the calls nested in them
+    keep = slice(None) if not drop else ~m.a_dropped[m.a_top[alo:ahi]]
     return replace(tl, gpu_start_ns=r.o_start[olo:ohi], gpu_end_ns=r.o_end[olo:ohi],
                    api_start_ns=a_s[alo:ahi][keep], api_end_ns=a_e[alo:ahi][keep],
                    api_tid=tl.api_tid[keep], api_name=tl.api_name[keep],
@@ -115,8 +123,8 @@ def _predicted_timeline(tl: Timeline, m: Model, r: Replay, a_s: np.ndarray, a_e:
 
 
 def _time_ns(rs: RankStalls, basis: str, recorded: RankStalls | None = None) -> float:
-    """The report's step time (basis "step"; over ``recorded``'s steps), else the GPU
-    window; ns (``stepfigure``)."""
+    """The report's step time (basis "step"; a replay's over ``recorded``'s steps), else
+    the GPU window; ns (``stepfigure``)."""
     return stepfigure.step_ns(rs, basis, recorded)
 
 
@@ -126,22 +134,17 @@ def _idle(rs: RankStalls, basis: str) -> dict[str, float]:
     return {c: round(v, 3) for c, v in rs.idle_by_cause_us().items()}
 
 
-def _rank_result(tl: Timeline, m: Model, rec: Replay, drp: Replay, nested: dict[str, tuple],
-                 opt: StallOptions) -> RankWhatIf:
-    rs = analyze_rank(tl, opt)
+def _rank_result(tl: Timeline, m: Model, rec: Replay, drp: Replay, opt: StallOptions,
+                 rs: RankStalls | None) -> RankWhatIf:
+    rs = rs if rs is not None else analyze_rank(tl, opt)
     basis = "step" if rs.steps is not None and rs.steps.n_steps else "window"
     n_steps = rs.steps.n_steps if basis == "step" and rs.steps is not None else 1
     rec_ns = _time_ns(rs, basis)
     main = max((seq for (rk, _), seq in zip(m.thread_key, m.threads, strict=True)
-                if rk == tl.rank), key=len, default=[])
-    times: dict[str, float] = {}
-    pred_rs = rs
-    for key, r in (("replayed", rec), ("predicted", drp)):
-        a_s, a_e = nested[key]
-        prs = analyze_rank(_predicted_timeline(tl, m, r, a_s, a_e, main,
-                                               key == "predicted"), opt)
-        times[key] = _time_ns(prs, basis, rs)
-        pred_rs = prs
+                if rk == tl.rank), key=len, default=np.zeros(0, dtype=np.int64))
+    pred_rs = analyze_rank(_predicted_timeline(tl, m, drp, main, True), opt)
+    rep_rs = analyze_rank(_predicted_timeline(tl, m, rec, main, False), opt)
+    times = {"predicted": _time_ns(pred_rs, basis, rs), "replayed": _time_ns(rep_rs, basis, rs)}
     # direct: gaps charged (by the stall analysis) to a call the replay drops
     alo, _ = m.rank_a[tl.rank]
     dropped_call = m.a_dropped[alo + rs.call_row]
@@ -165,11 +168,12 @@ def _rank_result(tl: Timeline, m: Model, rec: Replay, drp: Replay, nested: dict[
 
 
 def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
-           options: StallOptions | None = None, *, host: HostCosts | None = None
-           ) -> WhatIfResult:
+           options: StallOptions | None = None, *, host: HostCosts | None = None,
+           ranks: list[RankStalls] | None = None) -> WhatIfResult:
     """Replay the run as recorded and without the dropped synchronizes; compare per rank.
 
-    ``host``: the predicted run's host costs relative to the trace's (default: the same)."""
+    ``host``: the predicted run's host costs relative to the trace's (default: the same);
+    ``ranks``: the recorded timelines' stall analyses when the caller has them (a report)."""
     opt = options or StallOptions()
     if not timelines or not any(t.n_gpu for t in timelines):
         raise ProfplugError("what-if: no GPU work in the given traces")
@@ -182,24 +186,25 @@ def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
         rec = replay(m, drop=False)
         drp = replay(host.apply(m) if host else m, drop=True)
         replay_s = time.perf_counter() - t0
-        nested = {"replayed": nested_times(m, rec), "predicted": nested_times(m, drp)}
-        ranks = [_rank_result(tl, m, rec, drp, nested, opt) for tl in timelines if tl.n_gpu]
+        given = {r.rank: r for r in ranks or []}
+        res_ranks = [_rank_result(tl, m, rec, drp, opt, given.get(tl.rank))
+                     for tl in timelines if tl.n_gpu]
     except RuntimeError as exc:
         raise ProfplugError(f"what-if: {exc}") from None
     except OverflowError:  # readers keep times within +-2^62 ns; a hand-made timeline may not
         files = ", ".join(f for t in timelines for f in t.files)
         raise ProfplugError(f"what-if: {files}: times too far apart to replay "
                             "(beyond the int64 nanosecond range)") from None
-    set_bands(ranks, coupled=bool((m.o_peer >= 0).any()))
+    set_bands(res_ranks, coupled=bool((m.o_peer >= 0).any()))
     peers = missing_peers(timelines)
     warnings = [*([peers] if peers else []), *m.warnings, *rec.warnings, *drp.warnings]
     if not m.a_dropped.any():
         warnings.append("no call matched the drop rule: the prediction equals the replay")
     return WhatIfResult(
-        drop=drop.kinds, callsite=drop.callsite, ranks=ranks, drop_note=drop_note,
+        drop=drop.kinds, callsite=drop.callsite, ranks=res_ranks, drop_note=drop_note,
         assumptions=[*ASSUMPTIONS, *m.assumptions],
         warnings=warnings, n_events=m.n_events, replay_s=replay_s,
-        max_model_error_pct=max((abs(r.model_error_pct) for r in ranks), default=0.0))
+        max_model_error_pct=max((abs(r.model_error_pct) for r in res_ranks), default=0.0))
 
 
 def whatif_paths(paths: PathsLike, drop: DropSpec | None = None,
@@ -219,7 +224,9 @@ def whatif_analysis(drop: DropSpec | None = None
     """:func:`whatif` as a run-level analysis of a report:
     ``analyze(paths, run=[whatif_analysis()])`` puts its result in ``Report.run["whatif"]``.
     """
-    def run(timelines: list[Timeline], options: StallOptions) -> WhatIfResult:
-        return whatif(timelines, drop, options)
+    def run(timelines: list[Timeline], options: StallOptions,
+            ranks: list[RankStalls] | None = None) -> WhatIfResult:
+        return whatif(timelines, drop, options, ranks=ranks)
 
+    run.uses_rank_stalls = True  # type: ignore[attr-defined]
     return run

@@ -1,12 +1,19 @@
-"""The discrete-event replay of a :class:`~.model.Model` (all times int64 ns).
+"""The replay of a :class:`~.model.Model`: one longest-path pass over its graph (``graph``)
+in topological order (all times int64 ns).
 
-Every host thread and every GPU stream is an agent that advances through its own sequence
-as far as its dependencies allow (a blocking call needs the ends of the ops it waits for; an
-op needs its launching call's start, the ends of the ops before it and, for a paired NCCL
-kernel, the peer's start). Agents are swept in turn until all are done: each item is
-resolved once, so the cost is linear in events plus one sweep per cross-agent hand-off.
-If a sweep makes no progress (a pairing the trace contradicts), the earliest stuck NCCL
-kernel falls back to its recorded duration and a warning says so.
+Each node's time is the latest of (predecessor's time + edge weight) over its incoming edges;
+the edge that gave it is its *binding* edge (``Replay.bind``), from which the critical path
+is read (``critical.py``). Kahn's order: a node is timed once all its predecessors are,
+so every node is timed exactly once, in O(nodes + edges).
+
+A cycle is a contradictory pairing: two NCCL kernels that each need the other's start
+through the host (a kernel's end waits for its partner's start, which waits for a
+synchronize that waits for that kernel's end). When no node is ready, the documented way
+out is taken: of the matched NCCL kernels that have started but cannot end, the earliest
+one keeps its recorded duration (its ``peer`` edge is dropped: it is *forced*), and a
+warning names both kernels and their ranks. Should a cycle hold no such kernel (an
+inconsistent trace), the earliest-recorded waiting node takes the latest of its timed
+predecessors (its recorded time if none), and a warning says so. No node stays untimed.
 """
 
 from __future__ import annotations
@@ -15,158 +22,190 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .graph import PEER, Graph, build_graph
 from .model import Model
+
+MIN_NS = -(2**62)
 
 
 @dataclass
 class Replay:
-    """Replayed start/end ns per API call (``a_*``) and per GPU op (``o_*``)."""
+    """Replayed start/end ns per API call (``a_*``) and per GPU op (``o_*``); the graph,
+    every node's time and binding edge (-1: none, the source or a nested call)."""
 
     a_start: np.ndarray
     a_end: np.ndarray
     o_start: np.ndarray
     o_end: np.ndarray
-    sweeps: int
+    graph: Graph
+    t: np.ndarray
+    bind: np.ndarray
+    forced: list[int] = field(default_factory=list)  # NCCL kernels given their duration
     warnings: list[str] = field(default_factory=list)
+
+
+def _recorded_times(m: Model) -> np.ndarray:
+    return np.concatenate([m.a_start, m.a_end, m.o_start, m.o_end, [0]]).astype(np.int64)
+
+
+def _fold(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(root, offset, in-edge) per node: a node with one predecessor (a call that waits for
+    nothing, the next call's start, an op that is not a matched NCCL kernel, ...) is that
+    predecessor's time plus a constant; chains of them fold onto their first node with two
+    or more predecessors (pointer jumping), so the pass visits only the nodes where times
+    meet. Unfolded nodes are their own root (offset 0)."""
+    n = g.n_nodes
+    single = np.bincount(g.dst, minlength=n) == 1
+    in_e = np.full(n, -1, dtype=np.int64)
+    one = np.nonzero(single[g.dst])[0]
+    in_e[g.dst[one]] = one
+    root = np.arange(n)
+    off = np.zeros(n, dtype=np.int64)
+    root[g.dst[one]] = g.src[one]
+    off[g.dst[one]] = g.w[one]
+    for _ in range(64):
+        nxt = root[root]
+        if (nxt == root).all():
+            break
+        off = off + off[root]
+        root = nxt
+    stray = single[root]  # a loop of single-predecessor nodes: left unfolded
+    root[stray], off[stray] = np.nonzero(stray)[0], 0
+    return root, off, in_e
+
+
+def longest_path(g: Graph, m: Model) -> tuple[np.ndarray, np.ndarray, list[int], list[int]]:
+    """Per node its time and binding edge; the ops forced, the nodes released from a cycle
+    that holds no NCCL pairing (see the module docstring)."""
+    n = g.n_nodes
+    root, off, in_e = _fold(g)
+    folded = root != np.arange(n)
+    proc = np.nonzero(~folded)[0]  # the nodes the pass visits, renumbered 0..P-1
+    cid = np.full(n, -1, dtype=np.int64)
+    cid[proc] = np.arange(proc.size)
+    kept = np.nonzero(~folded[g.dst])[0]
+    c_src = cid[root[g.src[kept]]]
+    order = np.argsort(c_src, kind="stable")
+    ek = kept[order]
+    ptr = np.searchsorted(c_src[order], np.arange(proc.size + 1)).tolist()
+    dst = cid[g.dst[ek]].tolist()
+    w = (g.w[ek] + off[g.src[ek]]).tolist()
+    ek_kind, ek_dst = g.kind[ek], g.dst[ek]
+    indeg_a = np.bincount(cid[g.dst[ek]], minlength=proc.size)
+    indeg = indeg_a.tolist()
+    t = [MIN_NS] * proc.size
+    t[int(cid[g.source])] = 0
+    stack = np.nonzero(indeg_a == 0)[0].tolist()
+    stack.reverse()
+    done = 0
+    forced: list[int] = []
+    released: list[int] = []
+    while True:
+        while stack:
+            u = stack.pop()
+            done += 1
+            tu = t[u]
+            for k in range(ptr[u], ptr[u + 1]):
+                v = dst[k]
+                c = tu + w[k]
+                if c > t[v]:
+                    t[v] = c
+                indeg[v] -= 1
+                if not indeg[v]:
+                    stack.append(v)
+        if done == proc.size:
+            break
+        v = _break_cycle(g, m, root, off, cid, np.asarray(indeg), np.asarray(t), forced,
+                         released)
+        cv = int(cid[v])
+        if forced and forced[-1] == v - 2 * g.n_a - g.n_o:  # the peer edge is gone
+            j = forced[-1]
+            s0 = 2 * g.n_a + j
+            t[cv] = t[int(cid[root[s0]])] + int(off[s0]) + int(m.o_end[j] - m.o_start[j])
+            for k in np.nonzero((ek_kind == PEER) & (ek_dst == v))[0].tolist():
+                w[k] = MIN_NS  # the peer edge is gone: its later relaxation changes nothing
+            indeg[cv] -= 1
+        else:
+            indeg[cv] = 0
+            if t[cv] == MIN_NS:
+                t[cv] = int(_recorded_times(m)[v])
+        if not indeg[cv]:
+            stack.append(cv)
+    t_a = np.full(n, MIN_NS, dtype=np.int64)
+    t_a[proc] = t
+    t_a[folded] = t_a[root[folded]] + off[folded]
+    return t_a, _binding(g, t_a, kept, forced, in_e, folded), forced, released
+
+
+def _binding(g: Graph, t: np.ndarray, kept: np.ndarray, forced: list[int], in_e: np.ndarray,
+             folded: np.ndarray) -> np.ndarray:
+    """Per node, the edge that gave its time (the lowest-numbered of several), -1 none: a
+    folded node's one in-edge; else an in-edge whose source time plus weight is the node's
+    time (a forced kernel's peer edge excluded)."""
+    val = t[g.src[kept]] + g.w[kept]
+    if forced:
+        ends = 2 * g.n_a + g.n_o + np.asarray(forced, dtype=np.int64)
+        val[(g.kind[kept] == PEER) & np.isin(g.dst[kept], ends)] = MIN_NS
+    e = kept[val == t[g.dst[kept]]]
+    e = e[np.lexsort((e, g.dst[e]))]
+    first = np.append(True, g.dst[e][1:] != g.dst[e][:-1]) if e.size else e.astype(bool)
+    out = np.full(g.n_nodes, -1, dtype=np.int64)
+    out[g.dst[e[first]]] = e[first]
+    out[folded] = in_e[folded]
+    return out
+
+
+def _break_cycle(g: Graph, m: Model, root: np.ndarray, off: np.ndarray, cid: np.ndarray,
+                 indeg: np.ndarray, t: np.ndarray, forced: list[int], released: list[int]
+                 ) -> int:
+    """The node that a stuck pass releases (see the module docstring): the end of the
+    earliest started matched NCCL kernel that cannot end (appended to ``forced``), else the
+    earliest recorded waiting node (appended to ``released``)."""
+    o_s0, o_e0 = 2 * g.n_a, 2 * g.n_a + g.n_o
+    paired = np.zeros(g.n_o, dtype=bool)
+    paired[g.dst[g.kind == PEER] - o_e0] = True
+    ends, starts = np.arange(o_e0, o_e0 + g.n_o), np.arange(o_s0, o_s0 + g.n_o)
+    waiting_end = np.zeros(g.n_o, dtype=bool)
+    ce = cid[ends]
+    waiting_end[ce >= 0] = indeg[ce[ce >= 0]] > 0
+    started = indeg[cid[root[starts]]] == 0
+    stuck = np.nonzero(paired & waiting_end & started)[0]
+    if stuck.size:
+        st = t[cid[root[o_s0 + stuck]]] + off[o_s0 + stuck]
+        j = int(stuck[np.argmin(st)])
+        forced.append(j)
+        return o_e0 + j
+    proc = np.nonzero(cid >= 0)[0]
+    waiting = proc[indeg[cid[proc]] > 0]
+    v = int(waiting[np.argmin(_recorded_times(m)[waiting])])
+    released.append(v)
+    return v
+
+
+def _cycle_warnings(m: Model, forced: list[int], released: list[int]) -> list[str]:
+    out = []
+    for j in forced:
+        q = int(m.o_peer[j])
+        out.append(f"contradictory NCCL pairing (a cycle in the replay): rank {m.o_rank[j]} op "
+                   f"#{m.o_local[j]} and its partner, rank {m.o_rank[q]} op #{m.o_local[q]}, "
+                   "wait for each other through the host; the first keeps its recorded "
+                   "duration")
+    if released:
+        out.append(f"{len(released)} event(s) in a dependency cycle that no NCCL pairing "
+                   "explains were timed from their timed predecessors (or as recorded)")
+    return out
 
 
 def replay(m: Model, drop: bool) -> Replay:
     """Replay the model; ``drop``: the model's dropped calls do not wait."""
-    n_a, n_o = int(m.a_start.size), int(m.o_start.size)
-    a_s: list[int | None] = [None] * n_a
-    a_e: list[int | None] = [None] * n_a
-    o_s: list[int | None] = [None] * n_o
-    o_e: list[int | None] = [None] * n_o
-    gap, base, wake, omin = ((m.a_gap_drop if drop else m.a_gap).tolist(), m.a_base.tolist(),
-                             m.a_wake.tolist(), m.a_omin.tolist())
-    rec_s, dur = m.a_start.tolist(), m.a_dur.tolist()
-    dropped = m.a_dropped.tolist() if drop else [False] * n_a
-    wait = m.a_wait
-    o_top, o_off, o_lat, o_gap = (m.o_top.tolist(), m.o_off.tolist(), m.o_lat.tolist(),
-                                  m.o_gap.tolist())
-    o_dur = (m.o_end - m.o_start).tolist()
-    peer, xfer, clock = m.o_peer.tolist(), m.o_xfer.tolist(), m.o_clock.tolist()
-    deps = m.o_deps
-    forced: set[int] = set()
-    t_ptr = [0] * len(m.threads)
-    t_last: list[int] = [0] * len(m.threads)
-    s_ptr = [0] * len(m.streams)
-    s_last: list[int | None] = [None] * len(m.streams)
-    warnings: list[str] = []
-    remaining = len(m.threads) + len(m.streams)
-    done_t = [not seq for seq in m.threads]
-    done_s = [not seq for seq in m.streams]
-    remaining -= sum(done_t) + sum(done_s)
-    sweeps = 0
-    while remaining:
-        sweeps += 1
-        progress = False
-        for ti, seq in enumerate(m.threads):
-            if done_t[ti]:
-                continue
-            p, t, n = t_ptr[ti], t_last[ti], len(seq)
-            while p < n:
-                i = seq[p]
-                s = a_s[i]
-                if s is None:
-                    s = t + gap[i] if p else rec_s[i]
-                    a_s[i] = s
-                if dropped[i]:
-                    e = s + omin[i]
-                else:
-                    w = wait.get(i)
-                    if w is None:
-                        e = s + dur[i]
-                    else:
-                        d = -1
-                        for k in w:
-                            ek = o_e[k]
-                            if ek is None:
-                                d = None
-                                break
-                            if ek > d:
-                                d = ek
-                        if d is None:
-                            break
-                        e = max(s + base[i], d + wake[i])
-                a_e[i] = e
-                t = e
-                p += 1
-            if p != t_ptr[ti]:
-                progress = True
-            t_ptr[ti], t_last[ti] = p, t
-            if p == n:
-                done_t[ti] = True
-                remaining -= 1
-        for si, seq in enumerate(m.streams):
-            if done_s[si]:
-                continue
-            p, prev, n = s_ptr[si], s_last[si], len(seq)
-            while p < n:
-                j = seq[p]
-                st = o_s[j]
-                if st is None:
-                    a = o_top[j]
-                    if a >= 0:
-                        la = a_s[a]
-                        if la is None:
-                            break
-                        st = la + o_off[j] + o_lat[j]
-                    else:
-                        st = o_off[j] + o_lat[j]
-                    ready = prev
-                    dl = deps.get(j)
-                    if dl is not None:
-                        blocked = False
-                        for k in dl:
-                            ek = o_e[k]
-                            if ek is None:
-                                blocked = True
-                                break
-                            if ready is None or ek > ready:
-                                ready = ek
-                        if blocked:
-                            break
-                    if ready is not None and ready + o_gap[j] > st:
-                        st = ready + o_gap[j]
-                    o_s[j] = st
-                q = peer[j]
-                if q >= 0 and j not in forced:
-                    sq = o_s[q]
-                    if sq is None:
-                        break
-                    sq -= clock[j]
-                    e = (st if st > sq else sq) + xfer[j]
-                else:
-                    e = st + o_dur[j]
-                o_e[j] = e
-                prev = e
-                p += 1
-            if p != s_ptr[si]:
-                progress = True
-            s_ptr[si], s_last[si] = p, prev
-            if p == n:
-                done_s[si] = True
-                remaining -= 1
-        if remaining and not progress:
-            stuck = [m.streams[si][s_ptr[si]] for si in range(len(m.streams))
-                     if not done_s[si] and o_s[m.streams[si][s_ptr[si]]] is not None
-                     and peer[m.streams[si][s_ptr[si]]] >= 0]
-            if not stuck:
-                raise RuntimeError("replay made no progress (inconsistent model)")
-            j = min(stuck, key=lambda x: o_s[x])  # type: ignore[arg-type, return-value]
-            forced.add(j)
-            warnings.append(f"NCCL kernel {j}: its paired kernel never started in the replay; "
-                            "recorded duration used")
-    return Replay(np.array(a_s, dtype=np.int64), np.array(a_e, dtype=np.int64),
-                  np.array(o_s, dtype=np.int64), np.array(o_e, dtype=np.int64), sweeps,
-                  warnings)
-
-
-def nested_times(m: Model, r: Replay) -> tuple[np.ndarray, np.ndarray]:
-    """Replayed start/end of every call, nested ones moved with their top-level call."""
-    shift = r.a_start[m.a_top] - m.a_start[m.a_top]
-    top = m.a_top == np.arange(m.a_top.size)
-    s = np.where(top, r.a_start, m.a_start + shift)
-    e = np.where(top, r.a_end, np.minimum(m.a_end + shift, r.a_end[m.a_top]))
-    return s, np.maximum(e, s)
+    g = build_graph(m, drop)
+    t, bind, forced, released = longest_path(g, m)
+    n_a, n_o = g.n_a, g.n_o
+    top_s, top_e = t[:n_a], t[n_a:2 * n_a]
+    shift = top_s[m.a_top] - m.a_start[m.a_top]
+    is_top = m.a_top == np.arange(n_a)
+    # a nested call moves with its top-level call and stays inside it
+    a_s = np.where(is_top, top_s, np.minimum(m.a_start + shift, top_e[m.a_top]))
+    a_e = np.where(is_top, top_e, np.minimum(m.a_end + shift, top_e[m.a_top]))
+    return Replay(a_s, np.maximum(a_e, a_s), t[2 * n_a:2 * n_a + n_o], t[2 * n_a + n_o:-1],
+                  g, t, bind, forced, _cycle_warnings(m, forced, released))

@@ -102,3 +102,40 @@ def test_grid_table_compares_the_sample_families() -> None:
     buf = io.StringIO()
     gt.render(rows, buf, markdown=True)
     assert buf.getvalue().startswith("| profiler | shape |") and "host-adj" in buf.getvalue()
+
+
+def _sample_runs() -> list[Path]:
+    return sorted(p.parent for p in SAMPLES.rglob("run.json")) if SAMPLES.is_dir() else []
+
+
+@pytest.mark.skipif(not _sample_runs(), reason="no sample runs")
+@pytest.mark.parametrize("run", _sample_runs(), ids=lambda p: str(p.relative_to(SAMPLES)))
+def test_replay_reproduces_each_recorded_step_and_the_reports_step(run: Path) -> None:
+    """Not circular: real traces (not generated with the model's rules), each step checked
+    on its own (a mean over steps hides a step boundary that moved), and the what-if's
+    recorded step is the report's own figure for the rank."""
+    import numpy as np
+    from profplug.analyzers.report import analyze_timelines
+    from profplug.analyzers.steps import step_spans
+    from profplug.analyzers.whatif import whatif_analysis
+    from profplug.analyzers.whatif.model import DROP_NONE, DropSpec, build_model
+    from profplug.analyzers.whatif.predict import _predicted_timeline
+    from profplug.analyzers.whatif.simulate import replay
+
+    tls = [t for t in load_timelines([run], jobs=1, progress=False) if t.n_gpu]
+    m = build_model(tls, DropSpec(kinds=DROP_NONE))
+    rec = replay(m, drop=False)
+    assert not rec.forced and not rec.warnings
+    for tl in tls:
+        main = max((s for (rk, _), s in zip(m.thread_key, m.threads, strict=True)
+                    if rk == tl.rank), key=len)
+        a = step_spans(tl)
+        b = step_spans(_predicted_timeline(tl, m, rec, main, False, annotations=False))
+        assert b.span_s.size == a.span_s.size
+        pa, pb = np.diff(a.span_s), np.diff(b.span_s)
+        assert (np.abs(pb - pa) <= 0.01 * pa).all()  # every step within 1%
+    rep = analyze_timelines(tls, run=[whatif_analysis()])
+    for r in rep.run["whatif"].ranks:  # type: ignore[attr-defined]
+        steps = rep.rank(r.rank).steps
+        if r.basis == "step" and steps is not None:
+            assert r.recorded_us == steps.period_us

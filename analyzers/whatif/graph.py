@@ -1,0 +1,112 @@
+"""The run's dependency graph: the model's rules as edge arrays (all weights int64 ns).
+
+Nodes: the start and the end of every top-level host API call, the start and the end of every
+GPU op, and one source node ``SRC`` at time 0 (recorded constants hang off it). A node's time
+is the latest of its predecessors' times plus the edge's weight, so a replay is one
+longest-path pass (``simulate``). Edge kinds (``KINDS``):
+
+| kind | from -> to | weight |
+| --- | --- | --- |
+| ``anchor`` | SRC -> a thread's first call's start; SRC -> an unlinked op's start | the recorded start (+ latency) |
+| ``host`` | a call's end -> the next top-level call's start on its thread | the host gap (shortened by a dropped call's own range) |
+| ``call`` | a call's start -> its end | its cost when it does not wait (``a_dur``, ``a_base``; ``a_omin`` when dropped) |
+| ``sync`` | an awaited op's end -> the blocking call's end | the wake-up (``a_wake``); none when the call is dropped |
+| ``launch`` | the launching (top-level) call's start -> the op's start | launch offset + latency |
+| ``stream`` | the previous op's end on the stream -> the op's start | the queue gap |
+| ``stream_wait`` | an op awaited through cudaStreamWaitEvent: its end -> the op's start | the queue gap |
+| ``run`` | an op's start -> its end | its duration; a matched NCCL kernel: its transfer |
+| ``peer`` | the matched partner's start -> a NCCL kernel's end | transfer - clock offset |
+
+A ``forced`` NCCL kernel (a pairing the replay found contradictory: a cycle) has no ``peer``
+edge and its ``run`` edge weighs its recorded duration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .model import Model
+
+KINDS = ("anchor", "host", "call", "sync", "launch", "stream", "stream_wait", "run", "peer")
+ANCHOR, HOST, CALL, SYNC, LAUNCH, STREAM, STREAM_WAIT, RUN, PEER = range(len(KINDS))
+
+
+@dataclass
+class Graph:
+    """Edge arrays over the nodes of a model (see the module docstring for ids)."""
+
+    n_a: int
+    n_o: int
+    src: np.ndarray
+    dst: np.ndarray
+    w: np.ndarray
+    kind: np.ndarray  # int8, one of KINDS' indices
+
+    @property
+    def n_nodes(self) -> int:
+        return 2 * self.n_a + 2 * self.n_o + 1
+
+    @property
+    def source(self) -> int:
+        return 2 * self.n_a + 2 * self.n_o
+
+    def call_start(self, a: np.ndarray | int) -> np.ndarray | int:
+        return a
+
+    def call_end(self, a: np.ndarray | int) -> np.ndarray | int:
+        return self.n_a + a
+
+    def op_start(self, o: np.ndarray | int) -> np.ndarray | int:
+        return 2 * self.n_a + o
+
+    def op_end(self, o: np.ndarray | int) -> np.ndarray | int:
+        return 2 * self.n_a + self.n_o + o
+
+
+def build_graph(m: Model, drop: bool, forced: np.ndarray | None = None) -> Graph:
+    """The edges of ``m``; ``drop``: the dropped calls do not wait and take their host work
+    with them; ``forced``: ops (bool mask) replayed with their recorded duration."""
+    n_a, n_o = int(m.a_start.size), int(m.o_start.size)
+    g = Graph(n_a, n_o, *(np.zeros(0, dtype=np.int64),) * 3, np.zeros(0, dtype=np.int8))
+    src_node = g.source
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]] = []
+
+    def add(s: np.ndarray | int, d: np.ndarray, w: np.ndarray, kind: int) -> None:
+        parts.append((np.broadcast_to(np.asarray(s, dtype=np.int64), d.shape), d, w, kind))
+
+    tops = np.nonzero(m.a_top == np.arange(n_a))[0]
+    first = tops[m.a_prev[tops] < 0]
+    later = tops[m.a_prev[tops] >= 0]
+    add(src_node, first, m.a_start[first], ANCHOR)
+    gap = m.a_gap_drop if drop else m.a_gap
+    add(n_a + m.a_prev[later], later, gap[later], HOST)
+    dropped = m.a_dropped if drop else np.zeros(n_a, dtype=bool)
+    waits = np.zeros(n_a, dtype=bool)
+    waits[m.wait_call] = True
+    cost = np.where(dropped, m.a_omin, np.where(waits, m.a_base, m.a_dur))
+    add(tops, n_a + tops, cost[tops], CALL)
+    keep = ~dropped[m.wait_call]
+    wc, wo = m.wait_call[keep], m.wait_op[keep]
+    add(2 * n_a + n_o + wo, n_a + wc, m.a_wake[wc], SYNC)
+    ops = np.arange(n_o)
+    linked = m.o_top >= 0
+    lk, un = ops[linked], ops[~linked]
+    add(m.o_top[lk], 2 * n_a + lk, m.o_off[lk] + m.o_lat[lk], LAUNCH)
+    add(src_node, 2 * n_a + un, m.o_off[un] + m.o_lat[un], ANCHOR)
+    hp = ops[m.o_prev >= 0]
+    add(2 * n_a + n_o + m.o_prev[hp], 2 * n_a + hp, m.o_gap[hp], STREAM)
+    add(2 * n_a + n_o + m.dep_on, 2 * n_a + m.dep_op, m.o_gap[m.dep_op], STREAM_WAIT)
+    paired = m.o_peer >= 0
+    if forced is not None:
+        paired &= ~forced
+    add(2 * n_a + ops, 2 * n_a + n_o + ops,
+        np.where(paired, m.o_xfer, m.o_end - m.o_start), RUN)
+    pp = ops[paired]
+    add(2 * n_a + m.o_peer[pp], 2 * n_a + n_o + pp, m.o_xfer[pp] - m.o_clock[pp], PEER)
+    g.src = np.concatenate([p[0] for p in parts])
+    g.dst = np.concatenate([p[1] for p in parts]).astype(np.int64)
+    g.w = np.concatenate([p[2] for p in parts]).astype(np.int64)
+    g.kind = np.concatenate([np.full(p[1].size, p[3], dtype=np.int8) for p in parts])
+    return g

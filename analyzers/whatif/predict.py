@@ -62,7 +62,12 @@ def _scaled(x: np.ndarray, num: np.ndarray, den: np.ndarray) -> np.ndarray:
     spans under 10^15 ns."""
     big = np.abs(x.astype(np.float64) * num) >= 2.0 ** 62
     exact = (np.where(big, 0, x) * np.where(big, 0, num) + den // 2) // den
-    approx = np.rint(x.astype(np.float64) * (num.astype(np.float64) / den))
+    if not big.any():
+        return exact
+    # only the large products, clipped to the int64 range (a time far outside the thread's
+    # calls, on a trace with a clock jump, would otherwise cast to garbage with a warning)
+    approx = np.rint(np.where(big, x, 0).astype(np.float64) * (num.astype(np.float64) / den))
+    approx = np.clip(approx, -(2.0 ** 62), 2.0 ** 62)
     return np.where(big, approx.astype(np.int64), exact)
 
 

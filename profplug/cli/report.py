@@ -10,11 +10,14 @@ import typer
 from .main import app
 from .options import (
     DEFAULT_TOLERANCE_US,
+    Cache,
     CrossRank,
+    Dask,
     Html,
     Jobs,
     MaxDecompressed,
     Output,
+    Quiet,
     StepRange,
     Tolerance,
 )
@@ -41,6 +44,9 @@ def report(
                        "then PATH).")] = None,
     step_range: StepRange = None,
     max_decompressed: MaxDecompressed = None,
+    dask: Dask = None,
+    cache: Cache = None,
+    quiet: Quiet = False,
 ) -> None:
     """Per-rank GPU idle time by cause, sync API and call site."""
     from profplug.analyzers.commands import run_report
@@ -50,7 +56,8 @@ def report(
     code = run_report(paths, fmt=fmt, output=output, html=html,
                       options=StallOptions.from_tolerance_us(tolerance_us),
                       read=ReadOptions(nsys=nsys).with_step_range(step_range)
-                      .with_max_decompressed(max_decompressed), jobs=jobs,
-                      whatif=whatif, strict=strict, cross_rank=cross_rank)
+                      .with_max_decompressed(max_decompressed).with_cache(cache), jobs=jobs,
+                      whatif=whatif, strict=strict, cross_rank=cross_rank, dask=dask,
+                      quiet=quiet)
     if code:
         raise typer.Exit(code)

@@ -8,7 +8,18 @@ from typing import Annotated
 import typer
 
 from .main import app
-from .options import DEFAULT_TOLERANCE_US, Html, Jobs, MaxDecompressed, Output, StepRange, Tolerance
+from .options import (
+    DEFAULT_TOLERANCE_US,
+    Cache,
+    Dask,
+    Html,
+    Jobs,
+    MaxDecompressed,
+    Output,
+    Quiet,
+    StepRange,
+    Tolerance,
+)
 
 
 @app.command()
@@ -31,6 +42,9 @@ def whatif(
                              "synchronizes (us): predict the step users run at.")] = None,
     step_range: StepRange = None,
     max_decompressed: MaxDecompressed = None,
+    dask: Dask = None,
+    cache: Cache = None,
+    quiet: Quiet = False,
 ) -> None:
     """Predict each rank's step time with the synchronizes made non-blocking."""
     from profplug.analyzers.commands import run_whatif
@@ -42,6 +56,7 @@ def whatif(
                       options=StallOptions.from_tolerance_us(tolerance_us), jobs=jobs,
                       unprofiled_us=unprofiled,
                       read=ReadOptions().with_step_range(step_range)
-                      .with_max_decompressed(max_decompressed))
+                      .with_max_decompressed(max_decompressed).with_cache(cache),
+                      dask=dask, quiet=quiet)
     if code:
         raise typer.Exit(code)

@@ -1,0 +1,139 @@
+"""Ranks on a Dask cluster (``--dask ADDRESS``): the sibling of ``dispatch.LocalBackend``.
+
+``ADDRESS`` is a running scheduler (``tcp://host:port``, or a scheduler file as written by
+``dask scheduler --scheduler-file``), or ``local[:N]``: a LocalCluster of N worker processes
+(default: the usable CPUs) of one thread each. Dask (``pip install 'profplug[dask]'``) is
+imported here only, when a backend is opened: the analyzer without it imports no dask.
+
+Each task (``dispatch.run_task``) runs on a worker, which reads the file from its own path
+(a filesystem the workers share with the client). What comes back is the task's
+``FileResult``; its Timelines, when a run-level analysis needs them, travel as compressed
+``.npz`` bytes (``Timeline.save``), decoded in the client.
+
+A worker that dies running a task (killed, out of memory) costs the task one retry on
+another worker (the scheduler's ``allowed-failures``, set to 1 for a LocalCluster; set
+``DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES=1`` where you start your own scheduler);
+a second death leaves that file's ranks out with a one-line reason, and the report stands.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..errors import ProfplugError
+from .cpus import usable_cpus
+from .dispatch import FileResult, RankTask, TaskFn, lost
+from .timeline import Timeline
+
+ALLOWED_FAILURES = 1  # deaths of a task's worker before it is given up: one retry
+LOCAL = "local"
+
+
+def parse_local(address: str) -> int | None:
+    """N of ``local[:N]`` (0: the usable CPUs), None when ``address`` is not local."""
+    if address == LOCAL:
+        return 0
+    if not address.startswith(LOCAL + ":"):
+        return None
+    n = address[len(LOCAL) + 1:]
+    if not n.isdigit() or int(n) < 1:
+        raise ProfplugError(f"--dask {address}: local:N needs a number of workers >= 1")
+    return int(n)
+
+
+def _packed(fn: TaskFn, task: RankTask) -> FileResult:
+    """``fn(task)`` on a worker, its Timelines as compressed npz bytes (no pickle)."""
+    res = fn(task)
+    blobs: list[Any] = []
+    for tl in res.timelines:
+        buf = io.BytesIO()
+        tl.save(buf)
+        blobs.append(buf.getvalue())
+    return replace(res, timelines=blobs)
+
+
+def unpack(res: FileResult) -> FileResult:
+    """The client side of ``_packed``."""
+    if not res.timelines or isinstance(res.timelines[0], Timeline):
+        return res
+    tls = [Timeline.load(io.BytesIO(b)) for b in res.timelines]  # type: ignore[arg-type]
+    return replace(res, timelines=tls)
+
+
+class DaskBackend:
+    """Tasks on the workers of a Dask cluster; a LocalCluster for ``local[:N]``."""
+
+    name = "dask"
+
+    def __init__(self, address: str) -> None:
+        try:
+            import dask
+            from distributed import Client, LocalCluster
+        except ImportError:
+            raise ProfplugError("--dask needs Dask: pip install 'profplug[dask]'") from None
+        self.address = address
+        self.cluster: Any = None
+        n = parse_local(address)
+        try:
+            if n is not None:
+                with dask.config.set({"distributed.scheduler.allowed-failures":
+                                      ALLOWED_FAILURES}):
+                    self.cluster = LocalCluster(
+                        n_workers=n or usable_cpus(), threads_per_worker=1, processes=True,
+                        dashboard_address=None, silence_logs=logging.CRITICAL)
+                self.client = Client(self.cluster)
+            elif "://" in address:
+                self.client = Client(address, timeout=30)
+            elif Path(address).is_file():
+                self.client = Client(scheduler_file=address, timeout=30)
+            else:
+                raise ProfplugError(f"--dask {address}: not a scheduler address "
+                                    "(tcp://host:port), a scheduler file or local[:N]")
+        except (OSError, TimeoutError) as exc:
+            self.close()
+            raise ProfplugError(f"--dask {address}: cannot connect ({exc})") from None
+
+    @property
+    def n_workers(self) -> int:
+        return len(self.client.scheduler_info(n_workers=-1).get("workers", {}))
+
+    def map(self, fn: TaskFn, tasks: Sequence[RankTask]) -> Iterator[tuple[int, FileResult]]:
+        from distributed import as_completed
+        from distributed.client import FutureCancelledError
+        from distributed.scheduler import KilledWorker
+
+        futures = [self.client.submit(_packed, fn, t, pure=False,
+                                      key=f"profplug-rank-{i}-{t.path.name}")
+                   for i, t in enumerate(tasks)]
+        index = {f.key: i for i, f in enumerate(futures)}
+        try:
+            for fut in as_completed(futures):
+                i = index[fut.key]
+                try:
+                    res = unpack(fut.result())
+                except KilledWorker:
+                    res = lost(tasks[i], "the Dask worker running it died twice (killed, "
+                                         "or out of memory)")
+                except FutureCancelledError:
+                    res = lost(tasks[i], "its Dask task was cancelled")
+                except ProfplugError:
+                    raise
+                except Exception as exc:  # e.g. the path does not exist on the worker
+                    raise ProfplugError(f"{tasks[i].path}: failed on a Dask worker "
+                                        f"({type(exc).__name__}: {exc})") from None
+                fut.release()  # the worker may forget the result now
+                yield i, res
+        finally:
+            self.client.cancel([f for f in futures if not f.done()])
+
+    def close(self) -> None:
+        client = getattr(self, "client", None)
+        if client is not None:
+            client.close()
+        if self.cluster is not None:
+            self.cluster.close()

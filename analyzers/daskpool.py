@@ -85,7 +85,7 @@ class DaskBackend:
                                       ALLOWED_FAILURES}):
                     self.cluster = LocalCluster(
                         n_workers=n or usable_cpus(), threads_per_worker=1, processes=True,
-                        dashboard_address=None, silence_logs=logging.CRITICAL)
+                        dashboard_address=":0", silence_logs=logging.CRITICAL)
                 self.client = Client(self.cluster)
             elif "://" in address:
                 self.client = Client(address, timeout=30)
@@ -98,38 +98,62 @@ class DaskBackend:
             self.close()
             raise ProfplugError(f"--dask {address}: cannot connect ({exc})") from None
 
-    @property
-    def n_workers(self) -> int:
-        return len(self.client.scheduler_info(n_workers=-1).get("workers", {}))
-
     def map(self, fn: TaskFn, tasks: Sequence[RankTask]) -> Iterator[tuple[int, FileResult]]:
+        """At most one task per worker thread in flight (the next one is submitted when one
+        finishes): a worker holds one rank at a time, and a worker's death only ever makes
+        the task it was running suspect, never one that waited beside it."""
         from distributed import as_completed
+
+        todo = list(enumerate(tasks))[::-1]
+        slots = max(1, self.n_threads)
+        running: dict[str, tuple[int, Any]] = {}  # key: (task index, future)
+        done = as_completed()
+
+        def submit() -> None:
+            i, t = todo.pop()
+            fut = self.client.submit(_packed, fn, t, pure=False,
+                                     key=f"profplug-rank-{i}-{t.path.name}")
+            running[fut.key] = (i, fut)
+            done.add(fut)
+
+        while todo and len(running) < slots:
+            submit()
+        try:
+            for fut in done:
+                i, _ = running.pop(fut.key)
+                res = self._result(fut, tasks[i])
+                if todo:
+                    submit()
+                yield i, res
+        finally:
+            if running:  # abandoned (a reader's error is raised by the caller)
+                self.client.cancel([f for _, f in running.values()])
+
+    @property
+    def n_threads(self) -> int:
+        workers = self.client.scheduler_info(n_workers=-1).get("workers", {})
+        return sum(int(w.get("nthreads", 1)) for w in workers.values())
+
+    @staticmethod
+    def _result(fut: Any, task: RankTask) -> FileResult:
         from distributed.client import FutureCancelledError
         from distributed.scheduler import KilledWorker
 
-        futures = [self.client.submit(_packed, fn, t, pure=False,
-                                      key=f"profplug-rank-{i}-{t.path.name}")
-                   for i, t in enumerate(tasks)]
-        index = {f.key: i for i, f in enumerate(futures)}
         try:
-            for fut in as_completed(futures):
-                i = index[fut.key]
-                try:
-                    res = unpack(fut.result())
-                except KilledWorker:
-                    res = lost(tasks[i], "the Dask worker running it died twice (killed, "
-                                         "or out of memory)")
-                except FutureCancelledError:
-                    res = lost(tasks[i], "its Dask task was cancelled")
-                except ProfplugError:
-                    raise
-                except Exception as exc:  # e.g. the path does not exist on the worker
-                    raise ProfplugError(f"{tasks[i].path}: failed on a Dask worker "
-                                        f"({type(exc).__name__}: {exc})") from None
-                fut.release()  # the worker may forget the result now
-                yield i, res
+            res = unpack(fut.result())
+        except KilledWorker:
+            res = lost(task, "the Dask worker running it died twice (killed, or out of "
+                             "memory)")
+        except FutureCancelledError:
+            res = lost(task, "its Dask task was cancelled")
+        except ProfplugError:
+            raise
+        except Exception as exc:  # e.g. the path does not exist on the worker
+            raise ProfplugError(f"{task.path}: failed on a Dask worker "
+                                f"({type(exc).__name__}: {exc})") from None
         finally:
-            self.client.cancel([f for f in futures if not f.done()])
+            fut.release()  # the worker may forget the result now
+        return res
 
     def close(self) -> None:
         client = getattr(self, "client", None)

@@ -139,15 +139,16 @@ def _pooled(fn: TaskFn, tasks: Sequence[RankTask], which: Sequence[int], n: int,
 
 def gather(tasks: Sequence[RankTask], backend: Backend, *, fn: TaskFn = run_task,
            on_done: Callable[[FileResult], None] | None = None) -> list[FileResult]:
-    """Every task's result, in task order; a reader's error is raised here (as it would be
-    in one process), once the other tasks are done or abandoned."""
+    """Every task's result, in task order. A reader's error is raised here once every task
+    is done: the error of the first file in order, as in one process."""
     out: list[FileResult | None] = [None] * len(tasks)
     for i, res in backend.map(fn, tasks):
-        if res.error is not None:
-            raise res.error
         out[i] = res
         if on_done is not None:
             on_done(res)
+    for r in out:
+        if r is not None and r.error is not None:
+            raise r.error
     return [r for r in out if r is not None]
 
 

@@ -27,6 +27,7 @@ import io
 import json
 import os
 import tempfile
+import zipfile
 from functools import cache
 from pathlib import Path
 
@@ -86,7 +87,7 @@ def load_entry(entry: Path) -> list[Timeline] | None:
         with np.load(entry, allow_pickle=False) as z:
             blobs = [z[k] for k in sorted(z.files, key=lambda k: int(k[1:]))]
         return [Timeline.load(io.BytesIO(b.tobytes())) for b in blobs]
-    except (OSError, ValueError, KeyError, TypeError, EOFError):
+    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile):
         return None
 
 

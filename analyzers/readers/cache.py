@@ -105,6 +105,7 @@ def save_entry(entry: Path, timelines: list[Timeline]) -> None:
         fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-", suffix=".npz")
         with os.fdopen(fd, "wb") as fh:
             np.savez(fh, **blobs)
+        os.chmod(tmp, 0o644)  # readable by the others who share the folder (mkstemp: 0600)
         os.replace(tmp, entry)
         tmp = None
     except OSError:

@@ -113,8 +113,9 @@ def run_report(paths: PathsLike, *, fmt: str = "table", output: Path | None = No
     files = check_paths(paths)
     backend = open_backend(jobs, dask)
     try:
+        # the idle gaps travel back only for the page (its timeline) or run-level analyses
         rep = analyze(files, options, read=read, run=report_analyses(whatif, cross_rank),
-                      backend=backend, progress=_progress(quiet))
+                      backend=backend, progress=_progress(quiet), keep_gaps=html is not None)
     finally:
         backend.close()
     write_text(render_text(rep, fmt), output)

@@ -7,7 +7,8 @@ local processes: the default) and ``daskpool.DaskBackend`` (the workers of a Das
 are siblings behind one protocol; the analyses never know where they ran.
 
 What travels back (a :class:`FileResult`): per rank the ``RankStalls`` (per-gap and
-per-sync-call rows, never per event) and, only when ``keep_timeline`` is set, the Timeline
+per-sync-call rows, never per event; its idle gaps only with ``keep_gaps``) and, only when
+``keep_timeline`` is set, the Timeline
 (run-level analyses, the what-if and the cross-rank matching, read every event). A worker
 that dies twice on a file (killed, out of memory) leaves ``FileResult.lost``: a one-line
 reason, and the rest of the run stands.
@@ -19,17 +20,23 @@ import multiprocessing as mp
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
+
 from ..errors import ProfplugError, TraceError
 from .cpus import usable_cpus
+from .gaps import Gaps
 from .readers.base import ReadOptions
 from .readers.cache import read_cached
 from .readers.registry import reader_for
 from .stalls import RankStalls, StallOptions, analyze_rank
 from .timeline import Timeline
+
+_NONE = np.zeros(0, dtype=np.int64)
+NO_GAPS = Gaps(_NONE, _NONE, _NONE, _NONE, _NONE)  # what travels when the gaps are not used
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,9 @@ class RankTask:
     read: ReadOptions
     stall: StallOptions | None = None  # None: read only (no per-rank analysis)
     keep_timeline: bool = True  # send the Timelines back (run-level analyses need them)
+    # send each rank's idle gaps back (RankStalls.gaps: one row per gap; the HTML timeline,
+    # gaps_frame and the cross-rank swimlane read them); False: an empty Gaps
+    keep_gaps: bool = True
 
 
 @dataclass
@@ -67,6 +77,8 @@ def run_task(task: RankTask) -> FileResult:
             raise TraceError(f"{path}: unknown trace format")
         tls, hit = read_cached(reader, path, task.index, task.read, task.read.cache_dir)
         stalls = [] if task.stall is None else [analyze_rank(t, task.stall) for t in tls]
+        if not task.keep_gaps:
+            stalls = [replace(s, gaps=NO_GAPS) for s in stalls]
     except ProfplugError as exc:  # a value, so that no backend retries a bad trace
         return FileResult(str(path), size, error=exc)
     return FileResult(str(path), size, stalls, tls if task.keep_timeline else [],

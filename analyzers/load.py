@@ -117,16 +117,18 @@ class LoadedRanks:
 def load_ranks(paths: PathsLike, *, read: ReadOptions | None = None,
                stall: StallOptions | None = None, keep_timelines: bool = True,
                backend: Backend | None = None, jobs: int | None = None,
-               progress: bool | None = None) -> LoadedRanks:
+               progress: bool | None = None, keep_gaps: bool = True) -> LoadedRanks:
     """Read every trace under ``paths`` and, with ``stall``, analyze each rank where it was
     read; one task per file on ``backend`` (default: the local pool of up to ``jobs``
-    processes). ``keep_timelines`` False: only the per-rank results come back.
+    processes). ``keep_timelines`` False: only the per-rank results come back;
+    ``keep_gaps`` False: without their per-gap rows (``dispatch.RankTask``).
     ``progress``: the progress line on stderr (default: when stderr is a terminal).
     Raises TraceError when a file cannot be read, two files claim the same rank, or every
     file was lost with its worker."""
     files = trace_files(paths)
     opt = settled(read)
-    tasks = [RankTask(f, i, opt, stall, keep_timelines) for i, f in enumerate(files)]
+    tasks = [RankTask(f, i, opt, stall, keep_timelines, keep_gaps)
+             for i, f in enumerate(files)]
     bar = Progress(len(files), sum(_size(f) for f in files),
                    sys.stderr.isatty() if progress is None else progress)
     try:

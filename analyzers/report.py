@@ -154,7 +154,8 @@ def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | Non
 def analyze(paths: PathsLike, options: StallOptions | None = None, *,
             jobs: int | None = None, read: ReadOptions | None = None,
             step_range: str | None = None, run: Iterable[RunAnalyzer] = (),
-            backend: Backend | None = None, progress: bool | None = None) -> Report:
+            backend: Backend | None = None, progress: bool | None = None,
+            keep_gaps: bool = True) -> Report:
     """Read the traces under ``paths`` (a path, str or Path, or several) and attribute every
     rank's GPU idle time.
 
@@ -163,14 +164,16 @@ def analyze(paths: PathsLike, options: StallOptions | None = None, *,
     the cache); ``step_range``: the host range that marks a step, its name or ``re:REGEX``
     (as ``--step-range``; default ``ProfilerStep#N``, else ``profplug.step``). Each rank is
     read and analyzed on ``backend`` (``dispatch``; default: the local pool of ``jobs``
-    processes); its Timeline comes back only when ``run`` has an analysis.
+    processes); its Timeline comes back only when ``run`` has an analysis. ``keep_gaps``
+    False: the ranks come without their idle gaps (``RankStalls.gaps`` empty: for a JSON,
+    table or CSV report without run-level analyses, which never read them).
     """
     files = as_paths(paths)
     read = (read or ReadOptions()).with_step_range(step_range)
     opt = options or StallOptions()
     run = list(run)
     got = load_ranks(files, read=read, stall=opt, keep_timelines=bool(run), backend=backend,
-                     jobs=jobs, progress=progress)
+                     jobs=jobs, progress=progress, keep_gaps=keep_gaps or bool(run))
     rep = analyze_timelines(got.timelines, opt, run, read.steps, ranks=got.stalls)
     rep.lost = got.lost
     rep.warnings[:0] = got.lost

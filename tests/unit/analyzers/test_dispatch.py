@@ -148,3 +148,14 @@ def test_progress_line_counts_files_ranks_and_bytes() -> None:
     bar.done(FileResult("a", 1_000_000, n_ranks=1))
     bar.close()
     assert quiet.getvalue() == ""
+
+
+def test_without_gaps_the_per_rank_report_is_the_same(run8: list[Path]) -> None:
+    full = analyze(run8, jobs=1, progress=False)
+    lean = analyze(run8, backend=LocalBackend(2), progress=False, keep_gaps=False)
+    assert report_json(lean) == report_json(full)
+    assert all(r.gaps.start_ns.size == 0 for r in lean.ranks)
+    assert sum(r.gaps.start_ns.size for r in full.ranks) > 0
+    # a run-level analysis keeps them (the cross-rank swimlane reads them)
+    kept = analyze(run8, jobs=1, progress=False, keep_gaps=False, run=report_analyses(False))
+    assert sum(r.gaps.start_ns.size for r in kept.ranks) > 0

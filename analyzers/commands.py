@@ -13,7 +13,7 @@ from pathlib import Path
 from ..errors import ProfplugError, TraceError, one_line
 from .compare import Comparison, compare
 from .crossrank import cross_rank_analysis
-from .dispatch import open_backend
+from .dispatch import Backend, LocalBackend
 from .load import PathsLike, as_paths, load_timelines
 from .readers.base import ReadOptions
 from .render.registry import PAGE, check_format, render_text
@@ -66,6 +66,16 @@ def check_paths(paths: PathsLike, error: type[ProfplugError] = TraceError) -> li
                     if str(p).lower() in FLAG_VALUES else "")
             raise error(f"{p}: no such file or directory{hint}")
     return out
+
+
+def open_backend(jobs: int | None = None, dask: str | None = None) -> Backend:
+    """The backend of a command: ``--dask ADDRESS`` (``daskpool``, imported only then), else
+    the local pool of ``jobs`` processes. Close it when done."""
+    if dask is None:
+        return LocalBackend(jobs)
+    from .daskpool import DaskBackend
+
+    return DaskBackend(dask)
 
 
 def _progress(quiet: bool) -> bool | None:

@@ -162,13 +162,3 @@ def gather(tasks: Sequence[RankTask], backend: Backend, *, fn: TaskFn = run_task
         if r is not None and r.error is not None:
             raise r.error
     return [r for r in out if r is not None]
-
-
-def open_backend(jobs: int | None = None, dask: str | None = None) -> Backend:
-    """The backend of a command: ``--dask ADDRESS`` (``daskpool``, imported only then), else
-    the local pool of ``jobs`` processes. Close it when done."""
-    if dask is None:
-        return LocalBackend(jobs)
-    from .daskpool import DaskBackend
-
-    return DaskBackend(dask)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers import dispatch
+from profplug.analyzers import commands, dispatch
 from profplug.analyzers.commands import report_analyses, run_report
 from profplug.analyzers.dispatch import FileResult, LocalBackend, RankTask, gather, run_task
 from profplug.analyzers.load import load_ranks
@@ -95,22 +95,16 @@ class _LosesRank5:
 
 
 def test_a_lost_file_is_a_warning_of_the_report_and_fails_strict(
-        run8: list[Path], capsys: pytest.CaptureFixture[str]) -> None:
+        run8: list[Path], capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     rep = analyze(run8, backend=_LosesRank5(), run=report_analyses(False), progress=False)
     assert [r.rank for r in rep.ranks] == [0, 1, 2, 3, 4, 6, 7]
     want = f"{run8[5]}: the worker died twice; its ranks are not in this report"
     assert rep.lost == [want] and rep.warnings[0] == want
     assert rep.to_dict()["warnings"][0] == want
     # the CLI path: the warning on stderr, and --strict fails
-    dispatch_open = dispatch.open_backend
-    try:
-        dispatch.open_backend = lambda jobs=None, dask=None: _LosesRank5()  # type: ignore[assignment]
-        import profplug.analyzers.commands as commands
-        commands.open_backend = dispatch.open_backend  # type: ignore[attr-defined]
-        assert run_report(run8, fmt="json", whatif=False, strict=True) == 1
-    finally:
-        dispatch.open_backend = dispatch_open
-        commands.open_backend = dispatch_open  # type: ignore[attr-defined]
+    monkeypatch.setattr(commands, "open_backend", lambda jobs=None, dask=None: _LosesRank5())
+    assert run_report(run8, fmt="json", whatif=False, strict=True) == 1
     assert f"warning: {want}" in capsys.readouterr().err
 
 

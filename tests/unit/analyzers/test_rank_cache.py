@@ -15,7 +15,7 @@ from profplug.analyzers.readers import cache, registry
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.report import analyze
 from profplug.analyzers.stalls import StallOptions
-from test_dispatch import report_json
+from test_dispatch import TIMES, report_json
 
 
 @pytest.fixture
@@ -134,3 +134,25 @@ def test_an_entry_holds_every_rank_of_a_file_in_order(tmp_path: Path) -> None:
     assert back is not None and [(t.rank, t.names) for t in back] == [(3, ["n3"]), (1, ["n1"]),
                                                                        (2, ["n2"])]
     assert json.loads(json.dumps([t.files for t in back])) == [["x"]] * 3
+
+
+def test_cli_cache_quiet_and_bad_dask_address(run4: list[Path], tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from profplug.cli.main import main
+
+    d, store = str(run4[0].parent), tmp_path / "c"
+    for cmd in (["report", d, "-f", "json", "--no-whatif"], ["whatif", d, "-f", "json"],
+                ["compare", d, d, "-f", "json", "--no-whatif"]):
+        assert main([*cmd, "--cache", str(store), "-q"]) == 0
+        first = capsys.readouterr()
+        assert main([*cmd, "--cache", str(store), "--quiet"]) == 0
+        again = capsys.readouterr()
+        assert TIMES.sub("", again.out) == TIMES.sub("", first.out)
+        assert "reading traces" not in first.err + again.err
+    assert len(list(store.iterdir())) == 4  # one entry per trace, shared by the commands
+    assert main(["report", d, "--dask", "local:0"]) == 2
+    assert capsys.readouterr().err.strip() == ("profplug: error: --dask local:0: local:N needs "
+                                               "a number of workers >= 1")
+    assert main(["whatif", d, "--dask", str(tmp_path / "nope.json")]) == 2
+    assert "not a scheduler address (tcp://host:port), a scheduler file or local[:N]" in (
+        capsys.readouterr().err)

@@ -29,10 +29,11 @@ import numpy as np
 from ..errors import ProfplugError, TraceError
 from .cpus import usable_cpus
 from .gaps import Gaps
+from .rankpool import analyze_ranks
 from .readers.base import ReadOptions
 from .readers.cache import read_cached
 from .readers.registry import reader_for
-from .stalls import RankStalls, StallOptions, analyze_rank
+from .stalls import RankStalls, StallOptions
 from .timeline import Timeline
 
 _NONE = np.zeros(0, dtype=np.int64)
@@ -76,7 +77,8 @@ def run_task(task: RankTask) -> FileResult:
         if reader is None:  # trace_files only yields readable names
             raise TraceError(f"{path}: unknown trace format")
         tls, hit = read_cached(reader, path, task.index, task.read, task.read.cache_dir)
-        stalls = [] if task.stall is None else [analyze_rank(t, task.stall) for t in tls]
+        # several big ranks in one file (Nsight) read in this process: a fork per rank
+        stalls = [] if task.stall is None else analyze_ranks(tls, task.stall)
         if not task.keep_gaps:
             stalls = [replace(s, gaps=NO_GAPS) for s in stalls]
     except ProfplugError as exc:  # a value, so that no backend retries a bad trace

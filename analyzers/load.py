@@ -101,6 +101,8 @@ def settled(read: ReadOptions | None) -> ReadOptions:
         opt = replace(opt, max_decompressed=max_decompressed())
     if opt.cache_dir is None and os.environ.get(CACHE_ENV):
         opt = replace(opt, cache_dir=os.environ[CACHE_ENV])
+    if opt.cache_dir is not None:  # the same folder for workers started elsewhere
+        opt = replace(opt, cache_dir=os.path.abspath(os.path.expanduser(opt.cache_dir)))
     return opt
 
 

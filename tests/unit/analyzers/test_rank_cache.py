@@ -156,3 +156,14 @@ def test_cli_cache_quiet_and_bad_dask_address(run4: list[Path], tmp_path: Path,
     assert main(["whatif", d, "--dask", str(tmp_path / "nope.json")]) == 2
     assert "not a scheduler address (tcp://host:port), a scheduler file or local[:N]" in (
         capsys.readouterr().err)
+
+
+def test_the_cache_folder_is_made_absolute(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from profplug.analyzers.load import settled
+
+    monkeypatch.chdir(tmp_path)
+    assert settled(ReadOptions(cache_dir="c")).cache_dir == str(tmp_path / "c")
+    monkeypatch.setenv("PROFPLUG_CACHE", "e")
+    assert settled(None).cache_dir == str(tmp_path / "e")
+    assert settled(ReadOptions(cache_dir="/x")).cache_dir == "/x"  # the option wins

@@ -13,6 +13,7 @@ from pathlib import Path
 from ..errors import ProfplugError, TraceError, one_line
 from .compare import Comparison, compare
 from .crossrank import cross_rank_analysis
+from .dispatch import Backend, LocalBackend
 from .load import PathsLike, as_paths, load_timelines
 from .observer import untraced_step_us
 from .readers.base import ReadOptions
@@ -76,6 +77,21 @@ def check_drop(drop: DropSpec) -> DropSpec:
     return drop
 
 
+def open_backend(jobs: int | None = None, dask: str | None = None) -> Backend:
+    """The backend of a command: ``--dask ADDRESS`` (``daskpool``, imported only then), else
+    the local pool of ``jobs`` processes. Close it when done."""
+    if dask is None:
+        return LocalBackend(jobs)
+    from .daskpool import DaskBackend
+
+    return DaskBackend(dask)
+
+
+def _progress(quiet: bool) -> bool | None:
+    """The progress line: off with ``--quiet``, else when stderr is a terminal."""
+    return False if quiet else None
+
+
 def whatif_if_cheap(timelines: list[Timeline], options: StallOptions,
                     drop: DropSpec | None = None,
                     ranks: list[RankStalls] | None = None) -> WhatIfResult | None:
@@ -113,7 +129,8 @@ def run_report(paths: PathsLike, *, fmt: str = "table", output: Path | None = No
                html: Path | None = None, options: StallOptions | None = None,
                read: ReadOptions | None = None, jobs: int | None = None,
                whatif: bool | None = None, strict: bool = False,
-               cross_rank: bool = True, drop: DropSpec | None = None) -> int:
+               cross_rank: bool = True, drop: DropSpec | None = None,
+               dask: str | None = None, quiet: bool = False) -> int:
     """The stall report of the traces under ``paths``; returns the exit code.
 
     ``whatif``: also replay the run without its device-wide synchronizes (the ``whatif`` key
@@ -123,10 +140,18 @@ def run_report(paths: PathsLike, *, fmt: str = "table", output: Path | None = No
     critical path and drain across ranks (the ``cross_rank`` key, and ``comm_transfer_us``/
     ``comm_wait_us``/``bubble_us`` in each rank). ``strict``: 1 when a trace had warnings
     or skipped events, or ranks are missing. ``drop``: what the what-if drops (``--drop``).
+    ``dask``: read and analyze the ranks on that Dask cluster (``--dask``; default: local
+    processes); ``quiet``: no progress line.
     """
     check_format(Report, fmt)
-    rep = analyze(check_paths(paths), options, jobs=jobs, read=read,
-                  run=report_analyses(whatif, cross_rank, drop))
+    files = check_paths(paths)
+    backend = open_backend(jobs, dask)
+    try:
+        # the idle gaps travel back only for the page (its timeline) or run-level analyses
+        rep = analyze(files, options, read=read, run=report_analyses(whatif, cross_rank, drop),
+                      backend=backend, progress=_progress(quiet), keep_gaps=html is not None)
+    finally:
+        backend.close()
     write_text(render_text(rep, fmt), output)
     if html is not None:
         write_page(rep, html)
@@ -139,7 +164,7 @@ def run_report(paths: PathsLike, *, fmt: str = "table", output: Path | None = No
     if fmt != "table":  # the table shows them itself
         for p in problems:
             print(f"profplug: warning: {one_line(p)}", file=sys.stderr)
-    trace_problems = any(r.warnings or r.skipped for r in rep.ranks)
+    trace_problems = any(r.warnings or r.skipped for r in rep.ranks) or bool(rep.lost)
     if strict and (trace_problems or missing):
         print("profplug: --strict: the traces had warnings or skipped events", file=sys.stderr)
         return 1
@@ -164,7 +189,8 @@ def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | No
                 html: Path | None = None, options: StallOptions | None = None,
                 labels: tuple[str | None, str | None] = (None, None),
                 read: ReadOptions | None = None, whatif: bool | None = None,
-                cross_rank: bool = True) -> int:
+                cross_rank: bool = True, dask: str | None = None, quiet: bool = False,
+                jobs: int | None = None) -> int:
     """Two runs (see :func:`run_paths`) side by side per rank; returns the exit code.
 
     Each run's report is the one :func:`run_report` makes (``whatif`` and ``cross_rank``
@@ -174,8 +200,13 @@ def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | No
     opt = options or StallOptions()
     # the same analyses as `profplug report`, so each side is that run's report
     run = report_analyses(whatif, cross_rank)
-    rep_a = analyze(run_paths(run_a), opt, read=read, run=run)
-    rep_b = analyze(run_paths(run_b), opt, read=read, run=run)
+    paths_a, paths_b = run_paths(run_a), run_paths(run_b)
+    backend = open_backend(jobs, dask)
+    try:
+        rep_a, rep_b = (analyze(p, opt, read=read, run=run, backend=backend,
+                                progress=_progress(quiet)) for p in (paths_a, paths_b))
+    finally:
+        backend.close()
     cmp = compare(rep_a, rep_b, labels[0] or run_label(run_a), labels[1] or run_label(run_b))
     write_text(render_text(cmp, fmt), output)
     if html is not None:
@@ -226,7 +257,8 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
                output: Path | None = None, html: Path | None = None,
                options: StallOptions | None = None, jobs: int | None = None,
                unprofiled_us: float | str | None = None,
-               read: ReadOptions | None = None, unprofiled_ci: str | None = None) -> int:
+               read: ReadOptions | None = None, unprofiled_ci: str | None = None,
+               dask: str | None = None, quiet: bool = False) -> int:
     """Replay the run under ``paths`` without the chosen syncs; returns the exit code.
 
     ``html``: the full stall report of the run, with the what-if section in it.
@@ -242,7 +274,13 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
         raise ProfplugError("--unprofiled takes the measured unprofiled step time in us (> 0)")
     ci = parse_ci(unprofiled_ci, unprofiled_us)
     opt = options or StallOptions()
-    timelines = load_timelines(check_paths(paths), jobs=jobs, read=read)
+    files = check_paths(paths)
+    backend = open_backend(jobs, dask)
+    try:
+        timelines = load_timelines(files, read=read, backend=backend,
+                                   progress=_progress(quiet))
+    finally:
+        backend.close()
     res = (whatif(timelines, drop, opt) if unprofiled_us is None
            else whatif_unprofiled(timelines, unprofiled_us, drop, opt, step_ci_us=ci))
     write_text(render_text(res, fmt), output)

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import replace
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import TraceError
-from .cpus import usable_cpus
+from .dispatch import Backend, LocalBackend, RankTask, gather
+from .progress import Progress
 from .readers.base import ReadOptions
 from .readers.jsonblocks import kind_of
 from .readers.limits import max_decompressed
 from .readers.nsys_source import EXPORT_SUFFIXES, REPORT_SUFFIXES
 from .readers.registry import SUFFIXES, reader_for
+from .stalls import RankStalls, StallOptions
 from .timeline import Timeline
 
 SKIP_NAMES = ("run.json", "ab.json")  # what profplug run / profplug ab write beside traces
@@ -88,57 +89,87 @@ def _drop_unexported_twins(files: list[Path]) -> list[Path]:
             and not (f.name.endswith(gz_export) and stem(f) in plain)]
 
 
-def _read_one(args: tuple[Path, int, ReadOptions]) -> list[Timeline]:
-    path, index, options = args
-    reader = reader_for(path)
-    if reader is None:  # trace_files only yields readable names
-        raise TraceError(f"{path}: unknown trace format (expected {KNOWN_SUFFIXES})")
-    return reader.read(path, index, options)
+CACHE_ENV = "PROFPLUG_CACHE"  # the per-rank cache's folder when --cache is not given
 
 
-def load_timelines(paths: PathsLike, *, jobs: int | None = None,
-                   progress: bool | None = None, read: ReadOptions | None = None
-                   ) -> list[Timeline]:
-    """Read every trace under ``paths`` (one path or several); one Timeline per rank, sorted
-    by rank.
-
-    Files are parsed in parallel on up to ``jobs`` processes (default: the usable CPUs).
-    ``read`` goes to every reader (its ``max_decompressed`` default, from
-    ``$PROFPLUG_MAX_DECOMPRESSED``, is settled here, once). Raises TraceError when two files
-    claim the same rank.
-    """
-    files = trace_files(paths)
+def settled(read: ReadOptions | None) -> ReadOptions:
+    """``read`` with its documented defaults filled in, once, where loading starts:
+    ``--max-decompressed`` from ``$PROFPLUG_MAX_DECOMPRESSED``, the cache from
+    ``$PROFPLUG_CACHE``."""
     opt = read or ReadOptions()
     if opt.max_decompressed is None:
         opt = replace(opt, max_decompressed=max_decompressed())
-    work = [(f, i, opt) for i, f in enumerate(files)]
-    n_jobs = min(len(work), jobs or usable_cpus())
-    show = sys.stderr.isatty() if progress is None else progress
-    results: list[list[Timeline]] = []
-    if n_jobs <= 1:
-        for w in work:
-            results.append(_read_one(w))
-            _tick(show, len(results), len(work))
-    else:
-        with ProcessPoolExecutor(max_workers=n_jobs) as pool:
-            for r in pool.map(_read_one, work):
-                results.append(r)
-                _tick(show, len(results), len(work))
-    if show:
-        print(file=sys.stderr)
-    timelines = [t for r in results for t in r]
-    _check_unique_ranks(timelines)
-    return sorted(timelines, key=lambda t: t.rank)
+    if opt.cache_dir is None and os.environ.get(CACHE_ENV):
+        opt = replace(opt, cache_dir=os.environ[CACHE_ENV])
+    if opt.cache_dir is not None:  # the same folder for workers started elsewhere
+        opt = replace(opt, cache_dir=os.path.abspath(os.path.expanduser(opt.cache_dir)))
+    return opt
 
 
-def _tick(show: bool, done: int, total: int) -> None:
-    if show:
-        bar = "#" * (30 * done // max(total, 1))
-        print(f"\rreading traces [{bar:<30}] {done}/{total}", end="", file=sys.stderr)
+@dataclass
+class LoadedRanks:
+    """Every rank of a run, sorted by rank: its stall analysis (when asked for), its
+    Timeline (when kept), and the files lost with their worker (one line each)."""
+
+    stalls: list[RankStalls]
+    timelines: list[Timeline]
+    lost: list[str]
 
 
-def _check_unique_ranks(timelines: list[Timeline]) -> None:
-    seen: dict[int, Timeline] = {}
+def load_ranks(paths: PathsLike, *, read: ReadOptions | None = None,
+               stall: StallOptions | None = None, keep_timelines: bool = True,
+               backend: Backend | None = None, jobs: int | None = None,
+               progress: bool | None = None, keep_gaps: bool = True) -> LoadedRanks:
+    """Read every trace under ``paths`` and, with ``stall``, analyze each rank where it was
+    read; one task per file on ``backend`` (default: the local pool of up to ``jobs``
+    processes). ``keep_timelines`` False: only the per-rank results come back;
+    ``keep_gaps`` False: without their per-gap rows (``dispatch.RankTask``).
+    ``progress``: the progress line on stderr (default: when stderr is a terminal).
+    Raises TraceError when a file cannot be read, two files claim the same rank, or every
+    file was lost with its worker."""
+    files = trace_files(paths)
+    opt = settled(read)
+    tasks = [RankTask(f, i, opt, stall, keep_timelines, keep_gaps)
+             for i, f in enumerate(files)]
+    bar = Progress(len(files), sum(_size(f) for f in files),
+                   sys.stderr.isatty() if progress is None else progress)
+    try:
+        results = gather(tasks, backend or LocalBackend(jobs), on_done=bar.done)
+    finally:
+        bar.close()
+    lost = [r.lost for r in results if r.lost is not None]
+    if lost and len(lost) == len(results):
+        raise TraceError(lost[0])
+    stalls = sorted((s for r in results for s in r.stalls), key=lambda s: s.rank)
+    timelines = sorted((t for r in results for t in r.timelines), key=lambda t: t.rank)
+    _check_unique_ranks(timelines or stalls)
+    return LoadedRanks(stalls, timelines, lost)
+
+
+def _size(f: Path) -> int:
+    try:
+        return f.stat().st_size
+    except OSError:
+        return 0
+
+
+def load_timelines(paths: PathsLike, *, jobs: int | None = None,
+                   progress: bool | None = None, read: ReadOptions | None = None,
+                   backend: Backend | None = None) -> list[Timeline]:
+    """Read every trace under ``paths`` (one path or several); one Timeline per rank, sorted
+    by rank.
+
+    Files are parsed in parallel on up to ``jobs`` processes (default: the usable CPUs), or
+    on ``backend``. ``read`` goes to every reader (its ``max_decompressed`` default, from
+    ``$PROFPLUG_MAX_DECOMPRESSED``, and its cache, from ``$PROFPLUG_CACHE``, are settled
+    here, once). Raises TraceError when two files claim the same rank.
+    """
+    return load_ranks(paths, read=read, backend=backend, jobs=jobs,
+                      progress=progress).timelines
+
+
+def _check_unique_ranks(timelines: Sequence[Timeline | RankStalls]) -> None:
+    seen: dict[int, Timeline | RankStalls] = {}
     for t in timelines:
         if t.rank in seen:
             a, b = seen[t.rank], t

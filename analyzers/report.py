@@ -13,10 +13,11 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from . import observer
+from .dispatch import Backend
 from .gaps import CAUSES
 from .headline import headline, no_steps_warning
 from .isolate import isolated, label
-from .load import PathsLike, as_paths, load_timelines
+from .load import PathsLike, as_paths, load_ranks
 from .rankpool import analyze_ranks
 from .readers.base import ReadOptions
 from .sanity import check_sum_rule
@@ -60,6 +61,7 @@ class Report:
     meta: dict[str, Any] = field(default_factory=dict)  # run.json, when present
     run: dict[str, RunAnalysis] = field(default_factory=dict)  # run-level results, by key
     warnings: list[str] = field(default_factory=list)  # about the run, not one rank's trace
+    lost: list[str] = field(default_factory=list)  # files lost with their worker (also warned)
 
     def rank(self, r: int) -> RankStalls:
         for x in self.ranks:
@@ -122,18 +124,20 @@ def rank_dict(r: RankStalls) -> dict[str, Any]:
 
 
 def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | None = None,
-                      run: Iterable[RunAnalyzer] = (), steps: StepRule = DEFAULT_STEPS
-                      ) -> Report:
+                      run: Iterable[RunAnalyzer] = (), steps: StepRule = DEFAULT_STEPS,
+                      ranks: list[RankStalls] | None = None) -> Report:
     """Every rank's stall analysis, then each run-level analysis of ``run`` over all ranks.
 
     A run-level analysis that fails (any exception; a ProfplugError such as the what-if of
     traces without GPU work, or a bug) leaves one warning line naming it, not an exception
     (``isolate``); so do the call sites of a rank. ``steps``: the step rule the timelines
-    were read with (for the warning when no steps were found).
+    were read with (for the warning when no steps were found). ``ranks``: the stall
+    analyses when they were made where the ranks were read (``load.load_ranks``).
     """
     opt = options or StallOptions()
     tls = list(timelines)
-    ranks = analyze_ranks(tls, opt)  # big runs: a process per rank
+    if ranks is None:
+        ranks = analyze_ranks(tls, opt)  # big runs: a process per rank
     check_sum_rule(ranks)  # never print figures that do not add up
     rep = Report(ranks, opt)
     no_steps = no_steps_warning(rep.ranks, steps)
@@ -161,19 +165,30 @@ def callsite_failures(ranks: list[RankStalls]) -> list[str]:
 
 def analyze(paths: PathsLike, options: StallOptions | None = None, *,
             jobs: int | None = None, read: ReadOptions | None = None,
-            step_range: str | None = None, run: Iterable[RunAnalyzer] = ()) -> Report:
+            step_range: str | None = None, run: Iterable[RunAnalyzer] = (),
+            backend: Backend | None = None, progress: bool | None = None,
+            keep_gaps: bool = True) -> Report:
     """Read the traces under ``paths`` (a path, str or Path, or several) and attribute every
     rank's GPU idle time.
 
     ``run``: run-level analyses to add, e.g. ``[whatif_analysis()]`` (``profplug.analyzers.
-    whatif``); ``read``: options for the trace readers (the nsys executable, the step rule);
-    ``step_range``: the host range that marks a step, its name or ``re:REGEX`` (as
-    ``--step-range``; default ``ProfilerStep#N``, else ``profplug.step``).
+    whatif``); ``read``: options for the trace readers (the nsys executable, the step rule,
+    the cache); ``step_range``: the host range that marks a step, its name or ``re:REGEX``
+    (as ``--step-range``; default ``ProfilerStep#N``, else ``profplug.step``). Each rank is
+    read and analyzed on ``backend`` (``dispatch``; default: the local pool of ``jobs``
+    processes); its Timeline comes back only when ``run`` has an analysis. ``keep_gaps``
+    False: the ranks come without their idle gaps (``RankStalls.gaps`` empty: for a JSON,
+    table or CSV report without run-level analyses, which never read them).
     """
     files = as_paths(paths)
     read = (read or ReadOptions()).with_step_range(step_range)
-    rep = analyze_timelines(load_timelines(files, jobs=jobs, read=read), options, run,
-                            read.steps)
+    opt = options or StallOptions()
+    run = list(run)
+    got = load_ranks(files, read=read, stall=opt, keep_timelines=bool(run), backend=backend,
+                     jobs=jobs, progress=progress, keep_gaps=keep_gaps or bool(run))
+    rep = analyze_timelines(got.timelines, opt, run, read.steps, ranks=got.stalls)
+    rep.lost = got.lost
+    rep.warnings[:0] = got.lost
     rep.meta = find_run_meta(files)
     rep.warnings += observer.meta_warnings(rep.meta)
     return rep

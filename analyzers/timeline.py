@@ -51,7 +51,7 @@ import re
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, BinaryIO, ClassVar
 
 import numpy as np
 
@@ -178,8 +178,11 @@ class Timeline:
                "api_name": np.int32, "ann_name": np.int32, "comm_kind": np.int8,
                "comm_group": np.int32, "comm_name": np.int32, "comm_src": np.int8}
 
-    def save(self, path: str | Path) -> None:
-        """Write the timeline as a numpy ``.npz`` (arrays) with a JSON header; no pickle."""
+    def save(self, path: str | Path | BinaryIO, *, compress: bool = True) -> None:
+        """Write the timeline as a numpy ``.npz`` (arrays) with a JSON header; no pickle.
+
+        ``path`` may be an open binary file; ``compress=False`` stores the arrays as they
+        are (the per-rank cache: loading then costs a copy, no inflate)."""
         header = {
             "rank": self.rank, "source": self.source, "files": self.files,
             "rank_rule": self.rank_rule, "names": self.names, "warnings": self.warnings,
@@ -188,11 +191,15 @@ class Timeline:
         }
         arrays = {k: getattr(self, k) for k in self._ARRAYS}
         header_arr = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+        write = np.savez_compressed if compress else np.savez
+        if not isinstance(path, (str, Path)):
+            write(path, __header__=header_arr, **arrays)
+            return
         with open(path, "wb") as fh:
-            np.savez_compressed(fh, __header__=header_arr, **arrays)
+            write(fh, __header__=header_arr, **arrays)
 
     @classmethod
-    def load(cls, path: str | Path) -> Timeline:
+    def load(cls, path: str | Path | BinaryIO) -> Timeline:
         with np.load(path, allow_pickle=False) as z:
             header = json.loads(bytes(z["__header__"]).decode())
             # files saved before a table existed load with that table empty

@@ -3,7 +3,8 @@
 Readers are listed once, in ``registry.READERS``; ``load`` finds the reader of a file by its
 name there. ``ReadOptions`` travels with every read (also to the worker processes that read
 files in parallel), so nothing reaches a reader through the environment (but the documented
-defaults: `$PROFPLUG_NSYS`, `$PROFPLUG_MAX_DECOMPRESSED`, read where `load` starts).
+defaults: `$PROFPLUG_NSYS`, `$PROFPLUG_MAX_DECOMPRESSED`, `$PROFPLUG_CACHE`, read where
+`load` starts).
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ class ReadOptions:
     # most bytes a .gz may inflate to (``--max-decompressed``); None: the documented default
     # ($PROFPLUG_MAX_DECOMPRESSED, else 2 GiB; ``limits.max_decompressed``)
     max_decompressed: int | None = None
+    # the per-rank cache's folder (``--cache DIR``; ``readers.cache``); None: $PROFPLUG_CACHE
+    # when set (settled where ``load`` starts), else no cache
+    cache_dir: str | None = None
 
     def with_step_range(self, spec: str | None) -> ReadOptions:
         """These options with the step rule of ``--step-range SPEC`` (None: unchanged)."""
@@ -35,6 +39,10 @@ class ReadOptions:
         """These options with the budget of ``--max-decompressed SIZE`` (``"8G"``; None:
         unchanged); a bad size is a ProfplugError."""
         return self if size is None else replace(self, max_decompressed=parse_size(size))
+
+    def with_cache(self, folder: str | Path | None) -> ReadOptions:
+        """These options with the per-rank cache in ``folder`` (None: unchanged)."""
+        return self if folder is None else replace(self, cache_dir=str(folder))
 
 
 class Reader(Protocol):

@@ -216,6 +216,7 @@ class _Rows:
             self.pack()
             for k, parts in self.packed.items():
                 self.b.cols[k] = np.concatenate(parts) if parts else []  # type: ignore[assignment]
+                parts.clear()  # one column's parts at a time: the peak is not twice the rank
         tl = self.b.build(rank=rank, source="kineto", files=[str(path)], rank_rule=rule,
                           has_gpu_sync_records=self.has_sync,
                           metadata={"distributedInfo": dist,

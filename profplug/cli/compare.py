@@ -9,10 +9,14 @@ import typer
 from .main import app
 from .options import (
     DEFAULT_TOLERANCE_US,
+    Cache,
     CrossRank,
+    Dask,
     Html,
+    Jobs,
     MaxDecompressed,
     Output,
+    Quiet,
     StepRange,
     Tolerance,
 )
@@ -33,6 +37,10 @@ def compare(
     whatif: Annotated[bool | None, typer.Option(
         "--whatif/--no-whatif", help="Each run's what-if, as in `profplug report`.")] = None,
     cross_rank: CrossRank = True,
+    jobs: Jobs = None,
+    dask: Dask = None,
+    cache: Cache = None,
+    quiet: Quiet = False,
 ) -> None:
     """Two runs side by side per rank: step time, idle by cause, syncs, and deltas."""
     from profplug.analyzers.commands import run_compare
@@ -43,7 +51,8 @@ def compare(
                        options=StallOptions.from_tolerance_us(tolerance_us),
                        labels=(label_a, label_b),
                        read=ReadOptions().with_step_range(step_range)
-                       .with_max_decompressed(max_decompressed), whatif=whatif,
-                       cross_rank=cross_rank)
+                       .with_max_decompressed(max_decompressed).with_cache(cache),
+                       whatif=whatif, cross_rank=cross_rank, jobs=jobs, dask=dask,
+                       quiet=quiet)
     if code:
         raise typer.Exit(code)

@@ -31,3 +31,11 @@ Drop = Annotated[str, typer.Option(
 MaxDecompressed = Annotated[str | None, typer.Option(
     "--max-decompressed", help="Most bytes a .gz trace may inflate to (e.g. 8G; default 2G, "
                                "or $PROFPLUG_MAX_DECOMPRESSED).")]
+Dask = Annotated[str | None, typer.Option(
+    "--dask", help="Read and analyze the ranks on a Dask cluster: tcp://HOST:PORT, a "
+                   "scheduler file, or local[:N] (N local worker processes). Needs "
+                   "pip install 'profplug[dask]'. Default: local processes.")]
+Cache = Annotated[Path | None, typer.Option(
+    "--cache", help="Keep each rank's parsed timeline in this folder and reuse it while the "
+                    "trace is unchanged (default: $PROFPLUG_CACHE, else no cache).")]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress line on stderr.")]

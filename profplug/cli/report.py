@@ -10,12 +10,15 @@ import typer
 from .main import app
 from .options import (
     DEFAULT_TOLERANCE_US,
+    Cache,
     CrossRank,
+    Dask,
     Drop,
     Html,
     Jobs,
     MaxDecompressed,
     Output,
+    Quiet,
     StepRange,
     Tolerance,
 )
@@ -43,6 +46,9 @@ def report(
                        "then PATH).")] = None,
     step_range: StepRange = None,
     max_decompressed: MaxDecompressed = None,
+    dask: Dask = None,
+    cache: Cache = None,
+    quiet: Quiet = False,
 ) -> None:
     """Per-rank GPU idle time by cause, sync API and call site."""
     from profplug.analyzers.commands import run_report
@@ -53,8 +59,8 @@ def report(
     code = run_report(paths, fmt=fmt, output=output, html=html,
                       options=StallOptions.from_tolerance_us(tolerance_us),
                       read=ReadOptions(nsys=nsys).with_step_range(step_range)
-                      .with_max_decompressed(max_decompressed), jobs=jobs,
-                      whatif=whatif, strict=strict, cross_rank=cross_rank,
-                      drop=DropSpec(drop))
+                      .with_max_decompressed(max_decompressed).with_cache(cache), jobs=jobs,
+                      whatif=whatif, strict=strict, cross_rank=cross_rank, dask=dask,
+                      quiet=quiet, drop=DropSpec(drop))
     if code:
         raise typer.Exit(code)

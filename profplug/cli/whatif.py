@@ -10,11 +10,14 @@ import typer
 from .main import app
 from .options import (
     DEFAULT_TOLERANCE_US,
+    Cache,
+    Dask,
     Drop,
     Html,
     Jobs,
     MaxDecompressed,
     Output,
+    Quiet,
     StepRange,
     Tolerance,
 )
@@ -44,6 +47,9 @@ def whatif(
              "the prediction's change across it, as `ab --whatif` does.")] = None,
     step_range: StepRange = None,
     max_decompressed: MaxDecompressed = None,
+    dask: Dask = None,
+    cache: Cache = None,
+    quiet: Quiet = False,
 ) -> None:
     """Predict each rank's step time with the synchronizes made non-blocking."""
     from profplug.analyzers.commands import run_whatif
@@ -55,6 +61,7 @@ def whatif(
                       options=StallOptions.from_tolerance_us(tolerance_us), jobs=jobs,
                       unprofiled_us=unprofiled, unprofiled_ci=unprofiled_ci,
                       read=ReadOptions().with_step_range(step_range)
-                      .with_max_decompressed(max_decompressed))
+                      .with_max_decompressed(max_decompressed).with_cache(cache),
+                      dask=dask, quiet=quiet)
     if code:
         raise typer.Exit(code)

@@ -1,0 +1,166 @@
+"""Where ranks are read and analyzed: one task per trace file, mapped by a backend.
+
+A task is "read this file (through the per-rank cache), analyze each rank it holds, keep the
+timelines only if a run-level analysis needs them" (:func:`run_task`). A backend maps tasks
+and yields their results as they finish: :class:`LocalBackend` (this process, or a pool of
+local processes: the default) and ``daskpool.DaskBackend`` (the workers of a Dask cluster)
+are siblings behind one protocol; the analyses never know where they ran.
+
+What travels back (a :class:`FileResult`): per rank the ``RankStalls`` (per-gap and
+per-sync-call rows, never per event; its idle gaps only with ``keep_gaps``) and, only when
+``keep_timeline`` is set, the Timeline
+(run-level analyses, the what-if and the cross-rank matching, read every event). A worker
+that dies twice on a file (killed, out of memory) leaves ``FileResult.lost``: a one-line
+reason, and the rest of the run stands.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from ..errors import ProfplugError, TraceError
+from .cpus import usable_cpus
+from .gaps import Gaps
+from .rankpool import analyze_ranks
+from .readers.base import ReadOptions
+from .readers.cache import read_cached
+from .readers.registry import reader_for
+from .stalls import RankStalls, StallOptions
+from .timeline import Timeline
+
+_NONE = np.zeros(0, dtype=np.int64)
+NO_GAPS = Gaps(_NONE, _NONE, _NONE, _NONE, _NONE)  # what travels when the gaps are not used
+
+
+@dataclass(frozen=True)
+class RankTask:
+    """One trace file to read and analyze (the ``index``-th file of the run)."""
+
+    path: Path
+    index: int
+    read: ReadOptions
+    stall: StallOptions | None = None  # None: read only (no per-rank analysis)
+    keep_timeline: bool = True  # send the Timelines back (run-level analyses need them)
+    # send each rank's idle gaps back (RankStalls.gaps: one row per gap; the HTML timeline,
+    # gaps_frame and the cross-rank swimlane read them); False: an empty Gaps
+    keep_gaps: bool = True
+
+
+@dataclass
+class FileResult:
+    """What a task sends back: per rank of the file its stalls and (maybe) its Timeline."""
+
+    path: str
+    size_bytes: int
+    stalls: list[RankStalls] = field(default_factory=list)
+    timelines: list[Timeline] = field(default_factory=list)
+    n_ranks: int = 0
+    cached: bool = False  # read from the per-rank cache
+    error: ProfplugError | None = None  # the reader's one-line error (raised by the client)
+    lost: str | None = None  # the worker died twice: why, in one line
+
+
+def run_task(task: RankTask) -> FileResult:
+    """Read ``task.path`` and analyze each of its ranks (on whatever process runs it)."""
+    path = task.path
+    size = path.stat().st_size if path.is_file() else 0
+    reader = reader_for(path)
+    try:
+        if reader is None:  # trace_files only yields readable names
+            raise TraceError(f"{path}: unknown trace format")
+        tls, hit = read_cached(reader, path, task.index, task.read, task.read.cache_dir)
+        # several big ranks in one file (Nsight) read in this process: a fork per rank
+        stalls = [] if task.stall is None else analyze_ranks(tls, task.stall)
+        if not task.keep_gaps:
+            stalls = [replace(s, gaps=NO_GAPS) for s in stalls]
+    except ProfplugError as exc:  # a value, so that no backend retries a bad trace
+        return FileResult(str(path), size, error=exc)
+    return FileResult(str(path), size, stalls, tls if task.keep_timeline else [],
+                      len(tls), hit)
+
+
+TaskFn = Callable[[RankTask], FileResult]
+
+
+class Backend(Protocol):
+    """Maps a task function over tasks; yields ``(task index, result)`` as they finish."""
+
+    name: str
+
+    def map(self, fn: TaskFn, tasks: Sequence[RankTask]) -> Iterator[tuple[int, FileResult]]:
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+def lost(task: RankTask, why: str) -> FileResult:
+    """The result of a task whose worker died on its retry too."""
+    return FileResult(str(task.path), 0, lost=f"{task.path}: {why}; its ranks are not in "
+                                               "this report")
+
+
+class LocalBackend:
+    """This process (one task, or ``jobs`` 1), else a pool of up to ``jobs`` processes."""
+
+    name = "local"
+
+    def __init__(self, jobs: int | None = None) -> None:
+        self.jobs = jobs
+
+    def map(self, fn: TaskFn, tasks: Sequence[RankTask]) -> Iterator[tuple[int, FileResult]]:
+        n = min(len(tasks), self.jobs or usable_cpus())
+        if n <= 1 or mp.parent_process() is not None:
+            for i, t in enumerate(tasks):
+                yield i, fn(t)
+            return
+        broken: list[int] = []
+        yield from _pooled(fn, tasks, range(len(tasks)), n, broken)
+        for i in broken:  # the pool broke (a worker died): each such file once more, alone
+            again: list[int] = []
+            yield from _pooled(fn, tasks, [i], 1, again)
+            if again:
+                yield i, lost(tasks[i], "the worker process died twice reading it (killed, "
+                                        "or out of memory)")
+
+    def close(self) -> None:
+        pass
+
+
+def _pooled(fn: TaskFn, tasks: Sequence[RankTask], which: Sequence[int], n: int,
+            broken: list[int]) -> Iterator[tuple[int, FileResult]]:
+    """Run ``tasks[which]`` on ``n`` processes; those lost with a broken pool go to
+    ``broken``."""
+    with ProcessPoolExecutor(max_workers=n) as pool:
+        pending: dict[Future[FileResult], int] = {pool.submit(fn, tasks[i]): i for i in which}
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                i = pending.pop(fut)
+                try:
+                    yield i, fut.result()
+                except BrokenProcessPool:
+                    broken.append(i)
+
+
+def gather(tasks: Sequence[RankTask], backend: Backend, *, fn: TaskFn = run_task,
+           on_done: Callable[[FileResult], None] | None = None) -> list[FileResult]:
+    """Every task's result, in task order. A reader's error is raised here once every task
+    is done: the error of the first file in order, as in one process."""
+    out: list[FileResult | None] = [None] * len(tasks)
+    for i, res in backend.map(fn, tasks):
+        out[i] = res
+        if on_done is not None:
+            on_done(res)
+    for r in out:
+        if r is not None and r.error is not None:
+            raise r.error
+    return [r for r in out if r is not None]

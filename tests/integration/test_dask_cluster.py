@@ -1,0 +1,111 @@
+"""``--dask``: a LocalCluster of 2 worker processes gives the local report of 16 synthetic
+ranks, and a worker killed on one file costs that file a retry, then a one-line error,
+while the other ranks stand. (dask[distributed] comes with the test extra.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import cloudpickle
+import pytest
+from pipeline_synth import PipelineSpec, write
+from profplug.analyzers.commands import report_analyses, run_report
+from profplug.analyzers.daskpool import DaskBackend, parse_local
+from profplug.analyzers.dispatch import FileResult, RankTask, gather, run_task
+from profplug.analyzers.load import load_timelines
+from profplug.analyzers.readers.base import ReadOptions
+from profplug.analyzers.report import Report, analyze
+from profplug.analyzers.stalls import StallOptions
+from profplug.analyzers.whatif import whatif
+
+from profplug.errors import ProfplugError
+
+TIMES = re.compile(r'"(replay_s|analysis_s)": [0-9.eE+-]+')  # wall times inside the JSON
+
+
+def report_json(rep: Report) -> str:
+    """The JSON report with its wall-time fields zeroed (they differ from run to run)."""
+    return TIMES.sub(r'"\1": 0', json.dumps(rep.to_dict(), sort_keys=True))
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests/
+
+
+@pytest.fixture(scope="module")
+def run16(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    files, _ = write(PipelineSpec(stages=4, tp=4, steps=3), tmp_path_factory.mktemp("p16"))
+    return files
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[DaskBackend]:
+    backend = DaskBackend("local:2")
+    try:
+        yield backend
+    finally:
+        backend.close()
+
+
+def test_a_local_cluster_gives_the_local_report(run16: list[Path],
+                                                cluster: DaskBackend) -> None:
+    run = report_analyses(None)
+    local = analyze(run16, run=run, jobs=1, progress=False)
+    dask = analyze(run16, run=run, backend=cluster, progress=False)
+    assert [r.rank for r in dask.ranks] == list(range(16))
+    assert "whatif" in dask.run and "cross_rank" in dask.run
+    assert report_json(dask) == report_json(local)
+
+
+def test_the_whatif_of_timelines_read_on_the_cluster_is_the_local_one(
+        run16: list[Path], cluster: DaskBackend) -> None:
+    here = load_timelines(run16, jobs=1, progress=False)
+    there = load_timelines(run16, backend=cluster, progress=False)
+
+    def js(tls: list) -> str:  # type: ignore[type-arg]
+        return TIMES.sub("", json.dumps(whatif(tls).to_dict(), sort_keys=True))
+
+    assert js(there) == js(here)
+
+
+def _dies_on_rank5(task: RankTask) -> FileResult:
+    """Kill the worker that reads rank5.json (each attempt leaves a file)."""
+    if task.path.name == "rank5.json":
+        marks = task.path.parent / "attempts"
+        marks.mkdir(exist_ok=True)
+        (marks / f"{os.getpid()}").touch()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return run_task(task)
+
+
+def test_a_killed_worker_costs_a_retry_then_a_per_rank_error(run16: list[Path],
+                                                             cluster: DaskBackend) -> None:
+    tasks = [RankTask(f, i, ReadOptions(), StallOptions(), False) for i, f in enumerate(run16)]
+    res = gather(tasks, cluster, fn=_dies_on_rank5)
+    assert len(list((run16[0].parent / "attempts").iterdir())) == 2  # tried, then retried
+    lost = [r.lost for r in res if r.lost]
+    assert lost == [f"{run16[5]}: the Dask worker running it died twice (killed, or out of "
+                    "memory); its ranks are not in this report"]
+    assert sorted(s.rank for r in res for s in r.stalls) == [r for r in range(16) if r != 5]
+
+
+def test_addresses() -> None:
+    assert parse_local("local") == 0 and parse_local("local:3") == 3
+    assert parse_local("tcp://h:8786") is None
+    with pytest.raises(ProfplugError, match="local:N needs a number of workers"):
+        parse_local("local:x")
+    with pytest.raises(ProfplugError, match="not a scheduler address"):
+        DaskBackend("/no/such/scheduler.json")
+
+
+@pytest.mark.slow
+def test_profplug_report_dask_local(run16: list[Path], capsys: pytest.CaptureFixture[str]
+                                    ) -> None:
+    assert run_report(run16, fmt="json", dask="local:2", quiet=True) == 0
+    there = TIMES.sub("", capsys.readouterr().out)
+    assert run_report(run16, fmt="json", jobs=1, quiet=True) == 0
+    assert TIMES.sub("", capsys.readouterr().out) == there

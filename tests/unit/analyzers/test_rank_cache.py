@@ -1,0 +1,169 @@
+"""The per-rank cache: a second read of unchanged traces parses nothing and gives the same
+report; any change to the trace, the reader or the read options is a miss."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from pipeline_synth import PipelineSpec, write
+from profplug.analyzers.commands import report_analyses
+from profplug.analyzers.load import load_ranks
+from profplug.analyzers.readers import cache, registry
+from profplug.analyzers.readers.base import ReadOptions
+from profplug.analyzers.report import analyze
+from profplug.analyzers.stalls import StallOptions
+from test_dispatch import TIMES, report_json
+
+
+@pytest.fixture
+def run4(tmp_path: Path) -> list[Path]:
+    files, _ = write(PipelineSpec(stages=4, steps=3), tmp_path / "traces")
+    return files
+
+
+@pytest.fixture
+def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The files the Kineto reader really parsed (in this process: jobs=1)."""
+    seen: list[str] = []
+    real = registry.KinetoReader.read
+
+    def counting(self, path, index, options):  # type: ignore[no-untyped-def]
+        seen.append(path.name)
+        return real(self, path, index, options)
+
+    monkeypatch.setattr(registry.KinetoReader, "read", counting)
+    return seen
+
+
+def test_second_report_reads_the_cache_and_is_the_same(run4: list[Path], tmp_path: Path,
+                                                       parses: list[str]) -> None:
+    store = tmp_path / "cache"
+    read = ReadOptions(cache_dir=str(store))
+    run = report_analyses(None)
+    first = analyze(run4, read=read, run=run, jobs=1, progress=False)
+    assert parses == [f.name for f in run4]
+    entries = sorted(p.name for p in store.iterdir())
+    assert len(entries) == 4 and all(n.startswith("rank") and n.endswith(".npz")
+                                     for n in entries)
+    assert sorted(p.name for p in run4[0].parent.iterdir()) == [f.name for f in run4]
+    parses.clear()
+    again = analyze(run4, read=read, run=run, jobs=1, progress=False)
+    assert parses == []  # nothing parsed
+    assert report_json(again) == report_json(first)
+
+
+def test_a_changed_trace_misses(run4: list[Path], tmp_path: Path, parses: list[str]) -> None:
+    read = ReadOptions(cache_dir=str(tmp_path / "cache"))
+    load_ranks(run4, read=read, jobs=1, progress=False)
+    parses.clear()
+    # same size and mtime, one byte of the head changed: the content hash misses
+    f = run4[1]
+    st = f.stat()
+    data = bytearray(f.read_bytes())
+    data[1] = ord(" ") if data[1] != ord(" ") else ord("\n")
+    f.write_bytes(bytes(data))
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    # a newer mtime on another file misses too
+    os.utime(run4[2], ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    load_ranks(run4, read=read, jobs=1, progress=False)
+    assert parses == [run4[1].name, run4[2].name]
+
+
+def test_a_reader_change_or_other_read_options_miss(run4: list[Path], tmp_path: Path,
+                                                    parses: list[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    read = ReadOptions(cache_dir=str(tmp_path / "cache"))
+    load_ranks(run4[:1], read=read, jobs=1, progress=False)
+    parses.clear()
+    load_ranks(run4[:1], read=read.with_step_range("re:Profiler.*"), jobs=1, progress=False)
+    assert parses == ["rank0.json"]
+    monkeypatch.setattr(cache, "reader_fingerprint", lambda: "a-new-reader")
+    load_ranks(run4[:1], read=read, jobs=1, progress=False)
+    assert parses == ["rank0.json", "rank0.json"]
+
+
+def test_the_fingerprint_covers_the_reader_sources() -> None:
+    src = Path(cache.__file__).parent
+    assert (src / "kineto.py").is_file() and len(cache.reader_fingerprint()) == 16
+    assert cache.reader_fingerprint() == cache.reader_fingerprint()
+
+
+def test_a_damaged_entry_is_a_miss_and_is_rewritten(run4: list[Path], tmp_path: Path,
+                                                    parses: list[str]) -> None:
+    store = tmp_path / "cache"
+    read = ReadOptions(cache_dir=str(store))
+    want = load_ranks(run4[:1], read=read, stall=StallOptions(), jobs=1, progress=False)
+    (entry,) = store.iterdir()
+    entry.write_bytes(entry.read_bytes()[:100])  # torn (what the rename prevents)
+    parses.clear()
+    got = load_ranks(run4[:1], read=read, stall=StallOptions(), jobs=1, progress=False)
+    assert parses == ["rank0.json"]
+    assert got.stalls[0].gpu_time() == want.stalls[0].gpu_time()
+    assert cache.load_entry(entry) is not None  # written whole again
+    assert [p.name for p in store.iterdir()] == [entry.name]  # no temporary file left
+
+
+def test_the_environment_variable_turns_it_on(run4: list[Path], tmp_path: Path,
+                                              parses: list[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROFPLUG_CACHE", str(tmp_path / "envcache"))
+    load_ranks(run4[:2], jobs=1, progress=False)
+    load_ranks(run4[:2], jobs=1, progress=False)
+    assert parses == ["rank0.json", "rank1.json"]
+    assert len(list((tmp_path / "envcache").iterdir())) == 2
+
+
+def test_a_cache_folder_that_cannot_be_written_only_costs_time(run4: list[Path],
+                                                              tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    read = ReadOptions(cache_dir=str(blocker / "cache"))
+    got = load_ranks(run4[:1], read=read, jobs=1, progress=False)
+    assert [t.rank for t in got.timelines] == [0]
+
+
+def test_an_entry_holds_every_rank_of_a_file_in_order(tmp_path: Path) -> None:
+    from profplug.analyzers.timeline import Timeline
+
+    tls = [Timeline(rank=r, source="nsys", files=["x"], names=[f"n{r}"]) for r in (3, 1, 2)]
+    cache.save_entry(tmp_path / "e.npz", tls)
+    back = cache.load_entry(tmp_path / "e.npz")
+    assert back is not None and [(t.rank, t.names) for t in back] == [(3, ["n3"]), (1, ["n1"]),
+                                                                       (2, ["n2"])]
+    assert json.loads(json.dumps([t.files for t in back])) == [["x"]] * 3
+
+
+def test_cli_cache_quiet_and_bad_dask_address(run4: list[Path], tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from profplug.cli.main import main
+
+    d, store = str(run4[0].parent), tmp_path / "c"
+    for cmd in (["report", d, "-f", "json", "--no-whatif"], ["whatif", d, "-f", "json"],
+                ["compare", d, d, "-f", "json", "--no-whatif"]):
+        assert main([*cmd, "--cache", str(store), "-q"]) == 0
+        first = capsys.readouterr()
+        assert main([*cmd, "--cache", str(store), "--quiet"]) == 0
+        again = capsys.readouterr()
+        assert TIMES.sub("", again.out) == TIMES.sub("", first.out)
+        assert "reading traces" not in first.err + again.err
+    assert len(list(store.iterdir())) == 4  # one entry per trace, shared by the commands
+    assert main(["report", d, "--dask", "local:0"]) == 2
+    assert capsys.readouterr().err.strip() == ("profplug: error: --dask local:0: local:N needs "
+                                               "a number of workers >= 1")
+    assert main(["whatif", d, "--dask", str(tmp_path / "nope.json")]) == 2
+    assert "not a scheduler address (tcp://host:port), a scheduler file or local[:N]" in (
+        capsys.readouterr().err)
+
+
+def test_the_cache_folder_is_made_absolute(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from profplug.analyzers.load import settled
+
+    monkeypatch.chdir(tmp_path)
+    assert settled(ReadOptions(cache_dir="c")).cache_dir == str(tmp_path / "c")
+    monkeypatch.setenv("PROFPLUG_CACHE", "e")
+    assert settled(None).cache_dir == str(tmp_path / "e")
+    assert settled(ReadOptions(cache_dir="/x")).cache_dir == "/x"  # the option wins

@@ -155,6 +155,9 @@ def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | No
     rep_a = analyze(run_paths(run_a), opt, read=read, run=run)
     rep_b = analyze(run_paths(run_b), opt, read=read, run=run)
     cmp = compare(rep_a, rep_b, labels[0] or run_label(run_a), labels[1] or run_label(run_b))
+    if fmt != "table":  # the table leads with them itself
+        for m in cmp.mismatches:
+            print(f"profplug: warning: {one_line(m)}", file=sys.stderr)
     write_text(render_text(cmp, fmt), output)
     if html is not None:
         write_page(cmp, html)

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ..gaps import CAUSES
 from .bars_svg import bars_svg
+from .compare_html import answer_html
+from .compare_html import header_html as compare_header_html
 from .escape import e, script_json
 from .timeline_data import MAX_GAPS_PER_ROW, row_label, timeline_data
 
@@ -257,11 +259,15 @@ def render_html(rep: Report, out: TextIO, *, compare: Comparison | None = None,
     title = ("profplug compare: " + compare.label_a + " vs " + compare.label_b
              if compare is not None else "profplug stall report")
     sources = sorted({r.source for _, x in runs for r in x.ranks})
-    body = [f"<h1>{e(title)}</h1><p class=\"sub\">{n_ranks} rank(s) · "
-            f"{e('/'.join(sources) or '-')} · tolerance {rep.options.tolerance_ns / 1000:g} us"
-            " · times in us</p>", headline_html(rep, compare), warnings_html(runs)]
-    if compare is not None:
-        body.append(compare_html(compare))
+    # warnings about the input come before the finding they qualify
+    if compare is None:
+        body = [f"<h1>{e(title)}</h1><p class=\"sub\">{n_ranks} rank(s) · "
+                f"{e('/'.join(sources) or '-')} · tolerance "
+                f"{rep.options.tolerance_ns / 1000:g} us · times in us</p>",
+                warnings_html(runs), headline_html(rep, compare)]
+    else:  # the answer first, then the comparison per rank
+        body = [f"<h1>{e(title)}</h1>", compare_header_html(compare), warnings_html(runs),
+                answer_html(compare), compare_html(compare)]
     body.append("<h2>Per rank</h2>" + summary_html(runs))
     body += top
     if tl["rows"]:

@@ -59,10 +59,13 @@ def _report_page(rep: Report, out: TextIO) -> None:
 
 
 def _compare_page(cmp: Comparison, out: TextIO) -> None:
-    sections = [f'<div class="run" data-run="{e(label)}"><p class="run-label">run '
-                f"<b>{e(label)}</b></p>{_section(a)}</div>"
+    # each run's own sections (what-if, cross-rank), collapsed: the page leads with the
+    # answer and stays short
+    sections = [f'<details class="run" data-run="{e(label)}"><summary>run <b>{e(label)}</b>: '
+                f"{e(', '.join(a.key for a in rep.run.values()))}</summary>"
+                + "".join(_section(a) for a in rep.run.values()) + "</details>"
                 for label, rep in ((cmp.label_a, cmp.report_a), (cmp.label_b, cmp.report_b))
-                for a in rep.run.values()]
+                if rep.run]
     html.render_html(cmp.report_a, out, compare=cmp, sections=sections)
 
 

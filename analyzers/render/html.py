@@ -26,22 +26,20 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..gaps import CAUSES
-from .bars_svg import bars_svg
+from .bars_svg import bars_svg, used_parts
 from .compare_html import answer_html
 from .compare_html import header_html as compare_header_html
 from .escape import e, script_json
+from .palette import COLORS, legend_html
 from .timeline_data import MAX_GAPS_PER_ROW, row_label, timeline_data
 
 if TYPE_CHECKING:
     from ..compare import Comparison
     from ..report import Report
 
-__all__ = ["MAX_GAPS_PER_ROW", "e", "render_html", "script_json", "timeline_data"]
+__all__ = ["COLORS", "MAX_GAPS_PER_ROW", "e", "render_html", "script_json", "timeline_data"]
 
 MAX_CALLSITES_PER_RANK = 200
-COLORS = {"compute": "#4c78a8", "comm": "#72b7b2", "busy": "#4c78a8",
-          "device_sync": "#e45756", "event_sync": "#f58518", "host_bound": "#b279a2",
-          "other": "#9d9d9d", "stream_wait": "#54a24b"}
 _MARK = re.compile(r"\{\{(\w+)\}\}")
 EPOCH_KEYS = ("started", "ended", "start", "end", "time")  # run.json times, epoch seconds
 
@@ -230,15 +228,14 @@ def meta_html(d: dict[str, Any]) -> str:
 
 
 def timeline_html(notes: list[str]) -> str:
-    legend = "".join(f'<span class="key"><i style="background:{COLORS[k]}"></i>{e(name)}</span>'
-                     for k, name in (("busy", "busy"), *((c, c) for c in CAUSES)))
-    legend += '<span class="key"><b class="tick"></b>step start</span>'
+    legend = legend_html(("busy", *CAUSES), {"busy": "busy (compute + NCCL)"})
+    legend = legend[:-len("</div>")] + '<span class="key"><b class="tick"></b>step start</span>'
     return ('<h2>Timeline</h2><p class="sub">GPU busy and idle per rank and device, idle '
             "coloured by cause. It opens on a few steps: drag the plot to pan, Ctrl+wheel to "
             "zoom, drag or resize the window in the strip below it to move along the whole "
             "run; hover an idle gap for its duration, sync API and call site.</p>"
             + "".join(f'<p class="note">{e(n)}</p>' for n in notes)
-            + f'<div class="legend">{legend}</div><div class="tl-tools">'
+            + f'{legend}</div><div class="tl-tools">'
             '<button data-view="steps">a few steps</button><button data-view="all">whole '
             'window</button><button data-view="in">zoom in</button><button data-view="out">'
             'zoom out</button></div><div id="timeline" class="timeline"><canvas id="tl-main">'
@@ -274,9 +271,11 @@ def render_html(rep: Report, out: TextIO, *, compare: Comparison | None = None,
         body.append(timeline_html(tl_notes))
     svg = bars_svg(runs, COLORS)
     if svg:
-        body.append('<h2>GPU window by cause</h2><p class="sub">compute + comm + idle by '
-                    "cause = the GPU window; the green line under a bar is the stream wait "
-                    "(event waits on the GPU), which overlaps them.</p>" + svg)
+        body.append('<h2>GPU window by cause</h2><p class="sub">compute + NCCL (split into '
+                    "transfer and peer wait where the cross-rank analysis ran) + idle by "
+                    "cause = the GPU window; the line under a bar is the stream wait (event "
+                    "waits on the GPU), which overlaps them.</p>"
+                    + legend_html([*used_parts(runs), "stream_wait"]) + svg)
     body.append('<h2>Costliest call sites</h2><p class="sub">click a header to sort</p>'
                 + callsites_html(runs))
     body.append("<h2>Sync APIs</h2>" + syncs_html(runs))

@@ -44,7 +44,7 @@ COLORS: dict[str, str] = {
     # compare's answer
     "predicted": "#6a3d9a",
     "measured": "#17becf",
-    "run_a": "#7f7f7f",
+    "run_a": "#525252",
     "run_b": "#393b79",
 }
 

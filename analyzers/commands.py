@@ -13,6 +13,7 @@ from pathlib import Path
 from ..errors import ProfplugError, TraceError, one_line
 from .compare import Comparison, compare
 from .crossrank import cross_rank_analysis
+from .hostonly import host_only
 from .load import PathsLike, as_paths, load_timelines
 from .readers.base import ReadOptions
 from .render.registry import PAGE, check_format, render_text
@@ -84,6 +85,7 @@ def report_analyses(whatif: bool | None, cross_rank: bool = True) -> list[RunAna
     analysis unless ``cross_rank`` is False."""
     run: list[RunAnalyzer] = [] if whatif is False else [
         whatif_analysis() if whatif else whatif_if_cheap]
+    run = [host_only, *run]  # a run without GPU work: what it has (None otherwise)
     return [*run, cross_rank_analysis()] if cross_rank else run
 
 

@@ -31,6 +31,7 @@ from .compare_html import answer_html
 from .compare_html import header_html as compare_header_html
 from .escape import e, script_json
 from .palette import COLORS, legend_html
+from .table import input_warnings
 from .timeline_data import MAX_GAPS_PER_ROW, row_label, timeline_data
 
 if TYPE_CHECKING:
@@ -171,7 +172,10 @@ def headline_html(rep: Report, cmp: Comparison | None) -> str:
 
 
 def warnings_html(runs: list[tuple[str, Report]]) -> str:
-    items = [f"{label + ': ' if label else ''}{w}" for label, rep in runs for w in rep.warnings]
+    """The input's warnings (truncated traces, skipped events: before the finding they
+    qualify), then the run's."""
+    items = [f"{label + ': ' if label else ''}{w}" for label, rep in runs
+             for w in [*input_warnings(rep), *rep.warnings]]
     if not items:
         return ""
     return '<ul id="warnings">' + "".join(f"<li>{e(i)}</li>" for i in items) + "</ul>"
@@ -184,10 +188,6 @@ def notes_html(runs: list[tuple[str, Report]]) -> str:
             who = row_label(label, r.rank)
             items += [f"{who}: other: {n} gap(s): {reason}"
                       for reason, n in r.other_reasons.items()]
-            items += [f"{who}: warning: {w}" for w in r.warnings]
-            if r.skipped:
-                items.append(f"{who}: skipped events: "
-                             + ", ".join(f"{k}: {v}" for k, v in r.skipped.items()))
             if not r.has_gpu_work:
                 items.append(f"{who}: no GPU work in this rank's trace")
     if not items:
@@ -265,6 +265,13 @@ def render_html(rep: Report, out: TextIO, *, compare: Comparison | None = None,
     else:  # the answer first, then the comparison per rank
         body = [f"<h1>{e(title)}</h1>", compare_header_html(compare), warnings_html(runs),
                 answer_html(compare), compare_html(compare)]
+    gpu = any(r.has_gpu_work for _, x in runs for r in x.ranks)
+    if not gpu:  # a short page: what there is (the host-only section), notes, metadata
+        body += [*top, notes_html(runs), *sections]
+        body += [_meta(label, x) for label, x in runs if x.meta]
+        _write(out, title, body, {"causes": list(CAUSES), "colors": COLORS,
+                                  "timeline": tl})
+        return
     body.append("<h2>Per rank</h2>" + summary_html(runs))
     body += top
     if tl["rows"]:
@@ -281,12 +288,17 @@ def render_html(rep: Report, out: TextIO, *, compare: Comparison | None = None,
     body.append("<h2>Sync APIs</h2>" + syncs_html(runs))
     body.append(notes_html(runs))
     body += sections
-    for label, x in runs:
-        if x.meta:
-            body.append(f"<details class=\"meta\"><summary>Run metadata"
-                        f"{' · ' + e(label) if label else ''} (run.json)</summary>"
-                        + meta_html(x.meta) + "</details>")
-    data = {"causes": list(CAUSES), "colors": COLORS, "timeline": tl}
+    body += [_meta(label, x) for label, x in runs if x.meta]
+    _write(out, title, body, {"causes": list(CAUSES), "colors": COLORS, "timeline": tl})
+
+
+def _meta(label: str, rep: Report) -> str:
+    return (f"<details class=\"meta\"><summary>Run metadata"
+            f"{' · ' + e(label) if label else ''} (run.json)</summary>"
+            + meta_html(rep.meta) + "</details>")
+
+
+def _write(out: TextIO, title: str, body: list[str], data: dict[str, Any]) -> None:
     parts = {"TITLE": e(title), "BODY": "\n".join(b for b in body if b),
              "DATA": script_json(data), "APPJS": _template("report.js")}
     out.write(_MARK.sub(lambda m: parts[m.group(1)], _template("report.html")))

@@ -17,6 +17,7 @@ from ...errors import ProfplugError
 from ..ab.result import AbResult
 from ..compare import Comparison
 from ..crossrank.result import CrossRankResult
+from ..hostonly import HostOnlyResult
 from ..report import Report, RunAnalysis
 from ..whatif.result import WhatIfResult
 from . import (
@@ -26,6 +27,7 @@ from . import (
     crossrank_html,
     crossrank_table,
     csvout,
+    hostonly_render,
     html,
     jsonout,
     table,
@@ -39,7 +41,7 @@ Renderer = Callable[[Any, TextIO], None]
 PAGE = "html"  # written with --html, not chosen with --format
 # Run-level results whose page section goes right after the summary, in this order (the
 # others follow the notes): the what-if holds the answer, then the cross-rank bubbles.
-TOP_SECTIONS = ("whatif", "cross_rank")
+TOP_SECTIONS = ("host_only", "whatif", "cross_rank")
 
 
 def _report_table(rep: Report, out: TextIO) -> None:
@@ -86,6 +88,9 @@ RENDERERS: dict[tuple[type, str], Renderer] = {
     (CrossRankResult, "table"): crossrank_table.render_crossrank_table,
     (CrossRankResult, "json"): jsonout.render_run_json,
     (CrossRankResult, "html"): crossrank_html.render_crossrank_html,
+    (HostOnlyResult, "table"): hostonly_render.render_hostonly_table,
+    (HostOnlyResult, "json"): jsonout.render_run_json,
+    (HostOnlyResult, "html"): hostonly_render.render_hostonly_html,
 }
 
 

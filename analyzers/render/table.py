@@ -36,7 +36,11 @@ def _clip(s: str, n: int) -> str:
 def render_table(rep: Report, out: TextIO) -> None:
     out = PrintableWriter(out)  # type: ignore[assignment]  # trace strings: no escapes
     w = out.write
-    for line in textwrap.wrap(rep.headline(), WIDTH):  # the finding first
+    for msg in input_warnings(rep):  # what the input lacks qualifies the finding: first
+        for line in textwrap.wrap(msg, WIDTH, initial_indent="warning: ",
+                                  subsequent_indent="  "):
+            w(line + "\n")
+    for line in textwrap.wrap(rep.headline(), WIDTH):  # then the finding
         w(line + "\n")
     for msg in rep.warnings:
         for line in textwrap.wrap(msg, WIDTH, initial_indent="warning: ",
@@ -62,6 +66,18 @@ def render_table(rep: Report, out: TextIO) -> None:
           f"{_pct(ic['other'], win):>6}\n")
     for r in rep.ranks:
         _rank_detail(r, out)
+
+
+def input_warnings(rep: Report) -> list[str]:
+    """Per rank, the warnings about its trace (truncated, unreadable parts) and the events
+    it skipped: shown before the finding, which they qualify."""
+    out = []
+    for r in rep.ranks:
+        out += [f"rank {r.rank}: {m}" for m in r.warnings]
+        if r.skipped:
+            out.append(f"rank {r.rank}: skipped events: "
+                       + ", ".join(f"{k}: {v}" for k, v in r.skipped.items()))
+    return out
 
 
 def _rank_detail(r: RankStalls, out: TextIO) -> None:
@@ -110,7 +126,5 @@ def _rank_detail(r: RankStalls, out: TextIO) -> None:
             w(f"{_clip(site, 48):<48} {c.count:>6} {_num(c.idle_caused_us):>11} "
               f"{per:>10}\n")
             w(f"  {_clip(c.api, 76)}\n")
-    if r.skipped:
-        w("skipped events: " + ", ".join(f"{k}: {v}" for k, v in r.skipped.items()) + "\n")
-    for msg in r.warnings:
-        w(f"warning: {msg}\n")
+    if r.skipped or r.warnings:
+        w("input warnings: at the top\n")

@@ -14,6 +14,7 @@ from ..errors import ProfplugError, TraceError, one_line
 from .compare import Comparison, compare
 from .crossrank import cross_rank_analysis
 from .hostonly import host_only
+from .libwarnings import own_warnings
 from .load import PathsLike, as_paths, load_timelines
 from .readers.base import ReadOptions
 from .render.registry import PAGE, check_format, render_text
@@ -89,6 +90,7 @@ def report_analyses(whatif: bool | None, cross_rank: bool = True) -> list[RunAna
     return [*run, cross_rank_analysis()] if cross_rank else run
 
 
+@own_warnings
 def run_report(paths: PathsLike, *, fmt: str = "table", output: Path | None = None,
                html: Path | None = None, options: StallOptions | None = None,
                read: ReadOptions | None = None, jobs: int | None = None,
@@ -140,6 +142,7 @@ def run_label(run: str) -> str:
     return p.name if p.is_dir() else p.name.split(".")[0]
 
 
+@own_warnings
 def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | None = None,
                 html: Path | None = None, options: StallOptions | None = None,
                 labels: tuple[str | None, str | None] = (None, None),
@@ -166,6 +169,7 @@ def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | No
     return 0
 
 
+@own_warnings
 def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "table",
                output: Path | None = None, html: Path | None = None,
                options: StallOptions | None = None, jobs: int | None = None,

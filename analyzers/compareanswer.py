@@ -12,8 +12,9 @@ measured Y (the 95% CI when B is a ``profplug ab`` run, else B's per-step spread
 
 **Mismatches** (:func:`mismatches`): one line per way the runs differ that makes their
 difference say something else than the policy's effect: the command (run.json), the rank
-count, the steps in the window, the GPU work per step (busy us/step differing by more than
-``SHAPE_RATIO``: another shape or model).
+count, the steps in the window, the GPU compute per step (compute us/step: kernels other
+than NCCL, whose time includes waiting for a peer; differing by more than ``SHAPE_RATIO``:
+another shape or model).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from .stepstats import center
 if TYPE_CHECKING:
     from .report import Report
 
-SHAPE_RATIO = 1.5  # busy GPU time per step differing by more: another shape
+SHAPE_RATIO = 1.5  # GPU compute time per step differing by more: another shape
 
 
 @dataclass(frozen=True)
@@ -141,8 +142,8 @@ def _command(rep: Report) -> list[str] | None:
     return [str(x) for x in cmd] if isinstance(cmd, list) else None
 
 
-def _busy_per_step(rep: Report) -> float | None:
-    vals = [r.gpu_time().busy_us / r.steps.n_steps for r in rep.ranks
+def _compute_per_step(rep: Report) -> float | None:
+    vals = [r.gpu_time().compute_us / r.steps.n_steps for r in rep.ranks
             if r.steps is not None and r.steps.n_steps]
     return max(vals) if vals else None
 
@@ -168,8 +169,8 @@ def mismatches(rep_a: Report, rep_b: Report, label_a: str = "A", label_b: str = 
     elif sa and abs(sa - sb) > max(1, 0.1 * max(sa, sb)):
         out.append(f"the runs have different step counts ({label_a}: {sa}, "
                    f"{label_b}: {sb} steps in the window)")
-    ba, bb = _busy_per_step(rep_a), _busy_per_step(rep_b)
+    ba, bb = _compute_per_step(rep_a), _compute_per_step(rep_b)
     if ba and bb and max(ba, bb) > SHAPE_RATIO * min(ba, bb):
-        out.append(f"the runs do different GPU work per step ({label_a}: {ba:,.0f} us busy, "
-                   f"{label_b}: {bb:,.0f} us busy): another shape or model?")
+        out.append(f"the runs do different GPU work per step ({label_a}: {ba:,.0f} us of "
+                   f"compute, {label_b}: {bb:,.0f} us): another shape or model?")
     return out

@@ -58,8 +58,10 @@ LABELS: dict[str, str] = {
     "run_a": "run A steps", "run_b": "run B steps",
 }
 
-RANK_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-               "#7f7f7f", "#bcbd22", "#17a589")
+# dark hues no quantity above uses (navy, magenta, olive, brown, ...): a rank's line is never
+# read as an idle cause
+RANK_COLORS = ("#0b3d91", "#c51b7d", "#4d9221", "#8c510a", "#01665e", "#762a83", "#b35806",
+               "#2d004b", "#7f3b08", "#276419")
 GREY = "#9d9d9d"
 
 

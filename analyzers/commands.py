@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..errors import ProfplugError, TraceError, one_line
 from .compare import Comparison, compare
+from .compareab import AbComparison, compare_ab, device_step, is_ab_dir, pick_policy
 from .crossrank import cross_rank_analysis
 from .hostonly import host_only
 from .libwarnings import own_warnings
@@ -153,6 +154,9 @@ def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | No
     Each run's report is the one :func:`run_report` makes (``whatif`` and ``cross_rank``
     as there).
     """
+    if is_ab_dir(run_b):  # B measured by profplug ab: the what-if against its CI
+        return _compare_with_ab(run_a, run_b, fmt=fmt, output=output, html=html,
+                                options=options, labels=labels, read=read)
     check_format(Comparison, fmt)
     opt = options or StallOptions()
     # the same analyses as `profplug report`, so each side is that run's report
@@ -166,6 +170,32 @@ def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | No
     write_text(render_text(cmp, fmt), output)
     if html is not None:
         write_page(cmp, html)
+    return 0
+
+
+def _compare_with_ab(run_a: str, run_b: str, *, fmt: str, output: Path | None,
+                     html: Path | None, options: StallOptions | None,
+                     labels: tuple[str | None, str | None], read: ReadOptions | None) -> int:
+    """``compare A AB_DIR``: A's what-if at ab's unprofiled device step against ab's
+    measured policy (``compareab``)."""
+    from .ab.command import _load
+
+    check_format(AbComparison, fmt)
+    if html is not None:
+        raise ProfplugError("compare A AB_DIR: no page (--html) yet; `profplug ab-report "
+                            "AB_DIR --html` draws ab's")
+    doc = _load(Path(run_b))
+    policy = pick_policy(doc)
+    dev_us, dev_ci = device_step(doc)
+    opt = options or StallOptions()
+
+    def unprofiled(timelines: list[Timeline], o: StallOptions) -> WhatIfResult:
+        return whatif_unprofiled(timelines, dev_us, DropSpec(), o, step_ci_us=dev_ci)
+
+    rep_a = analyze(run_paths(run_a), opt, read=read, run=[unprofiled])
+    res = compare_ab(rep_a, doc, labels[0] or run_label(run_a), labels[1] or run_label(run_b),
+                     policy, dev_us)
+    write_text(render_text(res, fmt), output)
     return 0
 
 

@@ -16,6 +16,7 @@ from typing import Any, TextIO
 from ...errors import ProfplugError
 from ..ab.result import AbResult
 from ..compare import Comparison
+from ..compareab import AbComparison
 from ..crossrank.result import CrossRankResult
 from ..hostonly import HostOnlyResult
 from ..report import Report, RunAnalysis
@@ -24,6 +25,7 @@ from . import (
     ab_html,
     ab_table,
     compare_table,
+    compareab_table,
     crossrank_html,
     crossrank_table,
     csvout,
@@ -79,6 +81,8 @@ RENDERERS: dict[tuple[type, str], Renderer] = {
     (Comparison, "table"): compare_table.render_compare_table,
     (Comparison, "json"): jsonout.render_json,
     (Comparison, "html"): _compare_page,
+    (AbComparison, "table"): compareab_table.render_compareab_table,
+    (AbComparison, "json"): jsonout.render_json,
     (WhatIfResult, "table"): whatif_table.render_whatif_table,
     (WhatIfResult, "json"): jsonout.render_run_json,
     (WhatIfResult, "html"): whatif_html.render_whatif_html,

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -107,3 +108,27 @@ def test_unrelated_runs_are_named_before_the_answer() -> None:
         "the runs ran different commands", "the runs have different rank counts",
         "the runs have different step counts", "the runs do different GPU work per step"]
     assert "(decode: 2, waits: 1)" in lines[1] and "(decode: 20, waits: 10 steps" in lines[2]
+
+
+@pytest.mark.skipif(not (SAMPLES / "ab_h200_decode_loop").is_dir(), reason="no samples")
+def test_compare_with_an_ab_dir_uses_its_ci(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    # given the traced device run and the ab directory of the same job
+    ab = SAMPLES / "ab_h200_decode_loop"
+    out = tmp_path / "c.json"
+    assert main(["compare", str(ab / "traced_device"), str(ab), "-f", "json", "-o",
+                 str(out)]) == 0
+    doc = json.loads(out.read_text())
+    stored = json.loads((ab / "ab.json").read_text())
+    ans = doc["answer"]
+    # then A's what-if is made at ab's unprofiled device step (as `ab --whatif` did) and
+    # set against ab's event median and its 95% CI over rounds
+    assert doc["calibrated_on_us"] == stored["summary"]["device"]["median_step_us"]
+    assert ans["predicted_us"] == pytest.approx(stored["whatif"]["predicted_step_us"], abs=0.01)
+    assert (ans["measured_us"], [ans["measured_lo_us"], ans["measured_hi_us"]]) == (
+        stored["summary"]["event"]["median_step_us"], stored["summary"]["event"]["ci95_us"])
+    assert ans["measured_by"] == "95% CI over 5 rounds" and ans["error_pct"] == -1.917
+    main(["compare", str(ab / "traced_device"), str(ab)])
+    table = capsys.readouterr().out
+    assert "measured 461 us/step (95% CI over 5 rounds 452-465): error\n  -1.9%" in table
+    assert max(len(line) for line in table.splitlines()) <= 80

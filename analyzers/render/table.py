@@ -37,9 +37,7 @@ def render_table(rep: Report, out: TextIO) -> None:
     out = PrintableWriter(out)  # type: ignore[assignment]  # trace strings: no escapes
     w = out.write
     for msg in input_warnings(rep):  # what the input lacks qualifies the finding: first
-        for line in textwrap.wrap(msg, WIDTH, initial_indent="warning: ",
-                                  subsequent_indent="  "):
-            w(line + "\n")
+        w(f"warning: {msg}\n")  # one line each (greppable), as before
     for line in textwrap.wrap(rep.headline(), WIDTH):  # then the finding
         w(line + "\n")
     for msg in rep.warnings:

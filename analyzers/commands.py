@@ -12,7 +12,14 @@ from pathlib import Path
 
 from ..errors import ProfplugError, TraceError, one_line
 from .compare import Comparison, compare
-from .compareab import AbComparison, compare_ab, device_step, is_ab_dir, pick_policy
+from .compareab import (
+    AbComparison,
+    compare_ab,
+    device_step,
+    is_ab_dir,
+    load_ab,
+    pick_policy,
+)
 from .crossrank import cross_rank_analysis
 from .hostonly import host_only
 from .libwarnings import own_warnings
@@ -178,13 +185,11 @@ def _compare_with_ab(run_a: str, run_b: str, *, fmt: str, output: Path | None,
                      labels: tuple[str | None, str | None], read: ReadOptions | None) -> int:
     """``compare A AB_DIR``: A's what-if at ab's unprofiled device step against ab's
     measured policy (``compareab``)."""
-    from .ab.command import _load
-
     check_format(AbComparison, fmt)
     if html is not None:
         raise ProfplugError("compare A AB_DIR: no page (--html) yet; `profplug ab-report "
                             "AB_DIR --html` draws ab's")
-    doc = _load(Path(run_b))
+    doc = load_ab(Path(run_b))
     policy = pick_policy(doc)
     dev_us, dev_ci = device_step(doc)
     opt = options or StallOptions()

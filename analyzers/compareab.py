@@ -10,11 +10,13 @@ without the device-wide synchronizes) at its median over rounds and 95% CI. Time
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import ProfplugError
+from .ab.result import SCHEMA_VERSION
 from .compareanswer import Answer, whatif_answer_ab
 
 if TYPE_CHECKING:
@@ -46,6 +48,22 @@ class AbComparison:
 
 def is_ab_dir(run: str) -> bool:
     return (Path(run) / "ab.json").is_file()
+
+
+def load_ab(out: Path) -> dict[str, Any]:
+    """``out/ab.json`` as a dict (a one-line ProfplugError when it is not one ab wrote)."""
+    path = out / "ab.json"
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ProfplugError(f"{path}: unreadable ({exc})") from None
+    if not isinstance(doc, dict) or not doc.get("policies") or not isinstance(
+            doc.get("summary"), dict):
+        raise ProfplugError(f"{path}: not an ab.json (no policies or summary)")
+    if doc.get("version") != SCHEMA_VERSION:
+        raise ProfplugError(f"{path}: ab.json version {doc.get('version')!r} (this profplug "
+                            f"reads version {SCHEMA_VERSION})")
+    return doc
 
 
 def pick_policy(doc: dict[str, Any], policy: str | None = None) -> str:

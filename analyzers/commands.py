@@ -186,9 +186,6 @@ def _compare_with_ab(run_a: str, run_b: str, *, fmt: str, output: Path | None,
     """``compare A AB_DIR``: A's what-if at ab's unprofiled device step against ab's
     measured policy (``compareab``)."""
     check_format(AbComparison, fmt)
-    if html is not None:
-        raise ProfplugError("compare A AB_DIR: no page (--html) yet; `profplug ab-report "
-                            "AB_DIR --html` draws ab's")
     doc = load_ab(Path(run_b))
     policy = pick_policy(doc)
     dev_us, dev_ci = device_step(doc)
@@ -201,6 +198,8 @@ def _compare_with_ab(run_a: str, run_b: str, *, fmt: str, output: Path | None,
     res = compare_ab(rep_a, doc, labels[0] or run_label(run_a), labels[1] or run_label(run_b),
                      policy, dev_us)
     write_text(render_text(res, fmt), output)
+    if html is not None:
+        write_page(res, html)
     return 0
 
 

@@ -36,6 +36,7 @@ class AbComparison:
     answer: Answer
     ab_verdict: str  # ab's own verdict line for the policy
     calibrated_on_us: float  # ab's device median
+    round_medians_us: list[float]  # the policy's median step per round (ok rounds)
 
     def to_dict(self) -> dict[str, Any]:
         return {"version": 1, "kind": "compare-ab", "a": {"label": self.label_a},
@@ -43,7 +44,8 @@ class AbComparison:
                 "calibrated_on_us": round(self.calibrated_on_us, 3),
                 "answer": {**self.answer.to_dict(),
                            "sentence": self.answer.sentence(self.label_a, self.label_b)},
-                "ab_verdict": self.ab_verdict}
+                "ab_verdict": self.ab_verdict,
+                "round_medians_us": [round(x, 3) for x in self.round_medians_us]}
 
 
 def is_ab_dir(run: str) -> bool:
@@ -100,5 +102,6 @@ def compare_ab(rep_a: Report, doc: dict[str, Any], label_a: str, label_b: str,
         raise ProfplugError(f"{label_a}: no per-step what-if to compare with ab (does the run "
                             "have step ranges?)")
     s = (doc.get("summary") or {}).get(policy) or {}
+    rounds = [float(x) for x in s.get("round_medians_us") or [] if isinstance(x, (int, float))]
     return AbComparison(label_a, label_b, policy, rep_a, ans, str(s.get("verdict") or ""),
-                        calibrated_on_us)
+                        calibrated_on_us, rounds)

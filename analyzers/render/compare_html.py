@@ -7,6 +7,7 @@ browser tests read.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from ..compare import Comparison
     from ..report import Report
 
-WIDTH, LABEL_W, ROW_H, TOP, AXIS_H = 760, 150, 30, 8, 28
+WIDTH, LABEL_W, ROW_H, TOP, AXIS_H = 760, 150, 30, 8, 36
 
 
 def _run_desc(label: str, rep: Report) -> str:
@@ -46,6 +47,33 @@ def _ticks(lo: float, hi: float) -> list[float]:
     return [float(x) for x in np.arange(first, hi + step / 2, step) if lo <= x <= hi]
 
 
+def scale(vals: list[float]) -> tuple[float, float, Callable[[float], float]]:
+    """The axis' range (5% padding, from 0 at least) and the us -> x mapping."""
+    lo, hi = min(vals), max(vals)
+    pad = 0.05 * (hi - lo) if hi > lo else 0.05 * hi or 1.0
+    lo, hi = max(0.0, lo - pad), hi + pad
+    plot_w = WIDTH - LABEL_W - 20
+
+    def sx(v: float) -> float:
+        return LABEL_W + (v - lo) / (hi - lo) * plot_w
+
+    return lo, hi, sx
+
+
+def axis_svg(lo: float, hi: float, sx: Callable[[float], float], base: float
+             ) -> tuple[str, float]:
+    """The us axis at height ``base`` with its ticks and unit; and the figure's height."""
+    right = WIDTH - 20
+    axis = [f'<line x1="{LABEL_W}" y1="{base}" x2="{right}" y2="{base}" stroke="#999"/>']
+    for t in _ticks(lo, hi):
+        axis.append(f'<line x1="{sx(t):.1f}" y1="{base}" x2="{sx(t):.1f}" y2="{base + 4}" '
+                    f'stroke="#999"/><text x="{sx(t):.1f}" y="{base + 16}" '
+                    f'text-anchor="middle">{t:,.0f}</text>')
+    h = base + AXIS_H
+    axis.append(f'<text x="{right}" y="{h - 1}" text-anchor="end">us per step</text>')
+    return "".join(axis), h
+
+
 def figure_svg(cmp: Comparison) -> str:
     """Per-step distributions of A and B, A's prediction with its band (when A has a
     what-if), on one axis in us/step."""
@@ -57,13 +85,7 @@ def figure_svg(cmp: Comparison) -> str:
     vals = [*xa.tolist(), *xb.tolist()]
     if ans is not None:
         vals += [ans.predicted_lo_us, ans.predicted_hi_us]
-    lo, hi = min(vals), max(vals)
-    pad = 0.05 * (hi - lo) if hi > lo else 0.05 * hi or 1.0
-    lo, hi = max(0.0, lo - pad), hi + pad
-    plot_w = WIDTH - LABEL_W - 20
-
-    def sx(v: float) -> float:
-        return LABEL_W + (v - lo) / (hi - lo) * plot_w
+    lo, hi, sx = scale(vals)
 
     rows: list[tuple[str, str]] = []
     out: list[str] = []
@@ -82,11 +104,11 @@ def figure_svg(cmp: Comparison) -> str:
                    f"<title>{e(name)}: median {med:,.1f} us</title></line>")
 
     y = TOP + ROW_H / 2
-    rows.append((f"{cmp.label_a}: steps", "run_a"))
+    rows.append(("A: steps", "run_a"))
     strip(y, xa, "run_a", f"{cmp.label_a} step")
     if ans is not None:
         y += ROW_H
-        rows.append((f"{cmp.label_a}: what-if", "predicted"))
+        rows.append(("A: what-if", "predicted"))
         c = COLORS["predicted"]
         out.append(f'<rect x="{sx(ans.predicted_lo_us):.1f}" y="{y - 6}" width="'
                    f'{sx(ans.predicted_hi_us) - sx(ans.predicted_lo_us):.1f}" height="12" '
@@ -96,7 +118,7 @@ def figure_svg(cmp: Comparison) -> str:
                    f'class="predicted"><title>predicted {ans.predicted_us:,.1f} us</title>'
                    "</circle>")
     y += ROW_H
-    rows.append((f"{cmp.label_b}: steps", "run_b"))
+    rows.append(("B: steps", "run_b"))
     strip(y, xb, "run_b", f"{cmp.label_b} step")
     if ans is not None:
         c = COLORS["measured"]
@@ -105,19 +127,10 @@ def figure_svg(cmp: Comparison) -> str:
                    f'class="measured"><title>measured {ans.measured_us:,.1f} us</title></line>')
     labels = "".join(f'<text x="{LABEL_W - 8}" y="{TOP + ROW_H / 2 + i * ROW_H + 4}" '
                      f'text-anchor="end">{e(name)}</text>' for i, (name, _) in enumerate(rows))
-    base = TOP + ROW_H * len(rows) + 4
-    axis = [f'<line x1="{LABEL_W}" y1="{base}" x2="{LABEL_W + plot_w}" y2="{base}" '
-            'stroke="#999"/>']
-    for t in _ticks(lo, hi):
-        axis.append(f'<line x1="{sx(t):.1f}" y1="{base}" x2="{sx(t):.1f}" y2="{base + 4}" '
-                    f'stroke="#999"/><text x="{sx(t):.1f}" y="{base + 16}" '
-                    f'text-anchor="middle">{t:,.0f}</text>')
-    h = base + AXIS_H
+    axis, h = axis_svg(lo, hi, sx, TOP + ROW_H * len(rows) + 4)
     return (f'<svg class="cmp-plot" width="{WIDTH}" height="{h}" viewBox="0 0 {WIDTH} {h}" '
             'role="img" aria-label="per-step times of both runs and the prediction">'
-            + labels + "".join(out) + "".join(axis)
-            + f'<text x="{LABEL_W + plot_w}" y="{h - 1}" text-anchor="end">us per step'
-            "</text></svg>")
+            + labels + "".join(out) + axis + "</svg>")
 
 
 def answer_html(cmp: Comparison) -> str:
@@ -147,7 +160,7 @@ def answer_html(cmp: Comparison) -> str:
     svg = figure_svg(cmp)
     if svg:
         keys = ["run_a", *(["predicted", "measured"] if ans is not None else []), "run_b"]
-        labels = {"run_a": f"{cmp.label_a} steps", "run_b": f"{cmp.label_b} steps"}
+        labels = {"run_a": f"A ({cmp.label_a}) steps", "run_b": f"B ({cmp.label_b}) steps"}
         out.append(f'<figure id="answer-figure"{attrs}>{svg}{legend_html(keys, labels)}'
                    "<figcaption class=\"sub\">dots: one step each (the pipeline's slowest rank);"
                    " shaded: the middle half; thick line: median</figcaption></figure>")

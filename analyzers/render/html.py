@@ -244,24 +244,26 @@ def timeline_html(notes: list[str]) -> str:
 
 # ------------------------------------------------------------------------------- entry
 def render_html(rep: Report, out: TextIO, *, compare: Comparison | None = None,
-                sections: Sequence[str] = (), top: Sequence[str] = ()) -> None:
+                sections: Sequence[str] = (), top: Sequence[str] = (),
+                lead: Sequence[str] = (), title: str | None = None) -> None:
     """Write the report (or, with ``compare``, both runs and the comparison) as one page.
 
     ``top``: HTML of run-level results shown right after the summary (the what-if);
-    ``sections``: the other run-level results, after the notes.
+    ``sections``: the other run-level results, after the notes; ``lead``: HTML that takes
+    the headline's place (``compare A AB_DIR``: the answer), with the page's ``title``.
     """
     runs = _runs(rep, compare)
     tl, tl_notes = timeline_data(runs)
     n_ranks = sum(len(r.ranks) for _, r in runs)
-    title = ("profplug compare: " + compare.label_a + " vs " + compare.label_b
-             if compare is not None else "profplug stall report")
+    title = title or ("profplug compare: " + compare.label_a + " vs " + compare.label_b
+                      if compare is not None else "profplug stall report")
     sources = sorted({r.source for _, x in runs for r in x.ranks})
     # warnings about the input come before the finding they qualify
     if compare is None:
-        body = [f"<h1>{e(title)}</h1><p class=\"sub\">{n_ranks} rank(s) · "
-                f"{e('/'.join(sources) or '-')} · tolerance "
+        body = [f"<h1>{e(title)}</h1><p class=\"sub\">{n_ranks} rank"
+                f"{'' if n_ranks == 1 else 's'} · {e('/'.join(sources) or '-')} · tolerance "
                 f"{rep.options.tolerance_ns / 1000:g} us · times in us</p>",
-                warnings_html(runs), headline_html(rep, compare)]
+                warnings_html(runs), *(lead or [headline_html(rep, compare)])]
     else:  # the answer first, then the comparison per rank
         body = [f"<h1>{e(title)}</h1>", compare_header_html(compare), warnings_html(runs),
                 answer_html(compare), compare_html(compare)]

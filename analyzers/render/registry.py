@@ -25,6 +25,7 @@ from . import (
     ab_html,
     ab_table,
     compare_table,
+    compareab_html,
     compareab_table,
     crossrank_html,
     crossrank_table,
@@ -73,6 +74,11 @@ def _compare_page(cmp: Comparison, out: TextIO) -> None:
     html.render_html(cmp.report_a, out, compare=cmp, sections=sections)
 
 
+def _compareab_page(cmp: AbComparison, out: TextIO) -> None:
+    compareab_html.render_compareab_html(
+        cmp, out, top=[_section(a) for a in cmp.report_a.run.values()])
+
+
 RENDERERS: dict[tuple[type, str], Renderer] = {
     (Report, "table"): _report_table,
     (Report, "json"): jsonout.render_json,
@@ -83,6 +89,7 @@ RENDERERS: dict[tuple[type, str], Renderer] = {
     (Comparison, "html"): _compare_page,
     (AbComparison, "table"): compareab_table.render_compareab_table,
     (AbComparison, "json"): jsonout.render_json,
+    (AbComparison, "html"): _compareab_page,
     (WhatIfResult, "table"): whatif_table.render_whatif_table,
     (WhatIfResult, "json"): jsonout.render_run_json,
     (WhatIfResult, "html"): whatif_html.render_whatif_html,

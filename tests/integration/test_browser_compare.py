@@ -49,3 +49,26 @@ def test_compare_page_first_figure_is_the_answer(chromium: str, tmp_path: Path  
     assert 'data-key="predicted"' in legend and 'data-key="measured"' in legend
     assert "A = device: 2 ranks (kineto) · B = event: 2 ranks (kineto)" in html.unescape(dom)
     assert "rank(s)" not in dom
+
+
+@pytest.mark.skipif(not (SAMPLES / "ab_h200_decode_loop").is_dir(), reason="no samples")
+def test_compare_with_ab_page_first_figure(chromium: str, tmp_path: Path  # noqa: F811
+                                           ) -> None:
+    # given `profplug compare TRACED AB_DIR` (B measured by profplug ab: its CI)
+    ab = SAMPLES / "ab_h200_decode_loop"
+    page, doc = tmp_path / "cab.html", tmp_path / "cab.json"
+    assert main(["compare", str(ab / "traced_device"), str(ab), "--html", str(page), "-f",
+                 "json", "-o", str(doc)]) == 0
+    answer = json.loads(doc.read_text())["answer"]
+    dom = open_page(chromium, page, tmp_path, "--dump-dom").stdout
+    # then the first figure is the prediction against ab's CI: -1.9%, measured inside the band
+    fig = re.search(r"<figure ([^>]*)>", dom)
+    assert fig is not None and 'id="answer-figure"' in fig.group(1)
+    attrs = dict(re.findall(r'data-([\w-]+)="([^"]*)"', fig.group(1)))
+    assert float(attrs["predicted-us"]) == pytest.approx(answer["predicted_us"], abs=1e-3)
+    assert float(attrs["measured-us"]) == pytest.approx(461.04, abs=1e-3)
+    assert float(attrs["error-pct"]) == pytest.approx(-1.917, abs=1e-3)
+    line = re.search(r'<p id="answer-line">(.*?)</p>', dom, re.S)
+    assert line is not None and "(95% CI over 5 rounds 452-465): error -1.9%" in html.unescape(
+        line.group(1))
+    assert dom.index('id="answer-figure"') < dom.index('id="summary"')

@@ -70,7 +70,7 @@ def axis_svg(lo: float, hi: float, sx: Callable[[float], float], base: float
                     f'stroke="#999"/><text x="{sx(t):.1f}" y="{base + 16}" '
                     f'text-anchor="middle">{t:,.0f}</text>')
     h = base + AXIS_H
-    axis.append(f'<text x="{right}" y="{h - 1}" text-anchor="end">us per step</text>')
+    axis.append(f'<text x="{right}" y="{h - 6}" text-anchor="end">us per step</text>')
     return "".join(axis), h
 
 

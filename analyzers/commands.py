@@ -78,9 +78,11 @@ def check_paths(paths: PathsLike, error: type[ProfplugError] = TraceError) -> li
 
 
 def whatif_if_cheap(timelines: list[Timeline], options: StallOptions) -> WhatIfResult | None:
-    """The what-if of a report by default: run when the run has at most
+    """The what-if of a report by default (None without GPU work): run when the run has at most
     ``WHATIF_AUTO_MAX_EVENTS`` API calls + GPU ops (~2 us each); else a ProfplugError saying
     so, which the report keeps as a warning."""
+    if not any(t.n_gpu for t in timelines):  # nothing to replay: the host-only summary
+        return None
     n = sum(t.n_gpu + int(t.api_start_ns.size) for t in timelines)
     if n > WHATIF_AUTO_MAX_EVENTS:
         raise ProfplugError(f"what-if not run by default on {n:,} events (over "
@@ -94,7 +96,7 @@ def report_analyses(whatif: bool | None, cross_rank: bool = True) -> list[RunAna
     analysis unless ``cross_rank`` is False."""
     run: list[RunAnalyzer] = [] if whatif is False else [
         whatif_analysis() if whatif else whatif_if_cheap]
-    run = [host_only, *run]  # a run without GPU work: what it has (None otherwise)
+    run = [*run, host_only]  # a run without GPU work: what it has (None otherwise)
     return [*run, cross_rank_analysis()] if cross_rank else run
 
 

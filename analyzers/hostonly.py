@@ -93,3 +93,6 @@ def host_only(timelines: list[Timeline], options: object = None) -> HostOnlyResu
     if not timelines or any(tl.n_gpu for tl in timelines):
         return None
     return HostOnlyResult([host_rank(tl) for tl in sorted(timelines, key=lambda t: t.rank)])
+
+
+host_only.label = "host-only summary"  # type: ignore[attr-defined]  # its warning's name

@@ -3,6 +3,7 @@ host step times, the p2p calls and the syncs issued. Times in us."""
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING, TextIO
 
 from .escape import e
@@ -33,7 +34,8 @@ HEAD = ["rank", "source", "steps", "step us", "min us", "max us", "p2p calls", "
 
 def render_hostonly_table(res: HostOnlyResult, out: TextIO) -> None:
     w = out.write
-    w(INTRO + f" (step us: {res.statistic} over non-outlier steps)\n")
+    w("\n".join(textwrap.wrap(INTRO + f" (step us: {res.statistic} over non-outlier steps)",
+                             80)) + "\n")
     for r in res.ranks:
         c = _cells(r)
         w(f"  rank {c[0]} ({c[1]}): {c[2]} steps, step {c[3]} us (min {c[4]}, max {c[5]})\n"

@@ -48,6 +48,8 @@ def render_table(rep: Report, out: TextIO) -> None:
     sources = sorted({r.source for r in rep.ranks})
     w(f"profplug stall report · {len(rep.ranks)} rank(s) · {'/'.join(sources) or '-'} · "
       f"tolerance {rep.options.tolerance_ns / 1000:g} us\n\n")
+    if not any(r.has_gpu_work for r in rep.ranks):  # the host-only section says the rest
+        return
     w("GPU idle by cause, % of each rank's GPU window\n")
     w(f"{'rank':>4} {'window us':>11} {'step us':>9} {'busy':>6} {'idle':>6} "
       f"{'dev_sync':>8} {'evt_sync':>8} {'host':>6} {'other':>6}\n")

@@ -12,8 +12,18 @@ from pathlib import Path
 
 from ..errors import ProfplugError, TraceError, one_line
 from .compare import Comparison, compare
+from .compareab import (
+    AbComparison,
+    compare_ab,
+    device_step,
+    is_ab_dir,
+    load_ab,
+    pick_policy,
+)
 from .crossrank import cross_rank_analysis
 from .dispatch import Backend, LocalBackend
+from .hostonly import host_only
+from .libwarnings import own_warnings
 from .load import PathsLike, as_paths, load_timelines
 from .observer import untraced_step_us
 from .readers.base import ReadOptions
@@ -95,9 +105,11 @@ def _progress(quiet: bool) -> bool | None:
 def whatif_if_cheap(timelines: list[Timeline], options: StallOptions,
                     drop: DropSpec | None = None,
                     ranks: list[RankStalls] | None = None) -> WhatIfResult | None:
-    """The what-if of a report by default: run when the run has at most
+    """The what-if of a report by default (None without GPU work): run when the run has at most
     ``WHATIF_AUTO_MAX_EVENTS`` API calls + GPU ops (~2 us each); else a ProfplugError saying
     so, which the report keeps as a warning."""
+    if not any(t.n_gpu for t in timelines):  # nothing to replay: the host-only summary
+        return None
     n = sum(t.n_gpu + int(t.api_start_ns.size) for t in timelines)
     if n > WHATIF_AUTO_MAX_EVENTS:
         raise ProfplugError(f"what-if not run by default on {n:,} events (over "
@@ -122,9 +134,11 @@ def report_analyses(whatif: bool | None, cross_rank: bool = True,
 
     run: list[RunAnalyzer] = [] if whatif is False else [
         whatif_analysis(drop) if whatif else cheap]
+    run = [*run, host_only]  # a run without GPU work: what it has (None otherwise)
     return [*run, cross_rank_analysis()] if cross_rank else run
 
 
+@own_warnings
 def run_report(paths: PathsLike, *, fmt: str = "table", output: Path | None = None,
                html: Path | None = None, options: StallOptions | None = None,
                read: ReadOptions | None = None, jobs: int | None = None,
@@ -185,6 +199,7 @@ def run_label(run: str) -> str:
     return p.name if p.is_dir() else p.name.split(".")[0]
 
 
+@own_warnings
 def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | None = None,
                 html: Path | None = None, options: StallOptions | None = None,
                 labels: tuple[str | None, str | None] = (None, None),
@@ -196,6 +211,9 @@ def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | No
     Each run's report is the one :func:`run_report` makes (``whatif`` and ``cross_rank``
     as there).
     """
+    if is_ab_dir(run_b):  # B measured by profplug ab: the what-if against its CI
+        return _compare_with_ab(run_a, run_b, fmt=fmt, output=output, html=html,
+                                options=options, labels=labels, read=read)
     check_format(Comparison, fmt)
     opt = options or StallOptions()
     # the same analyses as `profplug report`, so each side is that run's report
@@ -208,6 +226,9 @@ def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | No
     finally:
         backend.close()
     cmp = compare(rep_a, rep_b, labels[0] or run_label(run_a), labels[1] or run_label(run_b))
+    if fmt != "table":  # the table leads with them itself
+        for m in cmp.mismatches:
+            print(f"profplug: warning: {one_line(m)}", file=sys.stderr)
     write_text(render_text(cmp, fmt), output)
     if html is not None:
         write_page(cmp, html)
@@ -253,6 +274,30 @@ def parse_ci(text: str | None, step_us: float | None) -> tuple[float, float] | N
     return lo, hi
 
 
+def _compare_with_ab(run_a: str, run_b: str, *, fmt: str, output: Path | None,
+                     html: Path | None, options: StallOptions | None,
+                     labels: tuple[str | None, str | None], read: ReadOptions | None) -> int:
+    """``compare A AB_DIR``: A's what-if at ab's unprofiled device step against ab's
+    measured policy (``compareab``)."""
+    check_format(AbComparison, fmt)
+    doc = load_ab(Path(run_b))
+    policy = pick_policy(doc)
+    dev_us, dev_ci = device_step(doc)
+    opt = options or StallOptions()
+
+    def unprofiled(timelines: list[Timeline], o: StallOptions) -> WhatIfResult:
+        return whatif_unprofiled(timelines, dev_us, DropSpec(), o, step_ci_us=dev_ci)
+
+    rep_a = analyze(run_paths(run_a), opt, read=read, run=[unprofiled])
+    res = compare_ab(rep_a, doc, labels[0] or run_label(run_a), labels[1] or run_label(run_b),
+                     policy, dev_us)
+    write_text(render_text(res, fmt), output)
+    if html is not None:
+        write_page(res, html)
+    return 0
+
+
+@own_warnings
 def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "table",
                output: Path | None = None, html: Path | None = None,
                options: StallOptions | None = None, jobs: int | None = None,

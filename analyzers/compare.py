@@ -13,13 +13,20 @@ Times in us, taken from each run's report (so they equal its JSON report). Defin
   ``None`` when the steps are equally long or unknown.
 - ``host_blocked_us``: host time inside blocking sync calls (device + event kinds).
 - deltas are ``b - a``.
+- ``noise``: per rank and for the pipeline, the difference tested against the runs' per-step
+  spread and a block bootstrap over steps (``comparenoise``); when it is not beyond the noise
+  the verdict is "no difference beyond the noise (+-X%)" and no share of it is printed.
+- ``answer``: A's what-if prediction against B's measured step (``compareanswer``), and
+  ``mismatches``: how the runs differ besides the policy (command, ranks, steps, shape).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .compareanswer import Answer, mismatches, whatif_answer
+from .comparenoise import NoiseTest, ranks_noise, runs_noise
 from .gaps import CAUSES
 from .stalls import GPU_TIME_FIELDS, GpuTime, RankStalls, flat_dict
 
@@ -55,13 +62,17 @@ class RankComparison:
     diff_pct: float | None  # diff_us / slower step * 100
     device_sync_share: float | None  # slower run's device_sync idle per step / diff_us
     delta: dict[str, float]  # b - a, for every number both sides have
+    noise: NoiseTest | None = None  # the step-time difference against the noise
 
     def verdict(self, label_a: str, label_b: str) -> str:
-        """One plain sentence: who is faster and by how much."""
+        """One plain sentence: who is faster and by how much, or that the difference is
+        within the noise (then no share of it)."""
         if self.a is None or self.b is None:
             return f"only in {label_a if self.b is None else label_b}"
         if self.a.step_us is None or self.b.step_us is None:
             return "no step ranges: speed not compared"
+        if self.noise is not None and not self.noise.resolved:
+            return self.noise.sentence(label_a, label_b)
         if self.faster is None:
             return "same step time"
         slower = label_b if self.faster == label_a else label_a
@@ -78,13 +89,28 @@ class Comparison:
     report_a: Report
     report_b: Report
     ranks: list[RankComparison]
+    noise: NoiseTest | None = None  # the pipeline's step time against the noise
+    answer: Answer | None = None  # A's what-if against B's measured step
+    mismatches: list[str] = field(default_factory=list)
+
+    def verdict(self) -> str:
+        """The pipeline's verdict: who is faster beyond the noise, or that nobody is."""
+        if self.noise is None:
+            return "too few steps to compare step times"
+        return self.noise.sentence(self.label_a, self.label_b)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON: both full reports (schema v1) plus the per-rank comparison."""
         return {"version": 1, "kind": "compare",
+                "answer": None if self.answer is None else {
+                    **self.answer.to_dict(),
+                    "sentence": self.answer.sentence(self.label_a, self.label_b)},
+                "noise": None if self.noise is None else self.noise.to_dict(),
+                "verdict": self.verdict(), "mismatches": list(self.mismatches),
                 "a": {"label": self.label_a, "report": self.report_a.to_dict()},
                 "b": {"label": self.label_b, "report": self.report_b.to_dict()},
                 "ranks": [{**asdict(r), "a": _side_dict(r.a), "b": _side_dict(r.b),
+                           "noise": None if r.noise is None else r.noise.to_dict(),
                            "verdict": r.verdict(self.label_a, self.label_b)}
                           for r in self.ranks]}
 
@@ -155,7 +181,15 @@ def compare(rep_a: Report, rep_b: Report, label_a: str = "A", label_b: str = "B"
     sides_b = {r.rank: rank_side(r) for r in rep_b.ranks}
     ranks = [compare_rank(k, sides_a.get(k), sides_b.get(k), label_a, label_b)
              for k in sorted(sides_a.keys() | sides_b.keys())]
-    return Comparison(label_a, label_b, rep_a, rep_b, ranks)
+    by_a = {r.rank: r for r in rep_a.ranks}
+    by_b = {r.rank: r for r in rep_b.ranks}
+    for rc in ranks:
+        if rc.rank in by_a and rc.rank in by_b:
+            rc.noise = ranks_noise(by_a[rc.rank], by_b[rc.rank])
+            if rc.noise is not None and not rc.noise.resolved:
+                rc.device_sync_share = None  # no share of a non-difference
+    return Comparison(label_a, label_b, rep_a, rep_b, ranks, runs_noise(rep_a, rep_b),
+                      whatif_answer(rep_a, rep_b), mismatches(rep_a, rep_b, label_a, label_b))
 
 
 def comparison_frame(cmp: Comparison) -> pd.DataFrame:

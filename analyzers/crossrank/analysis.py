@@ -64,9 +64,11 @@ def cross_rank(timelines: list[Timeline], options: StallOptions | None = None,
     notes = list(m.notes)
     if skipped:
         warnings.append(f"ranks without GPU work left out: {skipped}")
-    if len(tls) < 2:
-        notes.append("one rank: no NCCL kernel to match across ranks; the bubble is the idle "
-                     "time and the critical path stays on this rank's GPU and host")
+    if len(tls) < 2:  # true of the run: "one rank" only when it has one rank
+        who = ("one rank" if len(timelines) < 2 else
+               f"{len(timelines)} ranks, {len(tls)} with GPU work")
+        notes.append(f"{who}: no NCCL kernel to match across ranks; the bubble is the idle "
+                     "time and the critical path stays on one rank's GPU and host")
     return CrossRankResult(ranks=m.ranks, matching=matching, bubbles=bub, drains=drains,
                            critical_path=crit, notes=notes, warnings=warnings,
                            swimlane=sw, analysis_s=time.perf_counter() - t0)

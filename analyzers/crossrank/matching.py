@@ -64,6 +64,8 @@ C_NAME = "collective: k-th kernel of the same name on every rank"
 COLL_RULES = (C_SEQ, C_GROUP, C_NAME)
 RULES = (*P2P_RULES, *COLL_RULES)
 CLOCK_ONE = "one clock (all ranks in one Nsight report)"
+CLOCK_FILE = "one clock (all ranks in one trace file)"
+CLOCK_SINGLE = "one rank with GPU work: no clocks to align"
 CLOCK_MEDIAN = "median end difference of matched kernels, per rank"
 Edge = tuple[int, int, int, int, int, int]  # pos, op, partner pos, partner op, rule, dir
 
@@ -339,8 +341,10 @@ def _clocks(timelines: list[Timeline], e: np.ndarray, notes: list[str]
     """Per position, the offset that puts it on the lowest rank's clock (ns)."""
     n = len(timelines)
     off = np.zeros(n, dtype=np.int64)
-    if n < 2 or all(tl.files == timelines[0].files for tl in timelines):
-        return off, CLOCK_ONE
+    if n < 2:
+        return off, CLOCK_SINGLE
+    if all(tl.files == timelines[0].files for tl in timelines):  # true of the format in hand
+        return off, CLOCK_ONE if timelines[0].source == "nsys" else CLOCK_FILE
     diffs: dict[tuple[int, int], list[int]] = defaultdict(list)
     for a, ka, b, kb, _, _ in e.tolist():
         if a < b:

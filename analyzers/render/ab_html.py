@@ -22,11 +22,11 @@ from .ab_svg import ci_svg, dist_svg, runs_svg, speedup_svg
 from .ab_table import CLOCKS, design_lines, outputs_line
 from .crossrank_svg import legend
 from .escape import e
+from .palette import policy_color
 
 if TYPE_CHECKING:
     from ..ab.result import AbResult
 
-COLORS = {"device": "#e45756", "event": "#54a24b", "none": "#4c78a8"}
 BINS = 60
 
 _STYLE = """
@@ -92,7 +92,7 @@ def plot_data(res: AbResult) -> dict[str, Any]:
                for s in res.summary]
     wi = res.whatif
     return {"policies": res.policies,
-            "colors": {p: COLORS.get(p, "#9d9d9d") for p in res.policies},
+            "colors": {p: policy_color(p) for p in res.policies},
             "runs": runs, "summary": summary, "hist": hist,
             "whatif": None if wi is None else {
                 "predicted": wi.get("predicted_step_us"), "band": wi.get("predicted_band_us"),

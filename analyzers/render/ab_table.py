@@ -28,14 +28,31 @@ def _wrap(text: str, first: str = "", indent: str = "  ") -> list[str]:
     return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=indent) or [first]
 
 
+def digested_in_window(res: AbResult) -> int:
+    """Steps of the reference run's timed window (``skip`` .. ``skip + steps - 1``) that
+    carry a digest on some rank: 0 for runs of a profplug that digests outside the window
+    only; older runs digested every step (their records say so through the step numbers)."""
+    ref = next((r for r in res.runs if r.get("index") == res.outputs.reference_run), None)
+    if ref is None or res.skip is None or not res.steps:
+        return 0
+    window = range(res.skip, res.skip + res.steps)
+    steps = {i for k in ref.get("ranks", []) for i, d in enumerate(k.get("step_digests") or [])
+             if d is not None and i in window}
+    return len(steps)
+
+
 def outputs_line(res: AbResult) -> str:
     o = res.outputs
     if o.identical is None:
         return f"outputs: not checked ({o.note})"
     if o.identical:
         steps = f"{o.digested_steps} step{'s' if o.digested_steps != 1 else ''}"
+        inside = digested_in_window(res)
+        where = ("outside the timed window " if not inside else "")
+        tail = ("" if not inside else f", {inside} of them inside the timed window: runs "
+                "from before digests left it, their timed steps include the digest kernels")
         return (f"outputs: identical in all {o.compared_runs} successful runs "
-                f"({steps} outside the timed window digested on every rank)")
+                f"({steps} {where}digested on every rank{tail})")
     return (f"outputs: DIFFER in {len(o.mismatches)} of {o.compared_runs} runs: "
             f"{o.mismatches[0].line()}")
 

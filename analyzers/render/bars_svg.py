@@ -14,8 +14,28 @@ from .escape import e
 if TYPE_CHECKING:
     from ..report import Report
 
-PARTS = ("compute", "comm", *CAUSES)
+PARTS = ("compute", "comm", "transfer", "peer_wait", *CAUSES)  # comm, or its split
 LABEL_W, BAR_W, PCT_W, ROW_H, BAR_H = 170, 600, 170, 34, 18
+
+
+def _comm_parts(rep: Report, rank: int, comm_us: float) -> dict[str, float]:
+    """NCCL time as ``comm``, or, where the cross-rank analysis split it, as ``transfer`` and
+    ``peer_wait`` (the same quantities, in the same colours, as in the swimlane)."""
+    xr = rep.run.get("cross_rank")
+    try:
+        wait = float(xr.rank_fields(rank)["comm_wait_us"]) if xr is not None else None
+    except (KeyError, AttributeError, TypeError):
+        wait = None
+    if wait is None or comm_us <= 0:
+        return {"comm": comm_us}
+    wait = min(wait, comm_us)
+    return {"transfer": round(comm_us - wait, 3), "peer_wait": round(wait, 3)}
+
+
+def used_parts(runs: list[tuple[str, Report]]) -> list[str]:
+    """The parts some bar shows (in bar order), for the legend."""
+    seen = {k for _, parts, _ in bars_data(runs) for k, v in parts.items() if v > 0}
+    return [p for p in PARTS if p in seen]
 
 
 def bars_data(runs: list[tuple[str, Report]]) -> list[tuple[str, dict[str, float], float]]:
@@ -26,7 +46,7 @@ def bars_data(runs: list[tuple[str, Report]]) -> list[tuple[str, dict[str, float
             if not r.has_gpu_work:
                 continue
             gpu = r.gpu_time()
-            parts = {"compute": gpu.compute_us, "comm": gpu.comm_us,
+            parts = {"compute": gpu.compute_us, **_comm_parts(rep, r.rank, gpu.comm_us),
                      **{c: round(v, 3) for c, v in r.idle_by_cause_us().items()}}
             name = f"{label} · rank {r.rank}" if label else f"rank {r.rank}"
             rows.append((name, parts, round(r.stream_wait_us, 3)))
@@ -50,6 +70,8 @@ def bars_svg(runs: list[tuple[str, Report]], colors: dict[str, str]) -> str:
                    f"{e(name)}</text>")
         x = float(LABEL_W)
         for p in PARTS:
+            if p not in parts:
+                continue
             w = BAR_W * parts[p] / top
             if w > 0:
                 share = 100.0 * parts[p] / win if win else 0.0
@@ -57,7 +79,8 @@ def bars_svg(runs: list[tuple[str, Report]], colors: dict[str, str]) -> str:
                            f'fill="{colors[p]}" data-part="{p}"><title>{e(name)}: {p} '
                            f"{parts[p]:,.1f} us ({share:.1f}%)</title></rect>")
             x += w
-        idle = win - parts["compute"] - parts["comm"]
+        idle = win - sum(parts.get(k, 0.0) for k in ("compute", "comm", "transfer",
+                                                     "peer_wait"))
         out.append(f'<text x="{x + 6:.2f}" y="{y + BAR_H - 4}">{win:,.0f} us, '
                    f"idle {100.0 * idle / win if win else 0.0:.0f}%</text>")
         if wait > 0:

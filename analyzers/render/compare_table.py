@@ -5,6 +5,7 @@ Times in us; idle by cause per step when both runs have steps, else over the who
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING, TextIO
 
 from ..gaps import CAUSES
@@ -65,12 +66,28 @@ def _rows(rc: RankComparison) -> list[tuple[str, float | None, float | None, flo
     return out
 
 
+def _wrap(text: str) -> str:
+    """``text`` in lines of at most 80 columns, continuation lines indented, newline-ended."""
+    return "\n".join(textwrap.wrap(text, 80, subsequent_indent="  ",
+                                    break_on_hyphens=False)) + "\n"
+
+
 def render_compare_table(cmp: Comparison, out: TextIO) -> None:
     out = PrintableWriter(out)  # type: ignore[assignment]  # run labels: no escapes
     w = out.write
     la, lb = _clip(cmp.label_a, LABEL_W), _clip(cmp.label_b, LABEL_W)
     w(f"profplug compare · A = {cmp.label_a} · B = {cmp.label_b}\n")
-    w("times in us; delta = B - A; idle by cause per step when both runs have steps\n")
+    for m in cmp.mismatches:  # before the answer: it may not mean what it seems
+        w(_wrap(f"warning: {m}"))
+    if cmp.answer is not None:
+        w("\n" + _wrap(cmp.answer.sentence(cmp.label_a, cmp.label_b)))
+    w(_wrap(f"step time: {cmp.verdict()}"))
+    if cmp.noise is not None:
+        n = cmp.noise
+        w(f"  (median step {n.center_a_us:,.1f} vs {n.center_b_us:,.1f} us, {n.basis}; "
+          f"per-step spread ±{n.spread_a_pct:.1f}% / ±{n.spread_b_pct:.1f}%;\n"
+          "   one run each: the run-to-run spread is not in it, `profplug ab` measures it)\n")
+    w("\ntimes in us; delta = B - A; idle by cause per step when both runs have steps\n")
     w("\nverdict per rank\n")
     for rc in cmp.ranks:
         head = f"  rank {rc.rank}: "

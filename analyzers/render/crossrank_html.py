@@ -12,15 +12,13 @@ from .. import stepstats
 from ..gaps import CAUSES
 from .crossrank_svg import RANK_COLORS, lead_svg, legend, queue_svg, swimlane_svg
 from .escape import e as _e
-from .html import COLORS
+from .palette import COLORS, legend_html
 
 if TYPE_CHECKING:
     from ..crossrank.result import CrossRankResult
 
-XR_COLORS = {"compute": COLORS["compute"], "transfer": COLORS["comm"],
-             "peer_wait": "#eeca3b", "comm_unmatched": "#bab0ac",
-             **{c: COLORS[c] for c in ("device_sync", "event_sync", "host_bound", "other")},
-             "handoff": "#222222", "path": "#000000"}
+XR_COLORS = {k: COLORS[k] for k in ("compute", "transfer", "peer_wait", "comm_unmatched",
+                                    *CAUSES, "handoff", "path")}
 SWIM_KEYS = ("compute", "transfer", "peer_wait", "comm_unmatched", *CAUSES)
 
 
@@ -91,15 +89,15 @@ def _lanes(res: CrossRankResult) -> str:
     if sw is None:
         return ""
     steps = ", ".join(str(s) for s in sw.steps)
-    keys = [(XR_COLORS[k], ("idle: " if k in CAUSES else "") + k.replace("_", " "))
-            for k in SWIM_KEYS]
-    keys += [(XR_COLORS["handoff"], "send \u2192 recv"), (XR_COLORS["path"], "critical path")]
+    keys = legend_html([*SWIM_KEYS, "handoff", "path"],
+                       {**{c: f"idle: {c.replace('_', ' ')}" for c in CAUSES},
+                        "handoff": "send \u2192 recv"})
     ranks = [(RANK_COLORS[i % len(RANK_COLORS)], r) for i, r in enumerate(sw.rows)]
     return ("<h3>Swimlane</h3><p class=\"sub\">Steps " + _e(steps) + " on one time axis "
             "(us, aligned clocks): GPU ops as compute, NCCL transfer and peer wait, idle gaps "
             "by cause (each pixel shows what covers most of it); thin lines: matched send "
             "&rarr; recv hand-offs; black, above a row: the critical path; dashed: step "
-            "starts. Hover a part for its name.</p>" + legend(keys) + swimlane_svg(sw, XR_COLORS)
+            "starts. Hover a part for its name.</p>" + keys + swimlane_svg(sw, XR_COLORS)
             + "<h3>Launch queue</h3><p class=\"sub\">GPU ops launched but not finished, per "
             "rank, over the same steps (the most per pixel): a device-wide synchronize "
             "empties it.</p>" + legend(ranks) + queue_svg(sw))

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .escape import e
+from .palette import RANK_COLORS
 
 if TYPE_CHECKING:
     from ..crossrank.result import CrossRankResult
@@ -28,8 +29,6 @@ LABEL_W, ROW_H, BAR_H, AXIS_H, TOP = 80, 24, 14, 26, 18
 MAX_W, MIN_W = 900, 240
 PLOT_CELLS = 36_000  # pixel columns of all rows of one plot together
 MAX_LINES = 4_000  # hand-offs and critical-path segments drawn at most
-RANK_COLORS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b",
-               "#b279a2", "#ff9da6", "#9d755d", "#bab0ac")
 
 
 def plot_width(rows: int) -> int:
@@ -103,9 +102,10 @@ def _open(cls: str, label: str, width: int, height: int) -> str:
 
 
 def legend(items: Sequence[tuple[str, str]]) -> str:
-    """An HTML legend (the page's ``.legend`` style): (colour, name) pairs."""
-    keys = "".join(f'<span class="key"><i style="background:{e(c)}"></i>{e(n)}</span>'
-                   for c, n in items)
+    """An HTML legend (the page's ``.legend`` style) of identities (ranks, policies):
+    (colour, name) pairs; quantities take ``palette.legend_html``."""
+    keys = "".join(f'<span class="key" data-id="{e(n)}"><i style="background:{e(c)}"></i>'
+                   f"{e(n)}</span>" for c, n in items)
     return f'<div class="legend">{keys}</div>'
 
 

@@ -29,20 +29,21 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ..gaps import CAUSES
 from ..observer import meta_line
 from ..stepstats import OUTLIER_K
-from .bars_svg import bars_svg
+from .bars_svg import bars_svg, used_parts
+from .compare_html import answer_html
+from .compare_html import header_html as compare_header_html
 from .escape import e, script_json
+from .palette import COLORS, legend_html
+from .table import input_warnings
 from .timeline_data import MAX_GAPS_PER_ROW, row_label, timeline_data
 
 if TYPE_CHECKING:
     from ..compare import Comparison
     from ..report import Report
 
-__all__ = ["MAX_GAPS_PER_ROW", "e", "render_html", "script_json", "timeline_data"]
+__all__ = ["COLORS", "MAX_GAPS_PER_ROW", "e", "render_html", "script_json", "timeline_data"]
 
 MAX_CALLSITES_PER_RANK = 200
-COLORS = {"compute": "#4c78a8", "comm": "#72b7b2", "busy": "#4c78a8",
-          "device_sync": "#e45756", "event_sync": "#f58518", "host_bound": "#b279a2",
-          "other": "#9d9d9d", "stream_wait": "#54a24b"}
 _MARK = re.compile(r"\{\{(\w+)\}\}")
 EPOCH_KEYS = ("started", "ended", "start", "end", "time")  # run.json times, epoch seconds
 
@@ -192,7 +193,10 @@ def headline_html(rep: Report, cmp: Comparison | None) -> str:
 
 
 def warnings_html(runs: list[tuple[str, Report]]) -> str:
-    items = [f"{label + ': ' if label else ''}{w}" for label, rep in runs for w in rep.warnings]
+    """The input's warnings (truncated traces, skipped events: before the finding they
+    qualify), then the run's; above them, profplug run's traced vs untraced steps."""
+    items = [f"{label + ': ' if label else ''}{w}" for label, rep in runs
+             for w in [*input_warnings(rep), *rep.warnings]]
     seen = [f"{label + ': ' if label else ''}{x}" for label, rep in runs
             if (x := meta_line(rep.meta))]  # profplug run: traced vs untraced steps
     out = "".join(f'<p class="sub observer">{e(x)}</p>' for x in seen)
@@ -208,10 +212,6 @@ def notes_html(runs: list[tuple[str, Report]]) -> str:
             who = row_label(label, r.rank)
             items += [f"{who}: other: {n} gap(s): {reason}"
                       for reason, n in r.other_reasons.items()]
-            items += [f"{who}: warning: {w}" for w in r.warnings]
-            if r.skipped:
-                items.append(f"{who}: skipped events: "
-                             + ", ".join(f"{k}: {v}" for k, v in r.skipped.items()))
             if not r.has_gpu_work:
                 items.append(f"{who}: no GPU work in this rank's trace")
     if not items:
@@ -252,15 +252,14 @@ def meta_html(d: dict[str, Any]) -> str:
 
 
 def timeline_html(notes: list[str]) -> str:
-    legend = "".join(f'<span class="key"><i style="background:{COLORS[k]}"></i>{e(name)}</span>'
-                     for k, name in (("busy", "busy"), *((c, c) for c in CAUSES)))
-    legend += '<span class="key"><b class="tick"></b>step start</span>'
+    legend = legend_html(("busy", *CAUSES), {"busy": "busy (compute + NCCL)"})
+    legend = legend[:-len("</div>")] + '<span class="key"><b class="tick"></b>step start</span>'
     return ('<h2>Timeline</h2><p class="sub">GPU busy and idle per rank and device, idle '
             "coloured by cause. It opens on a few steps: drag the plot to pan, Ctrl+wheel to "
             "zoom, drag or resize the window in the strip below it to move along the whole "
             "run; hover an idle gap for its duration, sync API and call site.</p>"
             + "".join(f'<p class="note">{e(n)}</p>' for n in notes)
-            + f'<div class="legend">{legend}</div><div class="tl-tools">'
+            + f'{legend}</div><div class="tl-tools">'
             '<button data-view="steps">a few steps</button><button data-view="all">whole '
             'window</button><button data-view="in">zoom in</button><button data-view="out">'
             'zoom out</button></div><div id="timeline" class="timeline"><canvas id="tl-main">'
@@ -269,23 +268,36 @@ def timeline_html(notes: list[str]) -> str:
 
 # ------------------------------------------------------------------------------- entry
 def render_html(rep: Report, out: TextIO, *, compare: Comparison | None = None,
-                sections: Sequence[str] = (), top: Sequence[str] = ()) -> None:
+                sections: Sequence[str] = (), top: Sequence[str] = (),
+                lead: Sequence[str] = (), title: str | None = None) -> None:
     """Write the report (or, with ``compare``, both runs and the comparison) as one page.
 
     ``top``: HTML of run-level results shown right after the summary (the what-if);
-    ``sections``: the other run-level results, after the notes.
+    ``sections``: the other run-level results, after the notes; ``lead``: HTML that takes
+    the headline's place (``compare A AB_DIR``: the answer), with the page's ``title``.
     """
     runs = _runs(rep, compare)
     tl, tl_notes = timeline_data(runs)
     n_ranks = sum(len(r.ranks) for _, r in runs)
-    title = ("profplug compare: " + compare.label_a + " vs " + compare.label_b
-             if compare is not None else "profplug stall report")
+    title = title or ("profplug compare: " + compare.label_a + " vs " + compare.label_b
+                      if compare is not None else "profplug stall report")
     sources = sorted({r.source for _, x in runs for r in x.ranks})
-    body = [f"<h1>{e(title)}</h1><p class=\"sub\">{n_ranks} rank(s) · "
-            f"{e('/'.join(sources) or '-')} · tolerance {rep.options.tolerance_ns / 1000:g} us"
-            " · times in us</p>", headline_html(rep, compare), warnings_html(runs)]
-    if compare is not None:
-        body.append(compare_html(compare))
+    # warnings about the input come before the finding they qualify
+    if compare is None:
+        body = [f"<h1>{e(title)}</h1><p class=\"sub\">{n_ranks} rank"
+                f"{'' if n_ranks == 1 else 's'} · {e('/'.join(sources) or '-')} · tolerance "
+                f"{rep.options.tolerance_ns / 1000:g} us · times in us</p>",
+                warnings_html(runs), *(lead or [headline_html(rep, compare)])]
+    else:  # the answer first, then the comparison per rank
+        body = [f"<h1>{e(title)}</h1>", compare_header_html(compare), warnings_html(runs),
+                answer_html(compare), compare_html(compare)]
+    gpu = any(r.has_gpu_work for _, x in runs for r in x.ranks)
+    if not gpu:  # a short page: what there is (the host-only section), notes, metadata
+        body += [*top, notes_html(runs), *sections]
+        body += [_meta(label, x) for label, x in runs if x.meta]
+        _write(out, title, body, {"causes": list(CAUSES), "colors": COLORS,
+                                  "timeline": tl})
+        return
     body.append("<h2>Per rank</h2><p class=\"sub\">step us: the median over a rank's "
                 "steps, outlier steps left out</p>" + summary_html(runs))
     body.append(outliers_html(runs))
@@ -294,20 +306,27 @@ def render_html(rep: Report, out: TextIO, *, compare: Comparison | None = None,
         body.append(timeline_html(tl_notes))
     svg = bars_svg(runs, COLORS)
     if svg:
-        body.append('<h2>GPU window by cause</h2><p class="sub">compute + comm + idle by '
-                    "cause = the GPU window; the green line under a bar is the stream wait "
-                    "(event waits on the GPU), which overlaps them.</p>" + svg)
+        body.append('<h2>GPU window by cause</h2><p class="sub">compute + NCCL (split into '
+                    "transfer and peer wait where the cross-rank analysis ran) + idle by "
+                    "cause = the GPU window; the line under a bar is the stream wait (event "
+                    "waits on the GPU), which overlaps them.</p>"
+                    + legend_html([*used_parts(runs), "stream_wait"]) + svg)
     body.append('<h2>Costliest call sites</h2><p class="sub">click a header to sort</p>'
                 + callsites_html(runs))
     body.append("<h2>Sync APIs</h2>" + syncs_html(runs))
     body.append(notes_html(runs))
     body += sections
-    for label, x in runs:
-        if x.meta:
-            body.append(f"<details class=\"meta\"><summary>Run metadata"
-                        f"{' · ' + e(label) if label else ''} (run.json)</summary>"
-                        + meta_html(x.meta) + "</details>")
-    data = {"causes": list(CAUSES), "colors": COLORS, "timeline": tl}
+    body += [_meta(label, x) for label, x in runs if x.meta]
+    _write(out, title, body, {"causes": list(CAUSES), "colors": COLORS, "timeline": tl})
+
+
+def _meta(label: str, rep: Report) -> str:
+    return (f"<details class=\"meta\"><summary>Run metadata"
+            f"{' · ' + e(label) if label else ''} (run.json)</summary>"
+            + meta_html(rep.meta) + "</details>")
+
+
+def _write(out: TextIO, title: str, body: list[str], data: dict[str, Any]) -> None:
     parts = {"TITLE": e(title), "BODY": "\n".join(b for b in body if b),
              "DATA": script_json(data), "APPJS": _template("report.js")}
     out.write(_MARK.sub(lambda m: parts[m.group(1)], _template("report.html")))

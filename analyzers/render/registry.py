@@ -16,16 +16,21 @@ from typing import Any, TextIO
 from ...errors import ProfplugError
 from ..ab.result import AbResult
 from ..compare import Comparison
+from ..compareab import AbComparison
 from ..crossrank.result import CrossRankResult
+from ..hostonly import HostOnlyResult
 from ..report import Report, RunAnalysis
 from ..whatif.result import WhatIfResult
 from . import (
     ab_html,
     ab_table,
     compare_table,
+    compareab_html,
+    compareab_table,
     crossrank_html,
     crossrank_table,
     csvout,
+    hostonly_render,
     html,
     jsonout,
     table,
@@ -39,7 +44,7 @@ Renderer = Callable[[Any, TextIO], None]
 PAGE = "html"  # written with --html, not chosen with --format
 # Run-level results whose page section goes right after the summary, in this order (the
 # others follow the notes): the what-if holds the answer, then the cross-rank bubbles.
-TOP_SECTIONS = ("whatif", "cross_rank")
+TOP_SECTIONS = ("host_only", "whatif", "cross_rank")
 
 
 def _report_table(rep: Report, out: TextIO) -> None:
@@ -59,11 +64,19 @@ def _report_page(rep: Report, out: TextIO) -> None:
 
 
 def _compare_page(cmp: Comparison, out: TextIO) -> None:
-    sections = [f'<div class="run" data-run="{e(label)}"><p class="run-label">run '
-                f"<b>{e(label)}</b></p>{_section(a)}</div>"
+    # each run's own sections (what-if, cross-rank), collapsed: the page leads with the
+    # answer and stays short
+    sections = [f'<details class="run" data-run="{e(label)}"><summary>run <b>{e(label)}</b>: '
+                f"{e(', '.join(a.key for a in rep.run.values()))}</summary>"
+                + "".join(_section(a) for a in rep.run.values()) + "</details>"
                 for label, rep in ((cmp.label_a, cmp.report_a), (cmp.label_b, cmp.report_b))
-                for a in rep.run.values()]
+                if rep.run]
     html.render_html(cmp.report_a, out, compare=cmp, sections=sections)
+
+
+def _compareab_page(cmp: AbComparison, out: TextIO) -> None:
+    compareab_html.render_compareab_html(
+        cmp, out, top=[_section(a) for a in cmp.report_a.run.values()])
 
 
 RENDERERS: dict[tuple[type, str], Renderer] = {
@@ -74,6 +87,9 @@ RENDERERS: dict[tuple[type, str], Renderer] = {
     (Comparison, "table"): compare_table.render_compare_table,
     (Comparison, "json"): jsonout.render_json,
     (Comparison, "html"): _compare_page,
+    (AbComparison, "table"): compareab_table.render_compareab_table,
+    (AbComparison, "json"): jsonout.render_json,
+    (AbComparison, "html"): _compareab_page,
     (WhatIfResult, "table"): whatif_table.render_whatif_table,
     (WhatIfResult, "json"): jsonout.render_run_json,
     (WhatIfResult, "html"): whatif_html.render_whatif_html,
@@ -83,6 +99,9 @@ RENDERERS: dict[tuple[type, str], Renderer] = {
     (CrossRankResult, "table"): crossrank_table.render_crossrank_table,
     (CrossRankResult, "json"): jsonout.render_run_json,
     (CrossRankResult, "html"): crossrank_html.render_crossrank_html,
+    (HostOnlyResult, "table"): hostonly_render.render_hostonly_table,
+    (HostOnlyResult, "json"): jsonout.render_run_json,
+    (HostOnlyResult, "html"): hostonly_render.render_hostonly_html,
 }
 
 

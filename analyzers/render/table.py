@@ -37,7 +37,9 @@ def _clip(s: str, n: int) -> str:
 def render_table(rep: Report, out: TextIO) -> None:
     out = PrintableWriter(out)  # type: ignore[assignment]  # trace strings: no escapes
     w = out.write
-    for line in textwrap.wrap(rep.headline(), WIDTH):  # the finding first
+    for msg in input_warnings(rep):  # what the input lacks qualifies the finding: first
+        w(f"warning: {msg}\n")  # one line each (greppable), as before
+    for line in textwrap.wrap(rep.headline(), WIDTH):  # then the finding
         w(line + "\n")
     for msg in rep.warnings:
         for line in textwrap.wrap(msg, WIDTH, initial_indent="warning: ",
@@ -50,6 +52,8 @@ def render_table(rep: Report, out: TextIO) -> None:
     sources = sorted({r.source for r in rep.ranks})
     w(f"profplug stall report · {len(rep.ranks)} rank(s) · {'/'.join(sources) or '-'} · "
       f"tolerance {rep.options.tolerance_ns / 1000:g} us\n\n")
+    if not any(r.has_gpu_work for r in rep.ranks):  # the host-only section says the rest
+        return
     w("GPU idle by cause, % of each rank's GPU window\n")
     w(f"{'rank':>4} {'window us':>11} {'step us':>9} {'busy':>6} {'idle':>6} "
       f"{'dev_sync':>8} {'evt_sync':>8} {'host':>6} {'other':>6}\n")
@@ -72,6 +76,18 @@ def _para(out: TextIO, text: str) -> None:
     """A line of the rank's detail, wrapped to the table's width."""
     out.write(textwrap.fill(text, WIDTH, subsequent_indent="  ", break_long_words=False,
                             break_on_hyphens=False) + "\n")
+
+
+def input_warnings(rep: Report) -> list[str]:
+    """Per rank, the warnings about its trace (truncated, unreadable parts) and the events
+    it skipped: shown before the finding, which they qualify."""
+    out = []
+    for r in rep.ranks:
+        out += [f"rank {r.rank}: {m}" for m in r.warnings]
+        if r.skipped:
+            out.append(f"rank {r.rank}: skipped events: "
+                       + ", ".join(f"{k}: {v}" for k, v in r.skipped.items()))
+    return out
 
 
 def _rank_detail(r: RankStalls, out: TextIO) -> None:
@@ -125,7 +141,5 @@ def _rank_detail(r: RankStalls, out: TextIO) -> None:
             w(f"{_clip(site, 48):<48} {c.count:>6} {_num(c.idle_caused_us):>11} "
               f"{per:>10}\n")
             w(f"  {_clip(c.api, 76)}\n")
-    if r.skipped:
-        w("skipped events: " + ", ".join(f"{k}: {v}" for k, v in r.skipped.items()) + "\n")
-    for msg in r.warnings:
-        w(f"warning: {msg}\n")
+    if r.skipped or r.warnings:
+        w("input warnings: at the top\n")

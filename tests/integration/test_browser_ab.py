@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from integration.test_browser import chromium, colour_pixels, console_errors, open_page
-from profplug.analyzers.render.ab_html import COLORS
+from profplug.analyzers.render.palette import policy_color
 from profplug.analyzers.render.registry import render_text
 from unit.analyzers.test_ab_analyze import analyze, make_runs
 
@@ -45,4 +45,4 @@ def test_ab_screenshot_shows_the_policies(chromium: str, tmp_path: Path) -> None
     assert shot.is_file(), res.stderr[-2000:]
     png = shot.read_bytes()
     for policy in ("device", "event", "none"):
-        assert colour_pixels(png, COLORS[policy]) > 200, policy
+        assert colour_pixels(png, policy_color(policy)) > 200, policy

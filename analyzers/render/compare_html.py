@@ -1,0 +1,168 @@
+"""The top of the compare page: its header (ranks per run), the mismatch warnings, the
+answer (A's what-if predicted X; B measured Y; error E%) and the first figure: the two runs'
+per-step distributions with the prediction and its band on one axis (inline SVG, colours
+from ``palette``). The figure carries its numbers in ``data-*`` attributes (us, %), which the
+browser tests read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..comparenoise import pipeline_step_us
+from .escape import e
+from .palette import COLORS, legend_html
+
+if TYPE_CHECKING:
+    from ..compare import Comparison
+    from ..report import Report
+
+WIDTH, LABEL_W, ROW_H, TOP, AXIS_H = 760, 150, 30, 8, 36
+
+
+def _run_desc(label: str, rep: Report) -> str:
+    n = len(rep.ranks)
+    sources = "/".join(sorted({r.source for r in rep.ranks})) or "-"
+    return f"{label}: {n} rank{'s' if n != 1 else ''} ({sources})"
+
+
+def header_html(cmp: Comparison) -> str:
+    """The line under the title: each run's rank count and trace format."""
+    return ('<p class="sub" id="runs">' + e(_run_desc("A = " + cmp.label_a, cmp.report_a))
+            + " · " + e(_run_desc("B = " + cmp.label_b, cmp.report_b))
+            + f" · tolerance {cmp.report_a.options.tolerance_ns / 1000:g} us · times in us</p>")
+
+
+def _ticks(lo: float, hi: float) -> list[float]:
+    span = hi - lo
+    step = 10 ** np.floor(np.log10(span / 4)) if span > 0 else 1.0
+    for m in (1, 2, 5, 10):
+        if span / (step * m) <= 6:
+            step *= m
+            break
+    first = np.ceil(lo / step) * step
+    return [float(x) for x in np.arange(first, hi + step / 2, step) if lo <= x <= hi]
+
+
+def scale(vals: list[float]) -> tuple[float, float, Callable[[float], float]]:
+    """The axis' range (5% padding, from 0 at least) and the us -> x mapping."""
+    lo, hi = min(vals), max(vals)
+    pad = 0.05 * (hi - lo) if hi > lo else 0.05 * hi or 1.0
+    lo, hi = max(0.0, lo - pad), hi + pad
+    plot_w = WIDTH - LABEL_W - 20
+
+    def sx(v: float) -> float:
+        return LABEL_W + (v - lo) / (hi - lo) * plot_w
+
+    return lo, hi, sx
+
+
+def axis_svg(lo: float, hi: float, sx: Callable[[float], float], base: float
+             ) -> tuple[str, float]:
+    """The us axis at height ``base`` with its ticks and unit; and the figure's height."""
+    right = WIDTH - 20
+    axis = [f'<line x1="{LABEL_W}" y1="{base}" x2="{right}" y2="{base}" stroke="#999"/>']
+    for t in _ticks(lo, hi):
+        axis.append(f'<line x1="{sx(t):.1f}" y1="{base}" x2="{sx(t):.1f}" y2="{base + 4}" '
+                    f'stroke="#999"/><text x="{sx(t):.1f}" y="{base + 16}" '
+                    f'text-anchor="middle">{t:,.0f}</text>')
+    h = base + AXIS_H
+    axis.append(f'<text x="{right}" y="{h - 6}" text-anchor="end">us per step</text>')
+    return "".join(axis), h
+
+
+def figure_svg(cmp: Comparison) -> str:
+    """Per-step distributions of A and B, A's prediction with its band (when A has a
+    what-if), on one axis in us/step."""
+    xa, _ = pipeline_step_us(cmp.report_a)
+    xb, _ = pipeline_step_us(cmp.report_b)
+    ans = cmp.answer
+    if xa.size == 0 and xb.size == 0:
+        return ""
+    vals = [*xa.tolist(), *xb.tolist()]
+    if ans is not None:
+        vals += [ans.predicted_lo_us, ans.predicted_hi_us]
+    lo, hi, sx = scale(vals)
+
+    rows: list[tuple[str, str]] = []
+    out: list[str] = []
+
+    def strip(y: float, x: np.ndarray, key: str, name: str) -> None:
+        if x.size == 0:
+            return
+        med = float(np.median(x))
+        q1, q3 = (float(v) for v in np.percentile(x, [25, 75]))
+        out.append(f'<rect x="{sx(q1):.1f}" y="{y - 7}" width="{max(1.0, sx(q3) - sx(q1)):.1f}"'
+                   f' height="14" fill="{COLORS[key]}" fill-opacity="0.25"/>')
+        out.extend(f'<circle cx="{sx(float(v)):.1f}" cy="{y}" r="2.6" fill="{COLORS[key]}">'
+                   f"<title>{e(name)}: {float(v):,.1f} us</title></circle>" for v in x)
+        out.append(f'<line x1="{sx(med):.1f}" y1="{y - 10}" x2="{sx(med):.1f}" y2="{y + 10}" '
+                   f'stroke="{COLORS[key]}" stroke-width="3" data-median-us="{med:.3f}">'
+                   f"<title>{e(name)}: median {med:,.1f} us</title></line>")
+
+    y = TOP + ROW_H / 2
+    rows.append(("A: steps", "run_a"))
+    strip(y, xa, "run_a", f"{cmp.label_a} step")
+    if ans is not None:
+        y += ROW_H
+        rows.append(("A: what-if", "predicted"))
+        c = COLORS["predicted"]
+        out.append(f'<rect x="{sx(ans.predicted_lo_us):.1f}" y="{y - 6}" width="'
+                   f'{sx(ans.predicted_hi_us) - sx(ans.predicted_lo_us):.1f}" height="12" '
+                   f'fill="{c}" fill-opacity="0.2" stroke="{c}"><title>band ±'
+                   f"{ans.band_pct:.0f}%</title></rect>")
+        out.append(f'<circle cx="{sx(ans.predicted_us):.1f}" cy="{y}" r="6" fill="{c}" '
+                   f'class="predicted"><title>predicted {ans.predicted_us:,.1f} us</title>'
+                   "</circle>")
+    y += ROW_H
+    rows.append(("B: steps", "run_b"))
+    strip(y, xb, "run_b", f"{cmp.label_b} step")
+    if ans is not None:
+        c = COLORS["measured"]
+        out.append(f'<line x1="{sx(ans.measured_us):.1f}" y1="{TOP}" x2="{sx(ans.measured_us):.1f}"'
+                   f' y2="{y + 12}" stroke="{c}" stroke-width="2" stroke-dasharray="5 3" '
+                   f'class="measured"><title>measured {ans.measured_us:,.1f} us</title></line>')
+    labels = "".join(f'<text x="{LABEL_W - 8}" y="{TOP + ROW_H / 2 + i * ROW_H + 4}" '
+                     f'text-anchor="end">{e(name)}</text>' for i, (name, _) in enumerate(rows))
+    axis, h = axis_svg(lo, hi, sx, TOP + ROW_H * len(rows) + 4)
+    return (f'<svg class="cmp-plot" width="{WIDTH}" height="{h}" viewBox="0 0 {WIDTH} {h}" '
+            'role="img" aria-label="per-step times of both runs and the prediction">'
+            + labels + "".join(out) + axis + "</svg>")
+
+
+def answer_html(cmp: Comparison) -> str:
+    """Mismatch warnings, the answer, the step-time verdict and the figure, in that order."""
+    out = ['<section id="answer"><h2>Answer</h2>']
+    if cmp.mismatches:
+        out.append('<ul class="warn" id="mismatches">'
+                   + "".join(f"<li>warning: {e(m)}</li>" for m in cmp.mismatches) + "</ul>")
+    ans = cmp.answer
+    attrs = ""
+    if ans is not None:
+        out.append('<div id="headline"><p id="answer-line">'
+                   f"{e(ans.sentence(cmp.label_a, cmp.label_b))}</p>")
+        attrs = (f' data-predicted-us="{ans.predicted_us:.3f}" data-band-pct="'
+                 f'{ans.band_pct:.3f}" data-measured-us="{ans.measured_us:.3f}" '
+                 f'data-error-pct="{ans.error_pct:.3f}"')
+    else:
+        out.append('<div id="headline"><p id="answer-line" class="sub">no what-if in run A '
+                   "(compare --whatif predicts B from A)</p>")
+    out.append(f'<p id="verdict">step time: {e(cmp.verdict())}</p></div>')
+    if cmp.noise is not None:
+        n = cmp.noise
+        out.append(f'<p class="sub">median step {n.center_a_us:,.1f} vs {n.center_b_us:,.1f} us'
+                   f" ({e(n.basis)}); per-step spread ±{n.spread_a_pct:.1f}% / "
+                   f"±{n.spread_b_pct:.1f}%. One run each: the run-to-run spread is not in "
+                   "this test; <code>profplug ab</code> measures it.</p>")
+    svg = figure_svg(cmp)
+    if svg:
+        keys = ["run_a", *(["predicted", "measured"] if ans is not None else []), "run_b"]
+        labels = {"run_a": f"A ({cmp.label_a}) steps", "run_b": f"B ({cmp.label_b}) steps"}
+        out.append(f'<figure id="answer-figure"{attrs}>{svg}{legend_html(keys, labels)}'
+                   "<figcaption class=\"sub\">dots: one step each (the pipeline's slowest rank);"
+                   " shaded: the middle half; thick line: median</figcaption></figure>")
+    out.append("</section>")
+    return "".join(out)

@@ -1,0 +1,85 @@
+"""One colour per quantity, on every page (report, compare, ab): the only place colours of
+data are chosen. Pages, SVG figures and the report's script (``templates/report.js``, which
+gets them in its data) read them from here, and each figure shows a legend built with
+:func:`legend_html` / :func:`legend_svg`.
+
+A colour names one quantity, and a quantity has one colour, whatever the figure:
+
+- GPU time: ``compute`` (kernels and copies other than NCCL), ``comm`` (NCCL kernels; split,
+  where the cross-rank analysis ran, into ``transfer`` and ``peer_wait``: the NCCL kernel
+  waiting for its peer), ``comm_unmatched``; ``busy`` is compute + comm where a figure does
+  not split them (the timeline);
+- GPU idle by cause (``gaps.CAUSES``) and the stream wait;
+- ``profplug ab``'s policies (``policy_device`` ...), which are runs, not idle causes: their
+  colours are not any quantity's above;
+- ``compare``'s answer: ``predicted`` (the what-if) and ``measured``;
+- ranks (:data:`RANK_COLORS`): identities, drawn as lines and markers only.
+"""
+
+from __future__ import annotations
+
+from .escape import e
+
+COLORS: dict[str, str] = {
+    # GPU time
+    "compute": "#4c78a8",
+    "comm": "#72b7b2",
+    "transfer": "#72b7b2",  # the part of comm that moves data: comm's colour
+    "peer_wait": "#eeca3b",
+    "comm_unmatched": "#bab0ac",
+    "busy": "#5a6f86",  # compute + comm, not split
+    # idle by cause
+    "device_sync": "#e45756",
+    "event_sync": "#f58518",
+    "host_bound": "#b279a2",
+    "other": "#9d9d9d",
+    "stream_wait": "#54a24b",
+    # cross-rank marks
+    "handoff": "#222222",
+    "path": "#000000",
+    # ab policies (runs)
+    "policy_device": "#8c2d04",
+    "policy_event": "#1b7837",
+    "policy_none": "#2c3e8c",
+    # compare's answer
+    "predicted": "#6a3d9a",
+    "measured": "#17becf",
+    "run_a": "#525252",
+    "run_b": "#393b79",
+}
+
+LABELS: dict[str, str] = {
+    "compute": "compute", "comm": "comm (NCCL)", "transfer": "NCCL transfer",
+    "peer_wait": "NCCL peer wait", "comm_unmatched": "NCCL unmatched", "busy": "busy",
+    "device_sync": "device_sync", "event_sync": "event_sync", "host_bound": "host_bound",
+    "other": "other", "stream_wait": "stream wait", "handoff": "handoff",
+    "path": "critical path", "policy_device": "device", "policy_event": "event",
+    "policy_none": "none", "predicted": "predicted (what-if)", "measured": "measured",
+    "run_a": "run A steps", "run_b": "run B steps",
+}
+
+# dark hues no quantity above uses (navy, magenta, olive, brown, ...): a rank's line is never
+# read as an idle cause
+RANK_COLORS = ("#0b3d91", "#c51b7d", "#4d9221", "#8c510a", "#01665e", "#762a83", "#b35806",
+               "#2d004b", "#7f3b08", "#276419")
+GREY = "#9d9d9d"
+
+
+def color(key: str) -> str:
+    """The colour of a quantity (KeyError for an unknown one: add it here)."""
+    return COLORS[key]
+
+
+def policy_color(policy: str) -> str:
+    """An ab policy's colour (grey for a policy without one)."""
+    return COLORS.get(f"policy_{policy}", GREY)
+
+
+def legend_html(keys: list[str] | tuple[str, ...], labels: dict[str, str] | None = None
+                ) -> str:
+    """A legend (``<div class="legend">``) with one swatch per quantity, each carrying
+    ``data-key`` and its colour in ``data-color``."""
+    names = {**LABELS, **(labels or {})}
+    return ('<div class="legend">' + "".join(
+        f'<span class="key" data-key="{e(k)}" data-color="{COLORS[k]}"><i style="background:'
+        f'{COLORS[k]}"></i>{e(names.get(k, k))}</span>' for k in keys) + "</div>")

@@ -1,0 +1,74 @@
+"""Real browser: the compare page leads with the answer. Chromium reads its first figure from
+the DOM: A's predicted step, B's measured step and the error, equal to the JSON's answer,
+before any per-rank table."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+import pytest
+from integration.test_browser import chromium, open_page  # noqa: F401  (fixture)
+
+from profplug.cli.main import main
+
+pytestmark = pytest.mark.browser
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
+
+
+@pytest.mark.skipif(not (SAMPLES / "pp2_infer_kineto").is_dir(), reason="no samples")
+def test_compare_page_first_figure_is_the_answer(chromium: str, tmp_path: Path  # noqa: F811
+                                                 ) -> None:
+    # given `profplug compare device event --whatif` on the shipped decode-loop runs
+    a, b = SAMPLES / "pp2_infer_kineto/device", SAMPLES / "pp2_infer_kineto/event"
+    page, doc = tmp_path / "compare.html", tmp_path / "compare.json"
+    assert main(["compare", str(a), str(b), "--whatif", "--html", str(page), "-f", "json",
+                 "-o", str(doc)]) == 0
+    answer = json.loads(doc.read_text())["answer"]
+    # when Chromium has loaded the page
+    dom = open_page(chromium, page, tmp_path, "--dump-dom").stdout
+    # then its first figure is the answer: predicted vs measured and the error, as in the JSON
+    fig = re.search(r"<figure ([^>]*)>", dom)
+    assert fig is not None and 'id="answer-figure"' in fig.group(1)
+    attrs = dict(re.findall(r'data-([\w-]+)="([^"]*)"', fig.group(1)))
+    assert float(attrs["predicted-us"]) == pytest.approx(answer["predicted_us"], abs=1e-3)
+    assert float(attrs["measured-us"]) == pytest.approx(answer["measured_us"], abs=1e-3)
+    assert float(attrs["error-pct"]) == pytest.approx(answer["error_pct"], abs=1e-3)
+    # and the sentence is the page's headline, before the per-rank tables
+    line = re.search(r'<p id="answer-line">(.*?)</p>', dom, re.S)
+    assert line is not None and html.unescape(line.group(1)) == answer["sentence"]
+    assert re.match(r"device's what-if predicted [\d,]+ us/step \(±\d+%: [\d,]+-[\d,]+\); "
+                    r"event measured [\d,]+ us/step \(step spread [\d,]+-[\d,]+\): error "
+                    r"[+-]\d+\.\d%$", answer["sentence"]), answer["sentence"]
+    assert dom.index('id="answer-figure"') < dom.index('id="verdicts"') < dom.index(
+        'id="summary"')
+    # the figure has its legend; the header counts ranks per run
+    legend = dom[dom.index('id="answer-figure"'):dom.index("</figure>")]
+    assert 'data-key="predicted"' in legend and 'data-key="measured"' in legend
+    assert "A = device: 2 ranks (kineto) · B = event: 2 ranks (kineto)" in html.unescape(dom)
+    assert "rank(s)" not in dom
+
+
+@pytest.mark.skipif(not (SAMPLES / "ab_h200_decode_loop").is_dir(), reason="no samples")
+def test_compare_with_ab_page_first_figure(chromium: str, tmp_path: Path  # noqa: F811
+                                           ) -> None:
+    # given `profplug compare TRACED AB_DIR` (B measured by profplug ab: its CI)
+    ab = SAMPLES / "ab_h200_decode_loop"
+    page, doc = tmp_path / "cab.html", tmp_path / "cab.json"
+    assert main(["compare", str(ab / "traced_device"), str(ab), "--html", str(page), "-f",
+                 "json", "-o", str(doc)]) == 0
+    answer = json.loads(doc.read_text())["answer"]
+    dom = open_page(chromium, page, tmp_path, "--dump-dom").stdout
+    # then the first figure is the prediction against ab's CI: -1.9%, measured inside the band
+    fig = re.search(r"<figure ([^>]*)>", dom)
+    assert fig is not None and 'id="answer-figure"' in fig.group(1)
+    attrs = dict(re.findall(r'data-([\w-]+)="([^"]*)"', fig.group(1)))
+    assert float(attrs["predicted-us"]) == pytest.approx(answer["predicted_us"], abs=1e-3)
+    assert float(attrs["measured-us"]) == pytest.approx(461.04, abs=1e-3)
+    assert float(attrs["error-pct"]) == pytest.approx(-1.917, abs=1e-3)
+    line = re.search(r'<p id="answer-line">(.*?)</p>', dom, re.S)
+    assert line is not None and "(95% CI over 5 rounds 452-465): error -1.9%" in html.unescape(
+        line.group(1))
+    assert dom.index('id="answer-figure"') < dom.index('id="summary"')

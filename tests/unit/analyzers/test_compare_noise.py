@@ -1,0 +1,136 @@
+"""``compare`` answers the question: the step-time difference against the noise
+(``comparenoise``), A's what-if against B's measurement and the mismatch warnings
+(``compareanswer``). Exact answers on synthetic series; an A/A on the shipped repeats."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from profplug.analyzers.commands import report_analyses
+from profplug.analyzers.compare import compare
+from profplug.analyzers.compareanswer import mismatches, whatif_answer_ab
+from profplug.analyzers.comparenoise import block_length, noise_test, spread_pct
+from profplug.analyzers.report import analyze
+from unit.analyzers.test_compare_synth import write_run
+
+from profplug.cli.main import main
+
+SAMPLES = Path(__file__).resolve().parents[3] / "sample_traces"
+
+
+def test_equal_steps_differ_beyond_the_floor() -> None:
+    # given 10 steps of 100 us against 10 steps of 80 us (no spread: the 2% floor)
+    t = noise_test([100.0] * 10, [80.0] * 10)
+    # then B is 20% faster, the CI is a point, the noise the floor, and it is a difference
+    assert t is not None
+    assert (t.center_a_us, t.center_b_us, t.diff_pct, t.ci95_pct) == (
+        100.0, 80.0, -20.0, (-20.0, -20.0))
+    assert t.noise_pct == pytest.approx(2.0) and t.resolved
+    assert t.sentence("A", "B") == "B faster: B - A = -20.0 us/step (-20.0% of A; noise ±2.0%)"
+
+
+def test_a_shift_inside_the_step_spread_is_no_difference() -> None:
+    # given steps alternating 90/110 us (median 100, MAD 10: spread 14.826%) and the same
+    # steps 10 us slower (+10%)
+    a = np.array([90.0, 110.0] * 10)
+    assert spread_pct(a) == pytest.approx(14.826)
+    t = noise_test(a, a + 10.0)
+    # then the 10% is inside the per-step spread: no winner
+    assert t is not None and t.diff_pct == pytest.approx(10.0)
+    assert not t.resolved and t.noise_pct >= 14.826
+    assert t.sentence("A", "B") == f"no difference beyond the noise (±{t.noise_pct:.1f}%)"
+
+
+def test_too_few_steps_no_test_and_block_length() -> None:
+    assert noise_test([1.0, 2.0], [1.0, 2.0, 3.0]) is None
+    assert [block_length(n) for n in (1, 3, 4, 15, 16, 42, 43, 91)] == [1, 1, 2, 2, 3, 3, 4, 4]
+
+
+def test_whatif_answer_on_synthetic_runs(tmp_path: Path) -> None:
+    # given the synthetic device run (with its what-if) and the event run (80 us steps)
+    run = report_analyses(True, cross_rank=False)
+    a = analyze([write_run(tmp_path, "device")], run=run)
+    b = analyze([write_run(tmp_path, "event")], run=run)
+    cmp = compare(a, b, "device", "event")
+    pred = max(a.run["whatif"].ranks, key=lambda r: r.predicted_us)
+    ans = cmp.answer
+    # then the answer is the slowest rank's prediction against B's median step (80.0 us,
+    # steps alike: the 2% floor as its spread), error (X - 80) / 80
+    assert ans is not None and cmp.mismatches == []
+    assert (ans.predicted_us, ans.band_pct) == (pred.predicted_us, pred.error_band_pct)
+    assert (ans.measured_us, ans.measured_lo_us, ans.measured_hi_us) == pytest.approx(
+        (80.0, 78.4, 81.6))
+    assert ans.error_pct == pytest.approx((pred.predicted_us - 80.0) / 80.0 * 100.0)
+    assert ans.sentence("device", "event").startswith(
+        f"device's what-if predicted {pred.predicted_us:,.0f} us/step (±"
+        f"{pred.error_band_pct:.0f}%: ")
+    assert "event measured 80 us/step (step spread 78-82): error " in ans.sentence(
+        "device", "event")
+    # and against an ab.json: the policy's median and its CI over rounds
+    ab = {"summary": {"event": {"median_step_us": 75.0, "ci95_us": [70.0, 90.0],
+                                "rounds_ok": 5}}}
+    abans = whatif_answer_ab(a, ab)
+    assert abans is not None and abans.measured_by == "95% CI over 5 rounds"
+    assert (abans.measured_lo_us, abans.measured_hi_us) == (70.0, 90.0)
+    doc = cmp.to_dict()
+    assert doc["answer"]["measured_us"] == 80.0 and doc["noise"]["resolved"] is True
+    assert doc["verdict"].startswith("event faster: B - A = ")
+
+
+@pytest.mark.skipif(not (SAMPLES / "pp2_infer_repeats").is_dir(), reason="no samples")
+def test_aa_repeats_no_difference_beyond_the_noise(capsys: pytest.CaptureFixture[str]
+                                                   ) -> None:
+    # given two repeats of one device run (the shipped kineto2 and kineto3: 6,504 vs 7,137
+    # us/step median, steps spread by 8-14%)
+    a = SAMPLES / "pp2_infer_repeats/kineto2/device"
+    b = SAMPLES / "pp2_infer_repeats/kineto3/device"
+    assert main(["compare", str(a), str(b), "--no-whatif"]) == 0
+    out = capsys.readouterr().out
+    # then no winner, per pipeline and per rank, and no cost share of a non-difference
+    assert "step time: no difference beyond the noise (±17.7%)" in out
+    assert "rank 0: no difference beyond the noise" in out
+    assert "rank 1: no difference beyond the noise" in out
+    assert "faster" not in out and "of it" not in out
+    assert "warning" not in out  # the same command, ranks and steps
+
+
+@pytest.mark.skipif(not (SAMPLES / "pp2_infer_kineto").is_dir(), reason="no samples")
+def test_unrelated_runs_are_named_before_the_answer() -> None:
+    # given the 2-rank decode loop and the 1-rank three_waits run
+    a = analyze([SAMPLES / "pp2_infer_kineto/device"])
+    b = analyze([SAMPLES / "h200_three_waits/kineto"])
+    lines = mismatches(a, b, "decode", "waits")
+    # then every difference is named
+    assert [m.split(" (")[0] for m in lines] == [
+        "the runs ran different commands", "the runs have different rank counts",
+        "the runs have different step counts", "the runs do different GPU work per step"]
+    assert "(decode: 2, waits: 1)" in lines[1] and "(decode: 20, waits: 10 steps" in lines[2]
+
+
+@pytest.mark.skipif(not (SAMPLES / "ab_h200_decode_loop").is_dir(), reason="no samples")
+def test_compare_with_an_ab_dir_uses_its_ci(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    # given the traced device run and the ab directory of the same job
+    ab = SAMPLES / "ab_h200_decode_loop"
+    out = tmp_path / "c.json"
+    assert main(["compare", str(ab / "traced_device"), str(ab), "-f", "json", "-o",
+                 str(out)]) == 0
+    doc = json.loads(out.read_text())
+    stored = json.loads((ab / "ab.json").read_text())
+    ans = doc["answer"]
+    # then A's what-if is made at ab's unprofiled device step (as `ab --whatif` did) and
+    # set against ab's event median and its 95% CI over rounds
+    assert doc["calibrated_on_us"] == stored["summary"]["device"]["median_step_us"]
+    assert ans["predicted_us"] == pytest.approx(stored["whatif"]["predicted_step_us"], abs=0.01)
+    assert (ans["measured_us"], [ans["measured_lo_us"], ans["measured_hi_us"]]) == (
+        stored["summary"]["event"]["median_step_us"], stored["summary"]["event"]["ci95_us"])
+    err = 100.0 * (ans["predicted_us"] - ans["measured_us"]) / ans["measured_us"]
+    assert ans["measured_by"] == "95% CI over 5 rounds"
+    assert ans["error_pct"] == pytest.approx(err, abs=0.001)
+    main(["compare", str(ab / "traced_device"), str(ab)])
+    table = " ".join(capsys.readouterr().out.split())
+    assert f"measured 461 us/step (95% CI over 5 rounds 452-465): error {err:+.1f}%" in table
+    assert max(len(line) for line in table.splitlines()) <= 80

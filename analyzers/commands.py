@@ -14,6 +14,7 @@ from ..errors import ProfplugError, TraceError, one_line
 from .compare import Comparison, compare
 from .crossrank import cross_rank_analysis
 from .load import PathsLike, as_paths, load_timelines
+from .outpaths import check_outputs, is_stdout
 from .readers.base import ReadOptions
 from .render.registry import PAGE, check_format, render_text
 from .report import Report, RunAnalyzer, analyze, analyze_timelines, find_run_meta
@@ -30,12 +31,13 @@ from .whatif import (
 )
 
 DROPS = (DROP_DEVICE, DROP_ALL)
+MAX_STEP_US = 3.6e9  # --unprofiled: one hour per step at most (1e308 printed 10^308 us)
 WHATIF_AUTO_MAX_EVENTS = 2_000_000  # a report's default what-if: ~2 us/event, a few seconds
 
 
 def write_text(text: str, output: Path | None) -> None:
-    """Write ``text`` to ``output``, or to stdout when ``output`` is None."""
-    if output is None:
+    """Write ``text`` to ``output``, or to stdout when ``output`` is None or ``-``."""
+    if output is None or is_stdout(output):
         sys.stdout.write(text)
         return
     try:
@@ -103,7 +105,9 @@ def run_report(paths: PathsLike, *, fmt: str = "table", output: Path | None = No
     or skipped events, or ranks are missing.
     """
     check_format(Report, fmt)
-    rep = analyze(check_paths(paths), options, jobs=jobs, read=read,
+    inputs = check_paths(paths)
+    check_outputs((output, html), inputs)
+    rep = analyze(inputs, options, jobs=jobs, read=read,
                   run=report_analyses(whatif, cross_rank))
     write_text(render_text(rep, fmt), output)
     if html is not None:
@@ -152,8 +156,10 @@ def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | No
     opt = options or StallOptions()
     # the same analyses as `profplug report`, so each side is that run's report
     run = report_analyses(whatif, cross_rank)
-    rep_a = analyze(run_paths(run_a), opt, read=read, run=run)
-    rep_b = analyze(run_paths(run_b), opt, read=read, run=run)
+    paths_a, paths_b = run_paths(run_a), run_paths(run_b)
+    check_outputs((output, html), [*paths_a, *paths_b])
+    rep_a = analyze(paths_a, opt, read=read, run=run)
+    rep_b = analyze(paths_b, opt, read=read, run=run)
     cmp = compare(rep_a, rep_b, labels[0] or run_label(run_a), labels[1] or run_label(run_b))
     write_text(render_text(cmp, fmt), output)
     if html is not None:
@@ -176,10 +182,14 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
     check_format(WhatIfResult, fmt)
     if drop.kinds not in DROPS:
         raise ProfplugError(f"unknown --drop {drop.kinds!r} (choose from {', '.join(DROPS)})")
-    if unprofiled_us is not None and unprofiled_us <= 0:
-        raise ProfplugError("--unprofiled takes the measured unprofiled step time in us (> 0)")
+    if unprofiled_us is not None and not 0 < unprofiled_us <= MAX_STEP_US:  # also NaN
+        raise ProfplugError("--unprofiled takes the measured unprofiled step time in us "
+                            f"(> 0 and at most {MAX_STEP_US:g}, one hour; got "
+                            f"{unprofiled_us:g})")
     opt = options or StallOptions()
-    timelines = load_timelines(check_paths(paths), jobs=jobs, read=read)
+    inputs = check_paths(paths)
+    check_outputs((output, html), inputs)
+    timelines = load_timelines(inputs, jobs=jobs, read=read)
     res = (whatif(timelines, drop, opt) if unprofiled_us is None
            else whatif_unprofiled(timelines, unprofiled_us, drop, opt))
     write_text(render_text(res, fmt), output)

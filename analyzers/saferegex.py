@@ -32,7 +32,7 @@ def _re2_compile(pattern: str) -> Any | None:
     opts.log_errors = False
     try:
         return _re2.compile(pattern, opts)
-    except Exception:  # noqa: BLE001 - re2.error: a pattern RE2 lacks; re is used instead
+    except Exception:  # re2.error: a pattern RE2 lacks (back-references): re is used
         return None
 
 

@@ -5,18 +5,19 @@ and ``profplug ab-report DIR``: the same from an existing ``DIR/ab.json``, runni
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ...errors import ProfplugError
+from ...errors import ProfplugError, one_line
 from ..commands import run_paths, write_page, write_text
+from ..outpaths import check_outputs
 from ..render.registry import render_text
 from .analyze import analyze_ab
 from .overlay import attach, whatif_overlay
 from .result import SCHEMA_VERSION, AbResult
+from .schema import read_regular, validate
 
 
 def finish_ab(out: Path, runs: Sequence[dict[str, Any]], *, policies: Sequence[str],
@@ -41,9 +42,10 @@ def finish_ab(out: Path, runs: Sequence[dict[str, Any]], *, policies: Sequence[s
     write_text(render_text(res, "json"), out / "ab.json")
     write_text(render_text(res, "table"), None)
     if html is not None:
+        check_outputs([html], [out / "ab.json"])  # ab.json is kept: it is written first
         write_page(res, html)
     for m in res.outputs.mismatches:
-        print(f"profplug ab: OUTPUTS DIFFER: {m.line()}", file=sys.stderr)
+        print(f"profplug ab: OUTPUTS DIFFER: {one_line(m.line())}", file=sys.stderr)
     code = res.exit_code()
     if code and res.outputs.identical is not False:
         failed = len(res.failed_runs)
@@ -57,16 +59,15 @@ def _load(out: Path) -> dict[str, Any]:
     path = out / "ab.json"
     if not out.is_dir():
         raise ProfplugError(f"{out}: no such directory (the -o DIR of a profplug ab)")
+    if path.is_symlink():  # ab-report rewrites it: never through a link, outside DIR
+        raise ProfplugError(f"{path}: a symbolic link; ab-report rewrites ab.json and does "
+                            "not write through a link (copy the file into the directory)")
     try:
-        doc = json.loads(path.read_text())
+        data = read_regular(path)
     except FileNotFoundError:
         raise ProfplugError(f"{path}: not found (is {out} the -o DIR of a profplug ab?)"
                             ) from None
-    except (OSError, ValueError) as exc:
-        raise ProfplugError(f"{path}: unreadable ({exc})") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list) or not doc.get(
-            "policies"):
-        raise ProfplugError(f"{path}: not an ab.json (no runs or policies)")
+    doc = validate(path, data)
     if doc.get("version") != SCHEMA_VERSION:
         raise ProfplugError(f"{path}: ab.json version {doc.get('version')!r} (this profplug "
                             f"reads version {SCHEMA_VERSION})")
@@ -77,6 +78,7 @@ def report_ab(out: Path, *, html: Path | None = None, whatif: str | None = None)
     """``profplug ab-report DIR``: analyze the runs recorded in ``DIR/ab.json`` again (the
     current statistics, verdicts and output check), rewrite it, print the table, write
     ``--html``; nothing runs. Returns the exit status ``ab`` would have (docs/ab.md)."""
+    check_outputs([html], [out / "ab.json", out])
     doc = _load(out)
     if whatif is not None:
         run_paths(whatif)  # a missing path is a usage error
@@ -88,12 +90,12 @@ def report_ab(out: Path, *, html: Path | None = None, whatif: str | None = None)
                                                          "host_median_step_us")}
               for r in doc["runs"]],
         policies=list(doc["policies"]),
-        rounds=int(doc.get("rounds") or 1 + max((int(r.get("round", 0)) for r in doc["runs"]),
+        rounds=int(doc.get("rounds") or 1 + max((int(r["round"]) for r in doc["runs"]),
                                                 default=0)),
         order=doc.get("order") or "interleaved", seed=doc.get("seed"), skip=doc.get("skip"),
         steps=doc.get("steps"), command=list(doc.get("command") or []),
         interrupted=interrupted or None, html=html, whatif=whatif,
         stored_whatif=doc.get("whatif"))
-    print(f"profplug ab-report: {out / 'ab.json'} analyzed again from its "
+    print(f"profplug ab-report: {one_line(out / 'ab.json')} analyzed again from its "
           f"{len(doc['runs'])} runs (nothing was run)", file=sys.stderr)
     return code

@@ -137,10 +137,10 @@ class _Rows:
                                         or e.name == PARAM_COMMS):
                 continue  # the most common event; only steps and comm params matter
             if relative:
-                start = round(ts * 1000.0)
+                start = round(ts * 1000)  # ts: a float, or a Decimal (exact decoding)
             else:  # epoch us: keep ns exact beyond float64's 2**53
                 whole = int(ts)
-                start = whole * 1000 + round((ts - whole) * 1000.0)
+                start = whole * 1000 + round((ts - whole) * 1000)
             end = start + round(dur * 1000.0)
             args = e.args
             kind = gpu_cats.get(cat)
@@ -220,7 +220,9 @@ class _Rows:
                           has_gpu_sync_records=self.has_sync,
                           metadata={"distributedInfo": dist,
                                     "deviceProperties": header.deviceProperties or [],
-                                    "baseTimeNanoseconds": base})
+                                    "baseTimeNanoseconds": base,
+                                    # clocks.py: wall clock, or this rank's own
+                                    "clock": "epoch" if base or not relative else "own"})
         if relative and base:
             for name in TIME_COLUMNS:
                 getattr(tl, name)[...] += base

@@ -60,7 +60,13 @@ I64 = np.int64
 
 
 def _pid(g: np.ndarray) -> np.ndarray:
-    return (g >> 24) & 0xFFFFFF
+    """The process of a globalPid/globalTid: its pid (bits 24-55) with the VM/host id above
+    it (bits 56-63), so two processes with one pid on two hosts stay two."""
+    return (g >> 24) & PROCESS_MASK
+
+
+PROCESS_MASK = 0xFF_FFFF_FFFF  # 40 bits: VM id and pid
+NO_PROCESS = "no process (NULL globalPid)"
 
 
 MAX_DUR_NS = 3_600_000_000_000  # one hour: longer rows are CUPTI timestamp garbage
@@ -233,7 +239,9 @@ def _assign_ranks(pids: list[int], gpu: dict[str, np.ndarray], marks: dict[int, 
 def _process_names(ex: Export) -> dict[int, str]:
     if not (ex.has("PROCESSES", "pid") and ex.has("PROCESSES", "name")):
         return {}
-    return {int(p): str(n) for p, n in ex.conn.execute("SELECT pid, name FROM PROCESSES")
+    key = (f"(globalPid >> 24) & {PROCESS_MASK}" if ex.has("PROCESSES", "globalPid")
+           else "pid")
+    return {int(p): str(n) for p, n in ex.conn.execute(f"SELECT {key}, name FROM PROCESSES")
             if p is not None}
 
 
@@ -248,6 +256,21 @@ def _drop_absurd(d: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], np.nd
         return d, np.zeros(0, dtype=I64)
     bad = np.where(in_range, d["pid"], -d["pid"] - 1)[~ok]
     return {k: v[ok] for k, v in d.items()}, bad
+
+
+def _drop_null_pid(gpu: dict[str, np.ndarray], sync: dict[str, np.ndarray]
+                   ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], int]:
+    """GPU and sync rows whose globalPid is NULL (read as 0) removed and counted, when other
+    rows have a process (an export without the column has 0 everywhere: kept)."""
+    n = 0
+    out = []
+    for d in (gpu, sync):
+        null = d["pid"] == 0
+        if null.any() and not null.all():
+            n += int(null.sum())
+            d = {k: v[~null] for k, v in d.items()}
+        out.append(d)
+    return out[0], out[1], n
 
 
 API_COLS = ("start", "end", "tid", "corr", "name")
@@ -278,6 +301,7 @@ def _timelines(ex: Export, fx: Fetcher, steps: StepRule) -> list[Timeline]:
     sync, bad_sync = _drop_absurd(_read_sync(ex, fx))
     bad_pids = np.concatenate([bad_api, bad_gpu, bad_sync])
     ann, marks = _read_nvtx(nvtx(), syms)
+    gpu, sync, no_pid = _drop_null_pid(gpu, sync)
     pids = sorted(set(np.unique(gpu["pid"]).tolist()) | set(marks))
     if not pids:
         dropped_rows = f" ({bad_pids.size} row(s) with absurd times skipped)" \
@@ -308,6 +332,13 @@ def _timelines(ex: Export, fx: Fetcher, steps: StepRule) -> list[Timeline]:
                                                   ex.meta.get("NSYS_VERSION", ""))})
         tl.skip(ABSURD, int((bad_pids == p).sum()))
         tl.skip(OUT_OF_RANGE, int((bad_pids == -p - 1).sum()))
+        if not out:
+            tl.skip(NO_PROCESS, no_pid)
+        dangling = int(np.isin(a["name"], list(syms.dangling)).sum()) if syms.dangling else 0
+        if dangling:
+            tl.warnings.append(f"{dangling} host call(s) named by an id missing from StringIds "
+                               "(<string id N>): not classified, their gaps count as "
+                               "host_bound or other")
         _fill_sync(tl, sync, sm)
         _fill_ann(tl, ann, nm, steps)
         fill_comm(tl, p, peers)

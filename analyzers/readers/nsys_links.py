@@ -9,7 +9,7 @@ FAST_LINKS = True  # keys built by shifts when the ids fit (False: the general p
 
 
 def _pid(g: np.ndarray) -> np.ndarray:
-    return (g >> 24) & 0xFFFFFF
+    return (g >> 24) & 0xFF_FFFF_FFFF  # as nsys._pid
 
 
 def link_waits(d: dict[str, np.ndarray], events: list[np.ndarray]

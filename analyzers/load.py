@@ -9,7 +9,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
-from ..errors import TraceError
+from ..errors import TraceError, one_line
 from .cpus import usable_cpus
 from .readers.base import ReadOptions
 from .readers.jsonblocks import kind_of
@@ -40,21 +40,18 @@ def _run_artifact(f: Path) -> bool:
     return f.parent.name == "status" and (f.parent.parent / "run.json").is_file()
 
 
-def trace_files(paths: PathsLike) -> list[Path]:
+def trace_files(paths: PathsLike, skipped: list[str] | None = None) -> list[Path]:
     """Expand directories (recursively) into the trace files they hold, in name order.
 
     A directory holding ``x.nsys-rep`` and its export ``x.sqlite``/``x.sqlite.gz`` yields
-    the export only, so the report is read once.
+    the export only, so the report is read once. Entries of a directory that are skipped
+    although they might hold a rank (a subdirectory that cannot be listed; a FIFO, device
+    or dangling link named like a trace) are added to ``skipped``, one line each.
     """
     out: list[Path] = []
     for p in as_paths(paths):
         if p.is_dir():
-            try:
-                found = sorted(f for f in p.rglob("*") if f.is_file() and reader_for(f)
-                               and not _run_artifact(f))
-            except OSError as exc:  # a directory below it that cannot be listed
-                raise TraceError(f"{p}: cannot list {exc.filename or p} "
-                                 f"({exc.strerror or exc})") from None
+            found = _walk(p, [] if skipped is None else skipped)
             out.extend(_drop_unexported_twins(found))
             if not found:
                 raise TraceError(f"{p}: no trace files ({KNOWN_SUFFIXES})")
@@ -67,6 +64,33 @@ def trace_files(paths: PathsLike) -> list[Path]:
         else:
             raise TraceError(f"{p}: no such file or directory")
     return out
+
+
+def _walk(top: Path, skipped: list[str]) -> list[Path]:
+    """The trace files under ``top`` (``os.walk``: ``Path.rglob`` silently skips a directory
+    it cannot list on Python 3.11); what might have been a rank and was skipped, and why,
+    goes to ``skipped``."""
+    found: list[Path] = []
+
+    def unlisted(exc: OSError) -> None:
+        if Path(exc.filename or top) == top:  # the directory given: nothing to read
+            raise TraceError(f"{top}: cannot list it ({exc.strerror or exc})")
+        skipped.append(f"{one_line(exc.filename)}: cannot list it ({exc.strerror or exc})")
+
+    for d, _, names in os.walk(top, onerror=unlisted):
+        for name in names:
+            f = Path(d, name)
+            if not reader_for(f) or _run_artifact(f):
+                continue
+            if f.is_file():
+                found.append(f)
+                continue
+            try:
+                why = kind_of(f.stat().st_mode)
+            except OSError:
+                why = "a dangling link" if f.is_symlink() else "unreadable"
+            skipped.append(f"{one_line(f)}: {why}, not a trace file")
+    return sorted(found)
 
 
 def _drop_unexported_twins(files: list[Path]) -> list[Path]:
@@ -107,7 +131,8 @@ def load_timelines(paths: PathsLike, *, jobs: int | None = None,
     ``$PROFPLUG_MAX_DECOMPRESSED``, is settled here, once). Raises TraceError when two files
     claim the same rank.
     """
-    files = trace_files(paths)
+    skipped: list[str] = []
+    files = trace_files(paths, skipped)
     opt = read or ReadOptions()
     if opt.max_decompressed is None:
         opt = replace(opt, max_decompressed=max_decompressed())
@@ -126,9 +151,12 @@ def load_timelines(paths: PathsLike, *, jobs: int | None = None,
                 _tick(show, len(results), len(work))
     if show:
         print(file=sys.stderr)
-    timelines = [t for r in results for t in r]
+    timelines = sorted((t for r in results for t in r), key=lambda t: t.rank)
     _check_unique_ranks(timelines)
-    return sorted(timelines, key=lambda t: t.rank)
+    if skipped and timelines:  # a rank may be missing: a warning (--strict exits 1)
+        timelines[0].warnings.append(f"{len(skipped)} entr{'y' if len(skipped) == 1 else 'ies'}"
+                                     f" skipped (a rank may be missing): {'; '.join(skipped)}")
+    return timelines
 
 
 def _tick(show: bool, done: int, total: int) -> None:

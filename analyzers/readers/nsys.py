@@ -326,7 +326,7 @@ def _timelines(ex: Export, fx: Fetcher, steps: StepRule) -> list[Timeline]:
             api_start_ns=a["start"], api_end_ns=a["end"], api_tid=a["tid"],
             api_name=a["name"], api_corr=a["corr"],
             has_gpu_sync_records=ex.has(SYNC),
-            metadata={"pid": p, "process_name": pnames.get(p, ""),
+            metadata={"pid": p & 0xFFFFFF, "process_key": p, "process_name": pnames.get(p, ""),
                       "schema_version": ex.schema_version, "meta_table": ex.meta_table,
                       "nsys_version": ex.meta.get("EXPORT_PRODUCT_VERSION",
                                                   ex.meta.get("NSYS_VERSION", ""))})
@@ -350,7 +350,7 @@ def _timelines(ex: Export, fx: Fetcher, steps: StepRule) -> list[Timeline]:
                                    "is 'other' (a partial export?)")
         if dropped and not out:
             tl.warnings.append(f"processes without GPU work skipped: pid "
-                               f"{', '.join(map(str, dropped))}")
+                               f"{', '.join(str(d & 0xFFFFFF) for d in dropped)}")
         out.append(tl)
     return out
 

@@ -5,6 +5,7 @@ and ``profplug ab-report DIR``: the same from an existing ``DIR/ab.json``, runni
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,7 +40,7 @@ def finish_ab(out: Path, runs: Sequence[dict[str, Any]], *, policies: Sequence[s
                                        device.ci95_us))
         except ProfplugError as exc:
             res.warnings.append(f"--whatif {whatif}: {exc}")
-    write_text(render_text(res, "json"), out / "ab.json")
+    replace_file(out / "ab.json", render_text(res, "json"))
     write_text(render_text(res, "table"), None)
     if html is not None:
         check_outputs([html], [out / "ab.json"])  # ab.json is kept: it is written first
@@ -53,6 +54,18 @@ def finish_ab(out: Path, runs: Sequence[dict[str, Any]], *, policies: Sequence[s
               + ("; a policy has no successful run" if code == 6 else "")
               + f" (exit status {code})", file=sys.stderr)
     return res, code
+
+
+def replace_file(path: Path, text: str) -> None:
+    """Write ``path`` whole through a temporary file beside it: never through a link (a
+    hard link elsewhere keeps its bytes), never half written."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise ProfplugError(f"{one_line(path)}: cannot write ({exc.strerror or exc})") from None
 
 
 def _load(out: Path) -> dict[str, Any]:

@@ -72,8 +72,9 @@ class Trace(Header):
 _TRACE_DECODER = msgspec.json.Decoder(Trace)
 _EVENTS_DECODER = msgspec.json.Decoder(list[Event])
 _EXACT_EVENTS_DECODER = msgspec.json.Decoder(list[ExactEvent])
-# an epoch-us ts (16+ digits) with a fraction: float64 would lose its nanoseconds
-EPOCH_FRACTION = re.compile(rb'"ts"\s*:\s*\d{16,}\.\d')
+# an epoch-us ts (16+ digits) with a fraction, or as many digits with an exponent
+# (1.764000000001000250e15): float64 would lose its nanoseconds
+EPOCH_FRACTION = re.compile(rb'"ts"\s*:\s*(?:\d{16,}\.\d|\d\.\d{15,}[eE])')
 _ANY_DECODER = msgspec.json.Decoder()
 
 

@@ -39,6 +39,8 @@ from .nsys_fetch import Fetcher
 from .nsys_fetch import empty as _empty
 from .nsys_links import link_waits
 from .nsys_names import _Symbols
+from .nsys_pids import NO_PROCESS, PROCESS_MASK, drop_null_pid
+from .nsys_pids import process_of as _pid
 from .nsys_source import Export, guard, open_export, sqlite_file, sqlite_why
 
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -57,16 +59,6 @@ MEMSET_NAME = "[CUDA memset]"
 RULE_MARK = "NVTX mark profplug.rank"
 RULE_ORDER = "CUDA device order, then process id (no profplug.rank mark)"
 I64 = np.int64
-
-
-def _pid(g: np.ndarray) -> np.ndarray:
-    """The process of a globalPid/globalTid: its pid (bits 24-55) with the VM/host id above
-    it (bits 56-63), so two processes with one pid on two hosts stay two."""
-    return (g >> 24) & PROCESS_MASK
-
-
-PROCESS_MASK = 0xFF_FFFF_FFFF  # 40 bits: VM id and pid
-NO_PROCESS = "no process (NULL globalPid)"
 
 
 MAX_DUR_NS = 3_600_000_000_000  # one hour: longer rows are CUPTI timestamp garbage
@@ -258,21 +250,6 @@ def _drop_absurd(d: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], np.nd
     return {k: v[ok] for k, v in d.items()}, bad
 
 
-def _drop_null_pid(gpu: dict[str, np.ndarray], sync: dict[str, np.ndarray]
-                   ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], int]:
-    """GPU and sync rows whose globalPid is NULL (read as 0) removed and counted, when other
-    rows have a process (an export without the column has 0 everywhere: kept)."""
-    n = 0
-    out = []
-    for d in (gpu, sync):
-        null = d["pid"] == 0
-        if null.any() and not null.all():
-            n += int(null.sum())
-            d = {k: v[~null] for k, v in d.items()}
-        out.append(d)
-    return out[0], out[1], n
-
-
 API_COLS = ("start", "end", "tid", "corr", "name")
 
 
@@ -301,7 +278,7 @@ def _timelines(ex: Export, fx: Fetcher, steps: StepRule) -> list[Timeline]:
     sync, bad_sync = _drop_absurd(_read_sync(ex, fx))
     bad_pids = np.concatenate([bad_api, bad_gpu, bad_sync])
     ann, marks = _read_nvtx(nvtx(), syms)
-    gpu, sync, no_pid = _drop_null_pid(gpu, sync)
+    gpu, sync, no_pid = drop_null_pid(gpu, sync)
     pids = sorted(set(np.unique(gpu["pid"]).tolist()) | set(marks))
     if not pids:
         dropped_rows = f" ({bad_pids.size} row(s) with absurd times skipped)" \

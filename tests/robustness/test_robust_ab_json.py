@@ -196,3 +196,16 @@ def test_the_shipped_ab_jsons_read_the_same(tmp_path) -> None:
     for f in files:
         doc = validate(f, read_regular(f))
         assert doc == json.loads(f.read_text())
+
+
+def test_a_hard_linked_ab_json_leaves_the_other_link_alone(tmp_path, capsys) -> None:
+    other = tmp_path / "elsewhere.json"
+    other.write_text(json.dumps(_doc()))
+    before = other.read_bytes()
+    out = tmp_path / "ab"
+    out.mkdir()
+    os.link(other, out / "ab.json")
+    assert main(["ab-report", str(out)]) == 0
+    assert other.read_bytes() == before  # rewritten by a rename, not through the link
+    assert not (out / "ab.json").samefile(other)
+    assert sorted(p.name for p in out.iterdir()) == ["ab.json"]  # no temporary file left

@@ -335,3 +335,15 @@ def test_out_of_memory_names_the_inputs(monkeypatch, capsys) -> None:
     monkeypatch.setattr(cli, "app", boom)
     assert cli.main(["ab-report", "x"]) == 3
     assert "out of memory (the inputs need more" in capsys.readouterr().err
+
+
+def test_epoch_us_with_an_exponent_are_exact(tmp_path: Path) -> None:
+    ev = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 0, "dur": 1.0,
+           "args": {"device": 0, "stream": 7}} for _ in range(2)]
+    text = json.dumps({"traceEvents": ev}).replace('"ts": 0', '"ts": 1.764000000000000125e15',
+                                                   1).replace('"ts": 0',
+                                                              '"ts": 1.764000000001000375e15')
+    p = tmp_path / "rank0.json"
+    p.write_text(text)
+    tl = read_kineto(p)
+    assert int(tl.gpu_start_ns[1] - tl.gpu_start_ns[0]) == 1_000_250

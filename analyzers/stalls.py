@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ProfplugError
+from ..errors import ProfplugError, TraceError
 from . import classify
 from .callsites import enclosing
 from .gaps import (
@@ -172,6 +172,9 @@ def _match_calls(gap_start: np.ndarray, c_start: np.ndarray, c_end: np.ndarray, 
     return _Calls(c_start, c_end).match(gap_start, tol)
 
 
+MAX_DEVICES = 4096  # distinct GPU device ids per rank: far beyond any node
+
+
 class _Calls:
     """Calls sorted by start once, matched against the gaps of each device in turn."""
 
@@ -228,7 +231,11 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None) -> RankStall
     dev_c = _Calls(c_start[dev_calls], c_end[dev_calls])  # sorted once, not per device
     evt_c = _Calls(c_start[evt_calls], c_end[evt_calls])
     close_c = _Calls(c_start[close_calls], c_end[close_calls])
-    for dev, sel in groups(tl.gpu_device):  # one sort: linear in devices x ops no more
+    by_dev = groups(tl.gpu_device)  # one sort: linear, not a mask per device
+    if len(by_dev) > MAX_DEVICES:  # ~0.3 ms per device: 160k ids took minutes
+        raise TraceError(f"{', '.join(tl.files)}: {len(by_dev):,} distinct GPU device ids on "
+                         f"rank {tl.rank} (more than {MAX_DEVICES:,}): not a trace of real GPUs")
+    for dev, sel in by_dev:
         s, e = tl.gpu_start_ns[sel], tl.gpu_end_ns[sel]
         iv = device_intervals(s, e)
         per_dev_intervals[dev] = iv

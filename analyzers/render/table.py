@@ -6,12 +6,11 @@ Fits an 80-column terminal. Percentages are of the rank's GPU window.
 
 from __future__ import annotations
 
-import textwrap
 from typing import TYPE_CHECKING, TextIO
 
 from ..callsites import display_name
 from ..gaps import CAUSES
-from .text import PrintableWriter
+from .text import PrintableWriter, wrap
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -36,10 +35,10 @@ def _clip(s: str, n: int) -> str:
 def render_table(rep: Report, out: TextIO) -> None:
     out = PrintableWriter(out)  # type: ignore[assignment]  # trace strings: no escapes
     w = out.write
-    for line in textwrap.wrap(rep.headline(), WIDTH):  # the finding first
+    for line in wrap(rep.headline(), WIDTH):  # the finding first
         w(line + "\n")
     for msg in rep.warnings:
-        for line in textwrap.wrap(msg, WIDTH, initial_indent="warning: ",
+        for line in wrap(msg, WIDTH, initial_indent="warning: ",
                                   subsequent_indent="  "):
             w(line + "\n")
     w("\n")

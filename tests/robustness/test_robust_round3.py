@@ -347,3 +347,25 @@ def test_epoch_us_with_an_exponent_are_exact(tmp_path: Path) -> None:
     p.write_text(text)
     tl = read_kineto(p)
     assert int(tl.gpu_start_ns[1] - tl.gpu_start_ns[0]) == 1_000_250
+
+
+def test_wrapping_a_long_word_is_textwraps_result() -> None:
+    import textwrap
+
+    from profplug.analyzers.render.text import wrap
+
+    for text in ("a b " + "x" * 1000 + " c dd", "hello " + "y" * 300 + " tail end" * 9,
+                 "z" * 257, "short text only"):
+        for kw in ({}, {"initial_indent": "warning: ", "subsequent_indent": "  "}):
+            assert wrap(text, 80, **kw) == textwrap.wrap(text, 80, **kw)
+    lines = wrap("x" * (1 << 20), 80)  # textwrap: quadratic in the word
+    assert len(lines) == (1 << 20) // 80 + 1 and "".join(lines) == "x" * (1 << 20)
+
+
+def test_absurdly_many_devices_are_one_line(tmp_path: Path, capsys) -> None:
+    t = KinetoTrace(rank=0)
+    for k in range(5000):
+        t.gpu(10.0 * k, 5.0, device=k)
+    p = t.write(tmp_path / "rank0.json")
+    assert main(["report", str(p), "--jobs", "1"]) == 3
+    assert "5,000 distinct GPU device ids on rank 0 (more than 4,096)" in _one_error(capsys)

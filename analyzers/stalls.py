@@ -54,8 +54,8 @@ class StallOptions:
     def from_tolerance_us(cls, tolerance_us: float) -> StallOptions:
         """The options for a tolerance given in us (the CLI's ``--tolerance-us``, >= 0)."""
         if not 0 <= tolerance_us <= 3.6e9:  # also NaN; 1 hour at most: int64 ns stay far
-            raise ProfplugError("--tolerance-us must be a number from 0 to 3.6e9 (one hour; "
-                                f"got {tolerance_us:g})")
+            raise ProfplugError("--tolerance-us must be a number >= 0 and at most 3.6e9 (one "
+                                f"hour; got {tolerance_us:g})")
         return cls(tolerance_ns=round(tolerance_us * 1000))
 
 

@@ -231,7 +231,9 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None) -> RankStall
     dev_c = _Calls(c_start[dev_calls], c_end[dev_calls])  # sorted once, not per device
     evt_c = _Calls(c_start[evt_calls], c_end[evt_calls])
     close_c = _Calls(c_start[close_calls], c_end[close_calls])
-    by_dev = groups(tl.gpu_device)  # one sort: linear, not a mask per device
+    one = tl.gpu_device.size and tl.gpu_device.min() == tl.gpu_device.max()
+    # one sort: linear, not a mask per device; one device (the usual): views, no copies
+    by_dev = [(int(tl.gpu_device[0]), slice(None))] if one else groups(tl.gpu_device)
     if len(by_dev) > MAX_DEVICES:  # ~0.3 ms per device: 160k ids took minutes
         raise TraceError(f"{', '.join(tl.files)}: {len(by_dev):,} distinct GPU device ids on "
                          f"rank {tl.rank} (more than {MAX_DEVICES:,}): not a trace of real GPUs")

@@ -56,10 +56,18 @@ def enclosing(tl: Timeline, start_ns: np.ndarray, end_ns: np.ndarray, tid: np.nd
     inner[inner < lo] = -1  # the latest such range is on an earlier thread: none on this one
     outer = last_at_least(a_e, inner - 1, end_ns)  # -1 -> -2: none
     outer[(inner < 0) | (outer < lo)] = -1
+    # one label string per (range name, parent name): a 10 MB range name around 400 calls
+    # is one string, not 400 copies (interned)
+    labels: dict[tuple[int, int], str] = {}
     for k in np.nonzero(inner >= 0)[0].tolist():
-        label = without_payload(names[a_n[inner[k]]])
-        if label in PHASES and outer[k] >= 0:
-            label = f"{without_payload(names[a_n[outer[k]]])} > {label}"
+        a = int(a_n[inner[k]])
+        o = int(a_n[outer[k]]) if outer[k] >= 0 else -1
+        label = labels.get((a, o))
+        if label is None:
+            label = without_payload(names[a])
+            if label in PHASES and o >= 0:
+                label = f"{without_payload(names[o])} > {label}"
+            labels[(a, o)] = label
         out[k] = label
     return out
     names = tl.names

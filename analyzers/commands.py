@@ -26,6 +26,7 @@ from .hostonly import host_only
 from .libwarnings import own_warnings
 from .load import PathsLike, as_paths, load_timelines
 from .observer import untraced_step_us
+from .outpaths import check_outputs, is_stdout
 from .readers.base import ReadOptions
 from .render.registry import PAGE, check_format, render_text
 from .report import Report, RunAnalyzer, analyze, analyze_timelines, find_run_meta
@@ -43,12 +44,13 @@ from .whatif import (
 )
 
 DROPS = (DROP_POLICY, DROP_DEVICE, DROP_ALL)
+MAX_STEP_US = 3.6e9  # --unprofiled: one hour per step at most (1e308 printed 10^308 us)
 WHATIF_AUTO_MAX_EVENTS = 2_000_000  # a report's default what-if: ~2 us/event, a few seconds
 
 
 def write_text(text: str, output: Path | None) -> None:
-    """Write ``text`` to ``output``, or to stdout when ``output`` is None."""
-    if output is None:
+    """Write ``text`` to ``output``, or to stdout when ``output`` is None or ``-``."""
+    if output is None or is_stdout(output):
         sys.stdout.write(text)
         return
     try:
@@ -159,6 +161,7 @@ def run_report(paths: PathsLike, *, fmt: str = "table", output: Path | None = No
     """
     check_format(Report, fmt)
     files = check_paths(paths)
+    check_outputs((output, html), files)
     backend = open_backend(jobs, dask)
     try:
         # the idle gaps travel back only for the page (its timeline) or run-level analyses
@@ -219,6 +222,7 @@ def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | No
     # the same analyses as `profplug report`, so each side is that run's report
     run = report_analyses(whatif, cross_rank)
     paths_a, paths_b = run_paths(run_a), run_paths(run_b)
+    check_outputs((output, html), [*paths_a, *paths_b])
     backend = open_backend(jobs, dask)
     try:
         rep_a, rep_b = (analyze(p, opt, read=read, run=run, backend=backend,
@@ -280,6 +284,7 @@ def _compare_with_ab(run_a: str, run_b: str, *, fmt: str, output: Path | None,
     """``compare A AB_DIR``: A's what-if at ab's unprofiled device step against ab's
     measured policy (``compareab``)."""
     check_format(AbComparison, fmt)
+    check_outputs((output, html), [*run_paths(run_a), Path(run_b)])
     doc = load_ab(Path(run_b))
     policy = pick_policy(doc)
     dev_us, dev_ci = device_step(doc)
@@ -315,11 +320,14 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
     drop = check_drop(drop or DropSpec())
     unprofiled_us = unprofiled_step_us(unprofiled_us, paths)
     check_format(WhatIfResult, fmt)
-    if unprofiled_us is not None and unprofiled_us <= 0:
-        raise ProfplugError("--unprofiled takes the measured unprofiled step time in us (> 0)")
+    if unprofiled_us is not None and not 0 < unprofiled_us <= MAX_STEP_US:  # also NaN
+        raise ProfplugError("--unprofiled takes the measured unprofiled step time in us "
+                            f"(> 0 and at most {MAX_STEP_US:g}, one hour; got "
+                            f"{unprofiled_us:g})")
     ci = parse_ci(unprofiled_ci, unprofiled_us)
     opt = options or StallOptions()
     files = check_paths(paths)
+    check_outputs((output, html), files)
     backend = open_backend(jobs, dask)
     try:
         timelines = load_timelines(files, read=read, backend=backend,

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..errors import TraceError
+from ..errors import TraceError, one_line
 from .dispatch import Backend, LocalBackend, RankTask, gather
 from .progress import Progress
 from .readers.base import ReadOptions
@@ -41,21 +41,18 @@ def _run_artifact(f: Path) -> bool:
     return f.parent.name == "status" and (f.parent.parent / "run.json").is_file()
 
 
-def trace_files(paths: PathsLike) -> list[Path]:
+def trace_files(paths: PathsLike, skipped: list[str] | None = None) -> list[Path]:
     """Expand directories (recursively) into the trace files they hold, in name order.
 
     A directory holding ``x.nsys-rep`` and its export ``x.sqlite``/``x.sqlite.gz`` yields
-    the export only, so the report is read once.
+    the export only, so the report is read once. Entries of a directory that are skipped
+    although they might hold a rank (a subdirectory that cannot be listed; a FIFO, device
+    or dangling link named like a trace) are added to ``skipped``, one line each.
     """
     out: list[Path] = []
     for p in as_paths(paths):
         if p.is_dir():
-            try:
-                found = sorted(f for f in p.rglob("*") if f.is_file() and reader_for(f)
-                               and not _run_artifact(f))
-            except OSError as exc:  # a directory below it that cannot be listed
-                raise TraceError(f"{p}: cannot list {exc.filename or p} "
-                                 f"({exc.strerror or exc})") from None
+            found = _walk(p, [] if skipped is None else skipped)
             out.extend(_drop_unexported_twins(found))
             if not found:
                 raise TraceError(f"{p}: no trace files ({KNOWN_SUFFIXES})")
@@ -68,6 +65,33 @@ def trace_files(paths: PathsLike) -> list[Path]:
         else:
             raise TraceError(f"{p}: no such file or directory")
     return out
+
+
+def _walk(top: Path, skipped: list[str]) -> list[Path]:
+    """The trace files under ``top`` (``os.walk``: ``Path.rglob`` silently skips a directory
+    it cannot list on Python 3.11); what might have been a rank and was skipped, and why,
+    goes to ``skipped``."""
+    found: list[Path] = []
+
+    def unlisted(exc: OSError) -> None:
+        if Path(exc.filename or top) == top:  # the directory given: nothing to read
+            raise TraceError(f"{top}: cannot list it ({exc.strerror or exc})")
+        skipped.append(f"{one_line(exc.filename)}: cannot list it ({exc.strerror or exc})")
+
+    for d, _, names in os.walk(top, onerror=unlisted):
+        for name in names:
+            f = Path(d, name)
+            if not reader_for(f) or _run_artifact(f):
+                continue
+            if f.is_file():
+                found.append(f)
+                continue
+            try:
+                why = kind_of(f.stat().st_mode)
+            except OSError:
+                why = "a dangling link" if f.is_symlink() else "unreadable"
+            skipped.append(f"{one_line(f)}: {why}, not a trace file")
+    return sorted(found)
 
 
 def _drop_unexported_twins(files: list[Path]) -> list[Path]:
@@ -126,8 +150,10 @@ def load_ranks(paths: PathsLike, *, read: ReadOptions | None = None,
     ``keep_gaps`` False: without their per-gap rows (``dispatch.RankTask``).
     ``progress``: the progress line on stderr (default: when stderr is a terminal).
     Raises TraceError when a file cannot be read, two files claim the same rank, or every
-    file was lost with its worker."""
-    files = trace_files(paths)
+    file was lost with its worker. Directory entries skipped that might have been a rank
+    (``trace_files``) become a warning of the lowest rank (``--strict`` exits 1)."""
+    skipped: list[str] = []
+    files = trace_files(paths, skipped)
     opt = settled(read)
     tasks = [RankTask(f, i, opt, stall, keep_timelines, keep_gaps)
              for i, f in enumerate(files)]
@@ -143,6 +169,12 @@ def load_ranks(paths: PathsLike, *, read: ReadOptions | None = None,
     stalls = sorted((s for r in results for s in r.stalls), key=lambda s: s.rank)
     timelines = sorted((t for r in results for t in r.timelines), key=lambda t: t.rank)
     _check_unique_ranks(timelines or stalls)
+    if skipped:  # a rank may be missing: a warning (--strict exits 1)
+        line = (f"{len(skipped)} entr{'y' if len(skipped) == 1 else 'ies'} skipped (a rank "
+                f"may be missing): {'; '.join(skipped)}")
+        for first in (timelines[:1], stalls[:1]):
+            for x in first:
+                x.warnings.append(line)
     return LoadedRanks(stalls, timelines, lost)
 
 

@@ -194,6 +194,7 @@ def analyze(paths: PathsLike, options: StallOptions | None = None, *,
     return rep
 
 
+MAX_META_DEPTH = 32  # run.json nests 3 deep; deeper: ignored, as unreadable
 RUN_SUBDIRS = ("kineto", "nsys")  # where ``profplug run`` puts traces, beside run.json
 
 
@@ -207,6 +208,8 @@ def find_run_meta(paths: PathsLike) -> dict[str, Any]:
     """
     import json
 
+    from .jsondepth import deeper_than
+
     for p in as_paths(paths):
         d = p if p.is_dir() else p.parent
         for cand in (d, d.parent) if d.name in RUN_SUBDIRS else (d,):
@@ -215,6 +218,8 @@ def find_run_meta(paths: PathsLike) -> dict[str, Any]:
                 try:
                     meta = json.loads(f.read_text())
                 except (OSError, ValueError, RecursionError):
+                    return {}
+                if deeper_than(meta, MAX_META_DEPTH):  # the page's tables would recurse
                     return {}
                 return meta if isinstance(meta, dict) else {}
     return {}

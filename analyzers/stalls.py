@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ProfplugError
+from ..errors import ProfplugError, TraceError
 from . import classify
 from .callsites import enclosing
 from .gaps import (
@@ -42,7 +42,7 @@ from .outliers import describe as describe_outliers
 from .rangequery import last_at_least
 from .steps import StepStats, center_by_key, step_stats_and_spans
 from .streamwait import StreamWaitStat, stream_waits
-from .timeline import Timeline
+from .timeline import Timeline, groups
 
 DEFAULT_TOLERANCE_NS = 2_000
 
@@ -59,8 +59,9 @@ class StallOptions:
     @classmethod
     def from_tolerance_us(cls, tolerance_us: float) -> StallOptions:
         """The options for a tolerance given in us (the CLI's ``--tolerance-us``, >= 0)."""
-        if not 0 <= tolerance_us < float("inf"):  # also NaN
-            raise ProfplugError(f"--tolerance-us must be a number >= 0 (got {tolerance_us:g})")
+        if not 0 <= tolerance_us <= 3.6e9:  # also NaN; 1 hour at most: int64 ns stay far
+            raise ProfplugError("--tolerance-us must be a number >= 0 and at most 3.6e9 (one "
+                                f"hour; got {tolerance_us:g})")
         return cls(tolerance_ns=round(tolerance_us * 1000))
 
 
@@ -179,23 +180,37 @@ def _match_calls(gap_start: np.ndarray, c_start: np.ndarray, c_end: np.ndarray, 
 
     Among several, the latest-starting one. Calls need not be sorted.
     """
-    out = np.full(gap_start.size, -1, dtype=np.int64)
-    if c_start.size == 0 or gap_start.size == 0:
+    return _Calls(c_start, c_end).match(gap_start, tol)
+
+
+MAX_DEVICES = 4096  # distinct GPU device ids per rank: far beyond any node
+
+
+class _Calls:
+    """Calls sorted by start once, matched against the gaps of each device in turn."""
+
+    def __init__(self, c_start: np.ndarray, c_end: np.ndarray) -> None:
+        self.order = np.argsort(c_start, kind="stable")
+        self.s, self.e = c_start[self.order], c_end[self.order]
+        self.reach = np.maximum.accumulate(self.e) if self.e.size else self.e
+
+    def match(self, gap_start: np.ndarray, tol: int) -> np.ndarray:
+        """As :func:`_match_calls`."""
+        out = np.full(gap_start.size, -1, dtype=np.int64)
+        if self.s.size == 0 or gap_start.size == 0:
+            return out
+        order, s, e, reach = self.order, self.s, self.e, self.reach
+        i = np.searchsorted(s, gap_start + tol, side="right") - 1
+        ok = i >= 0
+        ii = np.where(ok, i, 0)
+        covered = ok & (reach[ii] + tol >= gap_start)
+        direct = covered & (e[ii] + tol >= gap_start)
+        out[direct] = order[ii[direct]]
+        late = np.nonzero(covered & ~direct)[0]  # an earlier, longer call holds it (rare)
+        if late.size:  # the latest-starting of those: O(log n) each, not a walk back
+            k = last_at_least(e, ii[late], gap_start[late] - tol)
+            out[late] = np.where(k >= 0, order[np.maximum(k, 0)], -1)
         return out
-    order = np.argsort(c_start, kind="stable")
-    s, e = c_start[order], c_end[order]
-    reach = np.maximum.accumulate(e)
-    i = np.searchsorted(s, gap_start + tol, side="right") - 1
-    ok = i >= 0
-    ii = np.where(ok, i, 0)
-    covered = ok & (reach[ii] + tol >= gap_start)
-    direct = covered & (e[ii] + tol >= gap_start)
-    out[direct] = order[ii[direct]]
-    late = np.nonzero(covered & ~direct)[0]  # an earlier, longer call holds it (rare)
-    if late.size:  # the latest-starting of those: O(log n) each, not a walk back
-        k = last_at_least(e, ii[late], gap_start[late] - tol)
-        out[late] = np.where(k >= 0, order[np.maximum(k, 0)], -1)
-    return out
 
 
 def analyze_rank(tl: Timeline, options: StallOptions | None = None) -> RankStalls:
@@ -227,8 +242,16 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None) -> RankStall
     per_dev_intervals: dict[int, DeviceIntervals] = {}
     g_parts: list[tuple[np.ndarray, ...]] = []
     other_reasons: dict[str, int] = {}
-    for dev in tl.devices():
-        sel = tl.gpu_device == dev
+    dev_c = _Calls(c_start[dev_calls], c_end[dev_calls])  # sorted once, not per device
+    evt_c = _Calls(c_start[evt_calls], c_end[evt_calls])
+    close_c = _Calls(c_start[close_calls], c_end[close_calls])
+    one = tl.gpu_device.size and tl.gpu_device.min() == tl.gpu_device.max()
+    # one sort: linear, not a mask per device; one device (the usual): views, no copies
+    by_dev = [(int(tl.gpu_device[0]), slice(None))] if one else groups(tl.gpu_device)
+    if len(by_dev) > MAX_DEVICES:  # ~0.3 ms per device: 160k ids took minutes
+        raise TraceError(f"{', '.join(tl.files)}: {len(by_dev):,} distinct GPU device ids on "
+                         f"rank {tl.rank} (more than {MAX_DEVICES:,}): not a trace of real GPUs")
+    for dev, sel in by_dev:
         s, e = tl.gpu_start_ns[sel], tl.gpu_end_ns[sel]
         iv = device_intervals(s, e)
         per_dev_intervals[dev] = iv
@@ -237,13 +260,13 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None) -> RankStall
         gs, ge = iv.gap_start_ns, iv.gap_end_ns
         cause = np.full(gs.size, C_HOST, dtype=np.int8)
         call = np.full(gs.size, -1, dtype=np.int64)
-        m_dev = _match_calls(gs, c_start[dev_calls], c_end[dev_calls], tol)
+        m_dev = dev_c.match(gs, tol)
         hit = m_dev >= 0
         cause[hit], call[hit] = C_DEVICE, dev_calls[m_dev[hit]]
-        m_evt = _match_calls(gs, c_start[evt_calls], c_end[evt_calls], tol)
+        m_evt = evt_c.match(gs, tol)
         hit2 = (~hit) & (m_evt >= 0)
         cause[hit2], call[hit2] = C_EVENT, evt_calls[m_evt[hit2]]
-        m_close = _match_calls(gs, c_start[close_calls], c_end[close_calls], tol)
+        m_close = close_c.match(gs, tol)
         hit3 = (cause == C_HOST) & (m_close >= 0)
         cause[hit3] = C_OTHER
         if hit3.any():

@@ -30,6 +30,7 @@ import numpy as np
 from profplug.ranges import STEP
 
 from ..errors import ProfplugError
+from .saferegex import search_all
 from .timeline import STEP_RE, Timeline
 
 REGEX_PREFIX = "re:"
@@ -85,13 +86,9 @@ class StepRule:
         spec = self.spec or ""
         if not spec.startswith(REGEX_PREFIX):
             return {i: None for i, n in enumerate(names) if n == spec}
-        rx = re.compile(spec[len(REGEX_PREFIX):])
-        out: dict[int, int | None] = {}
-        for i, n in enumerate(names):
-            m = rx.search(n)
-            if m is not None:
-                out[i] = _step_number(m.group(1) if rx.groups else None)
-        return out
+        # bounded: the regex is the user's, the names the trace's (saferegex)
+        return {i: _step_number(g)
+                for i, g in search_all(spec[len(REGEX_PREFIX):], names)}
 
 
 DEFAULT_STEPS = StepRule()

@@ -29,6 +29,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parent)]
 
 import attack_inputs as inp  # noqa: E402
 import attack_inputs_main as inm  # noqa: E402
+import attack_inputs_round3 as r3  # noqa: E402
 from attack_inputs import Build  # noqa: E402
 
 
@@ -84,6 +85,67 @@ ATTACKS = [
     *(Attack("4", f"{n} host threads", inm.many_threads(n)) for n in (10_000, 40_000)),
 ]
 
+# issue #27 (round 3): the issue's attacks, then one class of our own per item ("own: ...")
+ROUND3 = [
+    Attack("27.1", "Kineto rank + Nsight rank in one directory", r3.mixed_clocks("kineto+nsys")),
+    Attack("27.1", "two Kineto ranks, one without baseTimeNanoseconds",
+           r3.mixed_clocks("kineto without base")),
+    Attack("27.1", "own: two Nsight exports of two sessions", r3.mixed_clocks("two sessions")),
+    Attack("27.2", "epoch us with ns decimals", r3.epoch_decimals(False)),
+    Attack("27.2", "own: epoch us as d.ddd...e15", r3.epoch_decimals(True)),
+    *(Attack("27.3", f"Nsight: {c} (--strict)", r3.nsys_processes(c))
+      for c in ("two VMs", "NULL globalPid", "dangling nameId")),
+    Attack("27.3", "Kineto B/E pair for a sync (--strict)", r3.kineto_begin_end),
+    Attack("27.3", "own: Nsight globalPid with bit 63 set (--strict)",
+           r3.nsys_processes("top bit")),
+    *(Attack("27.4", c, r3.output_over_input(c)) for c in (
+        "report -o X", "report --html X", "whatif -o X", "report D -f json -o D/report.json",
+        "ab-report D --html D/ab.json")),
+    Attack("27.4", "own: -o a hard link to the trace", r3.output_over_input("hard link")),
+    Attack("27.5", "ab page: script in a failed run's index",
+           r3.ab_case("script in a failed run's index")),
+    Attack("27.5", "own: ab page: script in the command", r3.ab_case("script in the command")),
+    Attack("27.6", "nsys export command: shell syntax in the file name",
+           r3.nsys_command("shell syntax")),
+    Attack("27.6", "own: nsys export command: newline in the file name",
+           r3.nsys_command("newline")),
+    Attack("27.7", "symlinked ab.json", r3.ab_case("symlinked ab.json")),
+    Attack("27.7", "own: hard-linked ab.json", r3.ab_case("hard-linked ab.json")),
+    *(Attack("27.8", c, r3.ab_case(c)) for c in ("ab.json a FIFO",
+                                                  "ab.json a link to /dev/zero")),
+    Attack("27.8", "own: ab.json a directory", r3.ab_case("ab.json a directory")),
+    Attack("27.9", "10 MB annotation name around 400 syncs", r3.long_label("kineto")),
+    Attack("27.9", "own: 10 MB NVTX range around 400 syncs (Nsight)", r3.long_label("nsys")),
+    Attack("27.10", "160k kernels, each on its own device", r3.many_devices("devices")),
+    Attack("27.10", "own: 160k kernels, each on its own stream", r3.many_devices("streams")),
+    *(Attack("27.11/14/18", f"ab.json: {c}", r3.ab_tampered(c)) for c in (
+        "rounds 10**7", "rounds -3", "negative step times", "a round as a string",
+        "no device policy")),
+    Attack("27.11", "own: ab.json: 10^5 policies", r3.ab_tampered("10^5 policies")),
+    Attack("27.14", "own: ab.json: NaN in a step time", r3.ab_tampered("NaN in a step time")),
+    Attack("27.12", "--step-range re:(a+)+$ on a 34-character name", r3.regex("(a+)+$")),
+    Attack("27.12", "own: --step-range re:(x+x+)+y over 20k names", r3.regex("many")),
+    Attack("27.13", "run.json nested 800 deep (report --html)", r3.deep_run_json("report")),
+    Attack("27.13", "run.json nested 800 deep (compare --html)", r3.deep_run_json("compare")),
+    Attack("27.13", "own: run.json with a list nested 900 deep", r3.deep_run_json("list")),
+    Attack("27.15", "--tolerance-us 1e16", r3.cli_number(["report", "--tolerance-us", "1e16"])),
+    Attack("27.15", "whatif --unprofiled 1e308 -f json",
+           r3.cli_number(["whatif", "--unprofiled", "1e308", "-f", "json"])),
+    Attack("27.15", "whatif --unprofiled nan", r3.cli_number(["whatif", "--unprofiled", "nan"])),
+    Attack("27.15", "own: --max-decompressed 10^23 G",
+           r3.cli_number(["report", "--max-decompressed", "9" * 23 + "G"])),
+    Attack("27.16", "ESC in a policy name (OUTPUTS DIFFER)",
+           r3.ab_escapes("ESC in a policy name (OUTPUTS DIFFER)")),
+    Attack("27.16", "own: bidi override and ESC in the ab directory's name",
+           r3.ab_escapes("dir")),
+    *(Attack("27.17", f"{c} named like a trace (--strict)", r3.skipped_entry(c))
+      for c in ("a FIFO", "a dangling link", "a link to /dev/zero")),
+    Attack("27.17", "own: a socket named like a trace (--strict)", r3.skipped_entry("socket")),
+    Attack("27.18", "-o - (JSON to stdout)", r3.dash_output("-o")),
+    Attack("27.18", "own: --html - (the page to stdout)", r3.dash_output("--html")),
+]
+ATTACKS += ROUND3
+
 
 def run(attack: Attack, timeout: float, mem_gb: float, pythonpath: str = "") -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="profplug-attack-") as tmp:
@@ -125,13 +187,14 @@ def run(attack: Attack, timeout: float, mem_gb: float, pythonpath: str = "") -> 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="")
+    ap.add_argument("--round3", action="store_true", help="only the attacks of issue #27")
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--mem-gb", type=float, default=4.0)
     ap.add_argument("--pythonpath", default="", help="source tree to run instead")
     a = ap.parse_args()
     print("| item | attack | exit | wall s | peak RSS MB | traceback | new files | last line |")
     print("| --- | --- | --- | ---: | ---: | --- | --- | --- |")
-    for attack in ATTACKS:
+    for attack in ROUND3 if a.round3 else ATTACKS:
         if a.only.lower() not in attack.name.lower():
             continue
         # each in its own process so that RUSAGE_CHILDREN is this attack's own peak

@@ -93,10 +93,11 @@ class NsysProcess:
     pid: int
     name: str = "python3"
     _corr: int = 100
+    vm: int = 0  # the VM/host id in globalPid's top bits
 
     @property
     def gpid(self) -> int:
-        return global_pid(self.pid)
+        return global_pid(self.pid, self.vm)
 
     def next_corr(self) -> int:
         self._corr += 1
@@ -107,7 +108,7 @@ class NsysProcess:
         corr = self.next_corr() if corr is None else corr
         ex = self.export
         ex.rows["CUPTI_ACTIVITY_KIND_RUNTIME"].append(
-            (_ns(start), _ns(start + dur), 1, global_tid(self.pid, tid), corr,
+            (_ns(start), _ns(start + dur), 1, global_tid(self.pid, tid, self.vm), corr,
              ex.sid(ex.api_name(name)), 0, None))
         return corr
 
@@ -147,18 +148,18 @@ class NsysProcess:
         text, tid_ = (None, ex.sid(name)) if reg else (name, None)
         ex.rows["NVTX_EVENTS"].append(
             (_ns(start), _ns(start + dur), 60 if start_end else 59, None, None, None, text,
-             global_tid(self.pid, tid), None, tid_, domain, None, None, None, None, None, None,
+             global_tid(self.pid, tid, self.vm), None, tid_, domain, None, None, None, None, None, None,
              None, json_text))
 
     def mark(self, text: str, at: float = 0.0, tid: int = 1) -> None:
         self.export.rows["NVTX_EVENTS"].append(
-            (_ns(at), None, 34, None, None, None, text, global_tid(self.pid, tid), None, None,
+            (_ns(at), None, 34, None, None, None, text, global_tid(self.pid, tid, self.vm), None, None,
              0, None, None, None, None, None, None, None, None))
 
     def domain_create(self, name: str, domain: int = 1, at: float = 0.0) -> None:
         """An NVTX domain-create event (eventType 75, text = domain name)."""
         self.export.rows["NVTX_EVENTS"].append(
-            (_ns(at), None, 75, None, None, None, name, global_tid(self.pid, 1), None, None,
+            (_ns(at), None, 75, None, None, None, name, global_tid(self.pid, 1, self.vm), None, None,
              domain, None, None, None, None, None, None, None, None))
 
     def rank_mark(self, rank: int, at: float = 0.0) -> None:

@@ -5,18 +5,20 @@ and ``profplug ab-report DIR``: the same from an existing ``DIR/ab.json``, runni
 
 from __future__ import annotations
 
-import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ...errors import ProfplugError
+from ...errors import ProfplugError, one_line
 from ..commands import run_paths, write_page, write_text
+from ..outpaths import check_outputs
 from ..render.registry import render_text
 from .analyze import analyze_ab
 from .overlay import attach, whatif_overlay
 from .result import EXIT_NOT_REACHED, SCHEMA_VERSION, AbResult
+from .schema import read_regular, validate
 
 
 def finish_ab(out: Path, runs: Sequence[dict[str, Any]], *, policies: Sequence[str],
@@ -40,15 +42,16 @@ def finish_ab(out: Path, runs: Sequence[dict[str, Any]], *, policies: Sequence[s
                                        device.ci95_us))
         except ProfplugError as exc:
             res.warnings.append(f"--whatif {whatif}: {exc}")
-    write_text(render_text(res, "json"), out / "ab.json")
+    replace_file(out / "ab.json", render_text(res, "json"))
     write_text(render_text(res, "table"), None)
     if html is not None:
+        check_outputs([html], [out / "ab.json"])  # ab.json is kept: it is written first
         write_page(res, html)
     for m in res.outputs.mismatches:
-        print(f"profplug ab: OUTPUTS DIFFER: {m.line()}", file=sys.stderr)
+        print(f"profplug ab: OUTPUTS DIFFER: {one_line(m.line())}", file=sys.stderr)
     for line in res.not_reached[:1]:  # one loud line (all of them are in ab.json)
         more = len(res.not_reached) - 1
-        print(f"profplug ab: {line}" + (f" (and {more} more)" if more else "")
+        print(f"profplug ab: {one_line(line)}" + (f" (and {more} more)" if more else "")
               + f" (exit status {EXIT_NOT_REACHED})", file=sys.stderr)
     code = res.exit_code()
     if code and res.outputs.identical is not False and code != EXIT_NOT_REACHED:
@@ -59,20 +62,31 @@ def finish_ab(out: Path, runs: Sequence[dict[str, Any]], *, policies: Sequence[s
     return res, code
 
 
+def replace_file(path: Path, text: str) -> None:
+    """Write ``path`` whole through a temporary file beside it: never through a link (a
+    hard link elsewhere keeps its bytes), never half written."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise ProfplugError(f"{one_line(path)}: cannot write ({exc.strerror or exc})") from None
+
+
 def _load(out: Path) -> dict[str, Any]:
     path = out / "ab.json"
     if not out.is_dir():
         raise ProfplugError(f"{out}: no such directory (the -o DIR of a profplug ab)")
+    if path.is_symlink():  # ab-report rewrites it: never through a link, outside DIR
+        raise ProfplugError(f"{path}: a symbolic link; ab-report rewrites ab.json and does "
+                            "not write through a link (copy the file into the directory)")
     try:
-        doc = json.loads(path.read_text())
+        data = read_regular(path)
     except FileNotFoundError:
         raise ProfplugError(f"{path}: not found (is {out} the -o DIR of a profplug ab?)"
                             ) from None
-    except (OSError, ValueError) as exc:
-        raise ProfplugError(f"{path}: unreadable ({exc})") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list) or not doc.get(
-            "policies"):
-        raise ProfplugError(f"{path}: not an ab.json (no runs or policies)")
+    doc = validate(path, data)
     if doc.get("version") != SCHEMA_VERSION:
         raise ProfplugError(f"{path}: ab.json version {doc.get('version')!r} (this profplug "
                             f"reads version {SCHEMA_VERSION})")
@@ -83,6 +97,7 @@ def report_ab(out: Path, *, html: Path | None = None, whatif: str | None = None)
     """``profplug ab-report DIR``: analyze the runs recorded in ``DIR/ab.json`` again (the
     current statistics, verdicts and output check), rewrite it, print the table, write
     ``--html``; nothing runs. Returns the exit status ``ab`` would have (docs/ab.md)."""
+    check_outputs([html], [out / "ab.json", out])
     doc = _load(out)
     if whatif is not None:
         run_paths(whatif)  # a missing path is a usage error
@@ -94,12 +109,12 @@ def report_ab(out: Path, *, html: Path | None = None, whatif: str | None = None)
                                                          "host_median_step_us")}
               for r in doc["runs"]],
         policies=list(doc["policies"]),
-        rounds=int(doc.get("rounds") or 1 + max((int(r.get("round", 0)) for r in doc["runs"]),
+        rounds=int(doc.get("rounds") or 1 + max((int(r["round"]) for r in doc["runs"]),
                                                 default=0)),
         order=doc.get("order") or "interleaved", seed=doc.get("seed"), skip=doc.get("skip"),
         steps=doc.get("steps"), command=list(doc.get("command") or []),
         interrupted=interrupted or None, html=html, whatif=whatif,
         stored_whatif=doc.get("whatif"), stopped=doc.get("stopped"))
-    print(f"profplug ab-report: {out / 'ab.json'} analyzed again from its "
+    print(f"profplug ab-report: {one_line(out / 'ab.json')} analyzed again from its "
           f"{len(doc['runs'])} runs (nothing was run)", file=sys.stderr)
     return code

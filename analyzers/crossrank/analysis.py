@@ -14,6 +14,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from ...errors import ProfplugError
 from ..classify import comm_for_symbols
 from ..stalls import RankStalls, StallOptions, analyze_rank
 from ..steps import step_spans
@@ -39,6 +40,8 @@ def cross_rank(timelines: list[Timeline], options: StallOptions | None = None,
     t0 = time.perf_counter()
     tls = [tl for tl in timelines if tl.n_gpu]
     m = match(tls)
+    if m.clock_refused:  # ranks that cannot be put on one time axis (clocks.py)
+        raise ProfplugError(f"cross-rank analysis not run: {m.clock_refused}")
     binds = bindings(tls, m)
     spans = [step_spans(tl, launch_times(tl, launch_tops(tl))) for tl in tls]
     bub = [rank_bubbles(tl, i, m, binds[i], spans[i]) for i, tl in enumerate(tls)]

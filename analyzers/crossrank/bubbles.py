@@ -28,7 +28,7 @@ import numpy as np
 
 from ..gaps import device_intervals
 from ..steps import StepSpans
-from ..timeline import Timeline
+from ..timeline import Timeline, groups
 from .intervals import union, within
 from .matching import Matching
 
@@ -124,17 +124,19 @@ def rank_bubbles(tl: Timeline, pos: int, m: Matching, b: Binding, spans: StepSpa
     window = idle = comm = xfer = unm = 0
     n_steps = spans.span_s.size
     st = [np.zeros(n_steps, dtype=np.int64) for _ in range(3)]  # idle, comm, transfer
-    for dev in tl.devices():
-        sel = tl.gpu_device == dev
+    of_dev = dict(groups(dev_k))  # one sort each: linear however many devices
+    none = np.zeros(0, dtype=np.int64)
+    for dev, sel in groups(tl.gpu_device):
         iv = device_intervals(tl.gpu_start_ns[sel], tl.gpu_end_ns[sel])
         window += iv.window_ns
         idle += iv.window_ns - iv.busy_ns
-        on = dev_k == dev
+        on = of_dev.get(dev, none)
         cs, ce = union(s[on], e[on])
         ts, te = union(w[on], e[on])
         comm += int((ce - cs).sum())
         xfer += int((te - ts).sum())
-        us_, ue_ = union(s[on & ~matched], e[on & ~matched])
+        un = on[~matched[on]]
+        us_, ue_ = union(s[un], e[un])
         unm += int((ue_ - us_).sum())
         if n_steps:
             st[0] += iv.idle_within(spans.span_s, spans.span_e)

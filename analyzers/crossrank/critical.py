@@ -157,8 +157,9 @@ def _with_seen_stream_waits(g: Graph, md: Model, tol: int) -> Graph:
         return g
     o = np.arange(n_o)
     pe = np.where(md.o_prev >= 0, md.o_end[np.maximum(md.o_prev, 0)], np.iinfo(np.int64).min)
-    ls = np.where(md.o_top >= 0, md.a_start[np.maximum(md.o_top, 0)] + md.o_off,
-                  np.iinfo(np.int64).min)
+    ls = np.full(n_o, np.iinfo(np.int64).min, dtype=np.int64)
+    if md.a_start.size:  # a rank without host calls (a partial export): no launch times
+        ls = np.where(md.o_top >= 0, md.a_start[np.maximum(md.o_top, 0)] + md.o_off, ls)
     near = np.maximum(pe, ls)
     cand = near < md.o_start - tol
     srcs, dsts = [], []

@@ -25,9 +25,11 @@ host side of the trace says (the ``comm_*`` table, ``commops``):
    description has them; else the k-th collective of a group on each member; with no group
    (older traces, NCCL NVTX without payload): the k-th kernel of the same name on every rank
    that has one.
-5. **Clocks.** Ranks from one Nsight report share its clock. Separate Kineto files are
-   aligned by the median end difference of matched kernels (both sides of a transfer end
-   together), rank by rank from the lowest; the offsets are reported.
+5. **Clocks** (``analyzers/clocks.py``). Ranks from one Nsight report share its clock.
+   Separate files are aligned by the median end difference of matched kernels (both sides
+   of a transfer end together), rank by rank from the lowest; the offsets are reported, and
+   the residual when the clocks differ. Ranks no matched kernel links, on different clocks
+   (Kineto and Nsight, a Kineto file without a base), are not joined (``clock_refused``).
 
 The result is a :class:`Matching`: edges between kernels (both directions, with the rule),
 the clock offsets (aligned time = rank time + offset), per-rank counts and notes.
@@ -41,6 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import classify
+from ..clocks import MEDIAN_END, ONE_FILE, ONE_REPORT, SINGLE, align
 from ..commops import group_members
 from ..timeline import (
     COMM_COLL,
@@ -63,10 +66,10 @@ C_GROUP = "collective: k-th of its group"
 C_NAME = "collective: k-th kernel of the same name on every rank"
 COLL_RULES = (C_SEQ, C_GROUP, C_NAME)
 RULES = (*P2P_RULES, *COLL_RULES)
-CLOCK_ONE = "one clock (all ranks in one Nsight report)"
-CLOCK_FILE = "one clock (all ranks in one trace file)"
-CLOCK_SINGLE = "one rank with GPU work: no clocks to align"
-CLOCK_MEDIAN = "median end difference of matched kernels, per rank"
+CLOCK_ONE = ONE_REPORT
+CLOCK_FILE = ONE_FILE
+CLOCK_SINGLE = SINGLE
+CLOCK_MEDIAN = MEDIAN_END
 Edge = tuple[int, int, int, int, int, int]  # pos, op, partner pos, partner op, rule, dir
 
 
@@ -103,6 +106,8 @@ class Matching:
     unmatched: list[int] = field(default_factory=list)  # per position: kernels without edge
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    clock_refused: str | None = None  # ranks on clocks that cannot be aligned (clocks.py)
+    clock_residual_ns: int = 0  # the largest residual of a clock alignment
 
     def rank_rule(self, pos: int) -> str:
         """The rule that matched most of this rank's kernels ("unmatched" when none)."""
@@ -199,7 +204,8 @@ def match(timelines: list[Timeline]) -> Matching:
     _match_p2p(rs, ranks, pos_of, edges, counts, notes, warns)
     _match_coll(rs, ranks, pos_of, edges, counts, notes, warns)
     e = np.array(edges, dtype=np.int64).reshape(-1, 6)
-    offset, clock_rule = _clocks(timelines, e, notes)
+    clock = align(timelines, e)  # clocks.py: offsets, residual, or why not joinable
+    notes += clock.notes
     paired = [set(e[e[:, 0] == i, 1].tolist()) for i in range(len(rs))]
     unmatched = [int(sum(1 for o in r.kernels.tolist() if o not in paired[i]))
                  for i, r in enumerate(rs)]
@@ -207,9 +213,10 @@ def match(timelines: list[Timeline]) -> Matching:
         if n:
             warns.append(f"rank {ranks[i]}: {n} NCCL kernel(s) not matched with another "
                          "rank's: their time counts as transfer, none as peer wait")
-    return Matching(ranks, e[:, 0], e[:, 1], e[:, 2], e[:, 3], e[:, 4], e[:, 5], offset,
-                    clock_rule,
-                    [r.kernels for r in rs], dict(counts), unmatched, notes, warns)
+    return Matching(ranks, e[:, 0], e[:, 1], e[:, 2], e[:, 3], e[:, 4], e[:, 5],
+                    clock.offset_ns, clock.rule,
+                    [r.kernels for r in rs], dict(counts), unmatched, notes, warns,
+                    clock_refused=clock.refused, clock_residual_ns=clock.residual_ns)
 
 
 def _match_p2p(rs: list[_Rank], ranks: list[int], pos_of: dict[int, int],
@@ -334,41 +341,3 @@ def _match_coll(rs: list[_Rank], ranks: list[int], pos_of: dict[int, int],
                 _couple(g, rule, edges)
                 counts[RULES[rule]] += 1
     _match_bare(rs, ranks, edges, counts, warns, p2p=False)
-
-
-def _clocks(timelines: list[Timeline], e: np.ndarray, notes: list[str]
-            ) -> tuple[np.ndarray, str]:
-    """Per position, the offset that puts it on the lowest rank's clock (ns)."""
-    n = len(timelines)
-    off = np.zeros(n, dtype=np.int64)
-    if n < 2:
-        return off, CLOCK_SINGLE
-    if all(tl.files == timelines[0].files for tl in timelines):  # true of the format in hand
-        return off, CLOCK_ONE if timelines[0].source == "nsys" else CLOCK_FILE
-    diffs: dict[tuple[int, int], list[int]] = defaultdict(list)
-    for a, ka, b, kb, _, _ in e.tolist():
-        if a < b:
-            diffs[(a, b)].append(int(timelines[a].gpu_end_ns[ka] - timelines[b].gpu_end_ns[kb]))
-    med = {k: int(np.median(v)) for k, v in diffs.items()}
-    adj: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    for (a, b), d in med.items():  # aligned b = b + d puts b's ends on a's
-        adj[a].append((b, d))
-        adj[b].append((a, -d))
-    done = [False] * n
-    for root in sorted(range(n), key=lambda i: timelines[i].rank):
-        if done[root]:
-            continue
-        done[root] = True
-        todo = [root]
-        while todo:
-            a = todo.pop()
-            for b, d in adj[a]:
-                if not done[b]:
-                    done[b], off[b] = True, off[a] + d
-                    todo.append(b)
-    for i, tl in enumerate(timelines):
-        if abs(off[i]) > 2_000:
-            notes.append(f"rank {tl.rank}: clock offset {off[i] / 1000:+.1f} us against "
-                         f"rank {timelines[0].rank} (median end difference of matched "
-                         "kernels); cross-rank times use aligned clocks")
-    return off, CLOCK_MEDIAN

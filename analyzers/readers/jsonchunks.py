@@ -28,6 +28,7 @@ from .jsonblocks import BLOCK
 from .jsonscan import OPEN, QUOTE, Scan, scalar_end, skip_between
 from .kineto_decode import (
     DECODE_ERRORS,
+    EPOCH_FRACTION,
     INVALID_JSON,
     TOO_BIG,
     Event,
@@ -37,6 +38,7 @@ from .kineto_decode import (
 
 MAX_EVENT = 64 << 20  # an event longer than this is skipped, its bytes dropped as they come
 SLOW_AFTER = 4 * BLOCK  # this many bytes without a cut: scan exactly
+EXACT_SNIFF = 1 << 20  # bytes searched for an epoch-us ts with decimals before the first event
 RESYNC_AFTER = 1 << 20  # an unclosed event this long with a cut inside it is broken there
 BOUNDARY = re.compile(rb'\}\s*,\s*(\{)\s*"')  # a '"' right after '{' is never in a string
 EVENT_START = re.compile(rb'\}\s*,\s*(\{)\s*"ph"\s*:')  # Kineto writes "ph" first
@@ -123,10 +125,14 @@ class EventArray:
         self.slow_until = 1  # the exact path hands back once between items past this
         self.after_bad = False  # the last item was skipped
         self.quiet = False  # the open item is a fragment of that one: not counted
+        self.exact = False  # ts decoded exactly (epoch us with ns decimals: kineto_decode)
 
     # ------------------------------------------------------------------ driving
     def feed(self, data: bytes | memoryview, final: bool = False) -> list[list[Event]]:
         self.buf += data
+        if not self.n_events and not self.exact:  # older torch: epoch us with ns decimals,
+            # beyond float64 (0.25 us apart at 1.76e15): decoded exactly (slower)
+            self.exact = EPOCH_FRACTION.search(self.buf, 0, EXACT_SNIFF) is not None
         while not self.closed:
             if not self.slow:
                 if self._fast():
@@ -165,7 +171,7 @@ class EventArray:
         buf[cut + 1] = 0x5D  # ']' after the last whole event: a JSON array, no copy
         try:
             with memoryview(buf) as whole, whole[:cut + 2] as piece:
-                events = decode_events(piece)
+                events = decode_events(piece, self.exact)
         except DECODE_ERRORS:
             buf[cut + 1] = saved
             self._enter_slow(cut + 1)
@@ -275,7 +281,7 @@ class EventArray:
             self.after_bad = False
         else:
             with memoryview(self.buf) as whole, whole[self.item:pos] as text:
-                ev, why = decode_item(text)
+                ev, why = decode_item(text, self.exact)
             if ev is not None:
                 batch.append(ev)
             elif not self.quiet:

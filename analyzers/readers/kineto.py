@@ -45,11 +45,15 @@ MAX_DIGITS = 18  # a step number, pid or tid with more digits does not fit int64
 FLUSH_ROWS = 1 << 18  # rows kept in Python lists before they are packed into numpy
 OUT_OF_RANGE = "timestamp out of range"
 MIXED = "timestamp style unlike the trace's (epoch vs relative us)"
+BEGIN_END = "begin/end pair (ph B/E), not read"
 
 GPU_CATS = {"kernel": KIND_KERNEL, "gpu_memcpy": KIND_MEMCPY, "gpu_memset": KIND_MEMSET}
 API_CATS = frozenset({"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver", "runtime",
                       "driver"})
 ANN_CATS = frozenset({"user_annotation"})
+# B/E pairs of what the analysis reads (API calls, GPU ops, syncs, annotations): counted as
+# skipped, not read (torch writes X events; a B/E sync was ignored silently)
+BE_CATS = frozenset({*GPU_CATS, *API_CATS, *ANN_CATS, "cuda_sync"})
 SYNC_KINDS = {"Event Sync": SYNC_EVENT_SYNC, "Stream Wait Event": SYNC_STREAM_WAIT_EVENT,
               "Stream Sync": SYNC_STREAM_SYNC, "Context Sync": SYNC_CONTEXT_SYNC}
 PARAM_COMMS = "record_param_comms"  # torch's cpu_op describing a NCCL call (commops)
@@ -114,6 +118,8 @@ class _Rows:
         lower: dict[str, str] = {}
         for e in events:
             if e.ph != "X":
+                if e.ph == "B" and e.cat.lower() in BE_CATS:  # a pair counted once, at B
+                    self.skip(BEGIN_END)
                 continue
             ts, dur = e.ts, e.dur
             if ts is None or dur is None:
@@ -137,10 +143,10 @@ class _Rows:
                                         or e.name == PARAM_COMMS):
                 continue  # the most common event; only steps and comm params matter
             if relative:
-                start = round(ts * 1000.0)
+                start = round(ts * 1000)  # ts: a float, or a Decimal (exact decoding)
             else:  # epoch us: keep ns exact beyond float64's 2**53
                 whole = int(ts)
-                start = whole * 1000 + round((ts - whole) * 1000.0)
+                start = whole * 1000 + round((ts - whole) * 1000)
             end = start + round(dur * 1000.0)
             args = e.args
             kind = gpu_cats.get(cat)
@@ -221,7 +227,9 @@ class _Rows:
                           has_gpu_sync_records=self.has_sync,
                           metadata={"distributedInfo": dist,
                                     "deviceProperties": header.deviceProperties or [],
-                                    "baseTimeNanoseconds": base})
+                                    "baseTimeNanoseconds": base,
+                                    # clocks.py: wall clock, or this rank's own
+                                    "clock": "epoch" if base or not relative else "own"})
         if relative and base:
             for name in TIME_COLUMNS:
                 getattr(tl, name)[...] += base

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from decimal import Decimal
 from typing import Annotated, Any
 
 import msgspec
@@ -50,6 +51,13 @@ class Event(msgspec.Struct, gc=False):
     args: Args | None = None
 
 
+class ExactEvent(Event, gc=False):
+    """An event whose ``ts`` is kept exact: epoch microseconds with nanosecond decimals
+    (``1764000000001000.250``) are beyond float64 (0.25 us apart at 1.76e15)."""
+
+    ts: Decimal | None = None  # type: ignore[assignment]
+
+
 class Header(msgspec.Struct):
     distributedInfo: dict[str, Any] | None = None
     deviceProperties: list[Any] | None = None
@@ -63,6 +71,10 @@ class Trace(Header):
 
 _TRACE_DECODER = msgspec.json.Decoder(Trace)
 _EVENTS_DECODER = msgspec.json.Decoder(list[Event])
+_EXACT_EVENTS_DECODER = msgspec.json.Decoder(list[ExactEvent])
+# an epoch-us ts (16+ digits) with a fraction, or as many digits with an exponent
+# (1.764000000001000250e15): float64 would lose its nanoseconds
+EPOCH_FRACTION = re.compile(rb'"ts"\s*:\s*(?:\d{16,}\.\d|\d\.\d{15,}[eE])')
 _ANY_DECODER = msgspec.json.Decoder()
 
 
@@ -76,15 +88,18 @@ TOO_BIG = "event larger than 64 MiB"
 DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError,
                  RecursionError)
 _EVENT_DECODER = msgspec.json.Decoder(Event)
+_EXACT_EVENT_DECODER = msgspec.json.Decoder(ExactEvent)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def decode_events(piece: bytes | memoryview) -> list[Event]:
-    """A JSON array of events, typed (the fast path); raises one of DECODE_ERRORS."""
-    return _EVENTS_DECODER.decode(piece)
+def decode_events(piece: bytes | memoryview, exact: bool = False) -> list[Event]:
+    """A JSON array of events, typed (the fast path); raises one of DECODE_ERRORS.
+    ``exact``: ``ts`` as a Decimal (:class:`ExactEvent`)."""
+    return (_EXACT_EVENTS_DECODER if exact else _EVENTS_DECODER).decode(piece)
 
 
-def decode_item(text: bytes | memoryview) -> tuple[Event | None, str | None]:
+def decode_item(text: bytes | memoryview, exact: bool = False
+                ) -> tuple[Event | None, str | None]:
     """One array item -> (event, None), or (None, why it is skipped).
 
     Typed decode first; then, for an item the typed decoder rejects, a tolerant one: numbers
@@ -93,7 +108,7 @@ def decode_item(text: bytes | memoryview) -> tuple[Event | None, str | None]:
     (invalid UTF-8, a lone surrogate escape) is skipped; NaN / Infinity are invalid JSON.
     """
     try:
-        return _EVENT_DECODER.decode(text), None
+        return (_EXACT_EVENT_DECODER if exact else _EVENT_DECODER).decode(text), None
     except RecursionError:
         return None, NESTED
     except (msgspec.DecodeError, msgspec.ValidationError):

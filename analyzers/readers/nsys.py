@@ -39,6 +39,8 @@ from .nsys_fetch import Fetcher
 from .nsys_fetch import empty as _empty
 from .nsys_links import link_waits
 from .nsys_names import _Symbols
+from .nsys_pids import NO_PROCESS, PROCESS_MASK, drop_null_pid
+from .nsys_pids import process_of as _pid
 from .nsys_source import Export, guard, open_export, sqlite_file, sqlite_why
 
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -57,10 +59,6 @@ MEMSET_NAME = "[CUDA memset]"
 RULE_MARK = "NVTX mark profplug.rank"
 RULE_ORDER = "CUDA device order, then process id (no profplug.rank mark)"
 I64 = np.int64
-
-
-def _pid(g: np.ndarray) -> np.ndarray:
-    return (g >> 24) & 0xFFFFFF
 
 
 MAX_DUR_NS = 3_600_000_000_000  # one hour: longer rows are CUPTI timestamp garbage
@@ -233,7 +231,9 @@ def _assign_ranks(pids: list[int], gpu: dict[str, np.ndarray], marks: dict[int, 
 def _process_names(ex: Export) -> dict[int, str]:
     if not (ex.has("PROCESSES", "pid") and ex.has("PROCESSES", "name")):
         return {}
-    return {int(p): str(n) for p, n in ex.conn.execute("SELECT pid, name FROM PROCESSES")
+    key = (f"(globalPid >> 24) & {PROCESS_MASK}" if ex.has("PROCESSES", "globalPid")
+           else "pid")
+    return {int(p): str(n) for p, n in ex.conn.execute(f"SELECT {key}, name FROM PROCESSES")
             if p is not None}
 
 
@@ -278,6 +278,7 @@ def _timelines(ex: Export, fx: Fetcher, steps: StepRule) -> list[Timeline]:
     sync, bad_sync = _drop_absurd(_read_sync(ex, fx))
     bad_pids = np.concatenate([bad_api, bad_gpu, bad_sync])
     ann, marks = _read_nvtx(nvtx(), syms)
+    gpu, sync, no_pid = drop_null_pid(gpu, sync)
     pids = sorted(set(np.unique(gpu["pid"]).tolist()) | set(marks))
     if not pids:
         dropped_rows = f" ({bad_pids.size} row(s) with absurd times skipped)" \
@@ -302,12 +303,19 @@ def _timelines(ex: Export, fx: Fetcher, steps: StepRule) -> list[Timeline]:
             api_start_ns=a["start"], api_end_ns=a["end"], api_tid=a["tid"],
             api_name=a["name"], api_corr=a["corr"],
             has_gpu_sync_records=ex.has(SYNC),
-            metadata={"pid": p, "process_name": pnames.get(p, ""),
+            metadata={"pid": p & 0xFFFFFF, "process_key": p, "process_name": pnames.get(p, ""),
                       "schema_version": ex.schema_version, "meta_table": ex.meta_table,
                       "nsys_version": ex.meta.get("EXPORT_PRODUCT_VERSION",
                                                   ex.meta.get("NSYS_VERSION", ""))})
         tl.skip(ABSURD, int((bad_pids == p).sum()))
         tl.skip(OUT_OF_RANGE, int((bad_pids == -p - 1).sum()))
+        if not out:
+            tl.skip(NO_PROCESS, no_pid)
+        dangling = int(np.isin(a["name"], list(syms.dangling)).sum()) if syms.dangling else 0
+        if dangling:
+            tl.warnings.append(f"{dangling} host call(s) named by an id missing from StringIds "
+                               "(<string id N>): not classified, their gaps count as "
+                               "host_bound or other")
         _fill_sync(tl, sync, sm)
         _fill_ann(tl, ann, nm, steps)
         fill_comm(tl, p, peers)
@@ -319,7 +327,7 @@ def _timelines(ex: Export, fx: Fetcher, steps: StepRule) -> list[Timeline]:
                                    "is 'other' (a partial export?)")
         if dropped and not out:
             tl.warnings.append(f"processes without GPU work skipped: pid "
-                               f"{', '.join(map(str, dropped))}")
+                               f"{', '.join(str(d & 0xFFFFFF) for d in dropped)}")
         out.append(tl)
     return out
 

@@ -15,6 +15,7 @@ import re
 
 from .. import commops
 from ..timeline import Timeline
+from .nsys_pids import PROCESS_MASK
 from .nsys_source import Export
 
 NVTX = "NVTX_EVENTS"
@@ -32,7 +33,7 @@ def nccl_peers(ex: Export) -> dict[PeerKey, int]:
     for start, gtid, text in ex.conn.execute(q):
         m = _PEER.search(str(text))
         if m and start is not None and gtid is not None:
-            out[((int(gtid) >> 24) & 0xFFFFFF, int(gtid) & 0xFFFFFF, int(start))] = int(m[1])
+            out[((int(gtid) >> 24) & PROCESS_MASK, int(gtid) & 0xFFFFFF, int(start))] = int(m[1])
     return out
 
 

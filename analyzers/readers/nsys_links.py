@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from .nsys_pids import PROCESS_MASK
+
 I64 = np.int64
 FAST_LINKS = True  # keys built by shifts when the ids fit (False: the general path)
 
 
 def _pid(g: np.ndarray) -> np.ndarray:
-    return (g >> 24) & 0xFFFFFF
+    return (g >> 24) & PROCESS_MASK
 
 
 def link_waits(d: dict[str, np.ndarray], events: list[np.ndarray]

@@ -19,6 +19,7 @@ class _Symbols(SymbolTable):
         super().__init__()
         self.conn = conn
         self.indexed = _id_indexed(conn)  # else one scan of StringIds per lookup, not per id
+        self.dangling: set[int] = set()  # symbols of ids missing from StringIds
 
     def from_string_ids(self, ids: np.ndarray) -> np.ndarray:
         """StringIds ids -> symbol indices (unknown ids become ``<string id N>``)."""
@@ -50,8 +51,10 @@ class _Symbols(SymbolTable):
             chunk = u_rest[k:k + 500]
             q = f"SELECT id, value FROM StringIds WHERE id IN ({','.join('?' * len(chunk))})"
             values.update((int(i), str(v)) for i, v in self.conn.execute(q, chunk))
-        return np.array([self.sym(values.get(i, f"<string id {i}>")) for i in u],
-                        dtype=np.int32)
+        out = np.array([self.sym(values.get(i, f"<string id {i}>")) for i in u],
+                       dtype=np.int32)
+        self.dangling.update(int(out[k]) for k, i in enumerate(u) if i not in values)
+        return out
 
 
 def _id_indexed(conn: sqlite3.Connection) -> bool:

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import sqlite3
 import subprocess
@@ -136,7 +137,9 @@ def _export_report(report: Path, nsys: str | Path | None) -> Path:
     exe = find_nsys(nsys)
     if exe is None:
         force = "" if problem == "missing" else "--force-overwrite true "
-        cmd = f"nsys export --type sqlite {force}--output {out} {report}"
+        # quoted: a file name with shell syntax must not run anything when pasted
+        cmd = (f"nsys export --type sqlite {force}--output {shlex.quote(str(out))} "
+               f"{shlex.quote(str(report))}")
         why = "" if problem == "missing" else f"its export {out.name} is {problem}; "
         raise TraceError(f"{report}: {why}nsys not found to export it (use --nsys or "
                          f"${NSYS_ENV}); or export it yourself: {cmd}")

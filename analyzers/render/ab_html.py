@@ -127,12 +127,12 @@ def _summary_table(res: AbResult) -> str:
 def _runs_table(res: AbResult) -> str:
     rows = []
     for r in res.runs:
-        ranks = " · ".join(f"{k['rank']}: {_us(k.get('median_step_us'))}"
+        ranks = " · ".join(f"{k['rank']}: {_us(k.get('median_step_us'))}"  # escaped below
                            for k in r.get("ranks", []))
         why = "; ".join(r.get("reasons") or [])
         med = r.get("median_step_us")
         rows.append(f'<tr class="{"ok" if r.get("status") == "ok" else "failed"}">'
-                    f"<td>{r['index']}</td><td>{r['round']}</td>"
+                    f"<td>{e(r['index'])}</td><td>{e(r['round'])}</td>"
                     f'<td class="t">{e(r["policy"])}</td><td class="t">{e(r.get("status"))}</td>'
                     f"<td>{e(r.get('exit_status'))}</td>"
                     f"<td>{_us(med)}</td>"

@@ -4,10 +4,10 @@ output check, the verdicts, failed runs. Fits an 80-column terminal; times in us
 
 from __future__ import annotations
 
-import textwrap
 from typing import TYPE_CHECKING, TextIO
 
 from ..ab.overlay import line as whatif_line
+from .text import wrap
 
 if TYPE_CHECKING:
     from ..ab.result import AbResult
@@ -25,7 +25,7 @@ def _ci(ci: list[float] | None, fmt: str = ",.0f") -> str:
 
 
 def _wrap(text: str, first: str = "", indent: str = "  ") -> list[str]:
-    return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=indent) or [first]
+    return wrap(text, WIDTH, initial_indent=first, subsequent_indent=indent) or [first]
 
 
 def digested_in_window(res: AbResult) -> int:

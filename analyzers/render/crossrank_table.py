@@ -5,10 +5,10 @@ Percentages of each rank's GPU window; the critical path's shares of its length.
 
 from __future__ import annotations
 
-import textwrap
 from typing import TYPE_CHECKING, TextIO
 
 from .. import stepstats
+from .text import wrap
 
 if TYPE_CHECKING:
     from ..crossrank.result import CrossRankResult
@@ -25,7 +25,7 @@ def _share(x: float) -> str:
 
 
 def _wrap(text: str, first: str = "", indent: str = "  ") -> list[str]:
-    return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=indent)
+    return wrap(text, WIDTH, initial_indent=first, subsequent_indent=indent)
 
 
 def render_crossrank_table(res: CrossRankResult, out: TextIO) -> None:

@@ -233,19 +233,28 @@ def readable_time(key: str, v: Any) -> str | None:
     return None
 
 
-def meta_html(d: dict[str, Any]) -> str:
-    """run.json as nested key/value tables; dates readable, lists of words on one line."""
+META_DEPTH = 16
+
+
+def meta_html(d: dict[str, Any], depth: int = 0) -> str:
+    """run.json as nested key/value tables; dates readable, lists of words on one line;
+    tables nest at most META_DEPTH deep (deeper values are a note, not a RecursionError)."""
+    if depth >= META_DEPTH:
+        return '<span class="sub">(nested too deep to show)</span>'
     rows = []
     for k, v in d.items():
         if isinstance(v, dict):
-            cell = meta_html(v) if v else "{}"
+            cell = meta_html(v, depth + 1) if v else "{}"
         elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
-            cell = "".join(meta_html(x) for x in v)
+            cell = "".join(meta_html(x, depth + 1) for x in v)
         elif isinstance(v, list) and all(isinstance(x, (str, int, float)) for x in v):
             cell = e(" ".join(map(str, v)))
         else:
             when = readable_time(k, v)
-            text = v if isinstance(v, str) else json.dumps(v, default=str)
+            try:
+                text = v if isinstance(v, str) else json.dumps(v, default=str)
+            except (RecursionError, ValueError):  # a list nested hundreds deep
+                text = "(nested too deep to show)"
             cell = e(text) if when is None else f"{e(when)} <span class=\"sub\">({e(text)})</span>"
         rows.append(f'<tr><td class="t">{e(k)}</td><td class="t">{cell}</td></tr>')
     return f'<table class="meta"><tbody>{"".join(rows)}</tbody></table>'

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, TextIO
 from ..callsites import display_name
 from ..gaps import CAUSES
 from ..observer import meta_line
-from .text import PrintableWriter
+from .text import PrintableWriter, wrap
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -39,10 +39,10 @@ def render_table(rep: Report, out: TextIO) -> None:
     w = out.write
     for msg in input_warnings(rep):  # what the input lacks qualifies the finding: first
         w(f"warning: {msg}\n")  # one line each (greppable), as before
-    for line in textwrap.wrap(rep.headline(), WIDTH):  # then the finding
+    for line in wrap(rep.headline(), WIDTH):  # then the finding
         w(line + "\n")
     for msg in rep.warnings:
-        for line in textwrap.wrap(msg, WIDTH, initial_indent="warning: ",
+        for line in wrap(msg, WIDTH, initial_indent="warning: ",
                                   subsequent_indent="  "):
             w(line + "\n")
     seen = meta_line(rep.meta)  # profplug run: traced vs untraced steps

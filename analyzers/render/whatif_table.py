@@ -5,8 +5,9 @@ Fits an 80-column terminal. Times in us per step (or per GPU window when there a
 
 from __future__ import annotations
 
-import textwrap
 from typing import TYPE_CHECKING, TextIO
+
+from .text import wrap
 
 if TYPE_CHECKING:
     from ..whatif.result import WhatIfResult
@@ -19,7 +20,7 @@ def _n(x: float) -> str:
 
 
 def _wrap(text: str, first: str, indent: str) -> list[str]:
-    return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=indent)
+    return wrap(text, WIDTH, initial_indent=first, subsequent_indent=indent)
 
 
 def render_whatif_table(res: WhatIfResult, out: TextIO) -> None:

@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         print("profplug: interrupted", file=sys.stderr)
         return 130
     except MemoryError:
-        print("profplug: error: out of memory (the traces need more than this machine has; "
+        print("profplug: error: out of memory (the inputs need more than this machine has; "
               "see docs/robustness.md for what a trace costs)", file=sys.stderr)
         return 3
     except BrokenPipeError:

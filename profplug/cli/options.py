@@ -10,7 +10,7 @@ import typer
 DEFAULT_TOLERANCE_US = 2.0  # stalls.DEFAULT_TOLERANCE_NS, in us
 
 Output = Annotated[Path | None, typer.Option("-o", "--output",
-                                             help="Write it here instead of stdout.")]
+                                             help="Write it here instead of stdout (- is stdout).")]
 Html = Annotated[Path | None, typer.Option("--html", help="Also write an HTML report.")]
 Tolerance = Annotated[float, typer.Option(
     "--tolerance-us", help="Clock slack when matching a gap to a sync call (>= 0).")]

@@ -87,13 +87,13 @@ def work(path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     count = {"decoded": 0, "scanned": 0}
     de, di, run = jsonchunks.decode_events, jsonchunks.decode_item, Scan.run
 
-    def decode_events(piece):  # type: ignore[no-untyped-def]
+    def decode_events(piece, *exact):  # type: ignore[no-untyped-def]
         count["decoded"] += len(piece)
-        return de(piece)
+        return de(piece, *exact)
 
-    def decode_item(item):  # type: ignore[no-untyped-def]
+    def decode_item(item, *exact):  # type: ignore[no-untyped-def]
         count["decoded"] += len(item)
-        return di(item)
+        return di(item, *exact)
 
     def scan_run(self, buf, pos, end):  # type: ignore[no-untyped-def]
         reached, closed = run(self, buf, pos, end)

@@ -131,6 +131,7 @@ def test_compare_with_an_ab_dir_uses_its_ci(tmp_path: Path,
     assert ans["measured_by"] == "95% CI over 5 rounds"
     assert ans["error_pct"] == pytest.approx(err, abs=0.001)
     main(["compare", str(ab / "traced_device"), str(ab)])
-    table = " ".join(capsys.readouterr().out.split())
+    printed = capsys.readouterr().out
+    table = " ".join(printed.split())
     assert f"measured 461 us/step (95% CI over 5 rounds 452-465): error {err:+.1f}%" in table
-    assert max(len(line) for line in table.splitlines()) <= 80
+    assert max(len(line) for line in printed.splitlines()) <= 80

@@ -1,0 +1,108 @@
+"""Which ranks' timestamps can be put on one time axis, and how.
+
+Every rank's times are on its trace's own clock. Kineto with ``baseTimeNanoseconds`` (or
+older torch's epoch microseconds) is on the wall clock, as epoch ns; Kineto without a base
+is relative to that rank's own start; an Nsight export is on its session's clock, shared by
+the processes of that one export. A run-level analysis that joins ranks (the cross-rank
+matching, hence the critical path, bubbles and the what-if's coupled kernels) must put them
+on one axis first. Ranks linked by matched NCCL kernels are aligned by the median end
+difference of those kernels (both ends of a transfer finish together), with the residual
+stated (the median absolute deviation of those differences around the median); ranks that
+no matched kernel links are joined only when their clocks are the same, else the analysis
+is refused with a one-line reason (a 56-year critical path is worse than none).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .timeline import Timeline
+
+EPOCH = "wall clock (epoch ns)"
+ONE_REPORT = "one clock (all ranks in one Nsight report)"
+ONE_FILE = "one clock (all ranks in one trace file)"
+SINGLE = "one rank with GPU work: no clocks to align"
+MEDIAN_END = "median end difference of matched kernels, per rank"
+NOTE_OFFSET_NS = 2_000  # offsets beyond this are noted
+
+
+def clock_of(tl: Timeline) -> str:
+    """The clock a rank's timestamps are on: ranks with the same string share it."""
+    files = ", ".join(tl.files)
+    if tl.source == "nsys":
+        return f"the session clock of {files}"
+    if tl.metadata.get("clock") == "epoch":
+        return EPOCH
+    return f"the own clock of {files}"
+
+
+@dataclass
+class Alignment:
+    """Per position, the offset that puts it on the first root's clock (ns)."""
+
+    offset_ns: np.ndarray
+    rule: str
+    notes: list[str] = field(default_factory=list)
+    refused: str | None = None  # why the ranks cannot be joined (None: they can)
+    residual_ns: int = 0  # the largest residual of an alignment made
+
+
+def align(timelines: list[Timeline], edges: np.ndarray) -> Alignment:
+    """Offsets from matched kernel ``edges`` (rows: pos, op, partner pos, partner op, ...)."""
+    n = len(timelines)
+    off = np.zeros(n, dtype=np.int64)
+    if n < 2:
+        return Alignment(off, SINGLE)
+    if all(tl.files == timelines[0].files for tl in timelines):  # true of the format in hand
+        return Alignment(off, ONE_REPORT if timelines[0].source == "nsys" else ONE_FILE)
+    clocks = [clock_of(tl) for tl in timelines]
+    diffs: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for a, ka, b, kb in edges[:, :4].tolist():
+        if a < b:
+            diffs[(a, b)].append(int(timelines[a].gpu_end_ns[ka] - timelines[b].gpu_end_ns[kb]))
+    med: dict[tuple[int, int], tuple[int, int, int]] = {}  # median, residual, pairs
+    for k, v in diffs.items():
+        arr = np.asarray(v, dtype=np.int64)
+        m = int(np.median(arr))
+        med[k] = (m, int(np.median(np.abs(arr - m))), arr.size)
+    adj: dict[int, list[tuple[int, int, int, int]]] = defaultdict(list)
+    for (a, b), (d, res, cnt) in med.items():  # aligned b = b + d puts b's ends on a's
+        adj[a].append((b, d, res, cnt))
+        adj[b].append((a, -d, res, cnt))
+    done = [False] * n
+    roots: list[int] = []
+    out = Alignment(off, MEDIAN_END)
+    for root in sorted(range(n), key=lambda i: timelines[i].rank):
+        if done[root]:
+            continue
+        done[root] = True
+        roots.append(root)
+        todo = [root]
+        while todo:
+            a = todo.pop()
+            for b, d, res, cnt in adj[a]:
+                if not done[b]:
+                    done[b], off[b] = True, off[a] + d
+                    todo.append(b)
+                    out.residual_ns = max(out.residual_ns, res)
+                    if clocks[a] != clocks[b]:
+                        out.notes.append(
+                            f"rank {timelines[b].rank} ({clocks[b]}) put on rank "
+                            f"{timelines[a].rank}'s clock ({clocks[a]}) from {cnt} matched "
+                            f"NCCL kernel(s): residual +-{res / 1000:.1f} us")
+    first = timelines[roots[0]]
+    for i, tl in enumerate(timelines):
+        if abs(off[i]) > NOTE_OFFSET_NS:
+            out.notes.append(f"rank {tl.rank}: clock offset {off[i] / 1000:+.1f} us against "
+                             f"rank {first.rank} (median end difference of matched "
+                             "kernels); cross-rank times use aligned clocks")
+    unlinked = [r for r in roots[1:] if clocks[r] != clocks[roots[0]]]
+    if unlinked:
+        other = timelines[unlinked[0]]
+        out.refused = (f"ranks {first.rank} and {other.rank} are on different clocks "
+                       f"({clocks[roots[0]]}; {clocks[unlinked[0]]}) and no matched NCCL "
+                       "kernel links them to align them: not joined across ranks")
+    return out

@@ -1,0 +1,211 @@
+"""Issue #27, items 5, 7, 8, 11, 14, 16, 18: ``ab.json`` is untrusted input. A tampered file
+gives one line naming the bad field and a non-zero exit (never a traceback); a FIFO, a link
+to /dev/zero or a symlinked ab.json is refused before anything is read or written; values
+reach the page escaped and the terminal without escape sequences. Every input is rebuilt
+here from a synthetic A/B."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from profplug.analyzers.ab.schema import MAX_AB_JSON_BYTES
+from profplug.analyzers.render.registry import render_text
+from unit.analyzers.test_ab_analyze import analyze, make_runs
+
+from profplug.cli.main import main
+
+
+def _doc(rounds: int = 3) -> dict[str, Any]:
+    return json.loads(render_text(analyze(make_runs(rounds=rounds), rounds=rounds), "json"))
+
+
+def _ab(tmp_path: Path, doc: dict[str, Any] | str) -> Path:
+    out = tmp_path / "ab"
+    out.mkdir()
+    text = doc if isinstance(doc, str) else json.dumps(doc)
+    (out / "ab.json").write_text(text.replace('"__1e400__"', "1e400"))  # decodes to inf
+    return out
+
+
+def _tamper(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    """Set ``a.b[0].c`` (a key missing from a dict is added; ``DEL`` removes it)."""
+    cur: Any = doc
+    parts = path.replace("[", ".").replace("]", "").split(".")
+    for p in parts[:-1]:
+        cur = cur[int(p)] if isinstance(cur, list) else cur[p]
+    last: Any = int(parts[-1]) if isinstance(cur, list) else parts[-1]
+    if value == "DEL":
+        del cur[last]
+    elif isinstance(cur, list):
+        cur[last] = value
+    else:
+        cur[last] = value
+    return doc
+
+
+# (field, value, what the one line says)
+TAMPERED = [
+    ("runs[0].index", "x", "runs[0].index: expected `int`, got `str`"),
+    ("runs[0].round", -1, "runs[0].round: expected `int` >= 0"),
+    ("runs[1].policy", None, "runs[1].policy: expected `str`, got `null`"),
+    ("runs[1].policy", "ghost", "runs[1].policy: 'ghost' is not among the policies"),
+    ("runs[0].ranks[0].step_us[0]", -800.0, "runs[0].ranks[0].step_us[0]: expected `float` > 0"),
+    ("runs[0].ranks[0].step_us[2]", 1e308, "runs[0].ranks[0].step_us[2]: expected `float` <="),
+    ("runs[0].ranks[0].step_us", "fast", "runs[0].ranks[0].step_us: expected `array | null`"),
+    ("runs[0].ranks[0].rank", "0", "runs[0].ranks[0].rank: expected `int`, got `str`"),
+    ("runs[0].ranks", {"0": 1}, "runs[0].ranks: expected `array`, got `object`"),
+    ("runs[0].ranks[0]", "DEL", None),  # a list item removed: still valid
+    ("runs[0].ranks[0].rank", "DEL", "runs[0].ranks[0]: object missing required field `rank`"),
+    ("runs", {}, "runs: expected `array`, got `object`"),
+    ("policies", [], "policies: expected `array` of length >= 1"),
+    ("policies", ["event"], "policies: device (the baseline) is not among ['event']"),
+    ("policies", ["device", "event", "event"], "policies: a policy appears twice"),
+    ("policies", "device", "policies: expected `array`, got `str`"),
+    ("rounds", -3, "rounds: expected `int` >= 1"),
+    ("rounds", 10**7, "rounds: expected `int` <= 100000"),
+    ("rounds", 50, "rounds: 50, but the runs fill only 3 (and the A/B was not interrupted)"),
+    ("rounds", 2, "rounds: 2, but runs[].round goes up to 2"),
+    ("skip", 1.5, "skip: expected `int | null`, got `float`"),
+    ("command", "rm -rf /", "command: expected `array | null`, got `str`"),
+    ("whatif", [1], "whatif: expected `object | null`, got `array`"),
+    ("whatif", {"predicted_step_us": "__1e400__"}, "number out of range"),
+    ("runs[0].extra", json.loads("[" * 900 + "]" * 900), "nested deeper than 64 levels"),
+    ("version", "1", "version: expected `int`, got `str`"),
+    ("runs[0].reasons", [3], "runs[0].reasons[0]: expected `str`, got `int`"),
+    ("runs[0].exit_status", 2**70, "runs[0].exit_status: expected `int`"),
+]
+
+
+@pytest.mark.parametrize(("field", "value", "says"), TAMPERED, ids=[f"{f}={str(v)[:12]}"
+                                                                    for f, v, _ in TAMPERED])
+def test_a_tampered_ab_json_gives_one_line_naming_the_field(tmp_path, capsys, field, value,
+                                                            says) -> None:
+    doc = _tamper(_doc(), field, value)
+    out = _ab(tmp_path, doc)
+    before = (out / "ab.json").read_bytes()
+    code = main(["ab-report", str(out)])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    if says is None:  # valid: analyzed (rank 0's digests gone: outputs differ, exit 1)
+        assert code in (0, 1) and "error" not in err
+        return
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("profplug: error: ")
+    assert says in lines[0], lines[0]
+    assert (out / "ab.json").read_bytes() == before  # nothing rewritten
+
+
+def test_non_json_constants_and_garbage_are_one_line(tmp_path, capsys) -> None:
+    for text in ('{"version": 1, "policies": ["device"], "runs": [], "x": NaN}',
+                 "\xff\xfe", "[" * 100_000 + "]" * 100_000, "[]", "null"):
+        out = tmp_path / "ab"
+        if out.exists():
+            (out / "ab.json").unlink()
+            out.rmdir()
+        _ab(tmp_path, text)
+        assert main(["ab-report", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("profplug: error: "), err
+
+
+def test_a_fifo_or_dev_zero_is_refused_unread(tmp_path, capsys) -> None:
+    out = tmp_path / "ab"
+    out.mkdir()
+    os.mkfifo(out / "ab.json")  # open() would block for ever
+    assert main(["ab-report", str(out)]) == 2
+    assert "ab.json: not a regular file" in capsys.readouterr().err
+    (out / "ab.json").unlink()
+    (out / "ab.json").symlink_to("/dev/zero")
+    assert main(["ab-report", str(out)]) == 2  # a link: refused before it is read
+    assert "a symbolic link" in capsys.readouterr().err
+
+
+def test_an_ab_json_over_the_cap_is_refused(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.setattr("profplug.analyzers.ab.schema.MAX_AB_JSON_BYTES", 1000)
+    import profplug.analyzers.ab.schema as schema
+    monkeypatch.setattr(schema.read_regular, "__defaults__", (1000,))
+    out = _ab(tmp_path, _doc())
+    assert main(["ab-report", str(out)]) == 2
+    assert "over the 0 MiB an ab.json may have" in capsys.readouterr().err
+    assert MAX_AB_JSON_BYTES == 256 << 20
+
+
+def test_a_symlinked_ab_json_is_not_rewritten_through(tmp_path, capsys) -> None:
+    target = tmp_path / "elsewhere.json"
+    target.write_text(json.dumps(_doc()))
+    before = target.read_bytes()
+    out = tmp_path / "ab"
+    out.mkdir()
+    (out / "ab.json").symlink_to(target)
+    assert main(["ab-report", str(out)]) == 2
+    assert "a symbolic link" in capsys.readouterr().err
+    assert target.read_bytes() == before
+
+
+def test_html_over_ab_json_is_refused(tmp_path, capsys) -> None:
+    out = _ab(tmp_path, _doc())
+    before = (out / "ab.json").read_bytes()
+    assert main(["ab-report", str(out), "--html", str(out / "ab.json")]) == 2
+    assert "is an input" in capsys.readouterr().err
+    assert (out / "ab.json").read_bytes() == before
+
+
+def test_strings_from_ab_json_are_escaped_in_the_page_and_on_the_terminal(
+        tmp_path, capsys) -> None:
+    doc = _doc()
+    hostile = '<script>alert(1)</script>\x1b]8;;http://x\x07\x1b[31m'
+    doc["policies"] = ["device", hostile, "none"]
+    for r in doc["runs"]:
+        if r["policy"] == "event":
+            r["policy"] = hostile
+            r["status"] = "failed"
+            r["reasons"] = [hostile]
+    out = _ab(tmp_path, doc)
+    page = tmp_path / "p.html"
+    code = main(["ab-report", str(out), "--html", str(page)])
+    cap = capsys.readouterr()
+    assert code == 6, cap.err  # the hostile policy has no successful run
+    html = page.read_text()
+    assert "<script" not in html and "&lt;script&gt;" in html
+    assert "\x1b" not in cap.out and "\x1b" not in cap.err
+    assert "\\x1b]8;;" in cap.out
+
+
+def test_outputs_differ_line_has_no_escape_sequences(tmp_path, capsys) -> None:
+    doc = _doc()
+    esc = "device\x1b[2J"
+    doc["policies"] = [esc if p == "device" else p for p in doc["policies"]]
+    out = _ab(tmp_path, doc)
+    assert main(["ab-report", str(out)]) == 2  # no baseline any more: one line
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\\x1b[2J" in err
+
+
+def test_the_shipped_ab_jsons_read_the_same(tmp_path) -> None:
+    """Old files (the samples, the what-if grid) validate; their analysis is unchanged."""
+    root = Path(__file__).resolve().parents[2]
+    files = sorted([*root.glob("sample_traces/ab_*/ab.json"),
+                    *root.glob("benchmarks/whatif_grid_data/ab/*/ab.json")])
+    assert len(files) >= 3
+    from profplug.analyzers.ab.schema import read_regular, validate
+    for f in files:
+        doc = validate(f, read_regular(f))
+        assert doc == json.loads(f.read_text())
+
+
+def test_a_hard_linked_ab_json_leaves_the_other_link_alone(tmp_path, capsys) -> None:
+    other = tmp_path / "elsewhere.json"
+    other.write_text(json.dumps(_doc()))
+    before = other.read_bytes()
+    out = tmp_path / "ab"
+    out.mkdir()
+    os.link(other, out / "ab.json")
+    assert main(["ab-report", str(out)]) == 0
+    assert other.read_bytes() == before  # rewritten by a rename, not through the link
+    assert not (out / "ab.json").samefile(other)
+    assert sorted(p.name for p in out.iterdir()) == ["ab.json"]  # no temporary file left

@@ -24,17 +24,17 @@ def _timing(us: list[float]) -> dict:
 
 
 # rank 0: traced [100, 110, 120, 105, 1000]: 1000 is an outlier (over 5 scaled MADs of 14.8
-# from the median 110), so the median over the rest is 107.5; untraced 80, 82 before and 90,
-# 88, 86, 84 after: median 85. Rank 1: 50 traced, 40 untraced. The run's figures are the
-# slowest rank's: 107.5 vs 85, +26.5%.
+# from the median 110), so the median over the rest is 107.5; untraced 80, 82 before (fewer
+# than 5: not a baseline alone) and 90, 88, 86, 84 after: median 87. Rank 1: 50 traced, 40
+# untraced. The run's figures are the slowest rank's: 107.5 vs 87, +23.6%.
 RANKS = [
     {"rank": 0, "timing": _timing([100, 110, 120, 105, 1000]),
      "untraced": {"before": _timing([80, 82]), "after": _timing([90, 88, 86, 84])}},
     {"rank": 1, "timing": _timing([50, 50, 50]),
      "untraced": {"before": None, "after": _timing([40])}},
 ]
-LINE = "traced steps: median 107.5 us; untraced: 85.0 us (+26.5%)"
-WARNING = ("the traced steps are 26% slower than the untraced ones (over 20%): the per-step "
+LINE = "traced steps: median 107.5 us; untraced: 87.0 us (+23.6%)"
+WARNING = ("the traced steps are 24% slower than the untraced ones (over 20%): the per-step "
            "figures describe a slower job than the real one")
 
 
@@ -42,11 +42,28 @@ def test_observer_is_the_slowest_ranks_medians() -> None:
     obs = observer_from_ranks(RANKS)
     assert obs is not None
     assert (obs["traced_us"], obs["untraced_us"], obs["overhead_pct"], obs["rank"]) == (
-        107.5, 85.0, 26.5, 0)
+        107.5, 87.0, 23.6, 0)
     assert obs["statistic"] == "median" and obs["line"] == LINE and obs["warning"] == WARNING
     assert [(r["rank"], r["traced_us"], r["untraced_us"], r["untraced_steps_before"],
              r["untraced_steps_after"]) for r in obs["ranks"]] == [
-        (0, 107.5, 85.0, 2, 4), (1, 50.0, 40.0, 0, 1)]
+        (0, 107.5, 87.0, 2, 4), (1, 50.0, 40.0, 0, 1)]
+    assert (obs["ranks"][0]["untraced_from"], obs["ranks"][0]["untraced_before_us"],
+            obs["ranks"][0]["untraced_after_us"]) == ("after", 81.0, 87.0)
+
+
+def test_steps_before_the_window_are_the_baseline_when_there_are_enough() -> None:
+    # given the H200 decode loop's series (hidden 1024, 2026-12-01): ~410 us before the
+    # window, 670 traced, and after it a ramp to ~1,050 us while Kineto exported its trace
+    # in the job's process
+    before = [464.0, 413.0, 411.1, 439.7, 399.4, 425.2, 396.6, 454.5, 393.0]
+    after = [576.3, 624.0, 558.9, 577.5, 670.3, 949.3, 1029.0, 977.1, 973.2, 929.3, 1005.5,
+             992.8, 1076.2, 1072.5, 1051.8, 1007.9, 1085.2, 1086.0, 1092.4, 1059.5]
+    obs = observer_from_ranks([{"rank": 0, "timing": _timing([670.0] * 30),
+                                "untraced": {"before": _timing(before),
+                                             "after": _timing(after)}}])
+    # then the figure is the median of the steps before the window, not of the pooled ones
+    assert obs is not None and obs["ranks"][0]["untraced_from"] == "before"
+    assert obs["untraced_us"] == 413.0 and obs["overhead_pct"] == 62.2
 
 
 def test_no_warning_at_or_under_20_percent_and_none_without_untraced_steps() -> None:
@@ -86,7 +103,7 @@ def test_the_table_and_page_show_the_observer_line_and_warn(tmp_path: Path) -> N
 
 def test_unprofiled_auto_takes_the_untraced_median(tmp_path: Path) -> None:
     d = _run_dir(tmp_path, {"observer": observer_from_ranks(RANKS)})
-    assert unprofiled_step_us("auto", d) == 85.0
+    assert unprofiled_step_us("auto", d) == 87.0
     assert unprofiled_step_us("35", d) == 35.0 and unprofiled_step_us(None, d) is None
     with pytest.raises(ProfplugError, match="'auto'"):
         unprofiled_step_us("fast", d)

@@ -37,7 +37,8 @@ def _series(timing: Any) -> list[float]:
 
 def _rank(r: dict[str, Any]) -> dict[str, Any] | None:
     traced = _series(r.get("timing"))
-    untraced_rec = r.get("untraced") or {}
+    untraced_rec = r.get("untraced")
+    untraced_rec = untraced_rec if isinstance(untraced_rec, dict) else {}
     before, after = _series(untraced_rec.get("before")), _series(untraced_rec.get("after"))
     use, source = (before, "before") if len(before) >= MIN_BEFORE_STEPS else (after, "after")
     if not use and before:
@@ -90,7 +91,14 @@ def observer_warning(obs: dict[str, Any]) -> str | None:
 
 
 def from_meta(meta: dict[str, Any]) -> dict[str, Any] | None:
-    """run.json's ``observer`` object, when it has the two medians."""
+    """run.json's ``observer`` object, when it has the two medians: made again from the
+    ranks' step series when run.json has them (so an older run.json reads with today's
+    rule), else as stored."""
+    ranks = meta.get("ranks")
+    if isinstance(ranks, list):
+        again = observer_from_ranks([r for r in ranks if isinstance(r, dict)])
+        if again is not None:
+            return again
     obs = meta.get("observer")
     if not isinstance(obs, dict):
         return None

@@ -1,5 +1,6 @@
 """The step timer (``PROFPLUG_STEP_TIMING``): host times on the CPU, CUDA events through a
-fake ``torch.cuda.Event`` (no GPU here), its place in a rank's session, and its cost."""
+fake ``torch.cuda.Event`` (no GPU here), and its place in a rank's session. Its cost per mark
+is measured by ``benchmarks/bench_ab_timing.py`` (wall-clock bounds flake on a shared machine)."""
 
 from __future__ import annotations
 
@@ -214,36 +215,3 @@ def test_a_window_given_up_for_a_higher_step_source_is_not_timed(session_for, tm
     s.flush()
     timing = json.loads((tmp_path / "status" / "rank0.json").read_text())["timing"]
     assert timing["steps"] == 2 and timing["complete"]
-
-
-def _mark_ns(mode: str, n: int = 20_000) -> float:
-    best = float("inf")
-    for _ in range(5):
-        t = StepTimer(n, mode)
-        t0 = time.perf_counter_ns()
-        for _ in range(n):
-            t.mark()
-        best = min(best, (time.perf_counter_ns() - t0) / n)
-    return best
-
-
-class NoOpEvent:
-    """An event whose record is a C no-op taking the stream (``id``)."""
-
-    record = id
-
-
-def test_a_mark_costs_little_on_the_host(monkeypatch) -> None:
-    """The CPU half of the overhead claim (benchmarks/bench_ab_timing.py has the GPU half):
-    a host boundary is a perf counter read and a list store; an events boundary adds one
-    C call for the current stream's raw handle (``abs`` here), a comparison and the event's
-    C-level record (a no-op here: on a GPU, cudaEventRecord)."""
-    host = _mark_ns("host")
-    monkeypatch.setattr(steptimer, "_cuda_in_use", lambda: True)
-    monkeypatch.setattr(steptimer, "_device", lambda: 0)
-    monkeypatch.setattr(steptimer, "_raw_stream_fn", lambda: abs)
-    monkeypatch.setattr(steptimer, "_stream", lambda device: object())
-    monkeypatch.setattr(steptimer, "_new_event", NoOpEvent)
-    events = _mark_ns("events")
-    assert host < 2_000, f"{host:.0f} ns per host mark"
-    assert events < 2_500, f"{events:.0f} ns per events mark (no-op record)"

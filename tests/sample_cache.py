@@ -10,7 +10,7 @@ input would fail loudly instead of changing what the next test sees.
 - ``report(run)``: its default report, as ``profplug report`` makes it (the what-if when
   cheap, then the cross-rank analysis);
 - ``stalls(run)``: its per-rank report alone (no run-level analysis, as ``analyze(run)``);
-- ``whatif(run, drop)``: its what-if;
+- ``whatif(run, drop)``: its what-if; ``cross_rank(run)``: its cross-rank analysis;
 - ``reading_once(monkeypatch)``: the CLI's own reading of sample traces goes through the
   cache for the rest of a test (``main(["report", run, ...])`` reads each run once).
 """
@@ -29,6 +29,8 @@ from profplug.analyzers import commands
 from profplug.analyzers import load as load_mod
 from profplug.analyzers import report as report_mod
 from profplug.analyzers.commands import report_analyses
+from profplug.analyzers.crossrank import CrossRankResult
+from profplug.analyzers.crossrank import cross_rank as run_cross_rank
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.report import Report, analyze_timelines, find_run_meta
 from profplug.analyzers.timeline import Timeline
@@ -95,6 +97,12 @@ def stalls(run: str | os.PathLike[str]) -> Report:
     rep = analyze_timelines(timelines(run))
     rep.meta = find_run_meta(_path(run))
     return rep
+
+
+@functools.cache
+def cross_rank(run: str | os.PathLike[str]) -> CrossRankResult:
+    """The cross-rank analysis of a sample run (``cross_rank(load_timelines(RUN))``)."""
+    return run_cross_rank(timelines(run))
 
 
 @functools.cache

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from profplug.analyzers.ab import schedule
 
+from profplug.cli.main import main
+
 ROOT = Path(__file__).resolve().parents[2]
 JOBS = Path(__file__).resolve().parent / "jobs"
 TORCHRUN = str(Path(sys.executable).parent / "torchrun")
@@ -125,14 +127,13 @@ def test_a_failed_round_is_recorded_the_rest_kept_and_the_exit_status_says_so(tm
 
 
 @pytest.mark.slow
-def test_a_megatron_job_that_never_imports_profplug(tmp_path) -> None:
+def test_a_megatron_job_that_never_imports_profplug(megatron_ab) -> None:
     """Steps from Megatron-Core's run_one_forward_step, outputs from its
-    broadcast_from_last_pipeline_stage: nothing in the job mentions profplug."""
+    broadcast_from_last_pipeline_stage: nothing in the job mentions profplug. (The A/B is
+    started once for the session: conftest.py ``megatron_ab``.)"""
     source = (JOBS / "mcore_decode.py").read_text()
     assert not re.search(r"^\s*(import|from) profplug", source, re.M)
-    out = tmp_path / "ab"
-    res = ab(out, "--rounds", "1", "--skip", "2", "--steps", "4",
-             job=torchrun(str(JOBS / "mcore_decode.py"), "--tokens", "8"))
+    out, res = megatron_ab
     assert res.returncode == 0, res.stderr[-3000:]
     doc = load(out)
     for run in doc["runs"]:
@@ -163,19 +164,21 @@ def test_a_step_fn_job_is_timed_and_its_outputs_are_not_checked(tmp_path) -> Non
     (["--rounds", "0"], "--rounds must be >= 1"),
     (["--whatif", "/nonexistent/run"], "/nonexistent/run: no such file or directory"),
 ])
-def test_usage_errors_stop_before_any_run(tmp_path, args, message) -> None:
+def test_usage_errors_stop_before_any_run(tmp_path, capsys, args, message) -> None:
+    # in this process: nothing is launched when the options are wrong
     marker = tmp_path / "ran"
-    res = ab(tmp_path / "ab", *args, job=[sys.executable, "-c", f"open({str(marker)!r}, 'w')"])
-    assert res.returncode == 2 and message in res.stderr
+    code = main(["ab", "-o", str(tmp_path / "ab"), *args, "--", sys.executable, "-c",
+                 f"open({str(marker)!r}, 'w')"])
+    assert code == 2 and message in capsys.readouterr().err
     assert not marker.exists() and not (tmp_path / "ab").exists()
 
 
-def test_a_non_empty_directory_needs_force(tmp_path) -> None:
+def test_a_non_empty_directory_needs_force(tmp_path, capsys) -> None:
     out = tmp_path / "ab"
     out.mkdir()
     (out / "keep").write_text("x")
-    res = ab(out, job=[sys.executable, "-c", "pass"])
-    assert res.returncode == 2 and "not empty (use --force" in res.stderr
+    code = main(["ab", "-o", str(out), "--", sys.executable, "-c", "pass"])
+    assert code == 2 and "not empty (use --force" in capsys.readouterr().err
 
 
 @pytest.mark.slow

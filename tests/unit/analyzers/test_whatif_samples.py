@@ -9,6 +9,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+import sample_cache
 from profplug.analyzers.load import load_timelines
 from profplug.analyzers.whatif import whatif
 
@@ -68,8 +69,7 @@ PAIRS = device_event_pairs()
 @pytest.mark.parametrize("pair", PAIRS, ids=lambda p: str(p[0].relative_to(SAMPLES)))
 def test_device_run_without_syncs_predicts_event_run(pair: tuple[Path, Path]) -> None:
     dev, evt = pair
-    pred = whatif(load_timelines([dev], progress=False))
-    meas = whatif(load_timelines([evt], progress=False))
+    pred, meas = sample_cache.whatif(dev), sample_cache.whatif(evt)
     assert pred.max_model_error_pct <= 5.0
     for r in pred.ranks:
         m = meas.rank(r.rank)

@@ -127,13 +127,14 @@ def test_a_failed_round_is_recorded_the_rest_kept_and_the_exit_status_says_so(tm
 
 
 @pytest.mark.slow
-def test_a_megatron_job_that_never_imports_profplug(megatron_ab) -> None:
+def test_a_megatron_job_that_never_imports_profplug(tmp_path) -> None:
     """Steps from Megatron-Core's run_one_forward_step, outputs from its
-    broadcast_from_last_pipeline_stage: nothing in the job mentions profplug. (The A/B is
-    started once for the session: conftest.py ``megatron_ab``.)"""
+    broadcast_from_last_pipeline_stage: nothing in the job mentions profplug."""
     source = (JOBS / "mcore_decode.py").read_text()
     assert not re.search(r"^\s*(import|from) profplug", source, re.M)
-    out, res = megatron_ab
+    out = tmp_path / "ab"
+    res = ab(out, "--rounds", "1", "--skip", "2", "--steps", "4",
+             job=torchrun(str(JOBS / "mcore_decode.py"), "--tokens", "8"))
     assert res.returncode == 0, res.stderr[-3000:]
     doc = load(out)
     for run in doc["runs"]:

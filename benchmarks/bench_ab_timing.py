@@ -155,6 +155,10 @@ def with_mode(loop: Loop, mode: str, n: int) -> tuple[float, StepTimer | None]:
     return us, timer
 
 
+# Host ns per mark without CUDA (the Python part): the bound the runtime is held to.
+MARK_TARGET_NS = {"host": 2_000, "events": 2_500}
+
+
 class _NoOpEvent:
     """An event whose record is a C no-op taking the stream (``id``): the Python part of a
     mark without the driver call."""
@@ -200,6 +204,10 @@ def main() -> None:
             "raw current-stream handle + a no-op record: the Python part, no driver call")
     print(f"host cost of one boundary mark: host {marks['host']:.0f} ns, events "
           f"{marks['events']:.0f} ns ({what})")
+    if not loop.cuda:  # the targets of the Python part (once a unit test: a wall-clock bound)
+        for mode, bound in MARK_TARGET_NS.items():
+            verdict = "PASS" if marks[mode] < bound else "FAIL"
+            print(f"  {mode} mark < {bound:,} ns: {verdict} ({marks[mode]:.0f} ns)")
     with torch.inference_mode():
         loop.run(args.warmup)
         rng = random.Random(args.seed)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from profplug.analyzers.crossrank import CrossRankResult, cross_rank
+import sample_cache
+from profplug.analyzers.crossrank import CrossRankResult
 from profplug.analyzers.crossrank.matching import C_NAME, R_OTHER_RANK
-from profplug.analyzers.load import load_timelines
 
 ST = Path(__file__).resolve().parents[2] / "sample_traces"
 DECODE = ["pp2_infer_kineto", "pp2_infer_nsys", "pp2_infer_repeats/kineto2",
@@ -16,7 +16,8 @@ DECODE = ["pp2_infer_kineto", "pp2_infer_nsys", "pp2_infer_repeats/kineto2",
 
 
 def xr(rel: str) -> CrossRankResult:
-    return cross_rank(load_timelines([ST / rel], jobs=1, progress=False))
+    """The run's cross-rank analysis, made once per session (tests/sample_cache.py)."""
+    return sample_cache.cross_rank(rel)
 
 
 def per_step_bubble(res: CrossRankResult, rank: int) -> float:

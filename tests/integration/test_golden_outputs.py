@@ -6,7 +6,9 @@ The goldens under ``tests/golden/`` were written by the code before the architec
 else: the what-if replay's wall time (``"replay_s": <float>`` in JSON and ``events replayed in
 <s> s`` in the what-if table, both written as 0), and the key order of each compare rank's
 ``delta`` object (built from a set of sync kinds, so its order follows PYTHONHASHSEED; the
-keys are sorted). Every other byte is compared as written.
+keys are sorted). Every other byte is compared as written. Two outputs are not stored because
+they equal another byte for byte (``SAME_AS``): ``report --whatif -f json`` is ``report.json``
+and ``whatif -f json`` is ``report.json``'s ``whatif`` key; the test asserts both.
 
 Regenerate (only when a change of output is intended, and say so in the commit):
 ``PROFPLUG_GOLDEN_UPDATE=1 .venv/bin/python -m pytest tests/integration/test_golden_outputs.py``
@@ -20,6 +22,7 @@ import re
 from pathlib import Path
 
 import pytest
+import sample_cache
 
 from profplug.cli.main import main
 
@@ -39,8 +42,6 @@ REPORT_OUTPUTS = {
     "report.json": ["report", "{run}", "-f", "json"],
     "report.csv": ["report", "{run}", "-f", "csv"],
     "report.txt": ["report", "{run}", "-f", "table"],
-    "report_whatif.json": ["report", "{run}", "--whatif", "-f", "json"],
-    "whatif.json": ["whatif", "{run}", "-f", "json"],
     "whatif_all_sync.json": ["whatif", "{run}", "--drop", "all-sync", "-f", "json"],
     "whatif.txt": ["whatif", "{run}", "-f", "table"],
 }
@@ -82,19 +83,41 @@ def _check(text: str, golden: Path) -> None:
     assert text == golden.read_text(), f"output differs from {golden.relative_to(ROOT)}"
 
 
+# Outputs equal to a golden above, so not stored twice: (name, arguments, what it equals).
+# ``report --whatif`` is the default report (every sample is small enough for the default
+# what-if); ``whatif -f json`` is the report's ``whatif`` key alone (``{"whatif": ...}``).
+SAME_AS = [
+    ("report_whatif.json", ["report", "{run}", "--whatif", "-f", "json"], "report.json"),
+    ("whatif.json", ["whatif", "{run}", "-f", "json"], 'report.json["whatif"]'),
+]
+
+
+def _whatif_key(report_json: str) -> str:
+    """The ``whatif`` key of a JSON report, written as ``whatif -f json`` writes it."""
+    doc = {"whatif": json.loads(report_json)["whatif"]}
+    return json.dumps(doc, indent=1, allow_nan=False) + "\n"
+
+
 @pytest.mark.parametrize("run", RUNS)
 def test_report_and_whatif_outputs_match_goldens(run: str, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)  # paths in the outputs are relative to the repository
+    sample_cache.reading_once(monkeypatch)  # the CLI reads each sample run once
+    texts = {}
     for name, args in REPORT_OUTPUTS.items():
-        text = _output([a.format(run=run) for a in args], tmp_path / name)
-        _check(text, GOLDEN / Path(run).relative_to("sample_traces") / name)
+        texts[name] = _output([a.format(run=run) for a in args], tmp_path / name)
+        _check(texts[name], GOLDEN / Path(run).relative_to("sample_traces") / name)
+    report_whatif, whatif_json = (_output([a.format(run=run) for a in args], tmp_path / name)
+                                  for name, args, _ in SAME_AS)
+    assert report_whatif == texts["report.json"]
+    assert whatif_json == _whatif_key(texts["report.json"])
 
 
 @pytest.mark.parametrize(("a", "b"), PAIRS)
 def test_compare_outputs_match_goldens(a: str, b: str, tmp_path: Path,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
+    sample_cache.reading_once(monkeypatch)
     stem = Path(a).relative_to("sample_traces").parent.as_posix().replace("/", "__")
     for ext, args in COMPARE_OUTPUTS.items():
         text = _output([x.format(a=a, b=b) for x in args], tmp_path / f"compare.{ext}")

@@ -11,6 +11,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+import sample_cache
 from profplug.analyzers import analyze
 from profplug.analyzers.report import Report
 
@@ -19,7 +20,8 @@ WRAPPERS = ("profplug.recv_from_prev_pipeline_rank_", "profplug.send_to_next_pip
 
 
 def rep(rel: str) -> Report:
-    return analyze([ST / rel], jobs=1)
+    """The run's per-rank report, made once per session (tests/sample_cache.py)."""
+    return sample_cache.stalls(rel)
 
 
 def share(r, cause: str) -> float:
@@ -130,13 +132,10 @@ def test_whatif_of_device_runs_predicts_the_event_runs(profiler: str) -> None:
     (same profiler and window): the mean predicted step time is within 20% of the mean
     measured one on every rank (see below). Single pairs are noisier than that (the event runs alone
     spread by up to +-25%; see sample_traces/README.md), hence the means."""
-    from profplug.analyzers.load import load_timelines
-    from profplug.analyzers.whatif import whatif
-
     predicted: dict[int, list[float]] = {}
     measured: dict[int, list[float]] = {}
     for fam in FAMILIES[profiler]:
-        res = whatif(load_timelines([ST / fam / "device"], jobs=1, progress=False))
+        res = sample_cache.whatif(f"{fam}/device")
         assert res.max_model_error_pct <= 5.0  # the replay reproduces the recorded run
         for r in res.ranks:
             predicted.setdefault(r.rank, []).append(r.predicted_us)

@@ -201,8 +201,12 @@ CASES += [
 ]
 
 
+def report_argv(case: Case, d: Path) -> list[str]:
+    """Build the case's input in ``d``; the ``profplug report`` arguments that read it."""
+    return ["report", *map(str, case.build(d)), *case.args, "--jobs", "1"]
+
+
 def run_case(case: Case, d: Path) -> subprocess.CompletedProcess[str]:
-    paths = case.build(d)
-    return subprocess.run([sys.executable, "-m", "profplug", "report", *map(str, paths),
-                           *case.args, "--jobs", "1"], capture_output=True, text=True,
-                          timeout=120, cwd=d)
+    """The case through ``python -m profplug`` in its own process, run from ``d``."""
+    return subprocess.run([sys.executable, "-m", "profplug", *report_argv(case, d)],
+                          capture_output=True, text=True, timeout=120, cwd=d)

@@ -1,16 +1,25 @@
-"""Every bad input gives one line naming the file and a non-zero exit, never a traceback."""
+"""Every bad input gives one line naming the file and a non-zero exit, never a traceback.
+
+Each case runs ``main()`` in this process (an exception escaping it fails the test with its
+traceback); a few also run as ``python -m profplug`` in a process of their own, to prove that
+no traceback reaches the terminal there either.
+"""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
-from bad_inputs import CASES, Case, run_case
+from bad_inputs import CASES, Case, report_argv, run_case
+
+from profplug.cli.main import main
+
+# An error line, and a report then a --strict line, each in a real process.
+IN_A_PROCESS = ["empty file", "truncated Kineto JSON, --strict"]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_bad_input(tmp_path: Path, case: Case) -> None:
-    res = run_case(case, tmp_path)
+def check(res: subprocess.CompletedProcess[str], case: Case, tmp_path: Path) -> None:
     assert res.returncode == case.code, res.stderr
     assert "Traceback" not in res.stderr
     if case.code == 0:
@@ -23,3 +32,24 @@ def test_bad_input(tmp_path: Path, case: Case) -> None:
     assert len(lines) == 1 and lines[0].startswith("profplug: error: "), res.stderr
     assert case.says in lines[0]
     assert str(tmp_path) in lines[0] or "rank 0" in lines[0]  # names the file(s)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_bad_input(tmp_path: Path, case: Case, capsys: pytest.CaptureFixture[str],
+                   monkeypatch: pytest.MonkeyPatch) -> None:
+    argv = report_argv(case, tmp_path)
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    code = main(argv)
+    out, err = capsys.readouterr()
+    check(subprocess.CompletedProcess(argv, code, out, err), case, tmp_path)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.name in IN_A_PROCESS],
+                         ids=lambda c: c.name)
+def test_bad_input_in_a_process_of_its_own(tmp_path: Path, case: Case) -> None:
+    check(run_case(case, tmp_path), case, tmp_path)
+
+
+def test_the_cases_run_in_a_process_exist() -> None:
+    assert sorted(IN_A_PROCESS) == sorted(c.name for c in CASES if c.name in IN_A_PROCESS)

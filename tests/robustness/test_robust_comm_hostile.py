@@ -5,7 +5,7 @@ more work than its bytes."""
 
 from __future__ import annotations
 
-import time
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -49,10 +49,16 @@ def test_hostile_record_param_comms_costs_the_description_only(tmp_path: Path,
     # given a rank whose record_param_comms carries numbers that are no ranks / sequences
     path = _trace(tmp_path, args)
     # when reported, cross-rank analysis included
-    t0 = time.perf_counter()
-    rep = analyze([path], run=[cross_rank])  # forced: the report's skips one rank
-    # then a report, quickly, with the op kept (kind and name) and the bad numbers dropped
-    assert time.perf_counter() - t0 < 10
+    tracemalloc.start()
+    try:
+        rep = analyze([path], run=[cross_rank])  # forced: the report's skips one rank
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # then a report with the op kept (kind and name) and the bad numbers dropped, in the
+    # memory of a small trace (seen: 2 MiB; a billion-member group would take gigabytes),
+    # not a wall-clock bound, which flakes on a shared machine
+    assert peak < 64 << 20, f"{peak / 2**20:.0f} MiB"
     assert rep.ranks[0].has_gpu_work
     tl = read_kineto(path)
     assert tl.comm_start_ns.size == 1

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from profplug.analyzers.ab import schedule
 
+from profplug.cli.main import main
+
 ROOT = Path(__file__).resolve().parents[2]
 JOBS = Path(__file__).resolve().parent / "jobs"
 TORCHRUN = str(Path(sys.executable).parent / "torchrun")
@@ -243,19 +245,21 @@ def test_switching_inside_runs_resolves_what_separate_runs_cannot(tmp_path) -> N
     (["--switch-every", "60"], "--switch-every 60 needs --steps >= 120"),
     (["--whatif", "/nonexistent/run"], "/nonexistent/run: no such file or directory"),
 ])
-def test_usage_errors_stop_before_any_run(tmp_path, args, message) -> None:
+def test_usage_errors_stop_before_any_run(tmp_path, capsys, args, message) -> None:
+    # in this process: nothing is launched when the options are wrong
     marker = tmp_path / "ran"
-    res = ab(tmp_path / "ab", *args, job=[sys.executable, "-c", f"open({str(marker)!r}, 'w')"])
-    assert res.returncode == 2 and message in res.stderr
+    code = main(["ab", "-o", str(tmp_path / "ab"), *args, "--", sys.executable, "-c",
+                 f"open({str(marker)!r}, 'w')"])
+    assert code == 2 and message in capsys.readouterr().err
     assert not marker.exists() and not (tmp_path / "ab").exists()
 
 
-def test_a_non_empty_directory_needs_force(tmp_path) -> None:
+def test_a_non_empty_directory_needs_force(tmp_path, capsys) -> None:
     out = tmp_path / "ab"
     out.mkdir()
     (out / "keep").write_text("x")
-    res = ab(out, job=[sys.executable, "-c", "pass"])
-    assert res.returncode == 2 and "not empty (use --force" in res.stderr
+    code = main(["ab", "-o", str(out), "--", sys.executable, "-c", "pass"])
+    assert code == 2 and "not empty (use --force" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from profplug import ranges
+from profplug.cli.main import main
 from profplug.session.bootstrap import is_launcher
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,8 +41,17 @@ def token_lines(stdout: str) -> list[str]:
     return [line for line in stdout.splitlines() if line.startswith("tokens[")]
 
 
+@pytest.fixture(scope="module")
+def plain_tokens() -> list[str]:
+    """The example's tokens over 12 steps without profplug (one process, no torchrun: tokens
+    do not depend on the world size), shared by the tests that compare against them."""
+    plain = subprocess.run([sys.executable, INFER, *SMALL, "--steps", "12"],
+                           capture_output=True, text=True, check=True)
+    return token_lines(plain.stdout)
+
+
 @pytest.mark.slow
-def test_run_end_to_end_two_ranks(tmp_path) -> None:
+def test_run_end_to_end_two_ranks(tmp_path, plain_tokens) -> None:
     out = tmp_path / "run"
     res = profplug("run", "-o", str(out), "--skip", "3", "--steps", "4", "--",
                    *torchrun(2, "--steps", "12"))
@@ -71,20 +81,16 @@ def test_run_end_to_end_two_ranks(tmp_path) -> None:
     assert (out / "report.html").exists()
     assert "rank" in res.stdout  # the stall report was printed
     # --sync keep left the outputs as without profplug (tokens do not depend on world size)
-    plain = subprocess.run([sys.executable, INFER, *SMALL, "--steps", "12"],
-                           capture_output=True, text=True, check=True)
-    assert token_lines(res.stdout) == token_lines(plain.stdout) != []
+    assert token_lines(res.stdout) == plain_tokens != []
 
 
 @pytest.mark.slow
-def test_event_policy_gives_the_same_tokens(tmp_path) -> None:
+def test_event_policy_gives_the_same_tokens(tmp_path, plain_tokens) -> None:
     res = profplug("run", "-o", str(tmp_path / "ev"), "--sync", "event", "--no-report",
-                   "--skip", "1", "--steps", "2", "--", *torchrun(2, "--steps", "10"))
+                   "--skip", "1", "--steps", "2", "--", *torchrun(2, "--steps", "12"))
     assert res.returncode == 0, res.stderr[-3000:]
     assert "sync=event" in res.stdout
-    plain = subprocess.run([sys.executable, INFER, *SMALL, "--steps", "10"],
-                           capture_output=True, text=True, check=True)
-    assert token_lines(res.stdout) == token_lines(plain.stdout) != []
+    assert token_lines(res.stdout) == plain_tokens != []
     names = [e["name"] for e in load_trace(tmp_path / "ev" / "kineto" / "rank0.json.gz")
              ["traceEvents"] if e.get("cat") == "user_annotation"]
     assert ranges.SYNC_EVENT in names and ranges.SYNC_DEVICE not in names
@@ -139,27 +145,31 @@ def test_sigterm_mid_run_leaves_readable_traces(tmp_path) -> None:
     assert any(s["status"] == "signal" for s in statuses)
 
 
-def test_missing_nsys_is_a_clear_error(tmp_path) -> None:
-    res = profplug("run", "-o", str(tmp_path / "n"), "--trace", "nsys",
-                   "--nsys", str(tmp_path / "no-nsys"), "--", sys.executable, "-c", "pass")
-    assert res.returncode == 4 and "not an executable" in res.stderr
-    env = {**os.environ, "PATH": str(tmp_path)}
-    res = profplug("run", "-o", str(tmp_path / "n"), "--trace", "nsys", "--",
-                   sys.executable, "-c", "pass", env=env)
-    assert res.returncode == 4 and "nsys (Nsight Systems) not found" in res.stderr
+def test_missing_nsys_is_a_clear_error(tmp_path, capsys, monkeypatch) -> None:
+    # in this process: refused before anything is launched
+    code = main(["run", "-o", str(tmp_path / "n"), "--trace", "nsys",
+                 "--nsys", str(tmp_path / "no-nsys"), "--", sys.executable, "-c", "pass"])
+    assert code == 4 and "not an executable" in capsys.readouterr().err
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("PROFPLUG_NSYS", raising=False)
+    code = main(["run", "-o", str(tmp_path / "n"), "--trace", "nsys", "--",
+                 sys.executable, "-c", "pass"])
+    assert code == 4 and "nsys (Nsight Systems) not found" in capsys.readouterr().err
     assert not (tmp_path / "n" / "run.json").exists()
 
 
-def test_non_empty_or_unwritable_dir_refused_before_the_job(tmp_path) -> None:
+def test_non_empty_or_unwritable_dir_refused_before_the_job(tmp_path, capsys) -> None:
     marker = tmp_path / "ran"
     job = [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("keep")
-    res = profplug("run", "-o", str(tmp_path / "full"), "--", *job)
-    assert res.returncode == 2 and "not empty" in res.stderr and not marker.exists()
+    # refused in this process, before anything is launched
+    code = main(["run", "-o", str(tmp_path / "full"), "--", *job])
+    assert code == 2 and "not empty" in capsys.readouterr().err and not marker.exists()
     (tmp_path / "file").write_text("")
-    res = profplug("run", "-o", str(tmp_path / "file" / "sub"), "--", *job)
-    assert res.returncode == 2 and "cannot write" in res.stderr and not marker.exists()
+    code = main(["run", "-o", str(tmp_path / "file" / "sub"), "--", *job])
+    assert code == 2 and "cannot write" in capsys.readouterr().err and not marker.exists()
+    # and with --force, the job runs
     res = profplug("run", "-o", str(tmp_path / "full"), "--force", "--no-report", "--", *job)
     assert res.returncode == 0 and marker.exists()
     assert (tmp_path / "full" / "x").read_text() == "keep"

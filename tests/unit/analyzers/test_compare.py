@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import sample_cache
 from profplug.analyzers.compare import compare, comparison_frame
 from profplug.analyzers.report import analyze
 from synth import KinetoTrace
@@ -144,7 +145,7 @@ def test_sample_device_vs_event(pair: tuple[Path, Path]) -> None:
     # real runs (sample_traces/<x>/device vs event): event waits are not slower, and the
     # numbers are the reports'
     dev, evt = pair
-    a, b = analyze([dev]), analyze([evt])
+    a, b = sample_cache.stalls(dev), sample_cache.stalls(evt)
     cmp = compare(a, b, "device", "event")
     ja = {r["rank"]: r for r in a.to_dict()["ranks"]}
     for rc in cmp.ranks:

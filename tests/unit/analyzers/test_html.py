@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+import sample_cache
+from profplug.analyzers.commands import report_analyses
 from profplug.analyzers.compare import Comparison, compare
 from profplug.analyzers.gaps import CAUSES
 from profplug.analyzers.render.html import script_json, timeline_data
@@ -91,9 +93,17 @@ def run_dir(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     return Path(kind)
 
 
+def _report(run_dir: Path, *, default: bool = False) -> Report:
+    """The run's stall report (``default``: ``profplug report``'s, with its run-level
+    analyses); a sample run's comes from the session's cache (``tests/sample_cache.py``)."""
+    if run_dir.is_relative_to(sample_cache.SAMPLES):
+        return sample_cache.report(run_dir) if default else sample_cache.stalls(run_dir)
+    return analyze([run_dir], run=report_analyses(None) if default else ())
+
+
 def test_every_rank_present_and_numbers_equal_json(run_dir: Path) -> None:
     # given a run, when rendered to HTML
-    rep = analyze([run_dir])
+    rep = _report(run_dir)
     page = render(rep)
     doc = rep.to_dict()
     rows = summary_rows(page)
@@ -275,9 +285,7 @@ MAX_PAGE = 2_000_000  # bytes (issue #17: pages with a plotting library inlined 
 
 def test_page_is_small_and_the_timeline_opens_on_a_few_steps(run_dir: Path) -> None:
     # given a run's report with the what-if (as `profplug report` writes it by default)
-    from profplug.analyzers.whatif import whatif_analysis
-
-    rep = analyze([run_dir], run=[whatif_analysis()])
+    rep = _report(run_dir, default=True)
     page = render(rep)
     # then the page is small (no plotting library inlined)
     assert len(page.encode()) <= MAX_PAGE

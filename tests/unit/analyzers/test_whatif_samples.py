@@ -1,14 +1,15 @@
-"""What-if on bigger inputs: speed on a synthetic 30-step PP=2 run, and the real validation
-on H200 sample runs (device run replayed without syncs vs the measured event run).
+"""What-if on bigger inputs: a synthetic 30-step PP=2 run replayed exactly (its speed:
+``benchmarks/bench_whatif.py``), and the real validation on H200 sample runs (device run
+replayed without syncs vs the measured event run).
 """
 
 from __future__ import annotations
 
 import importlib.util
-import time
 from pathlib import Path
 
 import pytest
+import sample_cache
 from profplug.analyzers.load import load_timelines
 from profplug.analyzers.whatif import whatif
 
@@ -26,14 +27,12 @@ def _bench():
     return mod
 
 
-def test_replay_of_30_step_two_rank_run_is_fast_and_exact(tmp_path: Path) -> None:
+def test_replay_of_30_step_two_rank_run_is_exact(tmp_path: Path) -> None:
+    # its speed: benchmarks/bench_whatif.py (a wall-clock bound flakes on a shared machine)
     bench = _bench()
     tls = load_timelines(bench.synthetic_run(tmp_path), jobs=1, progress=False)
-    t0 = time.perf_counter()
     res = whatif(tls)
-    dt = time.perf_counter() - t0
     assert res.n_events > 10_000
-    assert dt < 2.0
     assert res.max_model_error_pct == 0.0
     for r in res.ranks:
         assert r.n_steps == 30 and r.predicted_us < r.recorded_us
@@ -70,8 +69,7 @@ PAIRS = device_event_pairs()
 @pytest.mark.parametrize("pair", PAIRS, ids=lambda p: str(p[0].relative_to(SAMPLES)))
 def test_device_run_without_syncs_predicts_event_run(pair: tuple[Path, Path]) -> None:
     dev, evt = pair
-    pred = whatif(load_timelines([dev], progress=False))
-    meas = whatif(load_timelines([evt], progress=False))
+    pred, meas = sample_cache.whatif(dev), sample_cache.whatif(evt)
     assert pred.max_model_error_pct <= 5.0
     for r in pred.ranks:
         m = meas.rank(r.rank)

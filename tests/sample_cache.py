@@ -1,0 +1,130 @@
+"""The shipped sample runs (``sample_traces/``), each read and analyzed once per test session.
+
+Reading and analyzing is the same code the CLI runs; only its results are kept and shared by
+the tests that look at the samples (goldens, findings, headlines, the HTML page, cross-rank,
+what-if). A kept timeline's arrays are made read-only, so an analysis that wrote into its
+input would fail loudly instead of changing what the next test sees.
+
+- ``timelines(run)``: the timelines of a sample run (a path under sample_traces/, relative
+  to it or to the repository, or absolute);
+- ``report(run)``: its default report, as ``profplug report`` makes it (the what-if when
+  cheap, then the cross-rank analysis);
+- ``stalls(run)``: its per-rank report alone (no run-level analysis, as ``analyze(run)``);
+- ``whatif(run, drop)``: its what-if; ``cross_rank(run)``: its cross-rank analysis;
+- ``reading_once(monkeypatch)``: the CLI's own reading of sample traces goes through the
+  cache for the rest of a test (``main(["report", run, ...])`` reads each run once).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from profplug.analyzers import commands
+from profplug.analyzers import load as load_mod
+from profplug.analyzers import report as report_mod
+from profplug.analyzers.commands import report_analyses
+from profplug.analyzers.crossrank import CrossRankResult
+from profplug.analyzers.crossrank import cross_rank as run_cross_rank
+from profplug.analyzers.readers.base import ReadOptions
+from profplug.analyzers.report import Report, analyze_timelines, find_run_meta
+from profplug.analyzers.timeline import Timeline
+from profplug.analyzers.whatif import DropSpec, WhatIfResult
+from profplug.analyzers.whatif import whatif as run_whatif
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "sample_traces"
+_READ = load_mod.load_timelines  # the real reader, whatever a test patches
+
+
+def _frozen(tl: Timeline) -> Timeline:
+    for v in vars(tl).values():
+        if isinstance(v, np.ndarray):
+            v.flags.writeable = False
+    return tl
+
+
+def _key(paths: Any) -> tuple[str, ...] | None:
+    """The paths as given (their spelling is in the outputs), or None when any is outside
+    sample_traces/ (those are read as usual, every time)."""
+    out = []
+    for p in load_mod.as_paths(paths):
+        full = (p if p.is_absolute() else Path.cwd() / p).resolve()
+        if not full.is_relative_to(SAMPLES):
+            return None
+        out.append(str(p))
+    return tuple(out)
+
+
+@functools.cache
+def _read(cwd: str, key: tuple[str, ...], read: ReadOptions | None) -> tuple[Timeline, ...]:
+    assert os.getcwd() == cwd
+    return tuple(_frozen(t) for t in _READ(list(key), jobs=1, progress=False, read=read))
+
+
+def _path(run: str | os.PathLike[str]) -> str:
+    p = Path(run)
+    if not p.is_absolute():
+        p = SAMPLES / p if not p.parts or p.parts[0] != "sample_traces" else ROOT / p
+    return str(p)
+
+
+def timelines(run: str | os.PathLike[str], read: ReadOptions | None = None
+              ) -> list[Timeline]:
+    """The sample run's timelines, read once per session."""
+    p = _path(run)
+    key = _key(p)
+    assert key is not None, f"{run}: not a sample run"
+    return list(_read(os.getcwd(), key, read))
+
+
+@functools.cache
+def report(run: str | os.PathLike[str]) -> Report:
+    """The default report of a sample run (``profplug report RUN``)."""
+    rep = analyze_timelines(timelines(run), None, report_analyses(None))
+    rep.meta = find_run_meta(_path(run))
+    return rep
+
+
+@functools.cache
+def stalls(run: str | os.PathLike[str]) -> Report:
+    """The per-rank report of a sample run, no run-level analysis (``analyze(RUN)``)."""
+    rep = analyze_timelines(timelines(run))
+    rep.meta = find_run_meta(_path(run))
+    return rep
+
+
+@functools.cache
+def cross_rank(run: str | os.PathLike[str]) -> CrossRankResult:
+    """The cross-rank analysis of a sample run (``cross_rank(load_timelines(RUN))``)."""
+    return run_cross_rank(timelines(run))
+
+
+@functools.cache
+def whatif(run: str | os.PathLike[str], drop: DropSpec | None = None) -> WhatIfResult:
+    """The what-if of a sample run (``profplug whatif RUN``)."""
+    return run_whatif(timelines(run), drop or DropSpec())
+
+
+def _cached_load(*args: Any, **kw: Any) -> list[Timeline]:
+    paths = args[0] if args else kw.pop("paths")
+    key = _key(paths)
+    if key is None or kw.get("progress"):
+        return _READ(paths, *args[1:], **kw)
+    return list(_read(os.getcwd(), key, kw.get("read")))
+
+
+LOADERS: list[tuple[Any, str]] = [(report_mod, "load_timelines"),
+                                  (commands, "load_timelines")]
+
+
+def reading_once(monkeypatch: pytest.MonkeyPatch) -> Callable[..., list[Timeline]]:
+    """For the rest of the test, the CLI reads sample runs through the cache."""
+    for mod, name in LOADERS:
+        monkeypatch.setattr(mod, name, _cached_load)
+    return _cached_load

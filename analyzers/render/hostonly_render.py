@@ -11,8 +11,9 @@ from .escape import e
 if TYPE_CHECKING:
     from ..hostonly import HostOnlyResult, HostRank
 
-INTRO = ("No GPU work in these traces (a CPU run, or GPU activity not recorded): what the "
-         "traces hold, per rank, on the host clock")
+INTRO = ("Host side only (no kernel, memcpy or memset recorded: a CPU run, GPU activity not "
+         "recorded, or a window that held no step): what the traces hold, per rank, on the "
+         "host clock")
 
 
 def _n(x: float | None) -> str:

@@ -159,7 +159,9 @@ def _check_counts(path: Path, doc: dict[str, Any]) -> None:
         raise bad(f"policies: a policy appears twice in {policies}")
     runs = doc["runs"]
     for i, r in enumerate(runs):
-        if r["policy"] not in policies:
+        # a switched run (--switch-every) is labelled with its block order, "device+event"
+        parts = str(r["policy"]).split("+") if r.get("block_order") else [r["policy"]]
+        if any(p not in policies for p in parts):
             raise bad(f"runs[{i}].policy: {r['policy']!r} is not among the policies")
     filled = 1 + max((r["round"] for r in runs), default=0)
     rounds = doc.get("rounds")

@@ -152,9 +152,9 @@ def test_an_output_read_back_from_the_input_directory_is_refused(tmp_path: Path,
     assert main(["report", str(tmp_path), "--no-whatif", "--no-cross-rank"]) == 0
 
 
-def test_dash_writes_to_stdout(tmp_path: Path, capsys) -> None:
+def test_dash_writes_to_stdout(tmp_path: Path, capsys, monkeypatch) -> None:
     _kineto(tmp_path / "rank0.json")
-    os.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)  # restored after the test (a bare chdir leaked into others)
     assert main(["report", str(tmp_path), "-f", "json", "-o", "-", "--no-whatif",
                  "--no-cross-rank"]) == 0
     assert json.loads(capsys.readouterr().out)["ranks"][0]["rank"] == 0

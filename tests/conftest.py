@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -8,6 +9,12 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))  # `from synth import ...`
 sys.path.insert(0, str(HERE / "robustness"))  # `from bad_inputs import ...`
 sys.path.insert(0, str(HERE.parent))  # `from tests.runtime._dist import ...`
+
+# Under pytest-xdist (`-n N`), each worker's torchrun jobs rendezvous on a port of their own
+# (torchrun reads its options from PET_* variables; the default 29500 would be shared).
+_worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _worker.startswith("gw") and "PET_MASTER_PORT" not in os.environ:
+    os.environ["PET_MASTER_PORT"] = str(29500 + 11 * (1 + int(_worker[2:] or 0)))
 
 
 @pytest.fixture(scope="session")

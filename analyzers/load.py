@@ -12,6 +12,7 @@ from ..errors import TraceError, one_line
 from .dispatch import Backend, LocalBackend, RankTask, gather
 from .progress import Progress
 from .readers.base import ReadOptions
+from .readers.cache import unusable
 from .readers.jsonblocks import kind_of
 from .readers.limits import max_decompressed
 from .readers.nsys_source import EXPORT_SUFFIXES, REPORT_SUFFIXES
@@ -127,6 +128,11 @@ def settled(read: ReadOptions | None) -> ReadOptions:
         opt = replace(opt, cache_dir=os.environ[CACHE_ENV])
     if opt.cache_dir is not None:  # the same folder for workers started elsewhere
         opt = replace(opt, cache_dir=os.path.abspath(os.path.expanduser(opt.cache_dir)))
+        why = unusable(opt.cache_dir)
+        if why is not None:  # a cache that cannot work is said once, then read without it
+            print(f"profplug: warning: --cache {one_line(opt.cache_dir)}: cannot write there "
+                  f"({one_line(why)}); reading without the cache", file=sys.stderr)
+            opt = replace(opt, cache_dir=None)
     return opt
 
 

@@ -118,6 +118,21 @@ def save_entry(entry: Path, timelines: list[Timeline]) -> None:
                 pass
 
 
+def unusable(cache_dir: str | Path) -> str | None:
+    """Why the cache folder cannot be written (created if missing), None when it can: asked
+    once where loading starts, so a ``--cache`` that cannot work is said once, not skipped
+    silently entry by entry."""
+    d = Path(cache_dir)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=d, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
 def read_cached(reader: Reader, path: Path, index: int, options: ReadOptions,
                 cache_dir: str | Path | None) -> tuple[list[Timeline], bool]:
     """``reader.read(path, index, options)`` through the cache in ``cache_dir`` (None: no

@@ -167,3 +167,19 @@ def test_the_cache_folder_is_made_absolute(tmp_path: Path,
     monkeypatch.setenv("PROFPLUG_CACHE", "e")
     assert settled(None).cache_dir == str(tmp_path / "e")
     assert settled(ReadOptions(cache_dir="/x")).cache_dir == "/x"  # the option wins
+
+
+def test_a_cache_folder_that_cannot_be_written_is_said_once(tmp_path, capsys) -> None:
+    # given --cache under a regular file (no folder can be made there)
+    from profplug.analyzers.load import settled
+    from profplug.analyzers.readers.base import ReadOptions
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    opt = settled(ReadOptions(cache_dir=str(blocker / "cache")))
+    # then one warning line, and the read goes on without the cache
+    err = capsys.readouterr().err
+    assert opt.cache_dir is None and err.count("\n") == 1
+    assert "--cache" in err and "reading without the cache" in err
+    # and a folder that can be written keeps it
+    assert settled(ReadOptions(cache_dir=str(tmp_path / "ok"))).cache_dir == str(tmp_path / "ok")

@@ -224,6 +224,16 @@ s_ab26() {
     -- $TR1 examples/megatron_gpt_infer.py --steps 85
 }
 
+# 12. issue 25: a GPU-bound shape (hidden 8192, batch 256): a traced device run with the
+#     observer's untraced steps, and ab in the switched design (5 runs).
+s_v25_gpu() {
+  DLS="--hidden 8192 --layers 8 --batch 256 --stages 2"
+  run v25_gpu_traced 60 $PP run -o "$W/v25gpu/traced_device" --sync device --skip 20 \
+    --steps 30 -- $DL $DLS --steps 100
+  run v25_gpu_ab 150 $PP ab -o "$W/v25gpu/ab" --policies device,event --rounds 5 --skip 20 \
+    --steps 100 -- $DL $DLS --steps 125
+}
+
 for sec in ${SECTIONS:-mcore dl_ab timing mcore_ab grid_ab}; do "s_$sec"; done
 
 say "done; packing"

@@ -42,7 +42,7 @@ import numpy as np
 from .. import classify
 from ..callsites import enclosing
 from ..steps import StepSpans
-from ..timeline import Timeline, launch_calls
+from ..timeline import Timeline, at_or, launch_calls
 from ..whatif.graph import (
     ANCHOR,
     CALL,
@@ -91,7 +91,9 @@ def binding_edges(g: Graph, md: Model, rec: np.ndarray, tol: int, sync_call: np.
     the module docstring for the rules and ties); -1 for a node without one. ``sync_call``:
     per API call, a synchronize (a blocking copy's wait is host time on the path)."""
     val = rec[g.src] + g.w
-    copy_wait = (g.kind == SYNC) & ~sync_call[np.clip(g.dst - g.n_a, 0, max(g.n_a - 1, 0))]
+    copy_wait = np.zeros(g.kind.size, dtype=bool)
+    if g.n_a:  # a rank without host calls (a partial export) has no sync edge either
+        copy_wait = (g.kind == SYNC) & ~sync_call[np.clip(g.dst - g.n_a, 0, g.n_a - 1)]
     val = np.where(copy_wait, _NEVER, val)
     val = np.where(g.kind == PEER, val - tol, val)  # a partner within tol does not bind
     # an op's start: what it waited for, by the times themselves (the model fits the
@@ -157,9 +159,8 @@ def _with_seen_stream_waits(g: Graph, md: Model, tol: int) -> Graph:
         return g
     o = np.arange(n_o)
     pe = np.where(md.o_prev >= 0, md.o_end[np.maximum(md.o_prev, 0)], np.iinfo(np.int64).min)
-    ls = np.full(n_o, np.iinfo(np.int64).min, dtype=np.int64)
-    if md.a_start.size:  # a rank without host calls (a partial export): no launch times
-        ls = np.where(md.o_top >= 0, md.a_start[np.maximum(md.o_top, 0)] + md.o_off, ls)
+    ls = np.where(md.o_top >= 0, at_or(md.a_start, md.o_top, 0) + md.o_off,
+                  np.iinfo(np.int64).min)  # at_or: a run without host calls has none
     near = np.maximum(pe, ls)
     cand = near < md.o_start - tol
     srcs, dsts = [], []
@@ -193,8 +194,9 @@ def _host_runs(g: Graph, bind: np.ndarray, sync_call: np.ndarray) -> np.ndarray:
     b = np.nonzero(bind >= 0)[0]
     e = bind[b]
     k = g.kind[e]
-    call_i = np.clip(b - g.n_a, 0, max(g.n_a - 1, 0))
-    jump = (k == HOST) | ((k == CALL) & ~sync_call[call_i] & (b >= g.n_a) & (b < 2 * g.n_a))
+    is_sync = (sync_call[np.clip(b - g.n_a, 0, g.n_a - 1)] if g.n_a  # no host calls: none
+               else np.zeros(b.size, dtype=bool))
+    jump = (k == HOST) | ((k == CALL) & ~is_sync & (b >= g.n_a) & (b < 2 * g.n_a))
     par[b[jump]] = g.src[e[jump]]
     for _ in range(64):
         nxt = par[par]
@@ -259,7 +261,7 @@ class _PathGraph:
         self.o_call = o_call.tolist()
         self.run_cat = np.where(comm, np.where(md.o_peer >= 0, TRANSFER, OTHER),
                                 COMPUTE).tolist()
-        launch = np.where(md.o_top >= 0, md.a_start[np.maximum(md.o_top, 0)] + md.o_off, 0)
+        launch = at_or(md.a_start, md.o_top, 0) + np.where(md.o_top >= 0, md.o_off, 0)
         self.launch = (launch + (off[o_pos] if off.size else 0)).tolist()
 
 

@@ -5,8 +5,9 @@ replays it twice (``simulate``): as recorded (the model's own error) and with th
 calls non-blocking; then compares per rank. The step time is the report's own per-step
 figure (``StepStats.period_us``) for the recorded timeline, and for a replay the same less
 each step's median change (``stepfigure``): one step basis for ``report`` and ``whatif``.
-The stall analysis (``analyze_rank``) runs on the replayed and the predicted timeline; the
-recorded one is the report's when the report passes its ranks. Times in us in the result
+The stall analysis (``analyze_rank``) runs on the predicted timeline (its idle by cause);
+the replayed one needs only its steps (``stepfigure.replayed_ns``); the recorded one is the
+report's when the report passes its ranks. Times in us in the result
 (``result``).
 """
 
@@ -148,8 +149,9 @@ def _rank_result(tl: Timeline, m: Model, rec: Replay, drp: Replay, opt: StallOpt
     main = max((seq for (rk, _), seq in zip(m.thread_key, m.threads, strict=True)
                 if rk == tl.rank), key=len, default=np.zeros(0, dtype=np.int64))
     pred_rs = analyze_rank(_predicted_timeline(tl, m, drp, main, True), opt)
-    rep_rs = analyze_rank(_predicted_timeline(tl, m, rec, main, False), opt)
-    times = {"predicted": _time_ns(pred_rs, basis, rs), "replayed": _time_ns(rep_rs, basis, rs)}
+    rep_tl = _predicted_timeline(tl, m, rec, main, False, annotations=False)
+    times = {"predicted": _time_ns(pred_rs, basis, rs),
+             "replayed": stepfigure.replayed_ns(rep_tl, basis, rs)}
     # direct: gaps charged (by the stall analysis) to a call the replay drops
     alo, _ = m.rank_a[tl.rank]
     dropped_call = m.a_dropped[alo + rs.call_row]

@@ -20,8 +20,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import stepstats
+from ..gaps import CAUSES, Gaps
 from ..stalls import RankStalls
-from ..steps import per_step_ns
+from ..steps import per_step_ns, step_stats_and_spans
+from ..timeline import Timeline
 
 
 def has_steps(rs: RankStalls) -> bool:
@@ -57,6 +59,30 @@ def step_ns(rs: RankStalls, basis: str, recorded: RankStalls | None = None) -> f
     if rs.step_last_ns.size != recorded.step_last_ns.size or rs.step_last_ns.size < 2:
         return rec_ns - (recorded.steps.gpu_span_us_mean - rs.steps.gpu_span_us_mean) * 1000.0
     shorter = end_periods_ns(recorded) - end_periods_ns(rs)
+    return rec_ns - stepstats.center(shorter, end_basis(recorded))
+
+
+def replayed_ns(tl: Timeline, basis: str, recorded: RankStalls) -> float:
+    """:func:`step_ns` of a replayed timeline without its stall analysis: the figure needs
+    only the replay's steps (their spans and last-op ends) or its GPU window, not the idle
+    gaps by cause, so the replay as recorded is not analyzed a second time."""
+    z = np.zeros(0, dtype=np.int64)
+    steps, sp = step_stats_and_spans(tl, Gaps(z, z, z, z.astype(np.int8), z), CAUSES)
+    window_us = 0.0
+    for d in np.unique(tl.gpu_device):
+        sel = tl.gpu_device == d
+        window_us += round(float(int(tl.gpu_end_ns[sel].max()) - int(tl.gpu_start_ns[sel].min()))
+                           / 1000.0, 3)
+    if basis != "step" or steps is None or steps.n_steps == 0:
+        return window_us * 1000.0
+    if not has_steps(recorded):
+        return steps.period_us * 1000.0
+    assert recorded.steps is not None
+    rec_ns = recorded.steps.period_us * 1000.0
+    last = sp.last_e if sp is not None else z
+    if last.size != recorded.step_last_ns.size or last.size < 2:
+        return rec_ns - (recorded.steps.gpu_span_us_mean - steps.gpu_span_us_mean) * 1000.0
+    shorter = end_periods_ns(recorded) - np.diff(np.maximum.accumulate(last)).astype(np.float64)
     return rec_ns - stepstats.center(shorter, end_basis(recorded))
 
 

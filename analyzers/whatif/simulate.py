@@ -24,6 +24,7 @@ import numpy as np
 
 from .graph import PEER, Graph, build_graph
 from .model import Model
+from .streamruns import no_runs, stream_runs
 
 MIN_NS = -(2**62)
 
@@ -63,35 +64,54 @@ def _fold(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     off = np.zeros(n, dtype=np.int64)
     root[g.dst[one]] = g.src[one]
     off[g.dst[one]] = g.w[one]
+    live = g.dst[one][single[g.src[one]]]  # nodes whose root is not yet a meeting node
     for _ in range(64):
-        nxt = root[root]
-        if (nxt == root).all():
+        if not live.size:
             break
-        off = off + off[root]
-        root = nxt
+        r = root[live]
+        off[live] += off[r]
+        root[live] = root[r]
+        live = live[single[root[live]]]
     stray = single[root]  # a loop of single-predecessor nodes: left unfolded
     root[stray], off[stray] = np.nonzero(stray)[0], 0
     return root, off, in_e
 
 
-def longest_path(g: Graph, m: Model) -> tuple[np.ndarray, np.ndarray, list[int], list[int]]:
+def longest_path(g: Graph, m: Model, runs: bool = True
+                 ) -> tuple[np.ndarray, np.ndarray, list[int], list[int]]:
     """Per node its time and binding edge; the ops forced, the nodes released from a cycle
-    that holds no NCCL pairing (see the module docstring)."""
+    that holds no NCCL pairing (see the module docstring). ``runs``: solve runs of ops in
+    closed form (``streamruns``); a pass that finds a cycle starts again without, so that
+    the cycle is broken node by node as documented."""
     n = g.n_nodes
     root, off, in_e = _fold(g)
     folded = root != np.arange(n)
-    proc = np.nonzero(~folded)[0]  # the nodes the pass visits, renumbered 0..P-1
+    rn = stream_runs(g, root, off) if runs else no_runs()
+    derived = np.zeros(n, dtype=bool)
+    derived[rn.node] = True
+    proc = np.nonzero(~folded & ~derived)[0]  # the nodes the pass visits, renumbered 0..P-1
     cid = np.full(n, -1, dtype=np.int64)
     cid[proc] = np.arange(proc.size)
-    kept = np.nonzero(~folded[g.dst])[0]
-    c_src = cid[root[g.src[kept]]]
+    kept = np.nonzero(~folded[g.dst] & ~derived[g.dst])[0]
+    e_src, e_w = root[g.src[kept]], g.w[kept] + off[g.src[kept]]
+    e_kind, e_dst = g.kind[kept], g.dst[kept]
+    via = derived[e_src]  # an edge out of a derived op: one from each of its two roots
+    if via.any():
+        pos = np.full(n, -1, dtype=np.int64)
+        pos[rn.node] = np.arange(rn.node.size)
+        j = pos[e_src[via]]
+        e_src = np.concatenate([e_src[~via], rn.h[j], rn.s[j]])
+        e_w = np.concatenate([e_w[~via], e_w[via] + rn.a[j], e_w[via] + rn.b[j]])
+        e_kind = np.concatenate([e_kind[~via], e_kind[via], e_kind[via]])
+        e_dst = np.concatenate([e_dst[~via], e_dst[via], e_dst[via]])
+    c_src = cid[e_src]
     order = np.argsort(c_src, kind="stable")
-    ek = kept[order]
     ptr = np.searchsorted(c_src[order], np.arange(proc.size + 1)).tolist()
-    dst = cid[g.dst[ek]].tolist()
-    w = (g.w[ek] + off[g.src[ek]]).tolist()
-    ek_kind, ek_dst = g.kind[ek], g.dst[ek]
-    indeg_a = np.bincount(cid[g.dst[ek]], minlength=proc.size)
+    ek_kind, ek_dst = e_kind[order], e_dst[order]
+    c_dst = cid[ek_dst]
+    dst = c_dst.tolist()
+    w = e_w[order].tolist()
+    indeg_a = np.bincount(c_dst, minlength=proc.size)
     indeg = indeg_a.tolist()
     t = [MIN_NS] * proc.size
     t[int(cid[g.source])] = 0
@@ -115,6 +135,8 @@ def longest_path(g: Graph, m: Model) -> tuple[np.ndarray, np.ndarray, list[int],
                     stack.append(v)
         if done == proc.size:
             break
+        if rn.node.size:
+            return longest_path(g, m, runs=False)
         v = _break_cycle(g, m, root, off, cid, np.asarray(indeg), np.asarray(t), forced,
                          released)
         cv = int(cid[v])
@@ -133,8 +155,10 @@ def longest_path(g: Graph, m: Model) -> tuple[np.ndarray, np.ndarray, list[int],
             stack.append(cv)
     t_a = np.full(n, MIN_NS, dtype=np.int64)
     t_a[proc] = t
+    t_a[rn.node] = np.maximum(t_a[rn.h] + rn.a, t_a[rn.s] + rn.b)
     t_a[folded] = t_a[root[folded]] + off[folded]
-    return t_a, _binding(g, t_a, kept, forced, in_e, folded), forced, released
+    return t_a, _binding(g, t_a, np.nonzero(~folded[g.dst])[0], forced, in_e, folded), \
+        forced, released
 
 
 def _binding(g: Graph, t: np.ndarray, kept: np.ndarray, forced: list[int], in_e: np.ndarray,
@@ -168,7 +192,8 @@ def _break_cycle(g: Graph, m: Model, root: np.ndarray, off: np.ndarray, cid: np.
     waiting_end = np.zeros(g.n_o, dtype=bool)
     ce = cid[ends]
     waiting_end[ce >= 0] = indeg[ce[ce >= 0]] > 0
-    started = indeg[cid[root[starts]]] == 0
+    cs = cid[root[starts]]
+    started = (cs >= 0) & (indeg[np.maximum(cs, 0)] == 0)
     stuck = np.nonzero(paired & waiting_end & started)[0]
     if stuck.size:
         st = t[cid[root[o_s0 + stuck]]] + off[o_s0 + stuck]

@@ -1,0 +1,122 @@
+"""Runs of ops on one stream launched from one stretch of host work, solved in closed form
+(all times int64 ns), so that the longest-path pass (``simulate``) visits only the nodes
+where times from different sources meet.
+
+An op whose start has exactly two predecessors, its launch (a host call's start) and the
+previous op's end on its stream, and whose end has one (its duration: not a matched NCCL
+kernel), starts at ``max(H + lam, e_prev + gap)``, where ``H`` is the host node its
+launching call's start folds onto (``simulate._fold``: the last point where the host
+waited). Along a run of such ops that share ``H``, after a *head* op (any other op) whose end
+is ``S`` plus a constant, the recurrence ``e_p = max(H + lam_p + d_p, e_(p-1) + gap_p + d_p)``
+unrolls to
+
+    start_p = max(S + B_p, H + A_p),   D_p = sum_(q<=p) (gap_q + d_q),
+    B_p = sigma + D_p - d_p,           A_p = D_p - d_p + max_(q<=p) (lam_q + d_q - D_q),
+
+with ``sigma`` the head's end's offset from ``S``: one prefix sum and one prefix max per run
+(pointer doubling along the stream, all runs at once). Max-plus sums are exact in integers:
+the times are those the node-by-node pass gives. An edge out of such a *derived* op becomes
+two edges, one from ``S`` and one from ``H`` (``max(a, b) + w = max(a + w, b + w)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .graph import LAUNCH, RUN, STREAM, Graph
+
+
+@dataclass
+class Runs:
+    """The derived op starts (node ids), and per one: ``h``/``s`` (root nodes) and ``a``/``b``
+    (ns): its time is ``max(t[h] + a, t[s] + b)``."""
+
+    node: np.ndarray
+    h: np.ndarray
+    s: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+
+
+def no_runs() -> Runs:
+    """No derived op: every node solved by the pass."""
+    z = np.zeros(0, dtype=np.int64)
+    return Runs(z, z, z, z, z)
+
+
+def _edge_of(g: Graph, kind: int, base: int, n: int) -> np.ndarray:
+    """Per op, its in-edge of ``kind`` into the node ``base + op`` (-1 none; the last)."""
+    out = np.full(n, -1, dtype=np.int64)
+    e = np.nonzero(g.kind == kind)[0]
+    out[g.dst[e] - base] = e
+    return out
+
+
+def _scan(x: np.ndarray, ptr: np.ndarray,
+          op: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+    """Inclusive prefix ``op`` of ``x`` along the lists ``ptr`` (previous element, -1 at a
+    list's first): Wyllie's pointer doubling, log2(longest list) passes."""
+    x, ptr = x.copy(), ptr.copy()
+    live = np.nonzero(ptr >= 0)[0]
+    while live.size:
+        p = ptr[live]
+        x[live] = op(x[live], x[p])
+        ptr[live] = ptr[p]
+        live = live[ptr[live] >= 0]
+    return x
+
+
+def _second(_a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return b
+
+
+def stream_runs(g: Graph, root: np.ndarray, off: np.ndarray) -> Runs:
+    """The derived ops of ``g`` (see the module docstring), given the single-predecessor fold
+    (``root``, ``off``); none where the graph does not have the expected shape."""
+    n_a, n_o = g.n_a, g.n_o
+    o_s0, o_e0 = 2 * n_a, 2 * n_a + n_o
+    none = no_runs()
+    if n_o == 0:
+        return none
+    indeg = np.bincount(g.dst, minlength=g.n_nodes)
+    lau = _edge_of(g, LAUNCH, o_s0, n_o)
+    st = _edge_of(g, STREAM, o_s0, n_o)
+    run = _edge_of(g, RUN, o_e0, n_o)
+    ops = np.arange(n_o)
+    prev = np.where(st >= 0, g.src[np.maximum(st, 0)] - o_e0, -1)
+    single_end = indeg[o_e0 + ops] == 1
+    cand = (indeg[o_s0 + ops] == 2) & (lau >= 0) & (st >= 0) & single_end & (run >= 0)
+    cand &= single_end[np.maximum(prev, 0)]
+    lsrc = g.src[np.maximum(lau, 0)]
+    h = root[lsrc]
+    pm = np.maximum(prev, 0)
+    der = cand & (~cand[pm] | (h[pm] == h))  # a derived predecessor shares the host root
+    idx = np.nonzero(der)[0]
+    if idx.size == 0:
+        return none
+    link = np.full(n_o, -1, dtype=np.int64)  # the previous op of the run, -1 at its head
+    link[idx] = np.where(der[prev[idx]], prev[idx], -1)
+    d = np.where(run >= 0, g.w[np.maximum(run, 0)], 0)
+    lam = off[lsrc] + g.w[np.maximum(lau, 0)]
+    c = np.zeros(n_o, dtype=np.int64)
+    c[idx] = g.w[st[idx]] + d[idx]
+    big_d = _scan(c, link, np.add)
+    y = np.zeros(n_o, dtype=np.int64)
+    y[idx] = lam[idx] + d[idx] - big_d[idx]
+    mx = _scan(y, link, np.maximum)
+    # the run's head: the first predecessor that is not derived
+    head = np.where(der, prev, ops)
+    hp = np.where(der, link, -1)
+    head = _scan(head, hp, _second)  # follow the run back to its first op's head
+    e_head = o_e0 + head[idx]
+    s_node, sigma = root[e_head], off[e_head]
+    hn = h[idx]
+    derived = np.zeros(g.n_nodes, dtype=bool)
+    derived[o_s0 + idx] = True
+    if derived[s_node].any() or derived[hn].any():  # not the expected shape: solve by node
+        return none
+    dd, di = big_d[idx], d[idx]
+    return Runs(o_s0 + idx, hn, s_node, dd - di + mx[idx], sigma + dd - di)

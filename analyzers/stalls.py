@@ -213,8 +213,13 @@ class _Calls:
         return out
 
 
-def analyze_rank(tl: Timeline, options: StallOptions | None = None) -> RankStalls:
-    """Attribute every idle gap of one rank's timeline (see the module docstring)."""
+def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bool = False
+                 ) -> RankStalls:
+    """Attribute every idle gap of one rank's timeline (see the module docstring).
+
+    ``brief``: only the GPU time, the gaps by cause and the steps; no call sites, sync or
+    stream-wait statistics, nor outlier descriptions (the what-if's predicted run needs
+    no more)."""
     opt = options or StallOptions()
     tol = int(opt.tolerance_ns)
     kinds = classify.kinds_for_symbols(tl.names)
@@ -297,6 +302,19 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None) -> RankStall
         z = np.zeros(0, dtype=np.int64)
         gaps = Gaps(z, z, z, z.astype(np.int8), z)
 
+    if brief:
+        steps, sp = step_stats_and_spans(tl, gaps, CAUSES)
+        z = np.zeros(0, dtype=np.int64)
+        return RankStalls(
+            rank=tl.rank, source=tl.source, files=list(tl.files), rank_rule=tl.rank_rule,
+            steps_rule=tl.steps_rule, devices=devices, syncs=[], callsites=[],
+            stream_waits=[], steps=steps, other_reasons=other_reasons,
+            warnings=list(tl.warnings), skipped=dict(tl.skipped), gaps=gaps, call_api=[],
+            call_site=[], call_row=sync_idx,
+            windows_ns={d: (iv.window_start_ns, iv.window_end_ns)
+                        for d, iv in per_dev_intervals.items()},
+            step_starts_ns=sp.span_s if sp else z, step_ends_ns=sp.span_e if sp else z,
+            step_last_ns=sp.last_e if sp else z)
     call_api = [tl.names[n] for n in tl.api_name[sync_idx]]
     # call sites are optional: a failure leaves them out with one warning (isolate)
     sites, callsites_failed = isolated("call sites", enclosing, tl, c_start, c_end,

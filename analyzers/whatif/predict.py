@@ -148,7 +148,7 @@ def _rank_result(tl: Timeline, m: Model, rec: Replay, drp: Replay, opt: StallOpt
     rec_ns = _time_ns(rs, basis)
     main = max((seq for (rk, _), seq in zip(m.thread_key, m.threads, strict=True)
                 if rk == tl.rank), key=len, default=np.zeros(0, dtype=np.int64))
-    pred_rs = analyze_rank(_predicted_timeline(tl, m, drp, main, True), opt)
+    pred_rs = analyze_rank(_predicted_timeline(tl, m, drp, main, True), opt, brief=True)
     rep_tl = _predicted_timeline(tl, m, rec, main, False, annotations=False)
     times = {"predicted": _time_ns(pred_rs, basis, rs),
              "replayed": stepfigure.replayed_ns(rep_tl, basis, rs)}

@@ -49,12 +49,41 @@ def _recorded_times(m: Model) -> np.ndarray:
     return np.concatenate([m.a_start, m.a_end, m.o_start, m.o_end, [0]]).astype(np.int64)
 
 
-def _fold(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _host_fold(g: Graph, threads: list[np.ndarray], single: np.ndarray, src1: np.ndarray,
+               root: np.ndarray, off: np.ndarray) -> None:
+    """Fold the host threads' chains in one prefix sum: along a thread (start, end, next
+    start, ...) every node whose one predecessor is the node before it continues its
+    segment; a segment starts at a node that waits (two or more predecessors: its own root)
+    or at the thread's first start (its root: the source). ``root``/``off`` are updated in
+    place for the nodes of the threads."""
+    if not threads:
+        return
+    calls = np.concatenate(threads)
+    if calls.size == 0:
+        return
+    seq = np.empty(2 * calls.size, dtype=np.int64)
+    seq[0::2], seq[1::2] = calls, g.n_a + calls  # start, end, next start, ...
+    first = np.zeros(seq.size, dtype=bool)
+    first[np.cumsum([0] + [2 * t.size for t in threads[:-1]])] = True
+    prev = np.append(-1, seq[:-1])
+    cont = single[seq] & (src1[seq] == prev) & ~first
+    w = np.where(cont, off[seq], 0)  # the one in-edge's weight (root/off: one step so far)
+    cs = np.cumsum(w)
+    head = np.maximum.accumulate(np.where(cont, 0, np.arange(seq.size)))
+    hs = seq[head]
+    base = np.where(single[hs], off[hs], 0)  # a head's own one step (from the source)
+    off[seq] = base + cs - cs[head]
+    root[seq] = np.where(single[hs], src1[hs], hs)
+
+
+def _fold(g: Graph, threads: list[np.ndarray] | None = None
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(root, offset, in-edge) per node: a node with one predecessor (a call that waits for
     nothing, the next call's start, an op that is not a matched NCCL kernel, ...) is that
     predecessor's time plus a constant; chains of them fold onto their first node with two
-    or more predecessors (pointer jumping), so the pass visits only the nodes where times
-    meet. Unfolded nodes are their own root (offset 0)."""
+    or more predecessors, so the pass visits only the nodes where times meet. The host
+    threads' chains (``threads``: top-level calls in order) fold in one prefix sum, the rest
+    by pointer jumping. Unfolded nodes are their own root (offset 0)."""
     n = g.n_nodes
     single = np.bincount(g.dst, minlength=n) == 1
     in_e = np.full(n, -1, dtype=np.int64)
@@ -64,7 +93,9 @@ def _fold(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     off = np.zeros(n, dtype=np.int64)
     root[g.dst[one]] = g.src[one]
     off[g.dst[one]] = g.w[one]
-    live = g.dst[one][single[g.src[one]]]  # nodes whose root is not yet a meeting node
+    if threads is not None:
+        _host_fold(g, threads, single, root.copy(), root, off)
+    live = g.dst[one][single[root[g.dst[one]]]]  # nodes whose root is not a meeting node
     for _ in range(64):
         if not live.size:
             break
@@ -84,7 +115,7 @@ def longest_path(g: Graph, m: Model, runs: bool = True
     closed form (``streamruns``); a pass that finds a cycle starts again without, so that
     the cycle is broken node by node as documented."""
     n = g.n_nodes
-    root, off, in_e = _fold(g)
+    root, off, in_e = _fold(g, m.threads)
     folded = root != np.arange(n)
     rn = stream_runs(g, root, off) if runs else no_runs()
     derived = np.zeros(n, dtype=bool)

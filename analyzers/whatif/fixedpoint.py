@@ -1,0 +1,79 @@
+"""The replay as recorded without the pass: the recorded times, checked to be its answer.
+
+The model's rules make the recorded run a fixed point of the replay (``model``): every
+node's recorded time is the latest of its predecessors' recorded times plus the edge
+weights. On an acyclic graph the longest path is the one solution of those equations, so
+when the recorded times satisfy them and the graph has no cycle, they *are* the replay, and
+the pass (``simulate.longest_path``) is not needed. Both checks are vectorized:
+
+- the equations: one ``np.maximum.at`` over the edges;
+- no cycle: along an edge whose source is earlier than its destination the time rises, so
+  a cycle needs an edge that does not rise (a zero-length op or gap, a ``peer`` edge across
+  ranks' clocks), and it lies within the time span that such edges cover (merged
+  [destination, source] windows: to come back down to every time it passed, the cycle
+  crosses each with a non-rising edge). Only the nodes in those windows are peeled
+  (Kahn, one level per pass); a window too deep to peel quickly is left to the pass.
+
+Anything unexpected (a node off its equations, a cycle, a deep window): ``None``, and the
+replay takes the pass.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .graph import Graph
+
+MIN_NS = -(2**62)
+MAX_LEVELS = 64  # peeling passes over the non-rising windows before leaving it to the pass
+
+
+def _acyclic_within(g: Graph, t: np.ndarray, flat: np.ndarray) -> bool:
+    """No cycle among the nodes in the time windows of the non-rising edges ``flat``."""
+    lo, hi = t[g.dst[flat]], t[g.src[flat]]
+    order = np.argsort(lo, kind="stable")
+    lo, hi = lo[order], np.maximum.accumulate(hi[order])
+    starts = np.nonzero(np.append(True, lo[1:] > hi[:-1]))[0]  # merged: overlap or touch
+    w_lo, w_hi = lo[starts], hi[np.append(starts[1:] - 1, lo.size - 1)]
+    # an edge with both ends in one window changes time by at most the widest window's span
+    near = np.nonzero(t[g.dst] - t[g.src] <= int((w_hi - w_lo).max()))[0]
+    ts, td = t[g.src[near]], t[g.dst[near]]
+    ks = np.searchsorted(w_lo, ts, side="right") - 1
+    kd = np.searchsorted(w_lo, td, side="right") - 1
+    inside = (ks >= 0) & (ks == kd) & (ts <= w_hi[np.maximum(ks, 0)]) \
+        & (td <= w_hi[np.maximum(kd, 0)])
+    src, dst = g.src[near[inside]], g.dst[near[inside]]
+    for _ in range(MAX_LEVELS):
+        if src.size == 0:
+            return True
+        has_in = np.zeros(g.n_nodes, dtype=bool)
+        has_in[dst] = True
+        keep = has_in[src]  # edges out of a node with no predecessor left are peeled
+        if keep.all():
+            return False  # nothing to peel: a cycle
+        src, dst = src[keep], dst[keep]
+    return False
+
+
+def recorded_fixed_point(g: Graph, rec: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(time, binding edge) per node when the recorded times ``rec`` (per node, the source
+    last at 0) are the replay of ``g`` (see the module docstring), else None."""
+    n = g.n_nodes
+    has_in = np.zeros(n, dtype=bool)
+    has_in[g.dst] = True
+    t = np.where(has_in, rec, MIN_NS)
+    t[g.source] = 0
+    if has_in[g.source]:
+        return None
+    val = t[g.src] + g.w
+    best = np.full(n, MIN_NS, dtype=np.int64)
+    np.maximum.at(best, g.dst, val)
+    if not np.array_equal(best[has_in], t[has_in]):
+        return None
+    flat = np.nonzero(t[g.src] >= t[g.dst])[0]
+    if flat.size and not _acyclic_within(g, t, flat):
+        return None
+    tight = np.nonzero(val == t[g.dst])[0]  # the lowest-numbered tight edge binds
+    bind = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(bind, g.dst[tight], tight)
+    return t, np.where(has_in, bind, -1)

@@ -1,0 +1,67 @@
+"""The replay's fast paths give the node-by-node pass's answer exactly: runs of ops solved in
+closed form (``streamruns``), the host chains folded by a prefix sum, and the replay as
+recorded taken from the recorded times when they are checked to be its answer
+(``fixedpoint``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from pipeline_synth import PipelineSpec, write
+from profplug.analyzers.load import load_timelines
+from profplug.analyzers.whatif.fixedpoint import recorded_fixed_point
+from profplug.analyzers.whatif.graph import ANCHOR, CALL, RUN, Graph, build_graph
+from profplug.analyzers.whatif.model import build_model
+from profplug.analyzers.whatif.simulate import _fold, _recorded_times, longest_path, replay
+from profplug.analyzers.whatif.streamruns import stream_runs
+
+
+def _pipeline(tmp_path: Path):
+    paths, _ = write(PipelineSpec(stages=4, steps=6, layers=5), tmp_path)
+    return build_model(load_timelines([str(p) for p in paths], jobs=1, progress=False))
+
+
+def test_closed_form_runs_give_the_node_by_node_times(tmp_path: Path) -> None:
+    # given a 4-stage pipeline whose stages launch runs of layers from one stretch of host
+    m = _pipeline(tmp_path)
+    for drop in (False, True):
+        g = build_graph(m, drop)
+        root, off, _ = _fold(g, m.threads)
+        # then most op starts are solved in closed form ...
+        assert stream_runs(g, root, off).node.size >= m.o_start.size // 2
+        # ... and every node's time and binding edge are the node-by-node pass's
+        fast, plain = longest_path(g, m), longest_path(g, m, runs=False)
+        assert np.array_equal(fast[0], plain[0]) and np.array_equal(fast[1], plain[1])
+        # the host fold equals plain pointer jumping
+        r2, o2, _ = _fold(g)
+        assert np.array_equal(root, r2) and np.array_equal(off, o2)
+
+
+def test_the_replay_as_recorded_is_the_recorded_times_when_they_solve_it(tmp_path: Path
+                                                                       ) -> None:
+    m = _pipeline(tmp_path)
+    g = build_graph(m, drop=False)
+    fp = recorded_fixed_point(g, _recorded_times(m))
+    assert fp is not None  # the shortcut is taken on this run
+    t, bind, forced, _ = longest_path(g, m)
+    assert np.array_equal(fp[0], t) and np.array_equal(fp[1], bind) and not forced
+    rp = replay(m, drop=False)
+    assert np.array_equal(rp.o_start, m.o_start) and np.array_equal(rp.o_end, m.o_end)
+
+
+def test_a_zero_weight_cycle_is_left_to_the_pass() -> None:
+    # given one call and one op whose call end and op start wait for each other at no cost:
+    # the recorded times (10 everywhere) satisfy every equation, but the graph has a cycle
+    src = np.array([4, 0, 1, 2, 2])
+    dst = np.array([0, 1, 2, 1, 3])
+    kind = np.array([ANCHOR, CALL, RUN, RUN, RUN], dtype=np.int8)
+    g = Graph(1, 1, src, dst, np.array([10, 0, 0, 0, 0]), kind)
+    rec = np.array([10, 10, 10, 10, 0])
+    # then the recorded times are not taken as the replay
+    assert recorded_fixed_point(g, rec) is None
+    # and a time off its equation is not either (without the cycle)
+    g2 = Graph(1, 1, src[[0, 1, 2, 4]], dst[[0, 1, 2, 4]], np.array([10, 5, 0, 0]),
+               kind[[0, 1, 2, 4]])
+    assert recorded_fixed_point(g2, rec) is None
+    assert recorded_fixed_point(g2, np.array([10, 15, 15, 15, 0])) is not None

@@ -31,6 +31,7 @@ label, ``--drop-at``).
 from __future__ import annotations
 
 import re
+import weakref
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -92,9 +93,26 @@ def is_pipeline_range(name: str) -> bool:
     return _PIPELINE.search(name) is not None
 
 
+_MASKS: dict[int, tuple[weakref.ref[Timeline], np.ndarray]] = {}  # id(tl) -> policy_mask
+
+
 def policy_mask(tl: Timeline) -> np.ndarray:
     """Per API call of ``tl``: True for a device-wide synchronize inside a pipeline send/recv
-    range of its own thread."""
+    range of its own thread. Kept per timeline while it lives (``resolve`` and
+    ``dropped_calls`` both ask; a timeline is not changed in place)."""
+    got = _MASKS.get(id(tl))
+    if got is not None and got[0]() is tl:
+        return got[1].copy()
+    out = _policy_mask(tl)
+    try:
+        _MASKS[id(tl)] = (weakref.ref(tl), out)
+        weakref.finalize(tl, _MASKS.pop, id(tl), None)
+    except TypeError:  # not weakly referable: not kept
+        pass
+    return out.copy()
+
+
+def _policy_mask(tl: Timeline) -> np.ndarray:
     n = int(tl.api_start_ns.size)
     out = np.zeros(n, dtype=bool)
     if n == 0 or tl.ann_start_ns.size == 0:

@@ -87,6 +87,8 @@ class Model:
     rank_o: dict[int, tuple[int, int]]
     assumptions: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # the ops stream by stream (each stream's ops in order, as o_prev chains them)
+    o_order: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @property
     def n_events(self) -> int:
@@ -195,4 +197,5 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None, *,
         dep_on=cat([b.dep_on + o_base[k] for k, b in enumerate(rms)]),
         rank_a={b.tl.rank: (a_base[k], a_base[k + 1]) for k, b in enumerate(rms)},
         rank_o={b.tl.rank: (o_base[k], o_base[k + 1]) for k, b in enumerate(rms)},
-        assumptions=notes, warnings=warns)
+        assumptions=notes, warnings=warns,
+        o_order=cat([b.stream_order + o_base[k] for k, b in enumerate(rms)]))

@@ -149,11 +149,17 @@ def _rank_result(tl: Timeline, m: Model, rec: Replay, drp: Replay, opt: StallOpt
     main = max((seq for (rk, _), seq in zip(m.thread_key, m.threads, strict=True)
                 if rk == tl.rank), key=len, default=np.zeros(0, dtype=np.int64))
     pred_rs = analyze_rank(_predicted_timeline(tl, m, drp, main, True), opt, brief=True)
-    rep_tl = _predicted_timeline(tl, m, rec, main, False, annotations=False)
-    times = {"predicted": _time_ns(pred_rs, basis, rs),
-             "replayed": stepfigure.replayed_ns(rep_tl, basis, rs)}
+    alo, ahi = m.rank_a[tl.rank]
+    olo, ohi = m.rank_o[tl.rank]
+    if basis == "step" and all(np.array_equal(x[lo:hi], y[lo:hi]) for x, y, lo, hi in (
+            (rec.o_start, m.o_start, olo, ohi), (rec.o_end, m.o_end, olo, ohi),
+            (rec.a_start, m.a_start, alo, ahi), (rec.a_end, m.a_end, alo, ahi))):
+        replayed = rec_ns  # the replay reproduced the rank: its steps are the recorded ones
+    else:
+        rep_tl = _predicted_timeline(tl, m, rec, main, False, annotations=False)
+        replayed = stepfigure.replayed_ns(rep_tl, basis, rs)
+    times = {"predicted": _time_ns(pred_rs, basis, rs), "replayed": replayed}
     # direct: gaps charged (by the stall analysis) to a call the replay drops
-    alo, _ = m.rank_a[tl.rank]
     dropped_call = m.a_dropped[alo + rs.call_row]
     g = rs.gaps
     hit = g.call >= 0
@@ -169,7 +175,7 @@ def _rank_result(tl: Timeline, m: Model, rec: Replay, drp: Replay, opt: StallOpt
         predicted_us=round(times["predicted"] / us, 3), saving_us=round(saving / us, 3),
         saving_pct=round(100.0 * saving / rec_ns, 2) if rec_ns else 0.0,
         direct_us=round(direct_ns / us, 3), indirect_us=round((saving - direct_ns) / us, 3),
-        dropped_calls=int(m.a_dropped[alo:m.rank_a[tl.rank][1]].sum()),
+        dropped_calls=int(m.a_dropped[alo:ahi].sum()),
         recorded_idle_by_cause_us=_idle(rs, basis),
         predicted_idle_by_cause_us=_idle(pred_rs, basis))
 

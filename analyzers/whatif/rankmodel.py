@@ -91,6 +91,7 @@ class RankModel:
     def _stream_order(self) -> None:
         tl = self.tl
         order = np.lexsort((tl.gpu_start_ns, tl.gpu_stream, tl.gpu_device))
+        self.stream_order = order  # the ops stream by stream, each in order
         d, s = tl.gpu_device[order], tl.gpu_stream[order]
         brk = np.nonzero((np.diff(d) != 0) | (np.diff(s) != 0))[0] + 1
         slices = np.split(order, brk) if order.size else []

@@ -118,7 +118,7 @@ def longest_path(g: Graph, m: Model, runs: bool = True
     n = g.n_nodes
     root, off, in_e = _fold(g, m.threads)
     folded = root != np.arange(n)
-    rn = stream_runs(g, root, off) if runs else no_runs()
+    rn = stream_runs(g, root, off, m.o_order) if runs else no_runs()
     derived = np.zeros(n, dtype=bool)
     derived[rn.node] = True
     proc = np.nonzero(~folded & ~derived)[0]  # the nodes the pass visits, renumbered 0..P-1

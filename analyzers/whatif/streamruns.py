@@ -73,9 +73,11 @@ def _second(_a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return b
 
 
-def stream_runs(g: Graph, root: np.ndarray, off: np.ndarray) -> Runs:
+def stream_runs(g: Graph, root: np.ndarray, off: np.ndarray,
+                order: np.ndarray | None = None) -> Runs:
     """The derived ops of ``g`` (see the module docstring), given the single-predecessor fold
-    (``root``, ``off``); none where the graph does not have the expected shape."""
+    (``root``, ``off``) and the ops in stream order (``Model.o_order``; without it, along
+    the stream edges); none where the graph does not have the expected shape."""
     n_a, n_o = g.n_a, g.n_o
     o_s0, o_e0 = 2 * n_a, 2 * n_a + n_o
     none = no_runs()
@@ -97,26 +99,66 @@ def stream_runs(g: Graph, root: np.ndarray, off: np.ndarray) -> Runs:
     idx = np.nonzero(der)[0]
     if idx.size == 0:
         return none
-    link = np.full(n_o, -1, dtype=np.int64)  # the previous op of the run, -1 at its head
-    link[idx] = np.where(der[prev[idx]], prev[idx], -1)
     d = np.where(run >= 0, g.w[np.maximum(run, 0)], 0)
     lam = off[lsrc] + g.w[np.maximum(lau, 0)]
-    c = np.zeros(n_o, dtype=np.int64)
-    c[idx] = g.w[st[idx]] + d[idx]
-    big_d = _scan(c, link, np.add)
-    y = np.zeros(n_o, dtype=np.int64)
-    y[idx] = lam[idx] + d[idx] - big_d[idx]
-    mx = _scan(y, link, np.maximum)
-    # the run's head: the first predecessor that is not derived
-    head = np.where(der, prev, ops)
-    hp = np.where(der, link, -1)
-    head = _scan(head, hp, _second)  # follow the run back to its first op's head
-    e_head = o_e0 + head[idx]
+    c = g.w[np.maximum(st, 0)] + d
+    if order is not None and order.size == n_o:  # stream order: each derived op's prev first
+        at = np.empty(n_o, dtype=np.int64)
+        at[order] = np.arange(n_o)
+        if not np.array_equal(order[np.maximum(at[idx] - 1, 0)], prev[idx]):
+            order = None
+    if order is not None and order.size == n_o:
+        idx, head, big_d, mx = _runs_in_order(order, der, c, lam + d)
+    else:
+        idx, head, big_d, mx = _runs_linked(idx, der, prev, c, lam + d)
+    e_head = o_e0 + head
     s_node, sigma = root[e_head], off[e_head]
     hn = h[idx]
     derived = np.zeros(g.n_nodes, dtype=bool)
     derived[o_s0 + idx] = True
     if derived[s_node].any() or derived[hn].any():  # not the expected shape: solve by node
         return none
-    dd, di = big_d[idx], d[idx]
-    return Runs(o_s0 + idx, hn, s_node, dd - di + mx[idx], sigma + dd - di)
+    di = d[idx]
+    return Runs(o_s0 + idx, hn, s_node, big_d - di + mx, sigma + big_d - di)
+
+
+def _runs_linked(idx: np.ndarray, der: np.ndarray, prev: np.ndarray, c: np.ndarray,
+                 y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per derived op (``idx``): its run's head op, ``D`` (prefix sum of ``c`` over the run)
+    and the prefix max of ``y - D``; along the ``prev`` links (pointer doubling)."""
+    n_o = der.size
+    link = np.full(n_o, -1, dtype=np.int64)  # the previous op of the run, -1 at its first
+    link[idx] = np.where(der[prev[idx]], prev[idx], -1)
+    cc = np.zeros(n_o, dtype=np.int64)
+    cc[idx] = c[idx]
+    big_d = _scan(cc, link, np.add)
+    yy = np.zeros(n_o, dtype=np.int64)
+    yy[idx] = y[idx] - big_d[idx]
+    mx = _scan(yy, link, np.maximum)
+    head = _scan(np.where(der, prev, np.arange(n_o)), link, _second)  # the first's prev
+    return idx, head[idx], big_d[idx], mx[idx]
+
+
+def _runs_in_order(order: np.ndarray, der: np.ndarray, c: np.ndarray, y: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """As :func:`_runs_linked`, with the ops in stream order (``order``): a run is a stretch
+    of consecutive derived ops; one cumsum and one cummax for all runs."""
+    pos = np.nonzero(der[order])[0]
+    idx = order[pos]
+    first = np.append(True, pos[1:] != pos[:-1] + 1)
+    rid = np.cumsum(first) - 1
+    head = order[pos[first] - 1][rid]  # the op before the run's first
+    cv = c[idx]
+    cs = np.cumsum(cv)
+    big_d = cs - (cs - cv)[first][rid]
+    z = y[idx] - big_d
+    lo = int(z.min())
+    span = int(z.max()) - lo + 1
+    if int(rid[-1]) * span >= 2 ** 62 - span:  # the offsets would overflow: by links
+        link = np.full(order.size, -1, dtype=np.int64)
+        link[idx[~first]] = idx[np.nonzero(~first)[0] - 1]
+        zz = np.zeros(order.size, dtype=np.int64)
+        zz[idx] = z
+        return idx, head, big_d, _scan(zz, link, np.maximum)[idx]
+    shift = rid * span  # each run above every earlier one: a global cummax stays in its run
+    return idx, head, big_d, np.maximum.accumulate(z - lo + shift) - shift + lo

@@ -28,8 +28,13 @@ def test_closed_form_runs_give_the_node_by_node_times(tmp_path: Path) -> None:
     for drop in (False, True):
         g = build_graph(m, drop)
         root, off, _ = _fold(g, m.threads)
-        # then most op starts are solved in closed form ...
-        assert stream_runs(g, root, off).node.size >= m.o_start.size // 2
+        # then most op starts are solved in closed form, the same from the stream order as
+        # along the stream edges ...
+        linked, ordered = stream_runs(g, root, off), stream_runs(g, root, off, m.o_order)
+        assert linked.node.size >= m.o_start.size // 2
+        ia, ib = np.argsort(linked.node), np.argsort(ordered.node)
+        for a, b in zip(vars(linked).values(), vars(ordered).values(), strict=True):
+            assert np.array_equal(a[ia], b[ib])
         # ... and every node's time and binding edge are the node-by-node pass's
         fast, plain = longest_path(g, m), longest_path(g, m, runs=False)
         assert np.array_equal(fast[0], plain[0]) and np.array_equal(fast[1], plain[1])

@@ -31,7 +31,8 @@ label, ``--drop-at``).
 from __future__ import annotations
 
 import re
-import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -93,22 +94,32 @@ def is_pipeline_range(name: str) -> bool:
     return _PIPELINE.search(name) is not None
 
 
-_MASKS: dict[int, tuple[weakref.ref[Timeline], np.ndarray]] = {}  # id(tl) -> policy_mask
+_KEPT: dict[int, tuple[Timeline, np.ndarray]] | None = None  # id(tl) -> (tl, policy_mask)
+
+
+@contextmanager
+def masks_kept() -> Iterator[None]:
+    """Within: :func:`policy_mask` is computed once per timeline (one what-if asks for it in
+    ``resolve``, ``build_model`` and every rank's ``dropped_calls``); forgotten on exit."""
+    global _KEPT
+    outer = _KEPT
+    _KEPT = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _KEPT = outer
 
 
 def policy_mask(tl: Timeline) -> np.ndarray:
     """Per API call of ``tl``: True for a device-wide synchronize inside a pipeline send/recv
-    range of its own thread. Kept per timeline while it lives (``resolve`` and
-    ``dropped_calls`` both ask; a timeline is not changed in place)."""
-    got = _MASKS.get(id(tl))
-    if got is not None and got[0]() is tl:
+    range of its own thread."""
+    kept = _KEPT
+    got = kept.get(id(tl)) if kept is not None else None
+    if got is not None and got[0] is tl:
         return got[1].copy()
     out = _policy_mask(tl)
-    try:
-        _MASKS[id(tl)] = (weakref.ref(tl), out)
-        weakref.finalize(tl, _MASKS.pop, id(tl), None)
-    except TypeError:  # not weakly referable: not kept
-        pass
+    if kept is not None:
+        kept[id(tl)] = (tl, out)
     return out.copy()
 
 

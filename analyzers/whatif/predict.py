@@ -187,6 +187,12 @@ def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
 
     ``host``: the predicted run's host costs relative to the trace's (default: the same);
     ``ranks``: the recorded timelines' stall analyses when the caller has them (a report)."""
+    with dropset.masks_kept():
+        return _whatif(timelines, drop, options, host, ranks)
+
+
+def _whatif(timelines: list[Timeline], drop: DropSpec | None, options: StallOptions | None,
+            host: HostCosts | None, ranks: list[RankStalls] | None) -> WhatIfResult:
     opt = options or StallOptions()
     if not timelines or not any(t.n_gpu for t in timelines):
         raise ProfplugError("what-if: no GPU work in the given traces")

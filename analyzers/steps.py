@@ -171,12 +171,15 @@ def step_stats_and_spans(tl: Timeline, gaps: Gaps, causes: Sequence[str]
     summary = stepstats.summarize(period / 1000.0)
     basis = np.ones(period.size, dtype=bool)
     basis[summary.outliers] = False
-    per_cause, per_cause_mean = {}, {}
-    for ci, c in enumerate(causes):
-        sel = in_step & (gaps.cause == ci)
-        per_cause_mean[c] = round(float(dur[sel].sum()) / 1000.0 / rows.size, 3)
-        idle = per_step_ns(span_s, span_e, gaps.start_ns, np.where(gaps.cause == ci, dur, 0))
-        per_cause[c] = round(stepstats.center(idle / 1000.0, basis), 3)
+    # every cause at once: its idle summed over the complete steps, and its per-step series'
+    # statistic (center_by_key: one table, one median per cause)
+    total = np.zeros(len(causes), dtype=np.int64)
+    np.add.at(total, gaps.cause[in_step], dur[in_step])
+    med = center_by_key(span_s, span_e, gaps.start_ns, dur, gaps.cause.astype(np.int64),
+                        len(causes), basis)
+    per_cause = {c: round(float(med[ci]), 3) for ci, c in enumerate(causes)}
+    per_cause_mean = {c: round(float(total[ci]) / 1000.0 / rows.size, 3)
+                      for ci, c in enumerate(causes)}
     step_ns = (tl.step_end_ns - tl.step_start_ns)[rows]
     return StepStats(
         n_steps=int(rows.size), n_dropped=int(n - rows.size),

@@ -52,6 +52,9 @@ class StepStats:
     outlier_steps: list[int] = field(default_factory=list)  # indices into the series
     # the outlier steps described (outliers.py): step, step_us, dominant, callsite
     outliers: list[dict[str, object]] = field(default_factory=list)
+    # the time outlier steps slower than the step time add beyond it: a pause between groups
+    # of steps (a server between requests), a slow first step; not step time (docs/costs.md)
+    between_steps_idle_us: float = 0.0
 
     def basis(self) -> np.ndarray:
         """Per step of the series, True when it is in the basis (not an outlier)."""
@@ -193,7 +196,17 @@ def step_stats_and_spans(tl: Timeline, gaps: Gaps, causes: Sequence[str]
         period_us_mean=round(_period_ns(span_s, span_e) / 1000.0, 3),
         idle_per_step_us_mean=per_cause_mean,
         period_us_per_step=[round(float(x) / 1000.0, 3) for x in period],
-        outlier_steps=list(summary.outliers)), sp
+        outlier_steps=list(summary.outliers),
+        between_steps_idle_us=between_steps_us(period / 1000.0, summary)), sp
+
+
+def between_steps_us(period_us: np.ndarray, summary: stepstats.StepSummary) -> float:
+    """Idle between groups of steps: over the outlier steps slower than the step time (the
+    statistic), the sum of their periods' excess over it (us)."""
+    if not summary.outliers:
+        return 0.0
+    excess = period_us[summary.outliers] - summary.value
+    return round(float(excess[excess > 0].sum()), 3)
 
 
 def _period_ns(span_s: np.ndarray, span_e: np.ndarray) -> float:

@@ -115,6 +115,10 @@ def _rank_detail(r: RankStalls, out: TextIO) -> None:
                 for o in s.outliers:
                     _para(out, f"outlier step {o['step']}: {_num(o['step_us'])} us, "
                           f"{o['dominant']} (not in the per-step figures)")
+                if s.between_steps_idle_us:
+                    _para(out, f"between steps: {_num(s.between_steps_idle_us)} us in "
+                          "outlier steps beyond the step time (a pause between groups of "
+                          "steps, a slow first step): not step time")
             else:
                 w(f"{s.n_dropped} step ranges, none complete\n")
     for reason, n in r.other_reasons.items():

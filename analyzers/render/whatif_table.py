@@ -47,6 +47,13 @@ def render_whatif_table(res: WhatIfResult, out: TextIO) -> None:
       "trace has no steps; +-%: the error band of the prediction, from the replay error\n"
       "and the measured validation, docs/whatif.md; saving = recorded - predicted,\n"
       "direct = idle in the dropped syncs, indirect = saving - direct: docs/costs.md)\n")
+    for r in res.ranks:
+        if r.between_steps_idle_us:
+            for line in _wrap(f"rank {r.rank}: {_n(r.between_steps_idle_us)} us in the "
+                              "recorded run's outlier steps beyond the step time (a pause "
+                              "between groups of steps, a slow first step): not step time, "
+                              "not in the prediction", "between steps: ", "  "):
+                w(line + "\n")
     w("\nGPU idle by cause, recorded -> predicted (us per step or window)\n")
     for r in res.ranks:
         parts = [f"{c} {_n(r.recorded_idle_by_cause_us.get(c, 0.0))}->{_n(v)}"

@@ -177,7 +177,9 @@ def _rank_result(tl: Timeline, m: Model, rec: Replay, drp: Replay, opt: StallOpt
         direct_us=round(direct_ns / us, 3), indirect_us=round((saving - direct_ns) / us, 3),
         dropped_calls=int(m.a_dropped[alo:ahi].sum()),
         recorded_idle_by_cause_us=_idle(rs, basis),
-        predicted_idle_by_cause_us=_idle(pred_rs, basis))
+        predicted_idle_by_cause_us=_idle(pred_rs, basis),
+        between_steps_idle_us=rs.steps.between_steps_idle_us
+        if basis == "step" and rs.steps is not None else 0.0)
 
 
 def whatif(timelines: list[Timeline], drop: DropSpec | None = None,

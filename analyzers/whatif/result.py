@@ -31,6 +31,8 @@ class RankWhatIf:
     recorded_idle_by_cause_us: dict[str, float]
     predicted_idle_by_cause_us: dict[str, float]
     error_band_pct: float = 0.0  # +- around predicted_us, from the validation (band.py)
+    # idle between groups of steps in the recorded run, not step time (steps.py, costs.md)
+    between_steps_idle_us: float = 0.0
 
 
 @dataclass

@@ -6,6 +6,7 @@ graph's edges for a known trace.
 
 from __future__ import annotations
 
+import io
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,6 +15,8 @@ import pytest
 from nsys_synth import NsysExport
 from profplug.analyzers.readers.kineto import read_kineto
 from profplug.analyzers.readers.nsys import read_nsys
+from profplug.analyzers.render.table import render_table
+from profplug.analyzers.render.whatif_table import render_whatif_table
 from profplug.analyzers.report import analyze_timelines
 from profplug.analyzers.whatif import whatif, whatif_analysis
 from profplug.analyzers.whatif.graph import KINDS, build_graph
@@ -97,6 +100,32 @@ def test_idle_between_groups_of_steps_same_step_in_report_and_whatif(tmp_path: P
     # distances within groups (100 -> 60: GPU-bound); the 3 across the idle (1100 us) are
     # outlier steps, out of the basis
     assert w.recorded_us - w.predicted_us == pytest.approx(40.0, abs=1e-3)
+    # and the idle between the groups is shown apart: 3 outlier steps of 1100 us, each
+    # 1000 us beyond the 100 us step, in the report and the what-if alike
+    assert rep.rank(0).steps.between_steps_idle_us == pytest.approx(3000.0, abs=1e-3)
+    assert w.between_steps_idle_us == pytest.approx(3000.0, abs=1e-3)
+    table, wtab = io.StringIO(), io.StringIO()
+    render_table(rep, table)
+    render_whatif_table(rep.run["whatif"], wtab)  # type: ignore[arg-type]
+    assert "between steps: 3,000.0 us in outlier steps beyond the step time" in \
+        " ".join(table.getvalue().split())
+    assert "between steps: rank 0: 3,000.0 us in the recorded run's outlier steps" in \
+        " ".join(wtab.getvalue().split())
+
+
+def test_steps_without_a_pause_have_no_idle_between_steps(tmp_path: Path) -> None:
+    t = KinetoTrace(rank=0)
+    for i in range(8):
+        t.annotation(f"ProfilerStep#{i}", 100.0 * i, 100.0)
+        t.launch(100.0 * i, 100.0 * i + 5, 60.0)
+        t.runtime("cudaDeviceSynchronize", 100.0 * i + 6, 64.0)
+    rep = analyze_timelines([read_kineto(t.write(tmp_path / "plain.json"), 0)],
+                            run=[whatif_analysis()])
+    assert rep.rank(0).steps.between_steps_idle_us == 0.0
+    assert rep.run["whatif"].rank(0).between_steps_idle_us == 0.0  # type: ignore[attr-defined]
+    wtab = io.StringIO()
+    render_whatif_table(rep.run["whatif"], wtab)  # type: ignore[arg-type]
+    assert "between steps" not in wtab.getvalue()
 
 
 def test_a_contradictory_pairing_is_reported_and_broken(tmp_path: Path) -> None:

@@ -37,6 +37,7 @@ the clock offsets (aligned time = rank time + offset), per-rank counts and notes
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
@@ -155,41 +156,46 @@ class _Rank:
 
     def _describe(self) -> None:
         tl = self.tl
-        rows_by_tid: dict[int, np.ndarray] = {}
-        starts_by_tid: dict[int, np.ndarray] = {}
+        rows_by_tid: dict[int, list[int]] = {}
+        starts_by_tid: dict[int, list[int]] = {}
         if tl.comm_start_ns.size:
             for t, r in groups(tl.comm_tid):
                 r = r[np.argsort(tl.comm_start_ns[r], kind="stable")]
-                rows_by_tid[int(t)], starts_by_tid[int(t)] = r, tl.comm_start_ns[r]
+                rows_by_tid[int(t)], starts_by_tid[int(t)] = r.tolist(), \
+                    tl.comm_start_ns[r].tolist()
+        # plain lists: one lookup per kernel and per candidate, not a numpy scalar each
+        c_kind, c_name = tl.comm_kind.tolist(), tl.comm_name.tolist()
+        c_peer, c_group = tl.comm_peer.tolist(), tl.comm_group.tolist()
+        c_src, c_seq = tl.comm_src.tolist(), tl.comm_seq.tolist()
+        names, g_name = tl.names, tl.gpu_name
         prev_t: dict[int, int] = {}
-        for k, o in enumerate(self.kernels.tolist()):
-            tid, t = int(self.tid[k]), int(self.t[k])
-            kname = tl.names[tl.gpu_name[o]]
-            rows = rows_by_tid.get(tid) if self.linked[k] else None
+        for k, (o, tid, t, linked) in enumerate(zip(self.kernels.tolist(), self.tid.tolist(),
+                                                    self.t.tolist(), self.linked.tolist(),
+                                                    strict=True)):
+            kname = names[g_name[o]]
+            rows = rows_by_tid.get(tid) if linked else None
             lo = prev_t.get(tid, -(1 << 62))
             prev_t[tid] = t
             best: list[int] = []
             if rows is not None:
                 s = starts_by_tid[tid]  # sorted; kernels come in launch order, so the
                 # (lo, t] windows of one thread do not overlap: linear in all
-                cand = rows[np.searchsorted(s, lo, "right"):np.searchsorted(s, t, "right")]
-                cand = [int(r) for r in cand
-                        if _fits(int(tl.comm_kind[r]), tl.names[tl.comm_name[r]], kname)]
+                cand = [r for r in rows[bisect_right(s, lo):bisect_right(s, t)]
+                        if _fits(c_kind[r], names[c_name[r]], kname)]
                 if cand:
                     def score(r: int) -> tuple[int, int]:
-                        known = tl.comm_peer[r] >= 0 or (tl.comm_kind[r] == COMM_COLL
-                                                         and tl.comm_group[r] >= 0)
-                        return (0 if known else 1, int(tl.comm_src[r]))
+                        known = c_peer[r] >= 0 or (c_kind[r] == COMM_COLL and c_group[r] >= 0)
+                        return (0 if known else 1, c_src[r])
                     top = min(score(r) for r in cand)
                     best = [r for r in cand if score(r) == top]
             if not best:
                 self.bare.append((o, k))
                 continue
             for r in best:
-                g = int(tl.comm_group[r])
-                self.ops.append(Op(self.pos, o, int(tl.comm_kind[r]), int(tl.comm_peer[r]),
-                                   tl.names[g] if g >= 0 else None, int(tl.comm_seq[r]),
-                                   tl.names[tl.comm_name[r]], int(tl.comm_src[r]), k))
+                g = c_group[r]
+                self.ops.append(Op(self.pos, o, c_kind[r], c_peer[r],
+                                   names[g] if g >= 0 else None, c_seq[r],
+                                   names[c_name[r]], c_src[r], k))
 
 
 def match(timelines: list[Timeline]) -> Matching:

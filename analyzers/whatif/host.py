@@ -51,7 +51,6 @@ def drop_cuts(tl: Timeline, threads: list[np.ndarray], dropped: np.ndarray
     if not dropped.any() or tl.ann_start_ns.size == 0:
         return pre, post
     s, e = tl.api_start_ns, tl.api_end_ns
-    none = np.iinfo(np.int64).min
     is_step = np.array([n == STEP or n.startswith("ProfilerStep#") for n in tl.names],
                        dtype=bool)
     step_range = is_step[tl.ann_name]  # a step is never a call's own range
@@ -66,27 +65,47 @@ def drop_cuts(tl: Timeline, threads: list[np.ndarray], dropped: np.ndarray
         order = sel[np.argsort(tl.ann_start_ns[sel], kind="stable")]
         a_s, a_e = tl.ann_start_ns[order], tl.ann_end_ns[order]
         bounds = np.sort(np.concatenate([tl.ann_start_ns[on_thread], tl.ann_end_ns[on_thread]]))
-        for p in pos.tolist():
-            i = int(seq[p])
-            lo = int(e[seq[p - 1]]) if p > 0 else none
-            hi = int(s[seq[p + 1]]) if p + 1 < len(seq) else np.iinfo(np.int64).max
-            k0 = int(np.searchsorted(a_s, lo, side="left"))
-            k1 = int(np.searchsorted(a_s, s[i], side="right"))
-            own = [k for k in range(k0, k1) if e[i] <= a_e[k] <= hi]
-            if not own:
-                continue
-            own = [k for k in own if (a_e[k] - a_s[k]) - (e[i] - s[i]) <= OWN_RANGE_MAX_NS]
-            if not own:
-                continue
-            k = min(own, key=lambda x: (int(a_s[x]), -int(a_e[x])))  # outermost
-            r_s, r_e = int(a_s[k]), int(a_e[k])
-            b = int(np.searchsorted(bounds, r_s, side="left")) - 1
-            prev = max(lo, int(bounds[b]) if b >= 0 else lo)
-            overhead = (r_e - r_s) - int(e[i] - s[i])
-            entry = min(max(r_s - prev, 0), max(overhead, 0)) if prev != none else 0
-            pre[i] = int(s[i]) - r_s + entry
-            post[i] = r_e - int(e[i])
+        _cut_thread(seq, pos, s, e, a_s, a_e, bounds, pre, post)
     return pre, post
+
+
+def _cut_thread(seq: np.ndarray, pos: np.ndarray, s: np.ndarray, e: np.ndarray,
+                a_s: np.ndarray, a_e: np.ndarray, bounds: np.ndarray, pre: np.ndarray,
+                post: np.ndarray) -> None:
+    """``pre``/``post`` of the dropped calls ``seq[pos]`` of one thread (see
+    :func:`drop_cuts`), all at once: every (call, annotation) candidate pair is listed, the
+    rules filter them, and each call keeps its outermost range."""
+    none, top = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    i = seq[pos]
+    lo = np.where(pos > 0, e[seq[np.maximum(pos - 1, 0)]], none)
+    hi = np.where(pos + 1 < seq.size, s[seq[np.minimum(pos + 1, seq.size - 1)]], top)
+    k0 = np.searchsorted(a_s, lo, side="left")
+    cnt = np.maximum(np.searchsorted(a_s, s[i], side="right") - k0, 0)
+    if not cnt.any():
+        return
+    owner = np.repeat(np.arange(i.size), cnt)  # the annotations starting in [lo, start]
+    k = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt) + np.repeat(k0, cnt)
+    own_dur = (e[i] - s[i])[owner]
+    ok = (e[i][owner] <= a_e[k]) & (a_e[k] <= hi[owner]) \
+        & ((a_e[k] - a_s[k]) - own_dur <= OWN_RANGE_MAX_NS)
+    owner, k = owner[ok], k[ok]
+    if owner.size == 0:
+        return
+    order = np.lexsort((-a_e[k], a_s[k], owner))  # per call: the outermost first
+    owner, k = owner[order], k[order]
+    first = np.append(True, owner[1:] != owner[:-1])
+    owner, k = owner[first], k[first]
+    c = i[owner]
+    r_s, r_e = a_s[k], a_e[k]
+    b = np.searchsorted(bounds, r_s, side="left") - 1
+    lo_c = lo[owner]
+    prev = np.maximum(lo_c, np.where(b >= 0, bounds[np.maximum(b, 0)], lo_c))
+    known = prev != none  # no previous host event: no entry
+    overhead = (r_e - r_s) - (e[c] - s[c])
+    entry = np.where(known, np.minimum(np.maximum(r_s - np.where(known, prev, r_s), 0),
+                                       np.maximum(overhead, 0)), 0)
+    pre[c] = s[c] - r_s + entry
+    post[c] = r_e - e[c]
 
 
 def sync_copies(tl: Timeline, o_api: np.ndarray, is_top: np.ndarray) -> np.ndarray:

@@ -40,9 +40,10 @@ def end_basis(recorded: RankStalls) -> np.ndarray:
     overlap a recorded outlier step's period (step i's first op to step i+1's: the end-to-end
     periods of steps i and i+1)."""
     keep = np.ones(max(int(recorded.step_last_ns.size) - 1, 0), dtype=bool)
-    if recorded.steps is not None:
-        for i in recorded.steps.outlier_steps:
-            keep[max(i - 1, 0):i + 1] = False
+    if recorded.steps is not None and recorded.steps.outlier_steps:
+        i = np.asarray(recorded.steps.outlier_steps, dtype=np.int64)
+        out = np.concatenate([np.maximum(i - 1, 0), i])  # periods i-1 and i (clipped)
+        keep[out[out < keep.size]] = False
     return keep
 
 

@@ -122,7 +122,7 @@ def replicate(tl: Timeline, k: int, gap_ns: int = 1_000) -> Timeline:
     return replace(tl, **cols)
 
 
-REPEATS = 3
+REPEATS = 7
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ("pp2_megatron_kineto/device", "pp2_megatron_nsys/device", "pp2_infer_kineto/device",
            "pp2_infer_nsys/device", "h200_three_waits/kineto", "h200_megatron_pp1_kineto/device")

@@ -350,8 +350,12 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bo
         callsites_failed=callsites_failed)
 
 
-def _pct(x: np.ndarray, q: float) -> float:
-    return _us(np.percentile(x, q)) if x.size else 0.0
+def _p50_p99(x: np.ndarray) -> tuple[float, float]:
+    """The 50th and 99th percentiles (us) from one np.percentile call."""
+    if not x.size:
+        return 0.0, 0.0
+    p50, p99 = np.percentile(x, [50, 99])
+    return _us(p50), _us(p99)
 
 
 def _sync_stats(tl: Timeline, api_kind: np.ndarray, call_api: list[str], c_start: np.ndarray,
@@ -365,8 +369,8 @@ def _sync_stats(tl: Timeline, api_kind: np.ndarray, call_api: list[str], c_start
         sel = (names == api) & (c_kind == k)
         blocked = (c_end - c_start)[sel]
         kind = classify.KIND_LABELS[int(k)]
-        out.append(SyncStat(api, kind, int(sel.sum()), _us(blocked.sum()), _pct(blocked, 50),
-                            _pct(blocked, 99), _us(idle_per_call[sel].sum())))
+        out.append(SyncStat(api, kind, int(sel.sum()), _us(blocked.sum()), *_p50_p99(blocked),
+                            _us(idle_per_call[sel].sum())))
     # Non-blocking stream waits: counted here, their stall is in stream_waits.
     sw = np.nonzero(api_kind == classify.STREAM_WAIT)[0]
     if sw.size:
@@ -374,8 +378,8 @@ def _sync_stats(tl: Timeline, api_kind: np.ndarray, call_api: list[str], c_start
         for api in sorted(set(sw_names)):
             sel = np.array([n == api for n in sw_names])
             d = (tl.api_end_ns[sw] - tl.api_start_ns[sw])[sel]
-            out.append(SyncStat(api, "stream_wait", int(sel.sum()), _us(d.sum()), _pct(d, 50),
-                                _pct(d, 99), 0.0))
+            out.append(SyncStat(api, "stream_wait", int(sel.sum()), _us(d.sum()),
+                                *_p50_p99(d), 0.0))
     out.sort(key=lambda s: (-s.idle_caused_us, -s.host_blocked_us, s.api))
     return out
 

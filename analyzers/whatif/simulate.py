@@ -203,10 +203,9 @@ def _binding(g: Graph, t: np.ndarray, kept: np.ndarray, forced: list[int], in_e:
         ends = 2 * g.n_a + g.n_o + np.asarray(forced, dtype=np.int64)
         val[(g.kind[kept] == PEER) & np.isin(g.dst[kept], ends)] = MIN_NS
     e = kept[val == t[g.dst[kept]]]
-    e = e[np.lexsort((e, g.dst[e]))]
-    first = np.append(True, g.dst[e][1:] != g.dst[e][:-1]) if e.size else e.astype(bool)
-    out = np.full(g.n_nodes, -1, dtype=np.int64)
-    out[g.dst[e[first]]] = e[first]
+    low = np.full(g.n_nodes, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(low, g.dst[e], e)  # per node its lowest-numbered tight edge
+    out = np.where(low < np.iinfo(np.int64).max, low, -1)
     out[folded] = in_e[folded]
     return out
 

@@ -215,11 +215,8 @@ class _Calls:
 
 def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bool = False
                  ) -> RankStalls:
-    """Attribute every idle gap of one rank's timeline (see the module docstring).
-
-    ``brief``: only the GPU time, the gaps by cause and the steps; no call sites, sync or
-    stream-wait statistics, nor outlier descriptions (the what-if's predicted run needs
-    no more)."""
+    """Attribute every idle gap of one rank's timeline (see the module docstring); ``brief``:
+    GPU time, gaps and steps only (no call sites, sync/stream-wait stats, outlier texts)."""
     opt = options or StallOptions()
     tol = int(opt.tolerance_ns)
     kinds = classify.kinds_for_symbols(tl.names)
@@ -302,23 +299,10 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bo
         z = np.zeros(0, dtype=np.int64)
         gaps = Gaps(z, z, z, z.astype(np.int8), z)
 
-    if brief:
-        steps, sp = step_stats_and_spans(tl, gaps, CAUSES)
-        z = np.zeros(0, dtype=np.int64)
-        return RankStalls(
-            rank=tl.rank, source=tl.source, files=list(tl.files), rank_rule=tl.rank_rule,
-            steps_rule=tl.steps_rule, devices=devices, syncs=[], callsites=[],
-            stream_waits=[], steps=steps, other_reasons=other_reasons,
-            warnings=list(tl.warnings), skipped=dict(tl.skipped), gaps=gaps, call_api=[],
-            call_site=[], call_row=sync_idx,
-            windows_ns={d: (iv.window_start_ns, iv.window_end_ns)
-                        for d, iv in per_dev_intervals.items()},
-            step_starts_ns=sp.span_s if sp else z, step_ends_ns=sp.span_e if sp else z,
-            step_last_ns=sp.last_e if sp else z)
     call_api = [tl.names[n] for n in tl.api_name[sync_idx]]
     # call sites are optional: a failure leaves them out with one warning (isolate)
-    sites, callsites_failed = isolated("call sites", enclosing, tl, c_start, c_end,
-                                       tl.api_tid[sync_idx])
+    sites, callsites_failed = (None, None) if brief else isolated(
+        "call sites", enclosing, tl, c_start, c_end, tl.api_tid[sync_idx])
     call_site = sites if sites is not None else [""] * int(sync_idx.size)
     idle_per_call = np.zeros(sync_idx.size, dtype=np.int64)
     charged = gaps.call >= 0
@@ -327,18 +311,19 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bo
     steps, sp = step_stats_and_spans(tl, gaps, CAUSES)
     z = np.zeros(0, dtype=np.int64)
     step_starts, step_ends, step_last = (sp.span_s, sp.span_e, sp.last_e) if sp else (z, z, z)
-    if steps is not None and steps.outlier_steps:
+    if steps is not None and steps.outlier_steps and not brief:
         steps.outliers = describe_outliers(tl, steps, step_starts, step_ends, gaps, call_site,
                                            sync_idx)
     n_steps = steps.n_steps if steps and steps.n_steps else None
-    syncs = _sync_stats(tl, api_kind, call_api, c_start, c_end, c_kind, idle_per_call)
+    syncs = [] if brief else _sync_stats(tl, api_kind, call_api, c_start, c_end, c_kind,
+                                         idle_per_call)
     callsites: list[CallsiteStat] = []
-    if callsites_failed is None:
+    if callsites_failed is None and not brief:
         stats, callsites_failed = isolated(
             "call sites", _callsites_per_step, call_api, call_site, c_start, c_end,
             idle_per_call, n_steps, steps, sp, gaps)
         callsites = stats or []
-    waits = stream_waits(tl, per_dev_intervals)
+    waits = [] if brief else stream_waits(tl, per_dev_intervals)
     return RankStalls(
         rank=tl.rank, source=tl.source, files=list(tl.files), rank_rule=tl.rank_rule,
         steps_rule=tl.steps_rule, devices=devices, syncs=syncs, callsites=callsites, stream_waits=waits, steps=steps,
@@ -350,11 +335,8 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bo
         callsites_failed=callsites_failed)
 
 
-def _p50_p99(x: np.ndarray) -> tuple[float, float]:
-    """The 50th and 99th percentiles (us) from one np.percentile call."""
-    if not x.size:
-        return 0.0, 0.0
-    p50, p99 = np.percentile(x, [50, 99])
+def _p50_p99(x: np.ndarray) -> tuple[float, float]:  # one np.percentile call, in us
+    p50, p99 = np.percentile(x, [50, 99]) if x.size else (0.0, 0.0)
     return _us(p50), _us(p99)
 
 

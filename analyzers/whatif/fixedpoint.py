@@ -28,20 +28,21 @@ MIN_NS = -(2**62)
 MAX_LEVELS = 64  # peeling passes over the non-rising windows before leaving it to the pass
 
 
-def _acyclic_within(g: Graph, t: np.ndarray, flat: np.ndarray) -> bool:
-    """No cycle among the nodes in the time windows of the non-rising edges ``flat``."""
-    lo, hi = t[g.dst[flat]], t[g.src[flat]]
+def _acyclic_within(g: Graph, ts: np.ndarray, td: np.ndarray, flat: np.ndarray) -> bool:
+    """No cycle among the nodes in the time windows of the non-rising edges ``flat``
+    (``ts``/``td``: per edge, its source's and destination's time)."""
+    lo, hi = td[flat], ts[flat]
     order = np.argsort(lo, kind="stable")
     lo, hi = lo[order], np.maximum.accumulate(hi[order])
     starts = np.nonzero(np.append(True, lo[1:] > hi[:-1]))[0]  # merged: overlap or touch
     w_lo, w_hi = lo[starts], hi[np.append(starts[1:] - 1, lo.size - 1)]
     # an edge with both ends in one window changes time by at most the widest window's span
-    near = np.nonzero(t[g.dst] - t[g.src] <= int((w_hi - w_lo).max()))[0]
-    ts, td = t[g.src[near]], t[g.dst[near]]
-    ks = np.searchsorted(w_lo, ts, side="right") - 1
-    kd = np.searchsorted(w_lo, td, side="right") - 1
-    inside = (ks >= 0) & (ks == kd) & (ts <= w_hi[np.maximum(ks, 0)]) \
-        & (td <= w_hi[np.maximum(kd, 0)])
+    near = np.nonzero(td - ts <= int((w_hi - w_lo).max()))[0]
+    ns, nd = ts[near], td[near]
+    ks = np.searchsorted(w_lo, ns, side="right") - 1
+    kd = np.searchsorted(w_lo, nd, side="right") - 1
+    inside = (ks >= 0) & (ks == kd) & (ns <= w_hi[np.maximum(ks, 0)]) \
+        & (nd <= w_hi[np.maximum(kd, 0)])
     src, dst = g.src[near[inside]], g.dst[near[inside]]
     for _ in range(MAX_LEVELS):
         if src.size == 0:
@@ -65,15 +66,16 @@ def recorded_fixed_point(g: Graph, rec: np.ndarray) -> tuple[np.ndarray, np.ndar
     t[g.source] = 0
     if has_in[g.source]:
         return None
-    val = t[g.src] + g.w
+    ts, td = t[g.src], t[g.dst]
+    val = ts + g.w
     best = np.full(n, MIN_NS, dtype=np.int64)
     np.maximum.at(best, g.dst, val)
     if not np.array_equal(best[has_in], t[has_in]):
         return None
-    flat = np.nonzero(t[g.src] >= t[g.dst])[0]
-    if flat.size and not _acyclic_within(g, t, flat):
+    flat = np.nonzero(ts >= td)[0]
+    if flat.size and not _acyclic_within(g, ts, td, flat):
         return None
-    tight = np.nonzero(val == t[g.dst])[0]  # the lowest-numbered tight edge binds
+    tight = np.nonzero(val == td)[0]  # the lowest-numbered tight edge binds
     bind = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(bind, g.dst[tight], tight)
     return t, np.where(has_in, bind, -1)

@@ -12,7 +12,8 @@ the pass (``simulate.longest_path``) is not needed. Both checks are vectorized:
   ranks' clocks), and it lies within the time span that such edges cover (merged
   [destination, source] windows: to come back down to every time it passed, the cycle
   crosses each with a non-rising edge). Only the nodes in those windows are peeled
-  (Kahn, one level per pass); a window too deep to peel quickly is left to the pass.
+  (Kahn, one level per pass); windows too deep to peel within a few times the graph's
+  edges are left to the pass.
 
 Anything unexpected (a node off its equations, a cycle, a deep window): ``None``, and the
 replay takes the pass.
@@ -25,7 +26,7 @@ import numpy as np
 from .graph import Graph
 
 MIN_NS = -(2**62)
-MAX_LEVELS = 64  # peeling passes over the non-rising windows before leaving it to the pass
+MAX_WORK = 4  # peel at most this many times the graph's edges in all, then leave it to the pass
 
 
 def _acyclic_within(g: Graph, ts: np.ndarray, td: np.ndarray, flat: np.ndarray) -> bool:
@@ -44,9 +45,11 @@ def _acyclic_within(g: Graph, ts: np.ndarray, td: np.ndarray, flat: np.ndarray) 
     inside = (ks >= 0) & (ks == kd) & (ns <= w_hi[np.maximum(ks, 0)]) \
         & (nd <= w_hi[np.maximum(kd, 0)])
     src, dst = g.src[near[inside]], g.dst[near[inside]]
-    for _ in range(MAX_LEVELS):
+    budget = MAX_WORK * g.src.size
+    while budget > 0:
         if src.size == 0:
             return True
+        budget -= src.size
         has_in = np.zeros(g.n_nodes, dtype=bool)
         has_in[dst] = True
         keep = has_in[src]  # edges out of a node with no predecessor left are peeled

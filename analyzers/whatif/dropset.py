@@ -40,7 +40,7 @@ import numpy as np
 from profplug.megatron_names import FUNCTIONS
 
 from .. import classify
-from ..callsites import UNANNOTATED, enclosing
+from ..callsites import enclosing
 from ..timeline import Timeline
 
 DROP_POLICY = "policy"
@@ -128,17 +128,24 @@ def _policy_mask(tl: Timeline) -> np.ndarray:
     out = np.zeros(n, dtype=bool)
     if n == 0 or tl.ann_start_ns.size == 0:
         return out
-    kinds = classify.kinds_for_symbols(tl.names)[tl.api_name]
-    cand = np.nonzero(kinds == classify.DEVICE)[0]
-    pipe_sym = np.fromiter((is_pipeline_range(s) for s in tl.names), dtype=bool,
-                           count=len(tl.names))
-    rows = np.nonzero(pipe_sym[tl.ann_name])[0]
+    names = np.unique(tl.api_name)  # only the symbols in use: not every kernel name
+    dev = names[[classify.sync_kind(tl.names[k]) == classify.DEVICE for k in names.tolist()]]
+    cand = np.nonzero(np.isin(tl.api_name, dev))[0]
+    syms = np.unique(tl.ann_name)
+    pipe = syms[[is_pipeline_range(tl.names[k]) for k in syms.tolist()]]
+    rows = np.nonzero(np.isin(tl.ann_name, pipe))[0]
     if cand.size == 0 or rows.size == 0:
         return out
-    only = replace(tl, ann_start_ns=tl.ann_start_ns[rows], ann_end_ns=tl.ann_end_ns[rows],
-                   ann_tid=tl.ann_tid[rows], ann_name=tl.ann_name[rows])
-    labels = enclosing(only, tl.api_start_ns[cand], tl.api_end_ns[cand], tl.api_tid[cand])
-    out[cand] = np.array([lab != UNANNOTATED for lab in labels], dtype=bool)
+    # enclosed: a pipeline range of the call's thread starts at or before it and ends at or
+    # after it (callsites.enclosing's innermost range exists), per thread: the latest end
+    # of the ranges started so far
+    for t in np.unique(tl.ann_tid[rows]).tolist():
+        r = rows[tl.ann_tid[rows] == t]
+        r = r[np.argsort(tl.ann_start_ns[r], kind="stable")]
+        reach = np.maximum.accumulate(tl.ann_end_ns[r])
+        c = cand[tl.api_tid[cand] == t]
+        k = np.searchsorted(tl.ann_start_ns[r], tl.api_start_ns[c], side="right") - 1
+        out[c] = (k >= 0) & (reach[np.maximum(k, 0)] >= tl.api_end_ns[c])
     return out
 
 

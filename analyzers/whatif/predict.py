@@ -148,7 +148,9 @@ def _rank_result(tl: Timeline, m: Model, rec: Replay, drp: Replay, opt: StallOpt
     rec_ns = _time_ns(rs, basis)
     main = max((seq for (rk, _), seq in zip(m.thread_key, m.threads, strict=True)
                 if rk == tl.rank), key=len, default=np.zeros(0, dtype=np.int64))
-    pred_rs = analyze_rank(_predicted_timeline(tl, m, drp, main, True), opt, brief=True)
+    # the brief analysis reads no annotation: they stay where they were
+    pred_rs = analyze_rank(_predicted_timeline(tl, m, drp, main, True, annotations=False), opt,
+                           brief=True)
     alo, ahi = m.rank_a[tl.rank]
     olo, ohi = m.rank_o[tl.rank]
     if basis == "step" and all(np.array_equal(x[lo:hi], y[lo:hi]) for x, y, lo, hi in (

@@ -1,12 +1,15 @@
-"""Every number README.md quotes from a shipped sample is what the code prints for it.
+"""Every number README.md and docs/*.md quote from a shipped sample is what the code prints
+for it.
 
 A number carries a marker right after it, ``6,133<!-- n:ID -->`` (invisible once rendered);
-``tests/data/readme_numbers.json`` says, per ID, which command on which sample prints it,
-where in that command's JSON, and in what format. Numbers that the robust per-step statistic
-(issue 25) will move are marked ``moves_with``: regenerate them at merge with
+``tests/data/readme_numbers.json`` says, per ID (one table for all pages), which command on
+which shipped run (``sample_traces/`` or ``benchmarks/``) prints it, where in that command's
+JSON, and in what format. Numbers that the robust per-step statistic (issue 25) will move are
+marked ``moves_with``: regenerate them at merge with
 ``PROFPLUG_README_UPDATE=1 .venv/bin/python -m pytest tests/integration/test_readme_numbers.py``,
-which rewrites the marked numbers in README.md from the code (and still fails once, so that
-the change is looked at).
+which rewrites the marked numbers in the pages from the code (and still fails once, so that
+the change is looked at). Figures of GPU runs that are not shipped cannot be checked: the
+pages say so where they quote them ("not shipped").
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from profplug.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 TABLE = ROOT / "tests/data/readme_numbers.json"
 SAMPLES = ROOT / "sample_traces"
 MARK = re.compile(r"(?P<num>(?:(?<=[\s(])[+-])?\d[\d,]*(?:\.\d+)?)(?P<unit>%|x| us)?(?P<bold>\**)"
@@ -37,18 +41,34 @@ pytestmark = pytest.mark.skipif(not SAMPLES.is_dir(), reason="no sample traces")
 @cache
 def _doc(source: str, tmp: str) -> dict[str, Any]:
     kind, sample = source.split(":", 1)
-    out = Path(tmp) / source.replace("/", "_").replace(":", "_")
+    out = Path(tmp) / source.replace("/", "_").replace(":", "_").replace("|", "__")
     if kind == "report":
-        assert main(["report", str(SAMPLES / sample), "-f", "json", "-o",
+        assert main(["report", str(_where(sample)), "-f", "json", "-o",
                      str(out.with_suffix(".json"))]) == 0
         return json.loads(out.with_suffix(".json").read_text())
     if kind == "ab":  # ab-report rewrites DIR/ab.json: on a copy
-        where = ROOT / sample if sample.startswith("benchmarks/") else SAMPLES / sample
-        shutil.copytree(where, out, ignore=shutil.ignore_patterns(
-            "traced_device", "timing_paired", "*.html"))
+        _copy(sample, out)
         assert main(["ab-report", str(out)]) == 0
         return json.loads((out / "ab.json").read_text())
+    if kind == "compare":  # 'compare:A|B': profplug compare A B (B an ab dir: on a copy)
+        a, b = sample.split("|")
+        where_b = _where(b)
+        if (where_b / "ab.json").is_file():
+            where_b = _copy(b, out / "b" / Path(b).name)
+        assert main(["compare", str(_where(a)), str(where_b), "-f", "json", "-o",
+                     str(out.with_suffix(".json"))]) == 0
+        return json.loads(out.with_suffix(".json").read_text())
     raise AssertionError(f"unknown source {source}")
+
+
+def _where(sample: str) -> Path:
+    return ROOT / sample if sample.startswith("benchmarks/") else SAMPLES / sample
+
+
+def _copy(sample: str, out: Path) -> Path:
+    shutil.copytree(_where(sample), out, ignore=shutil.ignore_patterns(
+        "traced_device", "timing_paired", "*.html"))
+    return out
 
 
 def _get(doc: Any, path: str) -> Any:
@@ -60,21 +80,32 @@ def _get(doc: Any, path: str) -> Any:
 def test_every_marked_number_is_what_the_code_prints(tmp_path_factory: pytest.TempPathFactory
                                                      ) -> None:
     table = {k: v for k, v in json.loads(TABLE.read_text()).items() if not k.startswith("_")}
-    text = README.read_text()
-    marks = list(MARK.finditer(text))
-    # every marker is in the table, every table entry is used
-    assert sorted({m["id"] for m in marks}) == sorted(table), "README markers vs table"
+    texts = {page: page.read_text() for page in PAGES}
+    marks = {page: list(MARK.finditer(text)) for page, text in texts.items()}
+    # every marker is in the table, every table entry is used (an id may be quoted on
+    # several pages)
+    used = {m["id"] for ms in marks.values() for m in ms}
+    assert sorted(used) == sorted(table), "markers in README.md and docs/*.md vs table"
     tmp = str(tmp_path_factory.mktemp("readme"))
-    wrong, fixed = [], text
-    for m in reversed(marks):
-        spec = table[m["id"]]
-        value = _get(_doc(spec["source"], tmp), spec["path"])
-        printed = format(float(value), spec["format"])
-        shown = m["num"].lstrip("+")
-        if shown != printed:
-            wrong.append(f"{m['id']}: README {m['num']}, the code prints {printed} "
-                         f"({spec['source']} {spec['path']})")
-            fixed = fixed[:m.start("num")] + printed + fixed[m.end("num"):]
-    if wrong and UPDATE:
-        README.write_text(fixed)
+    wrong = []
+    for page, text in texts.items():
+        fixed = text
+        for m in reversed(marks[page]):
+            spec = table[m["id"]]
+            value = _get(_doc(spec["source"], tmp), spec["path"])
+            printed = format(float(value), spec["format"])
+            shown = m["num"].lstrip("+")
+            if shown != printed.lstrip("+"):
+                wrong.append(f"{m['id']}: {page.relative_to(ROOT)} {m['num']}, the code "
+                             f"prints {printed} ({spec['source']} {spec['path']})")
+                fixed = fixed[:m.start("num")] + printed + fixed[m.end("num"):]
+        if fixed != text and UPDATE:
+            page.write_text(fixed)
     assert not wrong, "\n".join(wrong)
+
+
+def test_markers_are_found_with_signs_units_and_bold() -> None:
+    text = ("a -7.1%<!-- n:a --> b (+8.0%<!-- n:b -->) c 1,234.5 us<!-- n:c --> "
+            "d **1.09x**<!-- n:d -->")
+    assert [(m["num"], m["unit"], m["id"]) for m in MARK.finditer(text)] == [
+        ("-7.1", "%", "a"), ("+8.0", "%", "b"), ("1,234.5", " us", "c"), ("1.09", "x", "d")]

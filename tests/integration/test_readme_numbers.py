@@ -4,7 +4,8 @@ for it.
 A number carries a marker right after it, ``6,133<!-- n:ID -->`` (invisible once rendered);
 ``tests/data/readme_numbers.json`` says, per ID (one table for all pages), which command on
 which shipped run (``sample_traces/`` or ``benchmarks/``) prints it, where in that command's
-JSON, and in what format. Numbers that the robust per-step statistic (issue 25) will move are
+JSON (``reduce``, ``over``, ``scale``: :func:`_value`), and in what format. Numbers that the
+robust per-step statistic (issue 25) will move are
 marked ``moves_with``: regenerate them at merge with
 ``PROFPLUG_README_UPDATE=1 .venv/bin/python -m pytest tests/integration/test_readme_numbers.py``,
 which rewrites the marked numbers in the pages from the code (and still fails once, so that
@@ -77,6 +78,18 @@ def _get(doc: Any, path: str) -> Any:
     return doc
 
 
+def _value(doc: Any, spec: dict[str, Any]) -> float:
+    """The number at ``path``; ``reduce``: "max" or "min" of a list there; ``over``: that
+    number in % of the one at this second path (a share the JSON does not hold); ``scale``:
+    times this (us -> ms: 0.001)."""
+    value = _get(doc, spec["path"])
+    if "reduce" in spec:
+        value = {"max": max, "min": min}[spec["reduce"]](v for v in value if v is not None)
+    if "over" in spec:
+        value = 100.0 * float(value) / float(_get(doc, spec["over"]))
+    return float(value) * float(spec.get("scale", 1.0))
+
+
 def test_every_marked_number_is_what_the_code_prints(tmp_path_factory: pytest.TempPathFactory
                                                      ) -> None:
     table = {k: v for k, v in json.loads(TABLE.read_text()).items() if not k.startswith("_")}
@@ -92,7 +105,7 @@ def test_every_marked_number_is_what_the_code_prints(tmp_path_factory: pytest.Te
         fixed = text
         for m in reversed(marks[page]):
             spec = table[m["id"]]
-            value = _get(_doc(spec["source"], tmp), spec["path"])
+            value = _value(_doc(spec["source"], tmp), spec)
             printed = format(float(value), spec["format"])
             shown = m["num"].lstrip("+")
             if shown != printed.lstrip("+"):

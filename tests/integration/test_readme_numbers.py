@@ -15,10 +15,12 @@ pages say so where they quote them ("not shipped").
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 import shutil
+import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,8 @@ SAMPLES = ROOT / "sample_traces"
 MARK = re.compile(r"(?P<num>(?:(?<=[\s(])[+-])?\d[\d,]*(?:\.\d+)?)(?P<unit>%|x| us)?(?P<bold>\**)"
                   r"<!-- n:(?P<id>[\w.]+) -->")
 UPDATE = os.environ.get("PROFPLUG_README_UPDATE") == "1"
+WHATIF = ROOT / "docs/whatif.md"
+SAMPLE_LINE = re.compile(r"^(\| (kineto|nsys) \| pp2_\w+ \| |samples (kineto|nsys)( --unprofiled)?: )")
 
 pytestmark = pytest.mark.skipif(not SAMPLES.is_dir(), reason="no sample traces")
 
@@ -122,3 +126,26 @@ def test_markers_are_found_with_signs_units_and_bold() -> None:
             "d **1.09x**<!-- n:d -->")
     assert [(m["num"], m["unit"], m["id"]) for m in MARK.finditer(text)] == [
         ("-7.1", "%", "a"), ("+8.0", "%", "b"), ("1,234.5", " us", "c"), ("1.09", "x", "d")]
+
+
+def test_whatif_sample_rows_are_what_the_table_prints() -> None:
+    """docs/whatif.md's per-repeat rows and summary lines of the 2-rank samples are what
+    ``benchmarks/whatif_grid.py table --samples sample_traces --markdown`` prints now."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import grid_table as gt
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    out = io.StringIO()
+    gt.render(gt.build_rows(gt.sample_groups(SAMPLES), "samples", gt.SAMPLE_UNPROFILED), out,
+              markdown=True)
+    printed = [x for x in out.getvalue().splitlines() if SAMPLE_LINE.match(x)]
+    lines = WHATIF.read_text().split("\n")
+    at = [i for i, x in enumerate(lines) if SAMPLE_LINE.match(x)]
+    shown = [lines[i] for i in at]
+    assert len(printed) == 12, printed  # 8 rows (2 profilers x 2 jobs x 2 ranks), 4 lines
+    if shown != printed and UPDATE and len(at) == len(printed):
+        for i, x in zip(at, printed, strict=True):
+            lines[i] = x
+        WHATIF.write_text("\n".join(lines))
+    assert shown == printed

@@ -38,6 +38,9 @@ MARK = re.compile(r"(?P<num>(?:(?<=[\s(])[+-])?\d[\d,]*(?:\.\d+)?)(?P<unit>%|x| 
                   r"<!-- n:(?P<id>[\w.]+) -->")
 UPDATE = os.environ.get("PROFPLUG_README_UPDATE") == "1"
 WHATIF = ROOT / "docs/whatif.md"
+GRID = ROOT / "benchmarks/whatif_grid_data"
+KINETO_LINE = re.compile(r"^(\| (tune|held-out) \| kineto \| |\| kineto \| h\d|"
+                         r"(tune|held-out|grid) kineto( --unprofiled)?: )")
 SAMPLE_LINE = re.compile(r"^(\| (kineto|nsys) \| pp2_\w+ \| |samples (kineto|nsys)( --unprofiled)?: )")
 
 pytestmark = pytest.mark.skipif(not SAMPLES.is_dir(), reason="no sample traces")
@@ -128,6 +131,38 @@ def test_markers_are_found_with_signs_units_and_bold() -> None:
         ("-7.1", "%", "a"), ("+8.0", "%", "b"), ("1,234.5", " us", "c"), ("1.09", "x", "d")]
 
 
+def _check_lines(printed: list[str], pattern: re.Pattern[str], stop: str) -> None:
+    """docs/whatif.md's lines matching ``pattern`` (before the line starting ``stop``) are
+    ``printed``; PROFPLUG_README_UPDATE=1 rewrites them."""
+    lines = WHATIF.read_text().split("\n")
+    end = next(i for i, x in enumerate(lines) if x.startswith(stop))
+    at = [i for i, x in enumerate(lines[:end]) if pattern.match(x)]
+    shown = [lines[i] for i in at]
+    if shown != printed and UPDATE and len(at) == len(printed):
+        for i, x in zip(at, printed, strict=True):
+            lines[i] = x
+        WHATIF.write_text("\n".join(lines))
+    assert shown == printed
+
+
+@pytest.mark.skipif(not GRID.is_dir(), reason="no grid data")
+def test_whatif_kineto_grid_rows_are_what_the_table_prints(capsys: pytest.CaptureFixture[str]
+                                                           ) -> None:
+    """The validation table's Kineto rows and lines are what ``whatif_grid.py table`` prints
+    now from the shipped Kineto grid (the Nsight exports are not shipped: not checked)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import whatif_grid
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    capsys.readouterr()
+    assert whatif_grid.main(["table", str(GRID / "gridA"), str(GRID / "gridB"), "--ab",
+                             str(GRID / "ab"), "--markdown"]) == 0
+    printed = [x for x in capsys.readouterr().out.splitlines() if KINETO_LINE.match(x)]
+    assert len(printed) == 20, printed  # 8 shapes in two tables, 4 lines
+    _check_lines(printed, KINETO_LINE, "<!-- whatif_grid table: end")
+
+
 def test_whatif_sample_rows_are_what_the_table_prints() -> None:
     """docs/whatif.md's per-repeat rows and summary lines of the 2-rank samples are what
     ``benchmarks/whatif_grid.py table --samples sample_traces --markdown`` prints now."""
@@ -140,12 +175,5 @@ def test_whatif_sample_rows_are_what_the_table_prints() -> None:
     gt.render(gt.build_rows(gt.sample_groups(SAMPLES), "samples", gt.SAMPLE_UNPROFILED), out,
               markdown=True)
     printed = [x for x in out.getvalue().splitlines() if SAMPLE_LINE.match(x)]
-    lines = WHATIF.read_text().split("\n")
-    at = [i for i, x in enumerate(lines) if SAMPLE_LINE.match(x)]
-    shown = [lines[i] for i in at]
     assert len(printed) == 12, printed  # 8 rows (2 profilers x 2 jobs x 2 ranks), 4 lines
-    if shown != printed and UPDATE and len(at) == len(printed):
-        for i, x in zip(at, printed, strict=True):
-            lines[i] = x
-        WHATIF.write_text("\n".join(lines))
-    assert shown == printed
+    _check_lines(printed, SAMPLE_LINE, "<!-- whatif_grid table: end")

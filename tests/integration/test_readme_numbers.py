@@ -41,6 +41,8 @@ WHATIF = ROOT / "docs/whatif.md"
 GRID = ROOT / "benchmarks/whatif_grid_data"
 KINETO_LINE = re.compile(r"^(\| (tune|held-out) \| kineto \| |\| kineto \| h\d|"
                          r"(tune|held-out|grid) kineto( --unprofiled)?: )")
+SWITCH_LINE = re.compile(r"^(\| (tune|held-out) \| kineto \| h\S+ \| \d+ \(|"
+                         r"(tune|held-out) kineto \(same process\): )")
 SAMPLE_LINE = re.compile(r"^(\| (kineto|nsys) \| pp2_\w+ \| |samples (kineto|nsys)( --unprofiled)?: )")
 
 pytestmark = pytest.mark.skipif(not SAMPLES.is_dir(), reason="no sample traces")
@@ -131,12 +133,14 @@ def test_markers_are_found_with_signs_units_and_bold() -> None:
         ("-7.1", "%", "a"), ("+8.0", "%", "b"), ("1,234.5", " us", "c"), ("1.09", "x", "d")]
 
 
-def _check_lines(printed: list[str], pattern: re.Pattern[str], stop: str) -> None:
-    """docs/whatif.md's lines matching ``pattern`` (before the line starting ``stop``) are
-    ``printed``; PROFPLUG_README_UPDATE=1 rewrites them."""
+def _check_lines(printed: list[str], pattern: re.Pattern[str], stop: str, after: str = ""
+                 ) -> None:
+    """docs/whatif.md's lines matching ``pattern`` (after the line starting ``after``, before
+    the one starting ``stop``) are ``printed``; PROFPLUG_README_UPDATE=1 rewrites them."""
     lines = WHATIF.read_text().split("\n")
+    begin = next(i for i, x in enumerate(lines) if x.startswith(after)) if after else 0
     end = next(i for i, x in enumerate(lines) if x.startswith(stop))
-    at = [i for i, x in enumerate(lines[:end]) if pattern.match(x)]
+    at = [i for i in range(begin, end) if pattern.match(lines[i])]
     shown = [lines[i] for i in at]
     if shown != printed and UPDATE and len(at) == len(printed):
         for i, x in zip(at, printed, strict=True):
@@ -161,6 +165,13 @@ def test_whatif_kineto_grid_rows_are_what_the_table_prints(capsys: pytest.Captur
     printed = [x for x in capsys.readouterr().out.splitlines() if KINETO_LINE.match(x)]
     assert len(printed) == 20, printed  # 8 shapes in two tables, 4 lines
     _check_lines(printed, KINETO_LINE, "<!-- whatif_grid table: end")
+    # and the same-process table (switchS1, switchS2)
+    assert whatif_grid.main(["switch-table", str(GRID / "switchS1"), str(GRID / "switchS2"),
+                             "--markdown"]) == 0
+    printed = [x for x in capsys.readouterr().out.splitlines() if SWITCH_LINE.match(x)]
+    assert len(printed) == 10, printed  # 8 shapes, 2 lines
+    _check_lines(printed, SWITCH_LINE, "<!-- whatif_grid switch-table: end", after=
+                 "<!-- whatif_grid switch-table: begin")
 
 
 def test_whatif_sample_rows_are_what_the_table_prints() -> None:

@@ -31,7 +31,8 @@ from profplug.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
-PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
+SAMPLES_README = ROOT / "sample_traces/README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md")), SAMPLES_README]
 TABLE = ROOT / "tests/data/readme_numbers.json"
 SAMPLES = ROOT / "sample_traces"
 MARK = re.compile(r"(?P<num>(?:(?<=[\s(])[+-])?\d[\d,]*(?:\.\d+)?)(?P<unit>%|x| us)?(?P<bold>\**)"
@@ -188,3 +189,78 @@ def test_whatif_sample_rows_are_what_the_table_prints() -> None:
     printed = [x for x in out.getvalue().splitlines() if SAMPLE_LINE.match(x)]
     assert len(printed) == 12, printed  # 8 rows (2 profilers x 2 jobs x 2 ranks), 4 lines
     _check_lines(printed, SAMPLE_LINE, "<!-- whatif_grid table: end")
+
+
+HEADLINE_RUNS = ("pp2_infer_kineto/device", "pp2_infer_kineto/event", "pp2_infer_nsys/device",
+                 "pp2_infer_nsys/event", "pp2_megatron_kineto/device",
+                 "pp2_megatron_kineto/event", "pp2_megatron_nsys/device",
+                 "pp2_megatron_nsys/event", "h200_three_waits/kineto", "h200_three_waits/nsys")
+BUBBLE_RUNS = ("pp2_infer_kineto", "pp2_infer_nsys", "pp2_infer_repeats/kineto2",
+               "pp2_infer_repeats/kineto3", "pp2_megatron_kineto", "pp2_megatron_nsys")
+
+
+def _headline_row(run: str, doc: dict[str, Any]) -> str:
+    """A row of sample_traces/README.md's "What the reports say" table, from the report."""
+    rk = doc["ranks"]
+    win = [r["window_us"] for r in rk]
+
+    def share(vals: list[float]) -> str:
+        if all(v == 0 for v in vals):
+            return "0"
+        return " / ".join(f"{100 * v / w:.1f}" for v, w in zip(vals, win, strict=True)) + "%"
+
+    if len(rk) == 1:
+        st = rk[0]["steps"]
+        step = f"{st['period_us']:,.0f} us (host range {st['step_us_p50']:,.0f})"
+    else:
+        step = " / ".join(f"{r['steps']['period_us']:,.0f}" for r in rk) + " us"
+    cause = [[r["idle_by_cause_us"][c] for r in rk] for c in ("device_sync", "event_sync",
+                                                               "host_bound")]
+    return (f"| {run} | {' / '.join(str(r['rank']) for r in rk)} | {step} | "
+            f"{share([r['busy_us'] for r in rk])} | " + " | ".join(share(v) for v in cause)
+            + " |")
+
+
+def _bubble_rows(run: str, device: dict[str, Any], event: dict[str, Any]) -> list[str]:
+    """The rows of its "Bubbles across ranks" table: per step, the mean over the steps."""
+    cells: dict[int, list[str]] = {}
+    for doc in (device, event):
+        for b in doc["cross_rank"]["bubbles"]:
+            bub, wait = b["bubble_per_step_us_mean"], b["comm_wait_per_step_us_mean"]
+            cells.setdefault(b["rank"], []).append(
+                f"{bub - wait:,.0f} + {wait:,.0f} = {bub:,.0f} ({b['bubble_pct']:.1f}%)")
+    return [f"| {run if i == 0 else ''} | {rank} | {c[0]} | {c[1]} |".replace("|  |", "| |")
+            for i, (rank, c) in enumerate(sorted(cells.items()))]
+
+
+def _table_after(lines: list[str], header: str) -> list[int]:
+    """The indices of the body rows of the Markdown table whose header starts ``header``."""
+    at = next(i for i, x in enumerate(lines) if x.startswith(header)) + 2
+    end = at
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    return list(range(at, end))
+
+
+def test_sample_readme_tables_are_what_the_reports_say(tmp_path_factory: pytest.TempPathFactory
+                                                        ) -> None:
+    """sample_traces/README.md's two tables (the reports' headline figures, the bubbles) are
+    what ``profplug report`` prints for each shipped run now."""
+    tmp = str(tmp_path_factory.mktemp("samples"))
+    headline = [_headline_row(r, _doc(f"report:{r}", tmp)) for r in HEADLINE_RUNS]
+    bubbles = [row for r in BUBBLE_RUNS for row in _bubble_rows(
+        r, _doc(f"report:{r}/device", tmp), _doc(f"report:{r}/event", tmp))]
+    lines = SAMPLES_README.read_text().split("\n")
+    wrong = []
+    for header, rows in (("| run | rank | step | busy", headline),
+                         ("| run | rank | device: idle + peer wait", bubbles)):
+        at = _table_after(lines, header)
+        wrong += [f"{lines[i]}\n  the code: {row}" for i, row in zip(at, rows, strict=False)
+                  if lines[i] != row]
+        assert len(at) == len(rows), header
+        if UPDATE:
+            for i, row in zip(at, rows, strict=True):
+                lines[i] = row
+    if wrong and UPDATE:
+        SAMPLES_README.write_text("\n".join(lines))
+    assert not wrong, "\n".join(wrong)

@@ -1,4 +1,5 @@
-"""Every number README.md and docs/*.md quote from a shipped sample is what the code prints
+"""Every number README.md, docs/*.md, sample_traces/README.md and benchmarks/h200_2026-12-01/
+README.md quote from a shipped run is what the code prints
 for it.
 
 A number carries a marker right after it, ``6,133<!-- n:ID -->`` (invisible once rendered);
@@ -32,7 +33,8 @@ from profplug.cli.main import main
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 SAMPLES_README = ROOT / "sample_traces/README.md"
-PAGES = [README, *sorted((ROOT / "docs").glob("*.md")), SAMPLES_README]
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md")), SAMPLES_README,
+         ROOT / "benchmarks/h200_2026-12-01/README.md"]
 TABLE = ROOT / "tests/data/readme_numbers.json"
 SAMPLES = ROOT / "sample_traces"
 MARK = re.compile(r"(?P<num>(?:(?<=[\s(])[+-])?\d[\d,]*(?:\.\d+)?)(?P<unit>%|x| us)?(?P<bold>\**)"

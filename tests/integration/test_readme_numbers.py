@@ -1,6 +1,5 @@
 """Every number README.md, docs/*.md, sample_traces/README.md and benchmarks/h200_2026-12-01/
-README.md quote from a shipped run is what the code prints
-for it.
+README.md quote from a shipped run is what the code prints for it.
 
 A number carries a marker right after it, ``6,133<!-- n:ID -->`` (invisible once rendered);
 ``tests/data/readme_numbers.json`` says, per ID (one table for all pages), which command on

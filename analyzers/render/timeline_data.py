@@ -12,7 +12,8 @@ call-site and API names a gap is charged to go through a string registry (sent o
 gap costs the page ~60 bytes (with its busy span), so a page draws at most
 ``MAX_GAPS_TOTAL`` gaps, shared by its rows (at most ``MAX_GAPS_PER_ROW``, at least
 ``MIN_GAPS_PER_ROW`` each), the longest of each row; the shorter ones are drawn as GPU work and
-a note says how many and how much idle that is. This keeps a page near 2 MB or below.
+a note says how many and how much idle that is. NCCL and peer-wait spans (~30 bytes each)
+take half that budget each per row, the longest first. This keeps a page near 2 MB or below.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def timeline_data(runs: list[tuple[str, Report]], max_gaps: int | None = None
                 if note:
                     notes.append(f"{rows[-1]}: {note}")
                 for key, sp in (("comm", r.comm), ("peer_wait", waits)):
-                    note = _spans(sp, dev, origin, y, max_gaps, spans[key], key)
+                    note = _spans(sp, dev, origin, y, max(1, max_gaps // 2), spans[key], key)
                     if note:
                         notes.append(f"{rows[-1]}: {note}")
     steps = step_starts(runs)

@@ -76,7 +76,7 @@ def timeline_data(runs: list[tuple[str, Report]], max_gaps: int | None = None
         c: {"s": [], "e": [], "y": [], "api": [], "site": []} for c in CAUSES}
     spans: dict[str, dict[str, list[float]]] = {k: {"s": [], "e": [], "y": []}
                                                 for k in ("comm", "peer_wait")}
-    split = False  # some row's NCCL time split into transfer and peer wait
+    split = unsplit = False  # some row's NCCL time split into transfer and peer wait / not
     end = 0.0
     for label, rep in runs:
         starts = [w[0] for r in rep.ranks for w in r.windows_ns.values()]
@@ -87,6 +87,7 @@ def timeline_data(runs: list[tuple[str, Report]], max_gaps: int | None = None
         for r in rep.ranks:
             waits = _waits(xr, r.rank)
             split = split or waits is not None
+            unsplit = unsplit or (waits is None and r.comm.start_ns.size > 0)
             api_ids = [strings.id(a) for a in r.call_api]
             site_ids = [strings.id(s) for s in r.call_site]
             for dev, (ws, we) in sorted(r.windows_ns.items()):
@@ -103,8 +104,8 @@ def timeline_data(runs: list[tuple[str, Report]], max_gaps: int | None = None
                         notes.append(f"{rows[-1]}: {note}")
     steps = step_starts(runs)
     parts = ["compute"]
-    if spans["comm"]["s"]:
-        parts.append("transfer" if split else "comm")
+    if spans["comm"]["s"]:  # comm and transfer share a colour: the legend names both kinds
+        parts += [*(["comm"] if unsplit else []), *(["transfer"] if split else [])]
     if spans["peer_wait"]["s"]:
         parts.append("peer_wait")
     return {"rows": rows, "strings": strings.items, "busy": busy, "spans": spans,

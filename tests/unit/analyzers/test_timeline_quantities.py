@@ -54,6 +54,15 @@ def test_without_the_cross_rank_analysis_nccl_time_is_comm(tmp_path: Path) -> No
     assert comm == pytest.approx([t.wait_us + t.transfer_us for t in truth], abs=1e-3)
 
 
+def test_a_page_with_split_and_unsplit_runs_names_both(tmp_path: Path) -> None:
+    # given a compare page's two runs, one with the cross-rank analysis and one without
+    write(SPEC, tmp_path / "run")
+    split = analyze([tmp_path / "run"], run=[cross_rank_analysis()])
+    tl, _ = timeline_data([("A", split), ("B", analyze([tmp_path / "run"]))])
+    # then the legend names NCCL time that was not split (comm) and the split parts
+    assert tl["parts"] == ["compute", "comm", "transfer", "peer_wait"]
+
+
 def test_spans_past_the_cap_are_left_out_with_a_note(tmp_path: Path) -> None:
     write(SPEC, tmp_path / "run")
     rep = analyze([tmp_path / "run"], run=[cross_rank_analysis()])

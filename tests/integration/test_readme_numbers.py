@@ -3,8 +3,9 @@ README.md quote from a shipped run is what the code prints for it.
 
 A number carries a marker right after it, ``6,133<!-- n:ID -->`` (invisible once rendered);
 ``tests/data/readme_numbers.json`` says, per ID (one table for all pages), which command on
-which shipped run (``sample_traces/`` or ``benchmarks/``) prints it, where in that command's
-JSON (``reduce``, ``over``, ``scale``: :func:`_value`), and in what format. Numbers that the
+which shipped run (``sample_traces/`` or ``benchmarks/``) prints it (``report:``, ``ab:``,
+``compare:A|B``, ``observer:``: the observer effect the report prints from run.json), where
+in that command's JSON (``reduce``, ``over``, ``scale``: :func:`_value`), and in what format. Numbers that the
 robust per-step statistic (issue 25) will move are
 marked ``moves_with``: regenerate them at merge with
 ``PROFPLUG_README_UPDATE=1 .venv/bin/python -m pytest tests/integration/test_readme_numbers.py``,
@@ -70,6 +71,10 @@ def _doc(source: str, tmp: str) -> dict[str, Any]:
         assert main(["compare", str(_where(a)), str(where_b), "-f", "json", "-o",
                      str(out.with_suffix(".json"))]) == 0
         return json.loads(out.with_suffix(".json").read_text())
+    if kind == "observer":  # the observer effect the report prints from DIR/run.json
+        from profplug.analyzers.observer import from_meta
+
+        return from_meta(json.loads((_where(sample) / "run.json").read_text())) or {}
     raise AssertionError(f"unknown source {source}")
 
 

@@ -28,6 +28,31 @@ class Gaps:
 
 
 @dataclass
+class Spans:
+    """Disjoint time spans of a rank (columnar, int64 ns, sorted per device): its NCCL time
+    (``RankStalls.comm``), its NCCL peer wait (``crossrank.bubbles``); drawn by the page's
+    timeline in their quantity's colour."""
+
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    device: np.ndarray
+
+    @classmethod
+    def empty(cls) -> Spans:
+        z = np.zeros(0, dtype=np.int64)
+        return cls(z, z, z)
+
+    @classmethod
+    def join(cls, parts: list[tuple[int, np.ndarray, np.ndarray]]) -> Spans:
+        """Spans from (device, start, end) parts."""
+        if not parts:
+            return cls.empty()
+        return cls(np.concatenate([s for _, s, _ in parts]).astype(np.int64),
+                   np.concatenate([e for _, _, e in parts]).astype(np.int64),
+                   np.concatenate([np.full(s.size, d, dtype=np.int64) for d, s, _ in parts]))
+
+
+@dataclass
 class DeviceIntervals:
     window_start_ns: int
     window_end_ns: int
@@ -39,6 +64,14 @@ class DeviceIntervals:
     @property
     def window_ns(self) -> int:
         return self.window_end_ns - self.window_start_ns
+
+    def busy_spans(self) -> tuple[np.ndarray, np.ndarray]:
+        """The busy time as disjoint sorted spans (start, end): the window less the gaps."""
+        if self.window_end_ns <= self.window_start_ns:
+            z = np.zeros(0, dtype=np.int64)
+            return z, z
+        return (np.concatenate(([self.window_start_ns], self.gap_end_ns)).astype(np.int64),
+                np.concatenate((self.gap_start_ns, [self.window_end_ns])).astype(np.int64))
 
     def idle_within(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         """Idle ns (sum of gap overlap) inside each interval [start, end)."""

@@ -35,6 +35,7 @@ from .gaps import (
     CAUSES,
     DeviceIntervals,
     Gaps,
+    Spans,
     device_intervals,
 )
 from .isolate import isolated
@@ -149,6 +150,7 @@ class RankStalls:
         default_factory=lambda: np.zeros(0, dtype=np.int64))
     step_last_ns: np.ndarray = field(  # end of the last-ending op each complete step launched
         default_factory=lambda: np.zeros(0, dtype=np.int64))
+    comm: Spans = field(default_factory=Spans.empty)  # NCCL time (>= 1 NCCL kernel running)
 
     def total(self, name: str) -> float:
         """One of ``GPU_TIME_FIELDS`` summed over the rank's devices (us, not rounded)."""
@@ -244,6 +246,7 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bo
     per_dev_intervals: dict[int, DeviceIntervals] = {}
     g_parts: list[tuple[np.ndarray, ...]] = []
     other_reasons: dict[str, int] = {}
+    comm_parts: list[tuple[int, np.ndarray, np.ndarray]] = []  # per device: NCCL spans
     dev_c = _Calls(c_start[dev_calls], c_end[dev_calls])  # sorted once, not per device
     evt_c = _Calls(c_start[evt_calls], c_end[evt_calls])
     close_c = _Calls(c_start[close_calls], c_end[close_calls])
@@ -258,7 +261,8 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bo
         iv = device_intervals(s, e)
         per_dev_intervals[dev] = iv
         is_comm = comm_sym[tl.gpu_name[sel]]
-        comm_busy = device_intervals(s[is_comm], e[is_comm]).busy_ns if is_comm.any() else 0
+        comm_iv = device_intervals(s[is_comm], e[is_comm])  # empty: no NCCL time
+        comm_parts.append((dev, *comm_iv.busy_spans()))
         gs, ge = iv.gap_start_ns, iv.gap_end_ns
         cause = np.full(gs.size, C_HOST, dtype=np.int8)
         call = np.full(gs.size, -1, dtype=np.int64)
@@ -287,7 +291,7 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bo
         dur = ge - gs
         by_cause = {c: _us(dur[cause == k].sum()) for k, c in enumerate(CAUSES)}
         gpu = GpuTime(window_us=_us(iv.window_ns), busy_us=_us(iv.busy_ns),
-                      compute_us=_us(iv.busy_ns - comm_busy), comm_us=_us(comm_busy),
+                      compute_us=_us(iv.busy_ns - comm_iv.busy_ns), comm_us=_us(comm_iv.busy_ns),
                       idle_us=_us(iv.window_ns - iv.busy_ns))
         devices.append(DeviceStalls(device=dev, gpu=gpu, idle_by_cause_us=by_cause,
                                     n_gaps=int(gs.size)))
@@ -332,7 +336,7 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bo
         windows_ns={d: (iv.window_start_ns, iv.window_end_ns)
                     for d, iv in per_dev_intervals.items()},
         step_starts_ns=step_starts, step_ends_ns=step_ends, step_last_ns=step_last,
-        callsites_failed=callsites_failed)
+        callsites_failed=callsites_failed, comm=Spans.join(comm_parts))
 
 
 def _p50_p99(x: np.ndarray) -> tuple[float, float]:  # one np.percentile call, in us

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..gaps import device_intervals
+from ..gaps import Spans, device_intervals
 from ..steps import StepSpans
 from ..timeline import Timeline, groups
-from .intervals import union, within
+from .intervals import difference, union, within
 from .matching import Matching
 
 NONE = np.iinfo(np.int64).min
@@ -101,6 +101,7 @@ class RankBubbles:
     kernels: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     wait_end: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     matched: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    waits: Spans = field(default_factory=Spans.empty)  # the wait: comm less transfer, per device
 
     @property
     def bubble_ns(self) -> int:
@@ -126,6 +127,7 @@ def rank_bubbles(tl: Timeline, pos: int, m: Matching, b: Binding, spans: StepSpa
     st = [np.zeros(n_steps, dtype=np.int64) for _ in range(3)]  # idle, comm, transfer
     of_dev = dict(groups(dev_k))  # one sort each: linear however many devices
     none = np.zeros(0, dtype=np.int64)
+    wait_parts: list[tuple[int, np.ndarray, np.ndarray]] = []
     for dev, sel in groups(tl.gpu_device):
         iv = device_intervals(tl.gpu_start_ns[sel], tl.gpu_end_ns[sel])
         window += iv.window_ns
@@ -135,6 +137,7 @@ def rank_bubbles(tl: Timeline, pos: int, m: Matching, b: Binding, spans: StepSpa
         ts, te = union(w[on], e[on])
         comm += int((ce - cs).sum())
         xfer += int((te - ts).sum())
+        wait_parts.append((dev, *difference(cs, ce, ts, te)))
         un = on[~matched[on]]
         us_, ue_ = union(s[un], e[un])
         unm += int((ue_ - us_).sum())
@@ -147,4 +150,5 @@ def rank_bubbles(tl: Timeline, pos: int, m: Matching, b: Binding, spans: StepSpa
         steps = StepBubbles([int(x) for x in tl.step_num[spans.rows]], st[0], st[1], st[2],
                             st[1] - st[2])
     return RankBubbles(tl.rank, m.rank_rule(pos), window, idle, comm, xfer, comm - xfer, unm,
-                       dict(sorted(waits_for.items())), steps, k, w, matched)
+                       dict(sorted(waits_for.items())), steps, k, w, matched,
+                       Spans.join(wait_parts))

@@ -24,6 +24,23 @@ def union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s[first].astype(I64), reach[last].astype(I64)
 
 
+def difference(a_s: np.ndarray, a_e: np.ndarray, b_s: np.ndarray, b_e: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """The parts of the disjoint sorted intervals a not covered by the disjoint sorted
+    intervals b, as disjoint sorted intervals."""
+    if a_s.size == 0 or b_s.size == 0:
+        return a_s.astype(I64), a_e.astype(I64)
+    pts = np.unique(np.concatenate((a_s, a_e, b_s, b_e)))
+    lo, hi = pts[:-1], pts[1:]
+
+    def inside(s: np.ndarray, e: np.ndarray) -> np.ndarray:  # [lo, hi) within one of [s, e)
+        i = np.searchsorted(s, lo, side="right") - 1
+        return (i >= 0) & (hi <= e[np.maximum(i, 0)])
+
+    keep = inside(a_s, a_e) & ~inside(b_s, b_e)
+    return union(lo[keep], hi[keep])
+
+
 def measure(start: np.ndarray, end: np.ndarray) -> int:
     """Total length of the union of [start, end)."""
     s, e = union(start, end)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..comparenoise import pipeline_step_us
+from ..stepstats import center
 from .escape import e
 from .palette import COLORS, legend_html
 
@@ -93,7 +94,7 @@ def figure_svg(cmp: Comparison) -> str:
     def strip(y: float, x: np.ndarray, key: str, name: str) -> None:
         if x.size == 0:
             return
-        med = float(np.median(x))
+        med = center(x)  # the median over the non-outlier steps, as "measured" and the text
         q1, q3 = (float(v) for v in np.percentile(x, [25, 75]))
         out.append(f'<rect x="{sx(q1):.1f}" y="{y - 7}" width="{max(1.0, sx(q3) - sx(q1)):.1f}"'
                    f' height="14" fill="{COLORS[key]}" fill-opacity="0.25"/>')
@@ -101,7 +102,7 @@ def figure_svg(cmp: Comparison) -> str:
                    f"<title>{e(name)}: {float(v):,.1f} us</title></circle>" for v in x)
         out.append(f'<line x1="{sx(med):.1f}" y1="{y - 10}" x2="{sx(med):.1f}" y2="{y + 10}" '
                    f'stroke="{COLORS[key]}" stroke-width="3" data-median-us="{med:.3f}">'
-                   f"<title>{e(name)}: median {med:,.1f} us</title></line>")
+                   f"<title>{e(name)}: median {med:,.1f} us (outlier steps left out)</title></line>")
 
     y = TOP + ROW_H / 2
     rows.append(("A: steps", "run_a"))
@@ -163,6 +164,7 @@ def answer_html(cmp: Comparison) -> str:
         labels = {"run_a": f"A ({cmp.label_a}) steps", "run_b": f"B ({cmp.label_b}) steps"}
         out.append(f'<figure id="answer-figure"{attrs}>{svg}{legend_html(keys, labels)}'
                    "<figcaption class=\"sub\">dots: one step each (the pipeline's slowest rank);"
-                   " shaded: the middle half; thick line: median</figcaption></figure>")
+                   " shaded: the middle half; thick line: median over the non-outlier steps"
+                   "</figcaption></figure>")
     out.append("</section>")
     return "".join(out)

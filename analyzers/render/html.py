@@ -260,13 +260,16 @@ def meta_html(d: dict[str, Any], depth: int = 0) -> str:
     return f'<table class="meta"><tbody>{"".join(rows)}</tbody></table>'
 
 
-def timeline_html(notes: list[str]) -> str:
-    legend = legend_html(("busy", *CAUSES), {"busy": "busy (compute + NCCL)"})
+def timeline_html(notes: list[str], parts: Sequence[str] = ("compute",)) -> str:
+    """The timeline's frame; ``parts``: the GPU-time quantities it draws (the legend)."""
+    legend = legend_html([*parts, *CAUSES])
     legend = legend[:-len("</div>")] + '<span class="key"><b class="tick"></b>step start</span>'
-    return ('<h2>Timeline</h2><p class="sub">GPU busy and idle per rank and device, idle '
-            "coloured by cause. It opens on a few steps: drag the plot to pan, Ctrl+wheel to "
+    return ('<h2>Timeline</h2><p class="sub">GPU time per rank and device in the colours of '
+            "the page's other figures: compute, NCCL (transfer and peer wait where the "
+            "cross-rank analysis ran), idle by cause. It opens on a few steps: drag the plot to pan, Ctrl+wheel to "
             "zoom, drag or resize the window in the strip below it to move along the whole "
-            "run; hover an idle gap for its duration, sync API and call site.</p>"
+            "run; hover an idle gap for its duration, sync API and call site, a peer wait for its "
+            "duration.</p>"
             + "".join(f'<p class="note">{e(n)}</p>' for n in notes)
             + f'{legend}</div><div class="tl-tools">'
             '<button data-view="steps">a few steps</button><button data-view="all">whole '
@@ -312,7 +315,7 @@ def render_html(rep: Report, out: TextIO, *, compare: Comparison | None = None,
     body.append(outliers_html(runs))
     body += top
     if tl["rows"]:
-        body.append(timeline_html(tl_notes))
+        body.append(timeline_html(tl_notes, tl["parts"]))
     svg = bars_svg(runs, COLORS)
     if svg:
         body.append('<h2>GPU window by cause</h2><p class="sub">compute + NCCL (split into '

@@ -7,8 +7,8 @@ A colour names one quantity, and a quantity has one colour, whatever the figure:
 
 - GPU time: ``compute`` (kernels and copies other than NCCL), ``comm`` (NCCL kernels; split,
   where the cross-rank analysis ran, into ``transfer`` and ``peer_wait``: the NCCL kernel
-  waiting for its peer), ``comm_unmatched``; ``busy`` is compute + comm where a figure does
-  not split them (the timeline);
+  waiting for its peer), ``comm_unmatched``; no figure draws compute and comm in one colour
+  (the timeline draws each, as the bars and the swimlane do);
 - GPU idle by cause (``gaps.CAUSES``) and the stream wait;
 - ``profplug ab``'s policies (``policy_device`` ...), which are runs, not idle causes: their
   colours are not any quantity's above;
@@ -27,7 +27,6 @@ COLORS: dict[str, str] = {
     "transfer": "#72b7b2",  # the part of comm that moves data: comm's colour
     "peer_wait": "#eeca3b",
     "comm_unmatched": "#bab0ac",
-    "busy": "#5a6f86",  # compute + comm, not split
     # idle by cause
     "device_sync": "#e45756",
     "event_sync": "#f58518",
@@ -50,7 +49,7 @@ COLORS: dict[str, str] = {
 
 LABELS: dict[str, str] = {
     "compute": "compute", "comm": "comm (NCCL)", "transfer": "NCCL transfer",
-    "peer_wait": "NCCL peer wait", "comm_unmatched": "NCCL unmatched", "busy": "busy",
+    "peer_wait": "NCCL peer wait", "comm_unmatched": "NCCL unmatched",
     "device_sync": "device_sync", "event_sync": "event_sync", "host_bound": "host_bound",
     "other": "other", "stream_wait": "stream wait", "handoff": "handoff",
     "path": "critical path", "policy_device": "device", "policy_event": "event",

@@ -1,12 +1,19 @@
 """The page's timeline as data: busy spans and idle gaps per (run, rank, device) row, in us
 since each run's first GPU op, the step starts, and the view it opens on (a few steps).
 
+GPU time is drawn by quantity, in the palette's colours as on the page's other figures: the
+busy spans as ``compute``, over them the rank's NCCL time (``comm``: ``RankStalls.comm``;
+``transfer`` where the cross-rank analysis split it), over that its NCCL peer wait
+(``peer_wait``: ``crossrank.bubbles``' waits), then the idle gaps by cause. ``spans`` holds
+the NCCL and peer-wait spans, ``parts`` the quantities drawn (for the legend).
+
 Columnar: one array set for busy spans and one per cause (never one object per gap); the
 call-site and API names a gap is charged to go through a string registry (sent once). Each
 gap costs the page ~60 bytes (with its busy span), so a page draws at most
 ``MAX_GAPS_TOTAL`` gaps, shared by its rows (at most ``MAX_GAPS_PER_ROW``, at least
-``MIN_GAPS_PER_ROW`` each), the longest of each row; the shorter ones are drawn as busy and
-a note says how many and how much idle that is. This keeps a page near 2 MB or below.
+``MIN_GAPS_PER_ROW`` each), the longest of each row; the shorter ones are drawn as GPU work and
+a note says how many and how much idle that is. NCCL and peer-wait spans (~30 bytes each)
+take half that budget each per row, the longest first. This keeps a page near 2 MB or below.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..gaps import CAUSES
+from ..gaps import CAUSES, Spans
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -67,13 +74,20 @@ def timeline_data(runs: list[tuple[str, Report]], max_gaps: int | None = None
     busy: dict[str, list[float]] = {"s": [], "e": [], "y": []}
     gaps: dict[str, dict[str, list[Any]]] = {
         c: {"s": [], "e": [], "y": [], "api": [], "site": []} for c in CAUSES}
+    spans: dict[str, dict[str, list[float]]] = {k: {"s": [], "e": [], "y": []}
+                                                for k in ("comm", "peer_wait")}
+    split = unsplit = False  # some row's NCCL time split into transfer and peer wait / not
     end = 0.0
     for label, rep in runs:
         starts = [w[0] for r in rep.ranks for w in r.windows_ns.values()]
         if not starts:
             continue
         origin = min(starts)
+        xr = rep.run.get("cross_rank")
         for r in rep.ranks:
+            waits = _waits(xr, r.rank)
+            split = split or waits is not None
+            unsplit = unsplit or (waits is None and r.comm.start_ns.size > 0)
             api_ids = [strings.id(a) for a in r.call_api]
             site_ids = [strings.id(s) for s in r.call_site]
             for dev, (ws, we) in sorted(r.windows_ns.items()):
@@ -84,9 +98,52 @@ def timeline_data(runs: list[tuple[str, Report]], max_gaps: int | None = None
                             site_ids)
                 if note:
                     notes.append(f"{rows[-1]}: {note}")
+                for key, sp in (("comm", r.comm), ("peer_wait", waits)):
+                    note = _spans(sp, dev, origin, y, max(1, max_gaps // 2), spans[key], key)
+                    if note:
+                        notes.append(f"{rows[-1]}: {note}")
     steps = step_starts(runs)
-    return {"rows": rows, "strings": strings.items, "busy": busy, "gaps": gaps, "end": end,
-            "steps": steps, "view": initial_view(steps) or [0.0, end]}, notes
+    parts = ["compute"]
+    if spans["comm"]["s"]:  # comm and transfer share a colour: the legend names both kinds
+        parts += [*(["comm"] if unsplit else []), *(["transfer"] if split else [])]
+    if spans["peer_wait"]["s"]:
+        parts.append("peer_wait")
+    return {"rows": rows, "strings": strings.items, "busy": busy, "spans": spans,
+            "parts": parts, "gaps": gaps, "end": end, "steps": steps,
+            "view": initial_view(steps) or [0.0, end]}, notes
+
+
+def _waits(xr: Any, rank: int) -> Spans | None:
+    """The rank's NCCL peer-wait spans (the cross-rank analysis), None where it did not run
+    on this rank."""
+    try:
+        return xr.bubble(rank).waits if xr is not None else None
+    except (KeyError, AttributeError):
+        return None
+
+
+def _spans(sp: Spans | None, dev: int, origin: int, y: int, cap: int,
+           out: dict[str, list[float]], key: str) -> str:
+    """Add the spans of ``sp`` on ``dev`` to ``out`` (the ``cap`` longest); a note when some
+    were left out."""
+    if sp is None or sp.start_ns.size == 0:
+        return ""
+    sel = np.nonzero(sp.device == dev)[0]
+    note = ""
+    if sel.size > cap:
+        dur = (sp.end_ns - sp.start_ns)[sel]
+        keep = np.sort(np.argsort(-dur, kind="stable")[:cap])
+        left = np.setdiff1d(np.arange(sel.size), keep)
+        below = "compute" if key == "comm" else "NCCL transfer"
+        note = (f"drew the {cap:,} longest of {sel.size:,} {key.replace('_', ' ')} spans; the "
+                f"other {left.size:,} ({float(dur[left].sum()) / 1000:,.1f} us) are drawn as "
+                f"{below}")
+        sel = sel[keep]
+    sel = sel[np.argsort(sp.start_ns[sel], kind="stable")]
+    out["s"] += np.round((sp.start_ns[sel] - origin) / 1000.0, 3).tolist()
+    out["e"] += np.round((sp.end_ns[sel] - origin) / 1000.0, 3).tolist()
+    out["y"] += [y] * int(sel.size)
+    return note
 
 
 def step_starts(runs: list[tuple[str, Report]]) -> list[float]:
@@ -120,7 +177,7 @@ def _row(r: RankStalls, dev: int, ws: int, we: int, origin: int, y: int, max_gap
         left = np.setdiff1d(np.arange(sel.size), keep)
         note = (f"drew the {max_gaps:,} longest of {sel.size:,} gaps; the other "
                 f"{left.size:,} ({float(dur[left].sum()) / 1000:,.1f} us, each <= "
-                f"{float(dur[left].max()) / 1000:,.3f} us) are drawn as busy")
+                f"{float(dur[left].max()) / 1000:,.3f} us) are drawn as GPU work")
         sel = sel[np.sort(keep)]
     sel = sel[np.argsort(g.start_ns[sel], kind="stable")]
     gs, ge = g.start_ns[sel], g.end_ns[sel]

@@ -44,6 +44,11 @@
     return {lo: lo, hi: hi};
   }
   var busyR = ranges(T.busy.y), rowGaps = [], r, k;
+  /* NCCL time and its peer wait, over the busy spans: each quantity in its colour */
+  var SP = T.spans || {}, layers = [["comm", T.parts && T.parts.indexOf("transfer") >= 0 ?
+    C.transfer : C.comm], ["peer_wait", C.peer_wait]].filter(function (l) {
+      return SP[l[0]] && SP[l[0]].s.length; }).map(function (l) {
+      return {d: SP[l[0]], color: l[1], r: ranges(SP[l[0]].y)}; });
   for (r = 0; r < n; r++) { rowGaps.push([]); }
   causes.forEach(function (c, ci) {
     var g = T.gaps[c];
@@ -68,14 +73,22 @@
     return lo;
   }
 
+  function fill(ctx, x, y, h, d, lo, hi, v0, v1) { /* one row's spans [lo, hi) of d */
+    for (var i = first(d.e, lo, hi, v0); i < hi && d.s[i] <= v1; i++) {
+      var a = Math.round(x(d.s[i])), b = Math.round(x(d.e[i]));
+      ctx.fillRect(a, y, Math.max(b - a, 1), h);
+    }
+  }
+
   function spans(ctx, x, y0, h, v0, v1) { /* busy spans and gaps of every row */
     for (var row = 0; row < n; row++) {
-      var y = y0(row), lo = busyR.lo[row], hi = busyR.hi[row];
-      ctx.fillStyle = C.busy;
-      for (var i = first(T.busy.e, lo, hi, v0); i < hi && T.busy.s[i] <= v1; i++) {
-        var a = Math.round(x(T.busy.s[i])), b = Math.round(x(T.busy.e[i]));
-        ctx.fillRect(a, y, Math.max(b - a, 1), h);
-      }
+      var y = y0(row);
+      ctx.fillStyle = C.compute;  /* GPU work; NCCL time and its peer wait drawn over it */
+      fill(ctx, x, y, h, T.busy, busyR.lo[row], busyR.hi[row], v0, v1);
+      layers.forEach(function (l) {
+        ctx.fillStyle = l.color;
+        fill(ctx, x, y, h, l.d, l.r.lo[row], l.r.hi[row], v0, v1);
+      });
       var gaps = rowGaps[row];
       for (var j = 0; j < gaps.length; j++) {
         var g = gaps[j];
@@ -201,6 +214,13 @@
     zoom(ev.deltaY > 0 ? 1.25 : 0.8, timeAt(main, ev, view));
   }, {passive: false});
 
+  function waitAt(row, t, slack) { /* the peer-wait span of a row under t, or null */
+    var l = layers.filter(function (x) { return x.d === SP.peer_wait; })[0];
+    if (!l) { return null; }
+    var lo = l.r.lo[row], hi = l.r.hi[row], i = first(l.d.e, lo, hi, t - slack);
+    return i < hi && l.d.s[i] <= t + slack ? [l.d.s[i], l.d.e[i]] : null;
+  }
+
   function hover(ev) {
     var rect = main.getBoundingClientRect(), row = Math.floor((ev.clientY - rect.top - AXIS) / ROW);
     var t = timeAt(main, ev, view), slack = 4 / (rect.width - LABEL - RIGHT) * (view[1] - view[0]);
@@ -208,11 +228,17 @@
     for (var i = 0; i < gaps.length && gaps[i][0] <= t + slack; i++) {
       if (gaps[i][1] >= t - slack) { best = gaps[i]; }
     }
-    if (!best || ev.clientX - rect.left < LABEL) { tip.hidden = true; return; }
-    var c = causes[best[2]], g = T.gaps[c], s = T.strings;
-    tip.textContent = c + "  " + fmt.format(best[1] - best[0]) + " us\n" +
-      "at " + fmt.format(best[0]) + " us (" + T.rows[row] + ")\n" +
-      "API: " + (s[g.api[best[3]]] || "-") + "\ncall site: " + (s[g.site[best[3]]] || "-");
+    var w = !best && row >= 0 && row < n ? waitAt(row, t, slack) : null;
+    if ((!best && !w) || ev.clientX - rect.left < LABEL) { tip.hidden = true; return; }
+    if (w) {  /* a NCCL peer wait */
+      tip.textContent = "NCCL peer wait  " + fmt.format(w[1] - w[0]) + " us\nat " +
+        fmt.format(w[0]) + " us (" + T.rows[row] + ")";
+    } else {
+      var c = causes[best[2]], g = T.gaps[c], s = T.strings;
+      tip.textContent = c + "  " + fmt.format(best[1] - best[0]) + " us\n" +
+        "at " + fmt.format(best[0]) + " us (" + T.rows[row] + ")\n" +
+        "API: " + (s[g.api[best[3]]] || "-") + "\ncall site: " + (s[g.site[best[3]]] || "-");
+    }
     tip.hidden = false;
     var box = main.parentNode.getBoundingClientRect(), left = ev.clientX - box.left + 14;
     tip.style.left = Math.min(left, box.width - tip.offsetWidth - 4) + "px";

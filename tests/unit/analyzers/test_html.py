@@ -212,9 +212,11 @@ def test_timeline_caps_gaps_per_row_and_says_so(tmp_path: Path) -> None:
     rep = analyze([write_run(tmp_path, "device", n_ranks=1)])
     tl, notes = timeline_data([("", rep)], max_gaps=2)
     assert len(tl["gaps"]["device_sync"]["s"]) == 2
-    assert len(tl["busy"]["s"]) == 3  # the gaps left out are drawn as busy
+    assert len(tl["busy"]["s"]) == 3  # the gaps left out are drawn as GPU work
     assert notes == ["rank 0 gpu 0: drew the 2 longest of 4 gaps; the other 2 (60.0 us, "
-                     "each <= 30.000 us) are drawn as busy"]
+                     "each <= 30.000 us) are drawn as GPU work",
+                     "rank 0 gpu 0: drew the 1 longest of 5 comm spans; the other 4 (80.0 us) "
+                     "are drawn as compute"]
 
 
 def test_thousands_of_gaps_stay_columnar(tmp_path: Path) -> None:

@@ -5,11 +5,13 @@ identity (a rank, a policy)."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
 
 import pytest
+from profplug.analyzers.gaps import CAUSES
 from profplug.analyzers.render.palette import COLORS, RANK_COLORS, policy_color
 
 from profplug.cli.main import main
@@ -53,11 +55,24 @@ def test_one_colour_per_quantity_across_pages(tmp_path: Path) -> None:
     # part that moves data, so they share one)
     assert all(len(c) == 1 for c in colour_of.values()), colour_of
     assert all(len(k - {"comm"}) <= 1 for k in key_of.values()), key_of
-    # the swimlane's NCCL peer wait, the bars' peer wait: the same colour on report and
-    # compare pages (the timeline's busy is its own quantity, compute + NCCL)
+    # the swimlane's NCCL peer wait, the bars' peer wait and the timeline's: the same
+    # colour on report and compare pages. The timeline (drawn by the page's script) shows
+    # the GPU-time quantities the bars show, each in its own colour, with a legend: NCCL
+    # peer wait is never drawn inside another quantity's colour ("busy")
     for name in ("report", "compare"):
-        assert 'data-key="peer_wait"' in pages[name] and 'data-part="peer_wait"' in pages[name]
-        assert re.search(rf'"busy":\s*"{COLORS["busy"]}"', pages[name])  # the script's
+        page = pages[name]
+        assert 'data-key="peer_wait"' in page and 'data-part="peer_wait"' in page
+        data = json.loads(re.search(r'id="profplug-data">(.*?)</script>', page, re.S)[1])
+        assert data["colors"] == COLORS  # the script's colours are the palette's
+        bars = {p for _, p in PART.findall(page.split('<svg id="bars"')[1].split("</svg>")[0])}
+        gpu_time = bars - set(CAUSES)
+        assert gpu_time == {"compute", "transfer", "peer_wait"}, (name, bars)
+        timeline = page.split("<h2>Timeline</h2>")[1].split('<div class="tl-tools">')[0]
+        legend = {k for k, _, _ in KEY.findall(timeline)}
+        assert legend - set(CAUSES) == gpu_time, (name, legend)  # its legend
+        assert set(data["timeline"]["parts"]) == gpu_time  # what the script draws
+        drawn = data["timeline"]["spans"]["peer_wait"]
+        assert sum(e - s for s, e in zip(drawn["s"], drawn["e"], strict=True)) > 0
     # identities (ranks, policies) never take a quantity's colour
     quantity = set(COLORS.values())
     assert not quantity & set(RANK_COLORS)

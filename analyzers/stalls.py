@@ -43,6 +43,7 @@ from .outliers import describe as describe_outliers
 from .rangequery import last_at_least
 from .steps import StepStats, center_by_key, step_stats_and_spans
 from .streamwait import StreamWaitStat, stream_waits
+from .syncstats import SyncStat, sync_stats
 from .timeline import Timeline, groups
 
 DEFAULT_TOLERANCE_NS = 2_000
@@ -98,17 +99,6 @@ class DeviceStalls:
     gpu: GpuTime
     idle_by_cause_us: dict[str, float]
     n_gaps: int
-
-
-@dataclass
-class SyncStat:
-    api: str
-    kind: str  # device | event | stream_wait
-    count: int
-    host_blocked_us: float
-    host_blocked_p50_us: float
-    host_blocked_p99_us: float
-    idle_caused_us: float
 
 
 @dataclass
@@ -319,7 +309,7 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bo
         steps.outliers = describe_outliers(tl, steps, step_starts, step_ends, gaps, call_site,
                                            sync_idx)
     n_steps = steps.n_steps if steps and steps.n_steps else None
-    syncs = [] if brief else _sync_stats(tl, api_kind, call_api, c_start, c_end, c_kind,
+    syncs = [] if brief else sync_stats(tl, api_kind, call_api, c_start, c_end, c_kind,
                                          idle_per_call)
     callsites: list[CallsiteStat] = []
     if callsites_failed is None and not brief:
@@ -337,37 +327,6 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bo
                     for d, iv in per_dev_intervals.items()},
         step_starts_ns=step_starts, step_ends_ns=step_ends, step_last_ns=step_last,
         callsites_failed=callsites_failed, comm=Spans.join(comm_parts))
-
-
-def _p50_p99(x: np.ndarray) -> tuple[float, float]:  # one np.percentile call, in us
-    p50, p99 = np.percentile(x, [50, 99]) if x.size else (0.0, 0.0)
-    return _us(p50), _us(p99)
-
-
-def _sync_stats(tl: Timeline, api_kind: np.ndarray, call_api: list[str], c_start: np.ndarray,
-                c_end: np.ndarray, c_kind: np.ndarray, idle_per_call: np.ndarray
-                ) -> list[SyncStat]:
-    out: list[SyncStat] = []
-    names = np.array([classify.base_name(a) for a in call_api], dtype=object)
-    # by name and kind: a call that is no sync by name (cudaFree) is one when a sync is
-    # nested in it, and a name may then come with two kinds
-    for api, k in sorted(set(zip(names.tolist(), c_kind.tolist(), strict=True))):
-        sel = (names == api) & (c_kind == k)
-        blocked = (c_end - c_start)[sel]
-        kind = classify.KIND_LABELS[int(k)]
-        out.append(SyncStat(api, kind, int(sel.sum()), _us(blocked.sum()), *_p50_p99(blocked),
-                            _us(idle_per_call[sel].sum())))
-    # Non-blocking stream waits: counted here, their stall is in stream_waits.
-    sw = np.nonzero(api_kind == classify.STREAM_WAIT)[0]
-    if sw.size:
-        sw_names = [classify.base_name(tl.names[n]) for n in tl.api_name[sw]]
-        for api in sorted(set(sw_names)):
-            sel = np.array([n == api for n in sw_names])
-            d = (tl.api_end_ns[sw] - tl.api_start_ns[sw])[sel]
-            out.append(SyncStat(api, "stream_wait", int(sel.sum()), _us(d.sum()),
-                                *_p50_p99(d), 0.0))
-    out.sort(key=lambda s: (-s.idle_caused_us, -s.host_blocked_us, s.api))
-    return out
 
 
 def _callsites_per_step(call_api: list[str], call_site: list[str], c_start: np.ndarray,

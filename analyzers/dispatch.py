@@ -29,6 +29,7 @@ import numpy as np
 from ..errors import ProfplugError, TraceError
 from .cpus import usable_cpus
 from .gaps import Gaps
+from .memtrim import trim
 from .rankpool import analyze_ranks
 from .readers.base import ReadOptions
 from .readers.cache import read_cached
@@ -77,6 +78,7 @@ def run_task(task: RankTask) -> FileResult:
         if reader is None:  # trace_files only yields readable names
             raise TraceError(f"{path}: unknown trace format")
         tls, hit = read_cached(reader, path, task.index, task.read, task.read.cache_dir)
+        trim()  # what the read freed: the analysis starts from the timelines alone
         # several big ranks in one file (Nsight) read in this process: a fork per rank
         stalls = [] if task.stall is None else analyze_ranks(tls, task.stall)
         if not task.keep_gaps:

@@ -184,9 +184,19 @@ def analyze(paths: PathsLike, options: StallOptions | None = None, *,
     read = (read or ReadOptions()).with_step_range(step_range)
     opt = options or StallOptions()
     run = list(run)
-    got = load_ranks(files, read=read, stall=opt, keep_timelines=bool(run), backend=backend,
-                     jobs=jobs, progress=progress, keep_gaps=keep_gaps or bool(run))
-    rep = analyze_timelines(got.timelines, opt, run, read.steps, ranks=got.stalls)
+    # an analysis of runs without GPU work only (``host_only``) does not make the timelines
+    # travel back: when every rank turns out to have none, they are read again (then small)
+    need = [a for a in run if not getattr(a, "without_gpu_only", False)]
+    got = load_ranks(files, read=read, stall=opt, keep_timelines=bool(need), backend=backend,
+                     jobs=jobs, progress=progress, keep_gaps=keep_gaps or bool(need))
+    tls = got.timelines
+    if len(need) < len(run) and not need:
+        if got.stalls and not any(r.has_gpu_work for r in got.stalls):
+            tls = load_ranks(files, read=read, backend=backend, jobs=jobs,
+                             progress=False).timelines
+        else:
+            run = need  # they would find GPU work: nothing to add
+    rep = analyze_timelines(tls, opt, run, read.steps, ranks=got.stalls)
     rep.lost = got.lost
     rep.warnings[:0] = got.lost
     rep.meta = find_run_meta(files)

@@ -67,6 +67,7 @@ class FileResult:
     cached: bool = False  # read from the per-rank cache
     error: ProfplugError | None = None  # the reader's one-line error (raised by the client)
     lost: str | None = None  # the worker died twice: why, in one line
+    key: str | None = None  # its per-rank cache entry's key (None: read without the cache)
 
 
 def run_task(task: RankTask) -> FileResult:
@@ -77,7 +78,7 @@ def run_task(task: RankTask) -> FileResult:
     try:
         if reader is None:  # trace_files only yields readable names
             raise TraceError(f"{path}: unknown trace format")
-        tls, hit = read_cached(reader, path, task.index, task.read, task.read.cache_dir)
+        tls, hit, key = read_cached(reader, path, task.index, task.read, task.read.cache_dir)
         trim()  # what the read freed: the analysis starts from the timelines alone
         # several big ranks in one file (Nsight) read in this process: a fork per rank
         stalls = [] if task.stall is None else analyze_ranks(tls, task.stall)
@@ -86,7 +87,7 @@ def run_task(task: RankTask) -> FileResult:
     except ProfplugError as exc:  # a value, so that no backend retries a bad trace
         return FileResult(str(path), size, error=exc)
     return FileResult(str(path), size, stalls, tls if task.keep_timeline else [],
-                      len(tls), hit)
+                      len(tls), hit, key=key)
 
 
 TaskFn = Callable[[RankTask], FileResult]

@@ -134,18 +134,20 @@ def unusable(cache_dir: str | Path) -> str | None:
 
 
 def read_cached(reader: Reader, path: Path, index: int, options: ReadOptions,
-                cache_dir: str | Path | None) -> tuple[list[Timeline], bool]:
+                cache_dir: str | Path | None) -> tuple[list[Timeline], bool, str | None]:
     """``reader.read(path, index, options)`` through the cache in ``cache_dir`` (None: no
-    cache); also whether it was a hit."""
+    cache); also whether it was a hit, and the entry's key (None without the cache: the
+    run-level results are cached under the keys of the run's files, ``resultcache``)."""
     if cache_dir is None:
-        return reader.read(path, index, options), False
+        return reader.read(path, index, options), False, None
     try:
-        entry = entry_path(cache_dir, path, cache_key(path, index, reader, options))
+        key = cache_key(path, index, reader, options)
     except OSError:  # the reader will say what is wrong with the file
-        return reader.read(path, index, options), False
+        return reader.read(path, index, options), False, None
+    entry = entry_path(cache_dir, path, key)
     hit = load_entry(entry)
     if hit is not None:
-        return hit, True
+        return hit, True, key
     timelines = reader.read(path, index, options)
     save_entry(entry, timelines)
-    return timelines, False
+    return timelines, False, key

@@ -84,6 +84,7 @@ def run_task(task: RankTask) -> FileResult:
         stalls = [] if task.stall is None else analyze_ranks(tls, task.stall)
         if not task.keep_gaps:
             stalls = [replace(s, gaps=NO_GAPS) for s in stalls]
+        trim()  # the analysis' temporaries: what is sent back (a Timeline's npz) adds to less
     except ProfplugError as exc:  # a value, so that no backend retries a bad trace
         return FileResult(str(path), size, error=exc)
     return FileResult(str(path), size, stalls, tls if task.keep_timeline else [],

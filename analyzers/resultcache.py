@@ -1,4 +1,10 @@
-"""The run-level results in the per-rank cache: a report on unchanged traces skips its what-if.
+"""Analysis results in the per-rank cache: a report on unchanged traces skips its analyses.
+
+Per file, its ranks' stall analyses (``ranks-<key>.json``: the RankStalls, numpy arrays
+as base64 of their bytes with their dtype and shape) under the file's entry key, the
+analyzer's fingerprint and the stall options (``stalls_entry``): a hit skips the per-rank
+analysis, and a per-rank report (no run-level analysis) does not even load the timelines.
+Per run, the run-level results, below.
 
 The per-rank cache (``readers.cache``) skips the parse; what is left of a cached re-run is
 the analyses, and the what-if (a replay of every event of every rank) is most of it. A
@@ -23,17 +29,22 @@ Writes are atomic (temporary file, then rename), a damaged entry is a miss.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
 import tempfile
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
+import numpy as np
 
 from .readers.cache import reader_fingerprint
+
+if TYPE_CHECKING:
+    from .stalls import RankStalls, StallOptions
 
 MISS = object()  # what ``get`` returns for a result not in the cache
 _NONE = "none"  # the type of a cached None (the analysis had nothing to add)
@@ -58,6 +69,59 @@ def _result_types() -> dict[str, type]:
     from .whatif.result import WhatIfResult
 
     return {t.key: t for t in (WhatIfResult, CrossRankResult, HostOnlyResult)}
+
+
+def _enc(o: Any) -> Any:
+    if isinstance(o, np.ndarray):
+        a = np.ascontiguousarray(o)
+        return {"dtype": a.dtype.str, "shape": list(a.shape),
+                "data": base64.b64encode(a.tobytes()).decode()}
+    if isinstance(o, np.generic):
+        return o.item()
+    raise NotImplementedError(type(o))
+
+
+def _dec(t: type, obj: Any) -> Any:
+    if t is np.ndarray and isinstance(obj, dict):
+        return np.frombuffer(base64.b64decode(obj["data"]), dtype=np.dtype(obj["dtype"])
+                             ).reshape(obj["shape"]).copy()
+    return obj  # an ``object`` field: as decoded (the round trip checks it)
+
+
+_ENC = msgspec.json.Encoder(enc_hook=_enc)
+
+
+@cache
+def _stalls_decoder() -> msgspec.json.Decoder[list[RankStalls]]:
+    from .stalls import RankStalls
+
+    return msgspec.json.Decoder(list[RankStalls], dec_hook=_dec)
+
+
+def stalls_entry(cache_dir: str | Path, file_key: str, options: StallOptions) -> Path:
+    """Where the stall analyses of the ranks of the file with entry key ``file_key`` live."""
+    key = hashlib.sha256(json.dumps({"file": file_key, "analyzer": analyzer_fingerprint(),
+                                     "options": repr(options)}).encode()).hexdigest()[:32]
+    return Path(cache_dir) / f"ranks-{key}.json"
+
+
+def load_stalls(entry: Path) -> list[RankStalls] | None:
+    """The stall analyses kept in ``entry``; None when missing or damaged (a miss)."""
+    try:
+        return _stalls_decoder().decode(entry.read_bytes())
+    except Exception:  # missing, damaged: a miss
+        return None
+
+
+def save_stalls(entry: Path, stalls: list[RankStalls]) -> None:
+    """Keep ``stalls`` when they decode back to themselves (the same JSON encoded again)."""
+    try:
+        data = _ENC.encode(stalls)
+        if _ENC.encode(_stalls_decoder().decode(data)) != data:
+            return
+    except Exception:  # a field msgspec cannot carry: never kept
+        return
+    _write_atomic(entry, data)
 
 
 class ResultCache:

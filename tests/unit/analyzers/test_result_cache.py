@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers import commands, resultcache
+from profplug.analyzers import commands, dispatch, resultcache
 from profplug.analyzers.commands import report_analyses
 from profplug.analyzers.load import load_ranks
+from profplug.analyzers.readers import cache
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.report import analyze
 from profplug.analyzers.stalls import StallOptions
@@ -128,3 +129,69 @@ def test_without_the_cache_nothing_is_kept(run4: list[Path], tmp_path: Path,
     _report(run4, None)
     assert whatifs == [4, 4]  # without --cache every report runs its analyses
     assert not list(tmp_path.rglob("run-*.json"))
+
+
+@pytest.fixture
+def analyses(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """How many times the ranks' stall analysis ran, and timelines were loaded from entries
+    (in this process: jobs=1)."""
+    seen = {"analyzed": 0, "loaded": 0}
+    real_analyze, real_load = dispatch.analyze_ranks, cache.load_entry
+
+    def analyze_counting(tls, options):  # type: ignore[no-untyped-def]
+        seen["analyzed"] += len(tls)
+        return real_analyze(tls, options)
+
+    def load_counting(entry):  # type: ignore[no-untyped-def]
+        seen["loaded"] += 1
+        return real_load(entry)
+
+    monkeypatch.setattr(dispatch, "analyze_ranks", analyze_counting)
+    monkeypatch.setattr(cache, "load_entry", load_counting)
+    return seen
+
+
+def _per_rank(files: list[Path], store: Path | None) -> object:
+    """The per-rank report: no what-if, no cross-rank analysis."""
+    read = ReadOptions(cache_dir=None if store is None else str(store))
+    return analyze(files, read=read, run=report_analyses(False, cross_rank=False), jobs=1,
+                   progress=False)
+
+
+def test_the_per_rank_report_reads_nothing_but_the_kept_analyses(
+        run4: list[Path], tmp_path: Path, analyses: dict[str, int]) -> None:
+    # given a per-rank report (no run-level analysis) made once through the cache
+    store = tmp_path / "cache"
+    first = _per_rank(run4, store)
+    assert analyses == {"analyzed": 4, "loaded": 4}  # misses: the entries were loaded first
+    # when it is made again
+    again = _per_rank(run4, store)
+    # then no timeline is loaded and no rank analyzed, and the report is the same, with its
+    # gaps (the page's timeline), as without the cache
+    assert analyses == {"analyzed": 4, "loaded": 4}
+    plain = _per_rank(run4, None)
+    assert report_json(again) == report_json(first) == report_json(plain)
+    for a, b in zip(again.ranks, plain.ranks, strict=True):  # type: ignore[attr-defined]
+        assert a.gaps.start_ns.dtype == b.gaps.start_ns.dtype
+        assert (a.gaps.cause == b.gaps.cause).all() and (a.call_row == b.call_row).all()
+
+
+def test_the_kept_analyses_miss_on_any_change(run4: list[Path], tmp_path: Path,
+                                              analyses: dict[str, int],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    store = tmp_path / "cache"
+    _report(run4[:1], store)
+    _report(run4[:1], store)  # the default report: timelines loaded, the analysis kept
+    assert analyses == {"analyzed": 1, "loaded": 2}
+    analyze(run4[:1], read=ReadOptions(cache_dir=str(store)), jobs=1, progress=False,
+            options=StallOptions.from_tolerance_us(7.0))
+    assert analyses["analyzed"] == 2  # other stall options
+    monkeypatch.setattr(resultcache, "analyzer_fingerprint", lambda: "a-new-analyzer")
+    _report(run4[:1], store)
+    assert analyses["analyzed"] == 3  # another analyzer
+    (kept,) = [p for p in store.glob("ranks-*.json")
+               if resultcache.load_stalls(p) is not None and p.stat().st_mtime_ns ==
+               max(q.stat().st_mtime_ns for q in store.glob("ranks-*.json"))]
+    kept.write_bytes(kept.read_bytes()[:40])  # damaged: a miss
+    _report(run4[:1], store)
+    assert analyses["analyzed"] == 4

@@ -14,15 +14,17 @@ same folder under a key over all of them:
 
 - the key of every trace file's entry, in run order (``FileResult.key``: the trace's
   identity, the reader's fingerprint, the read options);
-- ``analyzer_fingerprint()``: a hash of the source of every module of the analyzer, so any
-  change to any analysis invalidates every result, no version to forget;
+- ``analyzer_fingerprint()``: a hash of the source of every module of the analyzer and of
+  the versions of Python, numpy and msgspec, so any change to any analysis (or to the
+  arithmetic under it) invalidates every result, no version to forget;
 - the analysis' ``cache_token`` (its name and parameters, e.g. the what-if's drop rule; an
   analysis without one is never cached) and the stall options.
 
 An entry is the result's ``key`` on one line, then the result as JSON (msgspec, decoded
-into the result's class by its type annotations: no pickle), named ``run-<key>.json``. A result is kept only when it decodes back to itself (the same JSON
-when encoded again): one holding something JSON does not carry exactly (numpy arrays) is
-run every time, never served altered. Failures are not kept (the analysis runs again and
+into the result's class by its type annotations: no pickle), named ``run-<key>.json``. A
+result is kept only when it decodes back to itself (the same JSON when encoded again): one
+holding something JSON does not carry exactly (numpy arrays, whole numbers in a float
+field) is run every time, never served altered. Failures are not kept (the analysis runs again and
 fails with the same warning), nor are runs with a lost file or read without the cache.
 Writes are atomic (temporary file, then rename), a damaged entry is a miss.
 """
@@ -33,6 +35,7 @@ import base64
 import hashlib
 import json
 import os
+import sys
 import tempfile
 from functools import cache
 from pathlib import Path
@@ -52,9 +55,11 @@ _NONE = "none"  # the type of a cached None (the analysis had nothing to add)
 
 @cache
 def analyzer_fingerprint() -> str:
-    """A hash of the source of every module of the analyzer (computed once)."""
+    """A hash of the source of every module of the analyzer, and of the versions of Python,
+    numpy and msgspec (computed once)."""
     here = Path(__file__).resolve().parent
     h = hashlib.sha256(reader_fingerprint().encode())
+    h.update(f"{sys.version} {np.__version__} {msgspec.__version__}".encode())
     for f in sorted(here.rglob("*.py")):
         h.update(str(f.relative_to(here)).encode())
         h.update(f.read_bytes())

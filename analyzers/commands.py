@@ -133,11 +133,16 @@ def report_analyses(whatif: bool | None, cross_rank: bool = True,
 
     cheap.uses_rank_stalls = True  # type: ignore[attr-defined]
     cheap.label = "what-if"  # type: ignore[attr-defined]
+    # what a run-level result is cached under (``resultcache``): the analysis, its parameters
+    cheap.cache_token = f"whatif auto<={WHATIF_AUTO_MAX_EVENTS} {drop!r}"  # type: ignore[attr-defined]
+    forced = whatif_analysis(drop)
+    forced.cache_token = f"whatif {drop!r}"  # type: ignore[attr-defined]
+    crossed = cross_rank_analysis()
+    crossed.cache_token = "cross_rank"  # type: ignore[attr-defined]
 
-    run: list[RunAnalyzer] = [] if whatif is False else [
-        whatif_analysis(drop) if whatif else cheap]
+    run: list[RunAnalyzer] = [] if whatif is False else [forced if whatif else cheap]
     run = [*run, host_only]  # a run without GPU work: what it has (None otherwise)
-    return [*run, cross_rank_analysis()] if cross_rank else run
+    return [*run, crossed] if cross_rank else run
 
 
 @own_warnings

@@ -29,10 +29,12 @@ import numpy as np
 from ..errors import ProfplugError, TraceError
 from .cpus import usable_cpus
 from .gaps import Gaps
+from .memtrim import trim
 from .rankpool import analyze_ranks
 from .readers.base import ReadOptions
-from .readers.cache import read_cached
+from .readers.cache import entry_key, read_cached
 from .readers.registry import reader_for
+from .resultcache import load_stalls, save_stalls, stalls_entry
 from .stalls import RankStalls, StallOptions
 from .timeline import Timeline
 
@@ -66,6 +68,7 @@ class FileResult:
     cached: bool = False  # read from the per-rank cache
     error: ProfplugError | None = None  # the reader's one-line error (raised by the client)
     lost: str | None = None  # the worker died twice: why, in one line
+    key: str | None = None  # its per-rank cache entry's key (None: read without the cache)
 
 
 def run_task(task: RankTask) -> FileResult:
@@ -76,15 +79,37 @@ def run_task(task: RankTask) -> FileResult:
     try:
         if reader is None:  # trace_files only yields readable names
             raise TraceError(f"{path}: unknown trace format")
-        tls, hit = read_cached(reader, path, task.index, task.read, task.read.cache_dir)
+        where = task.read.cache_dir
+        key = None if where is None else entry_key(reader, path, task.index, task.read)
+        kept = entry = None
+        if key is not None and where is not None and task.stall is not None:
+            entry = stalls_entry(where, key, task.stall)
+            kept = load_stalls(entry)  # the ranks' stall analyses, kept by an earlier run
+        if kept is not None and not task.keep_timeline:  # nothing else needed: no read
+            return FileResult(str(path), size, _without_gaps(task, kept), [], len(kept),
+                              True, key=key)
+        tls, hit, key = read_cached(reader, path, task.index, task.read, where, key)
+        trim()  # what the read freed: the analysis starts from the timelines alone
         # several big ranks in one file (Nsight) read in this process: a fork per rank
-        stalls = [] if task.stall is None else analyze_ranks(tls, task.stall)
-        if not task.keep_gaps:
-            stalls = [replace(s, gaps=NO_GAPS) for s in stalls]
+        if kept is not None:
+            stalls = kept
+        elif task.stall is None:
+            stalls = []
+        else:
+            stalls = analyze_ranks(tls, task.stall)
+            if entry is not None:
+                save_stalls(entry, stalls)
+        stalls = _without_gaps(task, stalls)
+        trim()  # the analysis' temporaries: what is sent back (a Timeline's npz) adds to less
     except ProfplugError as exc:  # a value, so that no backend retries a bad trace
         return FileResult(str(path), size, error=exc)
     return FileResult(str(path), size, stalls, tls if task.keep_timeline else [],
-                      len(tls), hit)
+                      len(tls), hit, key=key)
+
+
+def _without_gaps(task: RankTask, stalls: list[RankStalls]) -> list[RankStalls]:
+    """The stalls as they travel: without their gaps unless the task keeps them."""
+    return stalls if task.keep_gaps else [replace(s, gaps=NO_GAPS) for s in stalls]
 
 
 TaskFn = Callable[[RankTask], FileResult]

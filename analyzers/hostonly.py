@@ -96,3 +96,5 @@ def host_only(timelines: list[Timeline], options: object = None) -> HostOnlyResu
 
 
 host_only.label = "host-only summary"  # type: ignore[attr-defined]  # its warning's name
+# it needs the timelines only when no rank has GPU work (``report.analyze`` reads them then)
+host_only.without_gpu_only = True  # type: ignore[attr-defined]

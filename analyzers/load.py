@@ -144,6 +144,10 @@ class LoadedRanks:
     stalls: list[RankStalls]
     timelines: list[Timeline]
     lost: list[str]
+    # every file's per-rank cache key, in run order, and the cache's folder; None when the
+    # run was not read whole through the cache (``resultcache`` keeps run-level results)
+    cache_keys: list[str] | None = None
+    cache_dir: str | None = None
 
 
 def load_ranks(paths: PathsLike, *, read: ReadOptions | None = None,
@@ -181,7 +185,10 @@ def load_ranks(paths: PathsLike, *, read: ReadOptions | None = None,
         for first in (timelines[:1], stalls[:1]):
             for x in first:
                 x.warnings.append(line)
-    return LoadedRanks(stalls, timelines, lost)
+    keys = [r.key for r in results]
+    whole = len(results) == len(files) and not lost and all(keys)
+    return LoadedRanks(stalls, timelines, lost, keys if whole else None,  # type: ignore[arg-type]
+                       opt.cache_dir)
 
 
 def _size(f: Path) -> int:

@@ -20,6 +20,7 @@ from .isolate import isolated, label
 from .load import PathsLike, as_paths, load_ranks
 from .rankpool import analyze_ranks
 from .readers.base import ReadOptions
+from .resultcache import MISS, ResultCache
 from .sanity import check_sum_rule
 from .stalls import RankStalls, StallOptions, flat_dict
 from .steprule import DEFAULT_STEPS, StepRule
@@ -125,7 +126,8 @@ def rank_dict(r: RankStalls) -> dict[str, Any]:
 
 def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | None = None,
                       run: Iterable[RunAnalyzer] = (), steps: StepRule = DEFAULT_STEPS,
-                      ranks: list[RankStalls] | None = None) -> Report:
+                      ranks: list[RankStalls] | None = None,
+                      results: ResultCache | None = None) -> Report:
     """Every rank's stall analysis, then each run-level analysis of ``run`` over all ranks.
 
     A run-level analysis that fails (any exception; a ProfplugError such as the what-if of
@@ -133,6 +135,7 @@ def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | Non
     (``isolate``); so do the call sites of a rank. ``steps``: the step rule the timelines
     were read with (for the warning when no steps were found). ``ranks``: the stall
     analyses when they were made where the ranks were read (``load.load_ranks``).
+    ``results``: where run-level results are kept between runs (``resultcache``).
     """
     opt = options or StallOptions()
     tls = list(timelines)
@@ -146,7 +149,12 @@ def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | Non
     rep.warnings += callsite_failures(rep.ranks)
     for analysis in run:
         kw = {"ranks": rep.ranks} if getattr(analysis, "uses_rank_stalls", False) else {}
-        result, failed = isolated(label(analysis), analysis, tls, opt, **kw)
+        result = MISS if results is None else results.get(analysis)
+        failed = None
+        if result is MISS:
+            result, failed = isolated(label(analysis), analysis, tls, opt, **kw)
+            if failed is None and results is not None:
+                results.put(analysis, result)
         if failed is not None:
             rep.warnings.append(failed)
         elif result is not None:
@@ -184,9 +192,21 @@ def analyze(paths: PathsLike, options: StallOptions | None = None, *,
     read = (read or ReadOptions()).with_step_range(step_range)
     opt = options or StallOptions()
     run = list(run)
-    got = load_ranks(files, read=read, stall=opt, keep_timelines=bool(run), backend=backend,
-                     jobs=jobs, progress=progress, keep_gaps=keep_gaps or bool(run))
-    rep = analyze_timelines(got.timelines, opt, run, read.steps, ranks=got.stalls)
+    # an analysis of runs without GPU work only (``host_only``) does not make the timelines
+    # travel back: when every rank turns out to have none, they are read again (then small)
+    need = [a for a in run if not getattr(a, "without_gpu_only", False)]
+    got = load_ranks(files, read=read, stall=opt, keep_timelines=bool(need), backend=backend,
+                     jobs=jobs, progress=progress, keep_gaps=keep_gaps or bool(need))
+    tls = got.timelines
+    if len(need) < len(run) and not need:
+        if got.stalls and not any(r.has_gpu_work for r in got.stalls):
+            tls = load_ranks(files, read=read, backend=backend, jobs=jobs,
+                             progress=False).timelines
+        else:
+            run = need  # they would find GPU work: nothing to add
+    results = None if got.cache_keys is None or got.cache_dir is None else \
+        ResultCache(got.cache_dir, got.cache_keys, (opt, read.steps))
+    rep = analyze_timelines(tls, opt, run, read.steps, ranks=got.stalls, results=results)
     rep.lost = got.lost
     rep.warnings[:0] = got.lost
     rep.meta = find_run_meta(files)

@@ -287,12 +287,15 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bo
                                     n_gaps=int(gs.size)))
         g_parts.append((gs, ge, np.full(gs.size, dev, dtype=np.int64), cause, call))
 
-    if g_parts:
+    if len(g_parts) == 1:  # one device (the usual): its arrays as they are, not a copy
+        gaps = Gaps(*g_parts[0])
+    elif g_parts:
         gaps = Gaps(*(np.concatenate([p[i] for p in g_parts]) for i in range(5)))
     else:
         z = np.zeros(0, dtype=np.int64)
         gaps = Gaps(z, z, z, z.astype(np.int8), z)
 
+    del g_parts  # joined: the parts are not held through the rest (a worker's peak memory)
     call_api = [tl.names[n] for n in tl.api_name[sync_idx]]
     # call sites are optional: a failure leaves them out with one warning (isolate)
     sites, callsites_failed = (None, None) if brief else isolated(

@@ -36,15 +36,21 @@ def stream_waits(tl: Timeline, intervals: dict[int, DeviceIntervals]) -> list[St
     sel = np.nonzero(tl.gsync_kind == SYNC_STREAM_WAIT_EVENT)[0]
     if sel.size == 0:
         return []
+    # the top-level launching call, before the sorted copies exist (its own temporaries
+    # then never add to theirs: the worker's peak memory)
+    launch = launch_times(tl, launch_tops(tl))
     # GPU ops sorted by (device, stream, corr): one block of rows per stream.
     order = np.lexsort((tl.gpu_corr, tl.gpu_stream, tl.gpu_device))
-    o_dev, o_str, o_corr = tl.gpu_device[order], tl.gpu_stream[order], tl.gpu_corr[order]
-    o_start, o_end = tl.gpu_start_ns[order], tl.gpu_end_ns[order]
-    o_launch = launch_times(tl, launch_tops(tl))[order]  # the top-level launching call
+    o_launch = launch[order]
+    del launch
+    o_dev, o_str = tl.gpu_device[order], tl.gpu_stream[order]
     brk = (np.nonzero((o_dev[1:] != o_dev[:-1]) | (o_str[1:] != o_str[:-1]))[0] + 1).tolist()
     blocks = {(int(o_dev[a]), int(o_str[a])): (a, b)
               for a, b in zip([0, *brk], [*brk, o_dev.size], strict=True)} \
         if o_dev.size else {}
+    del o_dev, o_str
+    o_corr, o_start, o_end = tl.gpu_corr[order], tl.gpu_start_ns[order], tl.gpu_end_ns[order]
+    del order
 
     dev, stream = tl.gsync_device[sel], tl.gsync_stream[sel]
     corr, wcorr, wstream = tl.gsync_corr[sel], tl.gsync_wait_corr[sel], tl.gsync_wait_stream[sel]

@@ -232,14 +232,19 @@ def top_level(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray
 def launch_calls(tl: Timeline) -> np.ndarray:
     """Per GPU op, the index of the host API call that launched it (same correlation id);
     -1 when the trace has none."""
-    out = np.full(tl.n_gpu, -1, dtype=I64)
     if tl.api_corr.size == 0 or tl.gpu_corr.size == 0:
-        return out
+        return np.full(tl.n_gpu, -1, dtype=I64)
+    # in place where it can be: few temporaries alive at once (a worker's peak memory)
     order = np.argsort(tl.api_corr, kind="stable")
     sc = tl.api_corr[order]
-    pos = np.minimum(np.searchsorted(sc, tl.gpu_corr), sc.size - 1)
-    ok = (sc[pos] == tl.gpu_corr) & (tl.gpu_corr >= 0)
-    out[ok] = order[pos[ok]]
+    pos = np.searchsorted(sc, tl.gpu_corr)
+    np.minimum(pos, sc.size - 1, out=pos)
+    ok = sc[pos] == tl.gpu_corr
+    del sc
+    ok &= tl.gpu_corr >= 0
+    out = order[pos].astype(I64, copy=False)
+    del order, pos
+    out[~ok] = -1
     return out
 
 

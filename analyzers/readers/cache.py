@@ -133,19 +133,31 @@ def unusable(cache_dir: str | Path) -> str | None:
     return None
 
 
-def read_cached(reader: Reader, path: Path, index: int, options: ReadOptions,
-                cache_dir: str | Path | None) -> tuple[list[Timeline], bool]:
-    """``reader.read(path, index, options)`` through the cache in ``cache_dir`` (None: no
-    cache); also whether it was a hit."""
-    if cache_dir is None:
-        return reader.read(path, index, options), False
+def entry_key(reader: Reader, path: Path, index: int, options: ReadOptions) -> str | None:
+    """The key of ``path``'s entry (:func:`cache_key`); None when the file cannot be
+    stat'ed or read (the reader will say what is wrong with it)."""
     try:
-        entry = entry_path(cache_dir, path, cache_key(path, index, reader, options))
-    except OSError:  # the reader will say what is wrong with the file
-        return reader.read(path, index, options), False
+        return cache_key(path, index, reader, options)
+    except OSError:
+        return None
+
+
+def read_cached(reader: Reader, path: Path, index: int, options: ReadOptions,
+                cache_dir: str | Path | None, key: str | None = None
+                ) -> tuple[list[Timeline], bool, str | None]:
+    """``reader.read(path, index, options)`` through the cache in ``cache_dir`` (None: no
+    cache); also whether it was a hit, and the entry's key (None without the cache: the
+    analysis results are cached under the keys of the files, ``resultcache``). ``key``:
+    the entry's key when the caller has it (:func:`entry_key`)."""
+    if cache_dir is None:
+        return reader.read(path, index, options), False, None
+    key = key or entry_key(reader, path, index, options)
+    if key is None:
+        return reader.read(path, index, options), False, None
+    entry = entry_path(cache_dir, path, key)
     hit = load_entry(entry)
     if hit is not None:
-        return hit, True
+        return hit, True, key
     timelines = reader.read(path, index, options)
     save_entry(entry, timelines)
-    return timelines, False
+    return timelines, False, key

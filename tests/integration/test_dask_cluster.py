@@ -61,6 +61,28 @@ def test_a_local_cluster_gives_the_local_report(run16: list[Path],
     assert report_json(dask) == report_json(local)
 
 
+def test_the_cache_through_the_cluster_gives_the_local_report(
+        run16: list[Path], cluster: DaskBackend, tmp_path: Path) -> None:
+    # given the workers writing the timelines and stall analyses, the client the what-if
+    read = ReadOptions(cache_dir=str(tmp_path / "cache"))
+    run = report_analyses(None)
+    first = analyze(run16, run=run, backend=cluster, read=read, progress=False)
+    # when the report and the per-rank report are made again through the cache
+    again = analyze(run16, run=run, backend=cluster, read=read, progress=False)
+    per_rank = analyze(run16, run=report_analyses(False, cross_rank=False), backend=cluster,
+                       read=read, progress=False)
+    # then the report is the first one, the local one bar the wall times, and so is the
+    # per-rank report
+    assert json.dumps(again.to_dict()) == json.dumps(first.to_dict())
+    assert report_json(again) == report_json(analyze(run16, run=run, jobs=1, progress=False))
+    assert report_json(per_rank) == report_json(
+        analyze(run16, run=report_analyses(False, cross_rank=False), jobs=1, progress=False))
+    names = [p.name for p in (tmp_path / "cache").iterdir()]
+    assert sum(n.endswith(".npz") for n in names) == 16
+    assert sum(n.startswith("ranks-") for n in names) == 16
+    assert sum(n.startswith("run-") for n in names) == 1  # the what-if
+
+
 def test_the_whatif_of_timelines_read_on_the_cluster_is_the_local_one(
         run16: list[Path], cluster: DaskBackend) -> None:
     here = load_timelines(run16, jobs=1, progress=False)

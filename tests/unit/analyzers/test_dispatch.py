@@ -56,6 +56,30 @@ def test_without_run_level_analyses_no_timeline_comes_back(run8: list[Path]) -> 
     assert [t.rank for t in kept.timelines] == list(range(8))
 
 
+class Recording(LocalBackend):
+    """The local backend, keeping the tasks it was given."""
+
+    def __init__(self, jobs: int | None = None) -> None:
+        super().__init__(jobs)
+        self.tasks: list[RankTask] = []
+
+    def map(self, fn, tasks):  # type: ignore[no-untyped-def]
+        self.tasks += list(tasks)
+        yield from super().map(fn, tasks)
+
+
+def test_the_per_rank_report_sends_no_timeline_back(run8: list[Path]) -> None:
+    # given a run with GPU work, when its report has neither the what-if nor the cross-rank
+    # analysis (the host-only summary stays in the list: it applies to runs without GPU work)
+    rec = Recording(1)
+    rep = analyze(run8, run=report_analyses(False, cross_rank=False), backend=rec,
+                  progress=False, keep_gaps=False)
+    # then no task sends its Timeline or its gaps back, and there is no host-only summary
+    assert len(rec.tasks) == 8
+    assert not any(t.keep_timeline or t.keep_gaps for t in rec.tasks)
+    assert list(rep.run) == [] and [r.rank for r in rep.ranks] == list(range(8))
+
+
 def _dies_on_rank3(task: RankTask) -> FileResult:
     """A worker killed while it reads rank3.json (each attempt leaves a file)."""
     if task.path.name == "rank3.json":

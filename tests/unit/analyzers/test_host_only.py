@@ -52,6 +52,17 @@ def test_cpu_run_summary(tmp_path: Path) -> None:
     assert rep.to_dict()["host_only"]["statistic"] == "median"
 
 
+def test_cpu_run_summary_without_the_other_run_level_analyses(tmp_path: Path) -> None:
+    # given a run without GPU work, when the report has no what-if and no cross-rank
+    # analysis (the timelines do not travel back with the per-rank results)
+    run = cpu_run(tmp_path / "cpu")
+    alone = analyze([run], run=report_analyses(False, cross_rank=False))
+    # then the host-only summary is there all the same (the ranks read again for it)
+    full = analyze([run], run=report_analyses(None))
+    assert alone.to_dict()["host_only"] == full.to_dict()["host_only"]
+    assert alone.run["host_only"].ranks[0].n_steps == 6
+
+
 def test_cpu_run_page_is_short_and_says_so(tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     run = cpu_run(tmp_path / "cpu")

@@ -45,9 +45,11 @@ def test_second_report_reads_the_cache_and_is_the_same(run4: list[Path], tmp_pat
     run = report_analyses(None)
     first = analyze(run4, read=read, run=run, jobs=1, progress=False)
     assert parses == [f.name for f in run4]
-    entries = sorted(p.name for p in store.iterdir())
-    assert len(entries) == 4 and all(n.startswith("rank") and n.endswith(".npz")
-                                     for n in entries)
+    # per file its timelines (npz) and its ranks' stall analyses; the run-level results
+    entries = sorted(p.name for p in store.iterdir() if not p.name.startswith("run-"))
+    assert len(entries) == 8
+    assert sum(n.startswith("rank") and n.endswith(".npz") for n in entries) == 4
+    assert sum(n.startswith("ranks-") and n.endswith(".json") for n in entries) == 4
     assert sorted(p.name for p in run4[0].parent.iterdir()) == [f.name for f in run4]
     parses.clear()
     again = analyze(run4, read=read, run=run, jobs=1, progress=False)
@@ -96,14 +98,15 @@ def test_a_damaged_entry_is_a_miss_and_is_rewritten(run4: list[Path], tmp_path: 
     store = tmp_path / "cache"
     read = ReadOptions(cache_dir=str(store))
     want = load_ranks(run4[:1], read=read, stall=StallOptions(), jobs=1, progress=False)
-    (entry,) = store.iterdir()
+    (entry,) = store.glob("*.npz")
     entry.write_bytes(entry.read_bytes()[:100])  # torn (what the rename prevents)
     parses.clear()
     got = load_ranks(run4[:1], read=read, stall=StallOptions(), jobs=1, progress=False)
     assert parses == ["rank0.json"]
     assert got.stalls[0].gpu_time() == want.stalls[0].gpu_time()
     assert cache.load_entry(entry) is not None  # written whole again
-    assert [p.name for p in store.iterdir()] == [entry.name]  # no temporary file left
+    assert [p.name for p in store.glob("*.npz")] == [entry.name]
+    assert not list(store.glob(".tmp-*"))  # no temporary file left
 
 
 def test_the_environment_variable_turns_it_on(run4: list[Path], tmp_path: Path,
@@ -149,7 +152,8 @@ def test_cli_cache_quiet_and_bad_dask_address(run4: list[Path], tmp_path: Path,
         again = capsys.readouterr()
         assert TIMES.sub("", again.out) == TIMES.sub("", first.out)
         assert "reading traces" not in first.err + again.err
-    assert len(list(store.iterdir())) == 4  # one entry per trace, shared by the commands
+    # one entry per trace, shared by the commands; the stall analyses of its ranks
+    assert len(list(store.glob("*.npz"))) == 4 and len(list(store.glob("ranks-*.json"))) == 4
     assert main(["report", d, "--dask", "local:0"]) == 2
     assert capsys.readouterr().err.strip() == ("profplug: error: --dask local:0: local:N needs "
                                                "a number of workers >= 1")

@@ -1,0 +1,37 @@
+"""Give the heap's free memory back to the operating system (glibc's ``malloc_trim``).
+
+A reader frees most of what it allocates (its blocks, its decoded events, the packed parts
+of each column once they are joined), but glibc keeps freed heap memory mapped: the holes
+left between live allocations count in the process's resident set until reused. A worker's
+peak is the read's high-water mark plus the analysis' temporaries, so the reader and
+``dispatch.run_task`` call :func:`trim` where a phase ends, and the next phase starts from
+the memory that is really live (on the 477 MB benchmark trace: ~30 MB less). A no-op where
+the C library has no ``malloc_trim`` (macOS, musl).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+from collections.abc import Callable
+from functools import cache
+
+
+@cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None).malloc_trim  # the C library this process runs on
+    except (OSError, AttributeError):  # no such symbol (musl)
+        return None
+    fn.argtypes = [ctypes.c_size_t]
+    fn.restype = ctypes.c_int
+    return fn  # type: ignore[no-any-return]
+
+
+def trim() -> None:
+    """Return the heap's free pages to the OS (a few milliseconds); no-op where unsupported."""
+    fn = _malloc_trim()
+    if fn is not None:
+        fn(0)

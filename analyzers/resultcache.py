@@ -1,0 +1,193 @@
+"""Analysis results in the per-rank cache: a report on unchanged traces skips its analyses.
+
+Per file, its ranks' stall analyses (``ranks-<key>.json``: the RankStalls, numpy arrays
+as base64 of their bytes with their dtype and shape) under the file's entry key, the
+analyzer's fingerprint and the stall options (``stalls_entry``): a hit skips the per-rank
+analysis, and a per-rank report (no run-level analysis) does not even load the timelines.
+Per run, the run-level results, below.
+
+The per-rank cache (``readers.cache``) skips the parse; what is left of a cached re-run is
+the analyses, and the what-if (a replay of every event of every rank) is most of it. A
+run-level result is a function of the run's timelines (the entries' keys say which), the
+stall options, the analysis' own parameters and the analyzer's code, so it is kept in the
+same folder under a key over all of them:
+
+- the key of every trace file's entry, in run order (``FileResult.key``: the trace's
+  identity, the reader's fingerprint, the read options);
+- ``analyzer_fingerprint()``: a hash of the source of every module of the analyzer and of
+  the versions of Python, numpy and msgspec, so any change to any analysis (or to the
+  arithmetic under it) invalidates every result, no version to forget;
+- the analysis' ``cache_token`` (its name and parameters, e.g. the what-if's drop rule; an
+  analysis without one is never cached) and the stall options.
+
+An entry is the result's ``key`` on one line, then the result as JSON (msgspec, decoded
+into the result's class by its type annotations: no pickle), named ``run-<key>.json``. A
+result is kept only when it decodes back to itself (the same JSON when encoded again): one
+holding something JSON does not carry exactly (numpy arrays, whole numbers in a float
+field) is run every time, never served altered. Failures are not kept (the analysis runs again and
+fails with the same warning), nor are runs with a lost file or read without the cache.
+Writes are atomic (temporary file, then rename), a damaged entry is a miss.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import numpy as np
+
+from .readers.cache import reader_fingerprint
+
+if TYPE_CHECKING:
+    from .stalls import RankStalls, StallOptions
+
+MISS = object()  # what ``get`` returns for a result not in the cache
+_NONE = "none"  # the type of a cached None (the analysis had nothing to add)
+
+
+@cache
+def analyzer_fingerprint() -> str:
+    """A hash of the source of every module of the analyzer, and of the versions of Python,
+    numpy and msgspec (computed once)."""
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256(reader_fingerprint().encode())
+    h.update(f"{sys.version} {np.__version__} {msgspec.__version__}".encode())
+    for f in sorted(here.rglob("*.py")):
+        h.update(str(f.relative_to(here)).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+@cache
+def _result_types() -> dict[str, type]:
+    """The run-level result classes by their ``key``, imported when first needed."""
+    from .crossrank.result import CrossRankResult
+    from .hostonly import HostOnlyResult
+    from .whatif.result import WhatIfResult
+
+    return {t.key: t for t in (WhatIfResult, CrossRankResult, HostOnlyResult)}
+
+
+def _enc(o: Any) -> Any:
+    if isinstance(o, np.ndarray):
+        a = np.ascontiguousarray(o)
+        return {"dtype": a.dtype.str, "shape": list(a.shape),
+                "data": base64.b64encode(a.tobytes()).decode()}
+    if isinstance(o, np.generic):
+        return o.item()
+    raise NotImplementedError(type(o))
+
+
+def _dec(t: type, obj: Any) -> Any:
+    if t is np.ndarray and isinstance(obj, dict):
+        return np.frombuffer(base64.b64decode(obj["data"]), dtype=np.dtype(obj["dtype"])
+                             ).reshape(obj["shape"]).copy()
+    return obj  # an ``object`` field: as decoded (the round trip checks it)
+
+
+_ENC = msgspec.json.Encoder(enc_hook=_enc)
+
+
+@cache
+def _stalls_decoder() -> msgspec.json.Decoder[list[RankStalls]]:
+    from .stalls import RankStalls
+
+    return msgspec.json.Decoder(list[RankStalls], dec_hook=_dec)
+
+
+def stalls_entry(cache_dir: str | Path, file_key: str, options: StallOptions) -> Path:
+    """Where the stall analyses of the ranks of the file with entry key ``file_key`` live."""
+    key = hashlib.sha256(json.dumps({"file": file_key, "analyzer": analyzer_fingerprint(),
+                                     "options": repr(options)}).encode()).hexdigest()[:32]
+    return Path(cache_dir) / f"ranks-{key}.json"
+
+
+def load_stalls(entry: Path) -> list[RankStalls] | None:
+    """The stall analyses kept in ``entry``; None when missing or damaged (a miss)."""
+    try:
+        return _stalls_decoder().decode(entry.read_bytes())
+    except Exception:  # missing, damaged: a miss
+        return None
+
+
+def save_stalls(entry: Path, stalls: list[RankStalls]) -> None:
+    """Keep ``stalls`` when they decode back to themselves (the same JSON encoded again)."""
+    try:
+        data = _ENC.encode(stalls)
+        if _ENC.encode(_stalls_decoder().decode(data)) != data:
+            return
+    except Exception:  # a field msgspec cannot carry: never kept
+        return
+    _write_atomic(entry, data)
+
+
+class ResultCache:
+    """Run-level results of one run, in ``cache_dir``, for the files with ``file_keys``."""
+
+    def __init__(self, cache_dir: str | Path, file_keys: list[str], options: object) -> None:
+        self.dir = Path(cache_dir)
+        self.base = json.dumps({"files": file_keys, "analyzer": analyzer_fingerprint(),
+                                "options": repr(options)})
+
+    def _entry(self, token: str) -> Path:
+        key = hashlib.sha256(f"{self.base}\n{token}".encode()).hexdigest()[:32]
+        return self.dir / f"run-{key}.json"
+
+    def get(self, analysis: Any) -> Any:
+        """The cached result of ``analysis`` (None included), or ``MISS``."""
+        token = getattr(analysis, "cache_token", None)
+        if token is None:
+            return MISS
+        try:
+            kind, _, value = self._entry(token).read_bytes().partition(b"\n")
+            if kind.decode() == _NONE:
+                return None
+            return msgspec.json.decode(value, type=_result_types()[kind.decode()])
+        except Exception:  # missing, damaged, of an unknown type: a miss
+            return MISS
+
+    def put(self, analysis: Any, result: Any) -> None:
+        """Keep ``result`` when ``analysis`` has a ``cache_token`` and the result decodes back
+        to itself; a folder that cannot be written costs only the time."""
+        token = getattr(analysis, "cache_token", None)
+        if token is None:
+            return
+        kind = _NONE if result is None else getattr(result, "key", None)
+        types = _result_types()
+        if kind != _NONE and (kind not in types or type(result) is not types[kind]):
+            return
+        try:
+            value = b"null" if result is None else msgspec.json.encode(result)
+            if result is not None and msgspec.json.encode(
+                    msgspec.json.decode(value, type=types[kind])) != value:
+                return  # something JSON does not carry exactly: never served altered
+        except Exception:  # a field msgspec cannot carry (a numpy array)
+            return
+        _write_atomic(self._entry(token), f"{kind}\n".encode() + value)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o644)  # readable by the others who share the folder
+        os.replace(tmp, path)
+        tmp = None
+    except OSError:
+        pass
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..stalls import StallOptions
+from ..stalls import RankStalls, StallOptions, analyze_rank
 from ..timeline import Timeline
 from .costs import HostCosts, comm_floors
 from .model import DROP_NONE, DropSpec
@@ -48,18 +48,25 @@ def host_costs(tls: list[Timeline], s: float) -> HostCosts:
     return HostCosts(s, s, comm_floor_ns=comm_floors(tls))
 
 
-def _device_us(tls: list[Timeline], s: float, options: StallOptions | None) -> float:
+def _device_us(tls: list[Timeline], s: float, options: StallOptions | None,
+               ranks: list[RankStalls] | None = None) -> float:
     """The pipeline's step (mean over ranks) replayed at host scale ``s``, nothing dropped."""
-    res = whatif(tls, DropSpec(kinds=DROP_NONE), options, host=host_costs(tls, s))
+    res = whatif(tls, DropSpec(kinds=DROP_NONE), options, host=host_costs(tls, s), ranks=ranks)
     return sum(r.predicted_us for r in res.ranks) / max(len(res.ranks), 1)
 
 
 def fit_host_scale(tls: list[Timeline], step_us: float, options: StallOptions | None = None,
-                   rel_tol: float = 1e-3, max_iter: int = 20) -> tuple[float, float]:
+                   rel_tol: float = 1e-3, max_iter: int = 20,
+                   ranks: list[RankStalls] | None = None) -> tuple[float, float]:
     """(s, the replayed step at s): the host scale at which the traced run, nothing dropped,
-    replays at ``step_us`` (regula falsi on s; the step grows with s)."""
+    replays at ``step_us`` (regula falsi on s; the step grows with s). ``ranks``: the
+    timelines' stall analyses, made once here when not given (every step of the search
+    replays the same recorded run)."""
+    if ranks is None:
+        ranks = _recorded(tls, options)
     lo, hi = S_MIN, S_MAX
-    f_lo, f_hi = _device_us(tls, lo, options) - step_us, _device_us(tls, hi, options) - step_us
+    f_lo = _device_us(tls, lo, options, ranks) - step_us
+    f_hi = _device_us(tls, hi, options, ranks) - step_us
     if f_lo >= 0:  # even a host 20x faster is slower than measured: the GPU work alone is
         return lo, f_lo + step_us
     if f_hi <= 0:
@@ -68,7 +75,7 @@ def fit_host_scale(tls: list[Timeline], step_us: float, options: StallOptions | 
     side = 0
     for _ in range(max_iter):
         s = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
-        f = _device_us(tls, s, options) - step_us
+        f = _device_us(tls, s, options, ranks) - step_us
         if abs(f) <= rel_tol * step_us:
             break
         if f < 0:
@@ -84,6 +91,11 @@ def fit_host_scale(tls: list[Timeline], step_us: float, options: StallOptions | 
     return s, f + step_us
 
 
+def _recorded(tls: list[Timeline], options: StallOptions | None) -> list[RankStalls]:
+    """The recorded timelines' stall analyses (what every replay of the fit compares with)."""
+    return [analyze_rank(tl, options) for tl in tls if tl.n_gpu]
+
+
 def _rank(r: RankWhatIf, step_us: float, replayed_us: float, cal_pct: float) -> RankWhatIf:
     saving = step_us - r.predicted_us
     return replace(
@@ -95,15 +107,17 @@ def _rank(r: RankWhatIf, step_us: float, replayed_us: float, cal_pct: float) -> 
 
 
 def calibration_band(tls: list[Timeline], res: WhatIfResult, step_ci_us: tuple[float, float],
-                     drop: DropSpec | None = None, options: StallOptions | None = None
-                     ) -> dict[int, float]:
+                     drop: DropSpec | None = None, options: StallOptions | None = None,
+                     ranks: list[RankStalls] | None = None) -> dict[int, float]:
     """Per rank, +-% of the prediction that the calibration step's uncertainty carries: the
     prediction made at each end of ``step_ci_us`` (the unprofiled device step's 95% CI),
     its largest distance from ``res``'s, over ``res``'s prediction."""
     out = {r.rank: 0.0 for r in res.ranks}
+    if ranks is None:
+        ranks = _recorded(tls, options)
     for end in step_ci_us:
-        s, _ = fit_host_scale(tls, float(end), options)
-        other = whatif(tls, drop, options, host=host_costs(tls, s))
+        s, _ = fit_host_scale(tls, float(end), options, ranks=ranks)
+        other = whatif(tls, drop, options, host=host_costs(tls, s), ranks=ranks)
         for r in res.ranks:
             if r.predicted_us > 0:
                 d = 100.0 * abs(other.rank(r.rank).predicted_us - r.predicted_us) / r.predicted_us
@@ -120,9 +134,10 @@ def whatif_unprofiled(tls: list[Timeline], step_us: float, drop: DropSpec | None
     dropped calls. ``step_ci_us``: ``step_us``'s 95% CI (``profplug ab``'s device CI): the
     band then carries the prediction's change across it (:func:`calibration_band`) instead
     of ``UNPROFILED_BAND_PCT``."""
-    s, replayed = fit_host_scale(tls, step_us, options)
-    res = whatif(tls, drop, options, host=host_costs(tls, s))
-    cal = (calibration_band(tls, res, step_ci_us, drop, options) if step_ci_us
+    ranks = _recorded(tls, options)
+    s, replayed = fit_host_scale(tls, step_us, options, ranks=ranks)
+    res = whatif(tls, drop, options, host=host_costs(tls, s), ranks=ranks)
+    cal = (calibration_band(tls, res, step_ci_us, drop, options, ranks) if step_ci_us
            else {r.rank: UNPROFILED_BAND_PCT for r in res.ranks})
     ranks = [_rank(r, step_us, replayed, cal[r.rank]) for r in res.ranks]
     note = (f"unprofiled: the host's costs are scaled by {s:.3f}, at which the traced run "

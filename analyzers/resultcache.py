@@ -34,9 +34,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import sys
-import tempfile
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import numpy as np
 
-from .readers.cache import reader_fingerprint
+from .readers.cache import reader_fingerprint, write_atomic
 
 if TYPE_CHECKING:
     from .stalls import RankStalls, StallOptions
@@ -126,7 +124,7 @@ def save_stalls(entry: Path, stalls: list[RankStalls]) -> None:
             return
     except Exception:  # a field msgspec cannot carry: never kept
         return
-    _write_atomic(entry, data)
+    write_atomic(entry, lambda fh: fh.write(data), ".json")
 
 
 class ResultCache:
@@ -171,23 +169,5 @@ class ResultCache:
                 return  # something JSON does not carry exactly: never served altered
         except Exception:  # a field msgspec cannot carry (a numpy array)
             return
-        _write_atomic(self._entry(token), f"{kind}\n".encode() + value)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o644)  # readable by the others who share the folder
-        os.replace(tmp, path)
-        tmp = None
-    except OSError:
-        pass
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+        data = f"{kind}\n".encode() + value
+        write_atomic(self._entry(token), lambda fh: fh.write(data), ".json")

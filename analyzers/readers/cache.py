@@ -28,8 +28,10 @@ import json
 import os
 import tempfile
 import zipfile
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -99,14 +101,25 @@ def save_entry(entry: Path, timelines: list[Timeline]) -> None:
         buf = io.BytesIO()
         tl.save(buf, compress=False)
         blobs[f"t{i}"] = np.frombuffer(buf.getbuffer(), dtype=np.uint8)
-    tmp = None
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-", suffix=".npz")
+    except OSError:
+        return
+    write_atomic(entry, lambda fh: np.savez(fh, **blobs), ".npz")
+
+
+def write_atomic(path: Path, write: Callable[[BinaryIO], object], suffix: str) -> None:
+    """``write(file)`` into a temporary file in ``path``'s folder, then rename it to ``path``
+    (a concurrent reader sees the old entry or the new one, never a part); readable by the
+    others who share the folder (mkstemp makes it 0600). A failure leaves nothing behind
+    and is silent: a cache entry not written only makes the next run slower."""
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=suffix)
         with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **blobs)
-        os.chmod(tmp, 0o644)  # readable by the others who share the folder (mkstemp: 0600)
-        os.replace(tmp, entry)
+            write(fh)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
         tmp = None
     except OSError:
         pass

@@ -207,7 +207,8 @@ def _whatif(timelines: list[Timeline], drop: DropSpec | None, options: StallOpti
     try:
         m = build_model(timelines, drop)
         rec = replay(m, drop=False)
-        drp = replay(host.apply(m) if host else m, drop=True)
+        # one graph for both replays (other host costs change every weight: built again)
+        drp = replay(host.apply(m), drop=True) if host else replay(m, True, rec.graph)
         replay_s = time.perf_counter() - t0
         given = {r.rank: r for r in ranks or []}
         res_ranks = [_rank_result(tl, m, rec, drp, opt, given.get(tl.rank))

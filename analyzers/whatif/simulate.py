@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .fixedpoint import recorded_fixed_point
-from .graph import PEER, Graph, build_graph
+from .graph import PEER, Graph, build_graph, dropped_graph
 from .model import Model
 from .streamruns import no_runs, stream_runs
 
@@ -252,9 +252,13 @@ def _cycle_warnings(m: Model, forced: list[int], released: list[int]) -> list[st
     return out
 
 
-def replay(m: Model, drop: bool) -> Replay:
-    """Replay the model; ``drop``: the model's dropped calls do not wait."""
-    g = build_graph(m, drop)
+def replay(m: Model, drop: bool, recorded: Graph | None = None) -> Replay:
+    """Replay the model; ``drop``: the model's dropped calls do not wait; ``recorded``: the
+    graph of ``m`` as recorded (``build_graph(m, False)``), when the caller has it."""
+    if recorded is None:
+        g = build_graph(m, drop)
+    else:
+        g = dropped_graph(recorded, m) if drop else recorded
     fp = None if drop else recorded_fixed_point(g, _recorded_times(m))
     if fp is not None:  # the recorded times are the replay (fixedpoint.py): no pass needed
         t, bind = fp

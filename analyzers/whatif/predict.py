@@ -142,7 +142,9 @@ def _idle(rs: RankStalls, basis: str) -> dict[str, float]:
 
 def _rank_result(tl: Timeline, m: Model, rec: Replay, drp: Replay, opt: StallOptions,
                  rs: RankStalls | None) -> RankWhatIf:
-    rs = rs if rs is not None else analyze_rank(tl, opt)
+    # the recorded run's figures read only its gaps, steps and sync rows: the brief analysis
+    # (no call sites, sync statistics or outlier texts) when the caller has none
+    rs = rs if rs is not None else analyze_rank(tl, opt, brief=True)
     basis = "step" if rs.steps is not None and rs.steps.n_steps else "window"
     n_steps = rs.steps.n_steps if basis == "step" and rs.steps is not None else 1
     rec_ns = _time_ns(rs, basis)

@@ -46,9 +46,32 @@ def sync_kind(name: str) -> int:
     return NONE
 
 
+# per symbol table (a timeline's ``names``, append-only once read): its lookups, kept while
+# the list lives here and has the same length; a handful of tables (one per rank and run)
+_TABLES: dict[tuple[int, str], tuple[list[str], int, np.ndarray]] = {}
+_MAX_TABLES = 256
+
+
+def _per_symbol(names: list[str], what: str) -> np.ndarray:
+    key = (id(names), what)
+    got = _TABLES.get(key)
+    if got is not None and got[0] is names and got[1] == len(names):
+        return got[2]
+    if what == "kind":
+        out = np.fromiter((sync_kind(n) for n in names), dtype=np.int8, count=len(names))
+    else:
+        out = np.fromiter((is_comm_kernel(n) for n in names), dtype=bool, count=len(names))
+    out.flags.writeable = False  # shared by every caller: read (index) only
+    if len(_TABLES) >= _MAX_TABLES:
+        _TABLES.clear()
+    _TABLES[key] = (names, len(names), out)
+    return out
+
+
 def kinds_for_symbols(names: list[str]) -> np.ndarray:
-    """An int8 lookup: symbol id -> sync kind (one pass over the symbol table)."""
-    return np.fromiter((sync_kind(n) for n in names), dtype=np.int8, count=len(names))
+    """An int8 lookup: symbol id -> sync kind (one pass over the symbol table, once per
+    table: read-only, shared)."""
+    return _per_symbol(names, "kind")
 
 
 def is_comm_kernel(name: str) -> bool:
@@ -57,7 +80,8 @@ def is_comm_kernel(name: str) -> bool:
 
 
 def comm_for_symbols(names: list[str]) -> np.ndarray:
-    return np.fromiter((is_comm_kernel(n) for n in names), dtype=bool, count=len(names))
+    """A bool lookup: symbol id -> NCCL/RCCL kernel (once per table: read-only, shared)."""
+    return _per_symbol(names, "comm")
 
 
 # How strongly a kind holds the host, weakest first: a call's top-level kind is the strongest

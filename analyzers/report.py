@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from . import observer
+from .crossrank.matching import matches_kept
 from .dispatch import Backend
 from .gaps import CAUSES
 from .headline import headline, no_steps_warning
@@ -144,13 +145,14 @@ def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | Non
     if no_steps:
         rep.warnings.append(no_steps)
     rep.warnings += callsite_failures(rep.ranks)
-    for analysis in run:
-        kw = {"ranks": rep.ranks} if getattr(analysis, "uses_rank_stalls", False) else {}
-        result, failed = isolated(label(analysis), analysis, tls, opt, **kw)
-        if failed is not None:
-            rep.warnings.append(failed)
-        elif result is not None:
-            rep.add(result)
+    with matches_kept():  # the NCCL matching: once for the cross-rank analysis and what-if
+        for analysis in run:
+            kw = {"ranks": rep.ranks} if getattr(analysis, "uses_rank_stalls", False) else {}
+            result, failed = isolated(label(analysis), analysis, tls, opt, **kw)
+            if failed is not None:
+                rep.warnings.append(failed)
+            elif result is not None:
+                rep.add(result)
     return rep
 
 

@@ -39,6 +39,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -204,8 +206,38 @@ class _Rank:
                                    names[c_name[r]], c_src[r], k))
 
 
+_KEPT: list[tuple[list[Timeline], Matching]] | None = None  # within matches_kept()
+
+
+@contextmanager
+def matches_kept() -> Iterator[None]:
+    """Within: :func:`match` of the same timelines (the same objects, in order) runs once and
+    its result (read only) is shared: a report's cross-rank analysis and critical path and
+    its what-if match once, not twice; forgotten on exit."""
+    global _KEPT
+    outer = _KEPT
+    _KEPT = [] if outer is None else outer
+    try:
+        yield
+    finally:
+        _KEPT = outer
+
+
 def match(timelines: list[Timeline]) -> Matching:
     """Match every NCCL kernel of ``timelines`` (one per rank) with its partners."""
+    kept = _KEPT
+    if kept is None:
+        return _match(timelines)
+    for tls, got in kept:
+        if len(tls) == len(timelines) and all(a is b for a, b in zip(tls, timelines,
+                                                                      strict=True)):
+            return got
+    out = _match(timelines)
+    kept.append((list(timelines), out))
+    return out
+
+
+def _match(timelines: list[Timeline]) -> Matching:
     ranks = [tl.rank for tl in timelines]
     rs = [_Rank(i, tl) for i, tl in enumerate(timelines)]
     pos_of = {r: i for i, r in enumerate(ranks)}

@@ -113,11 +113,14 @@ def _predicted_timeline(tl: Timeline, m: Model, r: Replay, main: np.ndarray, dro
     ann_of = dict(groups(tl.ann_tid)) if annotations else {}  # thread -> its annotations
     for (rank, tid), seq in zip(m.thread_key, m.threads, strict=True):
         sel = ann_of.get(tid) if rank == tl.rank else None
-        if sel is not None:
-            ann_s[sel] = _shift(m, r, seq, tl.ann_start_ns[sel])
-            ann_e[sel] = np.maximum(_shift(m, r, seq, tl.ann_end_ns[sel]), ann_s[sel])
-    st_s = _shift(m, r, main, tl.step_start_ns)
-    st_e = np.maximum(_shift(m, r, main, tl.step_end_ns), st_s)
+        if sel is not None:  # starts and ends in one call (element by element)
+            both = _shift(m, r, seq, np.concatenate([tl.ann_start_ns[sel], tl.ann_end_ns[sel]]))
+            ann_s[sel] = both[:sel.size]
+            ann_e[sel] = np.maximum(both[sel.size:], ann_s[sel])
+    n_st = tl.step_start_ns.size
+    both = _shift(m, r, main, np.concatenate([tl.step_start_ns, tl.step_end_ns]))
+    st_s = both[:n_st]
+    st_e = np.maximum(both[n_st:], st_s)
     # dropped calls are gone, with the calls nested in them
     keep = slice(None) if not drop else ~m.a_dropped[m.a_top[alo:ahi]]
     return replace(tl, gpu_start_ns=r.o_start[olo:ohi], gpu_end_ns=r.o_end[olo:ohi],

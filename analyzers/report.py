@@ -24,7 +24,7 @@ from .readers.base import ReadOptions
 from .sanity import check_sum_rule
 from .stalls import RankStalls, StallOptions, flat_dict
 from .steprule import DEFAULT_STEPS, StepRule
-from .timeline import Timeline
+from .timeline import Timeline, links_kept
 from .whatif.result import WhatIfResult
 
 if TYPE_CHECKING:
@@ -145,7 +145,7 @@ def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | Non
     if no_steps:
         rep.warnings.append(no_steps)
     rep.warnings += callsite_failures(rep.ranks)
-    with matches_kept():  # the NCCL matching: once for the cross-rank analysis and what-if
+    with matches_kept(), links_kept():  # once for the cross-rank analysis and the what-if
         for analysis in run:
             kw = {"ranks": rep.ranks} if getattr(analysis, "uses_rank_stalls", False) else {}
             result, failed = isolated(label(analysis), analysis, tls, opt, **kw)

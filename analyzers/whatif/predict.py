@@ -24,7 +24,7 @@ from ..gaps import CAUSES
 from ..load import PathsLike, load_timelines
 from ..readers.base import ReadOptions
 from ..stalls import RankStalls, StallOptions, analyze_rank
-from ..timeline import Timeline, groups
+from ..timeline import Timeline, groups, links_kept
 from . import dropset, stepfigure
 from .band import set_bands
 from .costs import HostCosts
@@ -196,7 +196,7 @@ def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
 
     ``host``: the predicted run's host costs relative to the trace's (default: the same);
     ``ranks``: the recorded timelines' stall analyses when the caller has them (a report)."""
-    with dropset.masks_kept():
+    with dropset.masks_kept(), links_kept():  # per timeline once: policy masks, launch calls
         return _whatif(timelines, drop, options, host, ranks)
 
 

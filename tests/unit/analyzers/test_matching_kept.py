@@ -1,15 +1,18 @@
 """One NCCL matching per report: the cross-rank analysis (and its critical path) and the
-what-if share it (synthetic 4-stage pipeline)."""
+what-if share it; one launch-call lookup per timeline (synthetic 4-stage pipeline)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from pipeline_synth import PipelineSpec, write
 from profplug.analyzers import analyze, cross_rank_analysis
 from profplug.analyzers.crossrank import matching
 from profplug.analyzers.load import load_timelines
+from profplug.analyzers.timeline import launch_calls, links_kept
 from profplug.analyzers.whatif import whatif_analysis
 
 SPEC = PipelineSpec(stages=4, steps=5, sync="device")
@@ -47,3 +50,20 @@ def test_a_report_matches_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     # then both are there, from one matching of the 4 ranks
     assert {"cross_rank", "whatif"} <= set(rep.run)
     assert calls == [4]
+
+
+def test_launch_calls_are_kept_per_timeline_within_the_scope(tmp_path: Path) -> None:
+    # given one rank's timeline
+    write(SPEC, tmp_path / "run")
+    tl = load_timelines([tmp_path / "run"], jobs=1, progress=False)[0]
+    plain = launch_calls(tl)
+    assert (plain >= 0).all() and launch_calls(tl) is not plain  # outside: computed each time
+    with links_kept():
+        # when looked up twice within the scope: one read-only result, the same values
+        a = launch_calls(tl)
+        assert launch_calls(tl) is a and not a.flags.writeable
+        assert np.array_equal(a, plain)
+        # and a timeline with other correlation ids gets its own
+        other = replace(tl, gpu_corr=np.full(tl.n_gpu, -1, dtype=np.int64))
+        assert (launch_calls(other) == -1).all()
+    assert launch_calls(tl) is not a  # forgotten on exit

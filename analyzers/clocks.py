@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import stepstats
 from .timeline import Timeline
 
 EPOCH = "wall clock (epoch ns)"
@@ -72,8 +73,8 @@ def align(timelines: list[Timeline], edges: np.ndarray) -> Alignment:
     for i in np.argsort(order[cut], kind="stable").tolist():  # first matched first
         lo, hi = int(cut[i]), int(cut[i + 1]) if i + 1 < cut.size else int(ks.size)
         arr = diff[order[lo:hi]]
-        m = int(np.median(arr))
-        med[(int(ks[lo]) // n, int(ks[lo]) % n)] = (m, int(np.median(np.abs(arr - m))),
+        m = int(stepstats.median(arr))
+        med[(int(ks[lo]) // n, int(ks[lo]) % n)] = (m, int(stepstats.median(np.abs(arr - m))),
                                                     arr.size)
     adj: dict[int, list[tuple[int, int, int, int]]] = defaultdict(list)
     for (a, b), (d, res, cnt) in med.items():  # aligned b = b + d puts b's ends on a's

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from . import observer
+from .classify import tables_kept
 from .crossrank.matching import matches_kept
 from .dispatch import Backend
 from .gaps import CAUSES
@@ -145,7 +146,8 @@ def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | Non
     if no_steps:
         rep.warnings.append(no_steps)
     rep.warnings += callsite_failures(rep.ranks)
-    with matches_kept(), links_kept():  # once for the cross-rank analysis and the what-if
+    # once for the cross-rank analysis and the what-if: the matching, launch calls, kinds
+    with matches_kept(), links_kept(), tables_kept():
         for analysis in run:
             kw = {"ranks": rep.ranks} if getattr(analysis, "uses_rank_stalls", False) else {}
             result, failed = isolated(label(analysis), analysis, tls, opt, **kw)

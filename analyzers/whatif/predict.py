@@ -20,6 +20,7 @@ from dataclasses import replace
 import numpy as np
 
 from ...errors import ProfplugError
+from .. import classify
 from ..gaps import CAUSES
 from ..load import PathsLike, load_timelines
 from ..readers.base import ReadOptions
@@ -196,7 +197,8 @@ def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
 
     ``host``: the predicted run's host costs relative to the trace's (default: the same);
     ``ranks``: the recorded timelines' stall analyses when the caller has them (a report)."""
-    with dropset.masks_kept(), links_kept():  # per timeline once: policy masks, launch calls
+    # once per timeline: policy masks, launch calls, symbol kinds
+    with dropset.masks_kept(), links_kept(), classify.tables_kept():
         return _whatif(timelines, drop, options, host, ranks)
 
 

@@ -7,6 +7,8 @@ and the per-thread-stream suffixes (``_ptsz``, ``_ptds``).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 
 import numpy as np
@@ -46,9 +48,44 @@ def sync_kind(name: str) -> int:
     return NONE
 
 
+# within tables_kept(): per symbol table (a timeline's ``names``, append-only once read), its
+# lookups, kept while the list is the same object of the same length (read-only); on exit the
+# tables are let go (a long report over many ranks keeps none alive)
+_TABLES: dict[tuple[int, str], tuple[list[str], int, np.ndarray]] | None = None
+
+
+@contextmanager
+def tables_kept() -> Iterator[None]:
+    """Within: :func:`kinds_for_symbols` and :func:`comm_for_symbols` classify each symbol
+    table once (a what-if asks ~5 times per rank: stall analyses, rank model, matching)."""
+    global _TABLES
+    outer, _TABLES = _TABLES, ({} if _TABLES is None else _TABLES)
+    try:
+        yield
+    finally:
+        _TABLES = outer
+
+
+def _per_symbol(names: list[str], what: str) -> np.ndarray:
+    kept = _TABLES
+    key = (id(names), what)
+    got = kept.get(key) if kept is not None else None
+    if got is not None and got[0] is names and got[1] == len(names):
+        return got[2]
+    if what == "kind":
+        out = np.fromiter((sync_kind(n) for n in names), dtype=np.int8, count=len(names))
+    else:
+        out = np.fromiter((is_comm_kernel(n) for n in names), dtype=bool, count=len(names))
+    if kept is not None:
+        out.flags.writeable = False  # shared by every caller within: read (index) only
+        kept[key] = (names, len(names), out)
+    return out
+
+
 def kinds_for_symbols(names: list[str]) -> np.ndarray:
-    """An int8 lookup: symbol id -> sync kind (one pass over the symbol table)."""
-    return np.fromiter((sync_kind(n) for n in names), dtype=np.int8, count=len(names))
+    """An int8 lookup: symbol id -> sync kind (one pass over the symbol table; within
+    :func:`tables_kept`, once per table, read-only)."""
+    return _per_symbol(names, "kind")
 
 
 def is_comm_kernel(name: str) -> bool:
@@ -57,7 +94,9 @@ def is_comm_kernel(name: str) -> bool:
 
 
 def comm_for_symbols(names: list[str]) -> np.ndarray:
-    return np.fromiter((is_comm_kernel(n) for n in names), dtype=bool, count=len(names))
+    """A bool lookup: symbol id -> NCCL/RCCL kernel (within :func:`tables_kept`: once per
+    table, read-only)."""
+    return _per_symbol(names, "comm")
 
 
 # How strongly a kind holds the host, weakest first: a call's top-level kind is the strongest

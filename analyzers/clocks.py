@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import stepstats
 from .timeline import Timeline
 
 EPOCH = "wall clock (epoch ns)"
@@ -59,15 +60,22 @@ def align(timelines: list[Timeline], edges: np.ndarray) -> Alignment:
     if all(tl.files == timelines[0].files for tl in timelines):  # true of the format in hand
         return Alignment(off, ONE_REPORT if timelines[0].source == "nsys" else ONE_FILE)
     clocks = [clock_of(tl) for tl in timelines]
-    diffs: dict[tuple[int, int], list[int]] = defaultdict(list)
-    for a, ka, b, kb in edges[:, :4].tolist():
-        if a < b:
-            diffs[(a, b)].append(int(timelines[a].gpu_end_ns[ka] - timelines[b].gpu_end_ns[kb]))
+    # per pair of positions (in the order first matched), the end differences of its edges
+    e = edges[edges[:, 0] < edges[:, 2]] if edges.size else edges.reshape(-1, 6)
+    base = np.cumsum([0] + [tl.n_gpu for tl in timelines])
+    end = np.concatenate([tl.gpu_end_ns for tl in timelines]).astype(np.int64)
+    diff = end[base[e[:, 0]] + e[:, 1]] - end[base[e[:, 2]] + e[:, 3]]
+    key = e[:, 0] * n + e[:, 2]
+    order = np.argsort(key, kind="stable")
+    ks = key[order]
+    cut = np.flatnonzero(np.append(True, ks[1:] != ks[:-1]))
     med: dict[tuple[int, int], tuple[int, int, int]] = {}  # median, residual, pairs
-    for k, v in diffs.items():
-        arr = np.asarray(v, dtype=np.int64)
-        m = int(np.median(arr))
-        med[k] = (m, int(np.median(np.abs(arr - m))), arr.size)
+    for i in np.argsort(order[cut], kind="stable").tolist():  # first matched first
+        lo, hi = int(cut[i]), int(cut[i + 1]) if i + 1 < cut.size else int(ks.size)
+        arr = diff[order[lo:hi]]
+        m = int(stepstats.median(arr))
+        med[(int(ks[lo]) // n, int(ks[lo]) % n)] = (m, int(stepstats.median(np.abs(arr - m))),
+                                                    arr.size)
     adj: dict[int, list[tuple[int, int, int, int]]] = defaultdict(list)
     for (a, b), (d, res, cnt) in med.items():  # aligned b = b + d puts b's ends on a's
         adj[a].append((b, d, res, cnt))

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from . import observer
+from .classify import tables_kept
+from .crossrank.matching import matches_kept
 from .dispatch import Backend
 from .gaps import CAUSES
 from .headline import headline, no_steps_warning
@@ -24,7 +26,7 @@ from .resultcache import MISS, ResultCache
 from .sanity import check_sum_rule
 from .stalls import RankStalls, StallOptions, flat_dict
 from .steprule import DEFAULT_STEPS, StepRule
-from .timeline import Timeline
+from .timeline import Timeline, links_kept
 from .whatif.result import WhatIfResult
 
 if TYPE_CHECKING:
@@ -147,18 +149,20 @@ def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | Non
     if no_steps:
         rep.warnings.append(no_steps)
     rep.warnings += callsite_failures(rep.ranks)
-    for analysis in run:
-        kw = {"ranks": rep.ranks} if getattr(analysis, "uses_rank_stalls", False) else {}
-        result = MISS if results is None else results.get(analysis)
-        failed = None
-        if result is MISS:
-            result, failed = isolated(label(analysis), analysis, tls, opt, **kw)
-            if failed is None and results is not None:
-                results.put(analysis, result)
-        if failed is not None:
-            rep.warnings.append(failed)
-        elif result is not None:
-            rep.add(result)
+    # once for the cross-rank analysis and the what-if: the matching, launch calls, kinds
+    with matches_kept(), links_kept(), tables_kept():
+        for analysis in run:
+            kw = {"ranks": rep.ranks} if getattr(analysis, "uses_rank_stalls", False) else {}
+            result = MISS if results is None else results.get(analysis)
+            failed = None
+            if result is MISS:
+                result, failed = isolated(label(analysis), analysis, tls, opt, **kw)
+                if failed is None and results is not None:
+                    results.put(analysis, result)
+            if failed is not None:
+                rep.warnings.append(failed)
+            elif result is not None:
+                rep.add(result)
     return rep
 
 

@@ -146,7 +146,7 @@ def center_by_key(span_s: np.ndarray, span_e: np.ndarray, gap_start_ns: np.ndarr
     sel = (k >= 0) & (k < n) & (key >= 0)
     table = np.zeros((n_keys, n), dtype=np.int64)
     np.add.at(table, (key[sel], k[sel]), values_ns[sel])
-    return np.array([stepstats.center(row / 1000.0, basis) for row in table])
+    return stepstats.center_rows(table / 1000.0, basis)
 
 
 def step_stats_and_starts(tl: Timeline, gaps: Gaps, intervals: dict[int, DeviceIntervals],
@@ -187,15 +187,15 @@ def step_stats_and_spans(tl: Timeline, gaps: Gaps, causes: Sequence[str]
     return StepStats(
         n_steps=int(rows.size), n_dropped=int(n - rows.size),
         step_us_mean=round(float(step_ns.mean()) / 1000.0, 3),
-        step_us_p50=round(float(np.median(step_ns)) / 1000.0, 3),
-        step_us=[round(float(x) / 1000.0, 3) for x in step_ns],
-        step_numbers=[int(x) for x in tl.step_num[rows]],
+        step_us_p50=round(stepstats.median(step_ns.astype(np.float64)) / 1000.0, 3),
+        step_us=[round(x / 1000.0, 3) for x in step_ns.tolist()],  # plain floats: the same
+        step_numbers=tl.step_num[rows].astype(np.int64).tolist(),
         idle_per_step_us=per_cause,
         gpu_span_us_mean=round(float((span_e - span_s).mean()) / 1000.0, 3),
         period_us=round(summary.value, 3),
         period_us_mean=round(_period_ns(span_s, span_e) / 1000.0, 3),
         idle_per_step_us_mean=per_cause_mean,
-        period_us_per_step=[round(float(x) / 1000.0, 3) for x in period],
+        period_us_per_step=[round(x / 1000.0, 3) for x in period.tolist()],
         outlier_steps=list(summary.outliers),
         between_steps_idle_us=between_steps_us(period / 1000.0, summary)), sp
 

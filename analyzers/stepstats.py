@@ -48,6 +48,11 @@ def _median(x: np.ndarray) -> float:
     return float(s[k]) if n % 2 else float((s[k - 1] + s[k]) / 2)
 
 
+def median(values: Sequence[float] | np.ndarray) -> float:
+    """``np.median`` of a series (nan when empty), from one sort (:func:`_median`)."""
+    return _median(_values(values))
+
+
 def scaled_mad(values: Sequence[float] | np.ndarray) -> float:
     """``MAD_SCALE * median(|x - median(x)|)``, floored at ``MAD_FLOOR * |median|``."""
     x = _values(values)
@@ -76,6 +81,19 @@ def center(values: Sequence[float] | np.ndarray, basis: np.ndarray | None = None
     keep = ~outlier_mask(x) if basis is None else np.asarray(basis, dtype=bool)
     x = x[keep] if keep.any() else x
     return _median(x)
+
+
+def center_rows(rows: np.ndarray, basis: np.ndarray) -> np.ndarray:
+    """:func:`center` of each row of a 2-d array over one ``basis`` mask: the same values,
+    one sort for all rows (a table of per-step series, one row per cause or call site)."""
+    x = np.asarray(rows, dtype=float)
+    if x.ndim != 2 or x.shape[1] == 0 or np.isnan(x).any():
+        return np.array([center(r, basis) for r in x], dtype=float)
+    keep = np.asarray(basis, dtype=bool)
+    x = x[:, keep] if keep.any() else x
+    s = np.sort(x, axis=1)
+    k = s.shape[1] // 2
+    return s[:, k].copy() if s.shape[1] % 2 else (s[:, k - 1] + s[:, k]) / 2
 
 
 @dataclass(frozen=True)

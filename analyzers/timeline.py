@@ -48,6 +48,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -229,22 +231,39 @@ def top_level(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray
     return top
 
 
+_LINKS: dict[int, tuple[Timeline, np.ndarray, np.ndarray, np.ndarray]] | None = None
+
+
+@contextmanager
+def links_kept() -> Iterator[None]:
+    """Within: :func:`launch_calls` runs once per timeline (kept while its correlation columns
+    are the same arrays; read-only): a what-if's matching and rank model share it."""
+    global _LINKS
+    outer, _LINKS = _LINKS, ({} if _LINKS is None else _LINKS)
+    try:
+        yield
+    finally:
+        _LINKS = outer
+
+
 def launch_calls(tl: Timeline) -> np.ndarray:
     """Per GPU op, the index of the host API call that launched it (same correlation id);
     -1 when the trace has none."""
-    if tl.api_corr.size == 0 or tl.gpu_corr.size == 0:
-        return np.full(tl.n_gpu, -1, dtype=I64)
-    # in place where it can be: few temporaries alive at once (a worker's peak memory)
-    order = np.argsort(tl.api_corr, kind="stable")
-    sc = tl.api_corr[order]
-    pos = np.searchsorted(sc, tl.gpu_corr)
-    np.minimum(pos, sc.size - 1, out=pos)
-    ok = sc[pos] == tl.gpu_corr
-    del sc
-    ok &= tl.gpu_corr >= 0
-    out = order[pos].astype(I64, copy=False)
-    del order, pos
-    out[~ok] = -1
+    kept = _LINKS
+    got = kept.get(id(tl)) if kept is not None else None
+    if got is not None and got[0] is tl and got[1] is tl.api_corr and got[2] is tl.gpu_corr:
+        return got[3]
+    out = np.full(tl.n_gpu, -1, dtype=I64)
+    if tl.api_corr.size and tl.gpu_corr.size:
+        order = np.argsort(tl.api_corr, kind="stable")
+        sc = tl.api_corr[order]
+        pos = np.minimum(np.searchsorted(sc, tl.gpu_corr), sc.size - 1)
+        ok = (sc[pos] == tl.gpu_corr) & (tl.gpu_corr >= 0)
+        del sc
+        out[ok] = order[pos[ok]]
+    if kept is not None:
+        out.flags.writeable = False
+        kept[id(tl)] = (tl, tl.api_corr, tl.gpu_corr, out)
     return out
 
 

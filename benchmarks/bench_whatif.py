@@ -10,14 +10,16 @@ parsing), in us per event (API calls + GPU ops), on:
     .venv/bin/python benchmarks/bench_whatif.py                       # this checkout
     .venv/bin/python benchmarks/bench_whatif.py --baseline /work/main # and another, side by side
     .venv/bin/python benchmarks/bench_whatif.py RUN_DIR ...           # these runs only
+    .venv/bin/python benchmarks/bench_whatif.py --rounds 9 --baseline DIR  # a busy host
 
 ``--baseline DIR`` times the same cases in one more process with ``DIR/.venv/bin/python``
 (that checkout's own profplug) and prints both columns and the speed-up (``x``). ``report s``:
 the what-if as ``report`` runs it, with the ranks' stall analyses given (a checkout whose
 ``whatif`` cannot take them redoes them: the same as ``s``); ``x rep`` compares those. Each
-figure is the best of ``REPEATS`` runs in each of ``ROUNDS`` worker processes per checkout,
-the two checkouts' workers alternated (a change of load on a shared host hits both), in
-process CPU time (steadier than wall time on a shared host).
+figure is the best of ``REPEATS`` runs in each of ``ROUNDS`` (``--rounds``) worker processes
+per checkout, the two checkouts' workers alternated (a change of load on a shared host hits
+both), in process CPU time (steadier than wall time on a shared host; more rounds on a busy
+one, where another process's burst inflates a round's CPU time through shared caches).
 """
 
 from __future__ import annotations
@@ -197,15 +199,19 @@ def _keep_best(acc: dict[str, dict[str, float]], rows: dict[str, dict[str, float
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--worker"]:
         return worker(argv[1])
-    baseline = None
-    if argv[:1] == ["--baseline"]:
-        baseline, argv = Path(argv[1]).resolve(), argv[2:]
+    baseline, rounds = None, ROUNDS
+    while argv[:1] in (["--baseline"], ["--rounds"]):
+        if argv[0] == "--baseline":
+            baseline = Path(argv[1]).resolve()
+        else:
+            rounds = int(argv[1])
+        argv = argv[2:]
     with tempfile.TemporaryDirectory() as tmp:
         case_file = Path(tmp) / "cases.json"
         case_file.write_text(json.dumps(cases(Path(tmp), argv)))
         now: dict[str, dict[str, float]] = {}
         before: dict[str, dict[str, float]] = {}
-        for _ in range(ROUNDS):  # alternate the checkouts: a load change hits both alike
+        for _ in range(rounds):  # alternate the checkouts: a load change hits both alike
             _keep_best(now, _run(sys.executable, case_file, ROOT))
             if baseline:
                 _keep_best(before, _run(str(baseline / ".venv" / "bin" / "python"),

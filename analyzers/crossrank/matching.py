@@ -39,6 +39,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -167,12 +169,15 @@ class _Rank:
         c_kind, c_name = tl.comm_kind.tolist(), tl.comm_name.tolist()
         c_peer, c_group = tl.comm_peer.tolist(), tl.comm_group.tolist()
         c_src, c_seq = tl.comm_src.tolist(), tl.comm_seq.tolist()
-        names, g_name = tl.names, tl.gpu_name
+        # per description its rank among candidates: a known peer/group first, then by source
+        score = [(0 if p >= 0 or (k == COMM_COLL and g >= 0) else 1, s)
+                 for p, k, g, s in zip(c_peer, c_kind, c_group, c_src, strict=True)]
+        names = tl.names
+        fits: dict[tuple[int, int, int], bool] = {}  # (kind, name, kernel name): _fits
         prev_t: dict[int, int] = {}
-        for k, (o, tid, t, linked) in enumerate(zip(self.kernels.tolist(), self.tid.tolist(),
-                                                    self.t.tolist(), self.linked.tolist(),
-                                                    strict=True)):
-            kname = names[g_name[o]]
+        for k, (o, kn, tid, t, linked) in enumerate(zip(
+                self.kernels.tolist(), tl.gpu_name[self.kernels].tolist(), self.tid.tolist(),
+                self.t.tolist(), self.linked.tolist(), strict=True)):
             rows = rows_by_tid.get(tid) if linked else None
             lo = prev_t.get(tid, -(1 << 62))
             prev_t[tid] = t
@@ -180,14 +185,17 @@ class _Rank:
             if rows is not None:
                 s = starts_by_tid[tid]  # sorted; kernels come in launch order, so the
                 # (lo, t] windows of one thread do not overlap: linear in all
-                cand = [r for r in rows[bisect_right(s, lo):bisect_right(s, t)]
-                        if _fits(c_kind[r], names[c_name[r]], kname)]
+                cand = []
+                for r in rows[bisect_right(s, lo):bisect_right(s, t)]:
+                    key = (c_kind[r], c_name[r], kn)
+                    f = fits.get(key)
+                    if f is None:
+                        f = fits[key] = _fits(c_kind[r], names[c_name[r]], names[kn])
+                    if f:
+                        cand.append(r)
                 if cand:
-                    def score(r: int) -> tuple[int, int]:
-                        known = c_peer[r] >= 0 or (c_kind[r] == COMM_COLL and c_group[r] >= 0)
-                        return (0 if known else 1, c_src[r])
-                    top = min(score(r) for r in cand)
-                    best = [r for r in cand if score(r) == top]
+                    top = min(score[r] for r in cand)
+                    best = [r for r in cand if score[r] == top]
             if not best:
                 self.bare.append((o, k))
                 continue
@@ -198,8 +206,38 @@ class _Rank:
                                    names[c_name[r]], c_src[r], k))
 
 
+_KEPT: list[tuple[list[Timeline], Matching]] | None = None  # within matches_kept()
+
+
+@contextmanager
+def matches_kept() -> Iterator[None]:
+    """Within: :func:`match` of the same timelines (the same objects, in order) runs once and
+    its result (read only) is shared: a report's cross-rank analysis and critical path and
+    its what-if match once, not twice; forgotten on exit."""
+    global _KEPT
+    outer = _KEPT
+    _KEPT = [] if outer is None else outer
+    try:
+        yield
+    finally:
+        _KEPT = outer
+
+
 def match(timelines: list[Timeline]) -> Matching:
     """Match every NCCL kernel of ``timelines`` (one per rank) with its partners."""
+    kept = _KEPT
+    if kept is None:
+        return _match(timelines)
+    for tls, got in kept:
+        if len(tls) == len(timelines) and all(a is b for a, b in zip(tls, timelines,
+                                                                      strict=True)):
+            return got
+    out = _match(timelines)
+    kept.append((list(timelines), out))
+    return out
+
+
+def _match(timelines: list[Timeline]) -> Matching:
     ranks = [tl.rank for tl in timelines]
     rs = [_Rank(i, tl) for i, tl in enumerate(timelines)]
     pos_of = {r: i for i, r in enumerate(ranks)}
@@ -231,22 +269,23 @@ def _match_p2p(rs: list[_Rank], ranks: list[int], pos_of: dict[int, int],
     ring = sorted(ranks)
     lanes: dict[tuple[int, int], dict[int, list[tuple[int, int, int]]]] = defaultdict(
         lambda: {COMM_SEND: [], COMM_RECV: []})
+    rule_ix = {rule: i for i, rule in enumerate(P2P_RULES)}
     for r in rs:
         me = ranks[r.pos]
+        i = ring.index(me)
         for op in r.ops:
             if op.kind == COMM_COLL:
                 continue
             peer, rule = op.peer, R_DESCRIBED[op.src] if op.peer >= 0 else ""
             if peer < 0 and len(ranks) == 2:
-                peer, rule = ring[1 - ring.index(me)], R_OTHER_RANK
+                peer, rule = ring[1 - i], R_OTHER_RANK
             elif peer < 0 and len(ranks) > 2:
-                i = ring.index(me)
                 peer = ring[(i + 1) % len(ring)] if op.kind == COMM_SEND else ring[i - 1]
                 rule = R_RING
             elif peer < 0:  # a lone rank: no other rank to match with (its kernels stay
                 continue    # unmatched, and the warning below says so)
             key = (me, peer) if op.kind == COMM_SEND else (peer, me)
-            lanes[key][op.kind].append((op.order, op.kernel, P2P_RULES.index(rule)))
+            lanes[key][op.kind].append((op.order, op.kernel, rule_ix[rule]))
     for (src, dst), sides in sorted(lanes.items()):
         sends = sorted(sides[COMM_SEND])
         recvs = sorted(sides[COMM_RECV])
@@ -277,9 +316,16 @@ def _match_bare(rs: list[_Rank], ranks: list[int], edges: list[Edge],
     by_name: dict[str, dict[int, list[int]]] = defaultdict(dict)
     for r in rs:
         tl = r.tl
-        for o, _ in r.bare:
-            kname = _base(tl.names[tl.gpu_name[o]])
-            if _fits(COMM_SEND, "", kname) == p2p:
+        if not r.bare:
+            continue
+        base: dict[int, str | None] = {}  # name symbol -> its base name if of this kind
+        bare = [o for o, _ in r.bare]
+        for o, sym in zip(bare, tl.gpu_name[bare].tolist(), strict=True):
+            kname = base.get(sym, "")
+            if kname == "":
+                kname = _base(tl.names[sym])
+                kname = base[sym] = kname if _fits(COMM_SEND, "", kname) == p2p else None
+            if kname is not None:
                 by_name[kname].setdefault(r.pos, []).append(o)
     for kname, per in sorted(by_name.items()):
         if p2p and (len(rs) != 2 or len(per) != 2):

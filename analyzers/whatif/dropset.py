@@ -34,6 +34,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -94,6 +95,11 @@ def is_pipeline_range(name: str) -> bool:
     return _PIPELINE.search(name) is not None
 
 
+@lru_cache(maxsize=8192)  # a run's range names repeat on every rank and every what-if
+def _pipeline_name(name: str) -> bool:
+    return is_pipeline_range(name)
+
+
 _KEPT: dict[int, tuple[Timeline, np.ndarray]] | None = None  # id(tl) -> (tl, policy_mask)
 
 
@@ -128,13 +134,14 @@ def _policy_mask(tl: Timeline) -> np.ndarray:
     out = np.zeros(n, dtype=bool)
     if n == 0 or tl.ann_start_ns.size == 0:
         return out
-    names = np.unique(tl.api_name)  # only the symbols in use: not every kernel name
-    dev = names[[classify.sync_kind(tl.names[k]) == classify.DEVICE for k in names.tolist()]]
-    cand = np.nonzero(np.isin(tl.api_name, dev))[0]
+    # the symbol table's kinds (classify: once per table)
+    cand = np.nonzero(classify.kinds_for_symbols(tl.names)[tl.api_name] == classify.DEVICE)[0]
+    if cand.size == 0:
+        return out
     syms = np.unique(tl.ann_name)
-    pipe = syms[[is_pipeline_range(tl.names[k]) for k in syms.tolist()]]
+    pipe = syms[[_pipeline_name(tl.names[k]) for k in syms.tolist()]]
     rows = np.nonzero(np.isin(tl.ann_name, pipe))[0]
-    if cand.size == 0 or rows.size == 0:
+    if rows.size == 0:
         return out
     # enclosed: a pipeline range of the call's thread starts at or before it and ends at or
     # after it (callsites.enclosing's innermost range exists), per thread: the latest end

@@ -21,6 +21,9 @@ replay takes the pass.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, Literal, overload
+
 import numpy as np
 
 from .graph import Graph
@@ -59,9 +62,21 @@ def _acyclic_within(g: Graph, ts: np.ndarray, td: np.ndarray, flat: np.ndarray) 
     return False
 
 
-def recorded_fixed_point(g: Graph, rec: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+@overload
+def recorded_fixed_point(g: Graph, rec: np.ndarray, lazy: Literal[False] = False
+                         ) -> tuple[np.ndarray, np.ndarray] | None: ...
+
+
+@overload
+def recorded_fixed_point(g: Graph, rec: np.ndarray, lazy: Literal[True]
+                         ) -> tuple[np.ndarray, Callable[[], np.ndarray]] | None: ...
+
+
+def recorded_fixed_point(g: Graph, rec: np.ndarray, lazy: bool = False
+                         ) -> tuple[np.ndarray, Any] | None:
     """(time, binding edge) per node when the recorded times ``rec`` (per node, the source
-    last at 0) are the replay of ``g`` (see the module docstring), else None."""
+    last at 0) are the replay of ``g`` (see the module docstring), else None; ``lazy``: the
+    binding edges as a function that finds them (on need)."""
     n = g.n_nodes
     has_in = np.zeros(n, dtype=bool)
     has_in[g.dst] = True
@@ -78,7 +93,11 @@ def recorded_fixed_point(g: Graph, rec: np.ndarray) -> tuple[np.ndarray, np.ndar
     flat = np.nonzero(ts >= td)[0]
     if flat.size and not _acyclic_within(g, ts, td, flat):
         return None
-    tight = np.nonzero(val == td)[0]  # the lowest-numbered tight edge binds
-    bind = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(bind, g.dst[tight], tight)
-    return t, np.where(has_in, bind, -1)
+
+    def binding() -> np.ndarray:
+        tight = np.nonzero(val == td)[0]  # the lowest-numbered tight edge binds
+        bind = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(bind, g.dst[tight], tight)
+        return np.where(has_in, bind, -1)
+
+    return (t, binding) if lazy else (t, binding())

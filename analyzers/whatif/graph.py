@@ -110,3 +110,21 @@ def build_graph(m: Model, drop: bool, forced: np.ndarray | None = None) -> Graph
     g.w = np.concatenate([p[2] for p in parts]).astype(np.int64)
     g.kind = np.concatenate([np.full(p[1].size, p[3], dtype=np.int8) for p in parts])
     return g
+
+
+def dropped_graph(g: Graph, m: Model) -> Graph:
+    """``build_graph(m, drop=True)`` from ``g = build_graph(m, drop=False)``: the same edges in
+    the same order (binding edges are the lowest-numbered), less the dropped calls' ``sync``
+    edges, with the dropped calls' ``host`` and ``call`` weights; one graph's arrays serve
+    both replays instead of building the edges twice."""
+    n_a = g.n_a
+    w = g.w.copy()
+    host = np.nonzero(g.kind == HOST)[0]
+    w[host] = m.a_gap_drop[g.dst[host]]
+    call = np.nonzero(g.kind == CALL)[0]
+    dropped = m.a_dropped[g.src[call]]
+    w[call[dropped]] = m.a_omin[g.src[call[dropped]]]
+    keep = np.ones(g.w.size, dtype=bool)
+    sync = np.nonzero(g.kind == SYNC)[0]
+    keep[sync[m.a_dropped[g.dst[sync] - n_a]]] = False
+    return Graph(n_a, g.n_o, g.src[keep], g.dst[keep], w[keep], g.kind[keep])

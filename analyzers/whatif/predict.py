@@ -20,11 +20,12 @@ from dataclasses import replace
 import numpy as np
 
 from ...errors import ProfplugError
+from .. import classify
 from ..gaps import CAUSES
 from ..load import PathsLike, load_timelines
 from ..readers.base import ReadOptions
 from ..stalls import RankStalls, StallOptions, analyze_rank
-from ..timeline import Timeline, groups
+from ..timeline import Timeline, groups, links_kept
 from . import dropset, stepfigure
 from .band import set_bands
 from .costs import HostCosts
@@ -113,11 +114,14 @@ def _predicted_timeline(tl: Timeline, m: Model, r: Replay, main: np.ndarray, dro
     ann_of = dict(groups(tl.ann_tid)) if annotations else {}  # thread -> its annotations
     for (rank, tid), seq in zip(m.thread_key, m.threads, strict=True):
         sel = ann_of.get(tid) if rank == tl.rank else None
-        if sel is not None:
-            ann_s[sel] = _shift(m, r, seq, tl.ann_start_ns[sel])
-            ann_e[sel] = np.maximum(_shift(m, r, seq, tl.ann_end_ns[sel]), ann_s[sel])
-    st_s = _shift(m, r, main, tl.step_start_ns)
-    st_e = np.maximum(_shift(m, r, main, tl.step_end_ns), st_s)
+        if sel is not None:  # starts and ends in one call (element by element)
+            both = _shift(m, r, seq, np.concatenate([tl.ann_start_ns[sel], tl.ann_end_ns[sel]]))
+            ann_s[sel] = both[:sel.size]
+            ann_e[sel] = np.maximum(both[sel.size:], ann_s[sel])
+    n_st = tl.step_start_ns.size
+    both = _shift(m, r, main, np.concatenate([tl.step_start_ns, tl.step_end_ns]))
+    st_s = both[:n_st]
+    st_e = np.maximum(both[n_st:], st_s)
     # dropped calls are gone, with the calls nested in them
     keep = slice(None) if not drop else ~m.a_dropped[m.a_top[alo:ahi]]
     return replace(tl, gpu_start_ns=r.o_start[olo:ohi], gpu_end_ns=r.o_end[olo:ohi],
@@ -142,7 +146,9 @@ def _idle(rs: RankStalls, basis: str) -> dict[str, float]:
 
 def _rank_result(tl: Timeline, m: Model, rec: Replay, drp: Replay, opt: StallOptions,
                  rs: RankStalls | None) -> RankWhatIf:
-    rs = rs if rs is not None else analyze_rank(tl, opt)
+    # the recorded run's figures read only its gaps, steps and sync rows: the brief analysis
+    # (no call sites, sync statistics or outlier texts) when the caller has none
+    rs = rs if rs is not None else analyze_rank(tl, opt, brief=True)
     basis = "step" if rs.steps is not None and rs.steps.n_steps else "window"
     n_steps = rs.steps.n_steps if basis == "step" and rs.steps is not None else 1
     rec_ns = _time_ns(rs, basis)
@@ -191,7 +197,8 @@ def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
 
     ``host``: the predicted run's host costs relative to the trace's (default: the same);
     ``ranks``: the recorded timelines' stall analyses when the caller has them (a report)."""
-    with dropset.masks_kept():
+    # once per timeline: policy masks, launch calls, symbol kinds
+    with dropset.masks_kept(), links_kept(), classify.tables_kept():
         return _whatif(timelines, drop, options, host, ranks)
 
 
@@ -207,7 +214,8 @@ def _whatif(timelines: list[Timeline], drop: DropSpec | None, options: StallOpti
     try:
         m = build_model(timelines, drop)
         rec = replay(m, drop=False)
-        drp = replay(host.apply(m) if host else m, drop=True)
+        # one graph for both replays (other host costs change every weight: built again)
+        drp = replay(host.apply(m), drop=True) if host else replay(m, True, rec.graph)
         replay_s = time.perf_counter() - t0
         given = {r.rank: r for r in ranks or []}
         res_ranks = [_rank_result(tl, m, rec, drp, opt, given.get(tl.rank))

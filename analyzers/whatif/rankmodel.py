@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import classify
+from .. import classify, stepstats
 from ..timeline import (
     SYNC_EVENT_SYNC,
     SYNC_STREAM_SYNC,
@@ -192,9 +192,9 @@ class RankModel:
         queued = has_ready & (slack <= QUEUE_TOL_NS)
         obs = s - self.launch
         free = (self.o_api >= 0) & ~queued
-        self.lat_cap = int(np.median(obs[free])) if free.any() else 0
+        self.lat_cap = int(stepstats.median(obs[free])) if free.any() else 0
         q_gap = slack[queued]
-        g_typ = int(np.median(np.maximum(q_gap, 0))) if q_gap.size else 0
+        g_typ = int(stepstats.median(np.maximum(q_gap, 0))) if q_gap.size else 0
         self.lat = np.where(queued, np.minimum(obs, self.lat_cap), obs)
         self.gap = np.where(queued, slack, np.minimum(g_typ, slack))
         self.gap[~has_ready] = 0
@@ -273,7 +273,7 @@ class RankModel:
         self.omin = dur.copy()
         for _, sel in groups(tl.api_name, np.nonzero(blocking)[0]):  # per API name
             b, nb = sel[blocked[sel]], sel[~blocked[sel]]
-            w_typ = int(np.median(wake[b])) if b.size else 0
+            w_typ = int(stepstats.median(wake[b])) if b.size else 0
             cheap = dur[nb] if nb.size else wake[b]
             omin = max(int(cheap.min()), 0) if cheap.size else 0
             self.omin[sel] = omin

@@ -18,12 +18,13 @@ predecessors (its recorded time if none), and a warning says so. No node stays u
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .fixedpoint import recorded_fixed_point
-from .graph import PEER, Graph, build_graph
+from .graph import PEER, Graph, build_graph, dropped_graph
 from .model import Model
 from .streamruns import no_runs, stream_runs
 
@@ -33,7 +34,8 @@ MIN_NS = -(2**62)
 @dataclass
 class Replay:
     """Replayed start/end ns per API call (``a_*``) and per GPU op (``o_*``); the graph,
-    every node's time and binding edge (-1: none, the source or a nested call)."""
+    every node's time and binding edge (``bind``, -1: none, the source or a nested call;
+    found on first use: the what-if's figures need only the times)."""
 
     a_start: np.ndarray
     a_end: np.ndarray
@@ -41,9 +43,16 @@ class Replay:
     o_end: np.ndarray
     graph: Graph
     t: np.ndarray
-    bind: np.ndarray
+    binding: Callable[[], np.ndarray]  # computes ``bind``
     forced: list[int] = field(default_factory=list)  # NCCL kernels given their duration
     warnings: list[str] = field(default_factory=list)
+    _bind: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def bind(self) -> np.ndarray:
+        if self._bind is None:
+            self._bind = self.binding()
+        return self._bind
 
 
 def _recorded_times(m: Model) -> np.ndarray:
@@ -115,6 +124,13 @@ def longest_path(g: Graph, m: Model, runs: bool = True
     that holds no NCCL pairing (see the module docstring). ``runs``: solve runs of ops in
     closed form (``streamruns``); a pass that finds a cycle starts again without, so that
     the cycle is broken node by node as documented."""
+    t, binding, forced, released = _longest_path(g, m, runs)
+    return t, binding(), forced, released
+
+
+def _longest_path(g: Graph, m: Model, runs: bool = True
+                  ) -> tuple[np.ndarray, Callable[[], np.ndarray], list[int], list[int]]:
+    """:func:`longest_path` with the binding edges left to a function (called on need)."""
     n = g.n_nodes
     root, off, in_e = _fold(g, m.threads)
     folded = root != np.arange(n)
@@ -168,7 +184,7 @@ def longest_path(g: Graph, m: Model, runs: bool = True
         if done == proc.size:
             break
         if rn.node.size:
-            return longest_path(g, m, runs=False)
+            return _longest_path(g, m, runs=False)
         v = _break_cycle(g, m, root, off, cid, np.asarray(indeg), np.asarray(t), forced,
                          released)
         cv = int(cid[v])
@@ -189,7 +205,7 @@ def longest_path(g: Graph, m: Model, runs: bool = True
     t_a[proc] = t
     t_a[rn.node] = np.maximum(t_a[rn.h] + rn.a, t_a[rn.s] + rn.b)
     t_a[folded] = t_a[root[folded]] + off[folded]
-    return t_a, _binding(g, t_a, np.nonzero(~folded[g.dst])[0], forced, in_e, folded), \
+    return t_a, lambda: _binding(g, t_a, np.nonzero(~folded[g.dst])[0], forced, in_e, folded), \
         forced, released
 
 
@@ -252,15 +268,19 @@ def _cycle_warnings(m: Model, forced: list[int], released: list[int]) -> list[st
     return out
 
 
-def replay(m: Model, drop: bool) -> Replay:
-    """Replay the model; ``drop``: the model's dropped calls do not wait."""
-    g = build_graph(m, drop)
-    fp = None if drop else recorded_fixed_point(g, _recorded_times(m))
+def replay(m: Model, drop: bool, recorded: Graph | None = None) -> Replay:
+    """Replay the model; ``drop``: the model's dropped calls do not wait; ``recorded``: the
+    graph of ``m`` as recorded (``build_graph(m, False)``), when the caller has it."""
+    if recorded is None:
+        g = build_graph(m, drop)
+    else:
+        g = dropped_graph(recorded, m) if drop else recorded
+    fp = None if drop else recorded_fixed_point(g, _recorded_times(m), lazy=True)
     if fp is not None:  # the recorded times are the replay (fixedpoint.py): no pass needed
-        t, bind = fp
+        t, binding = fp
         forced, released = [], []
     else:
-        t, bind, forced, released = longest_path(g, m)
+        t, binding, forced, released = _longest_path(g, m)
     n_a, n_o = g.n_a, g.n_o
     top_s, top_e = t[:n_a], t[n_a:2 * n_a]
     shift = top_s[m.a_top] - m.a_start[m.a_top]
@@ -269,4 +289,4 @@ def replay(m: Model, drop: bool) -> Replay:
     a_s = np.where(is_top, top_s, np.minimum(m.a_start + shift, top_e[m.a_top]))
     a_e = np.where(is_top, top_e, np.minimum(m.a_end + shift, top_e[m.a_top]))
     return Replay(a_s, np.maximum(a_e, a_s), t[2 * n_a:2 * n_a + n_o], t[2 * n_a + n_o:-1],
-                  g, t, bind, forced, _cycle_warnings(m, forced, released))
+                  g, t, binding, forced, _cycle_warnings(m, forced, released))

@@ -30,8 +30,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..classify import tables_kept
+from ..crossrank.matching import matches_kept
 from ..stalls import RankStalls, StallOptions, analyze_rank
-from ..timeline import Timeline
+from ..timeline import Timeline, links_kept
 from .costs import HostCosts, comm_floors
 from .model import DROP_NONE, DropSpec
 from .predict import whatif
@@ -93,7 +95,7 @@ def fit_host_scale(tls: list[Timeline], step_us: float, options: StallOptions | 
 
 def _recorded(tls: list[Timeline], options: StallOptions | None) -> list[RankStalls]:
     """The recorded timelines' stall analyses (what every replay of the fit compares with)."""
-    return [analyze_rank(tl, options) for tl in tls if tl.n_gpu]
+    return [analyze_rank(tl, options, brief=True) for tl in tls if tl.n_gpu]
 
 
 def _rank(r: RankWhatIf, step_us: float, replayed_us: float, cal_pct: float) -> RankWhatIf:
@@ -134,6 +136,14 @@ def whatif_unprofiled(tls: list[Timeline], step_us: float, drop: DropSpec | None
     dropped calls. ``step_ci_us``: ``step_us``'s 95% CI (``profplug ab``'s device CI): the
     band then carries the prediction's change across it (:func:`calibration_band`) instead
     of ``UNPROFILED_BAND_PCT``."""
+    # ~10 what-ifs of one run: its matching, launch calls and symbol kinds once
+    with matches_kept(), links_kept(), tables_kept():
+        return _unprofiled(tls, step_us, drop, options, step_ci_us)
+
+
+def _unprofiled(tls: list[Timeline], step_us: float, drop: DropSpec | None,
+                options: StallOptions | None, step_ci_us: tuple[float, float] | None
+                ) -> WhatIfResult:
     ranks = _recorded(tls, options)
     s, replayed = fit_host_scale(tls, step_us, options, ranks=ranks)
     res = whatif(tls, drop, options, host=host_costs(tls, s), ranks=ranks)

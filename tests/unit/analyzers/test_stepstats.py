@@ -27,3 +27,19 @@ def test_too_few_steps_call_no_outlier() -> None:
 def test_empty() -> None:
     assert stepstats.summarize([]).n == 0
     assert stepstats.center([]) == 0.0
+
+
+def test_center_rows_is_center_of_each_row() -> None:
+    # given a table of per-step series (one row per cause) and a basis without step 2
+    table = np.array([[3.0, 1.0, 100.0, 2.0, 5.0], [0.0, 0.0, 9.0, 4.0, 4.0],
+                      [7.0, 7.0, 7.0, 7.0, 7.0]])
+    basis = np.array([True, True, False, True, True])
+    # when centred row by row in one call
+    got = stepstats.center_rows(table, basis)
+    # then each row's median over the basis: (2+3)/2, (0+4)/2, 7 -- as center() gives
+    assert got.tolist() == [2.5, 2.0, 7.0]
+    assert got.tolist() == [stepstats.center(r, basis) for r in table]
+    # and an odd basis takes the middle value; an empty basis, all steps (as center)
+    assert stepstats.center_rows(table, np.array([1, 1, 0, 1, 0], bool)).tolist() == [2.0, 0.0, 7.0]
+    assert stepstats.center_rows(table, np.zeros(5, bool)).tolist() == [3.0, 4.0, 7.0]
+    assert stepstats.median(np.array([4, 1, 3, 2], dtype=np.int64)) == 2.5

@@ -53,6 +53,10 @@ def test_the_replay_as_recorded_is_the_recorded_times_when_they_solve_it(tmp_pat
     assert np.array_equal(fp[0], t) and np.array_equal(fp[1], bind) and not forced
     rp = replay(m, drop=False)
     assert np.array_equal(rp.o_start, m.o_start) and np.array_equal(rp.o_end, m.o_end)
+    # the replay's binding edges (found on first use) are the pass's, both ways
+    assert np.array_equal(rp.bind, bind)
+    dp = replay(m, drop=True)
+    assert np.array_equal(dp.bind, longest_path(build_graph(m, drop=True), m)[1])
 
 
 def test_a_zero_weight_cycle_is_left_to_the_pass() -> None:

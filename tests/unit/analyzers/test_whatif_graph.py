@@ -19,7 +19,7 @@ from profplug.analyzers.render.table import render_table
 from profplug.analyzers.render.whatif_table import render_whatif_table
 from profplug.analyzers.report import analyze_timelines
 from profplug.analyzers.whatif import whatif, whatif_analysis
-from profplug.analyzers.whatif.graph import KINDS, build_graph
+from profplug.analyzers.whatif.graph import KINDS, build_graph, dropped_graph
 from profplug.analyzers.whatif.model import DROP_NONE, DropSpec, build_model
 from profplug.analyzers.whatif.simulate import MIN_NS, replay
 from synth import KinetoTrace
@@ -171,3 +171,24 @@ def test_edges_of_a_known_trace(tmp_path: Path) -> None:
                      "stream_wait": 0, "run": 3, "peer": 0}
     # and the dropped replay has no sync edge
     assert int((build_graph(m, drop=True).kind == KINDS.index("sync")).sum()) == 0
+
+
+def test_the_dropped_graph_derived_from_the_recorded_one_is_the_dropped_build(
+        tmp_path: Path) -> None:
+    # given the 2-rank decode loop (p2p pairs, device syncs dropped) and the nested-call trace
+    k = KinetoTrace(rank=0)
+    nested(k)
+    runs = [[read_kineto(k.write(tmp_path / "nested.json"), 0)],
+            [read_kineto(p, i) for i, p in enumerate(two_ranks(tmp_path))]]
+    for tls in runs:
+        m = build_model(tls, DropSpec("device-sync"))
+        assert m.a_dropped.any()
+        # when the dropped graph is derived from the recorded graph's arrays
+        got = dropped_graph(build_graph(m, drop=False), m)
+        want = build_graph(m, drop=True)
+        # then it has the same edges, in the same order (binding edges are the lowest-numbered)
+        for name in ("src", "dst", "w", "kind"):
+            assert np.array_equal(getattr(got, name), getattr(want, name)), name
+        # and the replay through it is the same
+        a, b = replay(m, True), replay(m, True, build_graph(m, drop=False))
+        assert np.array_equal(a.t, b.t) and np.array_equal(a.bind, b.bind)

@@ -35,9 +35,9 @@ Edges = tuple[np.ndarray, np.ndarray, np.ndarray, int]  # src, dst, weight, kind
 def binding_edges(src: np.ndarray, dst: np.ndarray, w: np.ndarray, kind: np.ndarray,
                   n_a: int, n_o: int, rec: np.ndarray, o_launch: np.ndarray, tol: int,
                   sync_call: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per node, the kind (int8) and source (``src``'s dtype) of the incoming edge that gives its time
-    at the recorded times ``rec`` (see ``critical`` for the rules and ties); -1 for a node
-    without one. ``o_launch``: per op, its recorded launch; ``sync_call``: per API call, a
+    """Per node, the kind (int8) and source (``src``'s dtype) of the incoming edge that gives
+    its time at the recorded times ``rec`` (see ``critical`` for the rules and ties); -1 for a
+    node without one. ``o_launch``: per op, its recorded launch; ``sync_call``: per API call, a
     synchronize (a blocking copy's wait is host time on the path). Edges are taken one block
     of whole nodes at a time (by destination, each node's edges in their order)."""
     n_nodes = rec.size

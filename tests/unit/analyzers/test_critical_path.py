@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers.crossrank import cross_rank
+from profplug.analyzers.crossrank import cross_rank, pathgraph
 from profplug.analyzers.crossrank.critical import CATEGORIES
+from profplug.analyzers.crossrank.matching import match
+from profplug.analyzers.crossrank.pathgraph import PathGraph
 from profplug.analyzers.load import load_timelines
 from synth import KinetoTrace
 
@@ -99,3 +102,22 @@ def test_the_first_stage_launch_bound_host_is_on_the_path(tmp_path: Path) -> Non
     cp = _path(tmp_path, spec)
     assert cp.top_rank == 0 and cp.by_category["host_launch"] > 0.6
     assert cp.by_rank["0"] == pytest.approx(cp.by_category["host_launch"])
+
+
+@pytest.mark.parametrize("sync", ["device", "event"])
+def test_binding_edges_do_not_depend_on_the_block_size(sync: str, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # given a 4-stage run whose graph has far more edges than a block of 7 (nodes with
+    # several incoming edges fall on block boundaries)
+    paths, _ = write(PipelineSpec(stages=4, sync=sync, slow_stage=1, steps=4), tmp_path)
+    tls = load_timelines(paths, jobs=1, progress=False)
+    m = match(tls)
+    whole = PathGraph(tls, m, 2_000)
+    # when the binding edges are chosen 7 edges (rounded to whole nodes) at a time
+    monkeypatch.setattr(pathgraph, "_BLOCK", 7)
+    blocks = PathGraph(tls, m, 2_000)
+    # then every node has the same binding edge and host run as in one block
+    assert (whole.bind_kind >= 0).sum() > 50 * 7  # many blocks
+    assert np.array_equal(whole.bind_kind, blocks.bind_kind)
+    assert np.array_equal(whole.bind_src, blocks.bind_src)
+    assert np.array_equal(whole.host_root, blocks.host_root)

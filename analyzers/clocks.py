@@ -68,7 +68,7 @@ def align(timelines: list[Timeline], edges: np.ndarray) -> Alignment:
     key = e[:, 0] * n + e[:, 2]
     order = np.argsort(key, kind="stable")
     ks = key[order]
-    cut = np.flatnonzero(np.append(True, ks[1:] != ks[:-1]))
+    cut = np.flatnonzero(np.append(True, ks[1:] != ks[:-1])) if ks.size else ks  # no edge
     med: dict[tuple[int, int], tuple[int, int, int]] = {}  # median, residual, pairs
     for i in np.argsort(order[cut], kind="stable").tolist():  # first matched first
         lo, hi = int(cut[i]), int(cut[i + 1]) if i + 1 < cut.size else int(ks.size)

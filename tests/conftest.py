@@ -25,3 +25,20 @@ def samples() -> ModuleType:
     import sample_cache
 
     return sample_cache
+
+
+# Longest first (LPT): the modules that start real jobs (torchrun, ab, Chromium) are run
+# before the many short ones, so that under `pytest -n auto` the short tests fill the
+# workers at the end instead of one worker finishing a 30 s job alone. Each module's tests
+# stay together and in their order (module-scoped fixtures are set up once).
+_FIRST = ("tests/runtime/test_ab.py", "tests/runtime/", "tests/robustness/test_robust_run.py",
+          "tests/integration/test_readme_numbers.py", "tests/integration/test_browser",
+          "tests/integration/test_dask_cluster.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        return next((k for k, p in enumerate(_FIRST) if path.startswith(p)), len(_FIRST))
+
+    items.sort(key=rank)  # stable: the collection order within each rank

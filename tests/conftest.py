@@ -28,7 +28,7 @@ def samples() -> ModuleType:
 
 
 # Longest first (LPT): the modules that start real jobs (torchrun, ab, Chromium) are run
-# before the many short ones, so that under `pytest -n auto` the short tests fill the
+# before the many short ones, so that under `pytest -n logical` the short tests fill the
 # workers at the end instead of one worker finishing a 30 s job alone. Each module's tests
 # stay together and in their order (module-scoped fixtures are set up once).
 _FIRST = ("tests/runtime/test_ab.py", "tests/runtime/", "tests/robustness/test_robust_run.py",

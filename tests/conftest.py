@@ -5,6 +5,16 @@ from types import ModuleType
 
 import pytest
 
+# Quickstart installs with `pip install --no-compile`: the suite's ~100 processes (pytest
+# workers, torchrun jobs) then compile only the modules they import (~2,800 of the
+# environment's ~9,500), once, into __pycache__, where pip would compile all of them up front
+# (~45 s of one core, most of it torch modules no test imports). A machine that sets
+# PYTHONDONTWRITEBYTECODE would make every one of those processes compile torch again
+# (~10 min on 2 cores): the suite writes bytecode whatever that setting, in this process and
+# in every process it starts.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))  # `from synth import ...`
 sys.path.insert(0, str(HERE / "robustness"))  # `from bad_inputs import ...`

@@ -99,23 +99,28 @@ def test_megatron_run_one_forward_step_is_the_step(tmp_path) -> None:
 
 
 @pytest.mark.slow
-def test_trace_none_applies_patches_and_policy_without_a_profiler(tmp_path) -> None:
+def test_trace_none_applies_the_policy_without_a_profiler(tmp_path) -> None:
+    """One process (the Megatron patches and both policies under ``--trace none`` on 2 gloo
+    ranks: test_ab.py's Megatron test, whose runs are all ``--trace none``)."""
     out = tmp_path / "o"
     res = profplug_run(out, "--trace", "none", "--sync", "event", "--skip", "1", "--steps", "4",
-                       job=torchrun("mcore_decode.py", "--tokens", "6", "--show-patches"))
+                       job=[sys.executable, str(JOBS / "ab_job.py"), "--steps", "6",
+                            "--show-patches"])
     assert res.returncode == 0, res.stderr[-3000:]
+    assert "patches rank=0 synchronize=True sync=event" in res.stdout.splitlines()
     assert sorted(p.name for p in out.iterdir()) == ["run.json", "status"]
-    patches = sorted(ln for ln in res.stdout.splitlines() if ln.startswith("patches"))
-    assert patches == [f"patches rank={r} megatron=True synchronize=True sync=event"
-                       for r in (0, 1)]
     run = json.loads((out / "run.json").read_text())
     assert run["traces"] == [] and "missing_ranks" not in run
-    for r in run["ranks"]:
-        w = r["window"]
-        assert r["status"] == "finished" and r["trace"] is None
-        assert (w["trace"], w["mode"], w["step_source"], w["steps"]) == (
-            "none", "steps", "megatron", 4)
-        assert w["wall_s"] > 0
+    (r,) = run["ranks"]
+    w = r["window"]
+    assert r["status"] == "finished" and r["trace"] is None
+    assert (w["trace"], w["sync"], w["mode"], w["step_source"], w["first_step"], w["steps"]) == (
+        "none", "event", "steps", "manual", 1, 4)
+    assert w["wall_s"] > 0
+    # the job asks profplug.current_policy() every step: all 6 asks were answered "event"
+    counts = r["policy"]["counts"]
+    assert r["policy"]["current"] == "event" and counts["event"]["current_policy_calls"] == 6
+    assert counts["device"]["current_policy_calls"] == counts["none"]["current_policy_calls"] == 0
     assert "stall report" not in res.stdout and "no report" not in res.stderr
 
 

@@ -2,7 +2,7 @@
 process). Every step is a ``profplug.step()`` and every rank digests its step's output.
 
     python ab_job.py --steps 12 [--plant-policy event --plant-step 5 --plant-rank 1]
-        [--fail-round 1 --fail-policy event]
+        [--fail-round 1 --fail-policy event] [--show-patches]
 
 ``--plant-*``: under that sync policy (``profplug.current_policy()``, asked every step:
 what ``profplug ab`` sets) that rank's output of that step is changed: a planted
@@ -30,6 +30,7 @@ def main() -> None:
     ap.add_argument("--plant-rank", type=int, default=0)
     ap.add_argument("--fail-round", type=int, default=-1)
     ap.add_argument("--fail-policy", default="")
+    ap.add_argument("--show-patches", action="store_true")
     args = ap.parse_args()
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1:
@@ -57,6 +58,12 @@ def main() -> None:
                 dist.broadcast(y, 1)
             x = y
     print(f"rank {rank} sum {float(x.sum()):.6f}", flush=True)
+    if args.show_patches:  # what profplug's startup hook patched (profplug run's --patch)
+        import profplug.p2p as p2p
+
+        print(f"patches rank={rank} synchronize="
+              f"{getattr(torch.cuda.synchronize, '__profplug__', False)} "
+              f"sync={p2p.default_sync()}", flush=True)
     if world > 1:
         dist.destroy_process_group()
 

@@ -205,18 +205,26 @@ class _Calls:
         return out
 
 
-def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bool = False
+def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bool = False,
+                 api_kind: np.ndarray | None = None, launch: np.ndarray | None = None
                  ) -> RankStalls:
     """Attribute every idle gap of one rank's timeline (see the module docstring); ``brief``:
-    GPU time, gaps and steps only (no call sites, sync/stream-wait stats, outlier texts)."""
+    the GPU window and busy time, gaps and the step time only (no call sites, sync/stream-wait
+    stats, outlier texts, NCCL time: ``comm`` empty and every busy ns counted as compute;
+    the steps' means and lists left empty, ``steps.step_stats_and_spans``). ``api_kind``:
+    the calls' top-level sync kinds (``classify.top_level_kinds``) and ``launch``: the ops'
+    launch times (``steps.step_spans``), when the caller knows them (the what-if's replays
+    of an analyzed timeline)."""
     opt = options or StallOptions()
     tol = int(opt.tolerance_ns)
-    kinds = classify.kinds_for_symbols(tl.names)
-    comm_sym = classify.comm_for_symbols(tl.names)
-    # top-level calls only (a nested call's time is its top-level call's): the kind of a
-    # call is the strongest among itself and the calls nested in it (classify)
-    api_kind = classify.top_level_kinds(
-        kinds[tl.api_name] if tl.api_name.size else np.zeros(0, dtype=np.int8), tl.api_tops())
+    if api_kind is None:
+        kinds = classify.kinds_for_symbols(tl.names)
+        # top-level calls only (a nested call's time is its top-level call's): the kind of
+        # a call is the strongest among itself and the calls nested in it (classify)
+        api_kind = classify.top_level_kinds(
+            kinds[tl.api_name] if tl.api_name.size else np.zeros(0, dtype=np.int8),
+            tl.api_tops())
+    comm_sym = None if brief else classify.comm_for_symbols(tl.names)
     sync_idx = np.nonzero((api_kind == classify.DEVICE) | (api_kind == classify.EVENT))[0]
     c_start, c_end = tl.api_start_ns[sync_idx], tl.api_end_ns[sync_idx]
     c_kind = api_kind[sync_idx]
@@ -250,9 +258,12 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bo
         s, e = tl.gpu_start_ns[sel], tl.gpu_end_ns[sel]
         iv = device_intervals(s, e)
         per_dev_intervals[dev] = iv
-        is_comm = comm_sym[tl.gpu_name[sel]]
-        comm_iv = device_intervals(s[is_comm], e[is_comm])  # empty: no NCCL time
-        comm_parts.append((dev, *comm_iv.busy_spans()))
+        comm_ns = 0
+        if comm_sym is not None:
+            is_comm = comm_sym[tl.gpu_name[sel]]
+            comm_iv = device_intervals(s[is_comm], e[is_comm])  # empty: no NCCL time
+            comm_parts.append((dev, *comm_iv.busy_spans()))
+            comm_ns = comm_iv.busy_ns
         gs, ge = iv.gap_start_ns, iv.gap_end_ns
         cause = np.full(gs.size, C_HOST, dtype=np.int8)
         call = np.full(gs.size, -1, dtype=np.int64)
@@ -281,7 +292,7 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bo
         dur = ge - gs
         by_cause = {c: _us(dur[cause == k].sum()) for k, c in enumerate(CAUSES)}
         gpu = GpuTime(window_us=_us(iv.window_ns), busy_us=_us(iv.busy_ns),
-                      compute_us=_us(iv.busy_ns - comm_iv.busy_ns), comm_us=_us(comm_iv.busy_ns),
+                      compute_us=_us(iv.busy_ns - comm_ns), comm_us=_us(comm_ns),
                       idle_us=_us(iv.window_ns - iv.busy_ns))
         devices.append(DeviceStalls(device=dev, gpu=gpu, idle_by_cause_us=by_cause,
                                     n_gaps=int(gs.size)))
@@ -305,7 +316,7 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bo
     charged = gaps.call >= 0
     np.add.at(idle_per_call, gaps.call[charged], (gaps.end_ns - gaps.start_ns)[charged])
 
-    steps, sp = step_stats_and_spans(tl, gaps, CAUSES)
+    steps, sp = step_stats_and_spans(tl, gaps, CAUSES, launch=launch, brief=brief)
     z = np.zeros(0, dtype=np.int64)
     step_starts, step_ends, step_last = (sp.span_s, sp.span_e, sp.last_e) if sp else (z, z, z)
     if steps is not None and steps.outlier_steps and not brief:

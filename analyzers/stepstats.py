@@ -30,6 +30,8 @@ OUTLIER_K = 5.0  # scaled MADs from the median
 MAD_SCALE = 1.4826  # MAD -> standard deviation of a normal distribution
 MAD_FLOOR = 0.02  # the scaled MAD is at least this fraction of the median
 MIN_STEPS = 5  # fewer steps: no outlier is called
+SMALL = 64  # up to this many values a median sorts a Python list (numpy's per-call cost
+# dominates on a rank's few dozen steps; the values are the same doubles)
 
 
 def _values(values: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -41,6 +43,11 @@ def _median(x: np.ndarray) -> float:
     two middle ones) from one sort: np.median's own overhead dominates on a rank's few hundred
     steps, and every per-step figure takes several."""
     n = x.size
+    if 0 < n <= SMALL:  # a plain list: the same doubles, the same two-term mean
+        v = sorted(x.tolist())
+        if not any(a != a for a in v):  # no nan (np.median's answer then)
+            k = n // 2
+            return float(v[k]) if n % 2 else float((v[k - 1] + v[k]) / 2)
     if n == 0 or np.isnan(x).any():
         return float(np.median(x))
     s = np.sort(x)

@@ -89,6 +89,8 @@ class Model:
     warnings: list[str] = field(default_factory=list)
     # the ops stream by stream (each stream's ops in order, as o_prev chains them)
     o_order: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    # per call its top-level sync kind (classify.top_level_kinds: the stall analysis's own)
+    a_kind: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
 
     @property
     def n_events(self) -> int:
@@ -198,4 +200,5 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None, *,
         rank_a={b.tl.rank: (a_base[k], a_base[k + 1]) for k, b in enumerate(rms)},
         rank_o={b.tl.rank: (o_base[k], o_base[k + 1]) for k, b in enumerate(rms)},
         assumptions=notes, warnings=warns,
-        o_order=cat([b.stream_order + o_base[k] for k, b in enumerate(rms)]))
+        o_order=cat([b.stream_order + o_base[k] for k, b in enumerate(rms)]),
+        a_kind=cat([b.kind for b in rms], np.int8))

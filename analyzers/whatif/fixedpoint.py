@@ -88,7 +88,8 @@ def recorded_fixed_point(g: Graph, rec: np.ndarray, lazy: bool = False
     val = ts + g.w
     best = np.full(n, MIN_NS, dtype=np.int64)
     np.maximum.at(best, g.dst, val)
-    if not np.array_equal(best[has_in], t[has_in]):
+    best[g.source] = 0  # the one node without an in-edge whose time is not MIN_NS
+    if not np.array_equal(best, t):  # every node with an in-edge on its equation
         return None
     flat = np.nonzero(ts >= td)[0]
     if flat.size and not _acyclic_within(g, ts, td, flat):

@@ -76,36 +76,39 @@ def _host_fold(g: Graph, threads: list[np.ndarray], single: np.ndarray, src1: np
     first = np.zeros(seq.size, dtype=bool)
     first[np.cumsum([0] + [2 * t.size for t in threads[:-1]])] = True
     prev = np.append(-1, seq[:-1])
-    cont = single[seq] & (src1[seq] == prev) & ~first
-    w = np.where(cont, off[seq], 0)  # the one in-edge's weight (root/off: one step so far)
+    sg, og, rg = single[seq], off[seq], src1[seq]  # along the threads (the heads' from these)
+    cont = sg & (rg == prev) & ~first
+    w = np.where(cont, og, 0)  # the one in-edge's weight (root/off: one step so far)
     cs = np.cumsum(w)
     head = np.maximum.accumulate(np.where(cont, 0, np.arange(seq.size)))
-    hs = seq[head]
-    base = np.where(single[hs], off[hs], 0)  # a head's own one step (from the source)
+    sh = sg[head]
+    base = np.where(sh, og[head], 0)  # a head's own one step (from the source)
     off[seq] = base + cs - cs[head]
-    root[seq] = np.where(single[hs], src1[hs], hs)
+    root[seq] = np.where(sh, rg[head], seq[head])
 
 
-def _fold(g: Graph, threads: list[np.ndarray] | None = None
+def _fold(g: Graph, threads: list[np.ndarray] | None = None, indeg: np.ndarray | None = None
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(root, offset, in-edge) per node: a node with one predecessor (a call that waits for
     nothing, the next call's start, an op that is not a matched NCCL kernel, ...) is that
     predecessor's time plus a constant; chains of them fold onto their first node with two
     or more predecessors, so the pass visits only the nodes where times meet. The host
     threads' chains (``threads``: top-level calls in order) fold in one prefix sum, the rest
-    by pointer jumping. Unfolded nodes are their own root (offset 0)."""
+    by pointer jumping. Unfolded nodes are their own root (offset 0). ``indeg``: each node's
+    number of in-edges, when the caller has it."""
     n = g.n_nodes
-    single = np.bincount(g.dst, minlength=n) == 1
+    single = (np.bincount(g.dst, minlength=n) if indeg is None else indeg) == 1
     in_e = np.full(n, -1, dtype=np.int64)
     one = np.nonzero(single[g.dst])[0]
-    in_e[g.dst[one]] = one
+    d1 = g.dst[one]
+    in_e[d1] = one
     root = np.arange(n)
     off = np.zeros(n, dtype=np.int64)
-    root[g.dst[one]] = g.src[one]
-    off[g.dst[one]] = g.w[one]
+    root[d1] = g.src[one]
+    off[d1] = g.w[one]
     if threads is not None:
         _host_fold(g, threads, single, root.copy(), root, off)
-    live = g.dst[one][single[root[g.dst[one]]]]  # nodes whose root is not a meeting node
+    live = d1[single[root[d1]]]  # nodes whose root is not a meeting node
     for _ in range(64):
         if not live.size:
             break
@@ -132,9 +135,10 @@ def _longest_path(g: Graph, m: Model, runs: bool = True
                   ) -> tuple[np.ndarray, Callable[[], np.ndarray], list[int], list[int]]:
     """:func:`longest_path` with the binding edges left to a function (called on need)."""
     n = g.n_nodes
-    root, off, in_e = _fold(g, m.threads)
+    indeg = np.bincount(g.dst, minlength=n)
+    root, off, in_e = _fold(g, m.threads, indeg)
     folded = root != np.arange(n)
-    rn = stream_runs(g, root, off, m.o_order) if runs else no_runs()
+    rn = stream_runs(g, root, off, m.o_order, indeg) if runs else no_runs()
     derived = np.zeros(n, dtype=bool)
     derived[rn.node] = True
     proc = np.nonzero(~folded & ~derived)[0]  # the nodes the pass visits, renumbered 0..P-1

@@ -45,7 +45,8 @@ def _median(x: np.ndarray) -> float:
     n = x.size
     if 0 < n <= SMALL:  # a plain list: the same doubles, the same two-term mean
         v = sorted(x.tolist())
-        if not any(a != a for a in v):  # no nan (np.median's answer then)
+        total = sum(v)
+        if total == total:  # no nan (with one: np.median's answer)
             k = n // 2
             return float(v[k]) if n % 2 else float((v[k - 1] + v[k]) / 2)
     if n == 0 or np.isnan(x).any():
@@ -126,4 +127,4 @@ def summarize(values: Sequence[float] | np.ndarray) -> StepSummary:
         return StepSummary(0.0, 0.0, 0)
     out = outlier_mask(x)
     return StepSummary(center(x, ~out), float(x.mean()), int(x.size),
-                       [int(i) for i in np.flatnonzero(out)])
+                       np.flatnonzero(out).tolist())

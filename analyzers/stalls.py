@@ -166,6 +166,14 @@ def _us(ns: float | int | np.integer) -> float:
     return round(float(ns) / 1000.0, 3)
 
 
+def _sums(cause: np.ndarray, dur: np.ndarray) -> list[int]:
+    """Per cause, the sum of the gaps' ``dur`` (ns, exact): one bincount, whose float sums
+    are exact integers while the total stays below 2^53 ns (104 days)."""
+    if dur.size == 0 or int(dur.sum()) >= 2 ** 53 or int(dur.min()) < 0:
+        return [int(dur[cause == k].sum()) for k in range(len(CAUSES))]
+    return [int(x) for x in np.bincount(cause, dur, minlength=len(CAUSES))[:len(CAUSES)]]
+
+
 def _match_calls(gap_start: np.ndarray, c_start: np.ndarray, c_end: np.ndarray, tol: int
                  ) -> np.ndarray:
     """Per gap, the index of a call whose [start-tol, end+tol] holds the gap start, else -1.
@@ -178,19 +186,27 @@ def _match_calls(gap_start: np.ndarray, c_start: np.ndarray, c_end: np.ndarray, 
 MAX_DEVICES = 4096  # distinct GPU device ids per rank: far beyond any node
 
 
+_NO_CALL = np.full(4096, -1, dtype=np.int64)  # "no call" for up to this many gaps (read only)
+_NO_CALL.flags.writeable = False
+
+
 class _Calls:
     """Calls sorted by start once, matched against the gaps of each device in turn."""
 
     def __init__(self, c_start: np.ndarray, c_end: np.ndarray) -> None:
+        if c_start.size == 0:  # nothing to match (often: no event syncs, no closing sync)
+            self.order = self.s = self.e = self.reach = c_start
+            return
         self.order = np.argsort(c_start, kind="stable")
         self.s, self.e = c_start[self.order], c_end[self.order]
         self.reach = np.maximum.accumulate(self.e) if self.e.size else self.e
 
     def match(self, gap_start: np.ndarray, tol: int) -> np.ndarray:
         """As :func:`_match_calls`."""
-        out = np.full(gap_start.size, -1, dtype=np.int64)
         if self.s.size == 0 or gap_start.size == 0:
-            return out
+            return _NO_CALL[:gap_start.size] if gap_start.size <= _NO_CALL.size else \
+                np.full(gap_start.size, -1, dtype=np.int64)
+        out = np.full(gap_start.size, -1, dtype=np.int64)
         order, s, e, reach = self.order, self.s, self.e, self.reach
         i = np.searchsorted(s, gap_start + tol, side="right") - 1
         ok = i >= 0
@@ -290,7 +306,7 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bo
             if outside.any():
                 other_reasons["gap outside the host trace's time span"] = int(outside.sum())
         dur = ge - gs
-        by_cause = {c: _us(dur[cause == k].sum()) for k, c in enumerate(CAUSES)}
+        by_cause = {c: _us(v) for c, v in zip(CAUSES, _sums(cause, dur), strict=True)}
         gpu = GpuTime(window_us=_us(iv.window_ns), busy_us=_us(iv.busy_ns),
                       compute_us=_us(iv.busy_ns - comm_ns), comm_us=_us(comm_ns),
                       idle_us=_us(iv.window_ns - iv.busy_ns))

@@ -141,11 +141,13 @@ def _longest_path(g: Graph, m: Model, runs: bool = True
     rn = stream_runs(g, root, off, m.o_order, indeg) if runs else no_runs()
     derived = np.zeros(n, dtype=bool)
     derived[rn.node] = True
-    proc = np.nonzero(~folded & ~derived)[0]  # the nodes the pass visits, renumbered 0..P-1
+    visit = ~(folded | derived)
+    proc = np.nonzero(visit)[0]  # the nodes the pass visits, renumbered 0..P-1
     cid = np.full(n, -1, dtype=np.int64)
     cid[proc] = np.arange(proc.size)
-    kept = np.nonzero(~folded[g.dst] & ~derived[g.dst])[0]
-    e_src, e_w = root[g.src[kept]], g.w[kept] + off[g.src[kept]]
+    kept = np.nonzero(visit[g.dst])[0]
+    k_src = g.src[kept]
+    e_src, e_w = root[k_src], g.w[kept] + off[k_src]
     e_kind, e_dst = g.kind[kept], g.dst[kept]
     via = derived[e_src]  # an edge out of a derived op: one from each of its two roots
     if via.any():
@@ -159,7 +161,7 @@ def _longest_path(g: Graph, m: Model, runs: bool = True
     c_src = cid[e_src]
     order = np.argsort(c_src, kind="stable")
     ptr = np.searchsorted(c_src[order], np.arange(proc.size + 1)).tolist()
-    ek_kind, ek_dst = e_kind[order], e_dst[order]
+    ek_dst = e_dst[order]
     c_dst = cid[ek_dst]
     dst = c_dst.tolist()
     w = e_w[order].tolist()
@@ -196,7 +198,7 @@ def _longest_path(g: Graph, m: Model, runs: bool = True
             j = forced[-1]
             s0 = 2 * g.n_a + j
             t[cv] = t[int(cid[root[s0]])] + int(off[s0]) + int(m.o_end[j] - m.o_start[j])
-            for k in np.nonzero((ek_kind == PEER) & (ek_dst == v))[0].tolist():
+            for k in np.nonzero((e_kind[order] == PEER) & (ek_dst == v))[0].tolist():
                 w[k] = MIN_NS  # the peer edge is gone: its later relaxation changes nothing
             indeg[cv] -= 1
         else:

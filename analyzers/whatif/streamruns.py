@@ -50,8 +50,8 @@ def no_runs() -> Runs:
 def _edge_of(g: Graph, kind: int, base: int, n: int) -> np.ndarray:
     """Per op, its in-edge of ``kind`` into the node ``base + op`` (-1 none; the last)."""
     out = np.full(n, -1, dtype=np.int64)
-    e = np.nonzero(g.kind == kind)[0]
-    out[g.dst[e] - base] = e
+    e = g.edges(kind)
+    out[g.dst[e] - base] = np.arange(e.start, e.stop) if isinstance(e, slice) else e
     return out
 
 

@@ -94,17 +94,19 @@ def step_spans(tl: Timeline, launch: np.ndarray | None = None) -> StepSpans:
     inside = (step_of_op >= 0) & (launch <= st_e[np.maximum(step_of_op, 0)])
     first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
     last = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
-    np.minimum.at(first, step_of_op[inside], tl.gpu_start_ns[inside])
-    np.maximum.at(last, step_of_op[inside], tl.gpu_end_ns[inside])
+    op_step = step_of_op[inside]
+    np.minimum.at(first, op_step, tl.gpu_start_ns[inside])
+    np.maximum.at(last, op_step, tl.gpu_end_ns[inside])
     idx = np.nonzero(first < np.iinfo(np.int64).max)[0]
     if idx.size == 0:
         return StepSpans(z, z, z, int(n), none)
     span_s = first[idx]
-    span_e = np.maximum(np.append(first[idx][1:], last[idx][-1]), span_s)
+    last_e = last[idx]
+    span_e = np.maximum(np.append(span_s[1:], last_e[-1]), span_s)
     pos = np.full(n, -1, dtype=np.int64)
     pos[idx] = np.arange(idx.size)
-    none[inside] = pos[step_of_op[inside]]
-    return StepSpans(span_s, span_e, order[idx], int(n), none, last[idx])
+    none[inside] = pos[op_step]
+    return StepSpans(span_s, span_e, order[idx], int(n), none, last_e)
 
 
 def step_stats(tl: Timeline, gaps: Gaps, intervals: dict[int, DeviceIntervals],
@@ -176,7 +178,8 @@ def step_stats_and_spans(tl: Timeline, gaps: Gaps, causes: Sequence[str], *,
     in_step = k >= 0
     dur = gaps.end_ns - gaps.start_ns
     period = (np.diff(span_s) if span_s.size >= 2 else span_e - span_s).astype(np.float64)
-    summary = stepstats.summarize(period / 1000.0)
+    period_us = period / 1000.0
+    summary = stepstats.summarize(period_us)
     basis = np.ones(period.size, dtype=bool)
     basis[summary.outliers] = False
     # every cause at once: its idle summed over the complete steps, and its per-step series'
@@ -186,7 +189,7 @@ def step_stats_and_spans(tl: Timeline, gaps: Gaps, causes: Sequence[str], *,
     per_cause = {c: round(float(med[ci]), 3) for ci, c in enumerate(causes)}
     gpu_span_us_mean = round(float((span_e - span_s).mean()) / 1000.0, 3)
     period_us_per_step = [round(x / 1000.0, 3) for x in period.tolist()]
-    between_us = between_steps_us(period / 1000.0, summary)
+    between_us = between_steps_us(period_us, summary)
     if brief:
         return StepStats(
             n_steps=int(rows.size), n_dropped=int(n - rows.size), step_us_mean=0.0,

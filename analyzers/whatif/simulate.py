@@ -80,11 +80,12 @@ def _host_fold(g: Graph, threads: list[np.ndarray], single: np.ndarray, src1: np
     cont = sg & (rg == prev) & ~first
     w = np.where(cont, og, 0)  # the one in-edge's weight (root/off: one step so far)
     cs = np.cumsum(w)
-    head = np.maximum.accumulate(np.where(cont, 0, np.arange(seq.size)))
+    head = np.nonzero(~cont)[0]  # the segments' first nodes (few: the waits), seq[0] first
     sh = sg[head]
     base = np.where(sh, og[head], 0)  # a head's own one step (from the source)
-    off[seq] = base + cs - cs[head]
-    root[seq] = np.where(sh, rg[head], seq[head])
+    size = np.diff(np.append(head, seq.size))
+    off[seq] = cs - np.repeat(cs[head] - base, size)
+    root[seq] = np.repeat(np.where(sh, rg[head], seq[head]), size)
 
 
 def _fold(g: Graph, threads: list[np.ndarray] | None = None, indeg: np.ndarray | None = None

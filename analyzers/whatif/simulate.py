@@ -90,7 +90,8 @@ def _host_fold(g: Graph, threads: list[np.ndarray], single: np.ndarray, src1: np
 
 def _fold(g: Graph, threads: list[np.ndarray] | None = None, indeg: np.ndarray | None = None
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(root, offset, in-edge) per node: a node with one predecessor (a call that waits for
+    """(root, offset) per node, and the single-predecessor nodes' in-edges (edge ids, for
+    the binding edges): a node with one predecessor (a call that waits for
     nothing, the next call's start, an op that is not a matched NCCL kernel, ...) is that
     predecessor's time plus a constant; chains of them fold onto their first node with two
     or more predecessors, so the pass visits only the nodes where times meet. The host
@@ -99,10 +100,8 @@ def _fold(g: Graph, threads: list[np.ndarray] | None = None, indeg: np.ndarray |
     number of in-edges, when the caller has it."""
     n = g.n_nodes
     single = (np.bincount(g.dst, minlength=n) if indeg is None else indeg) == 1
-    in_e = np.full(n, -1, dtype=np.int64)
     one = np.nonzero(single[g.dst])[0]
     d1 = g.dst[one]
-    in_e[d1] = one
     root = np.arange(n)
     off = np.zeros(n, dtype=np.int64)
     root[d1] = g.src[one]
@@ -119,7 +118,7 @@ def _fold(g: Graph, threads: list[np.ndarray] | None = None, indeg: np.ndarray |
         live = live[single[root[live]]]
     stray = single[root]  # a loop of single-predecessor nodes: left unfolded
     root[stray], off[stray] = np.nonzero(stray)[0], 0
-    return root, off, in_e
+    return root, off, one
 
 
 def longest_path(g: Graph, m: Model, runs: bool = True
@@ -137,7 +136,7 @@ def _longest_path(g: Graph, m: Model, runs: bool = True
     """:func:`longest_path` with the binding edges left to a function (called on need)."""
     n = g.n_nodes
     indeg = np.bincount(g.dst, minlength=n)
-    root, off, in_e = _fold(g, m.threads, indeg)
+    root, off, one = _fold(g, m.threads, indeg)
     folded = root != np.arange(n)
     rn = stream_runs(g, root, off, m.o_order, indeg) if runs else no_runs()
     derived = np.zeros(n, dtype=bool)
@@ -211,12 +210,12 @@ def _longest_path(g: Graph, m: Model, runs: bool = True
     t_a = np.full(n, MIN_NS, dtype=np.int64)
     t_a[proc] = t
     t_a[rn.node] = np.maximum(t_a[rn.h] + rn.a, t_a[rn.s] + rn.b)
-    t_a[folded] = t_a[root[folded]] + off[folded]
-    return t_a, lambda: _binding(g, t_a, np.nonzero(~folded[g.dst])[0], forced, in_e, folded), \
+    t_a = t_a[root] + off  # a folded node from its root; every other node is its own, at 0
+    return t_a, lambda: _binding(g, t_a, np.nonzero(~folded[g.dst])[0], forced, one, folded), \
         forced, released
 
 
-def _binding(g: Graph, t: np.ndarray, kept: np.ndarray, forced: list[int], in_e: np.ndarray,
+def _binding(g: Graph, t: np.ndarray, kept: np.ndarray, forced: list[int], one: np.ndarray,
              folded: np.ndarray) -> np.ndarray:
     """Per node, the edge that gave its time (the lowest-numbered of several), -1 none: a
     folded node's one in-edge; else an in-edge whose source time plus weight is the node's
@@ -229,6 +228,8 @@ def _binding(g: Graph, t: np.ndarray, kept: np.ndarray, forced: list[int], in_e:
     low = np.full(g.n_nodes, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(low, g.dst[e], e)  # per node its lowest-numbered tight edge
     out = np.where(low < np.iinfo(np.int64).max, low, -1)
+    in_e = np.full(g.n_nodes, -1, dtype=np.int64)  # a single-predecessor node's one in-edge
+    in_e[g.dst[one]] = one
     out[folded] = in_e[folded]
     return out
 

@@ -328,9 +328,10 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bo
     sites, callsites_failed = (None, None) if brief else isolated(
         "call sites", enclosing, tl, c_start, c_end, tl.api_tid[sync_idx])
     call_site = sites if sites is not None else [""] * int(sync_idx.size)
-    idle_per_call = np.zeros(sync_idx.size, dtype=np.int64)
-    charged = gaps.call >= 0
-    np.add.at(idle_per_call, gaps.call[charged], (gaps.end_ns - gaps.start_ns)[charged])
+    idle_per_call = np.zeros(sync_idx.size, dtype=np.int64)  # read by the full analysis only
+    if not brief:
+        charged = gaps.call >= 0
+        np.add.at(idle_per_call, gaps.call[charged], (gaps.end_ns - gaps.start_ns)[charged])
 
     steps, sp = step_stats_and_spans(tl, gaps, CAUSES, launch=launch, brief=brief)
     z = np.zeros(0, dtype=np.int64)

@@ -120,11 +120,41 @@ class StepSummary:
                 "mean": round(self.mean, digits), "n": self.n, "outliers": self.outliers}
 
 
+def _list_median(v: list[float]) -> float:
+    """The median of a sorted, nan-free list (as :func:`_median`)."""
+    k = len(v) // 2
+    return float(v[k]) if len(v) % 2 else float((v[k - 1] + v[k]) / 2)
+
+
+def _summarize_list(x: np.ndarray) -> StepSummary | None:
+    """:func:`summarize` of at most :data:`SMALL` values in plain lists (the same doubles
+    and comparisons as the array path: the same answer); None when a value is nan."""
+    xs = x.tolist()
+    total = sum(xs)
+    if total != total:
+        return None
+    med = _list_median(sorted(xs))
+    out: list[int] = []
+    keep = xs
+    if len(xs) >= MIN_STEPS:  # outlier_mask
+        dev = [abs(v - med) for v in xs]
+        lim = OUTLIER_K * max(MAD_SCALE * _list_median(sorted(dev)), MAD_FLOOR * abs(med))
+        out = [i for i, d in enumerate(dev) if d > lim]
+        if out and len(out) < len(xs):  # center() over the basis (all when none is left)
+            keep = [v for v, d in zip(xs, dev, strict=True) if not d > lim]
+    value = med if keep is xs else _list_median(sorted(keep))
+    return StepSummary(value, float(x.mean()), len(xs), out)
+
+
 def summarize(values: Sequence[float] | np.ndarray) -> StepSummary:
     """:class:`StepSummary` of a series (empty: zeros)."""
     x = _values(values)
     if x.size == 0:
         return StepSummary(0.0, 0.0, 0)
+    if x.size <= SMALL:
+        got = _summarize_list(x)
+        if got is not None:
+            return got
     out = outlier_mask(x)
     return StepSummary(center(x, ~out), float(x.mean()), int(x.size),
                        np.flatnonzero(out).tolist())

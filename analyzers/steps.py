@@ -30,6 +30,8 @@ from . import stepstats
 from .gaps import Gaps
 from .timeline import Timeline, launch_times, launch_tops
 
+I64_MAX, I64_MIN = int(np.iinfo(np.int64).max), int(np.iinfo(np.int64).min)
+
 if TYPE_CHECKING:
     from .gaps import DeviceIntervals
 
@@ -92,12 +94,12 @@ def step_spans(tl: Timeline, launch: np.ndarray | None = None) -> StepSpans:
     launch = launch_times(tl, launch_tops(tl)) if launch is None else launch
     step_of_op = np.searchsorted(st_s, launch, side="right") - 1
     inside = (step_of_op >= 0) & (launch <= st_e[np.maximum(step_of_op, 0)])
-    first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-    last = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    first = np.full(n, I64_MAX, dtype=np.int64)
+    last = np.full(n, I64_MIN, dtype=np.int64)
     op_step = step_of_op[inside]
     np.minimum.at(first, op_step, tl.gpu_start_ns[inside])
     np.maximum.at(last, op_step, tl.gpu_end_ns[inside])
-    idx = np.nonzero(first < np.iinfo(np.int64).max)[0]
+    idx = np.nonzero(first < I64_MAX)[0]
     if idx.size == 0:
         return StepSpans(z, z, z, int(n), none)
     span_s = first[idx]

@@ -120,10 +120,11 @@ def sync_copies(tl: Timeline, o_api: np.ndarray, is_top: np.ndarray) -> np.ndarr
     after its copy ended is taken as synchronous.
     """
     out = np.zeros(tl.api_start_ns.size, dtype=bool)
-    if not tl.n_gpu:
+    copy = tl.gpu_kind == KIND_MEMCPY
+    if not copy.any():
         return out
     dtoh = np.array(["DtoH" in n for n in tl.names], dtype=bool)[tl.gpu_name]
-    ops = np.nonzero((tl.gpu_kind == KIND_MEMCPY) & dtoh & (o_api >= 0))[0]
+    ops = np.nonzero(copy & dtoh & (o_api >= 0))[0]
     ops = ops[is_top[o_api[ops]]]
     if ops.size == 0:
         return out

@@ -221,6 +221,10 @@ class RankModel:
         c_list.append(calls[mine])
         o_list.append(own[calls[mine]])
         other = rest & ~mine
+        if not other.any():  # only device-wide syncs and blocking copies: no record to read
+            wc, wo = np.concatenate(c_list), np.concatenate(o_list)
+            keep = wo >= 0
+            return wc[keep].astype(I64), wo[keep].astype(I64), 0
         g_sel = np.nonzero((tl.gsync_corr >= 0) & (tl.gsync_kind != SYNC_STREAM_WAIT_EVENT))[0]
         gk, gr = _last_by_key(tl.gsync_corr[g_sel])
         g = _lookup(gk, g_sel[gr] if gr.size else gr, tl.api_corr[calls[other]])

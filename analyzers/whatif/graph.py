@@ -87,7 +87,8 @@ def build_graph(m: Model, drop: bool, forced: np.ndarray | None = None) -> Graph
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]] = []
 
     def add(s: np.ndarray | int, d: np.ndarray, w: np.ndarray, kind: int) -> None:
-        parts.append((np.broadcast_to(np.asarray(s, dtype=np.int64), d.shape), d, w, kind))
+        src = np.full(d.size, s, dtype=np.int64) if isinstance(s, int) else s
+        parts.append((src, d, w, kind))
 
     tops = np.nonzero(m.a_top == np.arange(n_a))[0]
     first = tops[m.a_prev[tops] < 0]
@@ -118,12 +119,13 @@ def build_graph(m: Model, drop: bool, forced: np.ndarray | None = None) -> Graph
         np.where(paired, m.o_xfer, m.o_end - m.o_start), RUN)
     pp = ops[paired]
     add(2 * n_a + m.o_peer[pp], 2 * n_a + n_o + pp, m.o_xfer[pp] - m.o_clock[pp], PEER)
-    g.src = np.concatenate([p[0] for p in parts])
+    g.src = np.concatenate([p[0] for p in parts]).astype(np.int64, copy=False)
     g.dst = np.concatenate([p[1] for p in parts]).astype(np.int64, copy=False)
     g.w = np.concatenate([p[2] for p in parts]).astype(np.int64, copy=False)
-    g.kind = np.concatenate([np.full(p[1].size, p[3], dtype=np.int8) for p in parts])
-    ends = np.cumsum([p[1].size for p in parts]).tolist()
-    g.parts = [(p[3], e - p[1].size, e) for p, e in zip(parts, ends, strict=True)]
+    sizes = [p[1].size for p in parts]
+    g.kind = np.repeat(np.array([p[3] for p in parts], dtype=np.int8), sizes)
+    ends = np.cumsum(sizes).tolist()
+    g.parts = [(p[3], e - n, e) for p, n, e in zip(parts, sizes, ends, strict=True)]
     return g
 
 

@@ -132,6 +132,10 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None, *,
     warns = [n for b in rms for n in b.warns]
 
     def cat(parts: list[np.ndarray], dtype: type = np.int64) -> np.ndarray:
+        if len(parts) == 1:  # one rank: its array as it is (read only: it may be the trace's)
+            one = parts[0].view()
+            one.flags.writeable = False
+            return one
         return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
 
     def shift(x: np.ndarray, base: int) -> np.ndarray:

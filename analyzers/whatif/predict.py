@@ -137,8 +137,8 @@ def _links(m: Model, r: Replay, rank: int, keep: np.ndarray
     """The predicted timeline's (kept calls') top-level sync kinds and its ops' launch times,
     as its own stall analysis would find them, from the model's: (None, None) unless the
     replay kept the recorded nesting (each kept nested call starts inside its top-level call
-    and sorts after it; each thread's kept top-level calls start after the previous one's
-    end, in order) and no op was launched by a dropped call; then ``top_level`` on the
+    and sorts after it; each thread's top-level calls start after the previous one's end,
+    in order) and no op was launched by a dropped call; then ``top_level`` on the
     replayed times gives the recorded tops, and a correlation lookup the recorded launches."""
     alo, ahi = m.rank_a[rank]
     olo, ohi = m.rank_o[rank]
@@ -152,16 +152,13 @@ def _links(m: Model, r: Replay, rank: int, keep: np.ndarray
     t = top[c]
     if not np.all((s[c] < e[t]) & ((s[t] < s[c]) | (e[c] < e[t]) | (t < c))):
         return None, None
-    seqs = [q for (rk, _), q in zip(m.thread_key, m.threads, strict=True) if rk == rank]
-    if seqs:
-        q = np.concatenate(seqs) - alo
-        thread = np.repeat(np.arange(len(seqs)), [x.size for x in seqs])
-        k = keep[q]
-        q, thread = q[k], thread[k]
-        same = thread[1:] == thread[:-1]  # consecutive kept calls of one thread
-        a, b = q[:-1][same], q[1:][same]
-        if not np.all((s[b] >= e[a]) & (s[b] > s[a])):
-            return None, None
+    # every top-level call and the one before it on its thread (dropped ones too: a chain
+    # of such starts and ends orders the kept calls as well)
+    prev = m.a_prev[alo:ahi]
+    b = np.nonzero(prev >= 0)[0]
+    a = prev[b] - alo
+    if not np.all((s[b] >= e[a]) & (s[b] > s[a])):
+        return None, None
     launch = np.where(linked, r.a_start[np.maximum(ot, 0)], r.o_start[olo:ohi])
     return m.a_kind[alo:ahi][keep], launch
 

@@ -56,7 +56,8 @@ class Replay:
 
 
 def _recorded_times(m: Model) -> np.ndarray:
-    return np.concatenate([m.a_start, m.a_end, m.o_start, m.o_end, [0]]).astype(np.int64)
+    return np.concatenate([m.a_start, m.a_end, m.o_start, m.o_end, [0]]).astype(np.int64,
+                                                                              copy=False)
 
 
 def _host_fold(g: Graph, threads: list[np.ndarray], single: np.ndarray, src1: np.ndarray,

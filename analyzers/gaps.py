@@ -110,5 +110,5 @@ def device_intervals(start_ns: np.ndarray, end_ns: np.ndarray) -> DeviceInterval
     window_start, window_end = int(s[0]), int(reach[-1])
     idle = int(np.sum(gap_end - gap_start))
     return DeviceIntervals(window_start, window_end, (window_end - window_start) - idle,
-                           gap_start.astype(np.int64), gap_end.astype(np.int64),
-                           order[gap_idx])
+                           gap_start.astype(np.int64, copy=False),
+                           gap_end.astype(np.int64, copy=False), order[gap_idx])

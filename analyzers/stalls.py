@@ -166,6 +166,14 @@ def _us(ns: float | int | np.integer) -> float:
     return round(float(ns) / 1000.0, 3)
 
 
+def _sums(cause: np.ndarray, dur: np.ndarray) -> list[int]:
+    """Per cause, the sum of the gaps' ``dur`` (ns, exact): one bincount, whose float sums
+    are exact integers while the total stays below 2^53 ns (104 days)."""
+    if dur.size == 0 or int(dur.sum()) >= 2 ** 53 or int(dur.min()) < 0:
+        return [int(dur[cause == k].sum()) for k in range(len(CAUSES))]
+    return [int(x) for x in np.bincount(cause, dur, minlength=len(CAUSES))[:len(CAUSES)]]
+
+
 def _match_calls(gap_start: np.ndarray, c_start: np.ndarray, c_end: np.ndarray, tol: int
                  ) -> np.ndarray:
     """Per gap, the index of a call whose [start-tol, end+tol] holds the gap start, else -1.
@@ -178,19 +186,27 @@ def _match_calls(gap_start: np.ndarray, c_start: np.ndarray, c_end: np.ndarray, 
 MAX_DEVICES = 4096  # distinct GPU device ids per rank: far beyond any node
 
 
+_NO_CALL = np.full(4096, -1, dtype=np.int64)  # "no call" for up to this many gaps (read only)
+_NO_CALL.flags.writeable = False
+
+
 class _Calls:
     """Calls sorted by start once, matched against the gaps of each device in turn."""
 
     def __init__(self, c_start: np.ndarray, c_end: np.ndarray) -> None:
+        if c_start.size == 0:  # nothing to match (often: no event syncs, no closing sync)
+            self.order = self.s = self.e = self.reach = c_start
+            return
         self.order = np.argsort(c_start, kind="stable")
         self.s, self.e = c_start[self.order], c_end[self.order]
         self.reach = np.maximum.accumulate(self.e) if self.e.size else self.e
 
     def match(self, gap_start: np.ndarray, tol: int) -> np.ndarray:
         """As :func:`_match_calls`."""
-        out = np.full(gap_start.size, -1, dtype=np.int64)
         if self.s.size == 0 or gap_start.size == 0:
-            return out
+            return _NO_CALL[:gap_start.size] if gap_start.size <= _NO_CALL.size else \
+                np.full(gap_start.size, -1, dtype=np.int64)
+        out = np.full(gap_start.size, -1, dtype=np.int64)
         order, s, e, reach = self.order, self.s, self.e, self.reach
         i = np.searchsorted(s, gap_start + tol, side="right") - 1
         ok = i >= 0
@@ -205,18 +221,26 @@ class _Calls:
         return out
 
 
-def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bool = False
+def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bool = False,
+                 api_kind: np.ndarray | None = None, launch: np.ndarray | None = None
                  ) -> RankStalls:
     """Attribute every idle gap of one rank's timeline (see the module docstring); ``brief``:
-    GPU time, gaps and steps only (no call sites, sync/stream-wait stats, outlier texts)."""
+    the GPU window and busy time, gaps and the step time only (no call sites, sync/stream-wait
+    stats, outlier texts, NCCL time: ``comm`` empty and every busy ns counted as compute;
+    the steps' means and lists left empty, ``steps.step_stats_and_spans``). ``api_kind``:
+    the calls' top-level sync kinds (``classify.top_level_kinds``) and ``launch``: the ops'
+    launch times (``steps.step_spans``), when the caller knows them (the what-if's replays
+    of an analyzed timeline)."""
     opt = options or StallOptions()
     tol = int(opt.tolerance_ns)
-    kinds = classify.kinds_for_symbols(tl.names)
-    comm_sym = classify.comm_for_symbols(tl.names)
-    # top-level calls only (a nested call's time is its top-level call's): the kind of a
-    # call is the strongest among itself and the calls nested in it (classify)
-    api_kind = classify.top_level_kinds(
-        kinds[tl.api_name] if tl.api_name.size else np.zeros(0, dtype=np.int8), tl.api_tops())
+    if api_kind is None:
+        kinds = classify.kinds_for_symbols(tl.names)
+        # top-level calls only (a nested call's time is its top-level call's): the kind of
+        # a call is the strongest among itself and the calls nested in it (classify)
+        api_kind = classify.top_level_kinds(
+            kinds[tl.api_name] if tl.api_name.size else np.zeros(0, dtype=np.int8),
+            tl.api_tops())
+    comm_sym = None if brief else classify.comm_for_symbols(tl.names)
     sync_idx = np.nonzero((api_kind == classify.DEVICE) | (api_kind == classify.EVENT))[0]
     c_start, c_end = tl.api_start_ns[sync_idx], tl.api_end_ns[sync_idx]
     c_kind = api_kind[sync_idx]
@@ -250,9 +274,12 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bo
         s, e = tl.gpu_start_ns[sel], tl.gpu_end_ns[sel]
         iv = device_intervals(s, e)
         per_dev_intervals[dev] = iv
-        is_comm = comm_sym[tl.gpu_name[sel]]
-        comm_iv = device_intervals(s[is_comm], e[is_comm])  # empty: no NCCL time
-        comm_parts.append((dev, *comm_iv.busy_spans()))
+        comm_ns = 0
+        if comm_sym is not None:
+            is_comm = comm_sym[tl.gpu_name[sel]]
+            comm_iv = device_intervals(s[is_comm], e[is_comm])  # empty: no NCCL time
+            comm_parts.append((dev, *comm_iv.busy_spans()))
+            comm_ns = comm_iv.busy_ns
         gs, ge = iv.gap_start_ns, iv.gap_end_ns
         cause = np.full(gs.size, C_HOST, dtype=np.int8)
         call = np.full(gs.size, -1, dtype=np.int64)
@@ -279,9 +306,9 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bo
             if outside.any():
                 other_reasons["gap outside the host trace's time span"] = int(outside.sum())
         dur = ge - gs
-        by_cause = {c: _us(dur[cause == k].sum()) for k, c in enumerate(CAUSES)}
+        by_cause = {c: _us(v) for c, v in zip(CAUSES, _sums(cause, dur), strict=True)}
         gpu = GpuTime(window_us=_us(iv.window_ns), busy_us=_us(iv.busy_ns),
-                      compute_us=_us(iv.busy_ns - comm_iv.busy_ns), comm_us=_us(comm_iv.busy_ns),
+                      compute_us=_us(iv.busy_ns - comm_ns), comm_us=_us(comm_ns),
                       idle_us=_us(iv.window_ns - iv.busy_ns))
         devices.append(DeviceStalls(device=dev, gpu=gpu, idle_by_cause_us=by_cause,
                                     n_gaps=int(gs.size)))
@@ -301,11 +328,12 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bo
     sites, callsites_failed = (None, None) if brief else isolated(
         "call sites", enclosing, tl, c_start, c_end, tl.api_tid[sync_idx])
     call_site = sites if sites is not None else [""] * int(sync_idx.size)
-    idle_per_call = np.zeros(sync_idx.size, dtype=np.int64)
-    charged = gaps.call >= 0
-    np.add.at(idle_per_call, gaps.call[charged], (gaps.end_ns - gaps.start_ns)[charged])
+    idle_per_call = np.zeros(sync_idx.size, dtype=np.int64)  # read by the full analysis only
+    if not brief:
+        charged = gaps.call >= 0
+        np.add.at(idle_per_call, gaps.call[charged], (gaps.end_ns - gaps.start_ns)[charged])
 
-    steps, sp = step_stats_and_spans(tl, gaps, CAUSES)
+    steps, sp = step_stats_and_spans(tl, gaps, CAUSES, launch=launch, brief=brief)
     z = np.zeros(0, dtype=np.int64)
     step_starts, step_ends, step_last = (sp.span_s, sp.span_e, sp.last_e) if sp else (z, z, z)
     if steps is not None and steps.outlier_steps and not brief:

@@ -30,6 +30,8 @@ from . import stepstats
 from .gaps import Gaps
 from .timeline import Timeline, launch_times, launch_tops
 
+I64_MAX, I64_MIN = int(np.iinfo(np.int64).max), int(np.iinfo(np.int64).min)
+
 if TYPE_CHECKING:
     from .gaps import DeviceIntervals
 
@@ -92,19 +94,21 @@ def step_spans(tl: Timeline, launch: np.ndarray | None = None) -> StepSpans:
     launch = launch_times(tl, launch_tops(tl)) if launch is None else launch
     step_of_op = np.searchsorted(st_s, launch, side="right") - 1
     inside = (step_of_op >= 0) & (launch <= st_e[np.maximum(step_of_op, 0)])
-    first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-    last = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
-    np.minimum.at(first, step_of_op[inside], tl.gpu_start_ns[inside])
-    np.maximum.at(last, step_of_op[inside], tl.gpu_end_ns[inside])
-    idx = np.nonzero(first < np.iinfo(np.int64).max)[0]
+    first = np.full(n, I64_MAX, dtype=np.int64)
+    last = np.full(n, I64_MIN, dtype=np.int64)
+    op_step = step_of_op[inside]
+    np.minimum.at(first, op_step, tl.gpu_start_ns[inside])
+    np.maximum.at(last, op_step, tl.gpu_end_ns[inside])
+    idx = np.nonzero(first < I64_MAX)[0]
     if idx.size == 0:
         return StepSpans(z, z, z, int(n), none)
     span_s = first[idx]
-    span_e = np.maximum(np.append(first[idx][1:], last[idx][-1]), span_s)
+    last_e = last[idx]
+    span_e = np.maximum(np.append(span_s[1:], last_e[-1]), span_s)
     pos = np.full(n, -1, dtype=np.int64)
     pos[idx] = np.arange(idx.size)
-    none[inside] = pos[step_of_op[inside]]
-    return StepSpans(span_s, span_e, order[idx], int(n), none, last[idx])
+    none[inside] = pos[op_step]
+    return StepSpans(span_s, span_e, order[idx], int(n), none, last_e)
 
 
 def step_stats(tl: Timeline, gaps: Gaps, intervals: dict[int, DeviceIntervals],
@@ -137,12 +141,13 @@ def per_step_ns(span_s: np.ndarray, span_e: np.ndarray, gap_start_ns: np.ndarray
 
 
 def center_by_key(span_s: np.ndarray, span_e: np.ndarray, gap_start_ns: np.ndarray,
-                  values_ns: np.ndarray, key: np.ndarray, n_keys: int, basis: np.ndarray
-                  ) -> np.ndarray:
+                  values_ns: np.ndarray, key: np.ndarray, n_keys: int, basis: np.ndarray,
+                  k: np.ndarray | None = None) -> np.ndarray:
     """Per key (0 .. n_keys-1; a gap's key -1: none), :data:`stepstats.STATISTIC` over the
-    ``basis`` steps of the per-step sum of ``values_ns`` of its gaps (us)."""
+    ``basis`` steps of the per-step sum of ``values_ns`` of its gaps (us); ``k``: the gaps'
+    :func:`gap_steps` when the caller has them."""
     n = series_len(int(span_s.size))
-    k = gap_steps(span_s, span_e, gap_start_ns)
+    k = gap_steps(span_s, span_e, gap_start_ns) if k is None else k
     sel = (k >= 0) & (k < n) & (key >= 0)
     table = np.zeros((n_keys, n), dtype=np.int64)
     np.add.at(table, (key[sel], k[sel]), values_ns[sel])
@@ -156,12 +161,16 @@ def step_stats_and_starts(tl: Timeline, gaps: Gaps, intervals: dict[int, DeviceI
     return stats, (sp.span_s if sp is not None else np.zeros(0, dtype=np.int64))
 
 
-def step_stats_and_spans(tl: Timeline, gaps: Gaps, causes: Sequence[str]
+def step_stats_and_spans(tl: Timeline, gaps: Gaps, causes: Sequence[str], *,
+                         launch: np.ndarray | None = None, brief: bool = False
                          ) -> tuple[StepStats | None, StepSpans | None]:
-    """:func:`step_stats`, and the complete steps' spans."""
+    """:func:`step_stats`, and the complete steps' spans; ``launch``: as in
+    :func:`step_spans`; ``brief``: the step time, its outliers and series, the idle per step
+    and the GPU span only (the host ranges' figures, the step numbers and the means left
+    empty: the what-if reads none of them)."""
     if tl.step_start_ns.size == 0 or tl.n_gpu == 0:
         return None, None
-    sp = step_spans(tl)
+    sp = step_spans(tl, launch)
     n = sp.n_ranges
     if sp.rows.size == 0:
         return (StepStats(0, int(n), 0.0, 0.0, [], [], {c: 0.0 for c in causes}, 0.0, 0.0,
@@ -171,16 +180,27 @@ def step_stats_and_spans(tl: Timeline, gaps: Gaps, causes: Sequence[str]
     in_step = k >= 0
     dur = gaps.end_ns - gaps.start_ns
     period = (np.diff(span_s) if span_s.size >= 2 else span_e - span_s).astype(np.float64)
-    summary = stepstats.summarize(period / 1000.0)
+    period_us = period / 1000.0
+    summary = stepstats.summarize(period_us)
     basis = np.ones(period.size, dtype=bool)
     basis[summary.outliers] = False
     # every cause at once: its idle summed over the complete steps, and its per-step series'
     # statistic (center_by_key: one table, one median per cause)
+    med = center_by_key(span_s, span_e, gaps.start_ns, dur, gaps.cause.astype(np.int64),
+                        len(causes), basis, k)
+    per_cause = {c: round(float(med[ci]), 3) for ci, c in enumerate(causes)}
+    gpu_span_us_mean = round(float((span_e - span_s).mean()) / 1000.0, 3)
+    period_us_per_step = [round(x / 1000.0, 3) for x in period.tolist()]
+    between_us = between_steps_us(period_us, summary)
+    if brief:
+        return StepStats(
+            n_steps=int(rows.size), n_dropped=int(n - rows.size), step_us_mean=0.0,
+            step_us_p50=0.0, step_us=[], step_numbers=[], idle_per_step_us=per_cause,
+            gpu_span_us_mean=gpu_span_us_mean, period_us=round(summary.value, 3),
+            period_us_per_step=period_us_per_step, outlier_steps=list(summary.outliers),
+            between_steps_idle_us=between_us), sp
     total = np.zeros(len(causes), dtype=np.int64)
     np.add.at(total, gaps.cause[in_step], dur[in_step])
-    med = center_by_key(span_s, span_e, gaps.start_ns, dur, gaps.cause.astype(np.int64),
-                        len(causes), basis)
-    per_cause = {c: round(float(med[ci]), 3) for ci, c in enumerate(causes)}
     per_cause_mean = {c: round(float(total[ci]) / 1000.0 / rows.size, 3)
                       for ci, c in enumerate(causes)}
     step_ns = (tl.step_end_ns - tl.step_start_ns)[rows]
@@ -191,13 +211,13 @@ def step_stats_and_spans(tl: Timeline, gaps: Gaps, causes: Sequence[str]
         step_us=[round(x / 1000.0, 3) for x in step_ns.tolist()],  # plain floats: the same
         step_numbers=tl.step_num[rows].astype(np.int64).tolist(),
         idle_per_step_us=per_cause,
-        gpu_span_us_mean=round(float((span_e - span_s).mean()) / 1000.0, 3),
+        gpu_span_us_mean=gpu_span_us_mean,
         period_us=round(summary.value, 3),
         period_us_mean=round(_period_ns(span_s, span_e) / 1000.0, 3),
         idle_per_step_us_mean=per_cause_mean,
-        period_us_per_step=[round(x / 1000.0, 3) for x in period.tolist()],
+        period_us_per_step=period_us_per_step,
         outlier_steps=list(summary.outliers),
-        between_steps_idle_us=between_steps_us(period / 1000.0, summary)), sp
+        between_steps_idle_us=between_us), sp
 
 
 def between_steps_us(period_us: np.ndarray, summary: stepstats.StepSummary) -> float:

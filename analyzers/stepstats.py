@@ -30,6 +30,8 @@ OUTLIER_K = 5.0  # scaled MADs from the median
 MAD_SCALE = 1.4826  # MAD -> standard deviation of a normal distribution
 MAD_FLOOR = 0.02  # the scaled MAD is at least this fraction of the median
 MIN_STEPS = 5  # fewer steps: no outlier is called
+SMALL = 64  # up to this many values a median sorts a Python list (numpy's per-call cost
+# dominates on a rank's few dozen steps; the values are the same doubles)
 
 
 def _values(values: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -41,6 +43,12 @@ def _median(x: np.ndarray) -> float:
     two middle ones) from one sort: np.median's own overhead dominates on a rank's few hundred
     steps, and every per-step figure takes several."""
     n = x.size
+    if 0 < n <= SMALL:  # a plain list: the same doubles, the same two-term mean
+        v = sorted(x.tolist())
+        total = sum(v)
+        if total == total:  # no nan (with one: np.median's answer)
+            k = n // 2
+            return float(v[k]) if n % 2 else float((v[k - 1] + v[k]) / 2)
     if n == 0 or np.isnan(x).any():
         return float(np.median(x))
     s = np.sort(x)
@@ -112,11 +120,41 @@ class StepSummary:
                 "mean": round(self.mean, digits), "n": self.n, "outliers": self.outliers}
 
 
+def _list_median(v: list[float]) -> float:
+    """The median of a sorted, nan-free list (as :func:`_median`)."""
+    k = len(v) // 2
+    return float(v[k]) if len(v) % 2 else float((v[k - 1] + v[k]) / 2)
+
+
+def _summarize_list(x: np.ndarray) -> StepSummary | None:
+    """:func:`summarize` of at most :data:`SMALL` values in plain lists (the same doubles
+    and comparisons as the array path: the same answer); None when a value is nan."""
+    xs = x.tolist()
+    total = sum(xs)
+    if total != total:
+        return None
+    med = _list_median(sorted(xs))
+    out: list[int] = []
+    keep = xs
+    if len(xs) >= MIN_STEPS:  # outlier_mask
+        dev = [abs(v - med) for v in xs]
+        lim = OUTLIER_K * max(MAD_SCALE * _list_median(sorted(dev)), MAD_FLOOR * abs(med))
+        out = [i for i, d in enumerate(dev) if d > lim]
+        if out and len(out) < len(xs):  # center() over the basis (all when none is left)
+            keep = [v for v, d in zip(xs, dev, strict=True) if not d > lim]
+    value = med if keep is xs else _list_median(sorted(keep))
+    return StepSummary(value, float(x.mean()), len(xs), out)
+
+
 def summarize(values: Sequence[float] | np.ndarray) -> StepSummary:
     """:class:`StepSummary` of a series (empty: zeros)."""
     x = _values(values)
     if x.size == 0:
         return StepSummary(0.0, 0.0, 0)
+    if x.size <= SMALL:
+        got = _summarize_list(x)
+        if got is not None:
+            return got
     out = outlier_mask(x)
     return StepSummary(center(x, ~out), float(x.mean()), int(x.size),
-                       [int(i) for i in np.flatnonzero(out)])
+                       np.flatnonzero(out).tolist())

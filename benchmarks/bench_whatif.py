@@ -16,10 +16,12 @@ parsing), in us per event (API calls + GPU ops), on:
 (that checkout's own profplug) and prints both columns and the speed-up (``x``). ``report s``:
 the what-if as ``report`` runs it, with the ranks' stall analyses given (a checkout whose
 ``whatif`` cannot take them redoes them: the same as ``s``); ``x rep`` compares those. Each
-figure is the best of ``REPEATS`` runs in each of ``ROUNDS`` (``--rounds``) worker processes
-per checkout, the two checkouts' workers alternated (a change of load on a shared host hits
-both), in process CPU time (steadier than wall time on a shared host; more rounds on a busy
-one, where another process's burst inflates a round's CPU time through shared caches).
+figure is the best of ``REPEATS`` runs (after one untimed pass over every case: a fresh
+process's first what-ifs run cold, up to 2x slower while its heap grows, so the first cases
+measured the process's warm-up) in each of ``ROUNDS`` (``--rounds``) worker processes per
+checkout, the two checkouts' workers alternated (a change of load on a shared host hits both), in process CPU time
+(steadier than wall time on a shared host; more rounds on a busy one, where another
+process's burst inflates a round's CPU time through shared caches).
 """
 
 from __future__ import annotations
@@ -154,10 +156,14 @@ def cases(tmp: Path, runs: list[str]) -> list[dict[str, object]]:
 
 def worker(case_file: str) -> int:
     """Time every case with this interpreter's profplug; one JSON line per case."""
+    runs = []
     for c in json.loads(Path(case_file).read_text()):
         base = load_timelines(c["paths"], jobs=1, progress=False)
-        tls = [replicate(t, int(c["k"])) for t in base]
-        best, res = float("inf"), None
+        runs.append((c, [replicate(t, int(c["k"])) for t in base]))
+        whatif(runs[-1][1])  # untimed: a fresh process's first what-ifs run cold (see above)
+    for c, tls in runs:
+        res = whatif(tls)
+        best = float("inf")
         for _ in range(REPEATS):
             t0 = time.process_time()  # CPU time: steadier than wall time on a shared host
             res = whatif(tls)

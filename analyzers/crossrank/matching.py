@@ -193,7 +193,9 @@ class _Rank:
                         f = fits[key] = _fits(c_kind[r], names[c_name[r]], names[kn])
                     if f:
                         cand.append(r)
-                if cand:
+                if len(cand) == 1:  # the usual: one description per kernel
+                    best = cand
+                elif cand:
                     top = min(score[r] for r in cand)
                     best = [r for r in cand if score[r] == top]
             if not best:

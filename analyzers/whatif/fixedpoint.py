@@ -36,6 +36,9 @@ def _acyclic_within(g: Graph, ts: np.ndarray, td: np.ndarray, flat: np.ndarray) 
     """No cycle among the nodes in the time windows of the non-rising edges ``flat``
     (``ts``/``td``: per edge, its source's and destination's time)."""
     lo, hi = td[flat], ts[flat]
+    if np.array_equal(lo, hi):  # every window a single instant (the usual: zero gaps): the
+        src, dst = g.src[flat], g.dst[flat]  # edges inside are those flat edges themselves
+        return _peel(g, src, dst)
     order = np.argsort(lo, kind="stable")
     lo, hi = lo[order], np.maximum.accumulate(hi[order])
     starts = np.nonzero(np.append(True, lo[1:] > hi[:-1]))[0]  # merged: overlap or touch
@@ -47,7 +50,12 @@ def _acyclic_within(g: Graph, ts: np.ndarray, td: np.ndarray, flat: np.ndarray) 
     kd = np.searchsorted(w_lo, nd, side="right") - 1
     inside = (ks >= 0) & (ks == kd) & (ns <= w_hi[np.maximum(ks, 0)]) \
         & (nd <= w_hi[np.maximum(kd, 0)])
-    src, dst = g.src[near[inside]], g.dst[near[inside]]
+    return _peel(g, g.src[near[inside]], g.dst[near[inside]])
+
+
+def _peel(g: Graph, src: np.ndarray, dst: np.ndarray) -> bool:
+    """No cycle among the edges ``src -> dst``: peeled level by level (Kahn) within a few
+    times the graph's edges."""
     budget = MAX_WORK * g.src.size
     while budget > 0:
         if src.size == 0:
@@ -88,7 +96,8 @@ def recorded_fixed_point(g: Graph, rec: np.ndarray, lazy: bool = False
     val = ts + g.w
     best = np.full(n, MIN_NS, dtype=np.int64)
     np.maximum.at(best, g.dst, val)
-    if not np.array_equal(best[has_in], t[has_in]):
+    best[g.source] = 0  # the one node without an in-edge whose time is not MIN_NS
+    if not np.array_equal(best, t):  # every node with an in-edge on its equation
         return None
     flat = np.nonzero(ts >= td)[0]
     if flat.size and not _acyclic_within(g, ts, td, flat):

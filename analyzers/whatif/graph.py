@@ -23,7 +23,7 @@ edge and its ``run`` edge weighs its recorded duration.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -43,6 +43,19 @@ class Graph:
     dst: np.ndarray
     w: np.ndarray
     kind: np.ndarray  # int8, one of KINDS' indices
+    # the edges as blocks of one kind, in order: (kind, first, end); empty: not known (a
+    # graph built by hand), then ``span`` finds none and callers read ``kind``
+    parts: list[tuple[int, int, int]] = field(default_factory=list)
+
+    def span(self, kind: int) -> slice | None:
+        """The edges of ``kind`` as one slice, when they are one block (``parts``)."""
+        blocks = [(lo, hi) for k, lo, hi in self.parts if k == kind]
+        return slice(*blocks[0]) if len(blocks) == 1 else None
+
+    def edges(self, kind: int) -> np.ndarray | slice:
+        """The edges of ``kind``: their block, else their indices."""
+        sl = self.span(kind)
+        return sl if sl is not None else np.nonzero(self.kind == kind)[0]
 
     @property
     def n_nodes(self) -> int:
@@ -74,7 +87,8 @@ def build_graph(m: Model, drop: bool, forced: np.ndarray | None = None) -> Graph
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]] = []
 
     def add(s: np.ndarray | int, d: np.ndarray, w: np.ndarray, kind: int) -> None:
-        parts.append((np.broadcast_to(np.asarray(s, dtype=np.int64), d.shape), d, w, kind))
+        src = np.full(d.size, s, dtype=np.int64) if isinstance(s, int) else s
+        parts.append((src, d, w, kind))
 
     tops = np.nonzero(m.a_top == np.arange(n_a))[0]
     first = tops[m.a_prev[tops] < 0]
@@ -105,10 +119,13 @@ def build_graph(m: Model, drop: bool, forced: np.ndarray | None = None) -> Graph
         np.where(paired, m.o_xfer, m.o_end - m.o_start), RUN)
     pp = ops[paired]
     add(2 * n_a + m.o_peer[pp], 2 * n_a + n_o + pp, m.o_xfer[pp] - m.o_clock[pp], PEER)
-    g.src = np.concatenate([p[0] for p in parts])
-    g.dst = np.concatenate([p[1] for p in parts]).astype(np.int64)
-    g.w = np.concatenate([p[2] for p in parts]).astype(np.int64)
-    g.kind = np.concatenate([np.full(p[1].size, p[3], dtype=np.int8) for p in parts])
+    g.src = np.concatenate([p[0] for p in parts]).astype(np.int64, copy=False)
+    g.dst = np.concatenate([p[1] for p in parts]).astype(np.int64, copy=False)
+    g.w = np.concatenate([p[2] for p in parts]).astype(np.int64, copy=False)
+    sizes = [p[1].size for p in parts]
+    g.kind = np.repeat(np.array([p[3] for p in parts], dtype=np.int8), sizes)
+    ends = np.cumsum(sizes).tolist()
+    g.parts = [(p[3], e - n, e) for p, n, e in zip(parts, sizes, ends, strict=True)]
     return g
 
 
@@ -119,12 +136,29 @@ def dropped_graph(g: Graph, m: Model) -> Graph:
     both replays instead of building the edges twice."""
     n_a = g.n_a
     w = g.w.copy()
-    host = np.nonzero(g.kind == HOST)[0]
+    host = g.edges(HOST)
     w[host] = m.a_gap_drop[g.dst[host]]
-    call = np.nonzero(g.kind == CALL)[0]
-    dropped = m.a_dropped[g.src[call]]
-    w[call[dropped]] = m.a_omin[g.src[call[dropped]]]
-    keep = np.ones(g.w.size, dtype=bool)
-    sync = np.nonzero(g.kind == SYNC)[0]
-    keep[sync[m.a_dropped[g.dst[sync] - n_a]]] = False
-    return Graph(n_a, g.n_o, g.src[keep], g.dst[keep], w[keep], g.kind[keep])
+    call = g.edges(CALL)
+    c_src = g.src[call]
+    dropped = m.a_dropped[c_src]
+    w_call = w[call] if isinstance(call, slice) else None  # a view: written through
+    if w_call is not None:
+        w_call[dropped] = m.a_omin[c_src[dropped]]
+    else:
+        w[np.asarray(call)[dropped]] = m.a_omin[c_src[dropped]]
+    sync = g.span(SYNC)
+    if sync is None:  # a graph built by hand: by mask
+        keep = np.ones(g.w.size, dtype=bool)
+        at = np.nonzero(g.kind == SYNC)[0]
+        keep[at[m.a_dropped[g.dst[at] - n_a]]] = False
+        return Graph(n_a, g.n_o, g.src[keep], g.dst[keep], w[keep], g.kind[keep])
+    # only the sync block changes length: the rest is copied as it is
+    lo, hi = sync.start, sync.stop
+    ks = ~m.a_dropped[g.dst[lo:hi] - n_a]
+    gone = int(hi - lo - ks.sum())
+
+    def cut(a: np.ndarray) -> np.ndarray:
+        return np.concatenate([a[:lo], a[lo:hi][ks], a[hi:]])
+
+    parts = [(k, a - gone * (a >= hi), b - gone * (b > lo)) for k, a, b in g.parts]
+    return Graph(n_a, g.n_o, cut(g.src), cut(g.dst), cut(w), cut(g.kind), parts)

@@ -33,6 +33,8 @@ from profplug.ranges import STEP
 
 from ..timeline import KIND_MEMCPY, Timeline, groups
 
+I64_MAX, I64_MIN = int(np.iinfo(np.int64).max), int(np.iinfo(np.int64).min)
+
 # An own range holds at most this much host time besides the call: the wrappers seen cost
 # 7-16 us (fast host) to 34 us (slow host) under Kineto/Nsight; a range with more is a block
 # of other work that happens to contain only this CUDA call, not a wrapper.
@@ -75,7 +77,7 @@ def _cut_thread(seq: np.ndarray, pos: np.ndarray, s: np.ndarray, e: np.ndarray,
     """``pre``/``post`` of the dropped calls ``seq[pos]`` of one thread (see
     :func:`drop_cuts`), all at once: every (call, annotation) candidate pair is listed, the
     rules filter them, and each call keeps its outermost range."""
-    none, top = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    none, top = I64_MIN, I64_MAX
     i = seq[pos]
     lo = np.where(pos > 0, e[seq[np.maximum(pos - 1, 0)]], none)
     hi = np.where(pos + 1 < seq.size, s[seq[np.minimum(pos + 1, seq.size - 1)]], top)
@@ -118,10 +120,11 @@ def sync_copies(tl: Timeline, o_api: np.ndarray, is_top: np.ndarray) -> np.ndarr
     after its copy ended is taken as synchronous.
     """
     out = np.zeros(tl.api_start_ns.size, dtype=bool)
-    if not tl.n_gpu:
+    copy = tl.gpu_kind == KIND_MEMCPY
+    if not copy.any():
         return out
     dtoh = np.array(["DtoH" in n for n in tl.names], dtype=bool)[tl.gpu_name]
-    ops = np.nonzero((tl.gpu_kind == KIND_MEMCPY) & dtoh & (o_api >= 0))[0]
+    ops = np.nonzero(copy & dtoh & (o_api >= 0))[0]
     ops = ops[is_top[o_api[ops]]]
     if ops.size == 0:
         return out

@@ -89,6 +89,8 @@ class Model:
     warnings: list[str] = field(default_factory=list)
     # the ops stream by stream (each stream's ops in order, as o_prev chains them)
     o_order: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    # per call its top-level sync kind (classify.top_level_kinds: the stall analysis's own)
+    a_kind: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
 
     @property
     def n_events(self) -> int:
@@ -130,6 +132,10 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None, *,
     warns = [n for b in rms for n in b.warns]
 
     def cat(parts: list[np.ndarray], dtype: type = np.int64) -> np.ndarray:
+        if len(parts) == 1:  # one rank: its array as it is (read only: it may be the trace's)
+            one = parts[0].view()
+            one.flags.writeable = False
+            return one
         return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
 
     def shift(x: np.ndarray, base: int) -> np.ndarray:
@@ -198,4 +204,5 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None, *,
         rank_a={b.tl.rank: (a_base[k], a_base[k + 1]) for k, b in enumerate(rms)},
         rank_o={b.tl.rank: (o_base[k], o_base[k + 1]) for k, b in enumerate(rms)},
         assumptions=notes, warnings=warns,
-        o_order=cat([b.stream_order + o_base[k] for k, b in enumerate(rms)]))
+        o_order=cat([b.stream_order + o_base[k] for k, b in enumerate(rms)]),
+        a_kind=cat([b.kind for b in rms], np.int8))

@@ -132,6 +132,37 @@ def _predicted_timeline(tl: Timeline, m: Model, r: Replay, main: np.ndarray, dro
                    warnings=[], skipped={})
 
 
+def _links(m: Model, r: Replay, rank: int, keep: np.ndarray
+           ) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The predicted timeline's (kept calls') top-level sync kinds and its ops' launch times,
+    as its own stall analysis would find them, from the model's: (None, None) unless the
+    replay kept the recorded nesting (each kept nested call starts inside its top-level call
+    and sorts after it; each thread's top-level calls start after the previous one's end,
+    in order) and no op was launched by a dropped call; then ``top_level`` on the
+    replayed times gives the recorded tops, and a correlation lookup the recorded launches."""
+    alo, ahi = m.rank_a[rank]
+    olo, ohi = m.rank_o[rank]
+    ot = m.o_top[olo:ohi]
+    linked = ot >= 0
+    if m.a_dropped[ot[linked]].any():
+        return None, None
+    s, e = r.a_start[alo:ahi], r.a_end[alo:ahi]
+    top = m.a_top[alo:ahi] - alo
+    c = np.nonzero(keep & (top != np.arange(ahi - alo)))[0]
+    t = top[c]
+    if not np.all((s[c] < e[t]) & ((s[t] < s[c]) | (e[c] < e[t]) | (t < c))):
+        return None, None
+    # every top-level call and the one before it on its thread (dropped ones too: a chain
+    # of such starts and ends orders the kept calls as well)
+    prev = m.a_prev[alo:ahi]
+    b = np.nonzero(prev >= 0)[0]
+    a = prev[b] - alo
+    if not np.all((s[b] >= e[a]) & (s[b] > s[a])):
+        return None, None
+    launch = np.where(linked, r.a_start[np.maximum(ot, 0)], r.o_start[olo:ohi])
+    return m.a_kind[alo:ahi][keep], launch
+
+
 def _time_ns(rs: RankStalls, basis: str, recorded: RankStalls | None = None) -> float:
     """The report's step time (basis "step"; a replay's over ``recorded``'s steps), else
     the GPU window; ns (``stepfigure``)."""
@@ -148,17 +179,22 @@ def _rank_result(tl: Timeline, m: Model, rec: Replay, drp: Replay, opt: StallOpt
                  rs: RankStalls | None) -> RankWhatIf:
     # the recorded run's figures read only its gaps, steps and sync rows: the brief analysis
     # (no call sites, sync statistics or outlier texts) when the caller has none
-    rs = rs if rs is not None else analyze_rank(tl, opt, brief=True)
+    alo, ahi = m.rank_a[tl.rank]
+    olo, ohi = m.rank_o[tl.rank]
+    if rs is None:  # the model's kinds and launches are the analysis's own
+        ot = m.o_top[olo:ohi]
+        rs = analyze_rank(tl, opt, brief=True, api_kind=m.a_kind[alo:ahi],
+                          launch=np.where(ot >= 0, m.a_start[np.maximum(ot, 0)],
+                                          m.o_start[olo:ohi]))
     basis = "step" if rs.steps is not None and rs.steps.n_steps else "window"
     n_steps = rs.steps.n_steps if basis == "step" and rs.steps is not None else 1
     rec_ns = _time_ns(rs, basis)
     main = max((seq for (rk, _), seq in zip(m.thread_key, m.threads, strict=True)
                 if rk == tl.rank), key=len, default=np.zeros(0, dtype=np.int64))
     # the brief analysis reads no annotation: they stay where they were
+    kinds, launch = _links(m, drp, tl.rank, ~m.a_dropped[m.a_top[alo:ahi]])
     pred_rs = analyze_rank(_predicted_timeline(tl, m, drp, main, True, annotations=False), opt,
-                           brief=True)
-    alo, ahi = m.rank_a[tl.rank]
-    olo, ohi = m.rank_o[tl.rank]
+                           brief=True, api_kind=kinds, launch=launch)
     if basis == "step" and all(np.array_equal(x[lo:hi], y[lo:hi]) for x, y, lo, hi in (
             (rec.o_start, m.o_start, olo, ohi), (rec.o_end, m.o_end, olo, ohi),
             (rec.a_start, m.a_start, alo, ahi), (rec.a_end, m.a_end, alo, ahi))):

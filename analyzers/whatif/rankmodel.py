@@ -93,13 +93,13 @@ class RankModel:
         order = np.lexsort((tl.gpu_start_ns, tl.gpu_stream, tl.gpu_device))
         self.stream_order = order  # the ops stream by stream, each in order
         d, s = tl.gpu_device[order], tl.gpu_stream[order]
-        brk = np.nonzero((np.diff(d) != 0) | (np.diff(s) != 0))[0] + 1
-        slices = np.split(order, brk) if order.size else []
+        new = (d[1:] != d[:-1]) | (s[1:] != s[:-1])  # a stream's first op (after the first)
         self.prev = np.full(tl.n_gpu, -1, dtype=I64)  # previous op on the same stream
-        for sl in slices:
-            self.prev[sl[1:]] = sl[:-1]
-        self.by_stream = {(int(tl.gpu_device[sl[0]]), int(tl.gpu_stream[sl[0]])): sl
-                          for sl in slices}
+        self.prev[order[1:][~new]] = order[:-1][~new]
+        cuts = [0, *(np.nonzero(new)[0] + 1).tolist(), int(order.size)] if order.size else [0]
+        keys = zip(d[cuts[:-1]].tolist(), s[cuts[:-1]].tolist(), strict=True)
+        self.by_stream = {(int(dv), int(st)): order[a:b]
+                          for (dv, st), a, b in zip(keys, cuts[:-1], cuts[1:], strict=True)}
         self.stream_launch = {k: np.maximum.accumulate(self.launch[v])
                               for k, v in self.by_stream.items()}
 
@@ -211,16 +211,20 @@ class RankModel:
         own[self.o_api[lk]] = lk  # a blocking copy waits for its own copy
         c_list, o_list = [], []
         d = calls[dev_kind]
-        for (dv, st) in self.by_stream:  # a device-wide sync: every stream's last op
-            ops = self._last_before(np.full(d.size, dv, dtype=I64),
-                                    np.full(d.size, st, dtype=I64), tl.api_start_ns[d])
+        td = tl.api_start_ns[d]
+        for key, sl in self.by_stream.items():  # a device-wide sync: every stream's last op
+            k = np.searchsorted(self.stream_launch[key], td, side="left") - 1
             c_list.append(d)
-            o_list.append(ops)
+            o_list.append(np.where(k >= 0, sl[np.maximum(k, 0)], -1))
         rest = ~dev_kind
         mine = rest & (own[calls] >= 0)
         c_list.append(calls[mine])
         o_list.append(own[calls[mine]])
         other = rest & ~mine
+        if not other.any():  # only device-wide syncs and blocking copies: no record to read
+            wc, wo = np.concatenate(c_list), np.concatenate(o_list)
+            keep = wo >= 0
+            return wc[keep].astype(I64), wo[keep].astype(I64), 0
         g_sel = np.nonzero((tl.gsync_corr >= 0) & (tl.gsync_kind != SYNC_STREAM_WAIT_EVENT))[0]
         gk, gr = _last_by_key(tl.gsync_corr[g_sel])
         g = _lookup(gk, g_sel[gr] if gr.size else gr, tl.api_corr[calls[other]])

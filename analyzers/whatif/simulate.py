@@ -56,7 +56,8 @@ class Replay:
 
 
 def _recorded_times(m: Model) -> np.ndarray:
-    return np.concatenate([m.a_start, m.a_end, m.o_start, m.o_end, [0]]).astype(np.int64)
+    return np.concatenate([m.a_start, m.a_end, m.o_start, m.o_end, [0]]).astype(np.int64,
+                                                                              copy=False)
 
 
 def _host_fold(g: Graph, threads: list[np.ndarray], single: np.ndarray, src1: np.ndarray,
@@ -76,36 +77,39 @@ def _host_fold(g: Graph, threads: list[np.ndarray], single: np.ndarray, src1: np
     first = np.zeros(seq.size, dtype=bool)
     first[np.cumsum([0] + [2 * t.size for t in threads[:-1]])] = True
     prev = np.append(-1, seq[:-1])
-    cont = single[seq] & (src1[seq] == prev) & ~first
-    w = np.where(cont, off[seq], 0)  # the one in-edge's weight (root/off: one step so far)
+    sg, og, rg = single[seq], off[seq], src1[seq]  # along the threads (the heads' from these)
+    cont = sg & (rg == prev) & ~first
+    w = np.where(cont, og, 0)  # the one in-edge's weight (root/off: one step so far)
     cs = np.cumsum(w)
-    head = np.maximum.accumulate(np.where(cont, 0, np.arange(seq.size)))
-    hs = seq[head]
-    base = np.where(single[hs], off[hs], 0)  # a head's own one step (from the source)
-    off[seq] = base + cs - cs[head]
-    root[seq] = np.where(single[hs], src1[hs], hs)
+    head = np.nonzero(~cont)[0]  # the segments' first nodes (few: the waits), seq[0] first
+    sh = sg[head]
+    base = np.where(sh, og[head], 0)  # a head's own one step (from the source)
+    size = np.diff(np.append(head, seq.size))
+    off[seq] = cs - np.repeat(cs[head] - base, size)
+    root[seq] = np.repeat(np.where(sh, rg[head], seq[head]), size)
 
 
-def _fold(g: Graph, threads: list[np.ndarray] | None = None
+def _fold(g: Graph, threads: list[np.ndarray] | None = None, indeg: np.ndarray | None = None
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(root, offset, in-edge) per node: a node with one predecessor (a call that waits for
+    """(root, offset) per node, and the single-predecessor nodes' in-edges (edge ids, for
+    the binding edges): a node with one predecessor (a call that waits for
     nothing, the next call's start, an op that is not a matched NCCL kernel, ...) is that
     predecessor's time plus a constant; chains of them fold onto their first node with two
     or more predecessors, so the pass visits only the nodes where times meet. The host
     threads' chains (``threads``: top-level calls in order) fold in one prefix sum, the rest
-    by pointer jumping. Unfolded nodes are their own root (offset 0)."""
+    by pointer jumping. Unfolded nodes are their own root (offset 0). ``indeg``: each node's
+    number of in-edges, when the caller has it."""
     n = g.n_nodes
-    single = np.bincount(g.dst, minlength=n) == 1
-    in_e = np.full(n, -1, dtype=np.int64)
+    single = (np.bincount(g.dst, minlength=n) if indeg is None else indeg) == 1
     one = np.nonzero(single[g.dst])[0]
-    in_e[g.dst[one]] = one
+    d1 = g.dst[one]
     root = np.arange(n)
     off = np.zeros(n, dtype=np.int64)
-    root[g.dst[one]] = g.src[one]
-    off[g.dst[one]] = g.w[one]
+    root[d1] = g.src[one]
+    off[d1] = g.w[one]
     if threads is not None:
         _host_fold(g, threads, single, root.copy(), root, off)
-    live = g.dst[one][single[root[g.dst[one]]]]  # nodes whose root is not a meeting node
+    live = d1[single[root[d1]]]  # nodes whose root is not a meeting node
     for _ in range(64):
         if not live.size:
             break
@@ -115,7 +119,7 @@ def _fold(g: Graph, threads: list[np.ndarray] | None = None
         live = live[single[root[live]]]
     stray = single[root]  # a loop of single-predecessor nodes: left unfolded
     root[stray], off[stray] = np.nonzero(stray)[0], 0
-    return root, off, in_e
+    return root, off, one
 
 
 def longest_path(g: Graph, m: Model, runs: bool = True
@@ -132,16 +136,19 @@ def _longest_path(g: Graph, m: Model, runs: bool = True
                   ) -> tuple[np.ndarray, Callable[[], np.ndarray], list[int], list[int]]:
     """:func:`longest_path` with the binding edges left to a function (called on need)."""
     n = g.n_nodes
-    root, off, in_e = _fold(g, m.threads)
+    indeg = np.bincount(g.dst, minlength=n)
+    root, off, one = _fold(g, m.threads, indeg)
     folded = root != np.arange(n)
-    rn = stream_runs(g, root, off, m.o_order) if runs else no_runs()
+    rn = stream_runs(g, root, off, m.o_order, indeg) if runs else no_runs()
     derived = np.zeros(n, dtype=bool)
     derived[rn.node] = True
-    proc = np.nonzero(~folded & ~derived)[0]  # the nodes the pass visits, renumbered 0..P-1
+    visit = ~(folded | derived)
+    proc = np.nonzero(visit)[0]  # the nodes the pass visits, renumbered 0..P-1
     cid = np.full(n, -1, dtype=np.int64)
     cid[proc] = np.arange(proc.size)
-    kept = np.nonzero(~folded[g.dst] & ~derived[g.dst])[0]
-    e_src, e_w = root[g.src[kept]], g.w[kept] + off[g.src[kept]]
+    kept = np.nonzero(visit[g.dst])[0]
+    k_src = g.src[kept]
+    e_src, e_w = root[k_src], g.w[kept] + off[k_src]
     e_kind, e_dst = g.kind[kept], g.dst[kept]
     via = derived[e_src]  # an edge out of a derived op: one from each of its two roots
     if via.any():
@@ -155,7 +162,7 @@ def _longest_path(g: Graph, m: Model, runs: bool = True
     c_src = cid[e_src]
     order = np.argsort(c_src, kind="stable")
     ptr = np.searchsorted(c_src[order], np.arange(proc.size + 1)).tolist()
-    ek_kind, ek_dst = e_kind[order], e_dst[order]
+    ek_dst = e_dst[order]
     c_dst = cid[ek_dst]
     dst = c_dst.tolist()
     w = e_w[order].tolist()
@@ -192,7 +199,7 @@ def _longest_path(g: Graph, m: Model, runs: bool = True
             j = forced[-1]
             s0 = 2 * g.n_a + j
             t[cv] = t[int(cid[root[s0]])] + int(off[s0]) + int(m.o_end[j] - m.o_start[j])
-            for k in np.nonzero((ek_kind == PEER) & (ek_dst == v))[0].tolist():
+            for k in np.nonzero((e_kind[order] == PEER) & (ek_dst == v))[0].tolist():
                 w[k] = MIN_NS  # the peer edge is gone: its later relaxation changes nothing
             indeg[cv] -= 1
         else:
@@ -204,12 +211,12 @@ def _longest_path(g: Graph, m: Model, runs: bool = True
     t_a = np.full(n, MIN_NS, dtype=np.int64)
     t_a[proc] = t
     t_a[rn.node] = np.maximum(t_a[rn.h] + rn.a, t_a[rn.s] + rn.b)
-    t_a[folded] = t_a[root[folded]] + off[folded]
-    return t_a, lambda: _binding(g, t_a, np.nonzero(~folded[g.dst])[0], forced, in_e, folded), \
+    t_a = t_a[root] + off  # a folded node from its root; every other node is its own, at 0
+    return t_a, lambda: _binding(g, t_a, np.nonzero(~folded[g.dst])[0], forced, one, folded), \
         forced, released
 
 
-def _binding(g: Graph, t: np.ndarray, kept: np.ndarray, forced: list[int], in_e: np.ndarray,
+def _binding(g: Graph, t: np.ndarray, kept: np.ndarray, forced: list[int], one: np.ndarray,
              folded: np.ndarray) -> np.ndarray:
     """Per node, the edge that gave its time (the lowest-numbered of several), -1 none: a
     folded node's one in-edge; else an in-edge whose source time plus weight is the node's
@@ -222,6 +229,8 @@ def _binding(g: Graph, t: np.ndarray, kept: np.ndarray, forced: list[int], in_e:
     low = np.full(g.n_nodes, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(low, g.dst[e], e)  # per node its lowest-numbered tight edge
     out = np.where(low < np.iinfo(np.int64).max, low, -1)
+    in_e = np.full(g.n_nodes, -1, dtype=np.int64)  # a single-predecessor node's one in-edge
+    in_e[g.dst[one]] = one
     out[folded] = in_e[folded]
     return out
 

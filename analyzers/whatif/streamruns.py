@@ -50,8 +50,8 @@ def no_runs() -> Runs:
 def _edge_of(g: Graph, kind: int, base: int, n: int) -> np.ndarray:
     """Per op, its in-edge of ``kind`` into the node ``base + op`` (-1 none; the last)."""
     out = np.full(n, -1, dtype=np.int64)
-    e = np.nonzero(g.kind == kind)[0]
-    out[g.dst[e] - base] = e
+    e = g.edges(kind)
+    out[g.dst[e] - base] = np.arange(e.start, e.stop) if isinstance(e, slice) else e
     return out
 
 
@@ -74,16 +74,17 @@ def _second(_a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def stream_runs(g: Graph, root: np.ndarray, off: np.ndarray,
-                order: np.ndarray | None = None) -> Runs:
+                order: np.ndarray | None = None, indeg: np.ndarray | None = None) -> Runs:
     """The derived ops of ``g`` (see the module docstring), given the single-predecessor fold
     (``root``, ``off``) and the ops in stream order (``Model.o_order``; without it, along
-    the stream edges); none where the graph does not have the expected shape."""
+    the stream edges); none where the graph does not have the expected shape. ``indeg``:
+    each node's number of in-edges, when the caller has it."""
     n_a, n_o = g.n_a, g.n_o
     o_s0, o_e0 = 2 * n_a, 2 * n_a + n_o
     none = no_runs()
     if n_o == 0:
         return none
-    indeg = np.bincount(g.dst, minlength=g.n_nodes)
+    indeg = np.bincount(g.dst, minlength=g.n_nodes) if indeg is None else indeg
     lau = _edge_of(g, LAUNCH, o_s0, n_o)
     st = _edge_of(g, STREAM, o_s0, n_o)
     run = _edge_of(g, RUN, o_e0, n_o)

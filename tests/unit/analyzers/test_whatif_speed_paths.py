@@ -1,0 +1,119 @@
+"""The what-if's third speed round's shortcuts give the answers of the paths they skip:
+the predicted run's stall analysis with the model's nesting and launches (``predict._links``)
+and with its own; the step statistic's plain-list path and the array path; the dropped graph
+cut by blocks and by mask."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pipeline_synth import PipelineSpec, write
+from profplug.analyzers import classify, stepstats
+from profplug.analyzers.load import load_timelines
+from profplug.analyzers.readers.kineto import read_kineto
+from profplug.analyzers.stalls import analyze_rank
+from profplug.analyzers.timeline import Timeline, launch_times, launch_tops
+from profplug.analyzers.whatif import predict
+from profplug.analyzers.whatif.graph import Graph, build_graph, dropped_graph
+from profplug.analyzers.whatif.model import Model, build_model
+from profplug.analyzers.whatif.simulate import Replay, replay
+from synth import KinetoTrace
+from unit.analyzers.test_whatif_graph import nested
+
+
+def _nested(tmp_path: Path) -> list[Timeline]:
+    k = KinetoTrace(rank=0)
+    nested(k)
+    return [read_kineto(k.write(tmp_path / "nested.json"), 0)]
+
+
+def _pipeline(tmp_path: Path) -> list[Timeline]:
+    paths, _ = write(PipelineSpec(stages=3, steps=6, layers=4), tmp_path)
+    return load_timelines([str(p) for p in paths], jobs=1, progress=False)
+
+
+def _predicted(tl: Timeline, m: Model, drp: Replay) -> tuple[Timeline, np.ndarray]:
+    alo, ahi = m.rank_a[tl.rank]
+    main = max((s for (r, _), s in zip(m.thread_key, m.threads, strict=True) if r == tl.rank),
+               key=len)
+    keep = ~m.a_dropped[m.a_top[alo:ahi]]
+    return predict._predicted_timeline(tl, m, drp, main, True, annotations=False), keep
+
+
+@pytest.mark.parametrize("run", [_nested, _pipeline])
+def test_the_predicted_runs_links_are_what_its_own_analysis_finds(tmp_path: Path, run) -> None:
+    # given a replay without the synchronizes (calls nested in others; a 3-stage pipeline)
+    tls = run(tmp_path)
+    m = build_model(tls)
+    drp = replay(m, True)
+    for tl in tls:
+        ptl, keep = _predicted(tl, m, drp)
+        kinds, launch = predict._links(m, drp, tl.rank, keep)
+        # then the replay kept the nesting: the model's kinds and launches are taken ...
+        assert kinds is not None and launch is not None
+        # ... and they are those that the predicted timeline's own nesting column and
+        # correlation lookup give
+        own = classify.top_level_kinds(classify.kinds_for_symbols(ptl.names)[ptl.api_name],
+                                       ptl.api_tops())
+        assert np.array_equal(kinds, own)
+        assert np.array_equal(launch, launch_times(ptl, launch_tops(ptl)))
+        fast = analyze_rank(ptl, brief=True, api_kind=kinds, launch=launch)
+        slow = analyze_rank(replace(ptl, api_top=np.zeros(0, dtype=np.int64)), brief=True)
+        for a, b in zip(vars(fast.gaps).values(), vars(slow.gaps).values(), strict=True):
+            assert np.array_equal(a, b)
+        assert fast.steps == slow.steps and fast.devices == slow.devices
+        assert np.array_equal(fast.step_last_ns, slow.step_last_ns)
+
+
+def test_a_nested_call_pushed_to_its_top_level_calls_end_is_not_taken_as_nested(
+        tmp_path: Path) -> None:
+    # given the nested trace's replay, with a nested driver call moved to start where its
+    # top-level call ends (top_level would then find it top-level)
+    tls = _nested(tmp_path)
+    m = build_model(tls)
+    drp = replay(m, True)
+    c = int(np.nonzero(m.a_top != np.arange(m.a_top.size))[0][0])
+    t = int(m.a_top[c])
+    a_s = drp.a_start.copy()
+    a_s[c] = drp.a_end[t]
+    moved = replace(drp, a_start=a_s)
+    # then the shortcut is refused: the predicted run's analysis finds its own nesting
+    assert predict._links(m, moved, 0, ~m.a_dropped[m.a_top]) == (None, None)
+
+
+def test_the_step_statistic_from_lists_is_the_array_paths() -> None:
+    # a known series: 8 steps of 10 us and one of 100 us (an outlier)
+    s = stepstats.summarize([10.0] * 8 + [100.0])
+    assert (s.value, s.mean, s.n, s.outliers) == (10.0, 20.0, 9, [8])
+    # fewer than MIN_STEPS: no outlier; even count: the mean of the two middle values
+    assert stepstats.summarize([4.0, 1.0, 3.0, 2.0]) == stepstats.StepSummary(2.5, 2.5, 4, [])
+    # every length up to SMALL, odd shapes included, against the array path
+    rng = np.random.default_rng(7)
+    for n in range(1, stepstats.SMALL + 1):
+        for x in (rng.normal(100.0, 5.0, n), np.round(rng.normal(50.0, 1.0, n), 1),
+                  np.where(rng.random(n) < 0.2, 500.0, 50.0), np.zeros(n)):
+            out = stepstats.outlier_mask(x)
+            ref = stepstats.StepSummary(stepstats.center(x, ~out), float(x.mean()), n,
+                                        np.flatnonzero(out).tolist())
+            assert stepstats._summarize_list(x) == ref
+            assert stepstats.median(x) == float(np.median(x))
+    # a nan: the array path's answer (nan)
+    assert np.isnan(stepstats.median([1.0, np.nan, 2.0]))
+    assert np.isnan(stepstats.summarize([1.0, np.nan, 2.0]).value)
+
+
+def test_the_dropped_graph_cut_by_blocks_is_the_one_cut_by_mask(tmp_path: Path) -> None:
+    m = build_model(_pipeline(tmp_path))
+    g = build_graph(m, False)
+    assert g.span(0) is None and g.span(3) is not None  # anchors: two blocks; sync: one
+    by_block = dropped_graph(g, m)
+    by_mask = dropped_graph(Graph(g.n_a, g.n_o, g.src, g.dst, g.w, g.kind), m)
+    for name in ("src", "dst", "w", "kind"):
+        assert np.array_equal(getattr(by_block, name), getattr(by_mask, name))
+    # the blocks still name the edges of their kind
+    for k, lo, hi in by_block.parts:
+        assert (by_block.kind[lo:hi] == k).all()
+    assert sum(hi - lo for _, lo, hi in by_block.parts) == by_block.src.size

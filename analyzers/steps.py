@@ -81,6 +81,22 @@ class StepSpans:
     last_e: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
+def _extrema_at(first: np.ndarray, last: np.ndarray, key: np.ndarray, lo: np.ndarray,
+                hi: np.ndarray) -> None:
+    """``np.minimum.at(first, key, lo)`` and ``np.maximum.at(last, key, hi)``; by one
+    ``reduceat`` per run of equal keys when ``key`` does not decrease (the usual: ops in
+    launch order), the same values."""
+    if key.size == 0 or not (key[1:] >= key[:-1]).all():
+        np.minimum.at(first, key, lo)
+        np.maximum.at(last, key, hi)
+        return
+    at = np.flatnonzero(key[1:] != key[:-1]) + 1
+    at = np.concatenate([[0], at]) if at.size else np.zeros(1, dtype=np.int64)
+    k = key[at]
+    first[k] = np.minimum(first[k], np.minimum.reduceat(lo, at))
+    last[k] = np.maximum(last[k], np.maximum.reduceat(hi, at))
+
+
 def step_spans(tl: Timeline, launch: np.ndarray | None = None) -> StepSpans:
     """The complete steps' GPU spans (see the module docstring); ``launch``: the ops'
     launch times (their top-level calls' starts) when the caller has them."""
@@ -97,8 +113,7 @@ def step_spans(tl: Timeline, launch: np.ndarray | None = None) -> StepSpans:
     first = np.full(n, I64_MAX, dtype=np.int64)
     last = np.full(n, I64_MIN, dtype=np.int64)
     op_step = step_of_op[inside]
-    np.minimum.at(first, op_step, tl.gpu_start_ns[inside])
-    np.maximum.at(last, op_step, tl.gpu_end_ns[inside])
+    _extrema_at(first, last, op_step, tl.gpu_start_ns[inside], tl.gpu_end_ns[inside])
     idx = np.nonzero(first < I64_MAX)[0]
     if idx.size == 0:
         return StepSpans(z, z, z, int(n), none)
@@ -190,7 +205,11 @@ def step_stats_and_spans(tl: Timeline, gaps: Gaps, causes: Sequence[str], *,
                         len(causes), basis, k)
     per_cause = {c: round(float(med[ci]), 3) for ci, c in enumerate(causes)}
     gpu_span_us_mean = round(float((span_e - span_s).mean()) / 1000.0, 3)
-    period_us_per_step = [round(x / 1000.0, 3) for x in period.tolist()]
+    # each period is whole ns: x / 1000 is already its value rounded to 3 decimals
+    # (round(x / 1000, 3) gives the same double) below 2^40 ns (18 min); past that, rounded
+    exact = period_us.size == 0 or float(np.abs(period).max()) < 2.0 ** 40
+    period_us_per_step = period_us.tolist() if exact else \
+        [round(x / 1000.0, 3) for x in period.tolist()]
     between_us = between_steps_us(period_us, summary)
     if brief:
         return StepStats(

@@ -94,17 +94,20 @@ def recorded_fixed_point(g: Graph, rec: np.ndarray, lazy: bool = False
         return None
     ts, td = t[g.src], t[g.dst]
     val = ts + g.w
-    best = np.full(n, MIN_NS, dtype=np.int64)
-    np.maximum.at(best, g.dst, val)
-    best[g.source] = 0  # the one node without an in-edge whose time is not MIN_NS
-    if not np.array_equal(best, t):  # every node with an in-edge on its equation
+    # every node with an in-edge on its equation: no in-edge above its time, and one on it
+    # (the same test as the latest in-edge equal to the time, without an unbuffered max)
+    if (val > td).any():
+        return None
+    tight = np.nonzero(val == td)[0]
+    on = np.zeros(n, dtype=bool)
+    on[g.dst[tight]] = True
+    if not np.array_equal(on, has_in):
         return None
     flat = np.nonzero(ts >= td)[0]
     if flat.size and not _acyclic_within(g, ts, td, flat):
         return None
 
-    def binding() -> np.ndarray:
-        tight = np.nonzero(val == td)[0]  # the lowest-numbered tight edge binds
+    def binding() -> np.ndarray:  # the lowest-numbered tight edge binds
         bind = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(bind, g.dst[tight], tight)
         return np.where(has_in, bind, -1)

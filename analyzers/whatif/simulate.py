@@ -74,16 +74,14 @@ def _host_fold(g: Graph, threads: list[np.ndarray], single: np.ndarray, src1: np
         return
     seq = np.empty(2 * calls.size, dtype=np.int64)
     seq[0::2], seq[1::2] = calls, g.n_a + calls  # start, end, next start, ...
-    first = np.zeros(seq.size, dtype=bool)
-    first[np.cumsum([0] + [2 * t.size for t in threads[:-1]])] = True
-    prev = np.append(-1, seq[:-1])
     sg, og, rg = single[seq], off[seq], src1[seq]  # along the threads (the heads' from these)
-    cont = sg & (rg == prev) & ~first
-    w = np.where(cont, og, 0)  # the one in-edge's weight (root/off: one step so far)
-    cs = np.cumsum(w)
+    cont = sg.copy()
+    cont[1:] &= rg[1:] == seq[:-1]  # the one predecessor is the node before
+    cont[np.cumsum([0] + [2 * t.size for t in threads[:-1]])] = False  # a thread's first
     head = np.nonzero(~cont)[0]  # the segments' first nodes (few: the waits), seq[0] first
     sh = sg[head]
     base = np.where(sh, og[head], 0)  # a head's own one step (from the source)
+    cs = np.cumsum(og * cont)  # the one in-edge's weight (root/off: one step so far)
     size = np.diff(np.append(head, seq.size))
     off[seq] = cs - np.repeat(cs[head] - base, size)
     root[seq] = np.repeat(np.where(sh, rg[head], seq[head]), size)
@@ -108,7 +106,7 @@ def _fold(g: Graph, threads: list[np.ndarray] | None = None, indeg: np.ndarray |
     root[d1] = g.src[one]
     off[d1] = g.w[one]
     if threads is not None:
-        _host_fold(g, threads, single, root.copy(), root, off)
+        _host_fold(g, threads, single, root, root, off)  # read before written: no copy
     live = d1[single[root[d1]]]  # nodes whose root is not a meeting node
     for _ in range(64):
         if not live.size:

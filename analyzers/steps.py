@@ -148,11 +148,19 @@ def per_step_ns(span_s: np.ndarray, span_e: np.ndarray, gap_start_ns: np.ndarray
     """Per complete step of the series (:func:`series_len`), the sum of ``values_ns`` of the
     gaps that start in it (ns)."""
     n = series_len(int(span_s.size))
-    out = np.zeros(n, dtype=np.int64)
     k = gap_steps(span_s, span_e, gap_start_ns)
     sel = (k >= 0) & (k < n)
-    np.add.at(out, k[sel], values_ns[sel])
-    return out
+    return _sum_at(k[sel], values_ns[sel], n)
+
+
+def _sum_at(key: np.ndarray, values_ns: np.ndarray, n: int) -> np.ndarray:
+    """Per key 0 .. n-1 the sum of its ``values_ns`` (int64): ``np.add.at``'s sums, by one
+    bincount where its float sums are exact (every partial sum below 2^52 ns)."""
+    if values_ns.size == 0 or float(np.abs(values_ns).sum(dtype=np.float64)) >= 2.0 ** 52:
+        out = np.zeros(n, dtype=np.int64)
+        np.add.at(out, key, values_ns)
+        return out
+    return np.bincount(key, values_ns, minlength=n)[:n].astype(np.int64)
 
 
 def center_by_key(span_s: np.ndarray, span_e: np.ndarray, gap_start_ns: np.ndarray,
@@ -164,8 +172,7 @@ def center_by_key(span_s: np.ndarray, span_e: np.ndarray, gap_start_ns: np.ndarr
     n = series_len(int(span_s.size))
     k = gap_steps(span_s, span_e, gap_start_ns) if k is None else k
     sel = (k >= 0) & (k < n) & (key >= 0)
-    table = np.zeros((n_keys, n), dtype=np.int64)
-    np.add.at(table, (key[sel], k[sel]), values_ns[sel])
+    table = _sum_at(key[sel] * n + k[sel], values_ns[sel], n_keys * n).reshape(n_keys, n)
     return stepstats.center_rows(table / 1000.0, basis)
 
 

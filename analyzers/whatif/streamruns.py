@@ -153,13 +153,16 @@ def _runs_in_order(order: np.ndarray, der: np.ndarray, c: np.ndarray, y: np.ndar
     cs = np.cumsum(cv)
     big_d = cs - (cs - cv)[first][rid]
     z = y[idx] - big_d
-    lo = int(z.min())
-    span = int(z.max()) - lo + 1
+    # each run from its own lowest value (times since the epoch: far apart across runs,
+    # close within one), so that the offsets below stay small
+    lo = np.minimum.reduceat(z, np.nonzero(first)[0])[rid]
+    z = z - lo
+    span = int(z.max()) + 1
     if int(rid[-1]) * span >= 2 ** 62 - span:  # the offsets would overflow: by links
         link = np.full(order.size, -1, dtype=np.int64)
         link[idx[~first]] = idx[np.nonzero(~first)[0] - 1]
         zz = np.zeros(order.size, dtype=np.int64)
         zz[idx] = z
-        return idx, head, big_d, _scan(zz, link, np.maximum)[idx]
+        return idx, head, big_d, _scan(zz, link, np.maximum)[idx] + lo
     shift = rid * span  # each run above every earlier one: a global cummax stays in its run
-    return idx, head, big_d, np.maximum.accumulate(z - lo + shift) - shift + lo
+    return idx, head, big_d, np.maximum.accumulate(z + shift) - shift + lo

@@ -8,8 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from pipeline_synth import PipelineSpec, write
 from profplug.analyzers.load import load_timelines
+from profplug.analyzers.whatif import streamruns
 from profplug.analyzers.whatif.fixedpoint import recorded_fixed_point
 from profplug.analyzers.whatif.graph import ANCHOR, CALL, RUN, Graph, build_graph
 from profplug.analyzers.whatif.model import build_model
@@ -41,6 +43,31 @@ def test_closed_form_runs_give_the_node_by_node_times(tmp_path: Path) -> None:
         # the host fold equals plain pointer jumping
         r2, o2, _ = _fold(g)
         assert np.array_equal(root, r2) and np.array_equal(off, o2)
+
+
+def test_runs_far_from_time_zero_are_solved_in_one_cummax(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    # given the 4-stage pipeline, its clock at epoch ns (1.76e18, as a real trace's): the
+    # runs rooted at the source have raw offsets of that size, the others small ones
+    m = _pipeline(tmp_path)
+    assert int(m.a_start.min()) > 10 ** 18
+
+    def no_links(*_: object) -> None:
+        raise AssertionError("the runs taken along the links (offsets overflowed)")
+
+    for drop in (False, True):
+        g = build_graph(m, drop)
+        root, off, _ = _fold(g, m.threads)
+        plain = longest_path(g, m, runs=False)
+        with monkeypatch.context() as mp:
+            mp.setattr(streamruns, "_scan", no_links)
+            # then the stream order's one cummax solves the runs (each from its own lowest
+            # value: no stacked offsets of 1.76e18 that overflow int64) ...
+            assert stream_runs(g, root, off, m.o_order).node.size >= m.o_start.size // 2
+            fast = longest_path(g, m)
+        # ... with the node-by-node pass's times and binding edges
+        assert np.array_equal(fast[0], plain[0]) and np.array_equal(fast[1], plain[1])
 
 
 def test_the_replay_as_recorded_is_the_recorded_times_when_they_solve_it(tmp_path: Path

@@ -1,7 +1,7 @@
 """The what-if's third speed round's shortcuts give the answers of the paths they skip:
 the predicted run's stall analysis with the model's nesting and launches (``predict._links``)
 and with its own; the step statistic's plain-list path and the array path; the dropped graph
-cut by blocks and by mask."""
+cut by blocks and by mask; the steps' reductions by reduceat/bincount and the .at ones."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers import classify, stepstats
+from profplug.analyzers import classify, steps, stepstats
 from profplug.analyzers.load import load_timelines
 from profplug.analyzers.readers.kineto import read_kineto
 from profplug.analyzers.stalls import analyze_rank
@@ -117,3 +117,40 @@ def test_the_dropped_graph_cut_by_blocks_is_the_one_cut_by_mask(tmp_path: Path) 
     for k, lo, hi in by_block.parts:
         assert (by_block.kind[lo:hi] == k).all()
     assert sum(hi - lo for _, lo, hi in by_block.parts) == by_block.src.size
+
+
+def test_the_steps_reductions_are_the_unbuffered_ones() -> None:
+    # given per-op step keys in order (the usual), out of order, and empty, with values ...
+    rng = np.random.default_rng(7)
+    for key in (np.sort(rng.integers(0, 9, 200)), rng.integers(0, 9, 200),
+                np.zeros(0, dtype=np.int64), np.full(5, 3)):
+        lo, hi = rng.integers(-10**12, 10**12, (2, key.size))
+        first = np.full(10, steps.I64_MAX, dtype=np.int64)
+        last = np.full(10, steps.I64_MIN, dtype=np.int64)
+        first[2], last[2] = 5, -5  # a value there before
+        f2, l2 = first.copy(), last.copy()
+        np.minimum.at(f2, key, lo)
+        np.maximum.at(l2, key, hi)
+        steps._extrema_at(first, last, key, lo, hi)
+        # then the first/last per key are np.minimum.at's and np.maximum.at's
+        assert np.array_equal(first, f2) and np.array_equal(last, l2)
+        # and the sums per key np.add.at's: by bincount, and past 2^52 ns by add.at
+        for vals in (hi, hi * 4096):
+            want = np.zeros(10, dtype=np.int64)
+            np.add.at(want, key, vals)
+            got = steps._sum_at(key, vals, 10)
+            assert got.dtype == np.int64 and np.array_equal(got, want)
+
+
+def test_the_per_step_periods_in_us_are_the_rounded_ones(tmp_path: Path) -> None:
+    # given a pipeline's stage and its periods in whole ns, up to 2^41 ns
+    paths, _ = write(PipelineSpec(stages=2, steps=6, layers=3), tmp_path)
+    tl = load_timelines([str(paths[0])], jobs=1, progress=False)[0]
+    st = analyze_rank(tl).steps
+    assert st is not None and len(st.period_us_per_step) == 5
+    sp = steps.step_spans(tl)
+    period = np.diff(sp.span_s).astype(np.float64)
+    # then each is round(period / 1000, 3), as it was computed
+    assert st.period_us_per_step == [round(x / 1000.0, 3) for x in period.tolist()]
+    big = np.random.default_rng(3).integers(0, 2 ** 41, 100_000).astype(np.float64)
+    assert (big / 1000.0).tolist() == [round(x / 1000.0, 3) for x in big.tolist()]

@@ -57,6 +57,7 @@ from ..timeline import (
     groups,
     launch_calls,
 )
+from .couple import Edge, couple, couple_two
 
 R_DESCRIBED = ("peer in profplug range", "record_param_comms peer",
                "torch nccl: annotation peer", "NCCL NVTX payload peer")
@@ -73,7 +74,6 @@ CLOCK_ONE = ONE_REPORT
 CLOCK_FILE = ONE_FILE
 CLOCK_SINGLE = SINGLE
 CLOCK_MEDIAN = MEDIAN_END
-Edge = tuple[int, int, int, int, int, int]  # pos, op, partner pos, partner op, rule, dir
 
 
 @dataclass
@@ -158,6 +158,9 @@ class _Rank:
 
     def _describe(self) -> None:
         tl = self.tl
+        if tl.comm_start_ns.size == 0:  # no description on the rank: every kernel is bare
+            self.bare = [(o, k) for k, o in enumerate(self.kernels.tolist())]
+            return
         rows_by_tid: dict[int, list[int]] = {}
         starts_by_tid: dict[int, list[int]] = {}
         if tl.comm_start_ns.size:
@@ -320,15 +323,14 @@ def _match_bare(rs: list[_Rank], ranks: list[int], edges: list[Edge],
         tl = r.tl
         if not r.bare:
             continue
-        base: dict[int, str | None] = {}  # name symbol -> its base name if of this kind
-        bare = [o for o, _ in r.bare]
-        for o, sym in zip(bare, tl.gpu_name[bare].tolist(), strict=True):
-            kname = base.get(sym, "")
-            if kname == "":
-                kname = _base(tl.names[sym])
-                kname = base[sym] = kname if _fits(COMM_SEND, "", kname) == p2p else None
-            if kname is not None:
-                by_name[kname].setdefault(r.pos, []).append(o)
+        bare = np.array([o for o, _ in r.bare], dtype=np.int64)
+        syms, inv = np.unique(tl.gpu_name[bare], return_inverse=True)  # by name symbol
+        of_name: dict[str, list[int]] = defaultdict(list)  # base name of this kind: symbols
+        for u, sym in enumerate(syms.tolist()):
+            if _fits(COMM_SEND, "", kname := _base(tl.names[sym])) == p2p:
+                of_name[kname].append(u)
+        for kname, us in of_name.items():  # its kernels, in order
+            by_name[kname][r.pos] = bare[np.isin(inv, us)].tolist()
     for kname, per in sorted(by_name.items()):
         if p2p and (len(rs) != 2 or len(per) != 2):
             n = sum(len(v) for v in per.values())
@@ -344,17 +346,13 @@ def _match_bare(rs: list[_Rank], ranks: list[int], edges: list[Edge],
                                                    for m in members)
                          + f": the first {n} are matched in order")
         rule = RULES.index(R_ORDER if p2p else C_NAME)
+        if len(members) == 2 and n:  # the usual: every pair's edges at once
+            edges.extend(couple_two(*members, per[members[0]][:n], per[members[1]][:n], rule))
+            counts[RULES[rule]] += n
+            continue
         for k in range(n):
-            _couple([(m, per[m][k]) for m in members], rule, edges)
+            couple([(m, per[m][k]) for m in members], rule, edges)
             counts[RULES[rule]] += 1
-
-
-def _couple(members: list[tuple[int, int]], rule: int,
-            edges: list[Edge]) -> None:
-    for a, ka in members:
-        for b, kb in members:
-            if a != b:
-                edges.append((a, ka, b, kb, rule, 0))
 
 
 def _match_coll(rs: list[_Rank], ranks: list[int], pos_of: dict[int, int],
@@ -392,6 +390,6 @@ def _match_coll(rs: list[_Rank], ranks: list[int], pos_of: dict[int, int],
             rule = RULES.index(C_GROUP)
         for g in groups_:
             if len(g) >= 2:
-                _couple(g, rule, edges)
+                couple(g, rule, edges)
                 counts[RULES[rule]] += 1
     _match_bare(rs, ranks, edges, counts, warns, p2p=False)

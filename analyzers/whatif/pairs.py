@@ -14,8 +14,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import classify
 from ..crossrank.matching import Matching, match
 from ..timeline import Timeline
+
+
+def _has_comm(tl: Timeline) -> bool:
+    """Whether ``tl`` has a NCCL/RCCL kernel (the matching's own test, ``_Rank``)."""
+    return bool(classify.comm_for_symbols(tl.names)[tl.gpu_name].any())
 
 
 def match_nccl(timelines: list[Timeline], o_base: list[int], n_ops: int,
@@ -30,6 +36,8 @@ def match_nccl(timelines: list[Timeline], o_base: list[int], n_ops: int,
     peer = np.full(n_ops, -1, dtype=np.int64)
     clock = np.zeros(n_ops, dtype=np.int64)
     with_gpu = [k for k, tl in enumerate(timelines) if tl.n_gpu]
+    if matching is None and not any(_has_comm(timelines[k]) for k in with_gpu):
+        return peer, clock  # no NCCL kernel on any rank: nothing to couple or to warn about
     m = matching if matching is not None else match([timelines[k] for k in with_gpu])
     if m.e_pos.size == 0:
         if any(ops.size for ops in m.comm_ops):

@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 from pipeline_synth import PipelineSpec, write
 from profplug.analyzers import classify, steps, stepstats
+from profplug.analyzers.crossrank.couple import couple, couple_two
 from profplug.analyzers.load import load_timelines
 from profplug.analyzers.readers.kineto import read_kineto
 from profplug.analyzers.stalls import analyze_rank
 from profplug.analyzers.timeline import Timeline, launch_times, launch_tops
-from profplug.analyzers.whatif import predict
+from profplug.analyzers.whatif import pairs, predict
 from profplug.analyzers.whatif.graph import Graph, build_graph, dropped_graph
 from profplug.analyzers.whatif.model import Model, build_model
 from profplug.analyzers.whatif.simulate import Replay, replay
@@ -122,7 +123,7 @@ def test_the_dropped_graph_cut_by_blocks_is_the_one_cut_by_mask(tmp_path: Path) 
 def test_the_steps_reductions_are_the_unbuffered_ones() -> None:
     # given per-op step keys in order (the usual), out of order, and empty, with values ...
     rng = np.random.default_rng(7)
-    for key in (np.sort(rng.integers(0, 9, 200)), rng.integers(0, 9, 200),
+    for key in (np.sort(rng.integers(0, 9, 3000)), rng.integers(0, 9, 3000),
                 np.zeros(0, dtype=np.int64), np.full(5, 3)):
         lo, hi = rng.integers(-10**12, 10**12, (2, key.size))
         first = np.full(10, steps.I64_MAX, dtype=np.int64)
@@ -154,3 +155,22 @@ def test_the_per_step_periods_in_us_are_the_rounded_ones(tmp_path: Path) -> None
     assert st.period_us_per_step == [round(x / 1000.0, 3) for x in period.tolist()]
     big = np.random.default_rng(3).integers(0, 2 ** 41, 100_000).astype(np.float64)
     assert (big / 1000.0).tolist() == [round(x / 1000.0, 3) for x in big.tolist()]
+
+
+def test_two_ranks_kernels_coupled_at_once_as_one_pair_at_a_time() -> None:
+    ka, kb = [3, 7, 9], [4, 8, 11]
+    edges: list[tuple[int, int, int, int, int, int]] = []
+    for i, j in zip(ka, kb, strict=True):
+        couple([(0, i), (1, j)], 6, edges)
+    assert couple_two(0, 1, ka, kb, 6) == edges and len(edges) == 6
+
+
+def test_a_run_without_nccl_kernels_is_not_matched(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # given a rank with no NCCL kernel: the matching would find no pair and warn of nothing
+    def no_match(*_: object) -> None:
+        raise AssertionError("matched a run without NCCL kernels")
+
+    monkeypatch.setattr(pairs, "match", no_match)
+    m = build_model(_nested(tmp_path))
+    assert m.o_start.size and (m.o_peer == -1).all() and (m.o_clock == 0).all()

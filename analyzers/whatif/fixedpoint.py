@@ -32,13 +32,14 @@ MIN_NS = -(2**62)
 MAX_WORK = 4  # peel at most this many times the graph's edges in all, then leave it to the pass
 
 
-def _acyclic_within(g: Graph, ts: np.ndarray, td: np.ndarray, flat: np.ndarray) -> bool:
-    """No cycle among the nodes in the time windows of the non-rising edges ``flat``
-    (``ts``/``td``: per edge, its source's and destination's time)."""
-    lo, hi = td[flat], ts[flat]
+def _acyclic_within(g: Graph, lo: np.ndarray, hi: np.ndarray, flat: np.ndarray,
+                    times: Callable[[], tuple[np.ndarray, np.ndarray]]) -> bool:
+    """No cycle among the nodes in the time windows [``lo``, ``hi``] of the non-rising edges
+    ``flat`` (``times``: per edge, its source's and destination's time, on need)."""
     if np.array_equal(lo, hi):  # every window a single instant (the usual: zero gaps): the
         src, dst = g.src[flat], g.dst[flat]  # edges inside are those flat edges themselves
         return _peel(g, src, dst)
+    ts, td = times()
     order = np.argsort(lo, kind="stable")
     lo, hi = lo[order], np.maximum.accumulate(hi[order])
     starts = np.nonzero(np.append(True, lo[1:] > hi[:-1]))[0]  # merged: overlap or touch
@@ -93,21 +94,23 @@ def recorded_fixed_point(g: Graph, rec: np.ndarray, lazy: bool = False
     if has_in[g.source]:
         return None
     ts, td = t[g.src], t[g.dst]
-    val = ts + g.w
+    flat = np.nonzero(ts >= td)[0]
+    lo, hi = td[flat], ts[flat]
+    val = np.add(ts, g.w, out=ts)  # in place: the sources' times are not read again
     # every node with an in-edge on its equation: no in-edge above its time, and one on it
     # (the same test as the latest in-edge equal to the time, without an unbuffered max)
     if (val > td).any():
         return None
-    tight = np.nonzero(val == td)[0]
+    eq = val == td
     on = np.zeros(n, dtype=bool)
-    on[g.dst[tight]] = True
+    on[g.dst[eq]] = True
     if not np.array_equal(on, has_in):
         return None
-    flat = np.nonzero(ts >= td)[0]
-    if flat.size and not _acyclic_within(g, ts, td, flat):
+    if flat.size and not _acyclic_within(g, lo, hi, flat, lambda: (val - g.w, td)):
         return None
 
     def binding() -> np.ndarray:  # the lowest-numbered tight edge binds
+        tight = np.nonzero(eq)[0]
         bind = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(bind, g.dst[tight], tight)
         return np.where(has_in, bind, -1)

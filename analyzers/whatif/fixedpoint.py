@@ -94,8 +94,10 @@ def recorded_fixed_point(g: Graph, rec: np.ndarray, lazy: bool = False
     if flat.size and not _acyclic_within(g, ts, td, flat):
         return None
 
+    del ts, td, val, best  # the binding edges recompute them: a kept replay holds no edge array
+
     def binding() -> np.ndarray:
-        tight = np.nonzero(val == td)[0]  # the lowest-numbered tight edge binds
+        tight = np.nonzero(t[g.src] + g.w == t[g.dst])[0]  # the lowest-numbered tight edge binds
         bind = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(bind, g.dst[tight], tight)
         return np.where(has_in, bind, -1)

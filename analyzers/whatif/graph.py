@@ -106,8 +106,8 @@ def build_graph(m: Model, drop: bool, forced: np.ndarray | None = None) -> Graph
     pp = ops[paired]
     add(2 * n_a + m.o_peer[pp], 2 * n_a + n_o + pp, m.o_xfer[pp] - m.o_clock[pp], PEER)
     g.src = np.concatenate([p[0] for p in parts])
-    g.dst = np.concatenate([p[1] for p in parts]).astype(np.int64)
-    g.w = np.concatenate([p[2] for p in parts]).astype(np.int64)
+    g.dst = np.concatenate([p[1] for p in parts]).astype(np.int64, copy=False)
+    g.w = np.concatenate([p[2] for p in parts]).astype(np.int64, copy=False)
     g.kind = np.concatenate([np.full(p[1].size, p[3], dtype=np.int8) for p in parts])
     return g
 

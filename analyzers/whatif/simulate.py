@@ -132,7 +132,7 @@ def _longest_path(g: Graph, m: Model, runs: bool = True
                   ) -> tuple[np.ndarray, Callable[[], np.ndarray], list[int], list[int]]:
     """:func:`longest_path` with the binding edges left to a function (called on need)."""
     n = g.n_nodes
-    root, off, in_e = _fold(g, m.threads)
+    root, off, _ = _fold(g, m.threads)  # in_e: recomputed on need (_single_in_edge)
     folded = root != np.arange(n)
     rn = stream_runs(g, root, off, m.o_order) if runs else no_runs()
     derived = np.zeros(n, dtype=bool)
@@ -205,8 +205,19 @@ def _longest_path(g: Graph, m: Model, runs: bool = True
     t_a[proc] = t
     t_a[rn.node] = np.maximum(t_a[rn.h] + rn.a, t_a[rn.s] + rn.b)
     t_a[folded] = t_a[root[folded]] + off[folded]
-    return t_a, lambda: _binding(g, t_a, np.nonzero(~folded[g.dst])[0], forced, in_e, folded), \
-        forced, released
+    # the binding edges on need, from the graph and the times alone: a kept replay (the
+    # what-if keeps two) holds no per-node array but its times and the folded mask
+    return t_a, lambda: _binding(g, t_a, np.nonzero(~folded[g.dst])[0], forced,
+                                 _single_in_edge(g), folded), forced, released
+
+
+def _single_in_edge(g: Graph) -> np.ndarray:
+    """Per node its one in-edge when it has exactly one, else -1 (``_fold``'s ``in_e``)."""
+    single = np.bincount(g.dst, minlength=g.n_nodes) == 1
+    in_e = np.full(g.n_nodes, -1, dtype=np.int64)
+    one = np.nonzero(single[g.dst])[0]
+    in_e[g.dst[one]] = one
+    return in_e
 
 
 def _binding(g: Graph, t: np.ndarray, kept: np.ndarray, forced: list[int], in_e: np.ndarray,

@@ -29,6 +29,7 @@ import numpy as np
 from .graph import Graph
 
 MIN_NS = -(2**62)
+_CHUNK = 1 << 18  # edges per block of the window test
 MAX_WORK = 4  # peel at most this many times the graph's edges in all, then leave it to the pass
 
 
@@ -41,13 +42,20 @@ def _acyclic_within(g: Graph, ts: np.ndarray, td: np.ndarray, flat: np.ndarray) 
     starts = np.nonzero(np.append(True, lo[1:] > hi[:-1]))[0]  # merged: overlap or touch
     w_lo, w_hi = lo[starts], hi[np.append(starts[1:] - 1, lo.size - 1)]
     # an edge with both ends in one window changes time by at most the widest window's span
-    near = np.nonzero(td - ts <= int((w_hi - w_lo).max()))[0]
-    ns, nd = ts[near], td[near]
-    ks = np.searchsorted(w_lo, ns, side="right") - 1
-    kd = np.searchsorted(w_lo, nd, side="right") - 1
-    inside = (ks >= 0) & (ks == kd) & (ns <= w_hi[np.maximum(ks, 0)]) \
-        & (nd <= w_hi[np.maximum(kd, 0)])
-    src, dst = g.src[near[inside]], g.dst[near[inside]]
+    span = int((w_hi - w_lo).max())
+    ins: list[np.ndarray] = []
+    for lo in range(0, ts.size, _CHUNK):  # a block of edges at a time: few temporaries
+        bs, bd = ts[lo:lo + _CHUNK], td[lo:lo + _CHUNK]
+        near = np.nonzero(bd - bs <= span)[0]
+        ns, nd = bs[near], bd[near]
+        ks = np.searchsorted(w_lo, ns, side="right") - 1
+        kd = np.searchsorted(w_lo, nd, side="right") - 1
+        inside = (ks >= 0) & (ks == kd) & (ns <= w_hi[np.maximum(ks, 0)]) \
+            & (nd <= w_hi[np.maximum(kd, 0)])
+        ins.append(lo + near[inside])
+    e = np.concatenate(ins) if ins else np.zeros(0, dtype=np.int64)
+    src, dst = g.src[e], g.dst[e]
+    del e, ins
     budget = MAX_WORK * g.src.size
     while budget > 0:
         if src.size == 0:
@@ -90,11 +98,11 @@ def recorded_fixed_point(g: Graph, rec: np.ndarray, lazy: bool = False
     np.maximum.at(best, g.dst, val)
     if not np.array_equal(best[has_in], t[has_in]):
         return None
+    del val, best  # the binding edges recompute them: a kept replay holds no edge array
     flat = np.nonzero(ts >= td)[0]
     if flat.size and not _acyclic_within(g, ts, td, flat):
         return None
-
-    del ts, td, val, best  # the binding edges recompute them: a kept replay holds no edge array
+    del ts, td
 
     def binding() -> np.ndarray:
         tight = np.nonzero(t[g.src] + g.w == t[g.dst])[0]  # the lowest-numbered tight edge binds

@@ -30,10 +30,11 @@ from . import dropset, stepfigure
 from .band import set_bands
 from .costs import HostCosts
 from .dropat import resolve_callsite
-from .model import DropSpec, Model, build_model
+from .graph import dropped_graph
+from .model import DropSpec, Model, build_model, replay_only
 from .peers import missing_peers
 from .result import RankWhatIf, WhatIfResult
-from .simulate import Replay, replay
+from .simulate import Replay, replay, times_only
 
 ASSUMPTIONS = (
     "host time between CUDA API calls is kept as recorded: host work that itself waited "
@@ -215,7 +216,13 @@ def _whatif(timelines: list[Timeline], drop: DropSpec | None, options: StallOpti
         m = build_model(timelines, drop)
         rec = replay(m, drop=False)
         # one graph for both replays (other host costs change every weight: built again)
-        drp = replay(host.apply(m), drop=True) if host else replay(m, True, rec.graph)
+        if host:
+            drp = times_only(replay(host.apply(m), drop=True))
+        else:  # the client's memory: once the graphs exist, the model's inputs to them go
+            dropped = dropped_graph(rec.graph, m)
+            m, rec = replay_only(m), times_only(rec)
+            drp = times_only(replay(m, True, graph=dropped))
+            del dropped
         replay_s = time.perf_counter() - t0
         given = {r.rank: r for r in ranks or []}
         res_ranks = [_rank_result(tl, m, rec, drp, opt, given.get(tl.rank))

@@ -279,10 +279,15 @@ def _cycle_warnings(m: Model, forced: list[int], released: list[int]) -> list[st
     return out
 
 
-def replay(m: Model, drop: bool, recorded: Graph | None = None) -> Replay:
+def replay(m: Model, drop: bool, recorded: Graph | None = None, *,
+           graph: Graph | None = None) -> Replay:
     """Replay the model; ``drop``: the model's dropped calls do not wait; ``recorded``: the
-    graph of ``m`` as recorded (``build_graph(m, False)``), when the caller has it."""
-    if recorded is None:
+    graph of ``m`` as recorded (``build_graph(m, False)``), when the caller has it;
+    ``graph``: the graph to replay, built for ``drop`` (``m`` may then be
+    ``model.replay_only``)."""
+    if graph is not None:
+        g = graph
+    elif recorded is None:
         g = build_graph(m, drop)
     else:
         g = dropped_graph(recorded, m) if drop else recorded
@@ -301,3 +306,17 @@ def replay(m: Model, drop: bool, recorded: Graph | None = None) -> Replay:
     a_e = np.where(is_top, top_e, np.minimum(m.a_end + shift, top_e[m.a_top]))
     return Replay(a_s, np.maximum(a_e, a_s), t[2 * n_a:2 * n_a + n_o], t[2 * n_a + n_o:-1],
                   g, t, binding, forced, _cycle_warnings(m, forced, released))
+
+
+def _no_binding() -> np.ndarray:
+    raise RuntimeError("the replay's binding edges were let go with its graph")
+
+
+def times_only(r: Replay) -> Replay:
+    """``r`` without its graph and binding edges (``bind`` then raises): what the what-if's
+    figures read, its times, and nothing per edge."""
+    g = r.graph
+    none = np.zeros(0, dtype=np.int64)
+    return Replay(r.a_start, r.a_end, r.o_start, r.o_end,
+                  Graph(g.n_a, g.n_o, none, none, none, np.zeros(0, dtype=np.int8)), r.t,
+                  _no_binding, r.forced, r.warnings)

@@ -112,6 +112,9 @@ def build_graph(m: Model, drop: bool, forced: np.ndarray | None = None) -> Graph
     return g
 
 
+DROPPED_GRAPH_READS = ("a_gap_drop", "a_omin")  # of the model's graph inputs (model._IN_GRAPH)
+
+
 def dropped_graph(g: Graph, m: Model) -> Graph:
     """``build_graph(m, drop=True)`` from ``g = build_graph(m, drop=False)``: the same edges in
     the same order (binding edges are the lowest-numbered), less the dropped calls' ``sync``

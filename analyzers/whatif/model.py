@@ -208,9 +208,11 @@ _IN_GRAPH = ("a_rank", "a_dur", "a_prev", "a_gap", "a_gap_drop", "a_base", "a_wa
              "o_clock", "dep_op", "dep_on")
 
 
-def replay_only(m: Model) -> Model:
+def replay_only(m: Model, keep: tuple[str, ...] = ()) -> Model:
     """``m`` without the arrays that only its graph is built from (``_IN_GRAPH``: ~70 of
     its ~100 bytes per event), once its graphs are built: what ``simulate.replay`` on a
-    given graph and the what-if's per-rank results read stays. The client's memory is the
+    given graph and the what-if's per-rank results read stays, and ``keep`` (e.g. what
+    ``graph.dropped_graph`` reads: ``a_gap_drop``, ``a_omin``). The client's memory is the
     limit of a run-level what-if (docs/scale.md)."""
-    return replace(m, **{k: np.zeros(0, dtype=getattr(m, k).dtype) for k in _IN_GRAPH})
+    return replace(m, **{k: np.zeros(0, dtype=getattr(m, k).dtype) for k in _IN_GRAPH
+                         if k not in keep})

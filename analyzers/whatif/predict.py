@@ -30,7 +30,7 @@ from . import dropset, stepfigure
 from .band import set_bands
 from .costs import HostCosts
 from .dropat import resolve_callsite
-from .graph import dropped_graph
+from .graph import DROPPED_GRAPH_READS, build_graph, dropped_graph
 from .model import DropSpec, Model, build_model, replay_only
 from .peers import missing_peers
 from .result import RankWhatIf, WhatIfResult
@@ -214,13 +214,18 @@ def _whatif(timelines: list[Timeline], drop: DropSpec | None, options: StallOpti
     t0 = time.perf_counter()
     try:
         m = build_model(timelines, drop)
-        rec = replay(m, drop=False)
-        # one graph for both replays (other host costs change every weight: built again)
+        # one graph for both replays (other host costs change every weight: built again);
+        # the client's memory: once a graph exists, the model's inputs to it go
         if host:
+            rec = times_only(replay(m, drop=False))
             drp = times_only(replay(host.apply(m), drop=True))
-        else:  # the client's memory: once the graphs exist, the model's inputs to them go
-            dropped = dropped_graph(rec.graph, m)
-            m, rec = replay_only(m), times_only(rec)
+        else:
+            recorded = build_graph(m, drop=False)
+            m = replay_only(m, keep=DROPPED_GRAPH_READS)
+            rec = times_only(replay(m, False, graph=recorded))
+            dropped = dropped_graph(recorded, m)
+            del recorded
+            m = replay_only(m)
             drp = times_only(replay(m, True, graph=dropped))
             del dropped
         replay_s = time.perf_counter() - t0

@@ -73,13 +73,17 @@ def _host_fold(g: Graph, threads: list[np.ndarray], single: np.ndarray, src1: np
         return
     seq = np.empty(2 * calls.size, dtype=np.int64)
     seq[0::2], seq[1::2] = calls, g.n_a + calls  # start, end, next start, ...
+    del calls  # (each temporary goes as soon as it is used: the client's peak, docs/scale.md)
     first = np.zeros(seq.size, dtype=bool)
     first[np.cumsum([0] + [2 * t.size for t in threads[:-1]])] = True
     prev = np.append(-1, seq[:-1])
     cont = single[seq] & (src1[seq] == prev) & ~first
+    del prev, first
     w = np.where(cont, off[seq], 0)  # the one in-edge's weight (root/off: one step so far)
     cs = np.cumsum(w)
+    del w
     head = np.maximum.accumulate(np.where(cont, 0, np.arange(seq.size)))
+    del cont
     hs = seq[head]
     base = np.where(single[hs], off[hs], 0)  # a head's own one step (from the source)
     off[seq] = base + cs - cs[head]
@@ -98,14 +102,17 @@ def _fold(g: Graph, threads: list[np.ndarray] | None = None
     single = np.bincount(g.dst, minlength=n) == 1
     in_e = np.full(n, -1, dtype=np.int64)
     one = np.nonzero(single[g.dst])[0]
-    in_e[g.dst[one]] = one
+    d1 = g.dst[one]
+    in_e[d1] = one
     root = np.arange(n)
     off = np.zeros(n, dtype=np.int64)
-    root[g.dst[one]] = g.src[one]
-    off[g.dst[one]] = g.w[one]
+    root[d1] = g.src[one]
+    off[d1] = g.w[one]
+    del one
     if threads is not None:
         _host_fold(g, threads, single, root.copy(), root, off)
-    live = g.dst[one][single[root[g.dst[one]]]]  # nodes whose root is not a meeting node
+    live = d1[single[root[d1]]]  # nodes whose root is not a meeting node
+    del d1
     for _ in range(64):
         if not live.size:
             break

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import json
 import re
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -231,13 +232,15 @@ def top_level(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray
     return top
 
 
-_LINKS: dict[int, tuple[Timeline, np.ndarray, np.ndarray, np.ndarray]] | None = None
+_LINKS: dict[int, tuple[weakref.ref[Timeline], np.ndarray, np.ndarray, np.ndarray]] | None = None
 
 
 @contextmanager
 def links_kept() -> Iterator[None]:
     """Within: :func:`launch_calls` runs once per timeline (kept while its correlation columns
-    are the same arrays; read-only): a what-if's matching and rank model share it."""
+    are the same arrays; read-only): a what-if's matching and rank model share it. An entry
+    goes with its timeline (a weak reference): the what-if's predicted timelines, one per
+    rank, are not kept alive by it."""
     global _LINKS
     outer, _LINKS = _LINKS, ({} if _LINKS is None else _LINKS)
     try:
@@ -251,7 +254,7 @@ def launch_calls(tl: Timeline) -> np.ndarray:
     -1 when the trace has none."""
     kept = _LINKS
     got = kept.get(id(tl)) if kept is not None else None
-    if got is not None and got[0] is tl and got[1] is tl.api_corr and got[2] is tl.gpu_corr:
+    if got is not None and got[0]() is tl and got[1] is tl.api_corr and got[2] is tl.gpu_corr:
         return got[3]
     out = np.full(tl.n_gpu, -1, dtype=I64)
     if tl.api_corr.size and tl.gpu_corr.size:
@@ -263,7 +266,9 @@ def launch_calls(tl: Timeline) -> np.ndarray:
         out[ok] = order[pos[ok]]
     if kept is not None:
         out.flags.writeable = False
-        kept[id(tl)] = (tl, tl.api_corr, tl.gpu_corr, out)
+        key = id(tl)
+        kept[key] = (weakref.ref(tl, lambda _: kept.pop(key, None)), tl.api_corr, tl.gpu_corr,
+                     out)
     return out
 
 

@@ -23,6 +23,7 @@ from ...errors import ProfplugError
 from .. import classify
 from ..gaps import CAUSES
 from ..load import PathsLike, load_timelines
+from ..memtrim import trim
 from ..readers.base import ReadOptions
 from ..stalls import RankStalls, StallOptions, analyze_rank
 from ..timeline import Timeline, groups, links_kept
@@ -222,10 +223,12 @@ def _whatif(timelines: list[Timeline], drop: DropSpec | None, options: StallOpti
         else:
             recorded = build_graph(m, drop=False)
             m = replay_only(m, keep=DROPPED_GRAPH_READS)
+            trim()  # what the model's build and the graph's freed: each pass starts lower
             rec = times_only(replay(m, False, graph=recorded))
             dropped = dropped_graph(recorded, m)
             del recorded
             m = replay_only(m)
+            trim()
             drp = times_only(replay(m, True, graph=dropped))
             del dropped
         replay_s = time.perf_counter() - t0

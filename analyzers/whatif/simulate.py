@@ -163,9 +163,11 @@ def _longest_path(g: Graph, m: Model, runs: bool = True
     order = np.argsort(c_src, kind="stable")
     ptr = np.searchsorted(c_src[order], np.arange(proc.size + 1)).tolist()
     ek_kind, ek_dst = e_kind[order], e_dst[order]
+    del kept, e_src, e_kind, e_dst, c_src, via  # (the client's peak: docs/scale.md)
     c_dst = cid[ek_dst]
     dst = c_dst.tolist()
     w = e_w[order].tolist()
+    del e_w, order
     indeg_a = np.bincount(c_dst, minlength=proc.size)
     indeg = indeg_a.tolist()
     t = [MIN_NS] * proc.size
@@ -208,8 +210,10 @@ def _longest_path(g: Graph, m: Model, runs: bool = True
                 t[cv] = int(_recorded_times(m)[v])
         if not indeg[cv]:
             stack.append(cv)
+    t_p = np.array(t, dtype=np.int64)
+    del t, dst, w, indeg, ptr  # the pass's lists (a Python int each) before the times' array
     t_a = np.full(n, MIN_NS, dtype=np.int64)
-    t_a[proc] = t
+    t_a[proc] = t_p
     t_a[rn.node] = np.maximum(t_a[rn.h] + rn.a, t_a[rn.s] + rn.b)
     t_a[folded] = t_a[root[folded]] + off[folded]
     # the binding edges on need, from the graph and the times alone: a kept replay (the

@@ -69,3 +69,23 @@ def test_the_critical_paths_graph_does_not_read_what_it_lets_go(tmp_path: Path) 
     for a, b in ((before.src, after.src), (before.dst, after.dst), (before.w, after.w),
                  (before.kind, after.kind)):
         assert np.array_equal(a, b)
+
+
+def test_the_kept_launch_links_go_with_their_timeline(tmp_path: Path) -> None:
+    import gc
+    from dataclasses import replace
+
+    from profplug.analyzers import timeline as tlmod
+
+    tl = _timelines(tmp_path)[0]
+    with tlmod.links_kept():
+        first = tlmod.launch_calls(tl)
+        assert tlmod.launch_calls(tl) is first  # kept: computed once
+        # a copy of it (as the what-if's predicted timelines, one per rank) is kept while
+        # it lives, and its entry goes with it
+        other = replace(tl, gpu_start_ns=tl.gpu_start_ns + 1)
+        assert np.array_equal(tlmod.launch_calls(other), first)
+        assert tlmod._LINKS is not None and len(tlmod._LINKS) == 2
+        del other
+        gc.collect()
+        assert len(tlmod._LINKS) == 1 and tlmod.launch_calls(tl) is first

@@ -90,20 +90,22 @@ def _host_fold(g: Graph, threads: list[np.ndarray], single: np.ndarray, src1: np
     root[seq] = np.where(single[hs], src1[hs], hs)
 
 
-def _fold(g: Graph, threads: list[np.ndarray] | None = None
+def _fold(g: Graph, threads: list[np.ndarray] | None = None, in_edges: bool = True
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(root, offset, in-edge) per node: a node with one predecessor (a call that waits for
     nothing, the next call's start, an op that is not a matched NCCL kernel, ...) is that
     predecessor's time plus a constant; chains of them fold onto their first node with two
     or more predecessors, so the pass visits only the nodes where times meet. The host
     threads' chains (``threads``: top-level calls in order) fold in one prefix sum, the rest
-    by pointer jumping. Unfolded nodes are their own root (offset 0)."""
+    by pointer jumping. Unfolded nodes are their own root (offset 0). Without ``in_edges``
+    the in-edges are not found (an empty array)."""
     n = g.n_nodes
     single = np.bincount(g.dst, minlength=n) == 1
-    in_e = np.full(n, -1, dtype=np.int64)
+    in_e = np.full(n if in_edges else 0, -1, dtype=np.int64)
     one = np.nonzero(single[g.dst])[0]
     d1 = g.dst[one]
-    in_e[d1] = one
+    if in_edges:
+        in_e[d1] = one
     root = np.arange(n)
     off = np.zeros(n, dtype=np.int64)
     root[d1] = g.src[one]
@@ -139,7 +141,7 @@ def _longest_path(g: Graph, m: Model, runs: bool = True
                   ) -> tuple[np.ndarray, Callable[[], np.ndarray], list[int], list[int]]:
     """:func:`longest_path` with the binding edges left to a function (called on need)."""
     n = g.n_nodes
-    root, off, _ = _fold(g, m.threads)  # in_e: recomputed on need (_single_in_edge)
+    root, off, _ = _fold(g, m.threads, in_edges=False)  # found on need (_single_in_edge)
     folded = root != np.arange(n)
     rn = stream_runs(g, root, off, m.o_order) if runs else no_runs()
     derived = np.zeros(n, dtype=bool)

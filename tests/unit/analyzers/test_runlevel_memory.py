@@ -89,3 +89,15 @@ def test_the_kept_launch_links_go_with_their_timeline(tmp_path: Path) -> None:
         del other
         gc.collect()
         assert len(tlmod._LINKS) == 1 and tlmod.launch_calls(tl) is first
+
+
+def test_the_fold_without_its_in_edges_folds_the_same(tmp_path: Path) -> None:
+    from profplug.analyzers.whatif.simulate import _fold, _single_in_edge
+
+    m = build_model(_timelines(tmp_path))
+    g = build_graph(m, drop=True)
+    root, off, in_e = _fold(g, m.threads)
+    r2, o2, none = _fold(g, m.threads, in_edges=False)
+    assert np.array_equal(root, r2) and np.array_equal(off, o2) and none.size == 0
+    # what the pass's lazy binding closure recomputes is the fold's own in-edges
+    assert (in_e >= 0).sum() > 0 and np.array_equal(_single_in_edge(g), in_e)

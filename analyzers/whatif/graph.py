@@ -105,10 +105,15 @@ def build_graph(m: Model, drop: bool, forced: np.ndarray | None = None) -> Graph
         np.where(paired, m.o_xfer, m.o_end - m.o_start), RUN)
     pp = ops[paired]
     add(2 * n_a + m.o_peer[pp], 2 * n_a + n_o + pp, m.o_xfer[pp] - m.o_clock[pp], PEER)
-    g.src = np.concatenate([p[0] for p in parts])
-    g.dst = np.concatenate([p[1] for p in parts]).astype(np.int64, copy=False)
-    g.w = np.concatenate([p[2] for p in parts]).astype(np.int64, copy=False)
     g.kind = np.concatenate([np.full(p[1].size, p[3], dtype=np.int8) for p in parts])
+    # each column's parts go once it is joined (the client's peak: docs/scale.md)
+    g.src = np.concatenate([p[0] for p in parts])
+    dw = [(p[1], p[2]) for p in parts]
+    parts.clear()
+    g.dst = np.concatenate([d for d, _ in dw]).astype(np.int64, copy=False)
+    ws = [w for _, w in dw]
+    dw.clear()
+    g.w = np.concatenate(ws).astype(np.int64, copy=False)
     return g
 
 

@@ -20,6 +20,7 @@ from .gaps import CAUSES
 from .headline import headline, no_steps_warning
 from .isolate import isolated, label
 from .load import PathsLike, as_paths, load_ranks
+from .memtrim import trim
 from .rankpool import analyze_ranks
 from .readers.base import ReadOptions
 from .resultcache import MISS, ResultCache
@@ -163,6 +164,7 @@ def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | Non
                 rep.warnings.append(failed)
             elif result is not None:
                 rep.add(result)
+            trim()  # the analysis' graph and replay: the next one starts from what is live
     return rep
 
 

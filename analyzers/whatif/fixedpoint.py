@@ -29,6 +29,7 @@ import numpy as np
 from .graph import Graph
 
 MIN_NS = -(2**62)
+_CHUNK = 1 << 18  # edges per block of the window test
 MAX_WORK = 4  # peel at most this many times the graph's edges in all, then leave it to the pass
 
 
@@ -44,13 +45,20 @@ def _acyclic_within(g: Graph, ts: np.ndarray, td: np.ndarray, flat: np.ndarray) 
     starts = np.nonzero(np.append(True, lo[1:] > hi[:-1]))[0]  # merged: overlap or touch
     w_lo, w_hi = lo[starts], hi[np.append(starts[1:] - 1, lo.size - 1)]
     # an edge with both ends in one window changes time by at most the widest window's span
-    near = np.nonzero(td - ts <= int((w_hi - w_lo).max()))[0]
-    ns, nd = ts[near], td[near]
-    ks = np.searchsorted(w_lo, ns, side="right") - 1
-    kd = np.searchsorted(w_lo, nd, side="right") - 1
-    inside = (ks >= 0) & (ks == kd) & (ns <= w_hi[np.maximum(ks, 0)]) \
-        & (nd <= w_hi[np.maximum(kd, 0)])
-    return _peel(g, g.src[near[inside]], g.dst[near[inside]])
+    span = int((w_hi - w_lo).max())
+    ins: list[np.ndarray] = []
+    for lo in range(0, ts.size, _CHUNK):  # a block of edges at a time: few temporaries
+        bs, bd = ts[lo:lo + _CHUNK], td[lo:lo + _CHUNK]
+        near = np.nonzero(bd - bs <= span)[0]
+        ns, nd = bs[near], bd[near]
+        ks = np.searchsorted(w_lo, ns, side="right") - 1
+        kd = np.searchsorted(w_lo, nd, side="right") - 1
+        inside = (ks >= 0) & (ks == kd) & (ns <= w_hi[np.maximum(ks, 0)]) \
+            & (nd <= w_hi[np.maximum(kd, 0)])
+        ins.append(lo + near[inside])
+    e = np.concatenate(ins) if ins else np.zeros(0, dtype=np.int64)
+    del ins
+    return _peel(g, g.src[e], g.dst[e])
 
 
 def _peel(g: Graph, src: np.ndarray, dst: np.ndarray) -> bool:
@@ -99,12 +107,14 @@ def recorded_fixed_point(g: Graph, rec: np.ndarray, lazy: bool = False
     best[g.source] = 0  # the one node without an in-edge whose time is not MIN_NS
     if not np.array_equal(best, t):  # every node with an in-edge on its equation
         return None
+    del val, best  # the binding edges recompute them: a kept replay holds no edge array
     flat = np.nonzero(ts >= td)[0]
     if flat.size and not _acyclic_within(g, ts, td, flat):
         return None
+    del ts, td
 
     def binding() -> np.ndarray:
-        tight = np.nonzero(val == td)[0]  # the lowest-numbered tight edge binds
+        tight = np.nonzero(t[g.src] + g.w == t[g.dst])[0]  # the lowest-numbered tight edge binds
         bind = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(bind, g.dst[tight], tight)
         return np.where(has_in, bind, -1)

@@ -15,7 +15,7 @@ from itertools import pairwise
 import numpy as np
 
 from .. import classify
-from ..memtrim import trim
+from ..memtrim import trim_large
 from ..timeline import Timeline, at_or, launch_calls
 from ..whatif.graph import ANCHOR, CALL, HOST, LAUNCH, PEER, STREAM, STREAM_WAIT, SYNC, build_graph
 from ..whatif.model import DROP_NONE, DropSpec, Model, build_model
@@ -195,7 +195,7 @@ class PathGraph:
         o_launch = at_or(md.a_start, md.o_top, 0) + np.where(md.o_top >= 0, md.o_off, 0)
         paired = md.o_peer >= 0
         _unneeded_by_graph(md)  # before the graph's peak: what the recorded graph never reads
-        trim()  # what the model's build freed (each rank's parts): the graph starts lower
+        trim_large(md.n_events)  # what the model's build freed: the graph starts lower
         g = build_graph(md, drop=False)
         del md  # the model's arrays are no longer needed
         src, dst, w, kind = g.src, g.dst, g.w, g.kind

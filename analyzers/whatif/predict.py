@@ -23,7 +23,7 @@ from ...errors import ProfplugError
 from .. import classify
 from ..gaps import CAUSES
 from ..load import PathsLike, load_timelines
-from ..memtrim import trim
+from ..memtrim import trim_large
 from ..readers.base import ReadOptions
 from ..stalls import RankStalls, StallOptions, analyze_rank
 from ..timeline import Timeline, groups, links_kept
@@ -263,12 +263,12 @@ def _whatif(timelines: list[Timeline], drop: DropSpec | None, options: StallOpti
         else:
             recorded = build_graph(m, drop=False)
             m = replay_only(m, keep=DROPPED_GRAPH_READS + _RESULTS_READ)
-            trim()  # what the model's build and the graph's freed: each pass starts lower
+            trim_large(m.n_events)  # what the model's build and the graph's freed
             rec = times_only(replay(m, False, graph=recorded))
             dropped = dropped_graph(recorded, m)
             del recorded
             m = replay_only(m, keep=_RESULTS_READ)
-            trim()
+            trim_large(m.n_events)
             drp = times_only(replay(m, True, graph=dropped))
             del dropped
         replay_s = time.perf_counter() - t0

@@ -20,6 +20,7 @@ from .gaps import CAUSES
 from .headline import headline, no_steps_warning
 from .isolate import isolated, label
 from .load import PathsLike, as_paths, load_ranks
+from .memtrim import trim_large
 from .rankpool import analyze_ranks
 from .readers.base import ReadOptions
 from .resultcache import MISS, ResultCache
@@ -151,6 +152,7 @@ def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | Non
     rep.warnings += callsite_failures(rep.ranks)
     # once for the cross-rank analysis and the what-if: the matching, launch calls, kinds
     with matches_kept(), links_kept(), tables_kept():
+        n_events = sum(tl.api_start_ns.size + tl.n_gpu for tl in tls)
         for analysis in run:
             kw = {"ranks": rep.ranks} if getattr(analysis, "uses_rank_stalls", False) else {}
             result = MISS if results is None else results.get(analysis)
@@ -163,6 +165,7 @@ def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | Non
                 rep.warnings.append(failed)
             elif result is not None:
                 rep.add(result)
+            trim_large(n_events)  # its graph and replay: the next starts from what is live
     return rep
 
 

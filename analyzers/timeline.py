@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import json
 import re
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -231,13 +232,12 @@ def top_level(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray
     return top
 
 
-_LINKS: dict[int, tuple[Timeline, np.ndarray, np.ndarray, np.ndarray]] | None = None
+_LINKS: dict[int, tuple[weakref.ref[Timeline], np.ndarray, np.ndarray, np.ndarray]] | None = None
 
 
 @contextmanager
 def links_kept() -> Iterator[None]:
-    """Within: :func:`launch_calls` runs once per timeline (kept while its correlation columns
-    are the same arrays; read-only): a what-if's matching and rank model share it."""
+    """Within: :func:`launch_calls` runs once per live timeline and correlation columns."""
     global _LINKS
     outer, _LINKS = _LINKS, ({} if _LINKS is None else _LINKS)
     try:
@@ -250,8 +250,8 @@ def launch_calls(tl: Timeline) -> np.ndarray:
     """Per GPU op, the index of the host API call that launched it (same correlation id);
     -1 when the trace has none."""
     kept = _LINKS
-    got = kept.get(id(tl)) if kept is not None else None
-    if got is not None and got[0] is tl and got[1] is tl.api_corr and got[2] is tl.gpu_corr:
+    got = kept.get(k := id(tl)) if kept is not None else None
+    if got is not None and got[0]() is tl and got[1] is tl.api_corr and got[2] is tl.gpu_corr:
         return got[3]
     out = np.full(tl.n_gpu, -1, dtype=I64)
     if tl.api_corr.size and tl.gpu_corr.size:
@@ -263,7 +263,7 @@ def launch_calls(tl: Timeline) -> np.ndarray:
         out[ok] = order[pos[ok]]
     if kept is not None:
         out.flags.writeable = False
-        kept[id(tl)] = (tl, tl.api_corr, tl.gpu_corr, out)
+        kept[k] = (weakref.ref(tl, lambda _: kept.pop(k, None)), tl.api_corr, tl.gpu_corr, out)
     return out
 
 

@@ -13,7 +13,8 @@ cached re-run, per-worker and client memory; and the cache on one big trace.
    ``--cache`` cold (parse and write) and warm (the cached re-run). The per-rank phase is
    what scales, so these run ``--no-whatif --no-cross-rank`` (only the compact per-rank
    results travel back); on the smallest run the report with its run-level analyses
-   (timelines travel back) is measured too.
+   (timelines travel back) is measured too, and with ``--whatif`` (the default report
+   skips the what-if past 2M events: 64 ranks of 20 MB are 2.4M).
 3. ``--big-mb``: one rank of that size, the default report first without a cache, then
    ``--cache`` cold and warm (issue 29's goal: warm <= 0.2x the first report); the same
    per-rank only; a ``--dask local:1`` worker's peak on it (goal: <= 0.5x the trace). The
@@ -163,6 +164,21 @@ def travel_sizes(f: Path) -> str:
             f"compressed {comp.tell() / 1e6:.1f} MB, uncompressed {raw.tell() / 1e6:.1f} MB")
 
 
+def per_event_line(src: list[Path], ranks: int, n: int, client: dict[str, float]) -> str:
+    """The client's peak with the run-level analyses over the per-rank report's, per event
+    they replay (API calls + GPU ops of every rank, as the what-if counts them)."""
+    from profplug.analyzers.load import load_timelines
+
+    per_src = [tl.n_gpu + int(tl.api_start_ns.size)
+               for f in src for tl in load_timelines(f, jobs=1, progress=False)]
+    events = sum(per_src[r % len(per_src)] for r in range(ranks))
+    base = client[f"local pool -j {n}"]
+    parts = [f"{name.split(', ', 1)[1]} {(client[name] - base) * 1e6 / events:,.0f} B"
+             for name in (f"local -j {n}, run-level analyses", f"local -j {n}, run-level, --whatif")]
+    return (f"client peak over the per-rank report's, per event ({ranks} ranks, {events:,} API "
+            f"calls + GPU ops): {'; '.join(parts)}")
+
+
 READ_ONLY = """
 import sys, time
 from profplug.analyzers.load import load_timelines
@@ -262,6 +278,8 @@ def main() -> None:
     counts = [int(x) for x in a.ranks.split(",") if x]  # "": the big trace only
     src = build_source(a.dir / f"src-{a.mb:g}", a.mb) if counts else []
     lines = [HEADER]
+    client: dict[str, float] = {}
+    per_event = ""
     for r in counts:
         files = build_run(src, a.dir / f"run{r}-{a.mb:g}", r)
         d = str(files[0].parent)
@@ -275,7 +293,11 @@ def main() -> None:
                  (f"local -j {n} --cache (warm re-run)", [*base, *COMPACT, "-j", str(n),
                                                          "--cache", str(cache)])]
         if r == min(counts):
+            # the default report runs the what-if up to 2M events (commands.py); --whatif
+            # runs it past that too: the client's peak of both run-level analyses
             cases += [(f"local -j {n}, run-level analyses", [*base, "-j", str(n)]),
+                      (f"local -j {n}, run-level, --whatif", [*base, "-j", str(n),
+                                                            "--whatif"]),
                       (f"--dask local:{n}, run-level analyses",
                        [*base, "--dask", f"local:{n}"]),
                       ("run-level --cache (ranks cached)", [*base, "-j", str(n), "--cache",
@@ -283,8 +305,12 @@ def main() -> None:
                       ("run-level --cache (all cached)", [*base, "-j", str(n), "--cache",
                                                              str(cache)])]
         for name, cmd in cases:
-            lines.append(row(name, r, files, measure(cmd)))
+            got = measure(cmd)
+            lines.append(row(name, r, files, got))
             print(lines[-1], file=sys.stderr)
+            client[name] = got["client_mb"]
+        if r == min(counts):
+            per_event = per_event_line(src, r, n, client)
         shutil.rmtree(cache, ignore_errors=True)
     sizes = travel_sizes(src[0]) if counts else ""
     big_lines = []
@@ -294,6 +320,8 @@ def main() -> None:
           f"(real-source Kineto)\n")
     print("\n".join([*lines, *big_lines]))
     print(f"\n{sizes}")
+    if per_event:
+        print(per_event)
 
 
 if __name__ == "__main__":

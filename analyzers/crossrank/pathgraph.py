@@ -15,6 +15,7 @@ from itertools import pairwise
 import numpy as np
 
 from .. import classify
+from ..memtrim import trim_large
 from ..timeline import Timeline, at_or, launch_calls
 from ..whatif.graph import ANCHOR, CALL, HOST, LAUNCH, PEER, STREAM, STREAM_WAIT, SYNC, build_graph
 from ..whatif.model import DROP_NONE, DropSpec, Model, build_model
@@ -163,6 +164,18 @@ def host_runs(b_kind: np.ndarray, b_src: np.ndarray, n_a: int, sync_call: np.nda
     return par
 
 
+_NOT_IN_GRAPH = ("a_rank", "a_end", "a_gap_drop", "a_blocking", "a_dropped", "o_rank",
+                 "o_local", "o_order")  # model arrays ``build_graph(m, drop=False)`` never reads
+
+
+def _unneeded_by_graph(md: Model) -> None:
+    """Let go of the model's arrays that the recorded graph does not read (~40 B per event
+    at the critical path's peak: the graph is built while the model is alive)."""
+    for name in _NOT_IN_GRAPH:
+        setattr(md, name, np.zeros(0, dtype=getattr(md, name).dtype))
+    md.threads, md.thread_key = [], []
+
+
 class PathGraph:
     """The run's graph reduced to what the walk needs (see ``critical.walk``): per node its
     recorded time, binding edge (kind, source) and host run; per call and op what a segment
@@ -177,14 +190,16 @@ class PathGraph:
         self.a_lo = [md.rank_a[tl.rank][0] for tl in timelines]  # rank position -> slice
         self.o_lo = [md.rank_o[tl.rank][0] for tl in timelines]
         extra = [x for x in (inferred_waits(md, tol), seen_stream_waits(md, tol)) if x]
-        g = build_graph(md, drop=False)
-        src, dst, w, kind = g.src, g.dst, g.w, g.kind
-        del g
         self.rec = np.concatenate([md.a_start, md.a_end, md.o_start, md.o_end, [0]]
                                   ).astype(np.int64)
         o_launch = at_or(md.a_start, md.o_top, 0) + np.where(md.o_top >= 0, md.o_off, 0)
         paired = md.o_peer >= 0
+        _unneeded_by_graph(md)  # before the graph's peak: what the recorded graph never reads
+        trim_large(md.n_events)  # what the model's build freed: the graph starts lower
+        g = build_graph(md, drop=False)
         del md  # the model's arrays are no longer needed
+        src, dst, w, kind = g.src, g.dst, g.w, g.kind
+        del g
         ix = np.int32 if self.rec.size < 2**31 else np.int64  # node ids
         src = np.concatenate([src, *(x[0] for x in extra)], dtype=ix, casting="same_kind")
         dst = np.concatenate([dst, *(x[1] for x in extra)], dtype=ix, casting="same_kind")

@@ -29,29 +29,36 @@ import numpy as np
 from .graph import Graph
 
 MIN_NS = -(2**62)
+_CHUNK = 1 << 18  # edges per block of the window test
 MAX_WORK = 4  # peel at most this many times the graph's edges in all, then leave it to the pass
 
 
-def _acyclic_within(g: Graph, lo: np.ndarray, hi: np.ndarray, flat: np.ndarray,
-                    times: Callable[[], tuple[np.ndarray, np.ndarray]]) -> bool:
-    """No cycle among the nodes in the time windows [``lo``, ``hi``] of the non-rising edges
-    ``flat`` (``times``: per edge, its source's and destination's time, on need)."""
+def _acyclic_within(g: Graph, ts: np.ndarray, td: np.ndarray, flat: np.ndarray) -> bool:
+    """No cycle among the nodes in the time windows of the non-rising edges ``flat``
+    (``ts``/``td``: per edge, its source's and destination's time)."""
+    lo, hi = td[flat], ts[flat]
     if np.array_equal(lo, hi):  # every window a single instant (the usual: zero gaps): the
         src, dst = g.src[flat], g.dst[flat]  # edges inside are those flat edges themselves
         return _peel(g, src, dst)
-    ts, td = times()
     order = np.argsort(lo, kind="stable")
     lo, hi = lo[order], np.maximum.accumulate(hi[order])
     starts = np.nonzero(np.append(True, lo[1:] > hi[:-1]))[0]  # merged: overlap or touch
     w_lo, w_hi = lo[starts], hi[np.append(starts[1:] - 1, lo.size - 1)]
     # an edge with both ends in one window changes time by at most the widest window's span
-    near = np.nonzero(td - ts <= int((w_hi - w_lo).max()))[0]
-    ns, nd = ts[near], td[near]
-    ks = np.searchsorted(w_lo, ns, side="right") - 1
-    kd = np.searchsorted(w_lo, nd, side="right") - 1
-    inside = (ks >= 0) & (ks == kd) & (ns <= w_hi[np.maximum(ks, 0)]) \
-        & (nd <= w_hi[np.maximum(kd, 0)])
-    return _peel(g, g.src[near[inside]], g.dst[near[inside]])
+    span = int((w_hi - w_lo).max())
+    ins: list[np.ndarray] = []
+    for lo in range(0, ts.size, _CHUNK):  # a block of edges at a time: few temporaries
+        bs, bd = ts[lo:lo + _CHUNK], td[lo:lo + _CHUNK]
+        near = np.nonzero(bd - bs <= span)[0]
+        ns, nd = bs[near], bd[near]
+        ks = np.searchsorted(w_lo, ns, side="right") - 1
+        kd = np.searchsorted(w_lo, nd, side="right") - 1
+        inside = (ks >= 0) & (ks == kd) & (ns <= w_hi[np.maximum(ks, 0)]) \
+            & (nd <= w_hi[np.maximum(kd, 0)])
+        ins.append(lo + near[inside])
+    e = np.concatenate(ins) if ins else np.zeros(0, dtype=np.int64)
+    del ins
+    return _peel(g, g.src[e], g.dst[e])
 
 
 def _peel(g: Graph, src: np.ndarray, dst: np.ndarray) -> bool:
@@ -95,22 +102,21 @@ def recorded_fixed_point(g: Graph, rec: np.ndarray, lazy: bool = False
         return None
     ts, td = t[g.src], t[g.dst]
     flat = np.nonzero(ts >= td)[0]
-    lo, hi = td[flat], ts[flat]
+    if flat.size and not _acyclic_within(g, ts, td, flat):
+        return None
     val = np.add(ts, g.w, out=ts)  # in place: the sources' times are not read again
     # every node with an in-edge on its equation: no in-edge above its time, and one on it
     # (the same test as the latest in-edge equal to the time, without an unbuffered max)
     if (val > td).any():
         return None
-    eq = val == td
     on = np.zeros(n, dtype=bool)
-    on[g.dst[eq]] = True
+    on[g.dst[val == td]] = True
     if not np.array_equal(on, has_in):
         return None
-    if flat.size and not _acyclic_within(g, lo, hi, flat, lambda: (val - g.w, td)):
-        return None
+    del ts, td, val, on  # the binding edges recompute them: a kept replay holds no edge array
 
-    def binding() -> np.ndarray:  # the lowest-numbered tight edge binds
-        tight = np.nonzero(eq)[0]
+    def binding() -> np.ndarray:
+        tight = np.nonzero(t[g.src] + g.w == t[g.dst])[0]  # the lowest-numbered tight edge binds
         bind = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(bind, g.dst[tight], tight)
         return np.where(has_in, bind, -1)

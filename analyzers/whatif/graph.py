@@ -119,14 +119,23 @@ def build_graph(m: Model, drop: bool, forced: np.ndarray | None = None) -> Graph
         np.where(paired, m.o_xfer, m.o_end - m.o_start), RUN)
     pp = ops[paired]
     add(2 * n_a + m.o_peer[pp], 2 * n_a + n_o + pp, m.o_xfer[pp] - m.o_clock[pp], PEER)
-    g.src = np.concatenate([p[0] for p in parts]).astype(np.int64, copy=False)
-    g.dst = np.concatenate([p[1] for p in parts]).astype(np.int64, copy=False)
-    g.w = np.concatenate([p[2] for p in parts]).astype(np.int64, copy=False)
     sizes = [p[1].size for p in parts]
-    g.kind = np.repeat(np.array([p[3] for p in parts], dtype=np.int8), sizes)
+    kinds = [p[3] for p in parts]
+    g.kind = np.repeat(np.array(kinds, dtype=np.int8), sizes)
     ends = np.cumsum(sizes).tolist()
-    g.parts = [(p[3], e - n, e) for p, n, e in zip(parts, sizes, ends, strict=True)]
+    g.parts = [(k, e - n, e) for k, n, e in zip(kinds, sizes, ends, strict=True)]
+    # each column's parts go once it is joined (the client's peak: docs/scale.md)
+    g.src = np.concatenate([p[0] for p in parts]).astype(np.int64, copy=False)
+    dw = [(p[1], p[2]) for p in parts]
+    parts.clear()
+    g.dst = np.concatenate([d for d, _ in dw]).astype(np.int64, copy=False)
+    ws = [w for _, w in dw]
+    dw.clear()
+    g.w = np.concatenate(ws).astype(np.int64, copy=False)
     return g
+
+
+DROPPED_GRAPH_READS = ("a_gap_drop", "a_omin")  # of the model's graph inputs (model._IN_GRAPH)
 
 
 def dropped_graph(g: Graph, m: Model) -> Graph:

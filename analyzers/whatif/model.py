@@ -32,7 +32,7 @@ each rank's slice).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -44,7 +44,7 @@ from .pairs import match_nccl
 from .rankmodel import QUEUE_TOL_NS, RankModel
 
 __all__ = ["DROP_ALL", "DROP_DEVICE", "DROP_NONE", "QUEUE_TOL_NS", "DropSpec", "Model",
-           "build_model"]
+           "build_model", "replay_only"]
 NONE_I = -1
 
 
@@ -206,3 +206,20 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None, *,
         assumptions=notes, warnings=warns,
         o_order=cat([b.stream_order + o_base[k] for k, b in enumerate(rms)]),
         a_kind=cat([b.kind for b in rms], np.int8))
+
+
+# what the graph holds once built (``graph.build_graph``): the replays and the per-rank
+# results read none of them
+_IN_GRAPH = ("a_rank", "a_dur", "a_prev", "a_gap", "a_gap_drop", "a_base", "a_wake", "a_omin",
+             "a_blocking", "wait_call", "wait_op", "o_top", "o_off", "o_lat", "o_gap", "o_xfer",
+             "o_clock", "dep_op", "dep_on")
+
+
+def replay_only(m: Model, keep: tuple[str, ...] = ()) -> Model:
+    """``m`` without the arrays that only its graph is built from (``_IN_GRAPH``: ~70 of
+    its ~100 bytes per event), once its graphs are built: what ``simulate.replay`` on a
+    given graph and the what-if's per-rank results read stays, and ``keep`` (e.g. what
+    ``graph.dropped_graph`` reads: ``a_gap_drop``, ``a_omin``). The client's memory is the
+    limit of a run-level what-if (docs/scale.md)."""
+    return replace(m, **{k: np.zeros(0, dtype=getattr(m, k).dtype) for k in _IN_GRAPH
+                         if k not in keep})

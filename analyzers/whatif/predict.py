@@ -23,6 +23,7 @@ from ...errors import ProfplugError
 from .. import classify
 from ..gaps import CAUSES
 from ..load import PathsLike, load_timelines
+from ..memtrim import trim_large
 from ..readers.base import ReadOptions
 from ..stalls import RankStalls, StallOptions, analyze_rank
 from ..timeline import Timeline, groups, links_kept
@@ -30,10 +31,11 @@ from . import dropset, stepfigure
 from .band import set_bands
 from .costs import HostCosts
 from .dropat import resolve_callsite
-from .model import DropSpec, Model, build_model
+from .graph import DROPPED_GRAPH_READS, build_graph, dropped_graph
+from .model import DropSpec, Model, build_model, replay_only
 from .peers import missing_peers
 from .result import RankWhatIf, WhatIfResult
-from .simulate import Replay, replay
+from .simulate import Replay, replay, times_only
 
 ASSUMPTIONS = (
     "host time between CUDA API calls is kept as recorded: host work that itself waited "
@@ -175,6 +177,10 @@ def _idle(rs: RankStalls, basis: str) -> dict[str, float]:
     return {c: round(v, 3) for c, v in rs.idle_by_cause_us().items()}
 
 
+# of the model's graph inputs (model._IN_GRAPH), what the per-rank results read (_links)
+_RESULTS_READ = ("o_top", "a_prev")
+
+
 def _rank_result(tl: Timeline, m: Model, rec: Replay, drp: Replay, opt: StallOptions,
                  rs: RankStalls | None) -> RankWhatIf:
     # the recorded run's figures read only its gaps, steps and sync rows: the brief analysis
@@ -249,9 +255,22 @@ def _whatif(timelines: list[Timeline], drop: DropSpec | None, options: StallOpti
     t0 = time.perf_counter()
     try:
         m = build_model(timelines, drop)
-        rec = replay(m, drop=False)
-        # one graph for both replays (other host costs change every weight: built again)
-        drp = replay(host.apply(m), drop=True) if host else replay(m, True, rec.graph)
+        # one graph for both replays (other host costs change every weight: built again);
+        # the client's memory: once a graph exists, the model's inputs to it go
+        if host:
+            rec = times_only(replay(m, drop=False))
+            drp = times_only(replay(host.apply(m), drop=True))
+        else:
+            recorded = build_graph(m, drop=False)
+            m = replay_only(m, keep=DROPPED_GRAPH_READS + _RESULTS_READ)
+            trim_large(m.n_events)  # what the model's build and the graph's freed
+            rec = times_only(replay(m, False, graph=recorded))
+            dropped = dropped_graph(recorded, m)
+            del recorded
+            m = replay_only(m, keep=_RESULTS_READ)
+            trim_large(m.n_events)
+            drp = times_only(replay(m, True, graph=dropped))
+            del dropped
         replay_s = time.perf_counter() - t0
         given = {r.rank: r for r in ranks or []}
         res_ranks = [_rank_result(tl, m, rec, drp, opt, given.get(tl.rank))

@@ -135,7 +135,7 @@ def _longest_path(g: Graph, m: Model, runs: bool = True
     """:func:`longest_path` with the binding edges left to a function (called on need)."""
     n = g.n_nodes
     indeg = np.bincount(g.dst, minlength=n)
-    root, off, one = _fold(g, m.threads, indeg)
+    root, off, _ = _fold(g, m.threads, indeg)  # the in-edges found again on need (_binding)
     folded = root != np.arange(n)
     rn = stream_runs(g, root, off, m.o_order, indeg) if runs else no_runs()
     derived = np.zeros(n, dtype=bool)
@@ -164,6 +164,7 @@ def _longest_path(g: Graph, m: Model, runs: bool = True
     c_dst = cid[ek_dst]
     dst = c_dst.tolist()
     w = e_w[order].tolist()
+    del kept, k_src, e_src, e_w, e_dst, c_src, via  # (the client's peak: docs/scale.md)
     indeg_a = np.bincount(c_dst, minlength=proc.size)
     indeg = indeg_a.tolist()
     t = [MIN_NS] * proc.size
@@ -206,12 +207,21 @@ def _longest_path(g: Graph, m: Model, runs: bool = True
                 t[cv] = int(_recorded_times(m)[v])
         if not indeg[cv]:
             stack.append(cv)
+    t_p = np.array(t, dtype=np.int64)
+    del t, dst, w, indeg, ptr  # the pass's lists (a Python int each) before the times' array
     t_a = np.full(n, MIN_NS, dtype=np.int64)
-    t_a[proc] = t
+    t_a[proc] = t_p
     t_a[rn.node] = np.maximum(t_a[rn.h] + rn.a, t_a[rn.s] + rn.b)
     t_a = t_a[root] + off  # a folded node from its root; every other node is its own, at 0
-    return t_a, lambda: _binding(g, t_a, np.nonzero(~folded[g.dst])[0], forced, one, folded), \
-        forced, released
+    # the binding edges on need, from the graph and the times alone: a kept replay (the
+    # what-if keeps two) holds no per-node array but its times and the folded mask
+    return t_a, lambda: _binding(g, t_a, np.nonzero(~folded[g.dst])[0], forced,
+                                 _single_in_edges(g), folded), forced, released
+
+
+def _single_in_edges(g: Graph) -> np.ndarray:
+    """The edges into the nodes that have exactly one (``_fold``'s third value)."""
+    return np.nonzero((np.bincount(g.dst, minlength=g.n_nodes) == 1)[g.dst])[0]
 
 
 def _binding(g: Graph, t: np.ndarray, kept: np.ndarray, forced: list[int], one: np.ndarray,
@@ -275,10 +285,15 @@ def _cycle_warnings(m: Model, forced: list[int], released: list[int]) -> list[st
     return out
 
 
-def replay(m: Model, drop: bool, recorded: Graph | None = None) -> Replay:
+def replay(m: Model, drop: bool, recorded: Graph | None = None, *,
+           graph: Graph | None = None) -> Replay:
     """Replay the model; ``drop``: the model's dropped calls do not wait; ``recorded``: the
-    graph of ``m`` as recorded (``build_graph(m, False)``), when the caller has it."""
-    if recorded is None:
+    graph of ``m`` as recorded (``build_graph(m, False)``), when the caller has it;
+    ``graph``: the graph to replay, built for ``drop`` (``m`` may then be
+    ``model.replay_only``)."""
+    if graph is not None:
+        g = graph
+    elif recorded is None:
         g = build_graph(m, drop)
     else:
         g = dropped_graph(recorded, m) if drop else recorded
@@ -297,3 +312,17 @@ def replay(m: Model, drop: bool, recorded: Graph | None = None) -> Replay:
     a_e = np.where(is_top, top_e, np.minimum(m.a_end + shift, top_e[m.a_top]))
     return Replay(a_s, np.maximum(a_e, a_s), t[2 * n_a:2 * n_a + n_o], t[2 * n_a + n_o:-1],
                   g, t, binding, forced, _cycle_warnings(m, forced, released))
+
+
+def _no_binding() -> np.ndarray:
+    raise RuntimeError("the replay's binding edges were let go with its graph")
+
+
+def times_only(r: Replay) -> Replay:
+    """``r`` without its graph and binding edges (``bind`` then raises): what the what-if's
+    figures read, its times, and nothing per edge."""
+    g = r.graph
+    none = np.zeros(0, dtype=np.int64)
+    return Replay(r.a_start, r.a_end, r.o_start, r.o_end,
+                  Graph(g.n_a, g.n_o, none, none, none, np.zeros(0, dtype=np.int8)), r.t,
+                  _no_binding, r.forced, r.warnings)

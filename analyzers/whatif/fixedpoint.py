@@ -101,10 +101,7 @@ def recorded_fixed_point(g: Graph, rec: np.ndarray, lazy: bool = False
     if has_in[g.source]:
         return None
     ts, td = t[g.src], t[g.dst]
-    flat = np.nonzero(ts >= td)[0]
-    if flat.size and not _acyclic_within(g, ts, td, flat):
-        return None
-    val = np.add(ts, g.w, out=ts)  # in place: the sources' times are not read again
+    val = np.add(ts, g.w, out=ts)  # in place (no second per-edge array): ts back below
     # every node with an in-edge on its equation: no in-edge above its time, and one on it
     # (the same test as the latest in-edge equal to the time, without an unbuffered max)
     if (val > td).any():
@@ -113,7 +110,12 @@ def recorded_fixed_point(g: Graph, rec: np.ndarray, lazy: bool = False
     on[g.dst[val == td]] = True
     if not np.array_equal(on, has_in):
         return None
-    del ts, td, val, on  # the binding edges recompute them: a kept replay holds no edge array
+    del on
+    ts = np.subtract(val, g.w, out=val)  # the sources' times again (int64: exact)
+    flat = np.nonzero(ts >= td)[0]
+    if flat.size and not _acyclic_within(g, ts, td, flat):
+        return None
+    del ts, td, val  # the binding edges recompute them: a kept replay holds no edge array
 
     def binding() -> np.ndarray:
         tight = np.nonzero(t[g.src] + g.w == t[g.dst])[0]  # the lowest-numbered tight edge binds

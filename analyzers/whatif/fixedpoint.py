@@ -30,6 +30,7 @@ from .graph import Graph
 
 MIN_NS = -(2**62)
 _CHUNK = 1 << 18  # edges per block of the window test
+SMALL_PEEL = 4096  # up to this many edges, Kahn's order on lists (_acyclic_lists)
 MAX_WORK = 4  # peel at most this many times the graph's edges in all, then leave it to the pass
 
 
@@ -63,7 +64,9 @@ def _acyclic_within(g: Graph, ts: np.ndarray, td: np.ndarray, flat: np.ndarray) 
 
 def _peel(g: Graph, src: np.ndarray, dst: np.ndarray) -> bool:
     """No cycle among the edges ``src -> dst``: peeled level by level (Kahn) within a few
-    times the graph's edges."""
+    times the graph's edges; a few edges (the usual) in one Kahn's order on plain lists."""
+    if 0 < src.size <= SMALL_PEEL:
+        return _acyclic_lists(src, dst)
     budget = MAX_WORK * g.src.size
     while budget > 0:
         if src.size == 0:
@@ -76,6 +79,29 @@ def _peel(g: Graph, src: np.ndarray, dst: np.ndarray) -> bool:
             return False  # nothing to peel: a cycle
         src, dst = src[keep], dst[keep]
     return False
+
+
+def _acyclic_lists(src: np.ndarray, dst: np.ndarray) -> bool:
+    """No cycle among the edges ``src -> dst``: every node taken in Kahn's order (one visit
+    per edge, where a level-by-level peel of a long chain costs a few numpy calls a level)."""
+    nodes, inv = np.unique(np.concatenate([src, dst]), return_inverse=True)
+    k = nodes.size
+    s, d = inv[:src.size], inv[src.size:]
+    order = np.argsort(s, kind="stable")
+    ptr = np.searchsorted(s[order], np.arange(k + 1)).tolist()
+    out = d[order].tolist()
+    indeg = np.bincount(d, minlength=k).tolist()
+    stack = [v for v in range(k) if not indeg[v]]
+    seen = 0
+    while stack:
+        u = stack.pop()
+        seen += 1
+        for j in range(ptr[u], ptr[u + 1]):
+            v = out[j]
+            indeg[v] -= 1
+            if not indeg[v]:
+                stack.append(v)
+    return seen == k
 
 
 @overload

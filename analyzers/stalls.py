@@ -323,7 +323,8 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bo
         gaps = Gaps(z, z, z, z.astype(np.int8), z)
 
     del g_parts  # joined: the parts are not held through the rest (a worker's peak memory)
-    call_api = [tl.names[n] for n in tl.api_name[sync_idx]]
+    names = tl.names
+    call_api = [names[n] for n in tl.api_name[sync_idx].tolist()]
     # call sites are optional: a failure leaves them out with one warning (isolate)
     sites, callsites_failed = (None, None) if brief else isolated(
         "call sites", enclosing, tl, c_start, c_end, tl.api_tid[sync_idx])

@@ -119,7 +119,9 @@ def step_spans(tl: Timeline, launch: np.ndarray | None = None) -> StepSpans:
         return StepSpans(z, z, z, int(n), none)
     span_s = first[idx]
     last_e = last[idx]
-    span_e = np.maximum(np.append(span_s[1:], last_e[-1]), span_s)
+    span_e = np.empty_like(span_s)  # the next step's first op; the last: its last op's end
+    span_e[:-1], span_e[-1] = span_s[1:], last_e[-1]
+    np.maximum(span_e, span_s, out=span_e)
     pos = np.full(n, -1, dtype=np.int64)
     pos[idx] = np.arange(idx.size)
     none[inside] = pos[op_step]

@@ -30,7 +30,7 @@ from .graph import Graph
 
 MIN_NS = -(2**62)
 _CHUNK = 1 << 18  # edges per block of the window test
-SMALL_PEEL = 4096  # up to this many edges, Kahn's order on lists (_acyclic_lists)
+SMALL_PEEL = 512  # from this many edges left, Kahn's order on lists (_acyclic_lists)
 MAX_WORK = 4  # peel at most this many times the graph's edges in all, then leave it to the pass
 
 
@@ -64,13 +64,13 @@ def _acyclic_within(g: Graph, ts: np.ndarray, td: np.ndarray, flat: np.ndarray) 
 
 def _peel(g: Graph, src: np.ndarray, dst: np.ndarray) -> bool:
     """No cycle among the edges ``src -> dst``: peeled level by level (Kahn) within a few
-    times the graph's edges; a few edges (the usual) in one Kahn's order on plain lists."""
-    if 0 < src.size <= SMALL_PEEL:
-        return _acyclic_lists(src, dst)
+    times the graph's edges; once few edges are left, in one Kahn's order on plain lists."""
     budget = MAX_WORK * g.src.size
     while budget > 0:
         if src.size == 0:
             return True
+        if src.size <= SMALL_PEEL:  # a long chain would take a few numpy calls per level
+            return _acyclic_lists(src, dst)
         budget -= src.size
         has_in = np.zeros(g.n_nodes, dtype=bool)
         has_in[dst] = True

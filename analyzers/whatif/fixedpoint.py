@@ -34,9 +34,10 @@ SMALL_PEEL = 512  # from this many edges left, Kahn's order on lists (_acyclic_l
 MAX_WORK = 4  # peel at most this many times the graph's edges in all, then leave it to the pass
 
 
-def _acyclic_within(g: Graph, ts: np.ndarray, td: np.ndarray, flat: np.ndarray) -> bool:
+def _acyclic_within(g: Graph, t: np.ndarray, ts: np.ndarray, td: np.ndarray,
+                    flat: np.ndarray) -> bool:
     """No cycle among the nodes in the time windows of the non-rising edges ``flat``
-    (``ts``/``td``: per edge, its source's and destination's time)."""
+    (``t``: per node its time; ``ts``/``td``: per edge, its source's and destination's)."""
     lo, hi = td[flat], ts[flat]
     if np.array_equal(lo, hi):  # every window a single instant (the usual: zero gaps): the
         src, dst = g.src[flat], g.dst[flat]  # edges inside are those flat edges themselves
@@ -45,18 +46,15 @@ def _acyclic_within(g: Graph, ts: np.ndarray, td: np.ndarray, flat: np.ndarray) 
     lo, hi = lo[order], np.maximum.accumulate(hi[order])
     starts = np.nonzero(np.append(True, lo[1:] > hi[:-1]))[0]  # merged: overlap or touch
     w_lo, w_hi = lo[starts], hi[np.append(starts[1:] - 1, lo.size - 1)]
-    # an edge with both ends in one window changes time by at most the widest window's span
-    span = int((w_hi - w_lo).max())
+    # each node's window (-1: in none), once per node; an edge is inside when both its ends
+    # are in one window
+    k = np.searchsorted(w_lo, t, side="right") - 1
+    wid = np.where((k >= 0) & (t <= w_hi[np.maximum(k, 0)]), k, -1)
+    del k
     ins: list[np.ndarray] = []
-    for lo in range(0, ts.size, _CHUNK):  # a block of edges at a time: few temporaries
-        bs, bd = ts[lo:lo + _CHUNK], td[lo:lo + _CHUNK]
-        near = np.nonzero(bd - bs <= span)[0]
-        ns, nd = bs[near], bd[near]
-        ks = np.searchsorted(w_lo, ns, side="right") - 1
-        kd = np.searchsorted(w_lo, nd, side="right") - 1
-        inside = (ks >= 0) & (ks == kd) & (ns <= w_hi[np.maximum(ks, 0)]) \
-            & (nd <= w_hi[np.maximum(kd, 0)])
-        ins.append(lo + near[inside])
+    for lo in range(0, g.src.size, _CHUNK):  # a block of edges at a time: few temporaries
+        ks = wid[g.src[lo:lo + _CHUNK]]
+        ins.append(lo + np.nonzero((ks >= 0) & (ks == wid[g.dst[lo:lo + _CHUNK]]))[0])
     e = np.concatenate(ins) if ins else np.zeros(0, dtype=np.int64)
     del ins
     return _peel(g, g.src[e], g.dst[e])
@@ -139,7 +137,7 @@ def recorded_fixed_point(g: Graph, rec: np.ndarray, lazy: bool = False
     del on
     ts = np.subtract(val, g.w, out=val)  # the sources' times again (int64: exact)
     flat = np.nonzero(ts >= td)[0]
-    if flat.size and not _acyclic_within(g, ts, td, flat):
+    if flat.size and not _acyclic_within(g, t, ts, td, flat):
         return None
     del ts, td, val  # the binding edges recompute them: a kept replay holds no edge array
 

@@ -13,7 +13,7 @@ from pipeline_synth import PipelineSpec, write
 from profplug.analyzers.load import load_timelines
 from profplug.analyzers.whatif import fixedpoint, streamruns
 from profplug.analyzers.whatif.fixedpoint import recorded_fixed_point
-from profplug.analyzers.whatif.graph import ANCHOR, CALL, RUN, Graph, build_graph
+from profplug.analyzers.whatif.graph import ANCHOR, CALL, LAUNCH, PEER, RUN, Graph, build_graph
 from profplug.analyzers.whatif.model import build_model
 from profplug.analyzers.whatif.simulate import _fold, _recorded_times, longest_path, replay
 from profplug.analyzers.whatif.streamruns import stream_runs
@@ -122,3 +122,20 @@ def test_few_edges_are_peeled_on_lists_as_level_by_level(monkeypatch: pytest.Mon
             with monkeypatch.context() as mp:
                 mp.setattr(fixedpoint, "SMALL_PEEL", 0)
                 assert fixedpoint._peel(g, s, d) is acyclic
+
+
+def test_a_cycle_across_a_time_window_is_left_to_the_pass() -> None:
+    # given a call and an op 5 ns apart that wait for each other (a peer edge back across
+    # clocks): the recorded times (10 and 15) satisfy every equation, but the two nodes and
+    # the edges between them lie in the window [10, 15] of the non-rising edge
+    src = np.array([4, 0, 2, 0, 2])  # source -> call start -> op start -> call start
+    dst = np.array([0, 2, 0, 1, 3])
+    w = np.array([10, 5, -5, 10, 5])
+    kind = np.array([ANCHOR, LAUNCH, PEER, CALL, RUN], dtype=np.int8)
+    rec = np.array([10, 20, 15, 20, 0])
+    # then the recorded times are not taken as the replay
+    assert recorded_fixed_point(Graph(1, 1, src, dst, w, kind), rec) is None
+    # and without the edge back they are
+    keep = [0, 1, 3, 4]
+    g = Graph(1, 1, src[keep], dst[keep], w[keep], kind[keep])
+    assert recorded_fixed_point(g, np.array([10, 20, 15, 20, 0])) is not None

@@ -330,7 +330,8 @@ def _match_bare(rs: list[_Rank], ranks: list[int], edges: list[Edge],
             if _fits(COMM_SEND, "", kname := _base(tl.names[sym])) == p2p:
                 of_name[kname].append(u)
         for kname, us in of_name.items():  # its kernels, in order
-            by_name[kname][r.pos] = bare[np.isin(inv, us)].tolist()
+            pick = inv == us[0] if len(us) == 1 else np.isin(inv, us)  # one: no sort
+            by_name[kname][r.pos] = bare[pick].tolist()
     for kname, per in sorted(by_name.items()):
         if p2p and (len(rs) != 2 or len(per) != 2):
             n = sum(len(v) for v in per.values())

@@ -6,14 +6,15 @@ weights. On an acyclic graph the longest path is the one solution of those equat
 when the recorded times satisfy them and the graph has no cycle, they *are* the replay, and
 the pass (``simulate.longest_path``) is not needed. Both checks are vectorized:
 
-- the equations: one ``np.maximum.at`` over the edges;
+- the equations: no edge's source time plus weight above its destination's time, and every
+  node with an in-edge on one (the latest in-edge equal to the time);
 - no cycle: along an edge whose source is earlier than its destination the time rises, so
   a cycle needs an edge that does not rise (a zero-length op or gap, a ``peer`` edge across
   ranks' clocks), and it lies within the time span that such edges cover (merged
   [destination, source] windows: to come back down to every time it passed, the cycle
-  crosses each with a non-rising edge). Only the nodes in those windows are peeled
-  (Kahn, one level per pass); windows too deep to peel within a few times the graph's
-  edges are left to the pass.
+  crosses each with a non-rising edge). Only the edges with both ends in one window are
+  peeled (Kahn, one level per pass; the last few hundred in one Kahn's order on lists);
+  windows too deep to peel within a few times the graph's edges are left to the pass.
 
 Anything unexpected (a node off its equations, a cycle, a deep window): ``None``, and the
 replay takes the pass.

@@ -98,7 +98,7 @@ def device_intervals(start_ns: np.ndarray, end_ns: np.ndarray) -> DeviceInterval
     if start_ns.size == 0:
         z = np.zeros(0, dtype=np.int64)
         return DeviceIntervals(0, 0, 0, z, z, z)
-    order = np.argsort(start_ns, kind="stable")
+    order = start_ns.argsort(kind="stable")
     s = start_ns[order]
     e = np.maximum(end_ns[order], s)
     reach = np.maximum.accumulate(e)  # latest end among ops started so far
@@ -108,7 +108,7 @@ def device_intervals(start_ns: np.ndarray, end_ns: np.ndarray) -> DeviceInterval
     gap_start = prev_reach[gap_idx - 1]
     gap_end = s[gap_idx]
     window_start, window_end = int(s[0]), int(reach[-1])
-    idle = int(np.sum(gap_end - gap_start))
+    idle = int((gap_end - gap_start).sum())
     return DeviceIntervals(window_start, window_end, (window_end - window_start) - idle,
                            gap_start.astype(np.int64, copy=False),
                            gap_end.astype(np.int64, copy=False), order[gap_idx])

@@ -208,13 +208,15 @@ class _Calls:
                 np.full(gap_start.size, -1, dtype=np.int64)
         out = np.full(gap_start.size, -1, dtype=np.int64)
         order, s, e, reach = self.order, self.s, self.e, self.reach
-        i = np.searchsorted(s, gap_start + tol, side="right") - 1
+        i = s.searchsorted(gap_start + tol, side="right")
+        i -= 1
         ok = i >= 0
-        ii = np.where(ok, i, 0)
-        covered = ok & (reach[ii] + tol >= gap_start)
-        direct = covered & (e[ii] + tol >= gap_start)
+        ii = np.maximum(i, 0)  # i >= -1
+        lo = gap_start - tol  # x + tol >= gap start, as x >= gap start - tol (no overflow:
+        covered = ok & (reach[ii] >= lo)  # times within +-2^62 ns)
+        direct = covered & (e[ii] >= lo)
         out[direct] = order[ii[direct]]
-        late = np.nonzero(covered & ~direct)[0]  # an earlier, longer call holds it (rare)
+        late = (covered & ~direct).nonzero()[0]  # an earlier, longer call holds it (rare)
         if late.size:  # the latest-starting of those: O(log n) each, not a walk back
             k = last_at_least(e, ii[late], gap_start[late] - tol)
             out[late] = np.where(k >= 0, order[np.maximum(k, 0)], -1)

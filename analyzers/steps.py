@@ -140,9 +140,12 @@ def series_len(n_steps: int) -> int:
 
 def gap_steps(span_s: np.ndarray, span_e: np.ndarray, gap_start_ns: np.ndarray) -> np.ndarray:
     """Per gap, the index of the step span holding its start, -1 for none."""
-    k = np.searchsorted(span_s, gap_start_ns, side="right") - 1
-    ok = (k >= 0) & (gap_start_ns < span_e[np.maximum(k, 0)]) if span_s.size else k < -1
-    return np.where(ok, k, -1)
+    k = span_s.searchsorted(gap_start_ns, side="right")
+    k -= 1
+    if not span_s.size:
+        return k  # every gap: -1
+    k[gap_start_ns >= span_e[np.maximum(k, 0)]] = -1  # k = -1 stays -1
+    return k
 
 
 def per_step_ns(span_s: np.ndarray, span_e: np.ndarray, gap_start_ns: np.ndarray,
@@ -213,7 +216,8 @@ def step_stats_and_spans(tl: Timeline, gaps: Gaps, causes: Sequence[str], *,
     med = center_by_key(span_s, span_e, gaps.start_ns, dur, gaps.cause.astype(np.int64),
                         len(causes), basis, k)
     per_cause = {c: round(float(med[ci]), 3) for ci, c in enumerate(causes)}
-    gpu_span_us_mean = round(float((span_e - span_s).mean()) / 1000.0, 3)
+    span = span_e - span_s  # its mean: np.mean's float64 sum over the count
+    gpu_span_us_mean = round(float(np.add.reduce(span, dtype=np.float64) / span.size) / 1000.0, 3)
     # each period is whole ns: x / 1000 is already its value rounded to 3 decimals
     # (round(x / 1000, 3) gives the same double) below 2^40 ns (18 min); past that, rounded
     exact = period_us.size == 0 or float(np.abs(period).max()) < 2.0 ** 40

@@ -143,7 +143,7 @@ def _summarize_list(x: np.ndarray) -> StepSummary | None:
         if out and len(out) < len(xs):  # center() over the basis (all when none is left)
             keep = [v for v, d in zip(xs, dev, strict=True) if not d > lim]
     value = med if keep is xs else _list_median(sorted(keep))
-    return StepSummary(value, float(x.mean()), len(xs), out)
+    return StepSummary(value, float(np.add.reduce(x) / x.size), len(xs), out)  # x.mean()
 
 
 def summarize(values: Sequence[float] | np.ndarray) -> StepSummary:

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import fields, replace
+from functools import cache
 
 import numpy as np
 
@@ -112,8 +113,10 @@ def _predicted_timeline(tl: Timeline, m: Model, r: Replay, main: np.ndarray, dro
     alo, ahi = m.rank_a[tl.rank]
     olo, ohi = m.rank_o[tl.rank]
     a_s, a_e = r.a_start, r.a_end
-    ann_s, ann_e = tl.ann_start_ns.copy(), tl.ann_end_ns.copy()
+    ann_s, ann_e = tl.ann_start_ns, tl.ann_end_ns
     ann_of = dict(groups(tl.ann_tid)) if annotations else {}  # thread -> its annotations
+    if ann_of:  # moved below: copies (the trace's own arrays stay as they are)
+        ann_s, ann_e = ann_s.copy(), ann_e.copy()
     for (rank, tid), seq in zip(m.thread_key, m.threads, strict=True):
         sel = ann_of.get(tid) if rank == tl.rank else None
         if sel is not None:  # starts and ends in one call (element by element)
@@ -126,12 +129,28 @@ def _predicted_timeline(tl: Timeline, m: Model, r: Replay, main: np.ndarray, dro
     st_e = np.maximum(both[n_st:], st_s)
     # dropped calls are gone, with the calls nested in them
     keep = slice(None) if not drop else ~m.a_dropped[m.a_top[alo:ahi]]
-    return replace(tl, gpu_start_ns=r.o_start[olo:ohi], gpu_end_ns=r.o_end[olo:ohi],
+    return _with(tl, gpu_start_ns=r.o_start[olo:ohi], gpu_end_ns=r.o_end[olo:ohi],
                    api_start_ns=a_s[alo:ahi][keep], api_end_ns=a_e[alo:ahi][keep],
                    api_tid=tl.api_tid[keep], api_name=tl.api_name[keep],
                    api_corr=tl.api_corr[keep], ann_start_ns=ann_s,
                    ann_end_ns=ann_e, step_start_ns=st_s, step_end_ns=st_e,
                    warnings=[], skipped={})
+
+
+@cache
+def _fields(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
+
+
+def _with(tl: Timeline, **changes: object) -> Timeline:
+    """``dataclasses.replace(tl, **changes)`` without its per-field ``__init__`` (~15 us a
+    call, one or two per rank): Timeline has no ``__post_init__`` and no init-less field,
+    so the same object state, field by field."""
+    out = object.__new__(Timeline)
+    state = {k: tl.__dict__[k] for k in _fields(Timeline)}
+    state.update(changes)
+    out.__dict__.update(state)
+    return out
 
 
 def _links(m: Model, r: Replay, rank: int, keep: np.ndarray
@@ -201,7 +220,7 @@ def _rank_result(tl: Timeline, m: Model, rec: Replay, drp: Replay, opt: StallOpt
     kinds, launch = _links(m, drp, tl.rank, ~m.a_dropped[m.a_top[alo:ahi]])
     pred_rs = analyze_rank(_predicted_timeline(tl, m, drp, main, True, annotations=False), opt,
                            brief=True, api_kind=kinds, launch=launch)
-    if basis == "step" and all(np.array_equal(x[lo:hi], y[lo:hi]) for x, y, lo, hi in (
+    if basis == "step" and all(bool((x[lo:hi] == y[lo:hi]).all()) for x, y, lo, hi in (
             (rec.o_start, m.o_start, olo, ohi), (rec.o_end, m.o_end, olo, ohi),
             (rec.a_start, m.a_start, alo, ahi), (rec.a_end, m.a_end, alo, ahi))):
         replayed = rec_ns  # the replay reproduced the rank: its steps are the recorded ones

@@ -206,7 +206,7 @@ def step_stats_and_spans(tl: Timeline, gaps: Gaps, causes: Sequence[str], *,
     k = gap_steps(span_s, span_e, gaps.start_ns)
     in_step = k >= 0
     dur = gaps.end_ns - gaps.start_ns
-    period = (np.diff(span_s) if span_s.size >= 2 else span_e - span_s).astype(np.float64)
+    period = (span_s[1:] - span_s[:-1] if span_s.size >= 2 else span_e - span_s).astype(np.float64)
     period_us = period / 1000.0
     summary = stepstats.summarize(period_us)
     basis = np.ones(period.size, dtype=bool)

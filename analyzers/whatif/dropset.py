@@ -140,6 +140,8 @@ def _policy_mask(tl: Timeline) -> np.ndarray:
         return out
     syms = np.unique(tl.ann_name)
     pipe = syms[[_pipeline_name(tl.names[k]) for k in syms.tolist()]]
+    if pipe.size == 0:  # no pipeline range
+        return out
     rows = np.nonzero(np.isin(tl.ann_name, pipe))[0]
     if rows.size == 0:
         return out

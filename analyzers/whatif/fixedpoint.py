@@ -40,13 +40,13 @@ def _acyclic_within(g: Graph, t: np.ndarray, ts: np.ndarray, td: np.ndarray,
     """No cycle among the nodes in the time windows of the non-rising edges ``flat``
     (``t``: per node its time; ``ts``/``td``: per edge, its source's and destination's)."""
     lo, hi = td[flat], ts[flat]
-    if np.array_equal(lo, hi):  # every window a single instant (the usual: zero gaps): the
+    if (lo == hi).all():  # every window a single instant (the usual: zero gaps): the
         src, dst = g.src[flat], g.dst[flat]  # edges inside are those flat edges themselves
         return _peel(g, src, dst)
     order = np.argsort(lo, kind="stable")
     lo, hi = lo[order], np.maximum.accumulate(hi[order])
-    starts = np.nonzero(np.append(True, lo[1:] > hi[:-1]))[0]  # merged: overlap or touch
-    w_lo, w_hi = lo[starts], hi[np.append(starts[1:] - 1, lo.size - 1)]
+    starts = np.concatenate(([True], lo[1:] > hi[:-1])).nonzero()[0]  # merged: overlap or touch
+    w_lo, w_hi = lo[starts], hi[np.concatenate((starts[1:] - 1, [lo.size - 1]))]
     # each node's window (-1: in none), once per node; an edge is inside when both its ends
     # are in one window
     k = np.searchsorted(w_lo, t, side="right") - 1
@@ -133,7 +133,7 @@ def recorded_fixed_point(g: Graph, rec: np.ndarray, lazy: bool = False
         return None
     on = np.zeros(n, dtype=bool)
     on[g.dst[val == td]] = True
-    if not np.array_equal(on, has_in):
+    if not (on == has_in).all():
         return None
     del on
     ts = np.subtract(val, g.w, out=val)  # the sources' times again (int64: exact)

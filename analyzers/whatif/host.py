@@ -95,7 +95,7 @@ def _cut_thread(seq: np.ndarray, pos: np.ndarray, s: np.ndarray, e: np.ndarray,
         return
     order = np.lexsort((-a_e[k], a_s[k], owner))  # per call: the outermost first
     owner, k = owner[order], k[order]
-    first = np.append(True, owner[1:] != owner[:-1])
+    first = np.concatenate(([True], owner[1:] != owner[:-1]))
     owner, k = owner[first], k[first]
     c = i[owner]
     r_s, r_e = a_s[k], a_e[k]

@@ -139,8 +139,11 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None, *,
             return one
         return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
 
-    def shift(x: np.ndarray, base: int) -> np.ndarray:
-        return np.where(x >= 0, x + base, -1)
+    def shift(x: np.ndarray, base: int) -> np.ndarray:  # x: indices, -1 for none
+        return x if base == 0 else np.where(x >= 0, x + base, -1)
+
+    def plus(x: np.ndarray, base: int) -> np.ndarray:
+        return x if base == 0 else x + base
 
     threads: list[np.ndarray] = []
     thread_key: list[tuple[int, int]] = []
@@ -148,7 +151,7 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None, *,
     for k, b in enumerate(rms):
         seqs, prev, gap, gap_drop = _host_seqs(b)
         for t, seq in seqs:
-            threads.append(seq + a_base[k])
+            threads.append(plus(seq, a_base[k]))
             thread_key.append((b.tl.rank, int(t)))
         prevs.append(shift(prev, a_base[k]))
         gaps.append(gap)
@@ -185,14 +188,14 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None, *,
         a_start=cat([b.tl.api_start_ns for b in rms]),
         a_end=cat([b.tl.api_end_ns for b in rms]),
         a_dur=cat([b.tl.api_end_ns - b.tl.api_start_ns for b in rms]),
-        a_top=cat([b.top + a_base[k] for k, b in enumerate(rms)]), a_prev=cat(prevs),
+        a_top=cat([plus(b.top, a_base[k]) for k, b in enumerate(rms)]), a_prev=cat(prevs),
         a_gap=cat(gaps), a_gap_drop=cat(gaps_drop),
         a_base=cat([b.base for b in rms]),
         a_wake=cat([b.wake for b in rms]), a_omin=cat([b.omin for b in rms]),
         a_blocking=cat([b.blocking for b in rms], bool),
         a_dropped=cat([b.dropped for b in rms], bool),
-        wait_call=cat([b.wait_call + a_base[k] for k, b in enumerate(rms)]),
-        wait_op=cat([b.wait_op + o_base[k] for k, b in enumerate(rms)]),
+        wait_call=cat([plus(b.wait_call, a_base[k]) for k, b in enumerate(rms)]),
+        wait_op=cat([plus(b.wait_op, o_base[k]) for k, b in enumerate(rms)]),
         threads=threads, thread_key=thread_key,
         o_rank=cat([np.full(b.tl.n_gpu, b.tl.rank) for b in rms]),
         o_local=cat([np.arange(b.tl.n_gpu) for b in rms]),
@@ -200,12 +203,12 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None, *,
         o_lat=cat([b.lat for b in rms]), o_gap=cat([b.gap for b in rms]),
         o_prev=cat([shift(b.prev, o_base[k]) for k, b in enumerate(rms)]),
         o_peer=peer, o_xfer=xfer, o_clock=clock,
-        dep_op=cat([b.dep_op + o_base[k] for k, b in enumerate(rms)]),
-        dep_on=cat([b.dep_on + o_base[k] for k, b in enumerate(rms)]),
+        dep_op=cat([plus(b.dep_op, o_base[k]) for k, b in enumerate(rms)]),
+        dep_on=cat([plus(b.dep_on, o_base[k]) for k, b in enumerate(rms)]),
         rank_a={b.tl.rank: (a_base[k], a_base[k + 1]) for k, b in enumerate(rms)},
         rank_o={b.tl.rank: (o_base[k], o_base[k + 1]) for k, b in enumerate(rms)},
         assumptions=notes, warnings=warns,
-        o_order=cat([b.stream_order + o_base[k] for k, b in enumerate(rms)]),
+        o_order=cat([plus(b.stream_order, o_base[k]) for k, b in enumerate(rms)]),
         a_kind=cat([b.kind for b in rms], np.int8))
 
 

@@ -21,7 +21,8 @@ from ..timeline import Timeline
 
 def _has_comm(tl: Timeline) -> bool:
     """Whether ``tl`` has a NCCL/RCCL kernel (the matching's own test, ``_Rank``)."""
-    return bool(classify.comm_for_symbols(tl.names)[tl.gpu_name].any())
+    comm = classify.comm_for_symbols(tl.names)
+    return bool(comm.any() and comm[tl.gpu_name].any())
 
 
 def match_nccl(timelines: list[Timeline], o_base: list[int], n_ops: int,

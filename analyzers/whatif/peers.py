@@ -29,7 +29,8 @@ def missing_peers(timelines: list[Timeline]) -> str | None:
         what = (f"given rank(s) {', '.join(map(str, given))} of a world of {max(sizes)}; "
                 f"no trace of rank(s) {', '.join(map(str, absent))}")
     elif len(timelines) == 1 and timelines[0].n_gpu and \
-            comm_for_symbols(timelines[0].names)[timelines[0].gpu_name].any():
+            (comm := comm_for_symbols(timelines[0].names)).any() and \
+            comm[timelines[0].gpu_name].any():
         what = f"rank {given[0]} alone runs NCCL kernels"
     else:
         return None

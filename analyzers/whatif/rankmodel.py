@@ -32,7 +32,7 @@ def _last_by_key(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     built in row order would)."""
     order = np.argsort(keys, kind="stable")
     ks = keys[order]
-    last = np.append(ks[1:] != ks[:-1], True) if ks.size else np.zeros(0, dtype=bool)
+    last = np.concatenate((ks[1:] != ks[:-1], [True])) if ks.size else np.zeros(0, dtype=bool)
     return ks[last], order[last]
 
 
@@ -160,7 +160,7 @@ class RankModel:
             if by_launch.size:
                 key = (tl.gpu_device[by_launch].astype(I64) * (1 << 32)
                        + tl.gpu_stream[by_launch].astype(I64))
-                new_run = np.append(True, key[1:] != key[:-1])
+                new_run = np.concatenate(([True], key[1:] != key[:-1]))
                 run_start = np.maximum.accumulate(np.where(new_run, np.arange(key.size), 0))
                 k = np.searchsorted(self.launch[by_launch], t[guess], side="right")
                 ok = k < by_launch.size

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 import numpy as np
 
@@ -77,14 +78,16 @@ def _host_fold(g: Graph, threads: list[np.ndarray], single: np.ndarray, src1: np
     sg, og, rg = single[seq], off[seq], src1[seq]  # along the threads (the heads' from these)
     cont = sg.copy()
     cont[1:] &= rg[1:] == seq[:-1]  # the one predecessor is the node before
-    cont[np.cumsum([0] + [2 * t.size for t in threads[:-1]])] = False  # a thread's first
-    head = np.nonzero(~cont)[0]  # the segments' first nodes (few: the waits), seq[0] first
+    cont[list(accumulate((2 * t.size for t in threads[:-1]), initial=0))] = False  # firsts
+    new = ~cont
+    head = new.nonzero()[0]  # the segments' first nodes (few: the waits), seq[0] first
+    seg = new.cumsum()  # per node its segment, from 1 (seq[0] heads the first)
+    seg -= 1
     sh = sg[head]
     base = np.where(sh, og[head], 0)  # a head's own one step (from the source)
-    cs = np.cumsum(og * cont)  # the one in-edge's weight (root/off: one step so far)
-    size = np.diff(np.append(head, seq.size))
-    off[seq] = cs - np.repeat(cs[head] - base, size)
-    root[seq] = np.repeat(np.where(sh, rg[head], seq[head]), size)
+    cs = (og * cont).cumsum()  # the one in-edge's weight (root/off: one step so far)
+    off[seq] = cs - (cs[head] - base)[seg]
+    root[seq] = np.where(sh, rg[head], seq[head])[seg]
 
 
 def _fold(g: Graph, threads: list[np.ndarray] | None = None, indeg: np.ndarray | None = None

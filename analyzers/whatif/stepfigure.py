@@ -32,7 +32,8 @@ def has_steps(rs: RankStalls) -> bool:
 
 def end_periods_ns(rs: RankStalls) -> np.ndarray:
     """Per complete step from the second on: its last op's end minus the previous step's."""
-    return np.diff(np.maximum.accumulate(rs.step_last_ns)).astype(np.float64)
+    reach = np.maximum.accumulate(rs.step_last_ns)
+    return (reach[1:] - reach[:-1]).astype(np.float64)  # np.diff
 
 
 def end_basis(recorded: RankStalls) -> np.ndarray:

@@ -106,7 +106,7 @@ def stream_runs(g: Graph, root: np.ndarray, off: np.ndarray,
     if order is not None and order.size == n_o:  # stream order: each derived op's prev first
         at = np.empty(n_o, dtype=np.int64)
         at[order] = np.arange(n_o)
-        if not np.array_equal(order[np.maximum(at[idx] - 1, 0)], prev[idx]):
+        if not (order[np.maximum(at[idx] - 1, 0)] == prev[idx]).all():  # (same sizes)
             order = None
     if order is not None and order.size == n_o:
         idx, head, big_d, mx = _runs_in_order(order, der, c, lam + d)
@@ -146,7 +146,7 @@ def _runs_in_order(order: np.ndarray, der: np.ndarray, c: np.ndarray, y: np.ndar
     of consecutive derived ops; one cumsum and one cummax for all runs."""
     pos = np.nonzero(der[order])[0]
     idx = order[pos]
-    first = np.append(True, pos[1:] != pos[:-1] + 1)
+    first = np.concatenate(([True], pos[1:] != pos[:-1] + 1))
     rid = np.cumsum(first) - 1
     head = order[pos[first] - 1][rid]  # the op before the run's first
     cv = c[idx]

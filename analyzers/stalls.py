@@ -288,15 +288,17 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bo
         m_dev = dev_c.match(gs, tol)
         hit = m_dev >= 0
         cause[hit], call[hit] = C_DEVICE, dev_calls[m_dev[hit]]
-        m_evt = evt_c.match(gs, tol)
-        hit2 = (~hit) & (m_evt >= 0)
-        cause[hit2], call[hit2] = C_EVENT, evt_calls[m_evt[hit2]]
-        m_close = close_c.match(gs, tol)
-        hit3 = (cause == C_HOST) & (m_close >= 0)
-        cause[hit3] = C_OTHER
-        if hit3.any():
-            other_reasons["device sync after the last step (profiler closing its window)"] = \
-                int(hit3.sum())
+        if evt_calls.size:  # (none: no gap is an event sync's)
+            m_evt = evt_c.match(gs, tol)
+            hit2 = (~hit) & (m_evt >= 0)
+            cause[hit2], call[hit2] = C_EVENT, evt_calls[m_evt[hit2]]
+        if close_calls.size:
+            m_close = close_c.match(gs, tol)
+            hit3 = (cause == C_HOST) & (m_close >= 0)
+            cause[hit3] = C_OTHER
+            if hit3.any():
+                other_reasons["device sync after the last step (profiler closing its "
+                              "window)"] = int(hit3.sum())
         rest = cause == C_HOST
         if host_lo is None:
             cause[rest] = C_OTHER

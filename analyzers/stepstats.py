@@ -95,6 +95,17 @@ def center_rows(rows: np.ndarray, basis: np.ndarray) -> np.ndarray:
     """:func:`center` of each row of a 2-d array over one ``basis`` mask: the same values,
     one sort for all rows (a table of per-step series, one row per cause or call site)."""
     x = np.asarray(rows, dtype=float)
+    if x.ndim == 2 and 0 < x.shape[1] and x.size <= 4 * SMALL:  # few: plain lists (_median)
+        keep = np.asarray(basis, dtype=bool)
+        out = []
+        for v in (x[:, keep] if keep.any() else x).tolist():
+            total = sum(v)
+            if total != total:  # a nan (or inf - inf): the array path
+                break
+            v.sort()
+            out.append(_list_median(v))
+        else:
+            return np.array(out, dtype=float)
     if x.ndim != 2 or x.shape[1] == 0 or np.isnan(x).any():
         return np.array([center(r, basis) for r in x], dtype=float)
     keep = np.asarray(basis, dtype=bool)

@@ -66,9 +66,9 @@ def _scaled(x: np.ndarray, num: np.ndarray, den: np.ndarray) -> np.ndarray:
     (a host gap of more than ~3 s: 3e9 x 3e9 ns wraps around) in float64, within 1 ns for
     spans under 10^15 ns."""
     big = np.abs(x.astype(np.float64) * num) >= 2.0 ** 62
+    if not big.any():  # every product exact
+        return (x * num + den // 2) // den
     exact = (np.where(big, 0, x) * np.where(big, 0, num) + den // 2) // den
-    if not big.any():
-        return exact
     # only the large products, clipped to the int64 range (a time far outside the thread's
     # calls, on a trace with a clock jump, would otherwise cast to garbage with a warning)
     approx = np.rint(np.where(big, x, 0).astype(np.float64) * (num.astype(np.float64) / den))
@@ -168,17 +168,19 @@ def _links(m: Model, r: Replay, rank: int, keep: np.ndarray
     if m.a_dropped[ot[linked]].any():
         return None, None
     s, e = r.a_start[alo:ahi], r.a_end[alo:ahi]
-    top = m.a_top[alo:ahi] - alo
-    c = np.nonzero(keep & (top != np.arange(ahi - alo)))[0]
+    top = m.a_top[alo:ahi] - alo if alo else m.a_top[:ahi]
+    c = (keep & (top != np.arange(ahi - alo))).nonzero()[0]
     t = top[c]
-    if not np.all((s[c] < e[t]) & ((s[t] < s[c]) | (e[c] < e[t]) | (t < c))):
+    sc, et = s[c], e[t]
+    if not ((sc < et) & ((s[t] < sc) | (e[c] < et) | (t < c))).all():
         return None, None
     # every top-level call and the one before it on its thread (dropped ones too: a chain
     # of such starts and ends orders the kept calls as well)
     prev = m.a_prev[alo:ahi]
-    b = np.nonzero(prev >= 0)[0]
-    a = prev[b] - alo
-    if not np.all((s[b] >= e[a]) & (s[b] > s[a])):
+    b = (prev >= 0).nonzero()[0]
+    a = prev[b] - alo if alo else prev[b]
+    sb = s[b]
+    if not ((sb >= e[a]) & (sb > s[a])).all():
         return None, None
     launch = np.where(linked, r.a_start[np.maximum(ot, 0)], r.o_start[olo:ohi])
     return m.a_kind[alo:ahi][keep], launch

@@ -276,13 +276,15 @@ class RankModel:
         self.base = dur.copy()
         self.omin = dur.copy()
         for _, sel in groups(tl.api_name, np.nonzero(blocking)[0]):  # per API name
-            b, nb = sel[blocked[sel]], sel[~blocked[sel]]
+            bs = blocked[sel]
+            nbs = ~bs
+            b, nb = sel[bs], sel[nbs]
             w_typ = int(stepstats.median(wake[b])) if b.size else 0
             cheap = dur[nb] if nb.size else wake[b]
             omin = max(int(cheap.min()), 0) if cheap.size else 0
             self.omin[sel] = omin
             self.base[b] = np.minimum(dur[b], omin)
-            wnb = sel[waits[sel] & ~blocked[sel]]
+            wnb = sel[waits[sel] & nbs]
             wake[wnb] = np.minimum(w_typ, tl.api_end_ns[wnb] - done[wnb])
         own_copy = np.zeros(n_a, dtype=bool)
         lk = self.o_api[self.o_api >= 0]

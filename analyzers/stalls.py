@@ -166,10 +166,11 @@ def _us(ns: float | int | np.integer) -> float:
     return round(float(ns) / 1000.0, 3)
 
 
-def _sums(cause: np.ndarray, dur: np.ndarray) -> list[int]:
-    """Per cause, the sum of the gaps' ``dur`` (ns, exact): one bincount, whose float sums
-    are exact integers while the total stays below 2^53 ns (104 days)."""
-    if dur.size == 0 or int(dur.sum()) >= 2 ** 53 or int(dur.min()) < 0:
+def _sums(cause: np.ndarray, dur: np.ndarray, total: int | None = None) -> list[int]:
+    """Per cause, the sum of the gaps' ``dur`` (ns, exact): one bincount, exact while the
+    total is below 2^53 ns; ``total``: that sum, of positive gaps (a device's idle), if known."""
+    if dur.size == 0 or (int(dur.sum()) >= 2 ** 53 or int(dur.min()) < 0 if total is None
+                         else total >= 2 ** 53):
         return [int(dur[cause == k].sum()) for k in range(len(CAUSES))]
     return [int(x) for x in np.bincount(cause, dur, minlength=len(CAUSES))[:len(CAUSES)]]
 
@@ -183,6 +184,7 @@ def _match_calls(gap_start: np.ndarray, c_start: np.ndarray, c_end: np.ndarray, 
     return _Calls(c_start, c_end).match(gap_start, tol)
 
 
+CLOSING_REASON = "device sync after the last step (profiler closing its window)"
 MAX_DEVICES = 4096  # distinct GPU device ids per rank: far beyond any node
 
 
@@ -208,8 +210,7 @@ class _Calls:
                 np.full(gap_start.size, -1, dtype=np.int64)
         out = np.full(gap_start.size, -1, dtype=np.int64)
         order, s, e, reach = self.order, self.s, self.e, self.reach
-        i = s.searchsorted(gap_start + tol, side="right")
-        i -= 1
+        i = s.searchsorted(gap_start + tol, side="right") - 1
         ok = i >= 0
         ii = np.maximum(i, 0)  # i >= -1
         lo = gap_start - tol  # x + tol >= gap start, as x >= gap start - tol (no overflow:
@@ -288,7 +289,7 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bo
         m_dev = dev_c.match(gs, tol)
         hit = m_dev >= 0
         cause[hit], call[hit] = C_DEVICE, dev_calls[m_dev[hit]]
-        if evt_calls.size:  # (none: no gap is an event sync's)
+        if evt_calls.size:
             m_evt = evt_c.match(gs, tol)
             hit2 = (~hit) & (m_evt >= 0)
             cause[hit2], call[hit2] = C_EVENT, evt_calls[m_evt[hit2]]
@@ -297,8 +298,7 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bo
             hit3 = (cause == C_HOST) & (m_close >= 0)
             cause[hit3] = C_OTHER
             if hit3.any():
-                other_reasons["device sync after the last step (profiler closing its "
-                              "window)"] = int(hit3.sum())
+                other_reasons[CLOSING_REASON] = int(hit3.sum())
         rest = cause == C_HOST
         if host_lo is None:
             cause[rest] = C_OTHER
@@ -310,7 +310,8 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bo
             if outside.any():
                 other_reasons["gap outside the host trace's time span"] = int(outside.sum())
         dur = ge - gs
-        by_cause = {c: _us(v) for c, v in zip(CAUSES, _sums(cause, dur), strict=True)}
+        sums = _sums(cause, dur, iv.window_ns - iv.busy_ns)  # the gaps' total: the idle
+        by_cause = {c: _us(v) for c, v in zip(CAUSES, sums, strict=True)}
         gpu = GpuTime(window_us=_us(iv.window_ns), busy_us=_us(iv.busy_ns),
                       compute_us=_us(iv.busy_ns - comm_ns), comm_us=_us(comm_ns),
                       idle_us=_us(iv.window_ns - iv.busy_ns))

@@ -308,11 +308,15 @@ def replay(m: Model, drop: bool, recorded: Graph | None = None, *,
         t, binding, forced, released = _longest_path(g, m)
     n_a, n_o = g.n_a, g.n_o
     top_s, top_e = t[:n_a], t[n_a:2 * n_a]
-    shift = top_s[m.a_top] - m.a_start[m.a_top]
-    is_top = m.a_top == np.arange(n_a)
-    # a nested call moves with its top-level call and stays inside it
-    a_s = np.where(is_top, top_s, np.minimum(m.a_start + shift, top_e[m.a_top]))
-    a_e = np.where(is_top, top_e, np.minimum(m.a_end + shift, top_e[m.a_top]))
+    at = m.a_top
+    is_top = at == np.arange(n_a)
+    if is_top.all():  # no nested call
+        a_s, a_e = top_s, top_e
+    else:  # a nested call moves with its top-level call and stays inside it
+        shift = top_s[at] - m.a_start[at]
+        te = top_e[at]
+        a_s = np.where(is_top, top_s, np.minimum(m.a_start + shift, te))
+        a_e = np.where(is_top, top_e, np.minimum(m.a_end + shift, te))
     return Replay(a_s, np.maximum(a_e, a_s), t[2 * n_a:2 * n_a + n_o], t[2 * n_a + n_o:-1],
                   g, t, binding, forced, _cycle_warnings(m, forced, released))
 

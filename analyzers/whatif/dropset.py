@@ -138,9 +138,9 @@ def _policy_mask(tl: Timeline) -> np.ndarray:
     cand = np.nonzero(classify.kinds_for_symbols(tl.names)[tl.api_name] == classify.DEVICE)[0]
     if cand.size == 0:
         return out
-    syms = np.unique(tl.ann_name)
-    pipe = syms[[_pipeline_name(tl.names[k]) for k in syms.tolist()]]
-    if pipe.size == 0:  # no pipeline range
+    names = tl.names  # the annotations' distinct symbols (np.unique's, on a list)
+    pipe = [k for k in sorted(set(tl.ann_name.tolist())) if _pipeline_name(names[k])]
+    if not pipe:  # no pipeline range
         return out
     rows = np.nonzero(np.isin(tl.ann_name, pipe))[0]
     if rows.size == 0:

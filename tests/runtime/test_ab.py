@@ -133,39 +133,41 @@ def test_a_failed_round_is_recorded_the_rest_kept_and_the_exit_status_says_so(tm
 @pytest.mark.slow
 def test_a_megatron_job_that_never_imports_profplug(tmp_path) -> None:
     """Steps from Megatron-Core's run_one_forward_step, outputs from its
-    broadcast_from_last_pipeline_stage: nothing in the job mentions profplug. Its runs are
-    ``profplug run --trace none`` runs of each policy: the patches and the policy reach
+    broadcast_from_last_pipeline_stage: nothing in the job mentions profplug. One switched
+    run (device, then event, every 3 steps: both policies in one job, 3 Megatron processes
+    instead of 6), a ``profplug run --trace none`` run: the patches and both policies reach
     Megatron's functions on both gloo ranks without a profiler."""
     source = (JOBS / "mcore_decode.py").read_text()
     assert not re.search(r"^\s*(import|from) profplug", source, re.M)
     out = tmp_path / "ab"
-    res = ab(out, "--rounds", "1", "--skip", "2", "--steps", "4",
-             job=torchrun(str(JOBS / "mcore_decode.py"), "--tokens", "8", "--show-patches"))
+    res = ab(out, "--rounds", "1", "--skip", "2", "--steps", "6", "--switch-every", "3",
+             job=torchrun(str(JOBS / "mcore_decode.py"), "--tokens", "10", "--show-patches"))
     assert res.returncode == 0, res.stderr[-3000:]
     doc = load(out)
-    assert [run["policy"] for run in doc["runs"]] == ["device", "event"]
-    for run in doc["runs"]:
-        for rank in run["ranks"]:
-            assert rank["step_source"] == "megatron" and len(rank["step_us"]) == 4
-            # steps 0, 1 (warm-up) and 6, 7 (after the window); 2..5 are timed
-            assert rank["digest_calls"] == 4 and rank["digest_in_window"] == 4
-            # the policy reached Megatron's send/recv (patched) on every rank
-            assert rank["policy_counts"][run["policy"]]["p2p_calls"] > 0
-        run_dir = Path(run["dir"])
-        assert sorted(p.name for p in run_dir.iterdir()) == ["run.json", "status"]
-        run_json = json.loads((run_dir / "run.json").read_text())
-        assert run_json["traces"] == [] and "missing_ranks" not in run_json
-        assert [r["rank"] for r in run_json["ranks"]] == [0, 1]
-        for r in run_json["ranks"]:
-            w = r["window"]
-            assert r["status"] == "finished" and r["trace"] is None
-            assert (w["trace"], w["sync"], w["mode"], w["step_source"], w["steps"]) == (
-                "none", run["policy"], "steps", "megatron", 4)
+    (run,) = doc["runs"]
+    assert doc["design"] == "switched" and run["block_order"] == ["device", "event"]
+    assert [rank["rank"] for rank in run["ranks"]] == [0, 1]
+    for rank in run["ranks"]:
+        assert rank["step_source"] == "megatron" and len(rank["step_us"]) == 6
+        # steps 0, 1 (warm-up) and 8, 9 (after the window); 2..7 are timed
+        assert rank["digest_calls"] == 4 and rank["digest_in_window"] == 6
+        # both policies reached Megatron's send/recv (patched) on every rank
+        assert all(rank["policy_counts"][p]["p2p_calls"] > 0 for p in ("device", "event"))
+    run_dir = Path(run["dir"])
+    assert sorted(p.name for p in run_dir.iterdir()) == ["run.json", "status"]
+    run_json = json.loads((run_dir / "run.json").read_text())
+    assert run_json["traces"] == [] and "missing_ranks" not in run_json
+    assert [r["rank"] for r in run_json["ranks"]] == [0, 1]
+    for r in run_json["ranks"]:
+        w = r["window"]
+        assert r["status"] == "finished" and r["trace"] is None
+        assert (w["trace"], w["sync"], w["mode"], w["step_source"], w["steps"]) == (
+            "none", "device", "steps", "megatron", 6)
     # ab patches Megatron's functions, not torch.cuda.synchronize (its ranges only matter to a
-    # profiler, and ab runs none)
+    # profiler, and ab runs none); the job prints its policy after the loop: the last block's
     patches = sorted(ln for ln in res.stdout.splitlines() if ln.startswith("patches"))
-    assert patches == sorted(f"patches rank={r} megatron=True synchronize=False sync={p}"
-                             for r in (0, 1) for p in ("device", "event"))
+    assert patches == [f"patches rank={r} megatron=True synchronize=False sync=event"
+                       for r in (0, 1)]
     assert doc["outputs_identical"] is True
 
 

@@ -7,11 +7,11 @@ and the per-thread-stream suffixes (``_ptsz``, ``_ptds``).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from functools import lru_cache
 
 import numpy as np
+
+from .scoped import ScopedMemo
 
 NONE, DEVICE, EVENT, STREAM_WAIT, LAUNCH = 0, 1, 2, 3, 4
 KIND_LABELS = {DEVICE: "device", EVENT: "event", STREAM_WAIT: "stream_wait"}
@@ -51,23 +51,14 @@ def sync_kind(name: str) -> int:
 # within tables_kept(): per symbol table (a timeline's ``names``, append-only once read), its
 # lookups, kept while the list is the same object of the same length (read-only); on exit the
 # tables are let go (a long report over many ranks keeps none alive)
-_TABLES: dict[tuple[int, str], tuple[list[str], int, np.ndarray]] | None = None
-
-
-@contextmanager
-def tables_kept() -> Iterator[None]:
-    """Within: :func:`kinds_for_symbols` and :func:`comm_for_symbols` classify each symbol
-    table once (a what-if asks ~5 times per rank: stall analyses, rank model, matching)."""
-    global _TABLES
-    outer, _TABLES = _TABLES, ({} if _TABLES is None else _TABLES)
-    try:
-        yield
-    finally:
-        _TABLES = outer
+_TABLES: ScopedMemo[dict[tuple[int, str], tuple[list[str], int, np.ndarray]]] = ScopedMemo(dict)
+# within: kinds_for_symbols and comm_for_symbols classify each symbol table once (a what-if
+# asks ~5 times per rank: stall analyses, rank model, matching)
+tables_kept = _TABLES.kept
 
 
 def _per_symbol(names: list[str], what: str) -> np.ndarray:
-    kept = _TABLES
+    kept = _TABLES.store
     key = (id(names), what)
     got = kept.get(key) if kept is not None else None
     if got is not None and got[0] is names and got[1] == len(names):

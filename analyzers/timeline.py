@@ -49,14 +49,14 @@ from __future__ import annotations
 import json
 import re
 import weakref
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
 
 import numpy as np
+
+from .scoped import ScopedMemo
 
 KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET = 0, 1, 2
 KIND_NAMES = ("kernel", "memcpy", "memset")
@@ -232,24 +232,15 @@ def top_level(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray
     return top
 
 
-_LINKS: dict[int, tuple[weakref.ref[Timeline], np.ndarray, np.ndarray, np.ndarray]] | None = None
-
-
-@contextmanager
-def links_kept() -> Iterator[None]:
-    """Within: :func:`launch_calls` runs once per live timeline and correlation columns."""
-    global _LINKS
-    outer, _LINKS = _LINKS, ({} if _LINKS is None else _LINKS)
-    try:
-        yield
-    finally:
-        _LINKS = outer
+_LINKS: ScopedMemo[dict[int, tuple[weakref.ref[Timeline], np.ndarray, np.ndarray, np.ndarray]]] \
+    = ScopedMemo(dict)
+links_kept = _LINKS.kept  # within: launch_calls runs once per live timeline and corr. columns
 
 
 def launch_calls(tl: Timeline) -> np.ndarray:
     """Per GPU op, the index of the host API call that launched it (same correlation id);
     -1 when the trace has none."""
-    kept = _LINKS
+    kept = _LINKS.store
     got = kept.get(k := id(tl)) if kept is not None else None
     if got is not None and got[0]() is tl and got[1] is tl.api_corr and got[2] is tl.gpu_corr:
         return got[3]

@@ -39,8 +39,6 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import Counter, defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -48,6 +46,7 @@ import numpy as np
 from .. import classify
 from ..clocks import MEDIAN_END, ONE_FILE, ONE_REPORT, SINGLE, align
 from ..commops import group_members
+from ..scoped import ScopedMemo
 from ..timeline import (
     COMM_COLL,
     COMM_RECV,
@@ -211,26 +210,16 @@ class _Rank:
                                    names[c_name[r]], c_src[r], k))
 
 
-_KEPT: list[tuple[list[Timeline], Matching]] | None = None  # within matches_kept()
-
-
-@contextmanager
-def matches_kept() -> Iterator[None]:
-    """Within: :func:`match` of the same timelines (the same objects, in order) runs once and
-    its result (read only) is shared: a report's cross-rank analysis and critical path and
-    its what-if match once, not twice; forgotten on exit."""
-    global _KEPT
-    outer = _KEPT
-    _KEPT = [] if outer is None else outer
-    try:
-        yield
-    finally:
-        _KEPT = outer
+_KEPT: ScopedMemo[list[tuple[list[Timeline], Matching]]] = ScopedMemo(list)
+# within: match of the same timelines (the same objects, in order) runs once and its result
+# (read only) is shared: a report's cross-rank analysis and critical path and its what-if
+# match once, not twice; forgotten on exit
+matches_kept = _KEPT.kept
 
 
 def match(timelines: list[Timeline]) -> Matching:
     """Match every NCCL kernel of ``timelines`` (one per rank) with its partners."""
-    kept = _KEPT
+    kept = _KEPT.store
     if kept is None:
         return _match(timelines)
     for tls, got in kept:

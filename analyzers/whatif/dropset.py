@@ -31,8 +31,6 @@ label, ``--drop-at``).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -42,6 +40,7 @@ from profplug.megatron_names import FUNCTIONS
 
 from .. import classify
 from ..callsites import enclosing
+from ..scoped import ScopedMemo
 from ..timeline import Timeline
 
 DROP_POLICY = "policy"
@@ -100,26 +99,16 @@ def _pipeline_name(name: str) -> bool:
     return is_pipeline_range(name)
 
 
-_KEPT: dict[int, tuple[Timeline, np.ndarray]] | None = None  # id(tl) -> (tl, policy_mask)
-
-
-@contextmanager
-def masks_kept() -> Iterator[None]:
-    """Within: :func:`policy_mask` is computed once per timeline (one what-if asks for it in
-    ``resolve``, ``build_model`` and every rank's ``dropped_calls``); forgotten on exit."""
-    global _KEPT
-    outer = _KEPT
-    _KEPT = {} if outer is None else outer
-    try:
-        yield
-    finally:
-        _KEPT = outer
+_KEPT: ScopedMemo[dict[int, tuple[Timeline, np.ndarray]]] = ScopedMemo(dict)  # id(tl) -> mask
+# within: policy_mask is computed once per timeline (one what-if asks for it in resolve,
+# build_model and every rank's dropped_calls); forgotten on exit
+masks_kept = _KEPT.kept
 
 
 def policy_mask(tl: Timeline) -> np.ndarray:
     """Per API call of ``tl``: True for a device-wide synchronize inside a pipeline send/recv
     range of its own thread."""
-    kept = _KEPT
+    kept = _KEPT.store
     got = kept.get(id(tl)) if kept is not None else None
     if got is not None and got[0] is tl:
         return got[1].copy()

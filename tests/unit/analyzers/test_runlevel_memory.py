@@ -85,10 +85,10 @@ def test_the_kept_launch_links_go_with_their_timeline(tmp_path: Path) -> None:
         # it lives, and its entry goes with it
         other = replace(tl, gpu_start_ns=tl.gpu_start_ns + 1)
         assert np.array_equal(tlmod.launch_calls(other), first)
-        assert tlmod._LINKS is not None and len(tlmod._LINKS) == 2
+        assert tlmod._LINKS.store is not None and len(tlmod._LINKS.store) == 2
         del other
         gc.collect()
-        assert len(tlmod._LINKS) == 1 and tlmod.launch_calls(tl) is first
+        assert len(tlmod._LINKS.store) == 1 and tlmod.launch_calls(tl) is first
 
 
 def test_the_binding_closure_finds_the_folds_in_edges_again(tmp_path: Path) -> None:

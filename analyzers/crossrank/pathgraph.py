@@ -18,7 +18,8 @@ from .. import classify
 from ..memtrim import trim_large
 from ..timeline import Timeline, at_or, launch_calls
 from ..whatif.graph import ANCHOR, CALL, HOST, LAUNCH, PEER, STREAM, STREAM_WAIT, SYNC, build_graph
-from ..whatif.model import DROP_NONE, DropSpec, Model, build_model
+from ..whatif.model import DROP_NONE, DropSpec, Model, build_model, coupled
+from ..whatif.pairs import match_nccl
 from .matching import Matching
 
 CATEGORIES = ("compute", "transfer", "peer_wait", "host_launch", "device_sync", "event_sync",
@@ -176,56 +177,110 @@ def _unneeded_by_graph(md: Model) -> None:
     md.threads, md.thread_key = [], []
 
 
+def _alone(rank: int) -> Matching:
+    """A matching without edges: one rank's model built on its own (its partners are set
+    afterwards, from the run's matching)."""
+    z = np.zeros(0, dtype=np.int64)
+    return Matching([rank], z, z, z, z, z, z, np.zeros(1, dtype=np.int64), "", [])
+
+
 class PathGraph:
     """The run's graph reduced to what the walk needs (see ``critical.walk``): per node its
     recorded time, binding edge (kind, source) and host run; per call and op what a segment
     takes from it. Node ids are the graph's (``whatif.graph``); ``t(v)`` is a node's aligned
-    time."""
+    time.
+
+    Built one rank at a time: a node's binding edge reads only its incoming edges and their
+    sources' recorded times, and the only edges between ranks are the ``peer`` edges into a
+    matched NCCL kernel's end, whose source (the partner's start) enters a rank's graph as
+    one extra node at its recorded time. So the client holds one rank's model and graph at
+    a time, not the run's (docs/scale.md), and every node gets the edge the run's graph
+    gives it (``tests/unit/analyzers/test_critical_path.py``)."""
 
     def __init__(self, timelines: list[Timeline], m: Matching, tol: int) -> None:
-        md = build_model(timelines, DropSpec(kinds=DROP_NONE), matching=m)
-        n_a, n_o = int(md.a_start.size), int(md.o_start.size)
+        a_lo = np.cumsum([0] + [tl.api_start_ns.size for tl in timelines]).tolist()
+        o_lo = np.cumsum([0] + [tl.n_gpu for tl in timelines]).tolist()
+        n_a, n_o = a_lo[-1], o_lo[-1]
         self.n_a, self.n_o = n_a, n_o
-        self.rank_o = dict(md.rank_o)
-        self.a_lo = [md.rank_a[tl.rank][0] for tl in timelines]  # rank position -> slice
-        self.o_lo = [md.rank_o[tl.rank][0] for tl in timelines]
-        extra = [x for x in (inferred_waits(md, tol), seen_stream_waits(md, tol)) if x]
-        self.rec = np.concatenate([md.a_start, md.a_end, md.o_start, md.o_end, [0]]
-                                  ).astype(np.int64)
-        o_launch = at_or(md.a_start, md.o_top, 0) + np.where(md.o_top >= 0, md.o_off, 0)
-        paired = md.o_peer >= 0
-        _unneeded_by_graph(md)  # before the graph's peak: what the recorded graph never reads
-        trim_large(md.n_events)  # what the model's build freed: the graph starts lower
-        g = build_graph(md, drop=False)
-        del md  # the model's arrays are no longer needed
-        src, dst, w, kind = g.src, g.dst, g.w, g.kind
-        del g
-        ix = np.int32 if self.rec.size < 2**31 else np.int64  # node ids
-        src = np.concatenate([src, *(x[0] for x in extra)], dtype=ix, casting="same_kind")
-        dst = np.concatenate([dst, *(x[1] for x in extra)], dtype=ix, casting="same_kind")
-        w = np.concatenate([w, *(x[2] for x in extra)])
-        kind = np.concatenate([kind, *(np.full(x[1].size, x[3], dtype=np.int8) for x in extra)])
-        del extra
-        kinds = [classify.kinds_for_symbols(tl.names)[tl.api_name] if tl.api_name.size
-                 else np.zeros(0, dtype=np.int8) for tl in timelines]
-        a_kind = np.concatenate(kinds) if kinds else np.zeros(0, dtype=np.int8)
-        self.sync_call = (a_kind == classify.DEVICE) | (a_kind == classify.EVENT)
-        self.a_dev = a_kind == classify.DEVICE
-        del kinds, a_kind
-        self.bind_kind, self.bind_src = binding_edges(src, dst, w, kind, n_a, n_o, self.rec,
-                                                      o_launch, tol, self.sync_call)
-        del src, dst, w, kind
-        self.host_root = host_runs(self.bind_kind, self.bind_src, n_a, self.sync_call)
+        self.rank_o = {tl.rank: (o_lo[k], o_lo[k + 1]) for k, tl in enumerate(timelines)}
+        self.a_lo, self.o_lo = a_lo[:-1], o_lo[:-1]  # rank position -> its first call, op
+        # every op's partner (run index, -1 none) and clock, as the run's model has them
+        peer, clock = match_nccl(timelines, o_lo, n_o, [], [], m)
+        n_nodes = 2 * n_a + 2 * n_o + 1
+        ix = np.int32 if n_nodes < 2**31 else np.int64  # node ids
+        self.rec = np.zeros(n_nodes, dtype=np.int64)
+        self.bind_kind = np.full(n_nodes, -1, dtype=np.int8)
+        self.bind_src = np.full(n_nodes, -1, dtype=ix)
+        self.host_root = np.arange(n_nodes, dtype=ix)
+        self.o_launch = np.zeros(n_o, dtype=np.int64)
+        self.sync_call = np.zeros(n_a, dtype=bool)
+        self.a_dev = np.zeros(n_a, dtype=bool)
+        self.o_call = np.full(n_o, -1, dtype=np.int32)  # launching call (local row)
+        for k, tl in enumerate(timelines):
+            self._add_rank(k, tl, peer, clock, tol, timelines)
         self.off = np.asarray(m.offset_ns, dtype=np.int64).tolist()
         run_cat = np.full(n_o, COMPUTE, dtype=np.int8)
         for i, ops in enumerate(m.comm_ops):
             comm = self.o_lo[i] + np.asarray(ops, dtype=np.int64)
-            run_cat[comm] = np.where(paired[comm], TRANSFER, OTHER)
-        o_call = np.full(n_o, -1, dtype=np.int32)  # launching call (local row)
-        for tl in timelines:
-            lo, hi = self.rank_o[tl.rank]
-            o_call[lo:hi] = launch_calls(tl)
-        self.o_call, self.run_cat, self.o_launch = o_call, run_cat, o_launch
+            run_cat[comm] = np.where(peer[comm] >= 0, TRANSFER, OTHER)
+        self.run_cat = run_cat
+        trim_large(n_a + n_o)  # what the ranks' models and graphs freed
+
+    def _add_rank(self, k: int, tl: Timeline, peer: np.ndarray, clock: np.ndarray, tol: int,
+                  timelines: list[Timeline]) -> None:
+        """Rank position ``k``'s nodes: its model and graph on their own, the partners'
+        starts as extra source nodes, its binding edges and host runs in run node ids."""
+        n_a, n_o = self.n_a, self.n_o
+        al, ol = self.a_lo[k], self.o_lo[k]
+        md = build_model([tl], DropSpec(kinds=DROP_NONE), matching=_alone(tl.rank))
+        na, no = int(md.a_start.size), int(md.o_start.size)
+        pr = peer[ol:ol + no]
+        mine = np.nonzero(pr >= 0)[0]  # its matched kernels (local)
+        partner = pr[mine]  # their partners (run op index)
+        p_pos = np.searchsorted(np.asarray(self.o_lo), partner, side="right") - 1
+        p_start = np.zeros(no, dtype=np.int64)
+        p_start[mine] = [int(timelines[p].gpu_start_ns[o - self.o_lo[p]])
+                         for p, o in zip(p_pos.tolist(), partner.tolist(), strict=True)]
+        ck, xfer, _ = coupled(md.o_start, md.o_end, p_start, pr >= 0, clock[ol:ol + no])
+        # each partner's start: one extra node after the rank's source node
+        o_peer = np.full(no, -1, dtype=np.int64)
+        o_peer[mine] = 2 * no + 1 + np.arange(mine.size)  # node 2 * na + that
+        md.o_peer, md.o_xfer, md.o_clock = o_peer, xfer, ck
+        extra = [x for x in (inferred_waits(md, tol), seen_stream_waits(md, tol)) if x]
+        rec = np.concatenate([md.a_start, md.a_end, md.o_start, md.o_end, [0], p_start[mine]]
+                             ).astype(np.int64)
+        o_launch = at_or(md.a_start, md.o_top, 0) + np.where(md.o_top >= 0, md.o_off, 0)
+        _unneeded_by_graph(md)
+        g = build_graph(md, drop=False)
+        del md
+        src = np.concatenate([g.src, *(x[0] for x in extra)])
+        dst = np.concatenate([g.dst, *(x[1] for x in extra)])
+        w = np.concatenate([g.w, *(x[2] for x in extra)])
+        kind = np.concatenate([g.kind, *(np.full(x[1].size, x[3], dtype=np.int8)
+                                         for x in extra)])
+        del g, extra
+        a_kind = classify.kinds_for_symbols(tl.names)[tl.api_name] if tl.api_name.size \
+            else np.zeros(0, dtype=np.int8)
+        sync_call = (a_kind == classify.DEVICE) | (a_kind == classify.EVENT)
+        b_kind, b_src = binding_edges(src, dst, w, kind, na, no, rec, o_launch, tol, sync_call)
+        del src, dst, w, kind
+        root = host_runs(b_kind, b_src, na, sync_call)
+        # local node -> run node: calls' starts and ends, ops' starts and ends, the source,
+        # the partners' starts
+        run_id = np.concatenate([
+            al + np.arange(na), n_a + al + np.arange(na), 2 * n_a + ol + np.arange(no),
+            2 * n_a + n_o + ol + np.arange(no), [2 * n_a + 2 * n_o], 2 * n_a + partner])
+        own = 2 * na + 2 * no  # the rank's own nodes (not its source, not the partners)
+        at = run_id[:own]
+        self.rec[at] = rec[:own]
+        self.bind_kind[at] = b_kind[:own]
+        bs = b_src[:own]
+        self.bind_src[at] = np.where(bs >= 0, run_id[np.maximum(bs, 0)], -1)
+        self.host_root[at] = run_id[root[:own]]
+        self.o_launch[ol:ol + no] = o_launch
+        self.sync_call[al:al + na] = sync_call
+        self.a_dev[al:al + na] = a_kind == classify.DEVICE
+        self.o_call[ol:ol + no] = launch_calls(tl)
 
     def node(self, v: int) -> tuple[int, int, int]:
         """Node ``v``'s kind (CS ... SRC), index (call or op; -1 the source), rank position."""

@@ -45,7 +45,7 @@ from .pairs import match_nccl
 from .rankmodel import QUEUE_TOL_NS, RankModel
 
 __all__ = ["DROP_ALL", "DROP_DEVICE", "DROP_NONE", "QUEUE_TOL_NS", "DropSpec", "Model",
-           "build_model", "replay_only"]
+           "build_model", "coupled", "replay_only"]
 NONE_I = -1
 
 
@@ -171,18 +171,11 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None, *,
     # the partner's clock minus this rank's (pairs.py), so only durations and order are used.
     peer, clock = match_nccl(timelines, o_base, int(o_start.size), notes, warns, matching)
     paired = peer >= 0
-    pk = np.maximum(peer, 0)
-    # a partner that started (on the aligned clock) after the kernel ended: the clocks or
-    # the pairing are off by that much for this pair; its offset is taken so that the
-    # partner started as the kernel ended, and the recorded run stays a fixed point
-    late = paired & (o_start[pk] - clock > o_end)
-    if late.any():
-        clock = np.where(late, o_start[pk] - o_end, clock)
-        notes.append(f"{int(late.sum())} NCCL kernel(s) ended before their partner started "
+    clock, xfer, n_late = coupled(o_start, o_end, o_start[np.maximum(peer, 0)], paired, clock)
+    if n_late:
+        notes.append(f"{n_late} NCCL kernel(s) ended before their partner started "
                      "on the aligned clock: each such pair's clock offset is taken so that the "
                      "partner started as the kernel ended")
-    later = np.maximum(o_start, o_start[pk] - clock)
-    xfer = np.where(paired, np.maximum(o_end - later, 0), 0)
     return Model(
         a_rank=cat([np.full(b.tl.api_start_ns.size, b.tl.rank) for b in rms]),
         a_start=cat([b.tl.api_start_ns for b in rms]),
@@ -214,6 +207,22 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None, *,
 
 # what the graph holds once built (``graph.build_graph``): the replays and the per-rank
 # results read none of them
+def coupled(o_start: np.ndarray, o_end: np.ndarray, p_start: np.ndarray, paired: np.ndarray,
+            clock: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Per op, its clock offset to its partner and its transfer (ns), and how many ended
+    before their partner started. ``p_start``: the partner's recorded start (any value where
+    not ``paired``); ``clock``: the partner's clock minus the op's (``pairs.match_nccl``).
+    A partner that started (on the aligned clock) after the kernel ended: the clocks or the
+    pairing are off by that much for this pair; its offset is taken so that the partner
+    started as the kernel ended, and the recorded run stays a fixed point. The transfer
+    runs from the later of the two starts to the op's end."""
+    late = paired & (p_start - clock > o_end)
+    if late.any():
+        clock = np.where(late, p_start - o_end, clock)
+    later = np.maximum(o_start, p_start - clock)
+    return clock, np.where(paired, np.maximum(o_end - later, 0), 0), int(late.sum())
+
+
 _IN_GRAPH = ("a_rank", "a_dur", "a_prev", "a_gap", "a_gap_drop", "a_base", "a_wake", "a_omin",
              "a_blocking", "wait_call", "wait_op", "o_top", "o_off", "o_lat", "o_gap", "o_xfer",
              "o_clock", "dep_op", "dep_on")

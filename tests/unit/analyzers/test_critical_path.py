@@ -121,3 +121,57 @@ def test_binding_edges_do_not_depend_on_the_block_size(sync: str, tmp_path: Path
     assert np.array_equal(whole.bind_kind, blocks.bind_kind)
     assert np.array_equal(whole.bind_src, blocks.bind_src)
     assert np.array_equal(whole.host_root, blocks.host_root)
+
+
+def _whole_run_bindings(tls: list, m: object, tol: int) -> tuple[np.ndarray, ...]:
+    """The binding edges and host runs from the run's one graph (every rank's model at
+    once): what ``PathGraph`` computed before it was built one rank at a time."""
+    from profplug.analyzers import classify
+    from profplug.analyzers.timeline import at_or
+    from profplug.analyzers.whatif.graph import build_graph
+    from profplug.analyzers.whatif.model import DROP_NONE, DropSpec, build_model
+
+    md = build_model(tls, DropSpec(kinds=DROP_NONE), matching=m)
+    extra = [x for x in (pathgraph.inferred_waits(md, tol), pathgraph.seen_stream_waits(md, tol))
+             if x]
+    rec = np.concatenate([md.a_start, md.a_end, md.o_start, md.o_end, [0]]).astype(np.int64)
+    o_launch = at_or(md.a_start, md.o_top, 0) + np.where(md.o_top >= 0, md.o_off, 0)
+    g = build_graph(md, drop=False)
+    src = np.concatenate([g.src, *(x[0] for x in extra)])
+    dst = np.concatenate([g.dst, *(x[1] for x in extra)])
+    w = np.concatenate([g.w, *(x[2] for x in extra)])
+    kind = np.concatenate([g.kind, *(np.full(x[1].size, x[3], dtype=np.int8) for x in extra)])
+    a_kind = np.concatenate([classify.kinds_for_symbols(tl.names)[tl.api_name] for tl in tls])
+    sync = (a_kind == classify.DEVICE) | (a_kind == classify.EVENT)
+    bk, bs = pathgraph.binding_edges(src, dst, w, kind, g.n_a, g.n_o, rec, o_launch, tol, sync)
+    return rec, bk, bs, pathgraph.host_runs(bk, bs, g.n_a, sync), o_launch
+
+
+@pytest.mark.parametrize("spec", [
+    PipelineSpec(stages=4, sync="device", slow_stage=1, steps=4),
+    PipelineSpec(stages=4, sync="event", launch_us=40.0, kernel_us=5.0, steps=4),
+    PipelineSpec(stages=3, sync="event", peer_in_name=False, steps=3),
+    PipelineSpec(stages=2, tp=2, sync="device", slow_stage=0, steps=3),
+    PipelineSpec(stages=2, tp=3, sync="event", coll_seq=False, steps=3),
+], ids=["device-slow", "event-launch-bound", "bare-names", "tp2", "tp3-no-seq"])
+def test_the_graph_built_rank_by_rank_binds_as_the_runs_graph(spec: PipelineSpec,
+                                                              tmp_path: Path) -> None:
+    # given a run whose ranks are coupled by matched sends, recvs and all-reduces
+    paths, _ = write(spec, tmp_path)
+    tls = load_timelines(paths, jobs=1, progress=False)
+    m = match(tls)
+    assert m.e_pos.size  # kernels are matched across ranks
+    # when the critical path's graph is built one rank at a time (each rank's model alone,
+    # its partners' starts as extra nodes)
+    pg = PathGraph(tls, m, 2_000)
+    # then every node has the time, binding edge and host run the run's one graph gives it
+    rec, bk, bs, root, o_launch = _whole_run_bindings(tls, m, 2_000)
+    assert np.array_equal(pg.rec, rec)
+    assert np.array_equal(pg.bind_kind, bk)
+    assert np.array_equal(pg.bind_src, bs)
+    assert np.array_equal(pg.host_root, root)
+    assert np.array_equal(pg.o_launch, o_launch)
+    # and some node is bound across ranks (a matched partner's start)
+    from profplug.analyzers.whatif.graph import PEER
+
+    assert (pg.bind_kind == PEER).any()

@@ -42,35 +42,24 @@ import numpy as np
 from ..callsites import enclosing
 from ..steps import StepSpans
 from ..timeline import Timeline
-from ..whatif.graph import HOST, LAUNCH, PEER, STREAM, STREAM_WAIT, SYNC
+from .chains import Chain, Segment, replay
 from .matching import Matching
 from .pathgraph import (
     CATEGORIES,
-    CE,
     COMPUTE,
-    CS,
     DEV_SYNC,
     EVT_SYNC,
     HOST_LAUNCH,
-    OE,
-    OS,
     OTHER,
     PEER_WAIT,
     TRANSFER,
-    PathGraph,
+    RankGraph,
+    rank_graph,
+    run_partners,
 )
 
 __all__ = ["CATEGORIES", "COMPUTE", "DEV_SYNC", "EVT_SYNC", "HOST_LAUNCH", "OTHER", "PEER_WAIT",
-           "TRANSFER", "Segment", "StepPath", "call_sites", "critical_paths", "walk"]
-
-
-@dataclass
-class Segment:
-    pos: int
-    cat: int
-    start: int
-    end: int
-    call: int  # API row on that rank, -1 none
+           "TRANSFER", "Segment", "StepPath", "call_sites", "critical_paths"]
 
 
 @dataclass
@@ -81,86 +70,9 @@ class StepPath:
     segments: list[Segment] = field(default_factory=list)
 
 
-def walk(pg: PathGraph, op: int, lo: int) -> list[Segment]:
-    """The critical path from the end of (model) op ``op`` back to aligned time ``lo``."""
-    BK, BS, ROOT = pg.bind_kind, pg.bind_src, pg.host_root
-    segs: list[Segment] = []
-    v = pg.n_a * 2 + pg.n_o + op
-    carried = -1  # the launching call of the op that led onto the host
-    seen: set[int] = set()
-
-    def emit(cat: int, pos: int, a: int, b: int, c: int) -> bool:
-        if b <= lo:
-            return False
-        if b > a:
-            last = segs[-1] if segs else None
-            if last is not None and last.start == b and last.pos == pos and last.cat == cat \
-                    and last.call == c:
-                last.start = max(a, lo)
-            else:
-                segs.append(Segment(pos, cat, max(a, lo), b, c))
-        return a > lo
-
-    while v not in seen:
-        seen.add(v)
-        k = int(BK[v])
-        if k < 0:
-            break
-        kind, i, pos = pg.node(v)
-        t = pg.t(v)
-        root = int(ROOT[v])
-        if root != v:  # a run of host time on the thread: one segment
-            if not emit(HOST_LAUNCH, pos, pg.t(root), t, carried):
-                break
-            v = root
-            continue
-        u = int(BS[v])
-        if kind == OE:
-            call = int(pg.o_call[i])
-            if k == PEER:
-                ok = emit(TRANSFER, pos, pg.t(u), t, call)
-            else:
-                ok = emit(int(pg.run_cat[i]), pos, pg.t(u), t, call)
-        elif kind == OS:
-            call = int(pg.o_call[i])
-            if k == STREAM or k == STREAM_WAIT:
-                ok = emit(OTHER, pos, min(pg.t(u), t), t, call)
-            elif k == LAUNCH:
-                launch = int(pg.o_launch[i]) + (pg.off[pos] if pg.off else 0)
-                ok = emit(HOST_LAUNCH, pos, min(launch, t), t, call)
-                carried = call
-            else:  # an unlinked op
-                emit(OTHER, pos, lo, t, -1)
-                break
-        elif kind == CE:
-            local = i - pg.a_lo[pos]
-            if k == SYNC:
-                cat = DEV_SYNC if pg.a_dev[i] else EVT_SYNC
-                ok = emit(cat, pos, min(pg.t(u), t), t, local)
-                carried = -1
-            else:
-                blocking = bool(pg.sync_call[i])
-                ok = emit(HOST_LAUNCH, pos, pg.t(u), t, local if blocking else carried)
-                if blocking:
-                    carried = local
-        elif kind == CS:
-            if k == HOST:
-                ok = emit(HOST_LAUNCH, pos, min(pg.t(u), t), t, carried)
-            else:  # the first call of its thread
-                emit(HOST_LAUNCH, pos, lo, t, carried)
-                break
-        else:
-            break
-        if not ok:
-            break
-        v = u
-    return segs
-
-
 def critical_paths(timelines: list[Timeline], m: Matching, spans: list[StepSpans], tol: int
                    ) -> tuple[list[StepPath], str]:
     """The path of every step common to the ranks (or of the whole run); and the basis."""
-    pg = PathGraph(timelines, m, tol)
     windows: dict[int, list[tuple[int, int, int, int]]] = defaultdict(list)
     for i, (tl, sp) in enumerate(zip(timelines, spans, strict=True)):
         if sp.rows.size == 0:
@@ -173,25 +85,88 @@ def critical_paths(timelines: list[Timeline], m: Matching, spans: list[StepSpans
                 j = int(ops[np.argmax(e_al[ops])])
                 windows[num].append((int(sp.span_s[k] + m.offset_ns[i]), int(e_al[j]), i, j))
     with_steps = sum(1 for sp in spans if sp.rows.size)
-    base = pg.o_lo
-    paths: list[StepPath] = []
+    # each walk: (step, lo, hi, rank position, op whose end it starts from)
+    walks: list[tuple[int | None, int, int, int, int]] = []
     for num in sorted(windows):
         w = windows[num]
         if len(w) < with_steps:
             continue  # not a complete step on every rank that has steps
-        lo = min(x[0] for x in w)
         hi, _, i, j = max((x[1], -x[2], x[2], x[3]) for x in w)
-        paths.append(StepPath(num, lo, hi, walk(pg, base[i] + j, lo)))
-    if paths:
-        return paths, "step"
-    ends = [(int(tl.gpu_end_ns[o] + m.offset_ns[i]), i, o) for i, tl in enumerate(timelines)
-            for o in range(tl.n_gpu)]
-    if not ends:
-        return [], "window"
-    hi, i, j = max(ends)
-    lo = min(int(tl.gpu_start_ns.min() + m.offset_ns[k]) for k, tl in enumerate(timelines)
-             if tl.n_gpu)
-    return [StepPath(None, lo, hi, walk(pg, base[i] + j, lo))], "window"
+        walks.append((num, min(x[0] for x in w), hi, i, j))
+    basis = "step"
+    if not walks:
+        basis = "window"
+        ends = [(int(tl.gpu_end_ns[o] + m.offset_ns[i]), i, o) for i, tl in enumerate(timelines)
+                for o in range(tl.n_gpu)]
+        if not ends:
+            return [], basis
+        hi, i, j = max(ends)
+        lo = min(int(tl.gpu_start_ns.min() + m.offset_ns[k]) for k, tl in enumerate(timelines)
+                 if tl.n_gpu)
+        walks = [(None, lo, hi, i, j)]
+    chains = _chains(timelines, m, tol, walks)
+    return [StepPath(num, lo, hi, replay(chains.chains, i, chains.end_node(i, j), lo,
+                                         chains.extend))
+            for num, lo, hi, i, j in walks], basis
+
+
+class _RunChains:
+    """Every rank's :class:`chains.Chain`, recorded one rank's graph at a time from the
+    entries the walks can take (``extend``: a rank's graph built again for a walk no
+    entry foresaw; none on the runs tested)."""
+
+    def __init__(self, timelines: list[Timeline], m: Matching, tol: int) -> None:
+        self.timelines, self.m, self.tol = timelines, m, tol
+        self.partners = run_partners(timelines, m)
+        self.chains: dict[int, Chain] = {}
+        self.n_o = [tl.n_gpu for tl in timelines]
+        self.rebuilt = 0
+
+    def graph(self, pos: int) -> RankGraph:
+        return rank_graph(self.timelines[pos], pos, self.partners[pos], self.m.comm_ops[pos],
+                          self.m.offset_ns, self.tol)
+
+    def end_node(self, pos: int, op: int) -> int:
+        return 2 * self.chains[pos].n_a + self.n_o[pos] + op
+
+    def extend(self, pos: int, v: int, lo: int) -> None:
+        self.rebuilt += 1
+        self.chains[pos].trace(self.graph(pos), v, lo)
+
+
+def _chains(timelines: list[Timeline], m: Matching, tol: int,
+            walks: list[tuple[int | None, int, int, int, int]]) -> _RunChains:
+    """The ranks' chains from every entry of ``walks``: each walk's last op end, at its
+    step's bound; each matched kernel's start (where a walk arrives from its partner's
+    rank), at the lowest bound of the steps whose window holds it."""
+    run = _RunChains(timelines, m, tol)
+    lo_k = np.array([w[1] for w in walks], dtype=np.int64)
+    hi_k = np.array([w[2] for w in walks], dtype=np.int64)
+    order = np.argsort(lo_k, kind="stable")
+    lo_s, reach = lo_k[order], np.maximum.accumulate(hi_k[order])
+    starts: dict[int, list[tuple[int, int]]] = defaultdict(list)  # pos -> (op, bound)
+    for p in run.partners:
+        if p.op.size == 0:
+            continue
+        t = p.p_aligned
+        # the lowest bound lo_k < t <= hi_k: the first step (by lo) whose hi reaches t
+        first = np.searchsorted(reach, t, side="left")
+        ok = first < np.searchsorted(lo_s, t, side="left")
+        for pos, op, b in zip(p.p_pos[ok].tolist(), p.p_op[ok].tolist(),
+                              lo_s[first[ok]].tolist(), strict=True):
+            starts[pos].append((op, b))
+    ends: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for _, lo, _, i, j in walks:
+        ends[i].append((j, lo))
+    for pos in range(len(timelines)):
+        g = run.graph(pos)
+        ch = run.chains[pos] = Chain(pos, g.n_a)
+        for op, lo in sorted(ends.get(pos, []), key=lambda x: x[1]):
+            ch.trace(g, g.op_end(op), lo)
+        for op, lo in sorted(starts.get(pos, []), key=lambda x: x[1]):
+            ch.trace(g, g.op_start(op), lo)
+        del g
+    return run
 
 
 def call_sites(timelines: list[Timeline], paths: list[StepPath]) -> dict[tuple[int, int], str]:

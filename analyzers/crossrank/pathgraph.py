@@ -9,13 +9,12 @@ one block of nodes at a time. See ``critical`` for the rules.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from dataclasses import dataclass
 from itertools import pairwise
 
 import numpy as np
 
 from .. import classify
-from ..memtrim import trim_large
 from ..timeline import Timeline, at_or, launch_calls
 from ..whatif.graph import ANCHOR, CALL, HOST, LAUNCH, PEER, STREAM, STREAM_WAIT, SYNC, build_graph
 from ..whatif.model import DROP_NONE, DropSpec, Model, build_model, coupled
@@ -184,116 +183,126 @@ def _alone(rank: int) -> Matching:
     return Matching([rank], z, z, z, z, z, z, np.zeros(1, dtype=np.int64), "", [])
 
 
-class PathGraph:
-    """The run's graph reduced to what the walk needs (see ``critical.walk``): per node its
-    recorded time, binding edge (kind, source) and host run; per call and op what a segment
-    takes from it. Node ids are the graph's (``whatif.graph``); ``t(v)`` is a node's aligned
-    time.
+@dataclass
+class Partners:
+    """One rank's matched NCCL kernels and the partner each is replayed against
+    (``pairs.match_nccl``): local op, the partner's rank position and op, the partner's
+    recorded start (its own clock) and aligned start, and the clock offset (partner's clock
+    minus this rank's, ns)."""
 
-    Built one rank at a time: a node's binding edge reads only its incoming edges and their
-    sources' recorded times, and the only edges between ranks are the ``peer`` edges into a
-    matched NCCL kernel's end, whose source (the partner's start) enters a rank's graph as
-    one extra node at its recorded time. So the client holds one rank's model and graph at
-    a time, not the run's (docs/scale.md), and every node gets the edge the run's graph
-    gives it (``tests/unit/analyzers/test_critical_path.py``)."""
+    op: np.ndarray
+    p_pos: np.ndarray
+    p_op: np.ndarray
+    p_start: np.ndarray
+    p_aligned: np.ndarray
+    clock: np.ndarray
 
-    def __init__(self, timelines: list[Timeline], m: Matching, tol: int) -> None:
-        a_lo = np.cumsum([0] + [tl.api_start_ns.size for tl in timelines]).tolist()
-        o_lo = np.cumsum([0] + [tl.n_gpu for tl in timelines]).tolist()
-        n_a, n_o = a_lo[-1], o_lo[-1]
-        self.n_a, self.n_o = n_a, n_o
-        self.rank_o = {tl.rank: (o_lo[k], o_lo[k + 1]) for k, tl in enumerate(timelines)}
-        self.a_lo, self.o_lo = a_lo[:-1], o_lo[:-1]  # rank position -> its first call, op
-        # every op's partner (run index, -1 none) and clock, as the run's model has them
-        peer, clock = match_nccl(timelines, o_lo, n_o, [], [], m)
-        n_nodes = 2 * n_a + 2 * n_o + 1
-        ix = np.int32 if n_nodes < 2**31 else np.int64  # node ids
-        self.rec = np.zeros(n_nodes, dtype=np.int64)
-        self.bind_kind = np.full(n_nodes, -1, dtype=np.int8)
-        self.bind_src = np.full(n_nodes, -1, dtype=ix)
-        self.host_root = np.arange(n_nodes, dtype=ix)
-        self.o_launch = np.zeros(n_o, dtype=np.int64)
-        self.sync_call = np.zeros(n_a, dtype=bool)
-        self.a_dev = np.zeros(n_a, dtype=bool)
-        self.o_call = np.full(n_o, -1, dtype=np.int32)  # launching call (local row)
-        for k, tl in enumerate(timelines):
-            self._add_rank(k, tl, peer, clock, tol, timelines)
-        self.off = np.asarray(m.offset_ns, dtype=np.int64).tolist()
-        run_cat = np.full(n_o, COMPUTE, dtype=np.int8)
-        for i, ops in enumerate(m.comm_ops):
-            comm = self.o_lo[i] + np.asarray(ops, dtype=np.int64)
-            run_cat[comm] = np.where(peer[comm] >= 0, TRANSFER, OTHER)
-        self.run_cat = run_cat
-        trim_large(n_a + n_o)  # what the ranks' models and graphs freed
 
-    def _add_rank(self, k: int, tl: Timeline, peer: np.ndarray, clock: np.ndarray, tol: int,
-                  timelines: list[Timeline]) -> None:
-        """Rank position ``k``'s nodes: its model and graph on their own, the partners'
-        starts as extra source nodes, its binding edges and host runs in run node ids."""
-        n_a, n_o = self.n_a, self.n_o
-        al, ol = self.a_lo[k], self.o_lo[k]
-        md = build_model([tl], DropSpec(kinds=DROP_NONE), matching=_alone(tl.rank))
-        na, no = int(md.a_start.size), int(md.o_start.size)
-        pr = peer[ol:ol + no]
-        mine = np.nonzero(pr >= 0)[0]  # its matched kernels (local)
-        partner = pr[mine]  # their partners (run op index)
-        p_pos = np.searchsorted(np.asarray(self.o_lo), partner, side="right") - 1
-        p_start = np.zeros(no, dtype=np.int64)
-        p_start[mine] = [int(timelines[p].gpu_start_ns[o - self.o_lo[p]])
-                         for p, o in zip(p_pos.tolist(), partner.tolist(), strict=True)]
-        ck, xfer, _ = coupled(md.o_start, md.o_end, p_start, pr >= 0, clock[ol:ol + no])
-        # each partner's start: one extra node after the rank's source node
-        o_peer = np.full(no, -1, dtype=np.int64)
-        o_peer[mine] = 2 * no + 1 + np.arange(mine.size)  # node 2 * na + that
-        md.o_peer, md.o_xfer, md.o_clock = o_peer, xfer, ck
-        extra = [x for x in (inferred_waits(md, tol), seen_stream_waits(md, tol)) if x]
-        rec = np.concatenate([md.a_start, md.a_end, md.o_start, md.o_end, [0], p_start[mine]]
-                             ).astype(np.int64)
-        o_launch = at_or(md.a_start, md.o_top, 0) + np.where(md.o_top >= 0, md.o_off, 0)
-        _unneeded_by_graph(md)
-        g = build_graph(md, drop=False)
-        del md
-        src = np.concatenate([g.src, *(x[0] for x in extra)])
-        dst = np.concatenate([g.dst, *(x[1] for x in extra)])
-        w = np.concatenate([g.w, *(x[2] for x in extra)])
-        kind = np.concatenate([g.kind, *(np.full(x[1].size, x[3], dtype=np.int8)
-                                         for x in extra)])
-        del g, extra
-        a_kind = classify.kinds_for_symbols(tl.names)[tl.api_name] if tl.api_name.size \
-            else np.zeros(0, dtype=np.int8)
-        sync_call = (a_kind == classify.DEVICE) | (a_kind == classify.EVENT)
-        b_kind, b_src = binding_edges(src, dst, w, kind, na, no, rec, o_launch, tol, sync_call)
-        del src, dst, w, kind
-        root = host_runs(b_kind, b_src, na, sync_call)
-        # local node -> run node: calls' starts and ends, ops' starts and ends, the source,
-        # the partners' starts
-        run_id = np.concatenate([
-            al + np.arange(na), n_a + al + np.arange(na), 2 * n_a + ol + np.arange(no),
-            2 * n_a + n_o + ol + np.arange(no), [2 * n_a + 2 * n_o], 2 * n_a + partner])
-        own = 2 * na + 2 * no  # the rank's own nodes (not its source, not the partners)
-        at = run_id[:own]
-        self.rec[at] = rec[:own]
-        self.bind_kind[at] = b_kind[:own]
-        bs = b_src[:own]
-        self.bind_src[at] = np.where(bs >= 0, run_id[np.maximum(bs, 0)], -1)
-        self.host_root[at] = run_id[root[:own]]
-        self.o_launch[ol:ol + no] = o_launch
-        self.sync_call[al:al + na] = sync_call
-        self.a_dev[al:al + na] = a_kind == classify.DEVICE
-        self.o_call[ol:ol + no] = launch_calls(tl)
+def run_partners(timelines: list[Timeline], m: Matching) -> list[Partners]:
+    """Every rank's :class:`Partners` (the run's model couples the same kernels)."""
+    o_lo = np.cumsum([0] + [tl.n_gpu for tl in timelines]).tolist()
+    peer, clock = match_nccl(timelines, o_lo, o_lo[-1], [], [], m)
+    out = []
+    for k in range(len(timelines)):
+        lo, hi = o_lo[k], o_lo[k + 1]
+        op = np.nonzero(peer[lo:hi] >= 0)[0]
+        run_op = peer[lo:hi][op]
+        p_pos = np.searchsorted(np.asarray(o_lo), run_op, side="right") - 1
+        p_op = run_op - np.asarray(o_lo, dtype=np.int64)[p_pos]
+        p_start = np.array([int(timelines[p].gpu_start_ns[o]) for p, o in
+                            zip(p_pos.tolist(), p_op.tolist(), strict=True)], dtype=np.int64)
+        off = np.asarray(m.offset_ns, dtype=np.int64)
+        out.append(Partners(op, p_pos, p_op, p_start, p_start + off[p_pos],
+                            clock[lo:hi][op]))
+    return out
 
-    def node(self, v: int) -> tuple[int, int, int]:
-        """Node ``v``'s kind (CS ... SRC), index (call or op; -1 the source), rank position."""
+
+@dataclass
+class RankGraph:
+    """One rank's part of the run's graph, reduced to what the walk needs (``chains``):
+    per node its aligned time, binding edge (kind, source) and host run; per call and op
+    what a segment takes from it. Local node ids as ``whatif.graph`` numbers one rank's
+    (call starts, call ends, op starts, op ends, the source), then one node per matched
+    kernel's partner start (``ghost_pos``/``ghost_op``: whose).
+
+    A node's binding edge reads only its incoming edges and their sources' recorded times,
+    and the only edges between ranks are the ``peer`` edges into a matched NCCL kernel's
+    end, whose source (the partner's start) is one extra node at its recorded time: so a
+    rank's graph, built alone, binds every node as the run's one graph does
+    (``tests/unit/analyzers/test_critical_path.py``), and the client holds one rank's model
+    and graph at a time (docs/scale.md)."""
+
+    pos: int
+    n_a: int
+    n_o: int
+    t: np.ndarray  # per node, its aligned time (ns)
+    bind_kind: np.ndarray
+    bind_src: np.ndarray
+    host_root: np.ndarray
+    o_call: np.ndarray  # per op, its launching call (local row), -1 none
+    run_cat: np.ndarray  # per op, its run's category
+    o_launch: np.ndarray  # per op, its recorded launch (aligned)
+    sync_call: np.ndarray  # per call, a synchronize
+    a_dev: np.ndarray  # per call, a device-wide one
+    ghost_pos: np.ndarray
+    ghost_op: np.ndarray
+
+    def node(self, v: int) -> tuple[int, int]:
+        """Node ``v``'s kind (CS ... SRC; a partner's start: SRC) and index (call or op)."""
         n_a, n_o = self.n_a, self.n_o
         if v < 2 * n_a:
-            i = v if v < n_a else v - n_a
-            return (CS if v < n_a else CE), i, bisect_right(self.a_lo, i) - 1
+            return (CS, v) if v < n_a else (CE, v - n_a)
         if v < 2 * n_a + 2 * n_o:
-            i = v - 2 * n_a if v < 2 * n_a + n_o else v - 2 * n_a - n_o
-            return (OS if v < 2 * n_a + n_o else OE), i, bisect_right(self.o_lo, i) - 1
-        return SRC, -1, 0
+            return (OS, v - 2 * n_a) if v < 2 * n_a + n_o else (OE, v - 2 * n_a - n_o)
+        return SRC, -1
 
-    def t(self, v: int) -> int:
-        """Node ``v``'s aligned time."""
-        t = int(self.rec[v])
-        return t + self.off[self.node(v)[2]] if self.off else t
+    def op_start(self, op: int) -> int:
+        return 2 * self.n_a + op
+
+    def op_end(self, op: int) -> int:
+        return 2 * self.n_a + self.n_o + op
+
+
+def rank_graph(tl: Timeline, pos: int, partners: Partners, comm_ops: np.ndarray,
+               offset_ns: np.ndarray, tol: int) -> RankGraph:
+    """Rank position ``pos``'s :class:`RankGraph`: its model and graph on their own, the
+    partners' starts as extra nodes, its binding edges and host runs."""
+    md = build_model([tl], DropSpec(kinds=DROP_NONE), matching=_alone(tl.rank))
+    na, no = int(md.a_start.size), int(md.o_start.size)
+    mine = partners.op
+    paired = np.zeros(no, dtype=bool)
+    paired[mine] = True
+    p_start = np.zeros(no, dtype=np.int64)
+    p_start[mine] = partners.p_start
+    clock = np.zeros(no, dtype=np.int64)
+    clock[mine] = partners.clock
+    ck, xfer, _ = coupled(md.o_start, md.o_end, p_start, paired, clock)
+    o_peer = np.full(no, -1, dtype=np.int64)
+    o_peer[mine] = 2 * no + 1 + np.arange(mine.size)  # node 2 * na + that: the partner's start
+    md.o_peer, md.o_xfer, md.o_clock = o_peer, xfer, ck
+    extra = [x for x in (inferred_waits(md, tol), seen_stream_waits(md, tol)) if x]
+    rec = np.concatenate([md.a_start, md.a_end, md.o_start, md.o_end, [0], partners.p_start]
+                         ).astype(np.int64)
+    o_launch = at_or(md.a_start, md.o_top, 0) + np.where(md.o_top >= 0, md.o_off, 0)
+    _unneeded_by_graph(md)
+    g = build_graph(md, drop=False)
+    del md
+    src = np.concatenate([g.src, *(x[0] for x in extra)])
+    dst = np.concatenate([g.dst, *(x[1] for x in extra)])
+    w = np.concatenate([g.w, *(x[2] for x in extra)])
+    kind = np.concatenate([g.kind, *(np.full(x[1].size, x[3], dtype=np.int8) for x in extra)])
+    del g, extra
+    a_kind = classify.kinds_for_symbols(tl.names)[tl.api_name] if tl.api_name.size \
+        else np.zeros(0, dtype=np.int8)
+    sync_call = (a_kind == classify.DEVICE) | (a_kind == classify.EVENT)
+    b_kind, b_src = binding_edges(src, dst, w, kind, na, no, rec, o_launch, tol, sync_call)
+    del src, dst, w, kind
+    off = int(offset_ns[pos])
+    t = rec + off
+    t[2 * na + 2 * no + 1:] = partners.p_aligned  # the partners' starts, on their clocks
+    run_cat = np.full(no, COMPUTE, dtype=np.int8)
+    comm = np.asarray(comm_ops, dtype=np.int64)
+    run_cat[comm] = np.where(paired[comm], TRANSFER, OTHER)
+    return RankGraph(pos, na, no, t, b_kind, b_src, host_runs(b_kind, b_src, na, sync_call),
+                     launch_calls(tl), run_cat, o_launch + off, sync_call,
+                     a_kind == classify.DEVICE, partners.p_pos, partners.p_op)

@@ -10,7 +10,6 @@ from pipeline_synth import PipelineSpec, write
 from profplug.analyzers.crossrank import cross_rank, pathgraph
 from profplug.analyzers.crossrank.critical import CATEGORIES
 from profplug.analyzers.crossrank.matching import match
-from profplug.analyzers.crossrank.pathgraph import PathGraph
 from profplug.analyzers.load import load_timelines
 from synth import KinetoTrace
 
@@ -107,20 +106,27 @@ def test_the_first_stage_launch_bound_host_is_on_the_path(tmp_path: Path) -> Non
 @pytest.mark.parametrize("sync", ["device", "event"])
 def test_binding_edges_do_not_depend_on_the_block_size(sync: str, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    # given a 4-stage run whose graph has far more edges than a block of 7 (nodes with
-    # several incoming edges fall on block boundaries)
+    # given a 4-stage run whose ranks' graphs have far more edges than a block of 7 (nodes
+    # with several incoming edges fall on block boundaries)
     paths, _ = write(PipelineSpec(stages=4, sync=sync, slow_stage=1, steps=4), tmp_path)
     tls = load_timelines(paths, jobs=1, progress=False)
     m = match(tls)
-    whole = PathGraph(tls, m, 2_000)
+    parts = pathgraph.run_partners(tls, m)
+
+    def graphs() -> list[pathgraph.RankGraph]:
+        return [pathgraph.rank_graph(tl, i, parts[i], m.comm_ops[i], m.offset_ns, 2_000)
+                for i, tl in enumerate(tls)]
+
+    whole = graphs()
     # when the binding edges are chosen 7 edges (rounded to whole nodes) at a time
     monkeypatch.setattr(pathgraph, "_BLOCK", 7)
-    blocks = PathGraph(tls, m, 2_000)
+    blocks = graphs()
     # then every node has the same binding edge and host run as in one block
-    assert (whole.bind_kind >= 0).sum() > 50 * 7  # many blocks
-    assert np.array_equal(whole.bind_kind, blocks.bind_kind)
-    assert np.array_equal(whole.bind_src, blocks.bind_src)
-    assert np.array_equal(whole.host_root, blocks.host_root)
+    assert sum(int((g.bind_kind >= 0).sum()) for g in whole) > 50 * 7  # many blocks
+    for a, b in zip(whole, blocks, strict=True):
+        assert np.array_equal(a.bind_kind, b.bind_kind)
+        assert np.array_equal(a.bind_src, b.bind_src)
+        assert np.array_equal(a.host_root, b.host_root)
 
 
 def _whole_run_bindings(tls: list, m: object, tol: int) -> tuple[np.ndarray, ...]:
@@ -163,15 +169,83 @@ def test_the_graph_built_rank_by_rank_binds_as_the_runs_graph(spec: PipelineSpec
     assert m.e_pos.size  # kernels are matched across ranks
     # when the critical path's graph is built one rank at a time (each rank's model alone,
     # its partners' starts as extra nodes)
-    pg = PathGraph(tls, m, 2_000)
+    parts = pathgraph.run_partners(tls, m)
+    gs = [pathgraph.rank_graph(tl, i, parts[i], m.comm_ops[i], m.offset_ns, 2_000)
+          for i, tl in enumerate(tls)]
     # then every node has the time, binding edge and host run the run's one graph gives it
     rec, bk, bs, root, o_launch = _whole_run_bindings(tls, m, 2_000)
-    assert np.array_equal(pg.rec, rec)
-    assert np.array_equal(pg.bind_kind, bk)
-    assert np.array_equal(pg.bind_src, bs)
-    assert np.array_equal(pg.host_root, root)
-    assert np.array_equal(pg.o_launch, o_launch)
+    n_a = sum(g.n_a for g in gs)
+    n_o = sum(g.n_o for g in gs)
+    a_lo = np.cumsum([0] + [g.n_a for g in gs])
+    o_lo = np.cumsum([0] + [g.n_o for g in gs])
+    for i, g in enumerate(gs):
+        na, no = g.n_a, g.n_o
+        # the rank's nodes in the run's ids; its partners' starts: theirs
+        run_id = np.concatenate([
+            a_lo[i] + np.arange(na), n_a + a_lo[i] + np.arange(na),
+            2 * n_a + o_lo[i] + np.arange(no), 2 * n_a + n_o + o_lo[i] + np.arange(no),
+            [2 * n_a + 2 * n_o], 2 * n_a + o_lo[g.ghost_pos] + g.ghost_op])
+        own = run_id[:2 * na + 2 * no]
+        off = int(m.offset_ns[i])
+        assert np.array_equal(g.t[:own.size], rec[own] + off)
+        assert np.array_equal(g.bind_kind[:own.size], bk[own])
+        src = g.bind_src[:own.size]
+        assert np.array_equal(np.where(src >= 0, run_id[np.maximum(src, 0)], -1), bs[own])
+        assert np.array_equal(run_id[g.host_root[:own.size]], root[own])
+        assert np.array_equal(g.o_launch, o_launch[o_lo[i]:o_lo[i + 1]] + off)
     # and some node is bound across ranks (a matched partner's start)
     from profplug.analyzers.whatif.graph import PEER
 
-    assert (pg.bind_kind == PEER).any()
+    assert any((g.bind_kind == PEER).any() for g in gs)
+
+
+def _all_paths(tls: list, tol: int = 2_000) -> tuple[list, str]:
+    from profplug.analyzers.crossrank import critical
+    from profplug.analyzers.steps import step_spans
+    from profplug.analyzers.timeline import launch_times, launch_tops
+
+    m = match(tls)
+    spans = [step_spans(tl, launch_times(tl, launch_tops(tl))) for tl in tls]
+    return critical.critical_paths(tls, m, spans, tol)
+
+
+@pytest.mark.parametrize("steps", [True, False], ids=["steps", "window"])
+def test_a_walk_no_entry_foresaw_builds_its_rank_again(steps: bool, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from profplug.analyzers.crossrank import critical
+    from profplug.analyzers.readers.base import ReadOptions
+
+    # given a pipeline whose step paths cross ranks (a slow middle stage)
+    paths, _ = write(PipelineSpec(stages=4, sync="device", slow_stage=2, steps=4), tmp_path)
+    read = ReadOptions() if steps else ReadOptions().with_step_range("no such step")
+    tls = load_timelines(paths, jobs=1, progress=False, read=read)
+    built: list[int] = []
+    real_graph = critical._RunChains.graph
+
+    def counted(self: critical._RunChains, pos: int) -> pathgraph.RankGraph:
+        built.append(pos)
+        return real_graph(self, pos)
+
+    monkeypatch.setattr(critical._RunChains, "graph", counted)
+    # when each rank's chain is recorded from the walks' entries: one graph per rank
+    want, basis = _all_paths(tls)
+    assert basis == ("step" if steps else "window")
+    assert sorted(built) == list(range(len(tls)))
+    assert any(len({s.pos for s in p.segments}) > 1 for p in want)  # paths cross ranks
+    # and when no entry was recorded at all (every chain empty): each walk records what it
+    # needs, building a rank's graph again wherever it goes
+    built.clear()
+
+    def no_entries(timelines: list, m: object, tol: int, walks: list) -> critical._RunChains:
+        run = critical._RunChains(timelines, m, tol)  # type: ignore[arg-type]
+        for pos in range(len(timelines)):
+            g = real_graph(run, pos)
+            run.chains[pos] = critical.Chain(pos, g.n_a)
+        return run
+
+    monkeypatch.setattr(critical, "_chains", no_entries)
+    got, _ = _all_paths(tls)
+    # then the walks are the same, segment by segment
+    assert len(built) > len(tls)
+    assert [(p.step, p.lo_ns, p.hi_ns, p.segments) for p in got] == \
+        [(p.step, p.lo_ns, p.hi_ns, p.segments) for p in want]

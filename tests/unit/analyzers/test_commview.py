@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import sample_cache
+from nsys_synth import NsysExport
 from pipeline_synth import NCCL, PipelineSpec, write
 from profplug.analyzers.crossrank.commview import (
     CommView,
@@ -22,6 +23,7 @@ from profplug.analyzers.crossrank.commview import (
 from profplug.analyzers.crossrank.matching import (
     C_NAME,
     CLOCK_MEDIAN,
+    CLOCK_ONE,
     CLOCK_SINGLE,
     R_DESCRIBED,
     R_ORDER,
@@ -30,6 +32,7 @@ from profplug.analyzers.crossrank.matching import (
     match,
 )
 from profplug.analyzers.load import load_timelines
+from profplug.analyzers.readers.nsys import read_nsys
 from profplug.analyzers.timeline import Timeline
 from synth import KinetoTrace
 
@@ -192,6 +195,38 @@ def test_ranks_on_clocks_that_cannot_be_joined(tmp_path: Path) -> None:
     # and rank 0 alone: one rank, no clocks to align, its kernels unmatched
     alone = check(tls[:1])
     assert alone.clock_rule == CLOCK_SINGLE and alone.unmatched == [2]
+
+
+def test_nsight_ring_of_three_described_by_nccl_nvtx_payload(tmp_path: Path) -> None:
+    # given three processes of one Nsight export, a ring 0 -> 1 -> 2 -> 0, each send and
+    # recv described by NCCL's own NVTX range with its payload, compute kernels between
+    ex = NsysExport()
+    starts = {0: (10, 40), 1: (20, 10), 2: (30, 20)}  # rank: (send start, recv start)
+    for r in range(3):
+        p = ex.process(100 + r)
+        p.rank_mark(r)
+        for kind, peer, at, start in (("send", (r + 1) % 3, 0, starts[r][0]),
+                                      ("recv", (r - 1) % 3, 5, starts[r][1])):
+            end = max(start, starts[peer][1] if kind == "send" else starts[peer][0]) + 10
+            p.launch(at, at + 1, 1.0)
+            p.annotation(f"nccl{kind.capitalize()}", at, 1, domain=2,
+                         json_text=f'{{"Peer rank": {peer}}}')
+            p.launch(at + 2, start, end - start, name=NCCL, stream=20)
+    m = check(read_nsys(ex.write(tmp_path / "ring.sqlite")))
+    assert m.rule_counts == {R_DESCRIBED[3]: 3} and m.clock_rule == CLOCK_ONE
+    assert [c.tolist() for c in m.comm_ops] == [[1, 3]] * 3  # full numbering
+
+
+def test_a_view_grows_with_nccl_kernels_not_compute(tmp_path: Path) -> None:
+    # given the same 2-stage pipeline with 2 and with 20 compute kernels per step
+    few = _run(tmp_path / "a", PipelineSpec(stages=2, layers=2))
+    many = _run(tmp_path / "b", PipelineSpec(stages=2, layers=20))
+    for a, b in zip(few, many, strict=True):
+        # then the timeline grows, its view does not (the same NCCL kernels and comm rows)
+        assert array_bytes(b) > 3 * array_bytes(a)
+        va, vb = comm_view(a), comm_view(b)
+        assert va.nbytes == vb.nbytes and va.tl.names == vb.tl.names
+        assert va.tl.n_gpu == 12  # 6 sends and 6 recvs
 
 
 SAMPLE_RUNS = [f"{run}/{policy}" for run in (

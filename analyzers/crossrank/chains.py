@@ -49,6 +49,7 @@ class Chain:
 
     pos: int
     n_a: int
+    n_o: int
     at: dict[int, int] = field(default_factory=dict)
     cat: list[int] = field(default_factory=list)
     a: list[int] = field(default_factory=list)
@@ -134,6 +135,10 @@ class Chain:
     def os_node(self, op: int) -> int:
         """Op ``op``'s start node (local id)."""
         return 2 * self.n_a + op
+
+    def oe_node(self, op: int) -> int:
+        """Op ``op``'s end node (local id)."""
+        return 2 * self.n_a + self.n_o + op
 
 
 def replay(chains: dict[int, Chain], pos: int, v: int, lo: int,

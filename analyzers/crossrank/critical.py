@@ -35,6 +35,7 @@ and call are merged. Without common steps, the whole run is one window (``basis`
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,13 +54,15 @@ from .pathgraph import (
     OTHER,
     PEER_WAIT,
     TRANSFER,
+    Partners,
     RankGraph,
     rank_graph,
     run_partners,
 )
 
 __all__ = ["CATEGORIES", "COMPUTE", "DEV_SYNC", "EVT_SYNC", "HOST_LAUNCH", "OTHER", "PEER_WAIT",
-           "TRANSFER", "Segment", "StepPath", "call_sites", "critical_paths"]
+           "TRANSFER", "Segment", "StepEnds", "StepPath", "Walk", "call_sites", "critical_paths",
+           "entries", "plan_walks", "rank_chain", "replay_walks", "step_ends"]
 
 
 @dataclass
@@ -70,82 +73,89 @@ class StepPath:
     segments: list[Segment] = field(default_factory=list)
 
 
-def critical_paths(timelines: list[Timeline], m: Matching, spans: list[StepSpans], tol: int
-                   ) -> tuple[list[StepPath], str]:
-    """The path of every step common to the ranks (or of the whole run); and the basis."""
+Walk = tuple[int | None, int, int, int, int]  # step, lo, hi, rank position, op it ends at
+
+
+@dataclass
+class StepEnds:
+    """What the walks need of one rank, on its own clock (ns): per complete step that
+    launched an op, its number, its span's start, and its last-ending op (the first of
+    them) and that end; whether it has complete steps at all; its GPU window's first
+    start, and its last-ending op (the last of them) and that end."""
+
+    nums: np.ndarray
+    span_s: np.ndarray
+    last_op: np.ndarray
+    last_end: np.ndarray
+    has_steps: bool
+    first_start: int | None
+    end_op: int
+    end_ns: int
+
+
+def step_ends(tl: Timeline, sp: StepSpans) -> StepEnds:
+    """One rank's :class:`StepEnds` (``sp``: its ``steps.step_spans``)."""
+    nums, span_s, last_op, last_end = [], [], [], []
+    for k, num in enumerate(tl.step_num[sp.rows].tolist()):
+        ops = np.nonzero(sp.op_step == k)[0]
+        if ops.size:
+            j = int(ops[np.argmax(tl.gpu_end_ns[ops])])
+            nums.append(num)
+            span_s.append(int(sp.span_s[k]))
+            last_op.append(j)
+            last_end.append(int(tl.gpu_end_ns[j]))
+    end_op, end_ns = -1, 0
+    if tl.n_gpu:
+        end_ns = int(tl.gpu_end_ns.max())
+        end_op = int(np.nonzero(tl.gpu_end_ns == end_ns)[0][-1])
+    return StepEnds(np.array(nums, dtype=np.int64), np.array(span_s, dtype=np.int64),
+                    np.array(last_op, dtype=np.int64), np.array(last_end, dtype=np.int64),
+                    bool(sp.rows.size), int(tl.gpu_start_ns.min()) if tl.n_gpu else None,
+                    end_op, end_ns)
+
+
+def plan_walks(ends: list[StepEnds], offset_ns: np.ndarray) -> tuple[list[Walk], str]:
+    """The walk of every step common to the ranks (or of the whole run), and the basis."""
     windows: dict[int, list[tuple[int, int, int, int]]] = defaultdict(list)
-    for i, (tl, sp) in enumerate(zip(timelines, spans, strict=True)):
-        if sp.rows.size == 0:
-            continue
-        nums = tl.step_num[sp.rows]
-        e_al = tl.gpu_end_ns + m.offset_ns[i]
-        for k, num in enumerate(nums.tolist()):
-            ops = np.nonzero(sp.op_step == k)[0]
-            if ops.size:
-                j = int(ops[np.argmax(e_al[ops])])
-                windows[num].append((int(sp.span_s[k] + m.offset_ns[i]), int(e_al[j]), i, j))
-    with_steps = sum(1 for sp in spans if sp.rows.size)
-    # each walk: (step, lo, hi, rank position, op whose end it starts from)
-    walks: list[tuple[int | None, int, int, int, int]] = []
+    for i, se in enumerate(ends):
+        off = int(offset_ns[i])
+        for num, s, j, e in zip(se.nums.tolist(), se.span_s.tolist(), se.last_op.tolist(),
+                                se.last_end.tolist(), strict=True):
+            windows[num].append((s + off, e + off, i, j))
+    with_steps = sum(1 for se in ends if se.has_steps)
+    walks: list[Walk] = []
     for num in sorted(windows):
         w = windows[num]
         if len(w) < with_steps:
             continue  # not a complete step on every rank that has steps
         hi, _, i, j = max((x[1], -x[2], x[2], x[3]) for x in w)
         walks.append((num, min(x[0] for x in w), hi, i, j))
-    basis = "step"
-    if not walks:
-        basis = "window"
-        ends = [(int(tl.gpu_end_ns[o] + m.offset_ns[i]), i, o) for i, tl in enumerate(timelines)
-                for o in range(tl.n_gpu)]
-        if not ends:
-            return [], basis
-        hi, i, j = max(ends)
-        lo = min(int(tl.gpu_start_ns.min() + m.offset_ns[k]) for k, tl in enumerate(timelines)
-                 if tl.n_gpu)
-        walks = [(None, lo, hi, i, j)]
-    chains = _chains(timelines, m, tol, walks)
-    return [StepPath(num, lo, hi, replay(chains.chains, i, chains.end_node(i, j), lo,
-                                         chains.extend))
-            for num, lo, hi, i, j in walks], basis
+    if walks:
+        return walks, "step"
+    last = [(se.end_ns + int(offset_ns[i]), i, se.end_op) for i, se in enumerate(ends)
+            if se.end_op >= 0]
+    if not last:
+        return [], "window"
+    hi, i, j = max(last)
+    lo = min(se.first_start + int(offset_ns[k]) for k, se in enumerate(ends)
+             if se.first_start is not None)
+    return [(None, lo, hi, i, j)], "window"
 
 
-class _RunChains:
-    """Every rank's :class:`chains.Chain`, recorded one rank's graph at a time from the
-    entries the walks can take (``extend``: a rank's graph built again for a walk no
-    entry foresaw; none on the runs tested)."""
-
-    def __init__(self, timelines: list[Timeline], m: Matching, tol: int) -> None:
-        self.timelines, self.m, self.tol = timelines, m, tol
-        self.partners = run_partners(timelines, m)
-        self.chains: dict[int, Chain] = {}
-        self.n_o = [tl.n_gpu for tl in timelines]
-        self.rebuilt = 0
-
-    def graph(self, pos: int) -> RankGraph:
-        return rank_graph(self.timelines[pos], pos, self.partners[pos], self.m.comm_ops[pos],
-                          self.m.offset_ns, self.tol)
-
-    def end_node(self, pos: int, op: int) -> int:
-        return 2 * self.chains[pos].n_a + self.n_o[pos] + op
-
-    def extend(self, pos: int, v: int, lo: int) -> None:
-        self.rebuilt += 1
-        self.chains[pos].trace(self.graph(pos), v, lo)
+Entries = dict[int, list[tuple[int, int]]]  # rank position -> (op, bound)
 
 
-def _chains(timelines: list[Timeline], m: Matching, tol: int,
-            walks: list[tuple[int | None, int, int, int, int]]) -> _RunChains:
-    """The ranks' chains from every entry of ``walks``: each walk's last op end, at its
-    step's bound; each matched kernel's start (where a walk arrives from its partner's
-    rank), at the lowest bound of the steps whose window holds it."""
-    run = _RunChains(timelines, m, tol)
+def entries(walks: list[Walk], partners: list[Partners]) -> tuple[Entries, Entries]:
+    """Where the walks can enter each rank, with the lowest bound a walk there can have:
+    each walk's last op end, at its step's start; each matched kernel's start (a walk
+    arrives there from the partner's rank), at the lowest start of the steps whose window
+    holds it. (ends, starts)."""
     lo_k = np.array([w[1] for w in walks], dtype=np.int64)
     hi_k = np.array([w[2] for w in walks], dtype=np.int64)
     order = np.argsort(lo_k, kind="stable")
     lo_s, reach = lo_k[order], np.maximum.accumulate(hi_k[order])
-    starts: dict[int, list[tuple[int, int]]] = defaultdict(list)  # pos -> (op, bound)
-    for p in run.partners:
+    starts: Entries = defaultdict(list)
+    for p in partners:
         if p.op.size == 0:
             continue
         t = p.p_aligned
@@ -155,18 +165,53 @@ def _chains(timelines: list[Timeline], m: Matching, tol: int,
         for pos, op, b in zip(p.p_pos[ok].tolist(), p.p_op[ok].tolist(),
                               lo_s[first[ok]].tolist(), strict=True):
             starts[pos].append((op, b))
-    ends: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    ends: Entries = defaultdict(list)
     for _, lo, _, i, j in walks:
         ends[i].append((j, lo))
-    for pos in range(len(timelines)):
-        g = run.graph(pos)
-        ch = run.chains[pos] = Chain(pos, g.n_a)
-        for op, lo in sorted(ends.get(pos, []), key=lambda x: x[1]):
-            ch.trace(g, g.op_end(op), lo)
-        for op, lo in sorted(starts.get(pos, []), key=lambda x: x[1]):
-            ch.trace(g, g.op_start(op), lo)
-        del g
-    return run
+    return ends, starts
+
+
+def rank_chain(g: RankGraph, ends: list[tuple[int, int]], starts: list[tuple[int, int]]
+               ) -> Chain:
+    """The walk steps recorded on one rank's graph from its entries."""
+    ch = Chain(g.pos, g.n_a, g.n_o)
+    for op, lo in sorted(ends, key=lambda x: x[1]):
+        ch.trace(g, g.op_end(op), lo)
+    for op, lo in sorted(starts, key=lambda x: x[1]):
+        ch.trace(g, g.op_start(op), lo)
+    return ch
+
+
+def replay_walks(walks: list[Walk], chains: dict[int, Chain],
+                 extend: Callable[[int, int, int], None]) -> list[StepPath]:
+    """Each walk replayed over the ranks' chains (``chains.replay``)."""
+    return [StepPath(num, lo, hi, replay(chains, i, chains[i].oe_node(j), lo, extend))
+            for num, lo, hi, i, j in walks]
+
+
+def critical_paths(timelines: list[Timeline], m: Matching, spans: list[StepSpans], tol: int
+                   ) -> tuple[list[StepPath], str]:
+    """The path of every step common to the ranks (or of the whole run); and the basis:
+    every rank's graph built in turn, in this process."""
+    walks, basis = plan_walks([step_ends(tl, sp) for tl, sp in zip(timelines, spans,
+                                                                    strict=True)],
+                              m.offset_ns)
+    if not walks:
+        return [], basis
+    partners = run_partners(timelines, m)
+    ends, starts = entries(walks, partners)
+
+    def graph(pos: int) -> RankGraph:
+        return rank_graph(timelines[pos], pos, partners[pos], m.comm_ops[pos], m.offset_ns,
+                          tol)
+
+    chains = {pos: rank_chain(graph(pos), ends.get(pos, []), starts.get(pos, []))
+              for pos in range(len(timelines))}
+
+    def extend(pos: int, v: int, lo: int) -> None:  # a walk no entry foresaw
+        chains[pos].trace(graph(pos), v, lo)
+
+    return replay_walks(walks, chains, extend), basis
 
 
 def call_sites(timelines: list[Timeline], paths: list[StepPath]) -> dict[tuple[int, int], str]:

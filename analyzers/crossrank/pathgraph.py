@@ -9,6 +9,7 @@ one block of nodes at a time. See ``critical`` for the rules.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -18,7 +19,6 @@ from .. import classify
 from ..timeline import Timeline, at_or, launch_calls
 from ..whatif.graph import ANCHOR, CALL, HOST, LAUNCH, PEER, STREAM, STREAM_WAIT, SYNC, build_graph
 from ..whatif.model import DROP_NONE, DropSpec, Model, build_model, coupled
-from ..whatif.pairs import match_nccl
 from .matching import Matching
 
 CATEGORIES = ("compute", "transfer", "peer_wait", "host_launch", "device_sync", "event_sync",
@@ -198,23 +198,32 @@ class Partners:
     clock: np.ndarray
 
 
-def run_partners(timelines: list[Timeline], m: Matching) -> list[Partners]:
-    """Every rank's :class:`Partners` (the run's model couples the same kernels)."""
-    o_lo = np.cumsum([0] + [tl.n_gpu for tl in timelines]).tolist()
-    peer, clock = match_nccl(timelines, o_lo, o_lo[-1], [], [], m)
+def partners(m: Matching, start_of: Callable[[int, np.ndarray], np.ndarray]
+             ) -> list[Partners]:
+    """Every rank's :class:`Partners`, the choice ``pairs.match_nccl`` makes for the run's
+    model: per matched kernel, the partner that started last on the aligned clock (ties:
+    the later edge). ``start_of(pos, ops)``: the recorded starts of rank position ``pos``'s
+    ops (a timeline's, or a comm view's: only matched kernels are asked for)."""
+    off = np.asarray(m.offset_ns, dtype=np.int64)
+    f_start = np.zeros(m.f_pos.size, dtype=np.int64)
+    for p in np.unique(m.f_pos).tolist():
+        sel = m.f_pos == p
+        f_start[sel] = start_of(p, m.f_op[sel])
+    aligned = f_start + off[m.f_pos]
     out = []
-    for k in range(len(timelines)):
-        lo, hi = o_lo[k], o_lo[k + 1]
-        op = np.nonzero(peer[lo:hi] >= 0)[0]
-        run_op = peer[lo:hi][op]
-        p_pos = np.searchsorted(np.asarray(o_lo), run_op, side="right") - 1
-        p_op = run_op - np.asarray(o_lo, dtype=np.int64)[p_pos]
-        p_start = np.array([int(timelines[p].gpu_start_ns[o]) for p, o in
-                            zip(p_pos.tolist(), p_op.tolist(), strict=True)], dtype=np.int64)
-        off = np.asarray(m.offset_ns, dtype=np.int64)
-        out.append(Partners(op, p_pos, p_op, p_start, p_start + off[p_pos],
-                            clock[lo:hi][op]))
+    for pos in range(len(m.ranks)):
+        sel = np.nonzero(m.e_pos == pos)[0]
+        order = sel[np.lexsort((aligned[sel], m.e_op[sel]))]  # per op, partners by start
+        ops = m.e_op[order]
+        take = order[np.append(ops[1:] != ops[:-1], True)] if ops.size else order
+        out.append(Partners(m.e_op[take], m.f_pos[take], m.f_op[take], f_start[take],
+                            aligned[take], off[m.e_pos[take]] - off[m.f_pos[take]]))
     return out
+
+
+def run_partners(timelines: list[Timeline], m: Matching) -> list[Partners]:
+    """:func:`partners` of the ranks' timelines."""
+    return partners(m, lambda p, ops: timelines[p].gpu_start_ns[ops])
 
 
 @dataclass

@@ -220,13 +220,13 @@ def test_a_walk_no_entry_foresaw_builds_its_rank_again(steps: bool, tmp_path: Pa
     read = ReadOptions() if steps else ReadOptions().with_step_range("no such step")
     tls = load_timelines(paths, jobs=1, progress=False, read=read)
     built: list[int] = []
-    real_graph = critical._RunChains.graph
+    real_graph = critical.rank_graph
 
-    def counted(self: critical._RunChains, pos: int) -> pathgraph.RankGraph:
+    def counted(tl: object, pos: int, *a: object) -> pathgraph.RankGraph:
         built.append(pos)
-        return real_graph(self, pos)
+        return real_graph(tl, pos, *a)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(critical._RunChains, "graph", counted)
+    monkeypatch.setattr(critical, "rank_graph", counted)
     # when each rank's chain is recorded from the walks' entries: one graph per rank
     want, basis = _all_paths(tls)
     assert basis == ("step" if steps else "window")
@@ -235,15 +235,7 @@ def test_a_walk_no_entry_foresaw_builds_its_rank_again(steps: bool, tmp_path: Pa
     # and when no entry was recorded at all (every chain empty): each walk records what it
     # needs, building a rank's graph again wherever it goes
     built.clear()
-
-    def no_entries(timelines: list, m: object, tol: int, walks: list) -> critical._RunChains:
-        run = critical._RunChains(timelines, m, tol)  # type: ignore[arg-type]
-        for pos in range(len(timelines)):
-            g = real_graph(run, pos)
-            run.chains[pos] = critical.Chain(pos, g.n_a)
-        return run
-
-    monkeypatch.setattr(critical, "_chains", no_entries)
+    monkeypatch.setattr(critical, "entries", lambda walks, partners: ({}, {}))
     got, _ = _all_paths(tls)
     # then the walks are the same, segment by segment
     assert len(built) > len(tls)

@@ -23,15 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from profplug.analyzers.crossrank import critical as cp
-from profplug.analyzers.crossrank import cross_rank, cross_rank_analysis
-from profplug.analyzers.crossrank.bubbles import bindings, rank_bubbles
-from profplug.analyzers.crossrank.drain import rank_drain
-from profplug.analyzers.crossrank.matching import match
+from profplug.analyzers.crossrank import cross_rank, cross_rank_analysis, parts
 from profplug.analyzers.load import load_timelines
 from profplug.analyzers.report import analyze_timelines
 from profplug.analyzers.stalls import StallOptions, analyze_rank
-from profplug.analyzers.steps import step_spans
 from profplug.analyzers.timeline import Timeline
 
 
@@ -45,25 +40,23 @@ def _best(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
 
 
 def phases(tls: list[Timeline]) -> dict[str, float]:
-    """Seconds per phase of one cross-rank analysis (one pass each)."""
+    """Seconds per part of one cross-rank analysis (``crossrank/parts.py``, one pass each):
+    every rank's facts (its matching input, its steps), the plan (the matching, the walks),
+    every rank's part (bubbles, drain, the walks' steps on its graph, call sites), the
+    walks joined."""
     t: dict[str, float] = {}
     t0 = time.perf_counter()
-    m = match(tls)
-    t["match"] = time.perf_counter() - t0
+    facts = [parts.rank_facts(tl) for tl in tls]
+    t["facts"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    b = bindings(tls, m)
-    spans = [step_spans(tl) for tl in tls]
-    for i, tl in enumerate(tls):
-        rank_bubbles(tl, i, m, b[i], spans[i])
-    t["bubbles"] = time.perf_counter() - t0
+    p = parts.plan(facts, 2000)
+    t["plan"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    for i, tl in enumerate(tls):
-        rank_drain(tl, spans[i])
-    t["drain"] = time.perf_counter() - t0
+    got = [parts.rank_part(tl, ask) for tl, ask in zip(tls, p.asks, strict=True)]
+    t["parts"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    paths, _ = cp.critical_paths(tls, m, spans, 2000)
-    cp.call_sites(tls, paths)
-    t["critical"] = time.perf_counter() - t0
+    parts.join(p, got)
+    t["join"] = time.perf_counter() - t0
     return t
 
 
@@ -77,7 +70,7 @@ def main(argv: list[str]) -> int:
     from pipeline_synth import PipelineSpec, write
 
     print(f"{'ranks':>5} {'steps':>5} {'GPU ops':>9} {'API calls':>10} {'read s':>7} "
-          f"{'cross-rank s':>12} {'report s':>8}  phases (match/bubbles/drain/critical s)")
+          f"{'cross-rank s':>12} {'report s':>8}  parts (facts/plan/parts/join s)")
     for n in args.stages:
         spec = PipelineSpec(stages=n, steps=args.steps, layers=args.layers, slow_stage=5 % n)
         with tempfile.TemporaryDirectory() as tmp:

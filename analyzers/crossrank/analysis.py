@@ -14,24 +14,23 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from ...errors import ProfplugError
 from ..classify import comm_for_symbols
 from ..stalls import RankStalls, StallOptions, analyze_rank
-from ..steps import step_spans
-from ..timeline import Timeline, launch_times, launch_tops
+from ..timeline import Timeline
 from . import critical as cp
-from .bubbles import bindings, rank_bubbles
-from .drain import rank_drain
 from .matching import RULES, match
+from .parts import Plan, RankPart, chain_labels, join, plan, rank_facts, rank_part, site_labels
+from .pathgraph import rank_graph
 from .result import CriticalPath, CrossRankResult, us
-from .swimlane import swimlane
+from .swimlane import Swimlane, swimlane
 
 TOP_CALLSITES = 5
 
 
 def cross_rank(timelines: list[Timeline], options: StallOptions | None = None,
                ranks: list[RankStalls] | None = None) -> CrossRankResult:
-    """The cross-rank analysis of one run (every rank's timeline).
+    """The cross-rank analysis of one run (every rank's timeline), in this process: each
+    rank's parts (``parts``) in turn, then joined.
 
     ``ranks``: the stall analysis of the same timelines, when the caller has it (a report);
     it gives the idle gaps' causes for the swimlane.
@@ -39,21 +38,34 @@ def cross_rank(timelines: list[Timeline], options: StallOptions | None = None,
     opt = options or StallOptions()
     t0 = time.perf_counter()
     tls = [tl for tl in timelines if tl.n_gpu]
-    m = match(tls)
-    if m.clock_refused:  # ranks that cannot be put on one time axis (clocks.py)
-        raise ProfplugError(f"cross-rank analysis not run: {m.clock_refused}")
-    binds = bindings(tls, m)
-    spans = [step_spans(tl, launch_times(tl, launch_tops(tl))) for tl in tls]
-    bub = [rank_bubbles(tl, i, m, binds[i], spans[i]) for i, tl in enumerate(tls)]
-    drains = [rank_drain(tl, spans[i]) for i, tl in enumerate(tls)]
-    paths, basis = cp.critical_paths(tls, m, spans, int(opt.tolerance_ns))
-    crit = _summary(tls, m.ranks, paths, basis)
+    facts = [rank_facts(tl) for tl in tls]
+    # the timelines' own matching: a report's what-if matched them already (matches_kept)
+    p = plan(facts, int(opt.tolerance_ns), match(tls))
+    parts = [rank_part(tl, ask) for tl, ask in zip(tls, p.asks, strict=True)]
+
+    def extend(pos: int, v: int, lo: int) -> None:  # a walk no entry foresaw
+        ask = p.asks[pos]
+        parts[pos].chain.trace(rank_graph(tls[pos], pos, ask.partners, ask.m.comm_ops[pos],
+                                          ask.m.offset_ns, ask.tol), v, lo)
+        parts[pos].labels.update(chain_labels(tls[pos], parts[pos].chain))
+
+    paths = join(p, parts, extend)
     if ranks is None:
         stalls = [analyze_rank(tl, opt) for tl in tls]
     else:
         by_rank = {r.rank: r for r in ranks}
         stalls = [by_rank.get(tl.rank) or analyze_rank(tl, opt) for tl in tls]
-    sw = swimlane(tls, m, bub, stalls, paths, drains)
+    sw = swimlane(tls, p.m, [x.bubbles for x in parts], stalls, paths,
+                  [x.drain for x in parts])
+    return joined(p, parts, paths, [tl.rank for tl in timelines], sw, t0)
+
+
+def joined(p: Plan, parts: list[RankPart], paths: list[cp.StepPath], all_ranks: list[int],
+           sw: Swimlane | None, t0: float) -> CrossRankResult:
+    """The result from the plan, the ranks' parts and the replayed walks; ``all_ranks``:
+    every rank of the run (those without GPU work are left out, and said so)."""
+    m = p.m
+    crit = _summary(site_labels(parts), m.ranks, paths, p.basis)
     matching = {
         "rules": {r: m.rule_counts[r] for r in RULES if m.rule_counts.get(r)},
         "p2p_pairs": int((m.e_dir == 1).sum()),
@@ -62,17 +74,18 @@ def cross_rank(timelines: list[Timeline], options: StallOptions | None = None,
         "clock": {"rule": m.clock_rule,
                   "offsets_us": {str(r): us(int(o)) for r, o in
                                  zip(m.ranks, m.offset_ns.tolist(), strict=True)}}}
-    skipped = [tl.rank for tl in timelines if not tl.n_gpu]
+    skipped = [r for r in all_ranks if r not in set(m.ranks)]
     warnings = list(m.warnings)
     notes = list(m.notes)
     if skipped:
         warnings.append(f"ranks without GPU work left out: {skipped}")
-    if len(tls) < 2:  # true of the run: "one rank" only when it has one rank
-        who = ("one rank" if len(timelines) < 2 else
-               f"{len(timelines)} ranks, {len(tls)} with GPU work")
+    if len(m.ranks) < 2:  # true of the run: "one rank" only when it has one rank
+        who = ("one rank" if len(all_ranks) < 2 else
+               f"{len(all_ranks)} ranks, {len(m.ranks)} with GPU work")
         notes.append(f"{who}: no NCCL kernel to match across ranks; the bubble is the idle "
                      "time and the critical path stays on one rank's GPU and host")
-    return CrossRankResult(ranks=m.ranks, matching=matching, bubbles=bub, drains=drains,
+    return CrossRankResult(ranks=m.ranks, matching=matching,
+                           bubbles=[x.bubbles for x in parts], drains=[x.drain for x in parts],
                            critical_path=crit, notes=notes, warnings=warnings,
                            swimlane=sw, analysis_s=time.perf_counter() - t0)
 
@@ -81,9 +94,8 @@ def _shares(d: dict[Any, int], total: int) -> dict[str, float]:
     return {str(k): round(v / total, 4) if total else 0.0 for k, v in d.items()}
 
 
-def _summary(tls: list[Timeline], ranks: list[int], paths: list[cp.StepPath], basis: str
-             ) -> CriticalPath:
-    sites = cp.call_sites(tls, paths)
+def _summary(sites: dict[tuple[int, int], str], ranks: list[int], paths: list[cp.StepPath],
+             basis: str) -> CriticalPath:
     cat_ns: Counter[int] = Counter()
     rank_ns: Counter[int] = Counter()
     site_ns: Counter[tuple[int, str, int]] = Counter()

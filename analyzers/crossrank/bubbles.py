@@ -44,30 +44,6 @@ class Binding:
     start: np.ndarray  # partner's start on this rank's clock, NONE when unmatched
 
 
-def bindings(timelines: list[Timeline], m: Matching) -> list[Binding]:
-    """For every kernel with partners, the latest-starting partner (aligned clocks)."""
-    out = []
-    f_start = np.array([timelines[p].gpu_start_ns[o] + m.offset_ns[p]
-                        for p, o in zip(m.f_pos.tolist(), m.f_op.tolist(), strict=True)],
-                       dtype=np.int64) if m.f_pos.size else np.zeros(0, dtype=np.int64)
-    for i, tl in enumerate(timelines):
-        pos = np.full(tl.n_gpu, -1, dtype=np.int64)
-        op = np.full(tl.n_gpu, -1, dtype=np.int64)
-        start = np.full(tl.n_gpu, NONE, dtype=np.int64)
-        sel = np.nonzero(m.e_pos == i)[0]
-        if sel.size:
-            ps = f_start[sel] - m.offset_ns[i]
-            order = sel[np.lexsort((ps, m.e_op[sel]))]  # by op, then partner start
-            ops = m.e_op[order]
-            last = np.append(ops[1:] != ops[:-1], True)  # the latest partner per op
-            take = order[last]
-            pos[m.e_op[take]] = m.f_pos[take]
-            op[m.e_op[take]] = m.f_op[take]
-            start[m.e_op[take]] = f_start[take] - m.offset_ns[i]
-        out.append(Binding(pos, op, start))
-    return out
-
-
 @dataclass
 class StepBubbles:
     """Per complete step of one rank (ns arrays, in step order)."""

@@ -40,7 +40,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..callsites import enclosing
 from ..steps import StepSpans
 from ..timeline import Timeline
 from .chains import Chain, Segment, replay
@@ -61,7 +60,7 @@ from .pathgraph import (
 )
 
 __all__ = ["CATEGORIES", "COMPUTE", "DEV_SYNC", "EVT_SYNC", "HOST_LAUNCH", "OTHER", "PEER_WAIT",
-           "TRANSFER", "Segment", "StepEnds", "StepPath", "Walk", "call_sites", "critical_paths",
+           "TRANSFER", "Segment", "StepEnds", "StepPath", "Walk", "critical_paths",
            "entries", "plan_walks", "rank_chain", "replay_walks", "step_ends"]
 
 
@@ -212,19 +211,3 @@ def critical_paths(timelines: list[Timeline], m: Matching, spans: list[StepSpans
         chains[pos].trace(graph(pos), v, lo)
 
     return replay_walks(walks, chains, extend), basis
-
-
-def call_sites(timelines: list[Timeline], paths: list[StepPath]) -> dict[tuple[int, int], str]:
-    """(rank position, API row) -> call site, for every call on the paths."""
-    want: dict[int, set[int]] = defaultdict(set)
-    for sp in paths:
-        for s in sp.segments:
-            if s.call >= 0:
-                want[s.pos].add(s.call)
-    out: dict[tuple[int, int], str] = {}
-    for p, calls in want.items():
-        tl = timelines[p]
-        c = np.array(sorted(calls), dtype=np.int64)
-        labels = enclosing(tl, tl.api_start_ns[c], tl.api_end_ns[c], tl.api_tid[c])
-        out.update({(p, int(x)): lab for x, lab in zip(c.tolist(), labels, strict=True)})
-    return out

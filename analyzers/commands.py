@@ -114,9 +114,15 @@ def whatif_if_cheap(timelines: list[Timeline], options: StallOptions,
         return None
     n = sum(t.n_gpu + int(t.api_start_ns.size) for t in timelines)
     if n > WHATIF_AUTO_MAX_EVENTS:
-        raise ProfplugError(f"what-if not run by default on {n:,} events (over "
-                            f"{WHATIF_AUTO_MAX_EVENTS:,}): --whatif runs it")
+        whatif_too_big(n)
     return whatif(timelines, drop or DropSpec(), options, ranks=ranks)
+
+
+def whatif_too_big(n: int) -> None:
+    """The default what-if declining a run of ``n`` API calls + GPU ops (a ProfplugError:
+    the report's warning line)."""
+    raise ProfplugError(f"what-if not run by default on {n:,} events (over "
+                        f"{WHATIF_AUTO_MAX_EVENTS:,}): --whatif runs it")
 
 
 def report_analyses(whatif: bool | None, cross_rank: bool = True,
@@ -133,6 +139,9 @@ def report_analyses(whatif: bool | None, cross_rank: bool = True,
 
     cheap.uses_rank_stalls = True  # type: ignore[attr-defined]
     cheap.label = "what-if"  # type: ignore[attr-defined]
+    # what a report that never gathers the timelines (report.analyze) needs to know of it
+    cheap.max_events = WHATIF_AUTO_MAX_EVENTS  # type: ignore[attr-defined]
+    cheap.too_big = whatif_too_big  # type: ignore[attr-defined]
     # what a run-level result is cached under (``resultcache``): the analysis, its parameters
     cheap.cache_token = f"whatif auto<={WHATIF_AUTO_MAX_EVENTS} {drop!r}"  # type: ignore[attr-defined]
     forced = whatif_analysis(drop)

@@ -54,6 +54,9 @@ class RankTask:
     # send each rank's idle gaps back (RankStalls.gaps: one row per gap; the HTML timeline,
     # gaps_frame and the cross-rank swimlane read them); False: an empty Gaps
     keep_gaps: bool = True
+    # a run-level analysis's per-rank part, run on the file's timelines where they were
+    # read (``crossrank.remote``: its facts, then its parts); its value travels back
+    extra: Callable[[list[Timeline]], object] | None = None
 
 
 @dataclass
@@ -69,6 +72,8 @@ class FileResult:
     error: ProfplugError | None = None  # the reader's one-line error (raised by the client)
     lost: str | None = None  # the worker died twice: why, in one line
     key: str | None = None  # its per-rank cache entry's key (None: read without the cache)
+    extra: object = None  # the task's ``extra`` of its timelines
+    n_events: int = 0  # API calls + GPU ops of its ranks
 
 
 def run_task(task: RankTask) -> FileResult:
@@ -85,7 +90,7 @@ def run_task(task: RankTask) -> FileResult:
         if key is not None and where is not None and task.stall is not None:
             entry = stalls_entry(where, key, task.stall)
             kept = load_stalls(entry)  # the ranks' stall analyses, kept by an earlier run
-        if kept is not None and not task.keep_timeline:  # nothing else needed: no read
+        if kept is not None and not task.keep_timeline and task.extra is None:  # no read
             return FileResult(str(path), size, _without_gaps(task, kept), [], len(kept),
                               True, key=key)
         tls, hit, key = read_cached(reader, path, task.index, task.read, where, key)
@@ -100,11 +105,13 @@ def run_task(task: RankTask) -> FileResult:
             if entry is not None:
                 save_stalls(entry, stalls)
         stalls = _without_gaps(task, stalls)
+        extra = None if task.extra is None else task.extra(tls)
         trim()  # the analysis' temporaries: what is sent back (a Timeline's npz) adds to less
     except ProfplugError as exc:  # a value, so that no backend retries a bad trace
         return FileResult(str(path), size, error=exc)
     return FileResult(str(path), size, stalls, tls if task.keep_timeline else [],
-                      len(tls), hit, key=key)
+                      len(tls), hit, key=key, extra=extra,
+                      n_events=sum(int(t.api_start_ns.size) + t.n_gpu for t in tls))
 
 
 def _without_gaps(task: RankTask, stalls: list[RankStalls]) -> list[RankStalls]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import TraceError, one_line
@@ -148,16 +148,21 @@ class LoadedRanks:
     # run was not read whole through the cache (``resultcache`` keeps run-level results)
     cache_keys: list[str] | None = None
     cache_dir: str | None = None
+    # per file read: its task and its ``extra`` value (``dispatch.RankTask.extra``)
+    extras: list[tuple[RankTask, object]] = field(default_factory=list)
+    n_events: int = 0  # API calls + GPU ops of every rank read
 
 
 def load_ranks(paths: PathsLike, *, read: ReadOptions | None = None,
                stall: StallOptions | None = None, keep_timelines: bool = True,
                backend: Backend | None = None, jobs: int | None = None,
-               progress: bool | None = None, keep_gaps: bool = True) -> LoadedRanks:
+               progress: bool | None = None, keep_gaps: bool = True,
+               extra: Callable[[list[Timeline]], object] | None = None) -> LoadedRanks:
     """Read every trace under ``paths`` and, with ``stall``, analyze each rank where it was
     read; one task per file on ``backend`` (default: the local pool of up to ``jobs``
     processes). ``keep_timelines`` False: only the per-rank results come back;
-    ``keep_gaps`` False: without their per-gap rows (``dispatch.RankTask``).
+    ``keep_gaps`` False: without their per-gap rows; ``extra``: run on each file's
+    timelines where they were read, its value kept per file (``dispatch.RankTask``).
     ``progress``: the progress line on stderr (default: when stderr is a terminal).
     Raises TraceError when a file cannot be read, two files claim the same rank, or every
     file was lost with its worker. Directory entries skipped that might have been a rank
@@ -165,7 +170,7 @@ def load_ranks(paths: PathsLike, *, read: ReadOptions | None = None,
     skipped: list[str] = []
     files = trace_files(paths, skipped)
     opt = settled(read)
-    tasks = [RankTask(f, i, opt, stall, keep_timelines, keep_gaps)
+    tasks = [RankTask(f, i, opt, stall, keep_timelines, keep_gaps, extra)
              for i, f in enumerate(files)]
     bar = Progress(len(files), sum(_size(f) for f in files),
                    sys.stderr.isatty() if progress is None else progress)
@@ -187,8 +192,10 @@ def load_ranks(paths: PathsLike, *, read: ReadOptions | None = None,
                 x.warnings.append(line)
     keys = [r.key for r in results]
     whole = len(results) == len(files) and not lost and all(keys)
+    by_path = {str(t.path): t for t in tasks}
+    extras = [(by_path[r.path], r.extra) for r in results if r.lost is None]
     return LoadedRanks(stalls, timelines, lost, keys if whole else None,  # type: ignore[arg-type]
-                       opt.cache_dir)
+                       opt.cache_dir, extras, sum(r.n_events for r in results))
 
 
 def _size(f: Path) -> int:

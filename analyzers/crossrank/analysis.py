@@ -159,4 +159,5 @@ def cross_rank_analysis() -> Callable[..., CrossRankResult | None]:
         return cross_rank(timelines, options, ranks)
 
     run.uses_rank_stalls = True  # type: ignore[attr-defined]
+    run.spreads = True  # type: ignore[attr-defined]  # its parts can run on the workers (remote)
     return run

@@ -84,9 +84,10 @@ class RankBubbles:
         return self.idle_ns + self.wait_ns
 
 
-def rank_bubbles(tl: Timeline, pos: int, m: Matching, b: Binding, spans: StepSpans
-                 ) -> RankBubbles:
-    """The bubble of the rank at timeline position ``pos`` (see the module docstring)."""
+def rank_bubbles(tl: Timeline, pos: int, m: Matching, b: Binding, spans: StepSpans,
+                 rule: str | None = None) -> RankBubbles:
+    """The bubble of the rank at timeline position ``pos`` (see the module docstring);
+    ``rule``: ``m.rank_rule(pos)``, when the caller has it (``m`` without the edges)."""
     k = m.comm_ops[pos]
     s, e = tl.gpu_start_ns[k], tl.gpu_end_ns[k]
     ps = b.start[k]
@@ -125,6 +126,6 @@ def rank_bubbles(tl: Timeline, pos: int, m: Matching, b: Binding, spans: StepSpa
     if n_steps:
         steps = StepBubbles([int(x) for x in tl.step_num[spans.rows]], st[0], st[1], st[2],
                             st[1] - st[2])
-    return RankBubbles(tl.rank, m.rank_rule(pos), window, idle, comm, xfer, comm - xfer, unm,
+    return RankBubbles(tl.rank, m.rank_rule(pos) if rule is None else rule, window, idle, comm, xfer, comm - xfer, unm,
                        dict(sorted(waits_for.items())), steps, k, w, matched,
                        Spans.join(wait_parts))

@@ -68,12 +68,15 @@ def rank_facts(tl: Timeline) -> RankFacts:
 
 @dataclass
 class RankAsk:
-    """What the client sends a rank for its second-round part: its position, the part of
-    the matching that is its own (its edges, its NCCL kernels, every rank's offset), its
-    matched kernels' partners, where the walks can enter it, and the tolerance (ns)."""
+    """What the client sends a rank for its second-round part: its position and rank, the
+    part of the matching it reads (its NCCL kernels, every rank's offset, the rule that
+    matched it), its matched kernels' partners, where the walks can enter it, and the
+    tolerance (ns)."""
 
     pos: int
+    rank: int
     m: Matching
+    rule: str  # the rule that matched most of its kernels (``Matching.rank_rule``)
     partners: Partners
     ends: list[tuple[int, int]]
     starts: list[tuple[int, int]]
@@ -92,12 +95,10 @@ class Plan:
 
 
 def own_matching(m: Matching, pos: int) -> Matching:
-    """``m`` with only rank position ``pos``'s edges and NCCL kernels (what its bubbles
-    read: ``rank_rule``, ``comm_ops``, the ranks, the offsets)."""
-    sel = m.e_pos == pos
+    """``m`` as rank position ``pos``'s part reads it: its own NCCL kernels, the ranks and
+    their offsets, no edge (its bubbles take the rule that matched it, ``RankAsk.rule``)."""
     none = np.zeros(0, dtype=np.int64)
-    return replace(m, e_pos=m.e_pos[sel], e_op=m.e_op[sel], f_pos=m.f_pos[sel],
-                   f_op=m.f_op[sel], e_rule=m.e_rule[sel], e_dir=m.e_dir[sel],
+    return replace(m, e_pos=none, e_op=none, f_pos=none, f_op=none, e_rule=none, e_dir=none,
                    comm_ops=[ops if p == pos else none for p, ops in enumerate(m.comm_ops)],
                    unmatched=[], notes=[], warnings=[], rule_counts={})
 
@@ -117,8 +118,8 @@ def plan(facts: list[RankFacts], tol: int, m: Matching | None = None) -> Plan:
 
     parts = partners(m, start_of)
     ends, starts = entries(walks, parts) if walks else ({}, {})
-    asks = [RankAsk(pos, own_matching(m, pos), parts[pos], ends.get(pos, []),
-                    starts.get(pos, []), tol) for pos in range(len(facts))]
+    asks = [RankAsk(pos, facts[pos].rank, own_matching(m, pos), m.rank_rule(pos), parts[pos],
+                    ends.get(pos, []), starts.get(pos, []), tol) for pos in range(len(facts))]
     return Plan(m, walks, basis, asks)
 
 
@@ -147,7 +148,7 @@ def _binding(tl: Timeline, ask: RankAsk) -> Binding:
 def rank_part(tl: Timeline, ask: RankAsk) -> RankPart:
     """One rank's :class:`RankPart` (where it is read)."""
     spans = step_spans(tl, launch_times(tl, launch_tops(tl)))
-    bub = rank_bubbles(tl, ask.pos, ask.m, _binding(tl, ask), spans)
+    bub = rank_bubbles(tl, ask.pos, ask.m, _binding(tl, ask), spans, ask.rule)
     drain = rank_drain(tl, spans)
     chain = Chain(ask.pos, int(tl.api_start_ns.size), tl.n_gpu)
     if ask.ends or ask.starts:

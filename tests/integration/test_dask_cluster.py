@@ -115,6 +115,43 @@ def test_a_killed_worker_costs_a_retry_then_a_per_rank_error(run16: list[Path],
     assert sorted(s.rank for r in res for s in r.stalls) == [r for r in range(16) if r != 5]
 
 
+def test_the_cross_rank_parts_on_the_cluster_give_the_local_report(
+        run16: list[Path], cluster: DaskBackend) -> None:
+    # given a report without a page or what-if: the cross-rank analysis runs on the workers
+    run = report_analyses(False)
+    local = analyze(run16, run=run, jobs=1, progress=False)
+    dask = analyze(run16, run=run, backend=cluster, progress=False, keep_gaps=False)
+    assert "cross_rank" in dask.run
+    assert report_json(dask) == report_json(local)
+
+
+def _dies_in_round_two_on_rank5(task: RankTask) -> FileResult:
+    """Kill the worker that makes rank 5's cross-rank part (each attempt leaves a file)."""
+    if task.path.name == "rank5.json" and task.stall is None:
+        marks = task.path.parent / "attempts2"
+        marks.mkdir(exist_ok=True)
+        (marks / f"{os.getpid()}").touch()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return run_task(task)
+
+
+def test_a_worker_killed_in_the_second_round_costs_the_cross_rank_analysis_only(
+        run16: list[Path], cluster: DaskBackend, monkeypatch: pytest.MonkeyPatch) -> None:
+    from profplug.analyzers.crossrank import remote
+
+    real = remote.gather
+    monkeypatch.setattr(remote, "gather",
+                        lambda tasks, backend: real(tasks, backend,
+                                                    fn=_dies_in_round_two_on_rank5))
+    rep = analyze(run16, run=report_analyses(False), backend=cluster, progress=False,
+                  keep_gaps=False)
+    assert len(list((run16[0].parent / "attempts2").iterdir())) == 2  # tried, then retried
+    assert "cross_rank" not in rep.run and [r.rank for r in rep.ranks] == list(range(16))
+    assert [w for w in rep.warnings if "cross-rank" in w] == [
+        f"cross-rank analysis not run: ranks [5]: {run16[5]}: the Dask worker running it "
+        "died twice (killed, or out of memory); its ranks are not in this report"]
+
+
 def test_addresses() -> None:
     assert parse_local("local") == 0 and parse_local("local:3") == 3
     assert parse_local("tcp://h:8786") is None

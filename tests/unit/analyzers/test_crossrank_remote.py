@@ -1,0 +1,122 @@
+"""The cross-rank analysis where the ranks are read (``crossrank/remote.py``): the report of
+8 synthetic ranks is the one made in one process, no timeline reaches the client, the default
+what-if still says why it did not run (or runs, the timelines read after all), and a part
+lost with its worker leaves one warning line."""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from pathlib import Path
+
+import pytest
+from pipeline_synth import PipelineSpec, write
+from profplug.analyzers import commands, load, report
+from profplug.analyzers.commands import report_analyses
+from profplug.analyzers.crossrank import remote
+from profplug.analyzers.dispatch import FileResult
+from profplug.analyzers.report import Report, analyze
+
+TIMES = re.compile(r'"(replay_s|analysis_s)": [0-9.eE+-]+')
+
+
+def report_json(rep: Report) -> str:
+    return TIMES.sub(r'"\1": 0', json.dumps(rep.to_dict(), sort_keys=True))
+
+
+@pytest.fixture(scope="module")
+def run8(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    files, _ = write(PipelineSpec(stages=4, tp=2, steps=4, slow_stage=2),
+                     tmp_path_factory.mktemp("p8"))
+    return files
+
+
+class Spy:
+    """Every result gathered, by round (the report's read, the cross-rank parts)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.first: list[FileResult] = []
+        self.second: list[FileResult] = []
+        real = load.gather
+
+        def first(*a: object, **k: object) -> list[FileResult]:
+            out = real(*a, **k)  # type: ignore[arg-type]
+            self.first += out
+            return out
+
+        def second(*a: object, **k: object) -> list[FileResult]:
+            out = real(*a, **k)  # type: ignore[arg-type]
+            self.second += out
+            return out
+
+        monkeypatch.setattr(load, "gather", first)
+        monkeypatch.setattr(remote, "gather", second)
+
+
+def test_the_parts_on_the_workers_give_the_report_made_in_one_process(
+        run8: list[Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    run = report_analyses(False)  # --no-whatif: the cross-rank analysis alone
+    here = analyze(run8, run=run, jobs=1, progress=False)  # gaps kept: in one process
+    spy = Spy(monkeypatch)
+    # when the report needs no page (no swimlane): the parts run where the ranks are read
+    there = analyze(run8, run=run, jobs=2, progress=False, keep_gaps=False)
+    # then the report is the same, and its critical path crosses ranks
+    assert "cross_rank" in there.run
+    assert report_json(there) == report_json(here)
+    assert len(there.run["cross_rank"].critical_path.by_rank) > 1
+    # and no timeline reached the client: every rank came back as its facts, then its part
+    assert spy.first and spy.second
+    assert all(not r.timelines for r in spy.first + spy.second)
+    assert sorted(f.rank for r in spy.first for f in r.extra) == list(range(8))  # type: ignore[attr-defined]
+    assert sorted(rk for r in spy.second for rk, _ in r.extra) == list(range(8))  # type: ignore[attr-defined]
+    # the second round loaded each file from the report's scratch cache, removed after
+    assert all(r.cached for r in spy.second)
+    assert not any(p.name.startswith("profplug-scratch-") for p in tmp_path.iterdir())
+
+
+def test_the_default_whatif_on_a_run_over_its_size_still_says_why(
+        run8: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    # given a default what-if limited to 100 events and no size kept for the timelines
+    monkeypatch.setattr(commands, "WHATIF_AUTO_MAX_EVENTS", 100)
+    monkeypatch.setattr(report, "SPREAD_MIN_BYTES", 0)
+    run = report_analyses(None)
+    here = analyze(run8, run=run, jobs=1, progress=False)
+    spy = Spy(monkeypatch)
+    there = analyze(run8, run=run, jobs=1, progress=False, keep_gaps=False)
+    # then the cross-rank analysis ran on the workers, the what-if's warning is the same
+    assert all(not r.timelines for r in spy.first) and spy.second
+    assert any("what-if not run by default" in w and "over 100" in w for w in there.warnings)
+    assert report_json(there) == report_json(here)
+
+
+def test_a_whatif_within_its_size_reads_the_timelines_after_all(
+        run8: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(report, "SPREAD_MIN_BYTES", 0)
+    run = report_analyses(None)
+    here = analyze(run8, run=run, jobs=1, progress=False)
+    spy = Spy(monkeypatch)
+    there = analyze(run8, run=run, jobs=1, progress=False, keep_gaps=False)
+    # then the what-if ran, on timelines read again, and nothing went to a second round
+    assert "whatif" in there.run and "cross_rank" in there.run
+    assert any(r.timelines for r in spy.first) and not spy.second
+    assert report_json(there) == report_json(here)
+
+
+def test_a_part_lost_with_its_worker_leaves_one_warning(
+        run8: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    real = remote.gather
+
+    def lose_rank3(tasks: list, backend: object) -> list[FileResult]:  # type: ignore[type-arg]
+        out = real(tasks, backend)  # type: ignore[arg-type]
+        return [FileResult(r.path, 0, lost=f"{r.path}: the worker died twice")
+                if r.path.endswith("rank3.json") else r for r in out]
+
+    monkeypatch.setattr(remote, "gather", lose_rank3)
+    rep = analyze(run8, run=report_analyses(False), jobs=1, progress=False, keep_gaps=False)
+    # then the report stands without the cross-rank analysis, and says why in one line
+    assert "cross_rank" not in rep.run and len(rep.ranks) == 8
+    lines = [w for w in rep.warnings if "cross-rank analysis not run" in w]
+    assert len(lines) == 1 and "ranks [3]" in lines[0] and "died twice" in lines[0]

@@ -140,11 +140,11 @@ def row(case: str, ranks: int, files: list[Path], m: dict[str, float]) -> str:
     gb = sum(f.stat().st_size for f in files) / 1e9
     big = max(f.stat().st_size for f in files) / 1e6
     ratio = f"{m['worker_mb'] / big:.2f}x" if m["worker_mb"] else "-"
-    return (f"{case:<34} {ranks:>5} {gb:>6.2f} {m['wall_s']:>7.1f} {m['wall_s'] / gb:>6.1f} "
+    return (f"{case:<42} {ranks:>5} {gb:>6.2f} {m['wall_s']:>7.1f} {m['wall_s'] / gb:>6.1f} "
             f"{m['cpu_s']:>7.1f} {m['client_mb']:>9.0f} {m['worker_mb']:>9.0f} {ratio:>9}")
 
 
-HEADER = (f"{'case':<34} {'ranks':>5} {'GB':>6} {'wall s':>7} {'s/GB':>6} {'cpu s':>7} "
+HEADER = (f"{'case':<42} {'ranks':>5} {'GB':>6} {'wall s':>7} {'s/GB':>6} {'cpu s':>7} "
           f"{'client MB':>9} {'worker MB':>9} {'wkr/trace':>9}")
 
 
@@ -174,7 +174,8 @@ def per_event_line(src: list[Path], ranks: int, n: int, client: dict[str, float]
     events = sum(per_src[r % len(per_src)] for r in range(ranks))
     base = client[f"local pool -j {n}"]
     parts = [f"{name.split(', ', 1)[1]} {(client[name] - base) * 1e6 / events:,.0f} B"
-             for name in (f"local -j {n}, run-level analyses", f"local -j {n}, run-level, --whatif")]
+             for name in (f"local -j {n}, run-level analyses", f"local -j {n}, run-level, --whatif",
+                          f"local -j {n}, cross-rank on workers")]
     return (f"client peak over the per-rank report's, per event ({ranks} ranks, {events:,} API "
             f"calls + GPU ops): {'; '.join(parts)}")
 
@@ -225,9 +226,20 @@ def big_trace(root: Path, mb: float, repeat: int = 1) -> list[str]:
             ("big: per-rank only --cache (warm)", [*base, *COMPACT, *c]),
             ("big: per-rank only --dask local:1", [*base, *COMPACT, "--dask", "local:1"]),
             ("big: report --dask local:1", [*base, "--dask", "local:1"])]
+    # two big ranks (a real pair): the cross-rank analysis's second round on a worker
+    b2dir = root / f"big2-{mb:g}"
+    b2files = sorted(b2dir.glob("rank*.pt.trace.json"))
+    if len(b2files) != 2:
+        src = build_source(root / f"big2src-{mb:g}", mb)
+        b2files = build_run(src, b2dir, 2)
+        shutil.rmtree(src[0].parent)
+    runs.append(("big x2: cross-rank on workers --dask local:2",
+                 [*PROFPLUG, "report", str(b2dir), "-f", "json", "-o", os.devnull, "-q",
+                  "--no-whatif", "--dask", "local:2"]))
     got = {name: best_of(cmd, repeat, clear if "(cold)" in name else None)
            for name, cmd in runs}
-    out = [row(name, 1, bfiles, m) for name, m in got.items()]
+    out = [row(name, 2 if "x2" in name else 1, b2files if "x2" in name else bfiles, m)
+           for name, m in got.items()]
     reads = [float(subprocess.run([sys.executable, "-c", READ_ONLY, str(bdir), d],
                                   capture_output=True, text=True, check=True).stdout)
              for d in ("", str(cache))]
@@ -253,6 +265,8 @@ def goals(got: dict[str, dict[str, float]], trace_mb: float) -> list[str]:
                                                                      "local:1"), 0.5),
              ("Dask worker peak RSS / trace, default report", worker("report --dask local:1"),
               0.5),
+             ("Dask worker peak RSS / trace, cross-rank on workers",
+              got["big x2: cross-rank on workers --dask local:2"]["worker_mb"] / trace_mb, 0.5),
              ("cached re-run / first report, default report",
               wall("report --cache (warm re-run)") / wall("report (first, no cache)"), 0.2),
              ("cached re-run / first report, per-rank report",
@@ -292,10 +306,16 @@ def main() -> None:
                                                    "--cache", str(cache)]),
                  (f"local -j {n} --cache (warm re-run)", [*base, *COMPACT, "-j", str(n),
                                                          "--cache", str(cache)])]
+        # the default report: over 2 GB of traces (report.SPREAD_MIN_BYTES) and 2M events
+        # its cross-rank analysis runs on the workers; --no-whatif: always (no page)
+        cases += [(f"local -j {n}, run-level analyses", [*base, "-j", str(n)]),
+                  (f"local -j {n}, cross-rank on workers", [*base, "-j", str(n),
+                                                           "--no-whatif"])]
         if r == min(counts):
             # the default report runs the what-if up to 2M events (commands.py); --whatif
             # runs it past that too: the client's peak of both run-level analyses
-            cases += [(f"local -j {n}, run-level analyses", [*base, "-j", str(n)]),
+            cases += [(f"--dask local:{n}, cross-rank on workers",
+                       [*base, "--dask", f"local:{n}", "--no-whatif"]),
                       (f"local -j {n}, run-level, --whatif", [*base, "-j", str(n),
                                                             "--whatif"]),
                       (f"--dask local:{n}, run-level analyses",

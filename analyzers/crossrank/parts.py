@@ -43,7 +43,7 @@ from .critical import (
     step_ends,
 )
 from .drain import Queue, RankDrain, rank_drain
-from .matching import Matching
+from .matching import RULES, Matching
 from .pathgraph import Partners, partners, rank_graph
 
 
@@ -103,6 +103,17 @@ def own_matching(m: Matching, pos: int) -> Matching:
                    unmatched=[], notes=[], warnings=[], rule_counts={})
 
 
+def rank_rules(m: Matching) -> list[str]:
+    """``m.rank_rule(pos)`` of every rank position, in one pass over the edges."""
+    n = len(m.ranks)
+    if m.e_pos.size == 0:
+        return ["unmatched"] * n
+    kernels = np.unique(np.stack([m.e_pos, m.e_op, m.e_rule]), axis=1)  # (rank, kernel, rule)
+    counts = np.zeros((n, len(RULES)), dtype=np.int64)
+    np.add.at(counts, (kernels[0], kernels[2]), 1)
+    return [RULES[int(c.argmax())] if c.any() else "unmatched" for c in counts]
+
+
 def plan(facts: list[RankFacts], tol: int, m: Matching | None = None) -> Plan:
     """Match the ranks' views, plan the walks, and ask each rank for its part. Raises the
     cross-rank analysis's one-line error for ranks that cannot share a clock. ``m``: the
@@ -118,7 +129,8 @@ def plan(facts: list[RankFacts], tol: int, m: Matching | None = None) -> Plan:
 
     parts = partners(m, start_of)
     ends, starts = entries(walks, parts) if walks else ({}, {})
-    asks = [RankAsk(pos, facts[pos].rank, own_matching(m, pos), m.rank_rule(pos), parts[pos],
+    rules = rank_rules(m)
+    asks = [RankAsk(pos, facts[pos].rank, own_matching(m, pos), rules[pos], parts[pos],
                     ends.get(pos, []), starts.get(pos, []), tol) for pos in range(len(facts))]
     return Plan(m, walks, basis, asks)
 

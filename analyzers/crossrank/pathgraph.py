@@ -210,14 +210,18 @@ def partners(m: Matching, start_of: Callable[[int, np.ndarray], np.ndarray]
         sel = m.f_pos == p
         f_start[sel] = start_of(p, m.f_op[sel])
     aligned = f_start + off[m.f_pos]
+    # by rank, then op, then partner start (ties: edge order): each op's last is its partner
+    order = np.lexsort((aligned, m.e_op, m.e_pos))
+    pos_o, op_o = m.e_pos[order], m.e_op[order]
+    last = np.ones(order.size, dtype=bool)
+    last[:-1] = (pos_o[1:] != pos_o[:-1]) | (op_o[1:] != op_o[:-1])
+    take = order[last]
+    cuts = np.searchsorted(m.e_pos[take], np.arange(len(m.ranks) + 1)).tolist()
     out = []
     for pos in range(len(m.ranks)):
-        sel = np.nonzero(m.e_pos == pos)[0]
-        order = sel[np.lexsort((aligned[sel], m.e_op[sel]))]  # per op, partners by start
-        ops = m.e_op[order]
-        take = order[np.append(ops[1:] != ops[:-1], True)] if ops.size else order
-        out.append(Partners(m.e_op[take], m.f_pos[take], m.f_op[take], f_start[take],
-                            aligned[take], off[m.e_pos[take]] - off[m.f_pos[take]]))
+        t = take[cuts[pos]:cuts[pos + 1]]
+        out.append(Partners(m.e_op[t], m.f_pos[t], m.f_op[t], f_start[t], aligned[t],
+                            off[m.e_pos[t]] - off[m.f_pos[t]]))
     return out
 
 

@@ -120,3 +120,19 @@ def test_a_part_lost_with_its_worker_leaves_one_warning(
     assert "cross_rank" not in rep.run and len(rep.ranks) == 8
     lines = [w for w in rep.warnings if "cross-rank analysis not run" in w]
     assert len(lines) == 1 and "ranks [3]" in lines[0] and "died twice" in lines[0]
+
+
+@pytest.mark.parametrize("spec", [PipelineSpec(stages=4, tp=2, steps=2),
+                                  PipelineSpec(stages=3, tp=3, coll_seq=False, steps=2),
+                                  PipelineSpec(stages=3, peer_in_name=False, steps=2)],
+                         ids=["tp2", "tp3-no-seq", "bare"])
+def test_every_ranks_rule_in_one_pass_is_each_ranks_own(spec: PipelineSpec,
+                                                        tmp_path: Path) -> None:
+    from profplug.analyzers.crossrank.matching import match
+    from profplug.analyzers.crossrank.parts import rank_rules
+    from profplug.analyzers.load import load_timelines
+
+    paths, _ = write(spec, tmp_path)
+    m = match(load_timelines(paths, jobs=1, progress=False))
+    assert m.e_pos.size
+    assert rank_rules(m) == [m.rank_rule(p) for p in range(len(m.ranks))]

@@ -297,19 +297,31 @@ def rank_graph(tl: Timeline, pos: int, partners: Partners, comm_ops: np.ndarray,
     rec = np.concatenate([md.a_start, md.a_end, md.o_start, md.o_end, [0], partners.p_start]
                          ).astype(np.int64)
     o_launch = at_or(md.a_start, md.o_top, 0) + np.where(md.o_top >= 0, md.o_off, 0)
-    _unneeded_by_graph(md)
-    g = build_graph(md, drop=False)
-    del md
-    src = np.concatenate([g.src, *(x[0] for x in extra)])
-    dst = np.concatenate([g.dst, *(x[1] for x in extra)])
-    w = np.concatenate([g.w, *(x[2] for x in extra)])
-    kind = np.concatenate([g.kind, *(np.full(x[1].size, x[3], dtype=np.int8) for x in extra)])
-    del g, extra
     a_kind = classify.kinds_for_symbols(tl.names)[tl.api_name] if tl.api_name.size \
         else np.zeros(0, dtype=np.int8)
     sync_call = (a_kind == classify.DEVICE) | (a_kind == classify.EVENT)
-    b_kind, b_src = binding_edges(src, dst, w, kind, na, no, rec, o_launch, tol, sync_call)
-    del src, dst, w, kind
+    _unneeded_by_graph(md)
+    # the binding edges of one kind of node at a time (call starts, call ends, op starts,
+    # op ends): each node's incoming edges are all in its part, and only one part's edges
+    # exist at once (a worker's memory: docs/scale.md)
+    b_kind = np.full(rec.size, -1, dtype=np.int8)
+    b_src = np.full(rec.size, -1, dtype=np.int64)
+    for lo, hi in pairwise((0, na, 2 * na, 2 * na + no, 2 * na + 2 * no)):
+        if hi == lo:
+            continue
+        g = build_graph(md, drop=False, into=(lo, hi))
+        ex = [(x[0][keep], x[1][keep], x[2][keep], x[3])
+              for x in extra for keep in [(x[1] >= lo) & (x[1] < hi)] if keep.any()]
+        src = np.concatenate([g.src, *(x[0] for x in ex)])
+        dst = np.concatenate([g.dst, *(x[1] for x in ex)])
+        w = np.concatenate([g.w, *(x[2] for x in ex)])
+        kind = np.concatenate([g.kind, *(np.full(x[1].size, x[3], dtype=np.int8) for x in ex)])
+        del g, ex
+        bk, bs = binding_edges(src, dst, w, kind, na, no, rec, o_launch, tol, sync_call)
+        del src, dst, w, kind
+        b_kind[lo:hi], b_src[lo:hi] = bk[lo:hi], bs[lo:hi]
+        del bk, bs
+    del md, extra
     off = int(offset_ns[pos])
     t = rec + off
     t[2 * na + 2 * no + 1:] = partners.p_aligned  # the partners' starts, on their clocks

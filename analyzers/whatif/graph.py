@@ -78,9 +78,11 @@ class Graph:
         return 2 * self.n_a + self.n_o + o
 
 
-def build_graph(m: Model, drop: bool, forced: np.ndarray | None = None) -> Graph:
+def build_graph(m: Model, drop: bool, forced: np.ndarray | None = None,
+                into: tuple[int, int] | None = None) -> Graph:
     """The edges of ``m``; ``drop``: the dropped calls do not wait and take their host work
-    with them; ``forced``: ops (bool mask) replayed with their recorded duration."""
+    with them; ``forced``: ops (bool mask) replayed with their recorded duration; ``into``:
+    only the edges into nodes ``[lo, hi)`` (a part of the graph, in the same order)."""
     n_a, n_o = int(m.a_start.size), int(m.o_start.size)
     g = Graph(n_a, n_o, *(np.zeros(0, dtype=np.int64),) * 3, np.zeros(0, dtype=np.int8))
     src_node = g.source
@@ -88,6 +90,10 @@ def build_graph(m: Model, drop: bool, forced: np.ndarray | None = None) -> Graph
 
     def add(s: np.ndarray | int, d: np.ndarray, w: np.ndarray, kind: int) -> None:
         src = np.full(d.size, s, dtype=np.int64) if isinstance(s, int) else s
+        if into is not None:
+            inside = (d >= into[0]) & (d < into[1])
+            if not inside.all():
+                src, d, w = src[inside], d[inside], w[inside]
         parts.append((src, d, w, kind))
 
     tops = np.nonzero(m.a_top == np.arange(n_a))[0]

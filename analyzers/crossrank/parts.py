@@ -158,17 +158,17 @@ def _binding(tl: Timeline, ask: RankAsk) -> Binding:
 
 
 def rank_part(tl: Timeline, ask: RankAsk) -> RankPart:
-    """One rank's :class:`RankPart` (where it is read)."""
-    spans = step_spans(tl, launch_times(tl, launch_tops(tl)))
-    bub = rank_bubbles(tl, ask.pos, ask.m, _binding(tl, ask), spans, ask.rule)
-    drain = rank_drain(tl, spans)
+    """One rank's :class:`RankPart` (where it is read): its graph first (the peak of a
+    worker's memory, docs/scale.md), then what is small."""
     chain = Chain(ask.pos, int(tl.api_start_ns.size), tl.n_gpu)
     if ask.ends or ask.starts:
         g = rank_graph(tl, ask.pos, ask.partners, ask.m.comm_ops[ask.pos], ask.m.offset_ns,
                        ask.tol)
         chain = rank_chain(g, ask.ends, ask.starts)
         del g
-    return RankPart(bub, drain, chain, chain_labels(tl, chain))
+    spans = step_spans(tl, launch_times(tl, launch_tops(tl)))
+    bub = rank_bubbles(tl, ask.pos, ask.m, _binding(tl, ask), spans, ask.rule)
+    return RankPart(bub, rank_drain(tl, spans), chain, chain_labels(tl, chain))
 
 
 def chain_labels(tl: Timeline, chain: Chain) -> dict[int, str]:

@@ -304,16 +304,17 @@ def rank_graph(tl: Timeline, pos: int, partners: Partners, comm_ops: np.ndarray,
     # the binding edges of one kind of node at a time (call starts, call ends, op starts,
     # op ends): each node's incoming edges are all in its part, and only one part's edges
     # exist at once (a worker's memory: docs/scale.md)
+    ix = np.int32 if rec.size < 2**31 else np.int64  # node ids
     b_kind = np.full(rec.size, -1, dtype=np.int8)
-    b_src = np.full(rec.size, -1, dtype=np.int64)
+    b_src = np.full(rec.size, -1, dtype=ix)
     for lo, hi in pairwise((0, na, 2 * na, 2 * na + no, 2 * na + 2 * no)):
         if hi == lo:
             continue
         g = build_graph(md, drop=False, into=(lo, hi))
         ex = [(x[0][keep], x[1][keep], x[2][keep], x[3])
               for x in extra for keep in [(x[1] >= lo) & (x[1] < hi)] if keep.any()]
-        src = np.concatenate([g.src, *(x[0] for x in ex)])
-        dst = np.concatenate([g.dst, *(x[1] for x in ex)])
+        src = np.concatenate([g.src, *(x[0] for x in ex)], dtype=ix, casting="same_kind")
+        dst = np.concatenate([g.dst, *(x[1] for x in ex)], dtype=ix, casting="same_kind")
         w = np.concatenate([g.w, *(x[2] for x in ex)])
         kind = np.concatenate([g.kind, *(np.full(x[1].size, x[3], dtype=np.int8) for x in ex)])
         del g, ex

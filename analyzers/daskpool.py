@@ -81,6 +81,9 @@ class DaskBackend:
         self.address = address
         self.cluster: Any = None
         n = parse_local(address)
+        # its workers see this machine's temporary folder (a LocalCluster): a report's
+        # scratch cache can serve them (report.scratch_cache)
+        self.shares_disk = n is not None
         try:
             if n is not None:
                 with dask.config.set({"distributed.scheduler.allowed-failures":

@@ -126,6 +126,7 @@ class Backend(Protocol):
     """Maps a task function over tasks; yields ``(task index, result)`` as they finish."""
 
     name: str
+    shares_disk: bool  # its workers see this machine's temporary folder
 
     def map(self, fn: TaskFn, tasks: Sequence[RankTask]) -> Iterator[tuple[int, FileResult]]:
         ...
@@ -144,6 +145,7 @@ class LocalBackend:
     """This process (one task, or ``jobs`` 1), else a pool of up to ``jobs`` processes."""
 
     name = "local"
+    shares_disk = True  # its processes see this machine's temporary folder
 
     def __init__(self, jobs: int | None = None) -> None:
         self.jobs = jobs

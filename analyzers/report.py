@@ -250,10 +250,10 @@ def _finished(rep: Report, got: LoadedRanks, files: list[Path]) -> Report:
 def scratch_cache(read: ReadOptions, backend: Backend) -> Iterator[ReadOptions]:
     """``read`` with a per-rank cache for the report's own use: a temporary folder, removed
     after, when it has none and the backend's processes share this machine's disk (the
-    local pool); a second read of a file is then a load of its Timelines, not a parse. With
-    ``--cache`` (and on a Dask cluster, whose workers may not see this machine's disk)
-    ``read`` as it is."""
-    if read.cache_dir is not None or backend.name != "local":
+    local pool, a LocalCluster); a second read of a file is then a load of its Timelines,
+    not a parse. With ``--cache`` (and on a Dask cluster, whose workers may not see this
+    machine's disk) ``read`` as it is."""
+    if read.cache_dir is not None or not getattr(backend, "shares_disk", False):
         yield read
         return
     folder = tempfile.mkdtemp(prefix="profplug-scratch-")

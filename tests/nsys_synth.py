@@ -239,3 +239,34 @@ class NsysExport:
                 shutil.copyfileobj(src, dst)
             db_path.unlink()
         return path
+
+
+NCCL_SENDRECV = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
+
+
+def nsys_ring(path: Path, *, profplug_names: bool, compute: bool = False) -> Path:
+    """Three processes in one Nsight export at ``path``, a ring 0 -> 1 -> 2 -> 0 of one
+    send/recv each: described by profplug's NVTX ranges (peer in the name), or only by
+    NCCL's own NVTX ranges with their payload exported as JSON; ``compute``: a compute
+    kernel launched before each NCCL kernel. Rank 2's send (30) waits for rank 0's recv
+    (40); 0 -> 1 and 1 -> 2 start together."""
+    from profplug import ranges
+
+    ex = NsysExport()
+    starts = {0: (10, 40), 1: (20, 10), 2: (30, 20)}  # rank: (send start, recv start)
+    for r in range(3):
+        p = ex.process(100 + r)
+        p.rank_mark(r)
+        for kind, peer, at, start in (("send", (r + 1) % 3, 0, starts[r][0]),
+                                      ("recv", (r - 1) % 3, 5, starts[r][1])):
+            end = max(start, starts[peer][1] if kind == "send" else starts[peer][0]) + 10
+            if compute:
+                p.launch(at, at + 1, 1.0)
+            if profplug_names:
+                base = ranges.SEND if kind == "send" else ranges.RECV
+                p.annotation(ranges.p2p_range(base, peer), at, 4, domain=1)
+            else:
+                p.annotation(f"nccl{kind.capitalize()}", at, 1, domain=2,
+                             json_text=f'{{"Peer rank": {peer}}}')
+            p.launch(at + 2, start, end - start, name=NCCL_SENDRECV, stream=20)
+    return ex.write(path)

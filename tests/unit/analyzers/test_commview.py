@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import sample_cache
-from nsys_synth import NsysExport
+from nsys_synth import nsys_ring
 from pipeline_synth import NCCL, PipelineSpec, write
 from profplug.analyzers.crossrank.commview import (
     CommView,
@@ -200,19 +200,8 @@ def test_ranks_on_clocks_that_cannot_be_joined(tmp_path: Path) -> None:
 def test_nsight_ring_of_three_described_by_nccl_nvtx_payload(tmp_path: Path) -> None:
     # given three processes of one Nsight export, a ring 0 -> 1 -> 2 -> 0, each send and
     # recv described by NCCL's own NVTX range with its payload, compute kernels between
-    ex = NsysExport()
-    starts = {0: (10, 40), 1: (20, 10), 2: (30, 20)}  # rank: (send start, recv start)
-    for r in range(3):
-        p = ex.process(100 + r)
-        p.rank_mark(r)
-        for kind, peer, at, start in (("send", (r + 1) % 3, 0, starts[r][0]),
-                                      ("recv", (r - 1) % 3, 5, starts[r][1])):
-            end = max(start, starts[peer][1] if kind == "send" else starts[peer][0]) + 10
-            p.launch(at, at + 1, 1.0)
-            p.annotation(f"nccl{kind.capitalize()}", at, 1, domain=2,
-                         json_text=f'{{"Peer rank": {peer}}}')
-            p.launch(at + 2, start, end - start, name=NCCL, stream=20)
-    m = check(read_nsys(ex.write(tmp_path / "ring.sqlite")))
+    m = check(read_nsys(nsys_ring(tmp_path / "ring.sqlite", profplug_names=False,
+                                  compute=True)))
     assert m.rule_counts == {R_DESCRIBED[3]: 3} and m.clock_rule == CLOCK_ONE
     assert [c.tolist() for c in m.comm_ops] == [[1, 3]] * 3  # full numbering
 

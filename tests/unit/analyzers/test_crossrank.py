@@ -156,31 +156,11 @@ def test_drain_lead_collapses_after_device_syncs(tmp_path: Path) -> None:
 
 
 def _nsys_ring(tmp: Path, *, profplug_names: bool) -> list[Timeline]:
-    """Three processes in one Nsight export, a ring 0 -> 1 -> 2 -> 0 of one send/recv each:
-    described by profplug's NVTX ranges (peer in the name), or only by NCCL's own NVTX ranges
-    with their payload exported as JSON."""
-    from nsys_synth import NsysExport
+    """``nsys_synth.nsys_ring`` read back: three ranks of one Nsight export in a ring."""
+    from nsys_synth import nsys_ring
     from profplug.analyzers.readers.nsys import read_nsys
 
-    from profplug import ranges
-
-    nccl = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
-    ex = NsysExport()
-    starts = {0: (10, 40), 1: (20, 10), 2: (30, 20)}  # rank: (send start, recv start)
-    for r in range(3):
-        p = ex.process(100 + r)
-        p.rank_mark(r)
-        for kind, peer, at, start in (("send", (r + 1) % 3, 0, starts[r][0]),
-                                      ("recv", (r - 1) % 3, 5, starts[r][1])):
-            end = max(start, starts[peer][1] if kind == "send" else starts[peer][0]) + 10
-            if profplug_names:
-                base = ranges.SEND if kind == "send" else ranges.RECV
-                p.annotation(ranges.p2p_range(base, peer), at, 4, domain=1)
-            else:
-                p.annotation(f"nccl{kind.capitalize()}", at, 1, domain=2,
-                             json_text=f'{{"Peer rank": {peer}}}')
-            p.launch(at + 2, start, end - start, name=nccl, stream=20)
-    return read_nsys(ex.write(tmp / "ring.sqlite"))
+    return read_nsys(nsys_ring(tmp / "ring.sqlite", profplug_names=profplug_names))
 
 
 @pytest.mark.parametrize("profplug_names", [True, False])

@@ -9,7 +9,9 @@ are siblings behind one protocol; the analyses never know where they ran.
 What travels back (a :class:`FileResult`): per rank the ``RankStalls`` (per-gap and
 per-sync-call rows, never per event; its idle gaps only with ``keep_gaps``) and, only when
 ``keep_timeline`` is set, the Timeline
-(run-level analyses, the what-if and the cross-rank matching, read every event). A worker
+(run-level analyses, the what-if and the cross-rank matching, read every event), and
+the value of the task's ``extra`` (a run-level analysis's per-rank part made where the rank
+was read: ``crossrank/remote.py``). A worker
 that dies twice on a file (killed, out of memory) leaves ``FileResult.lost``: a one-line
 reason, and the rest of the run stands.
 """

@@ -66,7 +66,10 @@ def cross_rank_remote(facts: Sequence[RankFacts], tasks: dict[int, RankTask],
     first = {t.index: t for t in tasks.values()}
     second = [replace(first[i], stall=None, keep_timeline=False, keep_gaps=False,
                       extra=Parts(tuple(asks))) for i, asks in sorted(by_file.items())]
-    results = gather(second, backend)
+    try:
+        results = gather(second, backend)
+    except ProfplugError as exc:  # a trace that changed or went since the first round
+        raise ProfplugError(f"cross-rank analysis not run: {exc}") from None
     got: dict[int, RankPart] = {}
     for r in results:
         got.update(dict(r.extra or []))  # type: ignore[call-overload]

@@ -136,3 +136,26 @@ def test_every_ranks_rule_in_one_pass_is_each_ranks_own(spec: PipelineSpec,
     m = match(load_timelines(paths, jobs=1, progress=False))
     assert m.e_pos.size
     assert rank_rules(m) == [m.rank_rule(p) for p in range(len(m.ranks))]
+
+
+def test_a_trace_gone_before_the_second_round_leaves_one_warning(
+        run8: list[Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import shutil
+
+    # given a copy of the run, one of whose files goes between the two rounds
+    for f in run8:
+        shutil.copy(f, tmp_path / f.name)
+    real = remote.gather
+
+    def gone(tasks: list, backend: object, **kw: object) -> list[FileResult]:  # type: ignore[type-arg]
+        (tmp_path / "rank6.json").unlink()
+        return real(tasks, backend, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(remote, "gather", gone)
+    rep = analyze([tmp_path], run=report_analyses(False), jobs=1, progress=False,
+                  keep_gaps=False)
+    # then the report of the 8 ranks read stands, without the cross-rank analysis, and one
+    # line says why
+    assert "cross_rank" not in rep.run and len(rep.ranks) == 8
+    assert [w for w in rep.warnings if "cross-rank" in w] == [
+        f"cross-rank analysis not run: {tmp_path / 'rank6.json'}: no such file"]

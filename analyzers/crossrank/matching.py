@@ -56,7 +56,7 @@ from ..timeline import (
     groups,
     launch_calls,
 )
-from .couple import Edge, couple, couple_two
+from .couple import Edges, couple, couple_two
 
 R_DESCRIBED = ("peer in profplug range", "record_param_comms peer",
                "torch nccl: annotation peer", "NCCL NVTX payload peer")
@@ -235,13 +235,13 @@ def _match(timelines: list[Timeline]) -> Matching:
     ranks = [tl.rank for tl in timelines]
     rs = [_Rank(i, tl) for i, tl in enumerate(timelines)]
     pos_of = {r: i for i, r in enumerate(ranks)}
-    edges: list[Edge] = []
+    edges = Edges()
     counts: Counter[str] = Counter()
     notes: list[str] = []
     warns: list[str] = []
     _match_p2p(rs, ranks, pos_of, edges, counts, notes, warns)
     _match_coll(rs, ranks, pos_of, edges, counts, notes, warns)
-    e = np.array(edges, dtype=np.int64).reshape(-1, 6)
+    e = edges.array()
     clock = align(timelines, e)  # clocks.py: offsets, residual, or why not joinable
     notes += clock.notes
     paired = [set(e[e[:, 0] == i, 1].tolist()) for i in range(len(rs))]
@@ -258,7 +258,7 @@ def _match(timelines: list[Timeline]) -> Matching:
 
 
 def _match_p2p(rs: list[_Rank], ranks: list[int], pos_of: dict[int, int],
-               edges: list[Edge], counts: Counter[str],
+               edges: Edges, counts: Counter[str],
                notes: list[str], warns: list[str]) -> None:
     ring = sorted(ranks)
     lanes: dict[tuple[int, int], dict[int, list[tuple[int, int, int]]]] = defaultdict(
@@ -304,7 +304,7 @@ def _match_p2p(rs: list[_Rank], ranks: list[int], pos_of: dict[int, int],
     _match_bare(rs, ranks, edges, counts, warns, p2p=True)
 
 
-def _match_bare(rs: list[_Rank], ranks: list[int], edges: list[Edge],
+def _match_bare(rs: list[_Rank], ranks: list[int], edges: Edges,
                 counts: Counter[str], warns: list[str], *, p2p: bool) -> None:
     """Kernels with no description: k-th of one name with k-th (p2p: two ranks only)."""
     by_name: dict[str, dict[int, list[int]]] = defaultdict(dict)
@@ -346,7 +346,7 @@ def _match_bare(rs: list[_Rank], ranks: list[int], edges: list[Edge],
 
 
 def _match_coll(rs: list[_Rank], ranks: list[int], pos_of: dict[int, int],
-                edges: list[Edge], counts: Counter[str],
+                edges: Edges, counts: Counter[str],
                 notes: list[str], warns: list[str]) -> None:
     grouped: dict[str, dict[int, list[Op]]] = defaultdict(lambda: defaultdict(list))
     for r in rs:

@@ -172,3 +172,19 @@ def test_nsys_ring_of_three(profplug_names: bool, tmp_path: Path) -> None:
     # 0 -> 1 and 1 -> 2 start together; rank 2's send (30) waits for rank 0's recv (40)
     assert {b.rank: b.wait_ns / 1000 for b in res.bubbles} == {0: 0.0, 1: 0.0, 2: 10.0}
     assert res.bubble(2).waits_for_ns == {0: 10_000}
+
+
+@pytest.mark.parametrize("n", [3, 17, 40])
+def test_a_groups_edges_are_every_pair_of_ranks_in_member_order(n: int) -> None:
+    from profplug.analyzers.crossrank.couple import Edges, couple
+
+    # given a group of n members, two of them on one rank, after an edge added alone
+    members = [(p % (n - 1), 100 + p) for p in range(n)]
+    edges = Edges()
+    edges.append((9, 9, 9, 9, 9, 9))
+    couple(members, 4, edges)
+    # then one edge each way between members of different ranks, in the members' order
+    want = [(9, 9, 9, 9, 9, 9)] + [(a, ka, b, kb, 4, 0) for a, ka in members
+                                   for b, kb in members if a != b]
+    got = [tuple(int(x) for x in row) for row in edges.array()]
+    assert got == want and len(got) == 1 + n * (n - 1) - 2

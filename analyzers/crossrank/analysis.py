@@ -19,8 +19,17 @@ from ..stalls import RankStalls, StallOptions, analyze_rank
 from ..timeline import Timeline
 from . import critical as cp
 from .matching import RULES, match
-from .parts import Plan, RankPart, chain_labels, join, plan, rank_facts, rank_part, site_labels
-from .pathgraph import rank_graph
+from .parts import (
+    Plan,
+    RankPart,
+    asked_graph,
+    chain_labels,
+    join,
+    plan,
+    rank_facts,
+    rank_part,
+    site_labels,
+)
 from .result import CriticalPath, CrossRankResult, us
 from .swimlane import Swimlane, swimlane
 
@@ -44,9 +53,7 @@ def cross_rank(timelines: list[Timeline], options: StallOptions | None = None,
     parts = [rank_part(tl, ask) for tl, ask in zip(tls, p.asks, strict=True)]
 
     def extend(pos: int, v: int, lo: int) -> None:  # a walk no entry foresaw
-        ask = p.asks[pos]
-        parts[pos].chain.trace(rank_graph(tls[pos], pos, ask.partners, ask.m.comm_ops[pos],
-                                          ask.m.offset_ns, ask.tol), v, lo)
+        parts[pos].chain.trace(asked_graph(tls[pos], p.asks[pos]), v, lo)
         parts[pos].labels.update(chain_labels(tls[pos], parts[pos].chain))
 
     paths = join(p, parts, extend)

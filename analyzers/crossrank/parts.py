@@ -44,7 +44,7 @@ from .critical import (
 )
 from .drain import Queue, RankDrain, rank_drain
 from .matching import RULES, Matching
-from .pathgraph import Partners, partners, rank_graph
+from .pathgraph import Partners, RankGraph, partners, rank_graph
 
 
 @dataclass
@@ -162,13 +162,18 @@ def rank_part(tl: Timeline, ask: RankAsk) -> RankPart:
     worker's memory, docs/scale.md), then what is small."""
     chain = Chain(ask.pos, int(tl.api_start_ns.size), tl.n_gpu)
     if ask.ends or ask.starts:
-        g = rank_graph(tl, ask.pos, ask.partners, ask.m.comm_ops[ask.pos], ask.m.offset_ns,
-                       ask.tol)
+        g = asked_graph(tl, ask)
         chain = rank_chain(g, ask.ends, ask.starts)
         del g
     spans = step_spans(tl, launch_times(tl, launch_tops(tl)))
     bub = rank_bubbles(tl, ask.pos, ask.m, _binding(tl, ask), spans, ask.rule)
     return RankPart(bub, rank_drain(tl, spans), chain, chain_labels(tl, chain))
+
+
+def asked_graph(tl: Timeline, ask: RankAsk) -> RankGraph:
+    """The rank's graph as its ask describes it (``pathgraph.rank_graph``)."""
+    return rank_graph(tl, ask.pos, ask.partners, ask.m.comm_ops[ask.pos], ask.m.offset_ns,
+                      ask.tol)
 
 
 def chain_labels(tl: Timeline, chain: Chain) -> dict[int, str]:

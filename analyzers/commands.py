@@ -146,6 +146,10 @@ def report_analyses(whatif: bool | None, cross_rank: bool = True,
     cheap.cache_token = f"whatif auto<={WHATIF_AUTO_MAX_EVENTS} {drop!r}"  # type: ignore[attr-defined]
     forced = whatif_analysis(drop)
     forced.cache_token = f"whatif {drop!r}"  # type: ignore[attr-defined]
+    # both can run where the ranks are read (``whatif.spread``), but not --drop-at, whose
+    # call site is resolved over every rank's timeline
+    for a in (cheap, forced):
+        a.spread_drop = drop if drop.callsite is None else None  # type: ignore[attr-defined]
     crossed = cross_rank_analysis()
     crossed.cache_token = "cross_rank"  # type: ignore[attr-defined]
 

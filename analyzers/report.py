@@ -8,10 +8,7 @@ JSON. ``render.registry`` turns a report into a table, JSON, CSV or HTML.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -24,12 +21,13 @@ from .dispatch import Backend, LocalBackend
 from .gaps import CAUSES
 from .headline import headline, no_steps_warning
 from .isolate import isolated, label
-from .load import LoadedRanks, PathsLike, as_paths, load_ranks, trace_files
+from .load import LoadedRanks, PathsLike, as_paths, load_ranks
 from .memtrim import trim_large
 from .rankpool import analyze_ranks
 from .readers.base import ReadOptions
 from .resultcache import MISS, ResultCache
 from .sanity import check_sum_rule
+from .spreading import Spreading, scratch_cache, spread_kinds, spreading
 from .stalls import RankStalls, StallOptions, flat_dict
 from .steprule import DEFAULT_STEPS, StepRule
 from .timeline import Timeline, links_kept
@@ -204,15 +202,15 @@ def analyze(paths: PathsLike, options: StallOptions | None = None, *,
     read = (read or ReadOptions()).with_step_range(step_range)
     opt = options or StallOptions()
     run = list(run)
-    spread = _spread(run, keep_gaps, files)
-    if spread is not None:  # the cross-rank analysis where the ranks are read
+    spread = spreading(run, keep_gaps, files)
+    if spread is not None:  # the run-level analyses where the ranks are read
         backend = backend or LocalBackend(jobs)
         with scratch_cache(read, backend) as rd:  # its second round reads each file again
             got = load_ranks(files, read=rd, stall=opt, keep_timelines=False, backend=backend,
-                             progress=progress, keep_gaps=False, extra=remote.Facts())
+                             progress=progress, keep_gaps=False, extra=remote.Facts(spread_kinds(spread)))
             rep = _spread_report(got, opt, run, spread, read.steps, backend)
-            if rep is None:  # a what-if runs after all (a small run): the timelines, and
-                # the ranks analyzed again with their gaps (the what-if's direct cost)
+            if rep is None:  # the analyses need the timelines after all: the ranks read
+                # again, analyzed with their gaps (the what-if's direct cost)
                 got = load_ranks(files, read=rd, backend=backend, progress=False)
                 results = None if got.cache_keys is None or got.cache_dir is None or \
                     rd is not read else ResultCache(got.cache_dir, got.cache_keys,
@@ -246,67 +244,35 @@ def _finished(rep: Report, got: LoadedRanks, files: list[Path]) -> Report:
     return rep
 
 
-@contextmanager
-def scratch_cache(read: ReadOptions, backend: Backend) -> Iterator[ReadOptions]:
-    """``read`` with a per-rank cache for the report's own use: a temporary folder, removed
-    after, when it has none and the backend's processes share this machine's disk (the
-    local pool, a LocalCluster); a second read of a file is then a load of its Timelines,
-    not a parse. With ``--cache`` (and on a Dask cluster, whose workers may not see this
-    machine's disk) ``read`` as it is."""
-    if read.cache_dir is not None or not getattr(backend, "shares_disk", False):
-        yield read
-        return
-    folder = tempfile.mkdtemp(prefix="profplug-scratch-")
-    try:
-        yield read.with_cache(folder)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-SPREAD_MIN_BYTES = 2_000_000_000  # with the default what-if: below, the timelines travel
-
-
-def _spread(run: list[RunAnalyzer], keep_gaps: bool, files: list[Path]) -> RunAnalyzer | None:
-    """The cross-rank analysis of ``run`` when it runs where the ranks are read
-    (``crossrank.remote``), so that no timeline travels: no page is drawn (``keep_gaps``
-    False: its swimlane reads the timelines), and the other analyses need none: none at
-    all, or only the default what-if on a run too big for it (over ``SPREAD_MIN_BYTES`` of
-    traces, checked against its event count once read: docs/scale.md)."""
-    cross = [a for a in run if getattr(a, "spreads", False)]
-    if keep_gaps or not cross:
-        return None
-    rest = [a for a in run if a is not cross[0] and not getattr(a, "without_gpu_only", False)]
-    if any(getattr(a, "max_events", None) is None for a in rest):
-        return None  # a what-if that runs whatever the size
-    if rest and sum(f.stat().st_size for f in trace_files(files)) < SPREAD_MIN_BYTES:
-        return None
-    return cross[0]
-
-
 def _spread_report(got: LoadedRanks, opt: StallOptions, run: list[RunAnalyzer],
-                   spread: RunAnalyzer, steps: StepRule, backend: Backend) -> Report | None:
-    """The report of ranks read with ``remote.Facts``; None when an analysis needs the
-    timelines after all (the default what-if on a run within its size, a run without GPU
-    work)."""
+                   spread: Spreading, steps: StepRule, backend: Backend) -> Report | None:
+    """The report of ranks read with ``remote.Facts``; None when the analyses need the
+    timelines after all (a run without GPU work; a what-if whose ranks' coupled replay has
+    a cycle, within the size it runs at in one process)."""
     facts = [f for _, fs in got.extras for f in fs or []]  # type: ignore[attr-defined]
-    limit = [a.max_events for a in run if getattr(a, "max_events", None) is not None]
-    if not facts or (limit and got.n_events <= limit[0]):
+    if not facts:
+        return None
+    limit = getattr(spread.whatif, "max_events", None)
+    tasks = {f.rank: task for task, fs in got.extras for f in fs or []}  # type: ignore[attr-defined]
+    out = remote.spread_remote(
+        facts, tasks, backend, opt, [r.rank for r in got.stalls],
+        cross=spread.cross is not None, n_events=got.n_events,
+        drop=getattr(spread.whatif, "spread_drop", None),
+        cycle_falls_back=limit is None or got.n_events <= limit)
+    if out.fallback:
         return None
     rep = analyze_timelines([], opt, (), steps, ranks=got.stalls)
-    tasks = {f.rank: task for task, fs in got.extras for f in fs or []}  # type: ignore[attr-defined]
     for analysis in run:
-        if analysis is spread:
-            result, failed = isolated(label(analysis), remote.cross_rank_remote, facts, tasks,
-                                      backend, int(opt.tolerance_ns),
-                                      [r.rank for r in got.stalls])
-        elif getattr(analysis, "max_events", None) is not None:
-            result, failed = isolated(label(analysis), analysis.too_big, got.n_events)
+        if analysis is spread.cross:
+            result, failed = out.cross
+        elif analysis is spread.whatif:
+            result, failed = out.whatif
         else:
             continue  # for runs without GPU work only: this one has some
         if failed is not None:
             rep.warnings.append(failed)
         elif result is not None:
-            rep.add(result)
+            rep.add(result)  # type: ignore[arg-type]
     return rep
 
 

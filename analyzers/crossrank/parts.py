@@ -57,6 +57,9 @@ class RankFacts:
     n_events: int
     view: CommView
     ends: StepEnds
+    # the what-if's first-round part (``whatif.spread.RankReductions``) when asked, or the
+    # one-line failure of making it
+    whatif: object = None
 
 
 def rank_facts(tl: Timeline) -> RankFacts:

@@ -1,12 +1,14 @@
-"""The cross-rank analysis where the ranks are read: its per-rank parts (``parts``) run on
-the workers in two rounds, and the client joins them (docs/scale.md, "What runs where").
+"""The run-level analyses where the ranks are read: the cross-rank analysis's per-rank parts
+(``parts``) and the what-if's (``whatif.spread``) run on the workers in two rounds, and the
+client joins them (docs/scale.md, "What runs where").
 
 Round one rides on the report's own read (``dispatch.RankTask.extra`` = :class:`Facts`):
 each worker sends back, with its ranks' stall analyses, their matching inputs and step
-ends. The client plans (matches, picks the walks) and sends each file one task
-(:class:`Parts`) with its ranks' asks; the worker reads the file again (through the per-rank
-cache when there is one) and sends back each rank's bubbles, drain figures, recorded walk
-steps and their call sites. The client holds no rank's timeline.
+ends, and with the what-if on, their reduced replay graphs. The client matches, plans the
+walks, solves the what-if's coupled replay, and sends each file one task (:class:`Parts`)
+with its ranks' asks; the worker reads the file again (through the per-rank cache when
+there is one) and sends back each rank's bubbles, drain figures, recorded walk steps and
+their call sites, and its what-if result. The client holds no rank's timeline.
 """
 
 from __future__ import annotations
@@ -14,34 +16,72 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+
+import numpy as np
 
 from ...errors import ProfplugError
 from ..dispatch import Backend, RankTask, gather
+from ..isolate import debug, failure
+from ..stalls import StallOptions
 from ..timeline import Timeline
+from ..whatif import spread
+from ..whatif.model import DropSpec
+from ..whatif.result import RankWhatIf, WhatIfResult
 from .analysis import joined
+from .commview import match_views
 from .parts import RankAsk, RankFacts, RankPart, join, plan, rank_facts, rank_part, travelled
+from .pathgraph import partners
 from .result import CrossRankResult
+
+WHATIF = "what-if"
+
+
+def _guarded(fn: object, *args: object) -> object:
+    """``fn(*args)``, or its failure's one warning line (``isolate``): a part that fails
+    on the worker costs its analysis, not the file's read."""
+    try:
+        return fn(*args)  # type: ignore[operator]
+    except Exception as exc:  # isolation is the point
+        if debug() and not isinstance(exc, ProfplugError):
+            raise
+        return failure(WHATIF, exc)
 
 
 @dataclass(frozen=True)
 class Facts:
-    """A file's ranks' first-round parts (``parts.rank_facts``; ranks with GPU work)."""
+    """A file's ranks' first-round parts (``parts.rank_facts``; ranks with GPU work);
+    ``whatif``: the what-if's drop rule, when its reductions are made too."""
+
+    whatif: str | None = None
 
     def __call__(self, timelines: list[Timeline]) -> list[RankFacts]:
-        return [rank_facts(tl) for tl in timelines if tl.n_gpu]
+        out = []
+        for tl in timelines:
+            if not tl.n_gpu:
+                continue
+            f = rank_facts(tl)
+            if self.whatif is not None:
+                f.whatif = _guarded(spread.rank_reductions, tl, self.whatif, f.view.op_index)
+            out.append(f)
+        return out
 
 
 @dataclass(frozen=True)
 class Parts:
-    """A file's ranks' second-round parts: (rank, ``parts.RankPart``) per rank asked."""
+    """A file's ranks' second-round parts: (rank, ``parts.RankPart`` or None, its what-if
+    result, its failure's line, or None) per rank asked."""
 
     asks: tuple[RankAsk, ...]
+    whatifs: tuple[spread.WhatIfAsk, ...] = ()
 
-    def __call__(self, timelines: list[Timeline]) -> list[tuple[int, RankPart]]:
+    def __call__(self, timelines: list[Timeline]) -> list[tuple[int, RankPart | None, object]]:
         by_rank = {a.rank: a for a in self.asks}
-        return [(tl.rank, travelled(rank_part(tl, by_rank[tl.rank]))) for tl in timelines
-                if tl.rank in by_rank]
+        wi = {a.rank: a for a in self.whatifs}
+        return [(tl.rank,
+                 travelled(rank_part(tl, by_rank[tl.rank])) if tl.rank in by_rank else None,
+                 _guarded(spread.rank_whatif, tl, wi[tl.rank]) if tl.rank in wi else None)
+                for tl in timelines if tl.rank in by_rank or tl.rank in wi]
 
 
 def applies(facts: Sequence[RankFacts]) -> bool:
@@ -49,33 +89,136 @@ def applies(facts: Sequence[RankFacts]) -> bool:
     return len(facts) >= 2 and any(f.view.op_index.size for f in facts)
 
 
-def cross_rank_remote(facts: Sequence[RankFacts], tasks: dict[int, RankTask],
-                      backend: Backend, tol: int, all_ranks: list[int]
-                      ) -> CrossRankResult | None:
-    """The cross-rank analysis from the first round's ``facts`` (every rank with GPU work);
-    ``tasks``: per rank, the task that read it (its file); ``all_ranks``: every rank read.
-    None where it does not apply (as ``cross_rank_analysis``)."""
+Outcome = tuple[object, str | None]  # (result or None, its warning line or None)
+
+
+@dataclass
+class Spread:
+    """The run-level results made where the ranks are read, each as ``(result, warning)``;
+    ``fallback``: the what-if needs the run in one process after all (a cycle), nothing
+    was made."""
+
+    cross: Outcome = (None, None)
+    whatif: Outcome = (None, None)
+    fallback: bool = False
+    round_s: dict[str, float] = field(default_factory=dict)
+
+
+def _start_of(facts: Sequence[RankFacts]):  # type: ignore[no-untyped-def]
+    def start_of(pos: int, ops: np.ndarray) -> np.ndarray:
+        v = facts[pos].view
+        return v.tl.gpu_start_ns[np.searchsorted(v.op_index, ops)]
+    return start_of
+
+
+def spread_remote(facts: Sequence[RankFacts], tasks: dict[int, RankTask], backend: Backend,
+                  options: StallOptions, all_ranks: list[int], *, cross: bool = True,
+                  drop: DropSpec | None = None, n_events: int = 0,
+                  cycle_falls_back: bool = False) -> Spread:
+    """The cross-rank analysis (``cross``) and the what-if (``drop``: its rule; None: not
+    run) from the first round's ``facts`` (every rank with GPU work); ``tasks``: per rank,
+    the task that read it; ``all_ranks``: every rank read; ``n_events``: the run's API
+    calls + GPU ops; ``cycle_falls_back``: a what-if whose joined graph has a cycle asks for
+    the run in one process (``Spread.fallback``) rather than warning."""
     t0 = time.perf_counter()
+    out = Spread()
     facts = sorted(facts, key=lambda f: f.rank)
-    if not applies(facts):
-        return None
-    p = plan(facts, tol)
-    by_file: dict[int, list[RankAsk]] = defaultdict(list)
-    for ask in p.asks:
-        by_file[tasks[ask.rank].index].append(ask)
+    cross = cross and applies(facts)
+    wants_whatif = drop is not None and bool(facts)
+    if not cross and not wants_whatif:
+        return out
+    m = match_views([f.view for f in facts])
+    p = None
+    if cross:
+        try:
+            p = plan(facts, int(options.tolerance_ns), m)
+        except ProfplugError as exc:
+            out.cross = (None, failure("cross-rank analysis", exc))
+    wp = None
+    if wants_whatif and drop is not None:
+        reds = [f.whatif for f in facts]
+        bad = next((r for r in reds if isinstance(r, str)), None)
+        if bad is not None or any(r is None for r in reds):
+            out.whatif = (None, bad or "what-if: a rank's reduction did not come back")
+        else:
+            ops = [f.view.op_index for f in facts]
+            parts = [a.partners for a in p.asks] if p is not None else \
+                partners(m, _start_of(facts))
+            try:
+                wp = spread.plan(reds, m, parts, ops,  # type: ignore[arg-type]
+                                 [f.view.tl.gpu_start_ns for f in facts],
+                                 [f.view.tl.gpu_end_ns for f in facts], drop, options)
+            except ProfplugError as exc:
+                if cycle_falls_back:
+                    out.fallback = True
+                    return out
+                out.whatif = (None, failure(WHATIF, exc))
+    if p is None and wp is None:
+        return out
+    by_file: dict[int, tuple[list[RankAsk], list[spread.WhatIfAsk]]] = defaultdict(
+        lambda: ([], []))
+    for ask in p.asks if p is not None else []:
+        by_file[tasks[ask.rank].index][0].append(ask)
+    for wa in wp.asks if wp is not None else []:
+        by_file[tasks[wa.rank].index][1].append(wa)
     first = {t.index: t for t in tasks.values()}
     second = [replace(first[i], stall=None, keep_timeline=False, keep_gaps=False,
-                      extra=Parts(tuple(asks))) for i, asks in sorted(by_file.items())]
+                      extra=Parts(tuple(a), tuple(w))) for i, (a, w) in sorted(by_file.items())]
     try:
         results = gather(second, backend)
     except ProfplugError as exc:  # a trace that changed or went since the first round
-        raise ProfplugError(f"cross-rank analysis not run: {exc}") from None
-    got: dict[int, RankPart] = {}
+        why = f"not run: {exc}"
+        if p is not None:
+            out.cross = (None, f"cross-rank analysis {why}")
+        if wp is not None:
+            out.whatif = (None, f"{WHATIF} {why}")
+        return out
+    got: dict[int, tuple[RankPart | None, object]] = {}
     for r in results:
-        got.update(dict(r.extra or []))  # type: ignore[call-overload]
-    missing = [f.rank for f in facts if f.rank not in got]
+        for rank, part, wi in r.extra or []:  # type: ignore[attr-defined]
+            got[rank] = (part, wi)
+    lost = next((r.lost for r in results if r.lost), "no part came back")
+    if p is not None:
+        out.cross = _cross(p, facts, got, lost, all_ranks, t0)
+    if wp is not None:
+        out.whatif = _whatif(wp, facts, got, lost, all_ranks, n_events)
+    return out
+
+
+def _cross(p: object, facts: Sequence[RankFacts], got: dict[int, tuple[RankPart | None, object]],
+           lost: str, all_ranks: list[int], t0: float) -> Outcome:
+    missing = [f.rank for f in facts if got.get(f.rank, (None, None))[0] is None]
     if missing:
-        why = next((r.lost for r in results if r.lost), "no part came back")
-        raise ProfplugError(f"cross-rank analysis not run: ranks {missing}: {why}")
-    parts = [got[f.rank] for f in facts]
-    return joined(p, parts, join(p, parts), all_ranks, None, t0)
+        return None, f"cross-rank analysis not run: ranks {missing}: {lost}"
+    parts = [got[f.rank][0] for f in facts]
+    return joined(p, parts, join(p, parts), all_ranks, None, t0), None  # type: ignore[arg-type]
+
+
+def _whatif(wp: spread.WhatIfPlan, facts: Sequence[RankFacts],
+            got: dict[int, tuple[RankPart | None, object]], lost: str, all_ranks: list[int],
+            n_events: int) -> tuple[WhatIfResult | None, str | None]:
+    t0 = time.perf_counter() - wp.solve_s
+    res = {rank: wi for rank, (_, wi) in got.items()}
+    bad = next((w for w in res.values() if isinstance(w, str)), None)
+    if bad is not None:
+        return None, bad
+    missing = [f.rank for f in facts if not isinstance(res.get(f.rank), RankWhatIf)]
+    if missing:
+        return None, f"{WHATIF} not run: ranks {missing}: {lost}"
+    order = {r: i for i, r in enumerate(all_ranks)}
+    ranks = sorted((res[f.rank] for f in facts), key=lambda r: order.get(r.rank, 0))
+    sizes = [w for f in facts if (w := getattr(f.whatif, "world_size", None)) is not None]
+    lone = len(all_ranks) == 1 and bool(facts[0].view.op_index.size)
+    return spread.joined(wp, ranks, all_ranks, sizes, lone, n_events, t0), None  # type: ignore[arg-type]
+
+
+def cross_rank_remote(facts: Sequence[RankFacts], tasks: dict[int, RankTask],
+                      backend: Backend, tol: int, all_ranks: list[int]
+                      ) -> CrossRankResult | None:
+    """The cross-rank analysis alone from the first round's ``facts`` (:func:`spread_remote`);
+    its warning line raised as a ProfplugError. None where it does not apply."""
+    out = spread_remote(facts, tasks, backend, StallOptions(tolerance_ns=tol), all_ranks)
+    res, failed = out.cross
+    if failed is not None:
+        raise ProfplugError(failed)
+    return res  # type: ignore[return-value]

@@ -41,8 +41,7 @@ def match_nccl(timelines: list[Timeline], o_base: list[int], n_ops: int,
         return peer, clock  # no NCCL kernel on any rank: nothing to couple or to warn about
     m = matching if matching is not None else match([timelines[k] for k in with_gpu])
     if m.e_pos.size == 0:
-        if any(ops.size for ops in m.comm_ops):
-            warns.extend(m.warnings)
+        pair_notes(m, notes, warns)
         return peer, clock
     base = np.array([o_base[k] for k in with_gpu], dtype=np.int64)
     start = np.concatenate([tl.gpu_start_ns for tl in timelines])  # run-wide op index
@@ -55,12 +54,21 @@ def match_nccl(timelines: list[Timeline], o_base: list[int], n_ops: int,
     take = order[last]
     peer[g_e[take]] = g_f[take]
     clock[g_e[take]] = off[m.e_pos[take]] - off[m.f_pos[take]]
+    pair_notes(m, notes, warns)
+    return peer, clock
+
+
+def pair_notes(m: Matching, notes: list[str], warns: list[str]) -> None:
+    """The notes and warnings of coupling the run's kernels through ``m`` (appended)."""
+    if m.e_pos.size == 0:
+        if any(ops.size for ops in m.comm_ops):
+            warns.extend(m.warnings)
+        return
     for rule, n in m.rule_counts.items():
         notes.append(f"NCCL kernels coupled across ranks by {rule}: {n} "
                      f"{'collective(s)' if rule.startswith('collective') else 'pair(s)'}")
-    if np.unique(g_e).size < g_e.size:  # some kernel has several partners
+    if np.unique(np.stack([m.e_pos, m.e_op]), axis=1).shape[1] < m.e_pos.size:
         notes.append("a NCCL kernel with several partners (a collective over more than two "
                      "ranks) is replayed against the one that started last in the trace")
     notes.extend(m.notes)
     warns.extend(m.warnings)
-    return peer, clock

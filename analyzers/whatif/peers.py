@@ -17,20 +17,36 @@ def _world_size(tl: Timeline) -> int | None:
     return ws if isinstance(ws, int) and ws > 0 else None
 
 
+def world_size(tl: Timeline) -> int | None:
+    """The run's world size that ``tl``'s metadata gives (``distributedInfo``), else None."""
+    return _world_size(tl)
+
+
+def lone_comm(tl: Timeline) -> bool:
+    """Whether ``tl`` runs a NCCL kernel (what a lone rank is warned about)."""
+    return bool(tl.n_gpu and (comm := comm_for_symbols(tl.names)).any() and
+                comm[tl.gpu_name].any())
+
+
 def missing_peers(timelines: list[Timeline]) -> str | None:
     """A warning when ranks of the run are missing (by ``distributedInfo.world_size``, or a
     lone rank running NCCL kernels), else None."""
-    given = sorted(t.rank for t in timelines)
-    sizes = [w for t in timelines if (w := _world_size(t)) is not None]
+    return peers_warning([t.rank for t in timelines],
+                         [w for t in timelines if (w := _world_size(t)) is not None],
+                         len(timelines) == 1 and lone_comm(timelines[0]))
+
+
+def peers_warning(ranks: list[int], sizes: list[int], lone: bool) -> str | None:
+    """:func:`missing_peers` from the ranks given, the world sizes their metadata gives and
+    whether the only rank runs NCCL kernels."""
+    given = sorted(ranks)
     if sizes:
         absent = sorted(set(range(max(sizes))) - set(given))
         if not absent:
             return None
         what = (f"given rank(s) {', '.join(map(str, given))} of a world of {max(sizes)}; "
                 f"no trace of rank(s) {', '.join(map(str, absent))}")
-    elif len(timelines) == 1 and timelines[0].n_gpu and \
-            (comm := comm_for_symbols(timelines[0].names)).any() and \
-            comm[timelines[0].gpu_name].any():
+    elif len(given) == 1 and lone:
         what = f"rank {given[0]} alone runs NCCL kernels"
     else:
         return None

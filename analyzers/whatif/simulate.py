@@ -27,7 +27,7 @@ import numpy as np
 from .fixedpoint import recorded_fixed_point
 from .graph import PEER, Graph, build_graph, dropped_graph
 from .model import Model
-from .streamruns import no_runs, stream_runs
+from .streamruns import Runs, no_runs, stream_runs
 
 MIN_NS = -(2**62)
 
@@ -133,9 +133,29 @@ def longest_path(g: Graph, m: Model, runs: bool = True
     return t, binding(), forced, released
 
 
-def _longest_path(g: Graph, m: Model, runs: bool = True
-                  ) -> tuple[np.ndarray, Callable[[], np.ndarray], list[int], list[int]]:
-    """:func:`longest_path` with the binding edges left to a function (called on need)."""
+@dataclass
+class Visited:
+    """The nodes a pass visits and its edges between them (``_visited``): per node its root
+    and offset (``_fold``), whether it is folded, the derived op starts (``streamruns``);
+    the visited nodes (``proc``; ``cid``: per node its number among them, -1 none) and the
+    edges into them from visited nodes (``e_*``: source, weight, kind, destination; node
+    ids of ``g``)."""
+
+    root: np.ndarray
+    off: np.ndarray
+    folded: np.ndarray
+    rn: Runs
+    proc: np.ndarray
+    cid: np.ndarray
+    e_src: np.ndarray
+    e_w: np.ndarray
+    e_kind: np.ndarray
+    e_dst: np.ndarray
+
+
+def _visited(g: Graph, m: Model, runs: bool = True) -> Visited:
+    """What the longest-path pass visits: the nodes where times meet and their edges (the
+    folded and derived nodes' times follow from their roots)."""
     n = g.n_nodes
     indeg = np.bincount(g.dst, minlength=n)
     root, off, _ = _fold(g, m.threads, indeg)  # the in-edges found again on need (_binding)
@@ -160,6 +180,17 @@ def _longest_path(g: Graph, m: Model, runs: bool = True
         e_w = np.concatenate([e_w[~via], e_w[via] + rn.a[j], e_w[via] + rn.b[j]])
         e_kind = np.concatenate([e_kind[~via], e_kind[via], e_kind[via]])
         e_dst = np.concatenate([e_dst[~via], e_dst[via], e_dst[via]])
+    return Visited(root, off, folded, rn, proc, cid, e_src, e_w, e_kind, e_dst)
+
+
+def _longest_path(g: Graph, m: Model, runs: bool = True
+                  ) -> tuple[np.ndarray, Callable[[], np.ndarray], list[int], list[int]]:
+    """:func:`longest_path` with the binding edges left to a function (called on need)."""
+    n = g.n_nodes
+    vis = _visited(g, m, runs)
+    root, off, folded, rn, proc, cid = vis.root, vis.off, vis.folded, vis.rn, vis.proc, vis.cid
+    e_src, e_w, e_kind, e_dst = vis.e_src, vis.e_w, vis.e_kind, vis.e_dst
+    del vis
     c_src = cid[e_src]
     order = np.argsort(c_src, kind="stable")
     ptr = np.searchsorted(c_src[order], np.arange(proc.size + 1)).tolist()
@@ -167,7 +198,7 @@ def _longest_path(g: Graph, m: Model, runs: bool = True
     c_dst = cid[ek_dst]
     dst = c_dst.tolist()
     w = e_w[order].tolist()
-    del kept, k_src, e_src, e_w, e_dst, c_src, via  # (the client's peak: docs/scale.md)
+    del e_src, e_w, e_dst, c_src  # (the client's peak: docs/scale.md)
     indeg_a = np.bincount(c_dst, minlength=proc.size)
     indeg = indeg_a.tolist()
     t = [MIN_NS] * proc.size

@@ -15,6 +15,7 @@ from pathlib import Path
 import cloudpickle
 import pytest
 from pipeline_synth import PipelineSpec, write
+from profplug.analyzers import spreading
 from profplug.analyzers.commands import report_analyses, run_report
 from profplug.analyzers.daskpool import DaskBackend, parse_local
 from profplug.analyzers.dispatch import FileResult, RankTask, gather, run_task
@@ -115,13 +116,17 @@ def test_a_killed_worker_costs_a_retry_then_a_per_rank_error(run16: list[Path],
     assert sorted(s.rank for r in res for s in r.stalls) == [r for r in range(16) if r != 5]
 
 
-def test_the_cross_rank_parts_on_the_cluster_give_the_local_report(
-        run16: list[Path], cluster: DaskBackend) -> None:
-    # given a report without a page or what-if: the cross-rank analysis runs on the workers
-    run = report_analyses(False)
+@pytest.mark.parametrize("whatif", [False, None], ids=["no-whatif", "whatif"])
+def test_the_run_level_parts_on_the_cluster_give_the_local_report(
+        run16: list[Path], cluster: DaskBackend, monkeypatch: pytest.MonkeyPatch,
+        whatif: bool | None) -> None:
+    # given a report without a page (and a run over the size from which the what-if runs
+    # where the ranks are read): the cross-rank analysis and the what-if run on the workers
+    monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
+    run = report_analyses(whatif)
     local = analyze(run16, run=run, jobs=1, progress=False)
     dask = analyze(run16, run=run, backend=cluster, progress=False, keep_gaps=False)
-    assert "cross_rank" in dask.run
+    assert "cross_rank" in dask.run and ("whatif" in dask.run) == (whatif is None)
     assert report_json(dask) == report_json(local)
 
 
@@ -135,21 +140,24 @@ def _dies_in_round_two_on_rank5(task: RankTask) -> FileResult:
     return run_task(task)
 
 
-def test_a_worker_killed_in_the_second_round_costs_the_cross_rank_analysis_only(
+def test_a_worker_killed_in_the_second_round_costs_the_run_level_analyses_only(
         run16: list[Path], cluster: DaskBackend, monkeypatch: pytest.MonkeyPatch) -> None:
     from profplug.analyzers.crossrank import remote
 
+    monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
     real = remote.gather
     monkeypatch.setattr(remote, "gather",
                         lambda tasks, backend: real(tasks, backend,
                                                     fn=_dies_in_round_two_on_rank5))
-    rep = analyze(run16, run=report_analyses(False), backend=cluster, progress=False,
+    rep = analyze(run16, run=report_analyses(None), backend=cluster, progress=False,
                   keep_gaps=False)
     assert len(list((run16[0].parent / "attempts2").iterdir())) == 2  # tried, then retried
-    assert "cross_rank" not in rep.run and [r.rank for r in rep.ranks] == list(range(16))
-    assert [w for w in rep.warnings if "cross-rank" in w] == [
-        f"cross-rank analysis not run: ranks [5]: {run16[5]}: the Dask worker running it "
-        "died twice (killed, or out of memory); its ranks are not in this report"]
+    assert "cross_rank" not in rep.run and "whatif" not in rep.run
+    assert [r.rank for r in rep.ranks] == list(range(16))
+    why = (f"ranks [5]: {run16[5]}: the Dask worker running it died twice (killed, or out of "
+           "memory); its ranks are not in this report")
+    assert [w for w in rep.warnings if "not run" in w] == [
+        f"what-if not run: {why}", f"cross-rank analysis not run: {why}"]
 
 
 def test_addresses() -> None:

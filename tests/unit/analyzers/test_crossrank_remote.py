@@ -12,11 +12,14 @@ from pathlib import Path
 
 import pytest
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers import commands, load, report
+from profplug.analyzers import commands, load, spreading
 from profplug.analyzers.commands import report_analyses
 from profplug.analyzers.crossrank import remote
 from profplug.analyzers.dispatch import FileResult
 from profplug.analyzers.report import Report, analyze
+from profplug.analyzers.whatif import spread
+
+from profplug.errors import ProfplugError
 
 TIMES = re.compile(r'"(replay_s|analysis_s)": [0-9.eE+-]+')
 
@@ -71,38 +74,61 @@ def test_the_parts_on_the_workers_give_the_report_made_in_one_process(
     assert spy.first and spy.second
     assert all(not r.timelines for r in spy.first + spy.second)
     assert sorted(f.rank for r in spy.first for f in r.extra) == list(range(8))  # type: ignore[attr-defined]
-    assert sorted(rk for r in spy.second for rk, _ in r.extra) == list(range(8))  # type: ignore[attr-defined]
+    assert sorted(rk for r in spy.second for rk, *_ in r.extra) == list(range(8))  # type: ignore[attr-defined]
     # the second round loaded each file from the report's scratch cache, removed after
     assert all(r.cached for r in spy.second)
     assert not any(p.name.startswith("profplug-scratch-") for p in tmp_path.iterdir())
 
 
-def test_the_default_whatif_on_a_run_over_its_size_still_says_why(
-        run8: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    # given a default what-if limited to 100 events and no size kept for the timelines
-    monkeypatch.setattr(commands, "WHATIF_AUTO_MAX_EVENTS", 100)
-    monkeypatch.setattr(report, "SPREAD_MIN_BYTES", 0)
-    run = report_analyses(None)
+@pytest.mark.parametrize("whatif", [None, True], ids=["default", "forced"])
+def test_the_whatif_on_the_workers_gives_the_report_made_in_one_process(
+        run8: list[Path], monkeypatch: pytest.MonkeyPatch, whatif: bool | None) -> None:
+    # given a run over the size from which the what-if runs where the ranks are read
+    monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
+    run = report_analyses(whatif)
     here = analyze(run8, run=run, jobs=1, progress=False)
     spy = Spy(monkeypatch)
-    there = analyze(run8, run=run, jobs=1, progress=False, keep_gaps=False)
-    # then the cross-rank analysis ran on the workers, the what-if's warning is the same
-    assert all(not r.timelines for r in spy.first) and spy.second
-    assert any("what-if not run by default" in w and "over 100" in w for w in there.warnings)
+    there = analyze(run8, run=run, jobs=2, progress=False, keep_gaps=False)
+    # then both analyses ran, the JSON is the one made in one process, and no timeline
+    # reached the client: the ranks' reduced graphs, then their results
+    assert "whatif" in there.run and "cross_rank" in there.run
+    assert there.run["whatif"].ranks[0].saving_us > 0
     assert report_json(there) == report_json(here)
+    assert all(not r.timelines for r in spy.first + spy.second)
+    assert all(f.whatif.rec.n for r in spy.first for f in r.extra)  # type: ignore[attr-defined]
+    assert sorted(w.rank for r in spy.second for _, _, w in r.extra) == list(range(8))  # type: ignore[attr-defined]
 
 
-def test_a_whatif_within_its_size_reads_the_timelines_after_all(
+def _cycle(*a: object, **k: object) -> None:
+    raise ProfplugError(spread.CYCLE)
+
+
+def test_a_whatif_with_a_cycle_within_its_size_reads_the_timelines_after_all(
         run8: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(report, "SPREAD_MIN_BYTES", 0)
+    monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
     run = report_analyses(None)
     here = analyze(run8, run=run, jobs=1, progress=False)
+    monkeypatch.setattr(spread, "plan", _cycle)  # the ranks' joined graph has a cycle
     spy = Spy(monkeypatch)
     there = analyze(run8, run=run, jobs=1, progress=False, keep_gaps=False)
-    # then the what-if ran, on timelines read again, and nothing went to a second round
+    # then the what-if ran in one process, on timelines read again, with no second round
     assert "whatif" in there.run and "cross_rank" in there.run
     assert any(r.timelines for r in spy.first) and not spy.second
     assert report_json(there) == report_json(here)
+
+
+def test_a_whatif_with_a_cycle_over_its_size_says_why(
+        run8: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
+    monkeypatch.setattr(commands, "WHATIF_AUTO_MAX_EVENTS", 100)
+    monkeypatch.setattr(spread, "plan", _cycle)
+    spy = Spy(monkeypatch)
+    there = analyze(run8, run=report_analyses(None), jobs=1, progress=False, keep_gaps=False)
+    # then the cross-rank analysis stands, made on the workers, and one line says why the
+    # what-if did not run
+    assert "cross_rank" in there.run and "whatif" not in there.run
+    assert all(not r.timelines for r in spy.first + spy.second)
+    assert [w for w in there.warnings if "what-if" in w] == [spread.CYCLE]
 
 
 def test_a_part_lost_with_its_worker_leaves_one_warning(

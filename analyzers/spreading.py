@@ -1,0 +1,87 @@
+"""Which run-level analyses of a report run where the ranks are read (``crossrank.remote``),
+so that no timeline travels to the client (docs/scale.md, "What runs where"), and the
+scratch per-rank cache their second round reads from."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ProfplugError
+from .dispatch import Backend
+from .load import trace_files
+from .readers.base import ReadOptions
+
+RunAnalyzer = Callable[..., Any]
+
+
+@contextmanager
+def scratch_cache(read: ReadOptions, backend: Backend) -> Iterator[ReadOptions]:
+    """``read`` with a per-rank cache for the report's own use: a temporary folder, removed
+    after, when it has none and the backend's processes share this machine's disk (the
+    local pool, a LocalCluster); a second read of a file is then a load of its Timelines,
+    not a parse. With ``--cache`` (and on a Dask cluster, whose workers may not see this
+    machine's disk) ``read`` as it is."""
+    if read.cache_dir is not None or not getattr(backend, "shares_disk", False):
+        yield read
+        return
+    folder = tempfile.mkdtemp(prefix="profplug-scratch-")
+    try:
+        yield read.with_cache(folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+SPREAD_MIN_BYTES = 2_000_000_000  # with a what-if: below, the timelines travel
+SPREAD_ENV = "PROFPLUG_SPREAD_MIN_BYTES"  # another threshold (0: always, when it can)
+
+
+def min_bytes() -> int:
+    """The threshold of a report with a what-if: ``$PROFPLUG_SPREAD_MIN_BYTES`` (bytes of
+    traces), else ``SPREAD_MIN_BYTES``."""
+    raw = os.environ.get(SPREAD_ENV, "").strip()
+    try:
+        return int(raw) if raw else SPREAD_MIN_BYTES
+    except ValueError:
+        raise ProfplugError(f"${SPREAD_ENV}: not a number of bytes: {raw!r}") from None
+
+
+@dataclass
+class Spreading:
+    """The run-level analyses that run where the ranks are read (``crossrank.remote``)."""
+
+    cross: RunAnalyzer | None
+    whatif: RunAnalyzer | None
+
+
+def spreading(run: list[RunAnalyzer], keep_gaps: bool, files: list[Path]) -> Spreading | None:
+    """The analyses of ``run`` when they run where the ranks are read, so that no timeline
+    travels: no page is drawn (``keep_gaps`` False: its swimlane reads the timelines), and
+    every analysis can: the cross-rank analysis (``spreads``), a what-if with a drop rule
+    of its own (``spread_drop``: not ``--drop-at``) on a run of at least
+    ``SPREAD_MIN_BYTES`` of traces (below, in one process: docs/scale.md), the analyses of
+    runs without GPU work."""
+    if keep_gaps:
+        return None
+    cross = next((a for a in run if getattr(a, "spreads", False)), None)
+    whatif = next((a for a in run if getattr(a, "spread_drop", None) is not None), None)
+    rest = [a for a in run if a is not cross and a is not whatif
+            and not getattr(a, "without_gpu_only", False)]
+    if rest or (cross is None and whatif is None):
+        return None
+    if whatif is not None and sum(f.stat().st_size for f in trace_files(files)) < \
+            min_bytes():
+        return None
+    return Spreading(cross, whatif)
+
+
+def spread_kinds(spread: Spreading) -> str | None:
+    """The drop rule of the what-if made where the ranks are read, None: no what-if."""
+    drop = getattr(spread.whatif, "spread_drop", None)
+    return None if drop is None else drop.kinds

@@ -1,0 +1,171 @@
+"""One rank's replay graph reduced to where its times meet, its NCCL kernels' ends cut: what
+a worker sends so that the client solves the run's coupled replay without any rank's
+events (docs/scale.md, "The what-if where the ranks are read").
+
+The run's replay is one longest-path problem (``simulate``) whose only edges between ranks
+are the ``peer`` edges into a matched NCCL kernel's end (``graph``). Cut every NCCL kernel's
+end from its ``run`` edge (:func:`cut`): the rank's graph then takes nothing from outside
+but those ends' times, and the pass over it visits only the nodes where times meet
+(``simulate._visited``: 1-3% of the nodes on the samples; the rest are a root's time plus
+a constant, or a stream run's closed form). Those nodes, their edges and one node per
+kernel start (from its root) are the rank's :class:`Reduced` graph (:func:`reduce`).
+
+The client joins the ranks' reduced graphs with the ``run`` and ``peer`` edges of the
+matching and solves them in one pass (:func:`solve`). On an acyclic graph the longest path
+is unique, so each kernel end gets the time the run's replay gives it; each rank then
+replays its own graph with those ends anchored at the solved times (:func:`anchored`), and
+every node gets the run's replay's time. A cycle (a contradictory pairing, which the run's
+replay breaks by forcing a kernel: ``simulate``) is not solved here: :func:`solve` says so.
+All times int64 ns; node ids int32 where they fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .graph import ANCHOR, RUN, Graph
+from .model import Model
+from .simulate import MIN_NS, _visited
+
+
+@dataclass
+class Reduced:
+    """A rank's graph reduced (module docstring): ``n`` nodes, edges ``src -> dst`` of
+    weight ``w`` (ns), the source (time 0), and per cut kernel (in the order given) its
+    end's node (no in-edge: the client adds them) and its start's node."""
+
+    n: int
+    src: np.ndarray
+    dst: np.ndarray
+    w: np.ndarray
+    source: int
+    ends: np.ndarray
+    starts: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.src.nbytes + self.dst.nbytes + self.w.nbytes + self.ends.nbytes
+                   + self.starts.nbytes)
+
+
+def _without(g: Graph, keep: np.ndarray) -> Graph:
+    """``g``'s edges where ``keep``, its blocks of one kind kept (shorter)."""
+    cum = np.concatenate([[0], np.cumsum(keep)])
+    parts = [(k, int(cum[lo]), int(cum[hi])) for k, lo, hi in g.parts]
+    return Graph(g.n_a, g.n_o, g.src[keep], g.dst[keep], g.w[keep], g.kind[keep], parts)
+
+
+def cut(g: Graph, ops: np.ndarray) -> Graph:
+    """``g`` without the ``run`` edges into the ends of ``ops`` (local op ids)."""
+    end = np.zeros(g.n_nodes, dtype=bool)
+    end[g.op_end(np.asarray(ops, dtype=np.int64))] = True
+    return _without(g, ~((g.kind == RUN) & end[g.dst]))
+
+
+def anchored(g: Graph, ops: np.ndarray, at: np.ndarray) -> Graph:
+    """:func:`cut` ``g``, each cut end anchored at its time ``at`` (ns): an ``anchor`` edge
+    from the source, appended as one more block."""
+    c = cut(g, ops)
+    d = np.asarray(g.op_end(np.asarray(ops, dtype=np.int64)), dtype=np.int64)
+    n0 = c.src.size
+    return Graph(c.n_a, c.n_o, np.concatenate([c.src, np.full(d.size, g.source)]),
+                 np.concatenate([c.dst, d]), np.concatenate([c.w, np.asarray(at, np.int64)]),
+                 np.concatenate([c.kind, np.full(d.size, ANCHOR, dtype=np.int8)]),
+                 [*c.parts, (ANCHOR, n0, n0 + d.size)] if c.parts else [])
+
+
+def reduce(g: Graph, m: Model, ops: np.ndarray) -> Reduced:
+    """The :class:`Reduced` graph of one rank's model ``m`` and its graph ``g``, the ends
+    of ``ops`` (its NCCL kernels, local op ids) cut."""
+    ops = np.asarray(ops, dtype=np.int64)
+    c = cut(g, ops)
+    v = _visited(c, m)
+    p = int(v.proc.size)
+    src, dst, w = [v.cid[v.e_src]], [v.cid[v.e_dst]], [v.e_w]
+    # one node per kernel start: its time from its root (a stream run's: from two)
+    x = p + np.arange(ops.size)
+    s = np.asarray(c.op_start(ops), dtype=np.int64)
+    r, off = v.root[s], v.off[s]
+    pos = np.full(c.n_nodes, -1, dtype=np.int64)
+    pos[v.rn.node] = np.arange(v.rn.node.size)
+    j = pos[r]
+    run = j >= 0
+    plain = ~run
+    src += [v.cid[r[plain]], v.cid[v.rn.h[j[run]]], v.cid[v.rn.s[j[run]]]]
+    dst += [x[plain], x[run], x[run]]
+    w += [off[plain], off[run] + v.rn.a[j[run]], off[run] + v.rn.b[j[run]]]
+    n = p + int(ops.size)
+    ix = np.int32 if n < 2**31 else np.int64
+    out_src = np.concatenate(src).astype(ix)
+    if (out_src < 0).any():  # every root the pass starts from is a visited node
+        raise RuntimeError("what-if: a reduced edge from a node the pass does not visit")
+    return Reduced(n, out_src, np.concatenate(dst).astype(ix), np.concatenate(w),
+                   int(v.cid[c.source]), v.cid[c.op_end(ops)].astype(ix), x.astype(ix))
+
+
+@dataclass
+class Link:
+    """Edges the client adds between reduced graphs: from kernel start ``(pos, i)`` (rank
+    position, index among its cut kernels) to kernel end ``(to_pos, to_i)``, weight ns."""
+
+    pos: np.ndarray
+    i: np.ndarray
+    to_pos: np.ndarray
+    to_i: np.ndarray
+    w: np.ndarray
+
+
+def solve(parts: list[Reduced], links: Link) -> list[np.ndarray] | None:
+    """Per rank position, the time (ns) of each cut kernel's end in the joined graph's
+    longest path from the sources (at 0); None when the joined graph has a cycle."""
+    base = np.cumsum([0] + [r.n for r in parts])
+    n = int(base[-1])
+    src = np.concatenate([r.src.astype(np.int64) + b for r, b in zip(parts, base, strict=False)]
+                         + [np.zeros(0, np.int64)])
+    dst = np.concatenate([r.dst.astype(np.int64) + b for r, b in zip(parts, base, strict=False)]
+                         + [np.zeros(0, np.int64)])
+    w = np.concatenate([r.w for r in parts] + [np.zeros(0, np.int64)])
+    k_off = np.cumsum([0] + [r.starts.size for r in parts])  # per position, its first kernel
+    starts = np.concatenate([r.starts.astype(np.int64) + b for r, b in zip(parts, base,
+                                                                            strict=False)])
+    ends = np.concatenate([r.ends.astype(np.int64) + b for r, b in zip(parts, base,
+                                                                        strict=False)])
+    src = np.concatenate([src, starts[k_off[links.pos] + links.i]])
+    dst = np.concatenate([dst, ends[k_off[links.to_pos] + links.to_i]])
+    w = np.concatenate([w, links.w])
+    t = _longest(n, src, dst, w, [int(r.source + b) for r, b in zip(parts, base, strict=False)])
+    if t is None:
+        return None
+    te = t[ends]
+    return [te[k_off[p]:k_off[p + 1]] for p in range(len(parts))]
+
+
+def _longest(n: int, src: np.ndarray, dst: np.ndarray, w: np.ndarray, sources: list[int]
+             ) -> np.ndarray | None:
+    """Per node its longest-path time from ``sources`` (at 0; others start at ``MIN_NS``),
+    in Kahn's order; None when a node is left on a cycle."""
+    order = np.argsort(src, kind="stable")
+    ptr = np.searchsorted(src[order], np.arange(n + 1)).tolist()
+    out, wl = dst[order].tolist(), w[order].tolist()
+    indeg_a = np.bincount(dst, minlength=n)
+    indeg = indeg_a.tolist()
+    t = [MIN_NS] * n
+    for s in sources:
+        t[s] = 0
+    stack = np.nonzero(indeg_a == 0)[0].tolist()
+    done = 0
+    while stack:
+        u = stack.pop()
+        done += 1
+        tu = t[u]
+        for k in range(ptr[u], ptr[u + 1]):
+            v = out[k]
+            c = tu + wl[k]
+            if c > t[v]:
+                t[v] = c
+            indeg[v] -= 1
+            if not indeg[v]:
+                stack.append(v)
+    return np.array(t, dtype=np.int64) if done == n else None

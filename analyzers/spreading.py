@@ -38,7 +38,7 @@ def scratch_cache(read: ReadOptions, backend: Backend) -> Iterator[ReadOptions]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-SPREAD_MIN_BYTES = 2_000_000_000  # with a what-if: below, the timelines travel
+SPREAD_MIN_BYTES = 500_000_000  # with a what-if: below, the timelines travel
 SPREAD_ENV = "PROFPLUG_SPREAD_MIN_BYTES"  # another threshold (0: always, when it can)
 
 

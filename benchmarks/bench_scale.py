@@ -102,10 +102,12 @@ def _hwm(pid: int) -> int:
     return 0
 
 
-def measure(cmd: list[str]) -> dict[str, float]:
-    """Run ``cmd``; wall, cpu, the client's and the largest other process's peak RSS."""
+def measure(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, float]:
+    """Run ``cmd`` (``env``: added to this environment); wall, cpu, the client's and the
+    largest other process's peak RSS."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=None if env is None else {**os.environ, **env})
     peaks: dict[int, int] = {}
     stop = threading.Event()
 

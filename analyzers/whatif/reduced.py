@@ -76,11 +76,11 @@ def anchored(g: Graph, ops: np.ndarray, at: np.ndarray) -> Graph:
                  [*c.parts, (ANCHOR, n0, n0 + d.size)] if c.parts else [])
 
 
-def reduce(g: Graph, m: Model, ops: np.ndarray) -> Reduced:
+def reduce(g: Graph, m: Model, ops: np.ndarray, is_cut: bool = False) -> Reduced:
     """The :class:`Reduced` graph of one rank's model ``m`` and its graph ``g``, the ends
-    of ``ops`` (its NCCL kernels, local op ids) cut."""
+    of ``ops`` (its NCCL kernels, local op ids) cut (``is_cut``: ``g`` is, :func:`cut`)."""
     ops = np.asarray(ops, dtype=np.int64)
-    c = cut(g, ops)
+    c = g if is_cut else cut(g, ops)
     v = _visited(c, m)
     p = int(v.proc.size)
     src, dst, w = [v.cid[v.e_src]], [v.cid[v.e_dst]], [v.e_w]

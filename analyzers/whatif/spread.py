@@ -40,7 +40,7 @@ from .model import DropSpec, Model, build_model, coupled
 from .pairs import pair_notes
 from .peers import peers_warning, world_size
 from .predict import ASSUMPTIONS, _rank_result
-from .reduced import Link, Reduced, anchored, reduce, solve
+from .reduced import Link, Reduced, anchored, cut, reduce, solve
 from .result import RankWhatIf, WhatIfResult
 from .simulate import replay, times_only
 
@@ -90,13 +90,18 @@ def rank_reductions(tl: Timeline, kinds: str, ops: np.ndarray) -> RankReductions
     with links_kept(), classify.tables_kept():
         policy = kinds == DROP_POLICY and bool(policy_mask(tl).any())
         m = rank_model(tl, kinds)
-        g = build_graph(m, drop=False)
-        rec = reduce(g, m, ops)
-        drop = reduce(dropped_graph(g, m), m, ops)
-        kept = None
-        if kinds == DROP_POLICY and not policy:
-            mk = _nothing_dropped(m)
-            kept = reduce(dropped_graph(g, mk), mk, ops)
+        # one cut graph, its dropped variants made from it before it goes: at most two
+        # graphs at once (a worker's memory: docs/scale.md)
+        g = cut(build_graph(m, drop=False), ops)
+        rec = reduce(g, m, ops, is_cut=True)
+        gd = dropped_graph(g, m)
+        mk = _nothing_dropped(m) if kinds == DROP_POLICY and not policy else None
+        gk = dropped_graph(g, mk) if mk is not None else None
+        del g
+        drop = reduce(gd, m, ops, is_cut=True)
+        del gd
+        kept = reduce(gk, mk, ops, is_cut=True) if gk is not None and mk is not None else None
+        del gk
     return RankReductions(tl.rank, policy, world_size(tl), list(m.assumptions),
                           list(m.warnings), rec, drop, kept)
 

@@ -308,8 +308,8 @@ def main() -> None:
                                                    "--cache", str(cache)]),
                  (f"local -j {n} --cache (warm re-run)", [*base, *COMPACT, "-j", str(n),
                                                          "--cache", str(cache)])]
-        # the default report: over 2 GB of traces (report.SPREAD_MIN_BYTES) and 2M events
-        # its cross-rank analysis runs on the workers; --no-whatif: always (no page)
+        # the default report: from 500 MB of traces (spreading.SPREAD_MIN_BYTES) the
+        # cross-rank analysis and the what-if run on the workers; --no-whatif: always
         cases += [(f"local -j {n}, run-level analyses", [*base, "-j", str(n)]),
                   (f"local -j {n}, cross-rank on workers", [*base, "-j", str(n),
                                                            "--no-whatif"])]

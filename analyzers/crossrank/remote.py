@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -32,7 +32,6 @@ from .analysis import joined
 from .commview import match_views
 from .parts import RankAsk, RankFacts, RankPart, join, plan, rank_facts, rank_part, travelled
 from .pathgraph import partners
-from .result import CrossRankResult
 
 WHATIF = "what-if"
 
@@ -101,7 +100,6 @@ class Spread:
     cross: Outcome = (None, None)
     whatif: Outcome = (None, None)
     fallback: bool = False
-    round_s: dict[str, float] = field(default_factory=dict)
 
 
 def _start_of(facts: Sequence[RankFacts]):  # type: ignore[no-untyped-def]
@@ -210,15 +208,3 @@ def _whatif(wp: spread.WhatIfPlan, facts: Sequence[RankFacts],
     sizes = [w for f in facts if (w := getattr(f.whatif, "world_size", None)) is not None]
     lone = len(all_ranks) == 1 and bool(facts[0].view.op_index.size)
     return spread.joined(wp, ranks, all_ranks, sizes, lone, n_events, t0), None  # type: ignore[arg-type]
-
-
-def cross_rank_remote(facts: Sequence[RankFacts], tasks: dict[int, RankTask],
-                      backend: Backend, tol: int, all_ranks: list[int]
-                      ) -> CrossRankResult | None:
-    """The cross-rank analysis alone from the first round's ``facts`` (:func:`spread_remote`);
-    its warning line raised as a ProfplugError. None where it does not apply."""
-    out = spread_remote(facts, tasks, backend, StallOptions(tolerance_ns=tol), all_ranks)
-    res, failed = out.cross
-    if failed is not None:
-        raise ProfplugError(failed)
-    return res  # type: ignore[return-value]

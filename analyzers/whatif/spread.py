@@ -147,12 +147,10 @@ def _links(ops: list[np.ndarray], starts: list[np.ndarray], ends: list[np.ndarra
         w = ends[pos] - starts[pos]
         if p.op.size:
             i = np.searchsorted(ops[pos], p.op)
-            q = np.concatenate([np.searchsorted(ops[int(x)], p.p_op[p.p_pos == x])
-                                for x in np.unique(p.p_pos).tolist()])
-            order = np.concatenate([np.nonzero(p.p_pos == x)[0]
-                                    for x in np.unique(p.p_pos).tolist()])
-            qi = np.empty_like(q)
-            qi[order] = q
+            qi = np.empty(i.size, dtype=np.int64)  # the partner's index among its kernels
+            for x in np.unique(p.p_pos).tolist():
+                sel = p.p_pos == x
+                qi[sel] = np.searchsorted(ops[x], p.p_op[sel])
             ck, xfer, late = coupled(starts[pos][i], ends[pos][i], p.p_start,
                                      np.ones(i.size, dtype=bool), p.clock)
             n_late += late

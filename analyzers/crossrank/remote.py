@@ -23,6 +23,7 @@ import numpy as np
 from ...errors import ProfplugError
 from ..dispatch import Backend, RankTask, gather
 from ..isolate import debug, failure
+from ..memtrim import trim_large
 from ..stalls import StallOptions
 from ..timeline import Timeline
 from ..whatif import spread
@@ -61,6 +62,7 @@ class Facts:
                 continue
             f = rank_facts(tl)
             if self.whatif is not None:
+                trim_large(tl.n_gpu + int(tl.api_start_ns.size))  # each part starts from what is live (docs/scale.md)
                 f.whatif = _guarded(spread.rank_reductions, tl, self.whatif, f.view.op_index)
             out.append(f)
         return out
@@ -77,10 +79,15 @@ class Parts:
     def __call__(self, timelines: list[Timeline]) -> list[tuple[int, RankPart | None, object]]:
         by_rank = {a.rank: a for a in self.asks}
         wi = {a.rank: a for a in self.whatifs}
-        return [(tl.rank,
-                 travelled(rank_part(tl, by_rank[tl.rank])) if tl.rank in by_rank else None,
-                 _guarded(spread.rank_whatif, tl, wi[tl.rank]) if tl.rank in wi else None)
-                for tl in timelines if tl.rank in by_rank or tl.rank in wi]
+        out: list[tuple[int, RankPart | None, object]] = []
+        for tl in timelines:
+            if tl.rank not in by_rank and tl.rank not in wi:
+                continue
+            part = travelled(rank_part(tl, by_rank[tl.rank])) if tl.rank in by_rank else None
+            trim_large(tl.n_gpu + int(tl.api_start_ns.size))  # each part starts from what is live (docs/scale.md)
+            out.append((tl.rank, part,
+                        _guarded(spread.rank_whatif, tl, wi[tl.rank]) if tl.rank in wi else None))
+        return out
 
 
 def applies(facts: Sequence[RankFacts]) -> bool:

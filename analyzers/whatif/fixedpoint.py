@@ -30,7 +30,7 @@ import numpy as np
 from .graph import Graph
 
 MIN_NS = -(2**62)
-_CHUNK = 1 << 18  # edges per block of the window test
+_CHUNK = 1 << 16  # edges per block of the window test and the equations (~0.5 MB a temporary)
 SMALL_PEEL = 512  # from this many edges left, Kahn's order on lists (_acyclic_lists)
 MAX_WORK = 4  # peel at most this many times the graph's edges in all, then leave it to the pass
 
@@ -38,8 +38,9 @@ MAX_WORK = 4  # peel at most this many times the graph's edges in all, then leav
 def _acyclic_within(g: Graph, t: np.ndarray, ts: np.ndarray, td: np.ndarray,
                     flat: np.ndarray) -> bool:
     """No cycle among the nodes in the time windows of the non-rising edges ``flat``
-    (``t``: per node its time; ``ts``/``td``: per edge, its source's and destination's)."""
-    lo, hi = td[flat], ts[flat]
+    (``t``: per node its time; ``ts``/``td``: per edge of ``flat``, its source's and
+    destination's)."""
+    lo, hi = td, ts
     if (lo == hi).all():  # every window a single instant (the usual: zero gaps): the
         src, dst = g.src[flat], g.dst[flat]  # edges inside are those flat edges themselves
         return _peel(g, src, dst)
@@ -125,22 +126,26 @@ def recorded_fixed_point(g: Graph, rec: np.ndarray, lazy: bool = False
     t[g.source] = 0
     if has_in[g.source]:
         return None
-    ts, td = t[g.src], t[g.dst]
-    val = np.add(ts, g.w, out=ts)  # in place (no second per-edge array): ts back below
-    # every node with an in-edge on its equation: no in-edge above its time, and one on it
-    # (the same test as the latest in-edge equal to the time, without an unbuffered max)
-    if (val > td).any():
-        return None
+    # a block of edges at a time (few temporaries: a worker's peak, docs/scale.md)
     on = np.zeros(n, dtype=bool)
-    on[g.dst[val == td]] = True
+    flats: list[np.ndarray] = []
+    for lo in range(0, g.src.size, _CHUNK):
+        ts, td = t[g.src[lo:lo + _CHUNK]], t[g.dst[lo:lo + _CHUNK]]
+        val = ts + g.w[lo:lo + _CHUNK]
+        # every node with an in-edge on its equation: no in-edge above its time, and one on
+        # it (the same test as the latest in-edge equal to the time, without an unbuffered
+        # max)
+        if (val > td).any():
+            return None
+        on[g.dst[lo:lo + _CHUNK][val == td]] = True
+        flats.append(lo + np.flatnonzero(ts >= td))
     if not (on == has_in).all():
         return None
     del on
-    ts = np.subtract(val, g.w, out=val)  # the sources' times again (int64: exact)
-    flat = np.nonzero(ts >= td)[0]
-    if flat.size and not _acyclic_within(g, t, ts, td, flat):
+    flat = np.concatenate(flats) if flats else np.zeros(0, dtype=np.int64)
+    del flats
+    if flat.size and not _acyclic_within(g, t, t[g.src[flat]], t[g.dst[flat]], flat):
         return None
-    del ts, td, val  # the binding edges recompute them: a kept replay holds no edge array
 
     def binding() -> np.ndarray:
         tight = np.nonzero(t[g.src] + g.w == t[g.dst])[0]  # the lowest-numbered tight edge binds

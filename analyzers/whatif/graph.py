@@ -35,7 +35,8 @@ ANCHOR, HOST, CALL, SYNC, LAUNCH, STREAM, STREAM_WAIT, RUN, PEER = range(len(KIN
 
 @dataclass
 class Graph:
-    """Edge arrays over the nodes of a model (see the module docstring for ids)."""
+    """Edge arrays over the nodes of a model (see the module docstring for ids): ``src`` and
+    ``dst`` node ids (int32 where they fit: :func:`node_ids`), ``w`` int64 ns."""
 
     n_a: int
     n_o: int
@@ -84,30 +85,47 @@ def build_graph(m: Model, drop: bool, forced: np.ndarray | None = None,
     with them; ``forced``: ops (bool mask) replayed with their recorded duration; ``into``:
     only the edges into nodes ``[lo, hi)`` (a part of the graph, in the same order)."""
     n_a, n_o = int(m.a_start.size), int(m.o_start.size)
-    g = Graph(n_a, n_o, *(np.zeros(0, dtype=np.int64),) * 3, np.zeros(0, dtype=np.int8))
+    ix = node_ids(2 * n_a + 2 * n_o + 1)
+    tops = np.nonzero(m.a_top == np.arange(n_a))[0]
+    has_prev = m.a_prev[tops] >= 0
+    first, later = tops[~has_prev], tops[has_prev]
+    del has_prev
+    dropped = m.a_dropped if drop else np.zeros(n_a, dtype=bool)
+    keep = ~dropped[m.wait_call]
+    paired = m.o_peer >= 0
+    if forced is not None:
+        paired &= ~forced
+    n_hp = int(np.count_nonzero(m.o_prev >= 0))
+    # the columns made once, each block written in place (no block kept to be joined: a
+    # worker's peak, docs/scale.md); with ``into``, sized for all and cut to what is in
+    total = (2 * tops.size + int(np.count_nonzero(keep)) + 2 * n_o + n_hp + m.dep_op.size
+             + int(np.count_nonzero(paired)))
+    g = Graph(n_a, n_o, np.empty(total, dtype=ix), np.empty(total, dtype=ix),
+              np.empty(total, dtype=np.int64), np.empty(total, dtype=np.int8))
     src_node = g.source
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]] = []
+    at = 0
 
     def add(s: np.ndarray | int, d: np.ndarray, w: np.ndarray, kind: int) -> None:
-        src = np.full(d.size, s, dtype=np.int64) if isinstance(s, int) else s
+        nonlocal at
         if into is not None:
             inside = (d >= into[0]) & (d < into[1])
             if not inside.all():
-                src, d, w = src[inside], d[inside], w[inside]
-        parts.append((src, d, w, kind))
+                s = s if isinstance(s, int) else s[inside]
+                d, w = d[inside], w[inside]
+        hi = at + d.size
+        g.src[at:hi], g.dst[at:hi], g.w[at:hi], g.kind[at:hi] = s, d, w, kind
+        g.parts.append((kind, at, hi))
+        at = hi
 
-    tops = np.nonzero(m.a_top == np.arange(n_a))[0]
-    first = tops[m.a_prev[tops] < 0]
-    later = tops[m.a_prev[tops] >= 0]
     add(src_node, first, m.a_start[first], ANCHOR)
     gap = m.a_gap_drop if drop else m.a_gap
     add(n_a + m.a_prev[later], later, gap[later], HOST)
-    dropped = m.a_dropped if drop else np.zeros(n_a, dtype=bool)
+    del first, later
     waits = np.zeros(n_a, dtype=bool)
     waits[m.wait_call] = True
     cost = np.where(dropped, m.a_omin, np.where(waits, m.a_base, m.a_dur))
     add(tops, n_a + tops, cost[tops], CALL)
-    keep = ~dropped[m.wait_call]
+    del cost, waits, tops
     wc, wo = m.wait_call[keep], m.wait_op[keep]
     add(2 * n_a + n_o + wo, n_a + wc, m.a_wake[wc], SYNC)
     ops = np.arange(n_o)
@@ -115,42 +133,39 @@ def build_graph(m: Model, drop: bool, forced: np.ndarray | None = None,
     lk, un = ops[linked], ops[~linked]
     add(m.o_top[lk], 2 * n_a + lk, m.o_off[lk] + m.o_lat[lk], LAUNCH)
     add(src_node, 2 * n_a + un, m.o_off[un] + m.o_lat[un], ANCHOR)
+    del lk, un, linked
     hp = ops[m.o_prev >= 0]
     add(2 * n_a + n_o + m.o_prev[hp], 2 * n_a + hp, m.o_gap[hp], STREAM)
+    del hp
     add(2 * n_a + n_o + m.dep_on, 2 * n_a + m.dep_op, m.o_gap[m.dep_op], STREAM_WAIT)
-    paired = m.o_peer >= 0
-    if forced is not None:
-        paired &= ~forced
     add(2 * n_a + ops, 2 * n_a + n_o + ops,
         np.where(paired, m.o_xfer, m.o_end - m.o_start), RUN)
     pp = ops[paired]
     add(2 * n_a + m.o_peer[pp], 2 * n_a + n_o + pp, m.o_xfer[pp] - m.o_clock[pp], PEER)
-    sizes = [p[1].size for p in parts]
-    kinds = [p[3] for p in parts]
-    g.kind = np.repeat(np.array(kinds, dtype=np.int8), sizes)
-    ends = np.cumsum(sizes).tolist()
-    g.parts = [(k, e - n, e) for k, n, e in zip(kinds, sizes, ends, strict=True)]
-    # each column's parts go once it is joined (the client's peak: docs/scale.md)
-    g.src = np.concatenate([p[0] for p in parts]).astype(np.int64, copy=False)
-    dw = [(p[1], p[2]) for p in parts]
-    parts.clear()
-    g.dst = np.concatenate([d for d, _ in dw]).astype(np.int64, copy=False)
-    ws = [w for _, w in dw]
-    dw.clear()
-    g.w = np.concatenate(ws).astype(np.int64, copy=False)
+    if at < total:  # ``into``: one column at a time cut to its edges
+        for name in ("src", "dst", "w", "kind"):
+            setattr(g, name, getattr(g, name)[:at].copy())
     return g
+
+
+def node_ids(n_nodes: int) -> type[np.signedinteger]:
+    """The dtype of a graph's node ids: int32 where they fit (half the bytes per edge)."""
+    return np.int32 if n_nodes < 2**31 else np.int64
 
 
 DROPPED_GRAPH_READS = ("a_gap_drop", "a_omin")  # of the model's graph inputs (model._IN_GRAPH)
 
 
-def dropped_graph(g: Graph, m: Model) -> Graph:
+def dropped_graph(g: Graph, m: Model, *, in_place: bool = False) -> Graph:
     """``build_graph(m, drop=True)`` from ``g = build_graph(m, drop=False)``: the same edges in
     the same order (binding edges are the lowest-numbered), less the dropped calls' ``sync``
     edges, with the dropped calls' ``host`` and ``call`` weights; one graph's arrays serve
-    both replays instead of building the edges twice."""
+    both replays instead of building the edges twice. Arrays that do not change are shared
+    with ``g`` (none is written in place by anyone); ``in_place``: ``g`` itself becomes the
+    dropped graph, its columns replaced one at a time (a worker's peak: one column more
+    than the graph, not a second graph: docs/scale.md)."""
     n_a = g.n_a
-    w = g.w.copy()
+    w = g.w if in_place else g.w.copy()
     host = g.edges(HOST)
     w[host] = m.a_gap_drop[g.dst[host]]
     call = g.edges(CALL)
@@ -161,19 +176,50 @@ def dropped_graph(g: Graph, m: Model) -> Graph:
         w_call[dropped] = m.a_omin[c_src[dropped]]
     else:
         w[np.asarray(call)[dropped]] = m.a_omin[c_src[dropped]]
+    del c_src, dropped, w_call
     sync = g.span(SYNC)
+    out = g if in_place else Graph(n_a, g.n_o, g.src, g.dst, w, g.kind, list(g.parts))
+    out.w = w
     if sync is None:  # a graph built by hand: by mask
-        keep = np.ones(g.w.size, dtype=bool)
         at = np.nonzero(g.kind == SYNC)[0]
-        keep[at[m.a_dropped[g.dst[at] - n_a]]] = False
-        return Graph(n_a, g.n_o, g.src[keep], g.dst[keep], w[keep], g.kind[keep])
-    # only the sync block changes length: the rest is copied as it is
+        gone_at = at[m.a_dropped[g.dst[at] - n_a]]
+        if gone_at.size:
+            keep = np.ones(g.w.size, dtype=bool)
+            keep[gone_at] = False
+            keep_edges(out, keep)
+        out.parts = []
+        return out
+    # only the sync block changes length: the rest is kept as it is
     lo, hi = sync.start, sync.stop
     ks = ~m.a_dropped[g.dst[lo:hi] - n_a]
     gone = int(hi - lo - ks.sum())
+    if gone:
+        keep = np.ones(g.w.size, dtype=bool)
+        keep[lo:hi] = ks
+        keep_edges(out, keep)
+    out.parts = [(k, a - gone * (a >= hi), b - gone * (b > lo)) for k, a, b in g.parts]
+    return out
 
-    def cut(a: np.ndarray) -> np.ndarray:
-        return np.concatenate([a[:lo], a[lo:hi][ks], a[hi:]])
 
-    parts = [(k, a - gone * (a >= hi), b - gone * (b > lo)) for k, a, b in g.parts]
-    return Graph(n_a, g.n_o, cut(g.src), cut(g.dst), cut(w), cut(g.kind), parts)
+def keep_edges(g: Graph, keep: np.ndarray, extra: tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                         int] | None = None) -> None:
+    """Keep ``g``'s edges where ``keep`` (bool per edge), ``extra`` edges ``(src, dst, w,
+    kind)`` appended, in place: each column replaced in turn, so that one column more than
+    the graph is live at a time. ``parts`` is the caller's to set."""
+    n = int(np.count_nonzero(keep))
+    k = 0 if extra is None else int(extra[0].size)
+    for name, x in (("src", 0), ("dst", 1), ("w", 2), ("kind", 3)):
+        old = getattr(g, name)
+        new = np.empty(n + k, dtype=old.dtype)
+        at = 0
+        for lo in range(0, old.size, _CHUNK):  # numpy's compress makes a temporary per call
+            part = old[lo:lo + _CHUNK][keep[lo:lo + _CHUNK]]
+            new[at:at + part.size] = part
+            at += part.size
+        if extra is not None:
+            new[n:] = extra[x]
+        del old, part
+        setattr(g, name, new)
+
+
+_CHUNK = 1 << 16  # edges per piece of keep_edges' copy (its temporaries: ~0.5 MB)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
 from functools import cache
 
 import numpy as np
@@ -202,8 +202,22 @@ def _idle(rs: RankStalls, basis: str) -> dict[str, float]:
 _RESULTS_READ = ("o_top", "a_prev")
 
 
-def _rank_result(tl: Timeline, m: Model, rec: Replay, drp: Replay, opt: StallOptions,
-                 rs: RankStalls | None) -> RankWhatIf:
+@dataclass
+class _Replayed:
+    """A rank's recorded side of its result: its stall analysis, the basis (``step`` or
+    ``window``), its steps, its recorded and replayed time (ns)."""
+
+    rs: RankStalls
+    basis: str
+    n_steps: int
+    rec_ns: float
+    replayed_ns: float
+
+
+def _replayed(tl: Timeline, m: Model, rec: Replay, opt: StallOptions, rs: RankStalls | None
+              ) -> _Replayed:
+    """The recorded side of a rank's result (``rec``: the replay as recorded), so that the
+    replay can go before the other is made (a worker's peak: docs/scale.md)."""
     # the recorded run's figures read only its gaps, steps and sync rows: the brief analysis
     # (no call sites, sync statistics or outlier texts) when the caller has none
     alo, ahi = m.rank_a[tl.rank]
@@ -216,19 +230,34 @@ def _rank_result(tl: Timeline, m: Model, rec: Replay, drp: Replay, opt: StallOpt
     basis = "step" if rs.steps is not None and rs.steps.n_steps else "window"
     n_steps = rs.steps.n_steps if basis == "step" and rs.steps is not None else 1
     rec_ns = _time_ns(rs, basis)
-    main = max((seq for (rk, _), seq in zip(m.thread_key, m.threads, strict=True)
-                if rk == tl.rank), key=len, default=np.zeros(0, dtype=np.int64))
-    # the brief analysis reads no annotation: they stay where they were
-    kinds, launch = _links(m, drp, tl.rank, ~m.a_dropped[m.a_top[alo:ahi]])
-    pred_rs = analyze_rank(_predicted_timeline(tl, m, drp, main, True, annotations=False), opt,
-                           brief=True, api_kind=kinds, launch=launch)
     if basis == "step" and all(bool((x[lo:hi] == y[lo:hi]).all()) for x, y, lo, hi in (
             (rec.o_start, m.o_start, olo, ohi), (rec.o_end, m.o_end, olo, ohi),
             (rec.a_start, m.a_start, alo, ahi), (rec.a_end, m.a_end, alo, ahi))):
         replayed = rec_ns  # the replay reproduced the rank: its steps are the recorded ones
     else:
-        rep_tl = _predicted_timeline(tl, m, rec, main, False, annotations=False)
+        rep_tl = _predicted_timeline(tl, m, rec, _main_thread(m, tl.rank), False,
+                                     annotations=False)
         replayed = stepfigure.replayed_ns(rep_tl, basis, rs)
+    return _Replayed(rs, basis, n_steps, rec_ns, replayed)
+
+
+def _main_thread(m: Model, rank: int) -> np.ndarray:
+    """The rank's thread with the most top-level calls."""
+    return max((seq for (rk, _), seq in zip(m.thread_key, m.threads, strict=True)
+                if rk == rank), key=len, default=np.zeros(0, dtype=np.int64))
+
+
+def _rank_result(tl: Timeline, m: Model, rec: Replay | _Replayed, drp: Replay,
+                 opt: StallOptions, rs: RankStalls | None = None) -> RankWhatIf:
+    """A rank's result from both replays (or the recorded side already made)."""
+    r = rec if isinstance(rec, _Replayed) else _replayed(tl, m, rec, opt, rs)
+    rs, basis, n_steps, rec_ns, replayed = r.rs, r.basis, r.n_steps, r.rec_ns, r.replayed_ns
+    alo, ahi = m.rank_a[tl.rank]
+    # the brief analysis reads no annotation: they stay where they were
+    kinds, launch = _links(m, drp, tl.rank, ~m.a_dropped[m.a_top[alo:ahi]])
+    pred_rs = analyze_rank(_predicted_timeline(tl, m, drp, _main_thread(m, tl.rank), True,
+                                               annotations=False), opt,
+                           brief=True, api_kind=kinds, launch=launch)
     times = {"predicted": _time_ns(pred_rs, basis, rs), "replayed": replayed}
     # direct: gaps charged (by the stall analysis) to a call the replay drops
     dropped_call = m.a_dropped[alo + rs.call_row]

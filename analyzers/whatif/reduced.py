@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .graph import ANCHOR, RUN, Graph
+from .graph import ANCHOR, RUN, Graph, keep_edges
 from .model import Model
 from .simulate import MIN_NS, _visited
 
@@ -50,30 +50,50 @@ class Reduced:
                    + self.starts.nbytes)
 
 
-def _without(g: Graph, keep: np.ndarray) -> Graph:
-    """``g``'s edges where ``keep``, its blocks of one kind kept (shorter)."""
-    cum = np.concatenate([[0], np.cumsum(keep)])
-    parts = [(k, int(cum[lo]), int(cum[hi])) for k, lo, hi in g.parts]
-    return Graph(g.n_a, g.n_o, g.src[keep], g.dst[keep], g.w[keep], g.kind[keep], parts)
-
-
 def cut(g: Graph, ops: np.ndarray) -> Graph:
-    """``g`` without the ``run`` edges into the ends of ``ops`` (local op ids)."""
+    """``g`` without the ``run`` edges into the ends of ``ops`` (local op ids), in place
+    (``graph.keep_edges``: a column at a time); returns ``g``."""
+    return _cut(g, ops)
+
+
+def _cut(g: Graph, ops: np.ndarray, at: np.ndarray | None = None) -> Graph:
+    d = np.asarray(g.op_end(np.asarray(ops, dtype=np.int64)), dtype=np.int64)
     end = np.zeros(g.n_nodes, dtype=bool)
-    end[g.op_end(np.asarray(ops, dtype=np.int64))] = True
-    return _without(g, ~((g.kind == RUN) & end[g.dst]))
+    end[d] = True
+    keep = ~((g.kind == RUN) & end[g.dst])
+    del end
+    if at is None and keep.all():
+        return g
+    bounds = sorted({x for _, lo, hi in g.parts for x in (lo, hi)})
+    kept_before = dict(zip(bounds, np.cumsum([np.count_nonzero(keep[a:b]) for a, b in
+                                              zip([0, *bounds], bounds, strict=False)]).tolist(),
+                           strict=True))
+    parts = [(k, kept_before[lo], kept_before[hi]) for k, lo, hi in g.parts]
+    n0 = int(np.count_nonzero(keep))
+    extra = None if at is None else (np.full(d.size, g.source, dtype=g.src.dtype),
+                                     d.astype(g.dst.dtype),
+                                     np.asarray(at, dtype=np.int64),
+                                     np.full(d.size, ANCHOR, dtype=np.int8))
+    keep_edges(g, keep, extra)
+    g.parts = parts + ([(ANCHOR, n0, n0 + d.size)] if at is not None and parts else [])
+    return g
 
 
 def anchored(g: Graph, ops: np.ndarray, at: np.ndarray) -> Graph:
     """:func:`cut` ``g``, each cut end anchored at its time ``at`` (ns): an ``anchor`` edge
-    from the source, appended as one more block."""
-    c = cut(g, ops)
-    d = np.asarray(g.op_end(np.asarray(ops, dtype=np.int64)), dtype=np.int64)
-    n0 = c.src.size
-    return Graph(c.n_a, c.n_o, np.concatenate([c.src, np.full(d.size, g.source)]),
-                 np.concatenate([c.dst, d]), np.concatenate([c.w, np.asarray(at, np.int64)]),
-                 np.concatenate([c.kind, np.full(d.size, ANCHOR, dtype=np.int8)]),
-                 [*c.parts, (ANCHOR, n0, n0 + d.size)] if c.parts else [])
+    from the source, appended as one more block (the last); in place, returns ``g``."""
+    return _cut(g, ops, at)
+
+
+def reanchored(g: Graph, at: np.ndarray) -> Graph:
+    """An :func:`anchored` graph (or its ``graph.dropped_graph``) with its ends anchored at
+    ``at`` instead, in place; returns ``g``."""
+    k = int(np.asarray(at).size)
+    lo = g.w.size - k
+    if lo < 0 or not (g.kind[lo:] == ANCHOR).all():
+        raise RuntimeError("what-if: re-anchoring a graph that is not anchored")
+    g.w[lo:] = at
+    return g
 
 
 def reduce(g: Graph, m: Model, ops: np.ndarray, is_cut: bool = False) -> Reduced:
@@ -88,7 +108,7 @@ def reduce(g: Graph, m: Model, ops: np.ndarray, is_cut: bool = False) -> Reduced
     x = p + np.arange(ops.size)
     s = np.asarray(c.op_start(ops), dtype=np.int64)
     r, off = v.root[s], v.off[s]
-    pos = np.full(c.n_nodes, -1, dtype=np.int64)
+    pos = np.full(c.n_nodes, -1, dtype=v.root.dtype)
     pos[v.rn.node] = np.arange(v.rn.node.size)
     j = pos[r]
     run = j >= 0

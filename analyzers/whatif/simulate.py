@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import accumulate
 
 import numpy as np
 
@@ -67,50 +66,64 @@ def _host_fold(g: Graph, threads: list[np.ndarray], single: np.ndarray, src1: np
     start, ...) every node whose one predecessor is the node before it continues its
     segment; a segment starts at a node that waits (two or more predecessors: its own root)
     or at the thread's first start (its root: the source). ``root``/``off`` are updated in
-    place for the nodes of the threads."""
-    if not threads:
-        return
-    calls = np.concatenate(threads)
-    if calls.size == 0:
-        return
-    seq = np.empty(2 * calls.size, dtype=np.int64)
-    seq[0::2], seq[1::2] = calls, g.n_a + calls  # start, end, next start, ...
-    sg, og, rg = single[seq], off[seq], src1[seq]  # along the threads (the heads' from these)
-    cont = sg.copy()
-    cont[1:] &= rg[1:] == seq[:-1]  # the one predecessor is the node before
-    cont[list(accumulate((2 * t.size for t in threads[:-1]), initial=0))] = False  # firsts
-    new = ~cont
-    head = new.nonzero()[0]  # the segments' first nodes (few: the waits), seq[0] first
-    seg = new.cumsum()  # per node its segment, from 1 (seq[0] heads the first)
-    seg -= 1
-    sh = sg[head]
-    base = np.where(sh, og[head], 0)  # a head's own one step (from the source)
-    cs = (og * cont).cumsum()  # the one in-edge's weight (root/off: one step so far)
-    off[seq] = cs - (cs[head] - base)[seg]
-    root[seq] = np.where(sh, rg[head], seq[head])[seg]
+    place for the nodes of the threads; a thread a piece at a time (``_CHUNK`` nodes: few
+    temporaries), the open segment carried from one piece to the next."""
+    for calls in threads:
+        last, cs_end, adj_open, root_open = -1, 0, 0, 0  # nothing open at a thread's start
+        for lo in range(0, calls.size, _CHUNK // 2):
+            c = calls[lo:lo + _CHUNK // 2]
+            seq = np.empty(2 * c.size, dtype=root.dtype)
+            seq[0::2], seq[1::2] = c, g.n_a + c  # start, end, next start, ...
+            sg, rg = single[seq], src1[seq]  # read before written (src1 may be root)
+            cont = sg.copy()
+            cont[1:] &= rg[1:] == seq[:-1]  # the one predecessor is the node before
+            cont[0] &= bool(rg[0] == last)  # (a thread's first start: never)
+            new = ~cont
+            head = np.flatnonzero(new)  # the segments' first nodes (few: the waits)
+            sh = sg[head]
+            og = off[seq]
+            base = np.where(sh, og[head], 0)  # a head's own one step (from the source)
+            og[new] = 0  # the one in-edge's weight (root/off: one step so far)
+            cs = np.cumsum(og, out=og)
+            cs += cs_end
+            # per segment (the open one from the piece before first) its offset and root
+            adj = np.concatenate(([adj_open], cs[head] - base))
+            roots = np.concatenate(([root_open], np.where(sh, rg[head], seq[head])))
+            seg = np.cumsum(new, dtype=root.dtype)  # 0: the open segment
+            off[seq] = cs - adj[seg]
+            root[seq] = roots[seg]
+            last, cs_end = int(seq[-1]), int(cs[-1])
+            adj_open, root_open = int(adj[-1]), int(roots[-1])
 
 
-def _fold(g: Graph, threads: list[np.ndarray] | None = None, indeg: np.ndarray | None = None
-          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+_CHUNK = 1 << 16  # edges per piece where a pass over every edge would make big temporaries
+
+
+def _fold(g: Graph, threads: list[np.ndarray] | None = None, indeg: np.ndarray | None = None,
+          edges: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """(root, offset) per node, and the single-predecessor nodes' in-edges (edge ids, for
-    the binding edges): a node with one predecessor (a call that waits for
-    nothing, the next call's start, an op that is not a matched NCCL kernel, ...) is that
-    predecessor's time plus a constant; chains of them fold onto their first node with two
-    or more predecessors, so the pass visits only the nodes where times meet. The host
-    threads' chains (``threads``: top-level calls in order) fold in one prefix sum, the rest
-    by pointer jumping. Unfolded nodes are their own root (offset 0). ``indeg``: each node's
-    number of in-edges, when the caller has it."""
+    the binding edges; None unless ``edges``): a node with one predecessor (a call that
+    waits for nothing, the next call's start, an op that is not a matched NCCL kernel, ...)
+    is that predecessor's time plus a constant; chains of them fold onto their first node
+    with two or more predecessors, so the pass visits only the nodes where times meet. The
+    host threads' chains (``threads``: top-level calls in order) fold in one prefix sum, the
+    rest by pointer jumping. Unfolded nodes are their own root (offset 0). ``indeg``: each
+    node's number of in-edges, when the caller has it. ``root`` has the graph's node id
+    dtype (``graph.node_ids``)."""
     n = g.n_nodes
     single = (np.bincount(g.dst, minlength=n) if indeg is None else indeg) == 1
-    one = np.nonzero(single[g.dst])[0]
-    d1 = g.dst[one]
-    root = np.arange(n)
+    root = np.arange(n, dtype=g.dst.dtype)
     off = np.zeros(n, dtype=np.int64)
-    root[d1] = g.src[one]
-    off[d1] = g.w[one]
+    for lo in range(0, g.dst.size, _CHUNK):  # a piece at a time: few temporaries
+        d = g.dst[lo:lo + _CHUNK]
+        one = single[d]
+        d = d[one]
+        root[d] = g.src[lo:lo + _CHUNK][one]
+        off[d] = g.w[lo:lo + _CHUNK][one]
     if threads is not None:
         _host_fold(g, threads, single, root, root, off)  # read before written: no copy
-    live = d1[single[root[d1]]]  # nodes whose root is not a meeting node
+    # the single-predecessor nodes whose root is not a meeting node
+    live = np.flatnonzero(single[root] & single).astype(root.dtype)
     for _ in range(64):
         if not live.size:
             break
@@ -118,9 +131,9 @@ def _fold(g: Graph, threads: list[np.ndarray] | None = None, indeg: np.ndarray |
         off[live] += off[r]
         root[live] = root[r]
         live = live[single[root[live]]]
-    stray = single[root]  # a loop of single-predecessor nodes: left unfolded
-    root[stray], off[stray] = np.nonzero(stray)[0], 0
-    return root, off, one
+    stray = np.flatnonzero(single[root])  # a loop of single-predecessor nodes: left unfolded
+    root[stray], off[stray] = stray, 0
+    return root, off, _single_in_edges(g, single) if edges else None
 
 
 def longest_path(g: Graph, m: Model, runs: bool = True
@@ -157,15 +170,18 @@ def _visited(g: Graph, m: Model, runs: bool = True) -> Visited:
     """What the longest-path pass visits: the nodes where times meet and their edges (the
     folded and derived nodes' times follow from their roots)."""
     n = g.n_nodes
-    indeg = np.bincount(g.dst, minlength=n)
-    root, off, _ = _fold(g, m.threads, indeg)  # the in-edges found again on need (_binding)
-    folded = root != np.arange(n)
+    # each node's in-edges, clipped at 3 (what the fold and the runs ask: 1? 2?), one byte
+    indeg = np.minimum(np.bincount(g.dst, minlength=n), 3).astype(np.int8)
+    # the in-edges found again on need (_binding)
+    root, off, _ = _fold(g, m.threads, indeg, edges=False)
+    folded = root != np.arange(n, dtype=root.dtype)
     rn = stream_runs(g, root, off, m.o_order, indeg) if runs else no_runs()
+    del indeg
     derived = np.zeros(n, dtype=bool)
     derived[rn.node] = True
     visit = ~(folded | derived)
-    proc = np.nonzero(visit)[0]  # the nodes the pass visits, renumbered 0..P-1
-    cid = np.full(n, -1, dtype=np.int64)
+    proc = np.flatnonzero(visit)  # the nodes the pass visits, renumbered 0..P-1
+    cid = np.full(n, -1, dtype=root.dtype)
     cid[proc] = np.arange(proc.size)
     kept = np.nonzero(visit[g.dst])[0]
     k_src = g.src[kept]
@@ -173,7 +189,7 @@ def _visited(g: Graph, m: Model, runs: bool = True) -> Visited:
     e_kind, e_dst = g.kind[kept], g.dst[kept]
     via = derived[e_src]  # an edge out of a derived op: one from each of its two roots
     if via.any():
-        pos = np.full(n, -1, dtype=np.int64)
+        pos = np.full(n, -1, dtype=root.dtype)
         pos[rn.node] = np.arange(rn.node.size)
         j = pos[e_src[via]]
         e_src = np.concatenate([e_src[~via], rn.h[j], rn.s[j]])
@@ -246,16 +262,23 @@ def _longest_path(g: Graph, m: Model, runs: bool = True
     t_a = np.full(n, MIN_NS, dtype=np.int64)
     t_a[proc] = t_p
     t_a[rn.node] = np.maximum(t_a[rn.h] + rn.a, t_a[rn.s] + rn.b)
-    t_a = t_a[root] + off  # a folded node from its root; every other node is its own, at 0
+    # a folded node from its root, every other node its own (at offset 0): into ``off``, a
+    # piece at a time (no second per-node array)
+    for lo in range(0, n, _CHUNK):
+        off[lo:lo + _CHUNK] += t_a[root[lo:lo + _CHUNK]]
+    t_a = off
     # the binding edges on need, from the graph and the times alone: a kept replay (the
     # what-if keeps two) holds no per-node array but its times and the folded mask
     return t_a, lambda: _binding(g, t_a, np.nonzero(~folded[g.dst])[0], forced,
                                  _single_in_edges(g), folded), forced, released
 
 
-def _single_in_edges(g: Graph) -> np.ndarray:
-    """The edges into the nodes that have exactly one (``_fold``'s third value)."""
-    return np.nonzero((np.bincount(g.dst, minlength=g.n_nodes) == 1)[g.dst])[0]
+def _single_in_edges(g: Graph, single: np.ndarray | None = None) -> np.ndarray:
+    """The edges into the nodes that have exactly one (``_fold``'s third value); ``single``:
+    those nodes (bool), when the caller has them."""
+    if single is None:
+        single = np.bincount(g.dst, minlength=g.n_nodes) == 1
+    return np.nonzero(single[g.dst])[0]
 
 
 def _binding(g: Graph, t: np.ndarray, kept: np.ndarray, forced: list[int], one: np.ndarray,

@@ -31,16 +31,17 @@ from ...errors import ProfplugError
 from .. import classify
 from ..crossrank.matching import Matching
 from ..crossrank.pathgraph import Partners, _alone
+from ..memtrim import trim_large
 from ..stalls import StallOptions
 from ..timeline import Timeline, links_kept
 from .band import set_bands
 from .dropset import DROP_DEVICE, DROP_POLICY, FALLBACK_NOTE, policy_mask
-from .graph import build_graph, dropped_graph
-from .model import DropSpec, Model, build_model, coupled
+from .graph import DROPPED_GRAPH_READS, build_graph, dropped_graph
+from .model import DropSpec, Model, build_model, coupled, replay_only
 from .pairs import pair_notes
 from .peers import peers_warning, world_size
-from .predict import ASSUMPTIONS, _rank_result
-from .reduced import Link, Reduced, anchored, cut, reduce, solve
+from .predict import _RESULTS_READ, ASSUMPTIONS, _rank_result, _replayed
+from .reduced import Link, Reduced, anchored, cut, reanchored, reduce, solve
 from .result import RankWhatIf, WhatIfResult
 from .simulate import replay, times_only
 
@@ -90,18 +91,18 @@ def rank_reductions(tl: Timeline, kinds: str, ops: np.ndarray) -> RankReductions
     with links_kept(), classify.tables_kept():
         policy = kinds == DROP_POLICY and bool(policy_mask(tl).any())
         m = rank_model(tl, kinds)
-        # one cut graph, its dropped variants made from it before it goes: at most two
-        # graphs at once (a worker's memory: docs/scale.md)
-        g = cut(build_graph(m, drop=False), ops)
-        rec = reduce(g, m, ops, is_cut=True)
-        gd = dropped_graph(g, m)
         mk = _nothing_dropped(m) if kinds == DROP_POLICY and not policy else None
-        gk = dropped_graph(g, mk) if mk is not None else None
+        # one graph at a time, its variants made from it in place (a worker's memory:
+        # docs/scale.md); once it exists, the model's inputs to it go
+        g = cut(build_graph(m, drop=False), ops)
+        m = replay_only(m, keep=DROPPED_GRAPH_READS)
+        mk = replay_only(mk, keep=DROPPED_GRAPH_READS) if mk is not None else None
+        trim_large(m.n_events)
+        rec = reduce(g, m, ops, is_cut=True)
+        # nothing dropped: only the host gaps' weights change (a copy of the weights)
+        kept = reduce(dropped_graph(g, mk), mk, ops, is_cut=True) if mk is not None else None
+        drop = reduce(dropped_graph(g, m, in_place=True), m, ops, is_cut=True)
         del g
-        drop = reduce(gd, m, ops, is_cut=True)
-        del gd
-        kept = reduce(gk, mk, ops, is_cut=True) if gk is not None and mk is not None else None
-        del gk
     return RankReductions(tl.rank, policy, world_size(tl), list(m.assumptions),
                           list(m.warnings), rec, drop, kept)
 
@@ -209,13 +210,20 @@ def rank_whatif(tl: Timeline, ask: WhatIfAsk) -> RankWhatIf:
     ends at the solved times, compared as ``predict`` does."""
     with links_kept(), classify.tables_kept():
         m = rank_model(tl, ask.kinds, ask.nothing)
-        g = build_graph(m, drop=False)
-        rec = times_only(replay(m, False, graph=anchored(g, ask.ops, ask.rec_ends)))
-        gd = dropped_graph(g, m)
+        # one graph for both replays, anchored, then made the dropped one in place (a
+        # worker's memory: docs/scale.md)
+        g = anchored(build_graph(m, drop=False), ask.ops, ask.rec_ends)
+        m = replay_only(m, keep=DROPPED_GRAPH_READS + _RESULTS_READ)
+        trim_large(m.n_events)
+        # the recorded side of the result made, its replay goes before the other is made
+        rec = _replayed(tl, m, times_only(replay(m, False, graph=g)), ask.options, None)
+        g = reanchored(dropped_graph(g, m, in_place=True), ask.drop_ends)
+        m = replay_only(m, keep=_RESULTS_READ)
+        trim_large(m.n_events)
+        drp = times_only(replay(m, True, graph=g))
         del g
-        drp = times_only(replay(m, True, graph=anchored(gd, ask.ops, ask.drop_ends)))
-        del gd
-        return _rank_result(tl, m, rec, drp, ask.options, None)
+        trim_large(m.n_events)
+        return _rank_result(tl, m, rec, drp, ask.options)
 
 
 def joined(p: WhatIfPlan, results: list[RankWhatIf], all_ranks: list[int],

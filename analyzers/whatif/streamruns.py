@@ -48,11 +48,17 @@ def no_runs() -> Runs:
 
 
 def _edge_of(g: Graph, kind: int, base: int, n: int) -> np.ndarray:
-    """Per op, its in-edge of ``kind`` into the node ``base + op`` (-1 none; the last)."""
+    """Per op, its in-edge of ``kind`` into the node ``base + op`` (-1 none; the last);
+    int64 edge ids."""
     out = np.full(n, -1, dtype=np.int64)
     e = g.edges(kind)
     out[g.dst[e] - base] = np.arange(e.start, e.stop) if isinstance(e, slice) else e
     return out
+
+
+def _at(x: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """``x[e]`` where ``e >= 0``, else 0 (one temporary)."""
+    return x[np.maximum(e, 0)]
 
 
 def _scan(x: np.ndarray, ptr: np.ndarray,
@@ -85,33 +91,48 @@ def stream_runs(g: Graph, root: np.ndarray, off: np.ndarray,
     if n_o == 0:
         return none
     indeg = np.bincount(g.dst, minlength=g.n_nodes) if indeg is None else indeg
-    lau = _edge_of(g, LAUNCH, o_s0, n_o)
-    st = _edge_of(g, STREAM, o_s0, n_o)
+    # per op arrays, each freed once read (a worker's peak: docs/scale.md)
     run = _edge_of(g, RUN, o_e0, n_o)
-    ops = np.arange(n_o)
-    prev = np.where(st >= 0, g.src[np.maximum(st, 0)] - o_e0, -1)
-    single_end = indeg[o_e0 + ops] == 1
-    cand = (indeg[o_s0 + ops] == 2) & (lau >= 0) & (st >= 0) & single_end & (run >= 0)
+    single_end = indeg[o_e0:o_e0 + n_o] == 1
+    cand = (indeg[o_s0:o_s0 + n_o] == 2) & single_end & (run >= 0)
+    st = _edge_of(g, STREAM, o_s0, n_o)
+    cand &= st >= 0
+    prev = _at(g.src, st).astype(np.int64)
+    prev -= o_e0
+    prev[st < 0] = -1
     cand &= single_end[np.maximum(prev, 0)]
-    lsrc = g.src[np.maximum(lau, 0)]
+    del single_end
+    c = _at(g.w, st)  # the queue gap, plus the duration below
+    del st
+    lau = _edge_of(g, LAUNCH, o_s0, n_o)
+    cand &= lau >= 0
+    lsrc = _at(g.src, lau)
     h = root[lsrc]
+    lam = _at(g.w, lau)
+    lam += off[lsrc]
+    del lau, lsrc
     pm = np.maximum(prev, 0)
     der = cand & (~cand[pm] | (h[pm] == h))  # a derived predecessor shares the host root
+    del cand, pm
     idx = np.nonzero(der)[0]
     if idx.size == 0:
         return none
-    d = np.where(run >= 0, g.w[np.maximum(run, 0)], 0)
-    lam = off[lsrc] + g.w[np.maximum(lau, 0)]
-    c = g.w[np.maximum(st, 0)] + d
+    d = _at(g.w, run)
+    d[run < 0] = 0
+    del run
+    c += d
+    lam += d  # lam + d: the run's prefix max's terms
     if order is not None and order.size == n_o:  # stream order: each derived op's prev first
         at = np.empty(n_o, dtype=np.int64)
         at[order] = np.arange(n_o)
         if not (order[np.maximum(at[idx] - 1, 0)] == prev[idx]).all():  # (same sizes)
             order = None
+        del at
     if order is not None and order.size == n_o:
-        idx, head, big_d, mx = _runs_in_order(order, der, c, lam + d)
+        idx, head, big_d, mx = _runs_in_order(order, der, c, lam)
     else:
-        idx, head, big_d, mx = _runs_linked(idx, der, prev, c, lam + d)
+        idx, head, big_d, mx = _runs_linked(idx, der, prev, c, lam)
+    del c, lam, prev
     e_head = o_e0 + head
     s_node, sigma = root[e_head], off[e_head]
     hn = h[idx]
@@ -144,25 +165,41 @@ def _runs_in_order(order: np.ndarray, der: np.ndarray, c: np.ndarray, y: np.ndar
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """As :func:`_runs_linked`, with the ops in stream order (``order``): a run is a stretch
     of consecutive derived ops; one cumsum and one cummax for all runs."""
-    pos = np.nonzero(der[order])[0]
+    pos = np.flatnonzero(der[order])
     idx = order[pos]
-    first = np.concatenate(([True], pos[1:] != pos[:-1] + 1))
-    rid = np.cumsum(first) - 1
-    head = order[pos[first] - 1][rid]  # the op before the run's first
+    first = np.empty(pos.size, dtype=bool)
+    first[:1] = True
+    first[1:] = pos[1:] != pos[:-1] + 1
+    rid = np.cumsum(first, dtype=np.int64)
+    rid -= 1
+    at_first = np.flatnonzero(first)
+    head = order[pos[at_first] - 1][rid]  # the op before the run's first
+    del pos, first
+    # (in place where it can: a worker's peak, docs/scale.md)
     cv = c[idx]
-    cs = np.cumsum(cv)
-    big_d = cs - (cs - cv)[first][rid]
-    z = y[idx] - big_d
+    big_d = np.cumsum(cv)
+    big_d -= (big_d[at_first] - cv[at_first])[rid]
+    del cv
+    z = y[idx]
+    z -= big_d
     # each run from its own lowest value (times since the epoch: far apart across runs,
     # close within one), so that the offsets below stay small
-    lo = np.minimum.reduceat(z, np.nonzero(first)[0])[rid]
-    z = z - lo
+    lo = np.minimum.reduceat(z, at_first)[rid]
+    z -= lo
     span = int(z.max()) + 1
     if int(rid[-1]) * span >= 2 ** 62 - span:  # the offsets would overflow: by links
         link = np.full(order.size, -1, dtype=np.int64)
-        link[idx[~first]] = idx[np.nonzero(~first)[0] - 1]
+        nf = np.ones(idx.size, dtype=bool)
+        nf[at_first] = False
+        link[idx[nf]] = idx[np.nonzero(nf)[0] - 1]
         zz = np.zeros(order.size, dtype=np.int64)
         zz[idx] = z
         return idx, head, big_d, _scan(zz, link, np.maximum)[idx] + lo
-    shift = rid * span  # each run above every earlier one: a global cummax stays in its run
-    return idx, head, big_d, np.maximum.accumulate(z + shift) - shift + lo
+    shift = rid  # each run above every earlier one: a global cummax stays in its run
+    shift *= span
+    z += shift
+    np.maximum.accumulate(z, out=z)
+    z -= shift
+    del shift, rid
+    z += lo
+    return idx, head, big_d, z

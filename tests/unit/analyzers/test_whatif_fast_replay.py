@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from pipeline_synth import PipelineSpec, write
 from profplug.analyzers.load import load_timelines
-from profplug.analyzers.whatif import fixedpoint, streamruns
+from profplug.analyzers.whatif import fixedpoint, simulate, streamruns
 from profplug.analyzers.whatif.fixedpoint import recorded_fixed_point
 from profplug.analyzers.whatif.graph import ANCHOR, CALL, LAUNCH, PEER, RUN, Graph, build_graph
 from profplug.analyzers.whatif.model import build_model
@@ -43,6 +43,31 @@ def test_closed_form_runs_give_the_node_by_node_times(tmp_path: Path) -> None:
         # the host fold equals plain pointer jumping
         r2, o2, _ = _fold(g)
         assert np.array_equal(root, r2) and np.array_equal(off, o2)
+
+
+@pytest.mark.parametrize("chunk", [2, 6, 64])
+def test_the_host_fold_a_piece_at_a_time_is_the_whole_fold(tmp_path: Path, chunk: int,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    # given threads folded a few nodes at a time (the open segment carried across pieces)
+    m = _pipeline(tmp_path)
+    assert max(t.size for t in m.threads) * 2 > chunk
+    for drop in (False, True):
+        g = build_graph(m, drop)
+        whole = _fold(g, m.threads)
+        monkeypatch.setattr(simulate, "_CHUNK", chunk)
+        pieces = _fold(g, m.threads)
+        monkeypatch.undo()
+        # then every root and offset is the one-piece fold's, and pointer jumping's
+        plain = _fold(g)
+        for a, b, c in zip(whole[:2], pieces[:2], plain[:2], strict=True):
+            assert np.array_equal(a, b) and np.array_equal(a, c)
+        # and the replay through it is the node-by-node pass's
+        monkeypatch.setattr(simulate, "_CHUNK", chunk)
+        fast = longest_path(g, m)
+        monkeypatch.undo()
+        node = longest_path(g, m, runs=False)
+        assert np.array_equal(fast[0], node[0]) and np.array_equal(fast[1], node[1])
 
 
 def test_runs_far_from_time_zero_are_solved_in_one_cummax(tmp_path: Path,

@@ -26,11 +26,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-import numpy as np
-
 from ..errors import ProfplugError, TraceError
 from .cpus import usable_cpus
-from .gaps import Gaps
+from .gaps import NO_GAPS
 from .memtrim import trim
 from .rankpool import analyze_ranks
 from .readers.base import ReadOptions
@@ -39,9 +37,6 @@ from .readers.registry import reader_for
 from .resultcache import load_stalls, save_stalls, stalls_entry
 from .stalls import RankStalls, StallOptions
 from .timeline import Timeline
-
-_NONE = np.zeros(0, dtype=np.int64)
-NO_GAPS = Gaps(_NONE, _NONE, _NONE, _NONE, _NONE)  # what travels when the gaps are not used
 
 
 @dataclass(frozen=True)

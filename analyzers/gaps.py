@@ -27,6 +27,10 @@ class Gaps:
     call: np.ndarray  # index into the rank's sync calls (RankStalls.call_*), -1 none
 
 
+_NONE = np.zeros(0, dtype=np.int64)
+NO_GAPS = Gaps(_NONE, _NONE, _NONE, _NONE, _NONE)  # a rank's gaps where they are not used
+
+
 @dataclass
 class Spans:
     """Disjoint time spans of a rank (columnar, int64 ns, sorted per device): its NCCL time

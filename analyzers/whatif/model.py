@@ -176,8 +176,8 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None, *,
         notes.append(f"{n_late} NCCL kernel(s) ended before their partner started "
                      "on the aligned clock: each such pair's clock offset is taken so that the "
                      "partner started as the kernel ended")
-    return Model(
-        a_rank=cat([np.full(b.tl.api_start_ns.size, b.tl.rank) for b in rms]),
+    return _narrowed(Model(
+        a_rank=cat([_same(b.tl.api_start_ns.size, b.tl.rank) for b in rms]),
         a_start=cat([b.tl.api_start_ns for b in rms]),
         a_end=cat([b.tl.api_end_ns for b in rms]),
         a_dur=cat([b.tl.api_end_ns - b.tl.api_start_ns for b in rms]),
@@ -190,7 +190,7 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None, *,
         wait_call=cat([plus(b.wait_call, a_base[k]) for k, b in enumerate(rms)]),
         wait_op=cat([plus(b.wait_op, o_base[k]) for k, b in enumerate(rms)]),
         threads=threads, thread_key=thread_key,
-        o_rank=cat([np.full(b.tl.n_gpu, b.tl.rank) for b in rms]),
+        o_rank=cat([_same(b.tl.n_gpu, b.tl.rank) for b in rms]),
         o_local=cat([np.arange(b.tl.n_gpu) for b in rms]),
         o_start=o_start, o_end=o_end, o_top=cat(o_top), o_off=cat(o_off),
         o_lat=cat([b.lat for b in rms]), o_gap=cat([b.gap for b in rms]),
@@ -202,7 +202,25 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None, *,
         rank_o={b.tl.rank: (o_base[k], o_base[k + 1]) for k, b in enumerate(rms)},
         assumptions=notes, warnings=warns,
         o_order=cat([plus(b.stream_order, o_base[k]) for k, b in enumerate(rms)]),
-        a_kind=cat([b.kind for b in rms], np.int8))
+        a_kind=cat([b.kind for b in rms], np.int8)))
+
+
+def _same(n: int, value: int) -> np.ndarray:
+    """``n`` times ``value`` (int64), as a read-only view of one number."""
+    return np.broadcast_to(np.int64(value), (n,))
+
+
+def _narrowed(m: Model) -> Model:
+    """``m`` with its index arrays in 4 bytes where every node id fits (``graph.node_ids``):
+    a worker holds one rank's model beside its graph (docs/scale.md)."""
+    if 2 * m.a_start.size + 2 * m.o_start.size + 1 >= 2**31:
+        return m
+    for k in (*_INDICES, "wait_call", "wait_op", "dep_op", "dep_on"):
+        a = getattr(m, k)
+        if a.dtype == np.int64:
+            setattr(m, k, a.astype(np.int32))
+    m.threads = [t.astype(np.int32) if t.dtype == np.int64 else t for t in m.threads]
+    return m
 
 
 # what the graph holds once built (``graph.build_graph``): the replays and the per-rank
@@ -241,6 +259,10 @@ def replay_only(m: Model, keep: tuple[str, ...] = ()) -> Model:
             state[k] = _empty(state[k].dtype)
     out.__dict__.update(state)
     return out
+
+
+# the model's index arrays that a replay and the per-rank results read (-1: none)
+_INDICES = ("a_top", "a_prev", "o_top", "o_prev", "o_peer", "o_order", "o_local")
 
 
 @cache

@@ -22,7 +22,7 @@ import numpy as np
 
 from ...errors import ProfplugError
 from .. import classify
-from ..gaps import CAUSES
+from ..gaps import CAUSES, NO_GAPS
 from ..load import PathsLike, load_timelines
 from ..memtrim import trim_large
 from ..readers.base import ReadOptions
@@ -204,20 +204,24 @@ _RESULTS_READ = ("o_top", "a_prev")
 
 @dataclass
 class _Replayed:
-    """A rank's recorded side of its result: its stall analysis, the basis (``step`` or
-    ``window``), its steps, its recorded and replayed time (ns)."""
+    """A rank's recorded side of its result: its stall analysis without its gaps, the basis
+    (``step`` or ``window``), its steps, its recorded and replayed time, the idle the replay
+    drops directly (ns), its idle by cause (us)."""
 
     rs: RankStalls
     basis: str
     n_steps: int
     rec_ns: float
     replayed_ns: float
+    direct_ns: float
+    idle_us: dict[str, float]
 
 
 def _replayed(tl: Timeline, m: Model, rec: Replay, opt: StallOptions, rs: RankStalls | None
               ) -> _Replayed:
     """The recorded side of a rank's result (``rec``: the replay as recorded), so that the
-    replay can go before the other is made (a worker's peak: docs/scale.md)."""
+    replay and the analysis's gaps can go before the other replay is made (a worker's peak:
+    docs/scale.md)."""
     # the recorded run's figures read only its gaps, steps and sync rows: the brief analysis
     # (no call sites, sync statistics or outlier texts) when the caller has none
     alo, ahi = m.rank_a[tl.rank]
@@ -238,7 +242,15 @@ def _replayed(tl: Timeline, m: Model, rec: Replay, opt: StallOptions, rs: RankSt
         rep_tl = _predicted_timeline(tl, m, rec, _main_thread(m, tl.rank), False,
                                      annotations=False)
         replayed = stepfigure.replayed_ns(rep_tl, basis, rs)
-    return _Replayed(rs, basis, n_steps, rec_ns, replayed)
+        del rep_tl
+    # direct: gaps charged (by the stall analysis) to a call the replay drops
+    dropped_call = m.a_dropped[alo + rs.call_row]
+    g = rs.gaps
+    hit = g.call >= 0
+    hit[hit] = dropped_call[g.call[hit]]
+    direct = stepfigure.direct_ns(rs, basis, hit)
+    return _Replayed(replace(rs, gaps=NO_GAPS), basis, n_steps, rec_ns, replayed, direct,
+                     _idle(rs, basis))
 
 
 def _main_thread(m: Model, rank: int) -> np.ndarray:
@@ -259,12 +271,7 @@ def _rank_result(tl: Timeline, m: Model, rec: Replay | _Replayed, drp: Replay,
                                                annotations=False), opt,
                            brief=True, api_kind=kinds, launch=launch)
     times = {"predicted": _time_ns(pred_rs, basis, rs), "replayed": replayed}
-    # direct: gaps charged (by the stall analysis) to a call the replay drops
-    dropped_call = m.a_dropped[alo + rs.call_row]
-    g = rs.gaps
-    hit = g.call >= 0
-    hit[hit] = dropped_call[g.call[hit]]
-    direct_ns = stepfigure.direct_ns(rs, basis, hit)
+    direct_ns = r.direct_ns
     saving = rec_ns - times["predicted"]
     us = 1000.0
     return RankWhatIf(
@@ -276,7 +283,7 @@ def _rank_result(tl: Timeline, m: Model, rec: Replay | _Replayed, drp: Replay,
         saving_pct=round(100.0 * saving / rec_ns, 2) if rec_ns else 0.0,
         direct_us=round(direct_ns / us, 3), indirect_us=round((saving - direct_ns) / us, 3),
         dropped_calls=int(m.a_dropped[alo:ahi].sum()),
-        recorded_idle_by_cause_us=_idle(rs, basis),
+        recorded_idle_by_cause_us=r.idle_us,
         predicted_idle_by_cause_us=_idle(pred_rs, basis),
         between_steps_idle_us=rs.steps.between_steps_idle_us
         if basis == "step" and rs.steps is not None else 0.0)

@@ -28,9 +28,17 @@ def test_the_drop_replay_of_the_slim_model_on_its_prebuilt_graph_is_the_full_one
     m = build_model(_timelines(tmp_path))
     full = replay(m, drop=True)
     slim = replay_only(m)
-    # the graph inputs are gone (empty), the rest is the same object
+    # the graph inputs are gone (empty), the rest is the same object; the model's indices
+    # in 4 bytes each, its ranks no array
     assert slim.a_gap.size == 0 and slim.o_lat.size == 0 and slim.wait_call.size == 0
     assert slim.a_start is m.a_start and slim.o_order is m.o_order and m.a_gap.size > 0
+    for k in ("a_top", "a_prev", "o_top", "o_prev", "o_peer", "o_order", "o_local",
+              "wait_call", "wait_op"):
+        assert getattr(m, k).dtype == np.int32, k
+    assert all(t.dtype == np.int32 for t in m.threads)
+    one = build_model(_timelines(tmp_path / "one")[:1])
+    assert one.o_rank.strides == (0,) and one.a_rank.strides == (0,)
+    assert set(one.o_rank.tolist()) == set(one.rank_o) and one.o_rank.size == one.o_start.size
     got = replay(slim, True, graph=dropped_graph(build_graph(m, drop=False), m))
     for a, b in ((got.a_start, full.a_start), (got.a_end, full.a_end),
                  (got.o_start, full.o_start), (got.o_end, full.o_end), (got.t, full.t),

@@ -30,6 +30,7 @@ from .outpaths import check_outputs, is_stdout
 from .readers.base import ReadOptions
 from .render.registry import PAGE, check_format, render_text
 from .report import Report, RunAnalyzer, analyze, analyze_timelines, find_run_meta
+from .spreading import spreading
 from .stalls import RankStalls, StallOptions
 from .timeline import Timeline
 from .whatif import (
@@ -321,6 +322,26 @@ def _compare_with_ab(run_a: str, run_b: str, *, fmt: str, output: Path | None,
 
 
 @own_warnings
+def _spread_whatif(files: list[Path], drop: DropSpec, opt: StallOptions,
+                   read: ReadOptions | None, backend: Backend, quiet: bool
+                   ) -> WhatIfResult | None:
+    """The what-if where the ranks are read, as a report from ``spreading.SPREAD_MIN_BYTES``
+    of traces runs it (no timeline travels: docs/scale.md); None below, where the timelines
+    travel and it runs here."""
+    forced = whatif_analysis(drop)
+    forced.spread_drop = drop  # type: ignore[attr-defined]
+    if spreading([forced], False, files) is None:
+        return None
+    rep = analyze(files, opt, run=[forced], read=read, backend=backend,
+                  progress=_progress(quiet), keep_gaps=False)
+    res = rep.run.get("whatif")
+    if not isinstance(res, WhatIfResult):
+        raise ProfplugError(next((w for w in rep.warnings if w.startswith("what-if")),
+                                 "what-if: not run"))
+    res.warnings[:0] = rep.lost  # files lost with their worker
+    return res
+
+
 def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "table",
                output: Path | None = None, html: Path | None = None,
                options: StallOptions | None = None, jobs: int | None = None,
@@ -347,13 +368,18 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
     files = check_paths(paths)
     check_outputs((output, html), files)
     backend = open_backend(jobs, dask)
+    spread: WhatIfResult | None = None
     try:
-        timelines = load_timelines(files, read=read, backend=backend,
-                                   progress=_progress(quiet))
+        if unprofiled_us is None and html is None and drop.callsite is None:
+            spread = _spread_whatif(files, drop, opt, read, backend, quiet)
+        if spread is None:
+            timelines = load_timelines(files, read=read, backend=backend,
+                                       progress=_progress(quiet))
     finally:
         backend.close()
-    res = (whatif(timelines, drop, opt) if unprofiled_us is None
-           else whatif_unprofiled(timelines, unprofiled_us, drop, opt, step_ci_us=ci))
+    res = spread if spread is not None else (
+        whatif(timelines, drop, opt) if unprofiled_us is None
+        else whatif_unprofiled(timelines, unprofiled_us, drop, opt, step_ci_us=ci))
     write_text(render_text(res, fmt), output)
     if html is not None:
         rep = analyze_timelines(timelines, opt, steps=(read or ReadOptions()).steps)

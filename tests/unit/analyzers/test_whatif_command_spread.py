@@ -1,0 +1,81 @@
+"""`profplug whatif` on a big run: the what-if where the ranks are read (as the report runs
+it from ``spreading.SPREAD_MIN_BYTES`` of traces), so that no timeline reaches the client;
+the same JSON as the one made in one process, and the same one-line errors."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from pipeline_synth import PipelineSpec, write
+from profplug.analyzers import commands, spreading
+from synth import KinetoTrace
+
+from profplug.cli.main import main
+
+TIMES = re.compile(r'"(replay_s|analysis_s)": [0-9.eE+-]+')
+
+
+def _json(path: Path) -> str:
+    return TIMES.sub(r'"\1": 0', json.dumps(json.loads(path.read_text()), sort_keys=True))
+
+
+@pytest.mark.parametrize("spec, drop", [
+    (PipelineSpec(stages=4, tp=2, steps=4, slow_stage=2), "policy"),
+    (PipelineSpec(stages=2, steps=5, sync="event", peer_in_name=False), "device-sync"),
+])
+def test_whatif_of_a_big_run_reads_no_timeline_into_the_client(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: PipelineSpec, drop: str) -> None:
+    files, _ = write(spec, tmp_path / "run")
+    run = str(files[0].parent)
+    # given the what-if in one process (the timelines travel: under the threshold)
+    assert main(["whatif", run, "--drop", drop, "-f", "json", "-q", "-j", "2",
+                 "-o", str(tmp_path / "one.json")]) == 0
+    # when the run counts as big, and the client may not load a timeline
+    monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
+
+    def no_timelines(*_: object, **__: object) -> None:
+        raise AssertionError("a timeline reached the client")
+
+    monkeypatch.setattr(commands, "load_timelines", no_timelines)
+    assert main(["whatif", run, "--drop", drop, "-f", "json", "-q", "-j", "2",
+                 "-o", str(tmp_path / "spread.json")]) == 0
+    # then the result is the one-process one
+    assert _json(tmp_path / "spread.json") == _json(tmp_path / "one.json")
+    assert len(json.loads((tmp_path / "spread.json").read_text())["whatif"]["ranks"]) == len(files)
+
+
+def test_a_big_run_without_gpu_work_is_the_same_one_line_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    t = KinetoTrace(rank=0)
+    t.runtime("cudaDeviceSynchronize", 0, 5)
+    path = t.write(tmp_path / "r0.json")
+    assert main(["whatif", str(path)]) != 0
+    one = capsys.readouterr().err
+    monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
+    assert main(["whatif", str(path)]) != 0
+    err = capsys.readouterr().err
+    assert err == one and "no GPU work" in err and len(err.strip().splitlines()) == 1
+
+
+def test_what_the_spread_path_cannot_do_stays_in_one_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # --unprofiled and --html read the timelines in the client, whatever the size
+    files, _ = write(PipelineSpec(stages=2, steps=4), tmp_path / "run")
+    monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
+    calls: list[int] = []
+    real = commands.load_timelines
+
+    def counted(*a: object, **k: object):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return real(*a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(commands, "load_timelines", counted)
+    assert main(["whatif", str(files[0].parent), "-q", "--unprofiled", "5000",
+                 "-o", str(tmp_path / "u.txt")]) == 0
+    assert main(["whatif", str(files[0].parent), "-q", "--html", str(tmp_path / "p.html"),
+                 "-o", str(tmp_path / "h.txt")]) == 0
+    assert len(calls) == 2

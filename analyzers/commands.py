@@ -244,8 +244,11 @@ def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | No
     check_outputs((output, html), [*paths_a, *paths_b])
     backend = open_backend(jobs, dask)
     try:
+        # without a page no gap is read: each big run's run-level analyses where its ranks
+        # are read, as its report (``spreading``)
         rep_a, rep_b = (analyze(p, opt, read=read, run=run, backend=backend,
-                                progress=_progress(quiet)) for p in (paths_a, paths_b))
+                                progress=_progress(quiet), keep_gaps=html is not None)
+                        for p in (paths_a, paths_b))
     finally:
         backend.close()
     cmp = compare(rep_a, rep_b, labels[0] or run_label(run_a), labels[1] or run_label(run_b))

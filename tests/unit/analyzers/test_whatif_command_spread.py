@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers import commands, spreading
+from profplug.analyzers import commands, report, spreading
 from synth import KinetoTrace
 
 from profplug.cli.main import main
@@ -79,3 +79,26 @@ def test_what_the_spread_path_cannot_do_stays_in_one_process(
     assert main(["whatif", str(files[0].parent), "-q", "--html", str(tmp_path / "p.html"),
                  "-o", str(tmp_path / "h.txt")]) == 0
     assert len(calls) == 2
+
+
+def test_compare_of_big_runs_reads_no_timeline_into_the_client(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runs = [write(PipelineSpec(stages=4, tp=2, steps=4, sync=s), tmp_path / s)[0][0].parent
+            for s in ("device", "event")]
+    args = ["compare", *map(str, runs), "-f", "json", "-q", "-j", "2", "-o"]
+    # given the comparison with each run's timelines in the client (under the threshold)
+    assert main([*args, str(tmp_path / "one.json")]) == 0
+    # when the runs count as big, each run's report is made where its ranks are read
+    monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
+    real = report.analyze_timelines
+    seen: list[int] = []
+
+    def spy(timelines, *a, **k):  # type: ignore[no-untyped-def]
+        seen.append(len(list(timelines)))
+        return real([], *a, **k)
+
+    monkeypatch.setattr(report, "analyze_timelines", spy)
+    assert main([*args, str(tmp_path / "spread.json")]) == 0
+    # then no timeline reached the client, and the comparison is the same
+    assert seen == [0, 0]
+    assert _json(tmp_path / "spread.json") == _json(tmp_path / "one.json")

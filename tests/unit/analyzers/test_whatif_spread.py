@@ -18,7 +18,7 @@ from pipeline_synth import PipelineSpec, write
 from profplug.analyzers.load import load_timelines
 from profplug.analyzers.report import analyze_timelines
 from profplug.analyzers.timeline import Timeline
-from profplug.analyzers.whatif import DropSpec, whatif
+from profplug.analyzers.whatif import DropSpec, reduced, whatif
 from profplug.analyzers.whatif import spread as sp
 from profplug.analyzers.whatif.dropset import policy_mask
 from profplug.analyzers.whatif.graph import build_graph
@@ -109,6 +109,30 @@ def test_a_cycle_across_the_reductions_is_not_solved() -> None:
 
     assert [t.tolist() for t in solve([rank(), rank()], links(0))] == [[8, 12], [8, 12]]
     assert solve([rank(), rank()], links(1)) is None
+
+
+@pytest.mark.parametrize("spec", SPECS[:2], ids=["pp4", "pp4-tp2-slow"])
+def test_the_solve_level_by_level_is_the_solve_on_lists(spec: PipelineSpec, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    # given a run whose joined graph is solved level by level (the path of many big ranks)
+    files, _ = write(spec, tmp_path)
+    tls = load_timelines(files, jobs=1, progress=False)
+    on_lists = as_json(sp.whatif_in_parts(tls))
+    seen: list[int] = []
+    real = reduced._longest_by_levels
+
+    def levels(*a):  # type: ignore[no-untyped-def]
+        seen.append(a[0])
+        return real(*a)
+
+    monkeypatch.setattr(reduced, "LEVELS_MIN_EDGES", 0)
+    monkeypatch.setattr(reduced, "LEVELS_MIN_RANKS", 0)
+    monkeypatch.setattr(reduced, "_longest_by_levels", levels)
+    # then the result is the one on lists, and a contradictory pairing still is no solve
+    assert as_json(sp.whatif_in_parts(tls)) == on_lists and len(seen) == 2
+    test_a_cycle_across_the_reductions_is_not_solved()
+    assert len(seen) == 4
 
 
 def test_a_wrong_solved_time_changes_the_result(tmp_path: Path) -> None:

@@ -1,0 +1,75 @@
+"""The client's solve of the what-if's joined reduced graphs (``whatif/reduced.solve``):
+Kahn's order on Python lists against the level-by-level numpy pass, time and traced peak.
+
+    .venv/bin/python benchmarks/bench_solve.py /tmp/profplug-scale/run64-20 --ranks 16 \\
+        --copies 1,4,32
+
+The joined graph of ``--ranks`` rank files of a run (as ``whatif_in_parts`` builds it),
+then ``--copies`` of it side by side: as many levels (each rank's chain of waits), more
+ranks per level, as a run of that many times the ranks. Best of 3 for the time; the traced
+peak (tracemalloc, a separate pass: it slows the lists' pass many times) per edge.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from profplug.analyzers.load import load_timelines
+from profplug.analyzers.whatif import reduced, spread
+
+
+def joined_graph(run: Path, ranks: int) -> dict[str, Any]:
+    files = sorted(run.glob("rank*.json"))[:ranks]
+    got: dict[str, Any] = {}
+    real = reduced._longest
+
+    def capture(n, src, dst, w, sources):  # type: ignore[no-untyped-def]
+        got.update(n=n, src=src, dst=dst, w=w, sources=list(sources))
+        return real(n, src, dst, w, sources)
+
+    reduced._longest = capture  # type: ignore[assignment]
+    try:
+        spread.whatif_in_parts(load_timelines([str(f) for f in files], progress=False))
+    finally:
+        reduced._longest = real  # type: ignore[assignment]
+    return got
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run", type=Path)
+    ap.add_argument("--ranks", type=int, default=16)
+    ap.add_argument("--copies", default="1,4,32")
+    a = ap.parse_args()
+    g = joined_graph(a.run, a.ranks)
+    n = g["n"]
+    print(f"{'ranks':>6} {'nodes':>10} {'edges':>11} {'solve':<20} {'s':>7} {'B/edge':>7} same")
+    for k in [int(x) for x in a.copies.split(",")]:
+        src = np.concatenate([g["src"] + i * n for i in range(k)])
+        dst = np.concatenate([g["dst"] + i * n for i in range(k)])
+        w = np.tile(g["w"], k)
+        sources = [s + i * n for i in range(k) for s in g["sources"]]
+        first = None
+        for fn in (reduced._longest, reduced._longest_by_levels):
+            best = float("inf")
+            for _ in range(3):
+                t0 = time.perf_counter()
+                t = fn(n * k, src, dst, w, sources)
+                best = min(best, time.perf_counter() - t0)
+            tracemalloc.start()
+            fn(n * k, src, dst, w, sources)
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+            first = t if first is None else first
+            same = "same" if t is not None and np.array_equal(t, first) else "DIFF"
+            print(f"{a.ranks * k:>6} {n * k:>10,} {src.size:>11,} {fn.__name__:<20} "
+                  f"{best:>7.3f} {peak / src.size:>7.1f} {same}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -48,6 +48,12 @@ def _guarded(fn: object, *args: object) -> object:
         return failure(WHATIF, exc)
 
 
+def _trim(tl: Timeline) -> None:
+    """The heap's freed memory back to the OS before a rank's next part (a big rank's):
+    each part starts from what is live (a worker's peak: docs/scale.md)."""
+    trim_large(tl.n_gpu + int(tl.api_start_ns.size))
+
+
 @dataclass(frozen=True)
 class Facts:
     """A file's ranks' first-round parts (``parts.rank_facts``; ranks with GPU work);
@@ -62,7 +68,7 @@ class Facts:
                 continue
             f = rank_facts(tl)
             if self.whatif is not None:
-                trim_large(tl.n_gpu + int(tl.api_start_ns.size))  # each part starts from what is live (docs/scale.md)
+                _trim(tl)
                 f.whatif = _guarded(spread.rank_reductions, tl, self.whatif, f.view.op_index)
             out.append(f)
         return out
@@ -84,7 +90,7 @@ class Parts:
             if tl.rank not in by_rank and tl.rank not in wi:
                 continue
             part = travelled(rank_part(tl, by_rank[tl.rank])) if tl.rank in by_rank else None
-            trim_large(tl.n_gpu + int(tl.api_start_ns.size))  # each part starts from what is live (docs/scale.md)
+            _trim(tl)
             out.append((tl.rank, part,
                         _guarded(spread.rank_whatif, tl, wi[tl.rank]) if tl.rank in wi else None))
         return out

@@ -179,7 +179,6 @@ def dropped_graph(g: Graph, m: Model, *, in_place: bool = False) -> Graph:
     del c_src, dropped, w_call
     sync = g.span(SYNC)
     out = g if in_place else Graph(n_a, g.n_o, g.src, g.dst, w, g.kind, list(g.parts))
-    out.w = w
     if sync is None:  # a graph built by hand: by mask
         at = np.nonzero(g.kind == SYNC)[0]
         gone_at = at[m.a_dropped[g.dst[at] - n_a]]
@@ -218,7 +217,7 @@ def keep_edges(g: Graph, keep: np.ndarray, extra: tuple[np.ndarray, np.ndarray, 
             at += part.size
         if extra is not None:
             new[n:] = extra[x]
-        del old, part
+        del old
         setattr(g, name, new)
 
 

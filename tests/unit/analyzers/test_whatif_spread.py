@@ -155,3 +155,16 @@ def test_a_wrong_solved_time_changes_the_result(tmp_path: Path) -> None:
     good = sp.rank_whatif(tls[2], ask)
     late = sp.rank_whatif(tls[2], replace(ask, drop_ends=ask.drop_ends + 50_000 * np.arange(ask.drop_ends.size)))
     assert late.predicted_us > good.predicted_us
+
+
+def test_a_graph_without_edges_is_anchored() -> None:
+    # keep_edges' copy loop does not run on an empty column: the anchors are still added
+    from profplug.analyzers.whatif.graph import ANCHOR, Graph
+    from profplug.analyzers.whatif.reduced import anchored, reanchored
+
+    none = np.zeros(0, np.int32)
+    g = anchored(Graph(0, 1, none, none, np.zeros(0, np.int64), np.zeros(0, np.int8)),
+                 np.array([0]), np.array([7]))
+    assert (g.src.tolist(), g.dst.tolist(), g.w.tolist(), g.kind.tolist()) == \
+        ([g.source], [g.op_end(0)], [7], [ANCHOR])
+    assert reanchored(g, np.array([9])).w.tolist() == [9]

@@ -16,6 +16,7 @@ from itertools import pairwise
 import numpy as np
 
 from .. import classify
+from ..memtrim import trim_large
 from ..timeline import Timeline, at_or, launch_calls
 from ..whatif.graph import ANCHOR, CALL, HOST, LAUNCH, PEER, STREAM, STREAM_WAIT, SYNC, build_graph
 from ..whatif.model import DROP_NONE, DropSpec, Model, build_model, coupled
@@ -281,6 +282,7 @@ def rank_graph(tl: Timeline, pos: int, partners: Partners, comm_ops: np.ndarray,
     """Rank position ``pos``'s :class:`RankGraph`: its model and graph on their own, the
     partners' starts as extra nodes, its binding edges and host runs."""
     md = build_model([tl], DropSpec(kinds=DROP_NONE), matching=_alone(tl.rank))
+    trim_large(md.n_events)  # the build's temporaries: the graph starts from what is live
     na, no = int(md.a_start.size), int(md.o_start.size)
     mine = partners.op
     paired = np.zeros(no, dtype=bool)
@@ -301,6 +303,7 @@ def rank_graph(tl: Timeline, pos: int, partners: Partners, comm_ops: np.ndarray,
         else np.zeros(0, dtype=np.int8)
     sync_call = (a_kind == classify.DEVICE) | (a_kind == classify.EVENT)
     _unneeded_by_graph(md)
+    trim_large(md.n_events)
     # the binding edges of one kind of node at a time (call starts, call ends, op starts,
     # op ends): each node's incoming edges are all in its part, and only one part's edges
     # exist at once (a worker's memory: docs/scale.md)

@@ -117,31 +117,45 @@ def build_graph(m: Model, drop: bool, forced: np.ndarray | None = None,
         g.parts.append((kind, at, hi))
         at = hi
 
-    add(src_node, first, m.a_start[first], ANCHOR)
-    gap = m.a_gap_drop if drop else m.a_gap
-    add(n_a + m.a_prev[later], later, gap[later], HOST)
+    calls_s, calls_e, ops_s, ops_e = (0, n_a), (n_a, 2 * n_a), (2 * n_a, 2 * n_a + n_o), \
+        (2 * n_a + n_o, 2 * n_a + 2 * n_o)
+
+    def wanted(nodes: tuple[int, int]) -> bool:
+        """Whether edges into ``nodes`` ([lo, hi) ids) are asked for: ``into`` skips the
+        blocks it would cut away whole (their temporaries are never made)."""
+        return into is None or (nodes[0] < into[1] and into[0] < nodes[1])
+
+    if wanted(calls_s):
+        add(src_node, first, m.a_start[first], ANCHOR)
+        gap = m.a_gap_drop if drop else m.a_gap
+        add(n_a + m.a_prev[later], later, gap[later], HOST)
     del first, later
-    waits = np.zeros(n_a, dtype=bool)
-    waits[m.wait_call] = True
-    cost = np.where(dropped, m.a_omin, np.where(waits, m.a_base, m.a_dur))
-    add(tops, n_a + tops, cost[tops], CALL)
-    del cost, waits, tops
-    wc, wo = m.wait_call[keep], m.wait_op[keep]
-    add(2 * n_a + n_o + wo, n_a + wc, m.a_wake[wc], SYNC)
+    if wanted(calls_e):
+        waits = np.zeros(n_a, dtype=bool)
+        waits[m.wait_call] = True
+        cost = np.where(dropped, m.a_omin, np.where(waits, m.a_base, m.a_dur))
+        add(tops, n_a + tops, cost[tops], CALL)
+        del cost, waits
+        wc, wo = m.wait_call[keep], m.wait_op[keep]
+        add(2 * n_a + n_o + wo, n_a + wc, m.a_wake[wc], SYNC)
+        del wc, wo
+    del tops
     ops = np.arange(n_o)
-    linked = m.o_top >= 0
-    lk, un = ops[linked], ops[~linked]
-    add(m.o_top[lk], 2 * n_a + lk, m.o_off[lk] + m.o_lat[lk], LAUNCH)
-    add(src_node, 2 * n_a + un, m.o_off[un] + m.o_lat[un], ANCHOR)
-    del lk, un, linked
-    hp = ops[m.o_prev >= 0]
-    add(2 * n_a + n_o + m.o_prev[hp], 2 * n_a + hp, m.o_gap[hp], STREAM)
-    del hp
-    add(2 * n_a + n_o + m.dep_on, 2 * n_a + m.dep_op, m.o_gap[m.dep_op], STREAM_WAIT)
-    add(2 * n_a + ops, 2 * n_a + n_o + ops,
-        np.where(paired, m.o_xfer, m.o_end - m.o_start), RUN)
-    pp = ops[paired]
-    add(2 * n_a + m.o_peer[pp], 2 * n_a + n_o + pp, m.o_xfer[pp] - m.o_clock[pp], PEER)
+    if wanted(ops_s):
+        linked = m.o_top >= 0
+        lk, un = ops[linked], ops[~linked]
+        add(m.o_top[lk], 2 * n_a + lk, m.o_off[lk] + m.o_lat[lk], LAUNCH)
+        add(src_node, 2 * n_a + un, m.o_off[un] + m.o_lat[un], ANCHOR)
+        del lk, un, linked
+        hp = ops[m.o_prev >= 0]
+        add(2 * n_a + n_o + m.o_prev[hp], 2 * n_a + hp, m.o_gap[hp], STREAM)
+        del hp
+        add(2 * n_a + n_o + m.dep_on, 2 * n_a + m.dep_op, m.o_gap[m.dep_op], STREAM_WAIT)
+    if wanted(ops_e):
+        add(2 * n_a + ops, 2 * n_a + n_o + ops,
+            np.where(paired, m.o_xfer, m.o_end - m.o_start), RUN)
+        pp = ops[paired]
+        add(2 * n_a + m.o_peer[pp], 2 * n_a + n_o + pp, m.o_xfer[pp] - m.o_clock[pp], PEER)
     if at < total:  # ``into``: one column at a time cut to its edges
         for name in ("src", "dst", "w", "kind"):
             setattr(g, name, getattr(g, name)[:at].copy())

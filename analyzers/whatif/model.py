@@ -1,4 +1,5 @@
-"""The dependency model of a run, built from every rank's timeline (all times int64 ns).
+"""The dependency model of a run, built from every rank's timeline (all times ns: int64,
+the delays int32 where they fit: ``_narrowed``).
 
 The model holds, per node, the fixed delays of the run's timing rules; ``graph`` turns them
 into edge arrays and ``simulate`` replays them. Every rule is "the latest of several
@@ -45,7 +46,7 @@ from .pairs import match_nccl
 from .rankmodel import QUEUE_TOL_NS, RankModel
 
 __all__ = ["DROP_ALL", "DROP_DEVICE", "DROP_NONE", "QUEUE_TOL_NS", "DropSpec", "Model",
-           "build_model", "coupled", "replay_only"]
+           "build_model", "coupled", "only", "replay_only"]
 NONE_I = -1
 
 
@@ -127,6 +128,16 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None, *,
     send/recv (``dropset.resolve``; ``whatif`` also reports that)."""
     drop, _ = resolve(timelines, drop or DropSpec())
     rms = [RankModel(tl, drop) for tl in timelines]
+    m = _joined(timelines, rms, matching)
+    # the ranks' parts go first (the loops' names with them, in ``_joined``): each wide
+    # array is then freed as its narrow copy is made
+    del rms
+    return _narrowed(m)
+
+
+def _joined(timelines: list[Timeline], rms: list[RankModel], matching: Matching | None
+            ) -> Model:
+    """The ranks' parts joined into one :class:`Model` (global indices), not narrowed."""
     a_base = np.cumsum([0] + [b.tl.api_start_ns.size for b in rms]).tolist()
     o_base = np.cumsum([0] + [b.tl.n_gpu for b in rms]).tolist()
     notes = [n for b in rms for n in b.notes]
@@ -176,7 +187,7 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None, *,
         notes.append(f"{n_late} NCCL kernel(s) ended before their partner started "
                      "on the aligned clock: each such pair's clock offset is taken so that the "
                      "partner started as the kernel ended")
-    return _narrowed(Model(
+    return Model(
         a_rank=cat([_same(b.tl.api_start_ns.size, b.tl.rank) for b in rms]),
         a_start=cat([b.tl.api_start_ns for b in rms]),
         a_end=cat([b.tl.api_end_ns for b in rms]),
@@ -202,7 +213,7 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None, *,
         rank_o={b.tl.rank: (o_base[k], o_base[k + 1]) for k, b in enumerate(rms)},
         assumptions=notes, warnings=warns,
         o_order=cat([plus(b.stream_order, o_base[k]) for k, b in enumerate(rms)]),
-        a_kind=cat([b.kind for b in rms], np.int8)))
+        a_kind=cat([b.kind for b in rms], np.int8))
 
 
 def _same(n: int, value: int) -> np.ndarray:
@@ -211,8 +222,15 @@ def _same(n: int, value: int) -> np.ndarray:
 
 
 def _narrowed(m: Model) -> Model:
-    """``m`` with its index arrays in 4 bytes where every node id fits (``graph.node_ids``):
-    a worker holds one rank's model beside its graph (docs/scale.md)."""
+    """``m`` with its index arrays in 4 bytes where every node id fits (``graph.node_ids``),
+    and each delay array (``_DELAYS``) in 4 bytes where all its values are under 2^30 ns
+    (~1.07 s) in magnitude, so that the sum of two never overflows: a worker holds one
+    rank's model beside its graph (docs/scale.md). Whoever adds three or more of them, or
+    writes into one, casts to int64 first (the graph's weights are int64)."""
+    for k in _DELAYS:
+        a = getattr(m, k)
+        if a.dtype == np.int64 and a.size and max(-int(a.min()), int(a.max())) < _DELAY_MAX:
+            setattr(m, k, a.astype(np.int32))
     if 2 * m.a_start.size + 2 * m.o_start.size + 1 >= 2**31:
         return m
     for k in (*_INDICES, "wait_call", "wait_op", "dep_op", "dep_on"):
@@ -221,6 +239,12 @@ def _narrowed(m: Model) -> Model:
             setattr(m, k, a.astype(np.int32))
     m.threads = [t.astype(np.int32) if t.dtype == np.int64 else t for t in m.threads]
     return m
+
+
+# the model's per-call and per-op delays (ns), each narrowed to int32 when it fits
+_DELAYS = ("a_dur", "a_gap", "a_gap_drop", "a_base", "a_wake", "a_omin", "o_off", "o_lat",
+           "o_gap", "o_xfer", "o_clock")
+_DELAY_MAX = 2**30
 
 
 # what the graph holds once built (``graph.build_graph``): the replays and the per-rank
@@ -257,6 +281,22 @@ def replay_only(m: Model, keep: tuple[str, ...] = ()) -> Model:
     for k in _IN_GRAPH:
         if k not in keep:
             state[k] = _empty(state[k].dtype)
+    out.__dict__.update(state)
+    return out
+
+
+def only(m: Model, keep: tuple[str, ...]) -> Model:
+    """``m`` with only the arrays named in ``keep`` (``threads`` among them: its thread
+    lists), the rest empty: for a pass that reads a few of them, such as a worker's
+    reductions (``spread.REDUCE_READS``), once the graph is built (a worker's peak:
+    docs/scale.md)."""
+    out = object.__new__(Model)
+    state = dict(m.__dict__)
+    for k, v in m.__dict__.items():
+        if isinstance(v, np.ndarray) and k not in keep:
+            state[k] = _empty(v.dtype)
+    if "threads" not in keep:
+        state["threads"], state["thread_key"] = [], []
     out.__dict__.update(state)
     return out
 

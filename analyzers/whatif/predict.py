@@ -217,11 +217,11 @@ class _Replayed:
     idle_us: dict[str, float]
 
 
-def _replayed(tl: Timeline, m: Model, rec: Replay, opt: StallOptions, rs: RankStalls | None
-              ) -> _Replayed:
-    """The recorded side of a rank's result (``rec``: the replay as recorded), so that the
-    replay and the analysis's gaps can go before the other replay is made (a worker's peak:
-    docs/scale.md)."""
+def _recorded_side(tl: Timeline, m: Model, opt: StallOptions, rs: RankStalls | None
+                   ) -> _Replayed:
+    """The recorded side of a rank's result but its replayed time (``replayed_ns``: nan
+    until :func:`_replayed` sets it): its stall analysis needs no replay, so that a worker
+    runs it before either replay exists (a worker's peak: docs/scale.md)."""
     # the recorded run's figures read only its gaps, steps and sync rows: the brief analysis
     # (no call sites, sync statistics or outlier texts) when the caller has none
     alo, ahi = m.rank_a[tl.rank]
@@ -233,24 +233,35 @@ def _replayed(tl: Timeline, m: Model, rec: Replay, opt: StallOptions, rs: RankSt
                                           m.o_start[olo:ohi]))
     basis = "step" if rs.steps is not None and rs.steps.n_steps else "window"
     n_steps = rs.steps.n_steps if basis == "step" and rs.steps is not None else 1
-    rec_ns = _time_ns(rs, basis)
-    if basis == "step" and all(bool((x[lo:hi] == y[lo:hi]).all()) for x, y, lo, hi in (
-            (rec.o_start, m.o_start, olo, ohi), (rec.o_end, m.o_end, olo, ohi),
-            (rec.a_start, m.a_start, alo, ahi), (rec.a_end, m.a_end, alo, ahi))):
-        replayed = rec_ns  # the replay reproduced the rank: its steps are the recorded ones
-    else:
-        rep_tl = _predicted_timeline(tl, m, rec, _main_thread(m, tl.rank), False,
-                                     annotations=False)
-        replayed = stepfigure.replayed_ns(rep_tl, basis, rs)
-        del rep_tl
     # direct: gaps charged (by the stall analysis) to a call the replay drops
     dropped_call = m.a_dropped[alo + rs.call_row]
     g = rs.gaps
     hit = g.call >= 0
     hit[hit] = dropped_call[g.call[hit]]
     direct = stepfigure.direct_ns(rs, basis, hit)
-    return _Replayed(replace(rs, gaps=NO_GAPS), basis, n_steps, rec_ns, replayed, direct,
-                     _idle(rs, basis))
+    return _Replayed(replace(rs, gaps=NO_GAPS), basis, n_steps, _time_ns(rs, basis),
+                     float("nan"), direct, _idle(rs, basis))
+
+
+def _replayed(tl: Timeline, m: Model, rec: Replay, opt: StallOptions,
+              side: RankStalls | _Replayed | None) -> _Replayed:
+    """The recorded side of a rank's result (``rec``: the replay as recorded; ``side``: the
+    stall analysis, or :func:`_recorded_side` already made), so that the replay and the
+    analysis's gaps can go before the other replay is made (a worker's peak:
+    docs/scale.md)."""
+    r = side if isinstance(side, _Replayed) else _recorded_side(tl, m, opt, side)
+    alo, ahi = m.rank_a[tl.rank]
+    olo, ohi = m.rank_o[tl.rank]
+    if r.basis == "step" and all(bool((x[lo:hi] == y[lo:hi]).all()) for x, y, lo, hi in (
+            (rec.o_start, m.o_start, olo, ohi), (rec.o_end, m.o_end, olo, ohi),
+            (rec.a_start, m.a_start, alo, ahi), (rec.a_end, m.a_end, alo, ahi))):
+        replayed = r.rec_ns  # the replay reproduced the rank: its steps are the recorded ones
+    else:
+        rep_tl = _predicted_timeline(tl, m, rec, _main_thread(m, tl.rank), False,
+                                     annotations=False)
+        replayed = stepfigure.replayed_ns(rep_tl, r.basis, r.rs)
+        del rep_tl
+    return replace(r, replayed_ns=replayed)
 
 
 def _main_thread(m: Model, rank: int) -> np.ndarray:

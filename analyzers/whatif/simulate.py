@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..memtrim import trim_large
 from .fixedpoint import recorded_fixed_point
 from .graph import PEER, Graph, build_graph, dropped_graph
 from .model import Model
@@ -171,12 +172,17 @@ def _visited(g: Graph, m: Model, runs: bool = True) -> Visited:
     folded and derived nodes' times follow from their roots)."""
     n = g.n_nodes
     # each node's in-edges, clipped at 3 (what the fold and the runs ask: 1? 2?), one byte
-    indeg = np.minimum(np.bincount(g.dst, minlength=n), 3).astype(np.int8)
+    counts = np.bincount(g.dst, minlength=n)
+    np.minimum(counts, 3, out=counts)
+    indeg = counts.astype(np.int8)
+    del counts
+    trim_large(n // 2)  # the count's two per-node/per-edge temporaries: holes otherwise
     # the in-edges found again on need (_binding)
     root, off, _ = _fold(g, m.threads, indeg, edges=False)
     folded = root != np.arange(n, dtype=root.dtype)
     rn = stream_runs(g, root, off, m.o_order, indeg) if runs else no_runs()
     del indeg
+    trim_large(n // 2)  # the runs' per-op temporaries
     derived = np.zeros(n, dtype=bool)
     derived[rn.node] = True
     visit = ~(folded | derived)
@@ -257,15 +263,18 @@ def _longest_path(g: Graph, m: Model, runs: bool = True
                 t[cv] = int(_recorded_times(m)[v])
         if not indeg[cv]:
             stack.append(cv)
-    t_p = np.array(t, dtype=np.int64)
-    del t, dst, w, indeg, ptr  # the pass's lists (a Python int each) before the times' array
-    t_a = np.full(n, MIN_NS, dtype=np.int64)
-    t_a[proc] = t_p
-    t_a[rn.node] = np.maximum(t_a[rn.h] + rn.a, t_a[rn.s] + rn.b)
+    # the roots' times, compact: the visited nodes (numbered by ``cid``), then the derived
+    # op starts (numbered after them in ``cid``, which nothing reads past this point)
+    t_r = np.empty(proc.size + rn.node.size, dtype=np.int64)
+    t_r[:proc.size] = t
+    del t, dst, w, indeg, ptr  # the pass's lists (a Python int each) before the times
+    t_r[proc.size:] = np.maximum(t_r[cid[rn.h]] + rn.a, t_r[cid[rn.s]] + rn.b)
+    cid[rn.node] = proc.size + np.arange(rn.node.size, dtype=cid.dtype)
     # a folded node from its root, every other node its own (at offset 0): into ``off``, a
     # piece at a time (no second per-node array)
     for lo in range(0, n, _CHUNK):
-        off[lo:lo + _CHUNK] += t_a[root[lo:lo + _CHUNK]]
+        off[lo:lo + _CHUNK] += t_r[cid[root[lo:lo + _CHUNK]]]
+    del t_r, cid
     t_a = off
     # the binding edges on need, from the graph and the times alone: a kept replay (the
     # what-if keeps two) holds no per-node array but its times and the folded mask

@@ -37,10 +37,10 @@ from ..timeline import Timeline, links_kept
 from .band import set_bands
 from .dropset import DROP_DEVICE, DROP_POLICY, FALLBACK_NOTE, policy_mask
 from .graph import DROPPED_GRAPH_READS, build_graph, dropped_graph
-from .model import DropSpec, Model, build_model, coupled, replay_only
+from .model import DropSpec, Model, build_model, coupled, only, replay_only
 from .pairs import pair_notes
 from .peers import peers_warning, world_size
-from .predict import _RESULTS_READ, ASSUMPTIONS, _rank_result, _replayed
+from .predict import _RESULTS_READ, ASSUMPTIONS, _rank_result, _recorded_side, _replayed
 from .reduced import Link, Reduced, anchored, cut, reanchored, reduce, solve
 from .result import RankWhatIf, WhatIfResult
 from .simulate import replay, times_only
@@ -79,10 +79,16 @@ def _nothing_dropped(m: Model) -> Model:
     return out
 
 
+# what a rank's reductions read of its model once its graph is built: the sizes, the
+# passes' thread lists and stream order (``simulate._visited``), the dropped graph's inputs
+REDUCE_READS = ("a_start", "o_start", "threads", "o_order", "a_dropped", *DROPPED_GRAPH_READS)
+
+
 def rank_model(tl: Timeline, kinds: str, nothing: bool = False) -> Model:
     """One rank's model on its own (no partner) by the rule ``kinds`` (``policy`` falls back
     on this rank alone); ``nothing``: no call dropped (:func:`_nothing_dropped`)."""
     m = build_model([tl], DropSpec(kinds=kinds), matching=_alone(tl.rank))
+    trim_large(m.n_events)  # the build's temporaries: the graph starts from what is live
     return _nothing_dropped(m) if nothing else m
 
 
@@ -94,13 +100,16 @@ def rank_reductions(tl: Timeline, kinds: str, ops: np.ndarray) -> RankReductions
         mk = _nothing_dropped(m) if kinds == DROP_POLICY and not policy else None
         # one graph at a time, its variants made from it in place (a worker's memory:
         # docs/scale.md); once it exists, the model's inputs to it go
-        g = cut(build_graph(m, drop=False), ops)
-        m = replay_only(m, keep=DROPPED_GRAPH_READS)
-        mk = replay_only(mk, keep=DROPPED_GRAPH_READS) if mk is not None else None
+        g = build_graph(m, drop=False)
+        m = only(m, REDUCE_READS)
+        mk = only(mk, REDUCE_READS) if mk is not None else None
         trim_large(m.n_events)
+        g = cut(g, ops)  # in place: a column more than the graph, once the model's inputs went
         rec = reduce(g, m, ops, is_cut=True)
+        trim_large(m.n_events)  # each reduction's pass starts from what is live
         # nothing dropped: only the host gaps' weights change (a copy of the weights)
         kept = reduce(dropped_graph(g, mk), mk, ops, is_cut=True) if mk is not None else None
+        trim_large(m.n_events)
         drop = reduce(dropped_graph(g, m, in_place=True), m, ops, is_cut=True)
         del g
     return RankReductions(tl.rank, policy, world_size(tl), list(m.assumptions),
@@ -212,11 +221,16 @@ def rank_whatif(tl: Timeline, ask: WhatIfAsk) -> RankWhatIf:
         m = rank_model(tl, ask.kinds, ask.nothing)
         # one graph for both replays, anchored, then made the dropped one in place (a
         # worker's memory: docs/scale.md)
-        g = anchored(build_graph(m, drop=False), ask.ops, ask.rec_ends)
+        g = build_graph(m, drop=False)
         m = replay_only(m, keep=DROPPED_GRAPH_READS + _RESULTS_READ)
         trim_large(m.n_events)
-        # the recorded side of the result made, its replay goes before the other is made
-        rec = _replayed(tl, m, times_only(replay(m, False, graph=g)), ask.options, None)
+        g = anchored(g, ask.ops, ask.rec_ends)  # in place, once the model's inputs went
+        # the recorded side of the result made (its stall analysis before any replay), its
+        # replay goes before the other is made
+        side = _recorded_side(tl, m, ask.options, None)
+        trim_large(m.n_events)
+        rec = _replayed(tl, m, times_only(replay(m, False, graph=g)), ask.options, side)
+        del side
         g = reanchored(dropped_graph(g, m, in_place=True), ask.drop_ends)
         m = replay_only(m, keep=_RESULTS_READ)
         trim_large(m.n_events)

@@ -34,8 +34,34 @@ _BLOCK = 1 << 16  # edges per block of the binding choice
 Edges = tuple[np.ndarray, np.ndarray, np.ndarray, int]  # src, dst, weight, kind
 
 
+class NodeTimes:
+    """Per node its recorded time (int64 ns) from the arrays it is made of, in node order
+    (a rank's call starts, call ends, op starts, op ends, the source, the partners' starts),
+    without joining them: a worker's critical-path part reads the times of a block of nodes
+    at a time (docs/scale.md); :meth:`joined` makes the one array."""
+
+    def __init__(self, parts: list[np.ndarray]) -> None:
+        self.parts = parts
+        self.bounds = np.cumsum([0] + [p.size for p in parts]).tolist()
+        self.size = int(self.bounds[-1])
+
+    def __getitem__(self, idx: np.ndarray) -> np.ndarray:
+        idx = np.asarray(idx)
+        out = np.empty(idx.shape, dtype=np.int64)
+        which = np.searchsorted(np.asarray(self.bounds[1:]), idx, side="right")
+        for k, p in enumerate(self.parts):
+            sel = which == k
+            if sel.any():
+                out[sel] = p[idx[sel] - self.bounds[k]]
+        return out
+
+    def joined(self) -> np.ndarray:
+        return np.concatenate(self.parts).astype(np.int64, copy=False)
+
+
 def binding_edges(src: np.ndarray, dst: np.ndarray, w: np.ndarray, kind: np.ndarray,
-                  n_a: int, n_o: int, rec: np.ndarray, o_launch: np.ndarray, tol: int,
+                  n_a: int, n_o: int, rec: np.ndarray | NodeTimes, o_launch: np.ndarray,
+                  tol: int,
                   sync_call: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per node, the kind (int8) and source (``src``'s dtype) of the incoming edge that gives
     its time at the recorded times ``rec`` (see ``critical`` for the rules and ties); -1 for a
@@ -296,8 +322,8 @@ def rank_graph(tl: Timeline, pos: int, partners: Partners, comm_ops: np.ndarray,
     o_peer[mine] = 2 * no + 1 + np.arange(mine.size)  # node 2 * na + that: the partner's start
     md.o_peer, md.o_xfer, md.o_clock = o_peer, xfer, ck
     extra = [x for x in (inferred_waits(md, tol), seen_stream_waits(md, tol)) if x]
-    rec = np.concatenate([md.a_start, md.a_end, md.o_start, md.o_end, [0], partners.p_start]
-                         ).astype(np.int64)
+    rec = NodeTimes([md.a_start, md.a_end, md.o_start, md.o_end,
+                     np.zeros(1, dtype=np.int64), np.asarray(partners.p_start, dtype=np.int64)])
     o_launch = at_or(md.a_start, md.o_top, 0) + np.where(md.o_top >= 0, md.o_off, 0)
     a_kind = classify.kinds_for_symbols(tl.names)[tl.api_name] if tl.api_name.size \
         else np.zeros(0, dtype=np.int8)
@@ -327,7 +353,8 @@ def rank_graph(tl: Timeline, pos: int, partners: Partners, comm_ops: np.ndarray,
         del bk, bs
     del md, extra
     off = int(offset_ns[pos])
-    t = rec + off
+    t = rec.joined()
+    t += off
     t[2 * na + 2 * no + 1:] = partners.p_aligned  # the partners' starts, on their clocks
     run_cat = np.full(no, COMPUTE, dtype=np.int8)
     comm = np.asarray(comm_ops, dtype=np.int64)

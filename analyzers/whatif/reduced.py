@@ -27,7 +27,7 @@ import numpy as np
 
 from .graph import ANCHOR, RUN, Graph, keep_edges
 from .model import Model
-from .simulate import MIN_NS, _visited
+from .simulate import MIN_NS, _visited, numbered
 
 
 @dataclass
@@ -103,17 +103,17 @@ def reduce(g: Graph, m: Model, ops: np.ndarray, is_cut: bool = False) -> Reduced
     c = g if is_cut else cut(g, ops)
     v = _visited(c, m)
     p = int(v.proc.size)
-    src, dst, w = [v.cid[v.e_src]], [v.cid[v.e_dst]], [v.e_w]
+    src, dst, w = [v.number(v.e_src)], [v.number(v.e_dst)], [v.e_w]
     # one node per kernel start: its time from its root (a stream run's: from two)
     x = p + np.arange(ops.size)
     s = np.asarray(c.op_start(ops), dtype=np.int64)
     r, off = v.root[s], v.off[s]
-    pos = np.full(c.n_nodes, -1, dtype=v.root.dtype)
-    pos[v.rn.node] = np.arange(v.rn.node.size)
-    j = pos[r]
+    by_node = np.argsort(v.rn.node, kind="stable")  # a derived root: its run's entry
+    j = numbered(v.rn.node[by_node], r)
     run = j >= 0
+    j[run] = by_node[j[run]]
     plain = ~run
-    src += [v.cid[r[plain]], v.cid[v.rn.h[j[run]]], v.cid[v.rn.s[j[run]]]]
+    src += [v.number(r[plain]), v.number(v.rn.h[j[run]]), v.number(v.rn.s[j[run]])]
     dst += [x[plain], x[run], x[run]]
     w += [off[plain], off[run] + v.rn.a[j[run]], off[run] + v.rn.b[j[run]]]
     n = p + int(ops.size)
@@ -122,7 +122,8 @@ def reduce(g: Graph, m: Model, ops: np.ndarray, is_cut: bool = False) -> Reduced
     if (out_src < 0).any():  # every root the pass starts from is a visited node
         raise RuntimeError("what-if: a reduced edge from a node the pass does not visit")
     return Reduced(n, out_src, np.concatenate(dst).astype(ix), np.concatenate(w),
-                   int(v.cid[c.source]), v.cid[c.op_end(ops)].astype(ix), x.astype(ix))
+                   int(v.number(np.array([c.source]))[0]),
+                   v.number(c.op_end(ops)).astype(ix), x.astype(ix))
 
 
 @dataclass

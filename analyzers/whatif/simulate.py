@@ -151,20 +151,43 @@ def longest_path(g: Graph, m: Model, runs: bool = True
 class Visited:
     """The nodes a pass visits and its edges between them (``_visited``): per node its root
     and offset (``_fold``), whether it is folded, the derived op starts (``streamruns``);
-    the visited nodes (``proc``; ``cid``: per node its number among them, -1 none) and the
-    edges into them from visited nodes (``e_*``: source, weight, kind, destination; node
-    ids of ``g``)."""
+    the visited nodes (``proc``, ascending: :meth:`number` gives a node's number among
+    them) and the edges into them from visited nodes (``e_*``: source, weight, kind,
+    destination; node ids of ``g``)."""
 
     root: np.ndarray
     off: np.ndarray
     folded: np.ndarray
     rn: Runs
     proc: np.ndarray
-    cid: np.ndarray
     e_src: np.ndarray
     e_w: np.ndarray
     e_kind: np.ndarray
     e_dst: np.ndarray
+
+    def number(self, nodes: np.ndarray) -> np.ndarray:
+        """Per node its number among the visited nodes, -1 for one not visited."""
+        return numbered(self.proc, nodes)
+
+
+def numbered(keys: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """Per node its position in ``keys`` (ascending, distinct), -1 where it is not there: a
+    lookup by search, so that no per-node numbering array is held (a worker's peak:
+    docs/scale.md)."""
+    nodes = np.asarray(nodes)
+    if keys.size == 0:
+        return np.full(nodes.shape, -1, dtype=np.int64)
+    pos = np.searchsorted(keys, nodes)
+    np.minimum(pos, keys.size - 1, out=pos)
+    return np.where(keys[pos] == nodes, pos, -1)
+
+
+def _numbering(n: int, proc: np.ndarray) -> np.ndarray:
+    """Per node (of ``n``) its number among ``proc``, -1 none: the whole array (the rare
+    cycle-breaking path)."""
+    cid = np.full(n, -1, dtype=np.int64)
+    cid[proc] = np.arange(proc.size)
+    return cid
 
 
 def _visited(g: Graph, m: Model, runs: bool = True) -> Visited:
@@ -187,22 +210,21 @@ def _visited(g: Graph, m: Model, runs: bool = True) -> Visited:
     derived[rn.node] = True
     visit = ~(folded | derived)
     proc = np.flatnonzero(visit)  # the nodes the pass visits, renumbered 0..P-1
-    cid = np.full(n, -1, dtype=root.dtype)
-    cid[proc] = np.arange(proc.size)
     kept = np.nonzero(visit[g.dst])[0]
+    del visit
     k_src = g.src[kept]
     e_src, e_w = root[k_src], g.w[kept] + off[k_src]
     e_kind, e_dst = g.kind[kept], g.dst[kept]
     via = derived[e_src]  # an edge out of a derived op: one from each of its two roots
+    del derived
     if via.any():
-        pos = np.full(n, -1, dtype=root.dtype)
-        pos[rn.node] = np.arange(rn.node.size)
-        j = pos[e_src[via]]
+        by_node = np.argsort(rn.node, kind="stable")
+        j = by_node[numbered(rn.node[by_node], e_src[via])]
         e_src = np.concatenate([e_src[~via], rn.h[j], rn.s[j]])
         e_w = np.concatenate([e_w[~via], e_w[via] + rn.a[j], e_w[via] + rn.b[j]])
         e_kind = np.concatenate([e_kind[~via], e_kind[via], e_kind[via]])
         e_dst = np.concatenate([e_dst[~via], e_dst[via], e_dst[via]])
-    return Visited(root, off, folded, rn, proc, cid, e_src, e_w, e_kind, e_dst)
+    return Visited(root, off, folded, rn, proc, e_src, e_w, e_kind, e_dst)
 
 
 def _longest_path(g: Graph, m: Model, runs: bool = True
@@ -210,21 +232,22 @@ def _longest_path(g: Graph, m: Model, runs: bool = True
     """:func:`longest_path` with the binding edges left to a function (called on need)."""
     n = g.n_nodes
     vis = _visited(g, m, runs)
-    root, off, folded, rn, proc, cid = vis.root, vis.off, vis.folded, vis.rn, vis.proc, vis.cid
+    root, off, folded, rn, proc = vis.root, vis.off, vis.folded, vis.rn, vis.proc
     e_src, e_w, e_kind, e_dst = vis.e_src, vis.e_w, vis.e_kind, vis.e_dst
     del vis
-    c_src = cid[e_src]
+    cid: np.ndarray | None = None  # per node its number: made only to break a cycle
+    c_src = numbered(proc, e_src)
     order = np.argsort(c_src, kind="stable")
     ptr = np.searchsorted(c_src[order], np.arange(proc.size + 1)).tolist()
     ek_dst = e_dst[order]
-    c_dst = cid[ek_dst]
+    c_dst = numbered(proc, ek_dst)
     dst = c_dst.tolist()
     w = e_w[order].tolist()
     del e_src, e_w, e_dst, c_src  # (the client's peak: docs/scale.md)
     indeg_a = np.bincount(c_dst, minlength=proc.size)
     indeg = indeg_a.tolist()
     t = [MIN_NS] * proc.size
-    t[int(cid[g.source])] = 0
+    t[int(numbered(proc, np.array([g.source]))[0])] = 0
     stack = np.nonzero(indeg_a == 0)[0].tolist()
     stack.reverse()
     done = 0
@@ -247,6 +270,8 @@ def _longest_path(g: Graph, m: Model, runs: bool = True
             break
         if rn.node.size:
             return _longest_path(g, m, runs=False)
+        if cid is None:
+            cid = _numbering(n, proc)
         v = _break_cycle(g, m, root, off, cid, np.asarray(indeg), np.asarray(t), forced,
                          released)
         cv = int(cid[v])
@@ -263,18 +288,22 @@ def _longest_path(g: Graph, m: Model, runs: bool = True
                 t[cv] = int(_recorded_times(m)[v])
         if not indeg[cv]:
             stack.append(cv)
-    # the roots' times, compact: the visited nodes (numbered by ``cid``), then the derived
-    # op starts (numbered after them in ``cid``, which nothing reads past this point)
+    # the roots' times, compact: the visited nodes', then the derived op starts', found by
+    # node id (``numbered``: no per-node array but the times)
     t_r = np.empty(proc.size + rn.node.size, dtype=np.int64)
     t_r[:proc.size] = t
-    del t, dst, w, indeg, ptr  # the pass's lists (a Python int each) before the times
-    t_r[proc.size:] = np.maximum(t_r[cid[rn.h]] + rn.a, t_r[cid[rn.s]] + rn.b)
-    cid[rn.node] = proc.size + np.arange(rn.node.size, dtype=cid.dtype)
+    del t, dst, w, indeg, ptr, cid  # the pass's lists (a Python int each) before the times
+    t_r[proc.size:] = np.maximum(t_r[numbered(proc, rn.h)] + rn.a,
+                                 t_r[numbered(proc, rn.s)] + rn.b)
+    keys = np.concatenate([proc, rn.node]).astype(np.int64, copy=False)
+    by_key = np.argsort(keys, kind="stable")
+    keys, t_r = keys[by_key], t_r[by_key]
+    del by_key
     # a folded node from its root, every other node its own (at offset 0): into ``off``, a
     # piece at a time (no second per-node array)
     for lo in range(0, n, _CHUNK):
-        off[lo:lo + _CHUNK] += t_r[cid[root[lo:lo + _CHUNK]]]
-    del t_r, cid
+        off[lo:lo + _CHUNK] += t_r[np.searchsorted(keys, root[lo:lo + _CHUNK])]
+    del t_r, keys
     t_a = off
     # the binding edges on need, from the graph and the times alone: a kept replay (the
     # what-if keeps two) holds no per-node array but its times and the folded mask

@@ -32,7 +32,7 @@ from .. import classify
 from ..crossrank.matching import Matching
 from ..crossrank.pathgraph import Partners, _alone
 from ..memtrim import trim_large
-from ..stalls import StallOptions
+from ..stalls import StallOptions, analyze_rank
 from ..timeline import Timeline, links_kept
 from .band import set_bands
 from .dropset import DROP_DEVICE, DROP_POLICY, FALLBACK_NOTE, policy_mask
@@ -218,17 +218,21 @@ def rank_whatif(tl: Timeline, ask: WhatIfAsk) -> RankWhatIf:
     """One rank's result (where it is read): both replays of its graph with its kernels'
     ends at the solved times, compared as ``predict`` does."""
     with links_kept(), classify.tables_kept():
+        # the recorded side of the result first: its stall analysis (the brief one, its
+        # kinds and launches its own, as the model's) on the timeline alone, before the model
+        # and the graph exist; the replay made, it goes before the other is made (a worker's
+        # memory: docs/scale.md)
+        n_events = int(tl.api_start_ns.size) + tl.n_gpu
+        rs = analyze_rank(tl, ask.options, brief=True)
+        trim_large(n_events)
         m = rank_model(tl, ask.kinds, ask.nothing)
-        # one graph for both replays, anchored, then made the dropped one in place (a
-        # worker's memory: docs/scale.md)
+        side = _recorded_side(tl, m, ask.options, rs)
+        del rs
+        # one graph for both replays, anchored, then made the dropped one in place
         g = build_graph(m, drop=False)
         m = replay_only(m, keep=DROPPED_GRAPH_READS + _RESULTS_READ)
         trim_large(m.n_events)
         g = anchored(g, ask.ops, ask.rec_ends)  # in place, once the model's inputs went
-        # the recorded side of the result made (its stall analysis before any replay), its
-        # replay goes before the other is made
-        side = _recorded_side(tl, m, ask.options, None)
-        trim_large(m.n_events)
         rec = _replayed(tl, m, times_only(replay(m, False, graph=g)), ask.options, side)
         del side
         g = reanchored(dropped_graph(g, m, in_place=True), ask.drop_ends)

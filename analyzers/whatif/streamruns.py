@@ -49,8 +49,8 @@ def no_runs() -> Runs:
 
 def _edge_of(g: Graph, kind: int, base: int, n: int) -> np.ndarray:
     """Per op, its in-edge of ``kind`` into the node ``base + op`` (-1 none; the last);
-    int64 edge ids."""
-    out = np.full(n, -1, dtype=np.int64)
+    edge ids int32 where they fit (a worker's peak: docs/scale.md)."""
+    out = np.full(n, -1, dtype=np.int32 if g.dst.size < 2**31 else np.int64)
     e = g.edges(kind)
     out[g.dst[e] - base] = np.arange(e.start, e.stop) if isinstance(e, slice) else e
     return out
@@ -97,7 +97,7 @@ def stream_runs(g: Graph, root: np.ndarray, off: np.ndarray,
     cand = (indeg[o_s0:o_s0 + n_o] == 2) & single_end & (run >= 0)
     st = _edge_of(g, STREAM, o_s0, n_o)
     cand &= st >= 0
-    prev = _at(g.src, st).astype(np.int64)
+    prev = _at(g.src, st)  # node ids (int32 where they fit), a copy
     prev -= o_e0
     prev[st < 0] = -1
     cand &= single_end[np.maximum(prev, 0)]
@@ -129,19 +129,36 @@ def stream_runs(g: Graph, root: np.ndarray, off: np.ndarray,
             order = None
         del at
     if order is not None and order.size == n_o:
-        idx, head, big_d, mx = _runs_in_order(order, der, c, lam)
+        del prev
+        # the derived ops in stream order, each per-op column taken in that order and let go
+        # before the scans (a worker's peak: docs/scale.md)
+        idx, head, rid, at_first = _in_order(order, der)
+        cv = c[idx]
+        del c
+        z = lam[idx]
+        del lam
+        di = d[idx]
+        del d
+        hn = h[idx]
+        del h
+        big_d, mx = _scans_in_order(cv, z, rid, at_first, idx, n_o)
+        del cv, z, rid, at_first
     else:
         idx, head, big_d, mx = _runs_linked(idx, der, prev, c, lam)
-    del c, lam, prev
+        del c, lam, prev
+        di, hn = d[idx], h[idx]
+        del d, h
     e_head = o_e0 + head
     s_node, sigma = root[e_head], off[e_head]
-    hn = h[idx]
     derived = np.zeros(g.n_nodes, dtype=bool)
     derived[o_s0 + idx] = True
     if derived[s_node].any() or derived[hn].any():  # not the expected shape: solve by node
         return none
-    di = d[idx]
-    return Runs(o_s0 + idx, hn, s_node, big_d - di + mx, sigma + big_d - di)
+    del derived
+    big_d -= di  # D - d: the offsets of both terms
+    mx += big_d
+    big_d += sigma
+    return Runs(o_s0 + idx, hn, s_node, mx, big_d)
 
 
 def _runs_linked(idx: np.ndarray, der: np.ndarray, prev: np.ndarray, c: np.ndarray,
@@ -161,10 +178,10 @@ def _runs_linked(idx: np.ndarray, der: np.ndarray, prev: np.ndarray, c: np.ndarr
     return idx, head[idx], big_d[idx], mx[idx]
 
 
-def _runs_in_order(order: np.ndarray, der: np.ndarray, c: np.ndarray, y: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """As :func:`_runs_linked`, with the ops in stream order (``order``): a run is a stretch
-    of consecutive derived ops; one cumsum and one cummax for all runs."""
+def _in_order(order: np.ndarray, der: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The derived ops (``der``) in stream order (``order``), each one's run's head op (the
+    op before the run's first), each one's run number and the runs' first positions."""
     pos = np.flatnonzero(der[order])
     idx = order[pos]
     first = np.empty(pos.size, dtype=bool)
@@ -174,13 +191,17 @@ def _runs_in_order(order: np.ndarray, der: np.ndarray, c: np.ndarray, y: np.ndar
     rid -= 1
     at_first = np.flatnonzero(first)
     head = order[pos[at_first] - 1][rid]  # the op before the run's first
-    del pos, first
+    return idx, head, rid, at_first
+
+
+def _scans_in_order(cv: np.ndarray, z: np.ndarray, rid: np.ndarray, at_first: np.ndarray,
+                    idx: np.ndarray, n_o: int) -> tuple[np.ndarray, np.ndarray]:
+    """``D`` (the prefix sum of ``cv`` over each run) and the prefix max of ``z - D``, per
+    derived op in stream order (``_in_order``); ``z`` and ``rid`` are written in place."""
     # (in place where it can: a worker's peak, docs/scale.md)
-    cv = c[idx]
     big_d = np.cumsum(cv)
     big_d -= (big_d[at_first] - cv[at_first])[rid]
     del cv
-    z = y[idx]
     z -= big_d
     # each run from its own lowest value (times since the epoch: far apart across runs,
     # close within one), so that the offsets below stay small
@@ -188,18 +209,18 @@ def _runs_in_order(order: np.ndarray, der: np.ndarray, c: np.ndarray, y: np.ndar
     z -= lo
     span = int(z.max()) + 1
     if int(rid[-1]) * span >= 2 ** 62 - span:  # the offsets would overflow: by links
-        link = np.full(order.size, -1, dtype=np.int64)
+        link = np.full(n_o, -1, dtype=np.int64)
         nf = np.ones(idx.size, dtype=bool)
         nf[at_first] = False
         link[idx[nf]] = idx[np.nonzero(nf)[0] - 1]
-        zz = np.zeros(order.size, dtype=np.int64)
+        zz = np.zeros(n_o, dtype=np.int64)
         zz[idx] = z
-        return idx, head, big_d, _scan(zz, link, np.maximum)[idx] + lo
-    shift = rid  # each run above every earlier one: a global cummax stays in its run
-    shift *= span
+        return big_d, _scan(zz, link, np.maximum)[idx] + lo
+    shift = rid  # (written: the caller's run numbers are spent)
+    shift *= span  # each run above every earlier one: a global cummax stays in its run
     z += shift
     np.maximum.accumulate(z, out=z)
     z -= shift
-    del shift, rid
+    del shift
     z += lo
-    return idx, head, big_d, z
+    return big_d, z

@@ -241,3 +241,17 @@ def test_a_walk_no_entry_foresaw_builds_its_rank_again(steps: bool, tmp_path: Pa
     assert len(built) > len(tls)
     assert [(p.step, p.lo_ns, p.hi_ns, p.segments) for p in got] == \
         [(p.step, p.lo_ns, p.hi_ns, p.segments) for p in want]
+
+
+def test_node_times_read_in_pieces_are_the_joined_times() -> None:
+    # given a rank's recorded times as separate arrays (one of them empty, one int32)
+    rng = np.random.default_rng(5)
+    parts = [rng.integers(0, 2**40, n) for n in (7, 0, 5, 1)]
+    parts.append(np.arange(3, dtype=np.int32))
+    times = pathgraph.NodeTimes(parts)
+    whole = times.joined()
+    assert times.size == whole.size == 16 and whole.dtype == np.int64
+    # then any node ids, boundaries included, read what the joined array holds
+    idx = np.concatenate([np.arange(16), rng.integers(0, 16, 50)]).reshape(2, -1)
+    assert np.array_equal(times[idx], whole[idx])
+    assert times[np.zeros(0, dtype=np.int64)].size == 0

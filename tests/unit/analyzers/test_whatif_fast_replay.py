@@ -164,3 +164,12 @@ def test_a_cycle_across_a_time_window_is_left_to_the_pass() -> None:
     keep = [0, 1, 3, 4]
     g = Graph(1, 1, src[keep], dst[keep], w[keep], kind[keep])
     assert recorded_fixed_point(g, np.array([10, 20, 15, 20, 0])) is not None
+
+
+def test_a_node_is_numbered_by_its_place_among_the_visited() -> None:
+    # given the visited nodes (ascending) and nodes asked about, some not visited
+    keys = np.array([2, 5, 9, 40], dtype=np.int64)
+    asked = np.array([[9, 2, 3], [40, 41, 0]], dtype=np.int32)
+    # then each gets its place, -1 where it is not visited, in the shape asked
+    assert simulate.numbered(keys, asked).tolist() == [[2, 0, -1], [3, -1, -1]]
+    assert simulate.numbered(keys[:0], asked).tolist() == [[-1] * 3] * 2

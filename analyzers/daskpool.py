@@ -67,6 +67,13 @@ def unpack(res: FileResult) -> FileResult:
     return replace(res, timelines=tls)
 
 
+# a LocalCluster's settings: a task of a worker that died goes to another worker once
+# (``ALLOWED_FAILURES``); no GPU monitoring (NVML), which the analysis never reads and which
+# costs each worker ~19 MB on a GPU machine (an H200 host: 98 -> 79 MB idle; docs/scale.md)
+LOCAL_CONFIG = {"distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
+                "distributed.diagnostics.nvml": False}
+
+
 class DaskBackend:
     """Tasks on the workers of a Dask cluster; a LocalCluster for ``local[:N]``."""
 
@@ -86,8 +93,7 @@ class DaskBackend:
         self.shares_disk = n is not None
         try:
             if n is not None:
-                with dask.config.set({"distributed.scheduler.allowed-failures":
-                                      ALLOWED_FAILURES}):
+                with dask.config.set(LOCAL_CONFIG):
                     self.cluster = LocalCluster(
                         n_workers=n or usable_cpus(), threads_per_worker=1, processes=True,
                         dashboard_address=":0", silence_logs=logging.CRITICAL)

@@ -52,6 +52,20 @@ def cluster() -> Iterator[DaskBackend]:
         backend.close()
 
 
+def _worker_settings() -> tuple[bool, int]:
+    import dask
+
+    return dask.config.get("distributed.diagnostics.nvml"), \
+        dask.config.get("distributed.scheduler.allowed-failures")
+
+
+def test_a_local_clusters_workers_monitor_no_gpu(cluster: DaskBackend) -> None:
+    # the workers run without NVML monitoring (~19 MB each on a GPU host), with the
+    # cluster's settings (a dead worker's task retried once)
+    got = cluster.client.run(_worker_settings)
+    assert len(got) == 2 and set(got.values()) == {(False, 1)}
+
+
 def test_a_local_cluster_gives_the_local_report(run16: list[Path],
                                                 cluster: DaskBackend) -> None:
     run = report_analyses(None)

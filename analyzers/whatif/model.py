@@ -113,11 +113,17 @@ def _host_seqs(b: RankModel) -> tuple[list[tuple[int, np.ndarray]], np.ndarray, 
         gap[seq[1:]] = tl.api_start_ns[seq[1:]] - tl.api_end_ns[seq[:-1]]
         prev[seq[1:]] = seq[:-1]
         seqs.append((t, seq))
-    pre, post = drop_cuts(tl, [s for _, s in seqs], b.dropped & b.is_top)
-    cut = np.where(b.dropped, pre, 0)
-    has_prev = prev >= 0
-    cut[has_prev] += np.where(b.dropped[prev[has_prev]], post[prev[has_prev]], 0)
-    return seqs, prev, gap, np.maximum(gap - cut, 0)
+    # the cuts are non-zero only at dropped calls (``drop_cuts``): before a dropped call its
+    # own ``pre``, after it (the next call on its thread) its ``post``, written in place
+    # (no per-call temporary: the model's build is a worker's peak, docs/scale.md)
+    cut, post = drop_cuts(tl, [s for _, s in seqs], b.dropped & b.is_top)
+    for _, seq in seqs:
+        pos = np.flatnonzero(b.dropped[seq[:-1]])
+        cut[seq[pos + 1]] += post[seq[pos]]
+    del post
+    np.subtract(gap, cut, out=cut)
+    np.maximum(cut, 0, out=cut)
+    return seqs, prev, gap, cut
 
 
 def build_model(timelines: list[Timeline], drop: DropSpec | None = None, *,

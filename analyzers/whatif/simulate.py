@@ -288,22 +288,24 @@ def _longest_path(g: Graph, m: Model, runs: bool = True
                 t[cv] = int(_recorded_times(m)[v])
         if not indeg[cv]:
             stack.append(cv)
-    # the roots' times, compact: the visited nodes', then the derived op starts', found by
-    # node id (``numbered``: no per-node array but the times)
-    t_r = np.empty(proc.size + rn.node.size, dtype=np.int64)
-    t_r[:proc.size] = t
+    # the roots' times, compact: the visited nodes' (in ``proc``'s order) and the derived
+    # op starts' (by node id), each found by a search (no per-node array but the times)
+    t_p = np.array(t, dtype=np.int64)
     del t, dst, w, indeg, ptr, cid  # the pass's lists (a Python int each) before the times
-    t_r[proc.size:] = np.maximum(t_r[numbered(proc, rn.h)] + rn.a,
-                                 t_r[numbered(proc, rn.s)] + rn.b)
-    keys = np.concatenate([proc, rn.node]).astype(np.int64, copy=False)
-    by_key = np.argsort(keys, kind="stable")
-    keys, t_r = keys[by_key], t_r[by_key]
-    del by_key
-    # a folded node from its root, every other node its own (at offset 0): into ``off``, a
-    # piece at a time (no second per-node array)
+    by_node = np.argsort(rn.node, kind="stable")  # the derived op starts, by node id
+    d_node = rn.node[by_node]
+    d_t = np.maximum(t_p[numbered(proc, rn.h)] + rn.a, t_p[numbered(proc, rn.s)] + rn.b)[by_node]
+    del by_node
+    # a folded node from its root (a visited node or a derived op start), every other node
+    # its own (at offset 0): into ``off``, a piece at a time (no second per-node array)
     for lo in range(0, n, _CHUNK):
-        off[lo:lo + _CHUNK] += t_r[np.searchsorted(keys, root[lo:lo + _CHUNK])]
-    del t_r, keys
+        r = root[lo:lo + _CHUNK]
+        k = numbered(proc, r)
+        on = k >= 0
+        t_root = np.where(on, t_p[np.maximum(k, 0)], 0)
+        t_root[~on] = d_t[np.searchsorted(d_node, r[~on])]
+        off[lo:lo + _CHUNK] += t_root
+    del t_p, d_node, d_t
     t_a = off
     # the binding edges on need, from the graph and the times alone: a kept replay (the
     # what-if keeps two) holds no per-node array but its times and the folded mask

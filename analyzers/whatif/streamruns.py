@@ -117,11 +117,6 @@ def stream_runs(g: Graph, root: np.ndarray, off: np.ndarray,
     idx = np.nonzero(der)[0]
     if idx.size == 0:
         return none
-    d = _at(g.w, run)
-    d[run < 0] = 0
-    del run
-    c += d
-    lam += d  # lam + d: the run's prefix max's terms
     if order is not None and order.size == n_o:  # stream order: each derived op's prev first
         at = np.empty(n_o, dtype=np.int64)
         at[order] = np.arange(n_o)
@@ -129,21 +124,32 @@ def stream_runs(g: Graph, root: np.ndarray, off: np.ndarray,
             order = None
         del at
     if order is not None and order.size == n_o:
-        del prev
-        # the derived ops in stream order, each per-op column taken in that order and let go
-        # before the scans (a worker's peak: docs/scale.md)
+        del prev, idx
+        # the derived ops in stream order first; then each per-op column taken in that
+        # order (the durations only there) and let go before the scans (a worker's peak:
+        # docs/scale.md)
         idx, head, rid, at_first = _in_order(order, der)
+        r_i = run[idx]
+        del run
+        di = _at(g.w, r_i)
+        di[r_i < 0] = 0
+        del r_i
         cv = c[idx]
         del c
+        cv += di
         z = lam[idx]
         del lam
-        di = d[idx]
-        del d
+        z += di  # lam + d: the run's prefix max's terms
         hn = h[idx]
         del h
         big_d, mx = _scans_in_order(cv, z, rid, at_first, idx, n_o)
         del cv, z, rid, at_first
     else:
+        d = _at(g.w, run)
+        d[run < 0] = 0
+        del run
+        c += d
+        lam += d  # lam + d: the run's prefix max's terms
         idx, head, big_d, mx = _runs_linked(idx, der, prev, c, lam)
         del c, lam, prev
         di, hn = d[idx], h[idx]

@@ -6,7 +6,7 @@ The run's replay is one longest-path problem (``simulate``) whose only edges bet
 are the ``peer`` edges into a matched NCCL kernel's end (``graph``). Cut every NCCL kernel's
 end from its ``run`` edge (:func:`cut`): the rank's graph then takes nothing from outside
 but those ends' times, and the pass over it visits only the nodes where times meet
-(``simulate._visited``: 1-3% of the nodes on the samples; the rest are a root's time plus
+(``fold._visited``: 1-3% of the nodes on the samples; the rest are a root's time plus
 a constant, or a stream run's closed form). Those nodes, their edges and one node per
 kernel start (from its root) are the rank's :class:`Reduced` graph (:func:`reduce`).
 
@@ -25,9 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .fold import _visited, numbered
 from .graph import ANCHOR, RUN, Graph, keep_edges
 from .model import Model
-from .simulate import MIN_NS, _visited, numbered
+from .simulate import MIN_NS
 
 
 @dataclass

@@ -80,7 +80,7 @@ def _nothing_dropped(m: Model) -> Model:
 
 
 # what a rank's reductions read of its model once its graph is built: the sizes, the
-# passes' thread lists and stream order (``simulate._visited``), the dropped graph's inputs
+# passes' thread lists and stream order (``fold._visited``), the dropped graph's inputs
 REDUCE_READS = ("a_start", "o_start", "threads", "o_order", "a_dropped", *DROPPED_GRAPH_READS)
 
 

@@ -113,7 +113,7 @@ def whatif_if_cheap(timelines: list[Timeline], options: StallOptions,
     so, which the report keeps as a warning."""
     if not any(t.n_gpu for t in timelines):  # nothing to replay: the host-only summary
         return None
-    n = sum(t.n_gpu + int(t.api_start_ns.size) for t in timelines)
+    n = sum(t.n_events for t in timelines)
     if n > WHATIF_AUTO_MAX_EVENTS:
         whatif_too_big(n)
     return whatif(timelines, drop or DropSpec(), options, ranks=ranks)

@@ -108,7 +108,7 @@ def run_task(task: RankTask) -> FileResult:
         return FileResult(str(path), size, error=exc)
     return FileResult(str(path), size, stalls, tls if task.keep_timeline else [],
                       len(tls), hit, key=key, extra=extra,
-                      n_events=sum(int(t.api_start_ns.size) + t.n_gpu for t in tls))
+                      n_events=sum(t.n_events for t in tls))
 
 
 def _without_gaps(task: RankTask, stalls: list[RankStalls]) -> list[RankStalls]:

@@ -155,7 +155,7 @@ def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | Non
     rep.warnings += callsite_failures(rep.ranks)
     # once for the cross-rank analysis and the what-if: the matching, launch calls, kinds
     with matches_kept(), links_kept(), tables_kept():
-        n_events = sum(tl.api_start_ns.size + tl.n_gpu for tl in tls)
+        n_events = sum(tl.n_events for tl in tls)
         for analysis in run:
             kw = {"ranks": rep.ranks} if getattr(analysis, "uses_rank_stalls", False) else {}
             result = MISS if results is None else results.get(analysis)

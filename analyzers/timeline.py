@@ -148,6 +148,11 @@ class Timeline:
     def n_gpu(self) -> int:
         return int(self.gpu_start_ns.size)
 
+    @property
+    def n_events(self) -> int:
+        """API calls + GPU ops (the unit of the run-level analyses' sizes)."""
+        return int(self.api_start_ns.size) + self.n_gpu
+
     def devices(self) -> list[int]:
         return sorted(int(d) for d in np.unique(self.gpu_device))
 

@@ -65,7 +65,7 @@ class RankFacts:
 def rank_facts(tl: Timeline) -> RankFacts:
     """:class:`RankFacts` of one rank (where it is read)."""
     spans = step_spans(tl, launch_times(tl, launch_tops(tl)))
-    return RankFacts(tl.rank, tl.n_gpu, int(tl.api_start_ns.size + tl.n_gpu), comm_view(tl),
+    return RankFacts(tl.rank, tl.n_gpu, tl.n_events, comm_view(tl),
                      step_ends(tl, spans))
 
 

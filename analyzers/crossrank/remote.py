@@ -51,7 +51,7 @@ def _guarded(fn: object, *args: object) -> object:
 def _trim(tl: Timeline) -> None:
     """The heap's freed memory back to the OS before a rank's next part (a big rank's):
     each part starts from what is live (a worker's peak: docs/scale.md)."""
-    trim_large(tl.n_gpu + int(tl.api_start_ns.size))
+    trim_large(tl.n_events)
 
 
 @dataclass(frozen=True)

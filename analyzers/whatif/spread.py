@@ -222,9 +222,8 @@ def rank_whatif(tl: Timeline, ask: WhatIfAsk) -> RankWhatIf:
         # kinds and launches its own, as the model's) on the timeline alone, before the model
         # and the graph exist; the replay made, it goes before the other is made (a worker's
         # memory: docs/scale.md)
-        n_events = int(tl.api_start_ns.size) + tl.n_gpu
         rs = analyze_rank(tl, ask.options, brief=True)
-        trim_large(n_events)
+        trim_large(tl.n_events)
         m = rank_model(tl, ask.kinds, ask.nothing)
         side = _recorded_side(tl, m, ask.options, rs)
         del rs
@@ -283,4 +282,4 @@ def whatif_in_parts(timelines: list[Timeline], drop: DropSpec | None = None,
     sizes = [w for r in red if (w := r.world_size) is not None]
     return joined(p, res, [tl.rank for tl in timelines], sizes,
                   len(timelines) == 1 and bool(ops and ops[0].size),
-                  sum(int(tl.api_start_ns.size + tl.n_gpu) for tl in timelines), t0)
+                  sum(tl.n_events for tl in timelines), t0)

@@ -29,6 +29,7 @@ from .observer import untraced_step_us
 from .outpaths import check_outputs, is_stdout
 from .readers.base import ReadOptions
 from .render.registry import PAGE, check_format, render_text
+from .render.timeline_data import GAPS_KEPT
 from .report import Report, RunAnalyzer, analyze, analyze_timelines, find_run_meta
 from .spreading import spreading
 from .stalls import RankStalls, StallOptions
@@ -183,9 +184,10 @@ def run_report(paths: PathsLike, *, fmt: str = "table", output: Path | None = No
     check_outputs((output, html), files)
     backend = open_backend(jobs, dask)
     try:
-        # the idle gaps travel back only for the page (its timeline) or run-level analyses
+        # the idle gaps travel back only for a page, and no more than it draws
         rep = analyze(files, options, read=read, run=report_analyses(whatif, cross_rank, drop),
-                      backend=backend, progress=_progress(quiet), keep_gaps=html is not None)
+                      backend=backend, progress=_progress(quiet), keep_gaps=html is not None,
+                      gaps_per_device=GAPS_KEPT)
     finally:
         backend.close()
     write_text(render_text(rep, fmt), output)
@@ -244,10 +246,11 @@ def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | No
     check_outputs((output, html), [*paths_a, *paths_b])
     backend = open_backend(jobs, dask)
     try:
-        # without a page no gap is read: each big run's run-level analyses where its ranks
-        # are read, as its report (``spreading``)
+        # each big run's run-level analyses where its ranks are read, as its report
+        # (``spreading``)
         rep_a, rep_b = (analyze(p, opt, read=read, run=run, backend=backend,
-                                progress=_progress(quiet), keep_gaps=html is not None)
+                                progress=_progress(quiet), keep_gaps=html is not None,
+                                gaps_per_device=GAPS_KEPT)
                         for p in (paths_a, paths_b))
     finally:
         backend.close()
@@ -326,23 +329,23 @@ def _compare_with_ab(run_a: str, run_b: str, *, fmt: str, output: Path | None,
 
 @own_warnings
 def _spread_whatif(files: list[Path], drop: DropSpec, opt: StallOptions,
-                   read: ReadOptions | None, backend: Backend, quiet: bool
-                   ) -> WhatIfResult | None:
+                   read: ReadOptions | None, backend: Backend, quiet: bool,
+                   html: Path | None) -> tuple[WhatIfResult, Report] | None:
     """The what-if where the ranks are read, as a report from ``spreading.SPREAD_MIN_BYTES``
-    of traces runs it (no timeline travels: docs/scale.md); None below, where the timelines
-    travel and it runs here."""
+    of traces runs it (no timeline travels: docs/scale.md), with the report its page draws;
+    None below, where the timelines travel and it runs here."""
     forced = whatif_analysis(drop)
     forced.spread_drop = drop  # type: ignore[attr-defined]
     if spreading([forced], False, files) is None:
         return None
     rep = analyze(files, opt, run=[forced], read=read, backend=backend,
-                  progress=_progress(quiet), keep_gaps=False)
+                  progress=_progress(quiet), keep_gaps=html is not None, gaps_per_device=GAPS_KEPT)
     res = rep.run.get("whatif")
     if not isinstance(res, WhatIfResult):
         raise ProfplugError(next((w for w in rep.warnings if w.startswith("what-if")),
                                  "what-if: not run"))
     res.warnings[:0] = rep.lost  # files lost with their worker
-    return res
+    return res, rep
 
 
 def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "table",
@@ -371,22 +374,25 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
     files = check_paths(paths)
     check_outputs((output, html), files)
     backend = open_backend(jobs, dask)
-    spread: WhatIfResult | None = None
+    spread: tuple[WhatIfResult, Report] | None = None
     try:
-        if unprofiled_us is None and html is None and drop.callsite is None:
-            spread = _spread_whatif(files, drop, opt, read, backend, quiet)
+        if unprofiled_us is None and drop.callsite is None:
+            spread = _spread_whatif(files, drop, opt, read, backend, quiet, html)
         if spread is None:
             timelines = load_timelines(files, read=read, backend=backend,
                                        progress=_progress(quiet))
     finally:
         backend.close()
-    res = spread if spread is not None else (
-        whatif(timelines, drop, opt) if unprofiled_us is None
-        else whatif_unprofiled(timelines, unprofiled_us, drop, opt, step_ci_us=ci))
+    if spread is not None:
+        res, rep = spread
+    else:
+        res = whatif(timelines, drop, opt) if unprofiled_us is None \
+            else whatif_unprofiled(timelines, unprofiled_us, drop, opt, step_ci_us=ci)
+        if html is not None:
+            rep = analyze_timelines(timelines, opt, steps=(read or ReadOptions()).steps)
+            rep.meta = find_run_meta(paths)
+            rep.add(res)
     write_text(render_text(res, fmt), output)
     if html is not None:
-        rep = analyze_timelines(timelines, opt, steps=(read or ReadOptions()).steps)
-        rep.meta = find_run_meta(paths)
-        rep.add(res)
         write_page(rep, html)
     return 0

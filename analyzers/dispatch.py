@@ -28,7 +28,7 @@ from typing import Protocol
 
 from ..errors import ProfplugError, TraceError
 from .cpus import usable_cpus
-from .gaps import NO_GAPS
+from .gaps import NO_GAPS, longest
 from .memtrim import trim
 from .rankpool import analyze_ranks
 from .readers.base import ReadOptions
@@ -52,8 +52,14 @@ class RankTask:
     # gaps_frame and the cross-rank swimlane read them); False: an empty Gaps
     keep_gaps: bool = True
     # a run-level analysis's per-rank part, run on the file's timelines where they were
-    # read (``crossrank.remote``: its facts, then its parts); its value travels back
-    extra: Callable[[list[Timeline]], object] | None = None
+    # read (``crossrank.remote``: its facts, then its parts); its value travels back. One
+    # with ``takes_stalls`` set is called with the file's stall analyses too (their gaps
+    # all there; a list it may empty once it has what it needs: a worker's peak memory)
+    extra: Callable[..., object] | None = None
+    # with ``keep_gaps``: at most this many gaps per device travel, the longest
+    # (``gaps.longest``: what a page draws); None: all
+    gaps_per_device: int | None = None
+    send_stalls: bool = True  # False: the stall analyses stay here (the extra used them)
 
 
 @dataclass
@@ -88,7 +94,7 @@ def run_task(task: RankTask) -> FileResult:
             entry = stalls_entry(where, key, task.stall)
             kept = load_stalls(entry)  # the ranks' stall analyses, kept by an earlier run
         if kept is not None and not task.keep_timeline and task.extra is None:  # no read
-            return FileResult(str(path), size, _without_gaps(task, kept), [], len(kept),
+            return FileResult(str(path), size, _as_sent(task, kept), [], len(kept),
                               True, key=key)
         tls, hit, key = read_cached(reader, path, task.index, task.read, where, key)
         trim()  # what the read freed: the analysis starts from the timelines alone
@@ -101,19 +107,31 @@ def run_task(task: RankTask) -> FileResult:
             stalls = analyze_ranks(tls, task.stall)
             if entry is not None:
                 save_stalls(entry, stalls)
-        stalls = _without_gaps(task, stalls)
-        extra = None if task.extra is None else task.extra(tls)
+        sent = _as_sent(task, stalls)
+        if task.extra is None:
+            extra = None
+        elif getattr(task.extra, "takes_stalls", False):
+            extra = task.extra(tls, stalls)
+        else:
+            del stalls
+            extra = task.extra(tls)
         trim()  # the analysis' temporaries: what is sent back (a Timeline's npz) adds to less
     except ProfplugError as exc:  # a value, so that no backend retries a bad trace
         return FileResult(str(path), size, error=exc)
-    return FileResult(str(path), size, stalls, tls if task.keep_timeline else [],
+    return FileResult(str(path), size, sent, tls if task.keep_timeline else [],
                       len(tls), hit, key=key, extra=extra,
                       n_events=sum(t.n_events for t in tls))
 
 
-def _without_gaps(task: RankTask, stalls: list[RankStalls]) -> list[RankStalls]:
-    """The stalls as they travel: without their gaps unless the task keeps them."""
-    return stalls if task.keep_gaps else [replace(s, gaps=NO_GAPS) for s in stalls]
+def _as_sent(task: RankTask, stalls: list[RankStalls]) -> list[RankStalls]:
+    """The stalls as they travel: none unless the task sends them; without their gaps
+    unless it keeps them, and then at most ``gaps_per_device`` per device."""
+    if not task.send_stalls:
+        return []
+    if not task.keep_gaps:
+        return [replace(s, gaps=NO_GAPS) for s in stalls]
+    k = task.gaps_per_device
+    return stalls if k is None else [replace(s, gaps=longest(s.gaps, k)) for s in stalls]
 
 
 TaskFn = Callable[[RankTask], FileResult]

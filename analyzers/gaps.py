@@ -8,7 +8,7 @@ read them from here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -25,10 +25,34 @@ class Gaps:
     device: np.ndarray
     cause: np.ndarray  # index into CAUSES
     call: np.ndarray  # index into the rank's sync calls (RankStalls.call_*), -1 none
+    # per device, the gaps left out of these rows (:func:`longest`): their count and their
+    # summed duration (ns); empty: every gap is here
+    left: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
 _NONE = np.zeros(0, dtype=np.int64)
 NO_GAPS = Gaps(_NONE, _NONE, _NONE, _NONE, _NONE)  # a rank's gaps where they are not used
+
+
+def longest(g: Gaps, k: int) -> Gaps:
+    """``g`` with at most ``k`` gaps per device: the longest (ties: the earlier row), in
+    their order; the rest counted in ``left``. What a page draws of a rank (it draws the
+    longest of each device's gaps, at most ``render.timeline_data.MAX_GAPS_PER_ROW``), so
+    that a page's report holds no more than that of any rank (docs/scale.md)."""
+    devices, counts = np.unique(g.device, return_counts=True)
+    if not (counts > k).any():
+        return g
+    keep = np.ones(g.device.size, dtype=bool)
+    left = dict(g.left)
+    dur = g.end_ns - g.start_ns
+    for dev in devices[counts > k].tolist():
+        rows = np.nonzero(g.device == dev)[0]
+        out = rows[np.argsort(-dur[rows], kind="stable")[k:]]
+        keep[out] = False
+        n0, ns0 = left.get(dev, (0, 0))
+        left[dev] = (n0 + int(out.size), ns0 + int(dur[out].sum()))
+    return replace(g, start_ns=g.start_ns[keep], end_ns=g.end_ns[keep], device=g.device[keep],
+                   cause=g.cause[keep], call=g.call[keep], left=left)
 
 
 @dataclass

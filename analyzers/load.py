@@ -157,11 +157,13 @@ def load_ranks(paths: PathsLike, *, read: ReadOptions | None = None,
                stall: StallOptions | None = None, keep_timelines: bool = True,
                backend: Backend | None = None, jobs: int | None = None,
                progress: bool | None = None, keep_gaps: bool = True,
-               extra: Callable[[list[Timeline]], object] | None = None) -> LoadedRanks:
+               extra: Callable[..., object] | None = None,
+               gaps_per_device: int | None = None) -> LoadedRanks:
     """Read every trace under ``paths`` and, with ``stall``, analyze each rank where it was
     read; one task per file on ``backend`` (default: the local pool of up to ``jobs``
     processes). ``keep_timelines`` False: only the per-rank results come back;
-    ``keep_gaps`` False: without their per-gap rows; ``extra``: run on each file's
+    ``keep_gaps`` False: without their per-gap rows (``gaps_per_device``: with at most so
+    many per device, the longest: ``gaps.longest``); ``extra``: run on each file's
     timelines where they were read, its value kept per file (``dispatch.RankTask``).
     ``progress``: the progress line on stderr (default: when stderr is a terminal).
     Raises TraceError when a file cannot be read, two files claim the same rank, or every
@@ -170,7 +172,7 @@ def load_ranks(paths: PathsLike, *, read: ReadOptions | None = None,
     skipped: list[str] = []
     files = trace_files(paths, skipped)
     opt = settled(read)
-    tasks = [RankTask(f, i, opt, stall, keep_timelines, keep_gaps, extra)
+    tasks = [RankTask(f, i, opt, stall, keep_timelines, keep_gaps, extra, gaps_per_device)
              for i, f in enumerate(files)]
     bar = Progress(len(files), sum(_size(f) for f in files),
                    sys.stderr.isatty() if progress is None else progress)

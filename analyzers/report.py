@@ -185,7 +185,7 @@ def analyze(paths: PathsLike, options: StallOptions | None = None, *,
             jobs: int | None = None, read: ReadOptions | None = None,
             step_range: str | None = None, run: Iterable[RunAnalyzer] = (),
             backend: Backend | None = None, progress: bool | None = None,
-            keep_gaps: bool = True) -> Report:
+            keep_gaps: bool = True, gaps_per_device: int | None = None) -> Report:
     """Read the traces under ``paths`` (a path, str or Path, or several) and attribute every
     rank's GPU idle time.
 
@@ -196,7 +196,9 @@ def analyze(paths: PathsLike, options: StallOptions | None = None, *,
     read and analyzed on ``backend`` (``dispatch``; default: the local pool of ``jobs``
     processes); its Timeline comes back only when ``run`` has an analysis. ``keep_gaps``
     False: the ranks come without their idle gaps (``RankStalls.gaps`` empty: for a JSON,
-    table or CSV report without run-level analyses, which never read them).
+    table or CSV report without run-level analyses, which never read them);
+    ``gaps_per_device``: with at most so many per device, the longest, where no run-level
+    analysis here reads them (``gaps.longest``: what a page draws).
     """
     files = as_paths(paths)
     read = (read or ReadOptions()).with_step_range(step_range)
@@ -207,7 +209,9 @@ def analyze(paths: PathsLike, options: StallOptions | None = None, *,
         backend = backend or LocalBackend(jobs)
         with scratch_cache(read, backend) as rd:  # its second round reads each file again
             got = load_ranks(files, read=rd, stall=opt, keep_timelines=False, backend=backend,
-                             progress=progress, keep_gaps=False, extra=remote.Facts(spread_kinds(spread)))
+                             progress=progress, keep_gaps=keep_gaps,
+                             extra=remote.Facts(spread_kinds(spread)),
+                             gaps_per_device=gaps_per_device)
             rep = _spread_report(got, opt, run, spread, read.steps, backend)
             if rep is None:  # the analyses need the timelines after all: the ranks read
                 # again, analyzed with their gaps (the what-if's direct cost)
@@ -221,7 +225,8 @@ def analyze(paths: PathsLike, options: StallOptions | None = None, *,
     # travel back: when every rank turns out to have none, they are read again (then small)
     need = [a for a in run if not getattr(a, "without_gpu_only", False)]
     got = load_ranks(files, read=read, stall=opt, keep_timelines=bool(need), backend=backend,
-                     jobs=jobs, progress=progress, keep_gaps=keep_gaps or bool(need))
+                     jobs=jobs, progress=progress, keep_gaps=keep_gaps or bool(need),
+                     gaps_per_device=None if need else gaps_per_device)
     tls = got.timelines
     if len(need) < len(run) and not need:
         if got.stalls and not any(r.has_gpu_work for r in got.stalls):
@@ -258,7 +263,7 @@ def _spread_report(got: LoadedRanks, opt: StallOptions, run: list[RunAnalyzer],
         facts, tasks, backend, opt, [r.rank for r in got.stalls],
         cross=spread.cross is not None, n_events=got.n_events,
         drop=getattr(spread.whatif, "spread_drop", None),
-        cycle_falls_back=limit is None or got.n_events <= limit)
+        cycle_falls_back=limit is None or got.n_events <= limit, lanes=spread.lanes)
     if out.fallback:
         return None
     rep = analyze_timelines([], opt, (), steps, ranks=got.stalls)

@@ -58,17 +58,16 @@ class Spreading:
 
     cross: RunAnalyzer | None
     whatif: RunAnalyzer | None
+    lanes: bool = False  # the cross-rank analysis with its swimlane (a page draws it)
 
 
 def spreading(run: list[RunAnalyzer], keep_gaps: bool, files: list[Path]) -> Spreading | None:
     """The analyses of ``run`` when they run where the ranks are read, so that no timeline
-    travels: no page is drawn (``keep_gaps`` False: its swimlane reads the timelines), and
-    every analysis can: the cross-rank analysis (``spreads``), a what-if with a drop rule
-    of its own (``spread_drop``: not ``--drop-at``) on a run of at least
-    ``SPREAD_MIN_BYTES`` of traces (below, in one process: docs/scale.md), the analyses of
-    runs without GPU work."""
-    if keep_gaps:
-        return None
+    travels: when every analysis can: the cross-rank analysis (``spreads``; with its
+    swimlane when ``keep_gaps``: a page draws both, each rank's row made where it is read),
+    a what-if with a drop rule of its own (``spread_drop``: not ``--drop-at``) on a run of
+    at least ``SPREAD_MIN_BYTES`` of traces (below, in one process: docs/scale.md), the
+    analyses of runs without GPU work."""
     cross = next((a for a in run if getattr(a, "spreads", False)), None)
     whatif = next((a for a in run if getattr(a, "spread_drop", None) is not None), None)
     rest = [a for a in run if a is not cross and a is not whatif
@@ -78,7 +77,7 @@ def spreading(run: list[RunAnalyzer], keep_gaps: bool, files: list[Path]) -> Spr
     if whatif is not None and sum(f.stat().st_size for f in trace_files(files)) < \
             min_bytes():
         return None
-    return Spreading(cross, whatif)
+    return Spreading(cross, whatif, lanes=keep_gaps and cross is not None)
 
 
 def spread_kinds(spread: Spreading) -> str | None:

@@ -24,15 +24,27 @@ from ...errors import ProfplugError
 from ..dispatch import Backend, RankTask, gather
 from ..isolate import debug, failure
 from ..memtrim import trim_large
-from ..stalls import StallOptions
+from ..stalls import RankStalls, StallOptions
 from ..timeline import Timeline
 from ..whatif import spread
 from ..whatif.model import DropSpec
 from ..whatif.result import RankWhatIf, WhatIfResult
 from .analysis import joined
 from .commview import match_views
-from .parts import RankAsk, RankFacts, RankPart, join, plan, rank_facts, rank_part, travelled
+from .lanes import LaneAsk, LaneRow, gaps_in, lane_ask, lane_row, lane_span
+from .parts import (
+    Plan,
+    RankAsk,
+    RankFacts,
+    RankPart,
+    join,
+    plan,
+    rank_facts,
+    rank_part,
+    travelled,
+)
 from .pathgraph import partners
+from .swimlane import joined_lanes
 
 WHATIF = "what-if"
 
@@ -74,18 +86,32 @@ class Facts:
         return out
 
 
+PartOut = tuple[int, "RankPart | None", object, "LaneRow | None"]
+
+
 @dataclass(frozen=True)
 class Parts:
     """A file's ranks' second-round parts: (rank, ``parts.RankPart`` or None, its what-if
-    result, its failure's line, or None) per rank asked."""
+    result, its failure's line, or None, its swimlane row or None) per rank asked;
+    ``lane``: the swimlane's windows, when a page draws it (the task then computes, or
+    loads from the cache, the stall analyses: the row's idle gaps)."""
 
     asks: tuple[RankAsk, ...]
     whatifs: tuple[spread.WhatIfAsk, ...] = ()
+    lane: LaneAsk | None = None
 
-    def __call__(self, timelines: list[Timeline]) -> list[tuple[int, RankPart | None, object]]:
+    @property
+    def takes_stalls(self) -> bool:
+        return self.lane is not None
+
+    def __call__(self, timelines: list[Timeline], stalls: list[RankStalls] | None = None
+                 ) -> list[PartOut]:
         by_rank = {a.rank: a for a in self.asks}
         wi = {a.rank: a for a in self.whatifs}
-        out: list[tuple[int, RankPart | None, object]] = []
+        spans = self._spans(timelines, by_rank, stalls or [])
+        if stalls:
+            stalls.clear()  # each rank's gaps in its row's span are all the row needs
+        out: list[PartOut] = []
         for tl in timelines:
             if tl.rank not in by_rank and tl.rank not in wi:
                 continue
@@ -93,9 +119,37 @@ class Parts:
             # small objects have not cut up yet (a 478 MB rank's worker: 270 -> 255 MB)
             whatif = _guarded(spread.rank_whatif, tl, wi[tl.rank]) if tl.rank in wi else None
             _trim(tl)
-            part = travelled(rank_part(tl, by_rank[tl.rank])) if tl.rank in by_rank else None
-            out.append((tl.rank, part, whatif))
+            part = row = None
+            if tl.rank in by_rank:
+                ask = by_rank[tl.rank]
+                part = rank_part(tl, ask)
+                if tl.rank in spans and self.lane is not None:
+                    span, gaps = spans[tl.rank]
+                    row = lane_row(tl, _offset(ask), part.bubbles, gaps, part.drain.queue,
+                                   self.lane, span)
+                part = travelled(part)
+            out.append((tl.rank, part, whatif, row))
         return out
+
+    def _spans(self, timelines: list[Timeline], by_rank: dict[int, RankAsk],
+               stalls: list[RankStalls]) -> dict[int, tuple[tuple[np.ndarray, int, int],
+                                                        tuple[np.ndarray, ...]]]:
+        """Per rank asked for a swimlane row: its span (``lanes.lane_span``) and its gaps
+        there (from its stall analysis)."""
+        gaps = {s.rank: s.gaps for s in stalls}
+        out = {}
+        for tl in timelines:
+            if self.lane is None or tl.rank not in by_rank or tl.rank not in gaps:
+                continue
+            off = _offset(by_rank[tl.rank])
+            span = lane_span(tl, off, self.lane)
+            out[tl.rank] = (span, gaps_in(gaps[tl.rank], off, span[1], span[2]))
+        return out
+
+
+def _offset(ask: RankAsk) -> int:
+    """The rank's clock offset to the aligned clock (ns)."""
+    return int(ask.m.offset_ns[ask.pos])
 
 
 def applies(facts: Sequence[RankFacts]) -> bool:
@@ -127,12 +181,13 @@ def _start_of(facts: Sequence[RankFacts]):  # type: ignore[no-untyped-def]
 def spread_remote(facts: Sequence[RankFacts], tasks: dict[int, RankTask], backend: Backend,
                   options: StallOptions, all_ranks: list[int], *, cross: bool = True,
                   drop: DropSpec | None = None, n_events: int = 0,
-                  cycle_falls_back: bool = False) -> Spread:
+                  cycle_falls_back: bool = False, lanes: bool = False) -> Spread:
     """The cross-rank analysis (``cross``) and the what-if (``drop``: its rule; None: not
     run) from the first round's ``facts`` (every rank with GPU work); ``tasks``: per rank,
     the task that read it; ``all_ranks``: every rank read; ``n_events``: the run's API
     calls + GPU ops; ``cycle_falls_back``: a what-if whose joined graph has a cycle asks for
-    the run in one process (``Spread.fallback``) rather than warning."""
+    the run in one process (``Spread.fallback``) rather than warning; ``lanes``: the
+    cross-rank analysis with its swimlane (a page: each rank's row made on its worker)."""
     t0 = time.perf_counter()
     out = Spread()
     facts = sorted(facts, key=lambda f: f.rank)
@@ -175,8 +230,11 @@ def spread_remote(facts: Sequence[RankFacts], tasks: dict[int, RankTask], backen
     for wa in wp.asks if wp is not None else []:
         by_file[tasks[wa.rank].index][1].append(wa)
     first = {t.index: t for t in tasks.values()}
-    second = [replace(first[i], stall=None, keep_timeline=False, keep_gaps=False,
-                      extra=Parts(tuple(a), tuple(w))) for i, (a, w) in sorted(by_file.items())]
+    lane = lane_ask([(lo, hi) for _, lo, hi, _, _ in p.walks]) if lanes and p else None
+    second = [replace(first[i], stall=None if lane is None or not a else first[i].stall,
+                      keep_timeline=False, keep_gaps=False, send_stalls=False,
+                      extra=Parts(tuple(a), tuple(w), lane if a else None))
+              for i, (a, w) in sorted(by_file.items())]
     try:
         results = gather(second, backend)
     except ProfplugError as exc:  # a trace that changed or went since the first round
@@ -187,24 +245,31 @@ def spread_remote(facts: Sequence[RankFacts], tasks: dict[int, RankTask], backen
             out.whatif = (None, f"{WHATIF} {why}")
         return out
     got: dict[int, tuple[RankPart | None, object]] = {}
+    rows: dict[int, LaneRow | None] = {}
     for r in results:
-        for rank, part, wi in r.extra or []:  # type: ignore[attr-defined]
+        for rank, part, wi, row in r.extra or []:  # type: ignore[attr-defined]
             got[rank] = (part, wi)
+            rows[rank] = row
     lost = next((r.lost for r in results if r.lost), "no part came back")
     if p is not None:
-        out.cross = _cross(p, facts, got, lost, all_ranks, t0)
+        out.cross = _cross(p, facts, got, lost, all_ranks, t0, lane, rows)
     if wp is not None:
         out.whatif = _whatif(wp, facts, got, lost, all_ranks, n_events)
     return out
 
 
-def _cross(p: object, facts: Sequence[RankFacts], got: dict[int, tuple[RankPart | None, object]],
-           lost: str, all_ranks: list[int], t0: float) -> Outcome:
+def _cross(p: Plan, facts: Sequence[RankFacts], got: dict[int, tuple[RankPart | None, object]],
+           lost: str, all_ranks: list[int], t0: float, lane: LaneAsk | None,
+           rows: dict[int, LaneRow | None]) -> Outcome:
     missing = [f.rank for f in facts if got.get(f.rank, (None, None))[0] is None]
     if missing:
         return None, f"cross-rank analysis not run: ranks {missing}: {lost}"
-    parts = [got[f.rank][0] for f in facts]
-    return joined(p, parts, join(p, parts), all_ranks, None, t0), None  # type: ignore[arg-type]
+    parts: list[RankPart] = [got[f.rank][0] for f in facts]  # type: ignore[misc]
+    paths = join(p, parts)
+    lane_rows = [rows.get(f.rank) for f in facts]
+    sw = None if lane is None or any(r is None for r in lane_rows) else \
+        joined_lanes(lane_rows, lane, p.m, [x.bubbles for x in parts], paths)  # type: ignore[arg-type]
+    return joined(p, parts, paths, all_ranks, sw, t0), None
 
 
 def _whatif(wp: spread.WhatIfPlan, facts: Sequence[RankFacts],

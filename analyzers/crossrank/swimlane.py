@@ -5,7 +5,8 @@ Times in us since the window's start, on the aligned clock. Per rank (one row): 
 has no partner), idle gaps by cause (the stall report's), matched send -> recv hand-offs
 (from the sender's transfer start to the receiver's), the critical path of those steps, and
 the launch-queue depth. The window: ``steps`` consecutive complete steps from the middle of
-the run (fewer when the ops would pass ``max_ops``).
+the run (fewer when the ops would pass ``max_ops``). Each rank's part of it is a
+``lanes.LaneRow``, made where the rank is (this process, or its worker: docs/scale.md).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ..timeline import Timeline
 from .bubbles import RankBubbles
 from .critical import CATEGORIES, StepPath
 from .drain import RankDrain
+from .lanes import LANE_STEPS, LaneAsk, LaneRow, gaps_in, lane_ask, lane_row, lane_span
 from .matching import Matching
 
 OP_KINDS = ("compute", "transfer", "peer_wait", "comm_unmatched")
@@ -53,69 +55,71 @@ def _us(x: np.ndarray, origin: int) -> list[float]:
 
 def swimlane(timelines: list[Timeline], m: Matching, bubbles: list[RankBubbles],
              stalls: list[RankStalls], paths: list[StepPath], drains: list[RankDrain],
-             steps: int = 3, max_ops: int = 40_000) -> Swimlane | None:
-    """The swimlane of ``steps`` steps from the middle of ``paths`` (see the docstring)."""
-    if not paths:
+             steps: int = LANE_STEPS, max_ops: int | None = None) -> Swimlane | None:
+    """The swimlane of ``steps`` steps from the middle of ``paths`` (see the docstring), in
+    this process: each rank's row (``lanes``), then :func:`joined_lanes`; ``max_ops``:
+    default ``lanes.MAX_OPS``."""
+    ask = lane_ask([(p.lo_ns, p.hi_ns) for p in paths], steps, max_ops)
+    if ask is None:
         return None
-    n = min(steps, len(paths))
-    notes: list[str] = []
-    while True:
-        first = max(0, (len(paths) - n) // 2)
-        chosen = paths[first:first + n]
-        lo = chosen[0].lo_ns
-        hi = paths[first + n].lo_ns if first + n < len(paths) else chosen[-1].hi_ns
-        count = sum(int(((tl.gpu_end_ns + m.offset_ns[i] > lo)
-                         & (tl.gpu_start_ns + m.offset_ns[i] < hi)).sum())
-                    for i, tl in enumerate(timelines))
-        if count <= max_ops or n == 1:
-            break
-        n -= 1
-    if count > max_ops:
-        notes.append(f"{count:,} GPU ops in one step: drawn anyway (slow to pan)")
+    rows = []
+    for i, tl in enumerate(timelines):
+        off = int(m.offset_ns[i])
+        span = lane_span(tl, off, ask)
+        rows.append(lane_row(tl, off, bubbles[i], gaps_in(stalls[i].gaps, off, *span[1:]),
+                             drains[i].queue, ask, span))
+    return joined_lanes(rows, ask, m, bubbles, paths)
+
+
+def joined_lanes(rows: list[LaneRow], ask: LaneAsk, m: Matching, bubbles: list[RankBubbles],
+                 paths: list[StepPath]) -> Swimlane:
+    """The swimlane from the ranks' rows (in ``m.ranks`` order; made here or where the ranks
+    were read): the widest candidate window whose ops, summed over the ranks, the page can
+    draw (else one step, drawn anyway), each row cut to it."""
+    totals = np.sum([r.counts for r in rows], axis=0) if rows else \
+        np.zeros(len(ask.windows), dtype=np.int64)
+    fits = np.nonzero(totals <= ask.max_ops)[0]
+    k = int(fits[0]) if fits.size else len(ask.windows) - 1
+    n = len(ask.windows) - k  # steps drawn
+    first = max(0, (len(paths) - n) // 2)
+    chosen = paths[first:first + n]
+    lo, hi = ask.windows[k]
+    count = int(totals[k])
+    notes = [f"{count:,} GPU ops in one step: drawn anyway (slow to pan)"] \
+        if count > ask.max_ops else []
     sw = Swimlane(rows=[f"rank {r}" for r in m.ranks], steps=[p.step for p in chosen],
                   bounds_us=[round((p.lo_ns - lo) / 1000.0, 3) for p in chosen]
                   + [round((hi - lo) / 1000.0, 3)], notes=notes)
-    sw.ops = {k: {"s": [], "e": [], "y": []} for k in OP_KINDS}
+    sw.ops = {kind: {"s": [], "e": [], "y": []} for kind in OP_KINDS}
     sw.gaps = {c: {"s": [], "e": [], "y": []} for c in CAUSES}
-    for i, tl in enumerate(timelines):
-        off = int(m.offset_ns[i])
-        s, e = tl.gpu_start_ns + off, tl.gpu_end_ns + off
+    for i, r in enumerate(rows):
+        s, e, w = r.op_s, r.op_e, r.op_w
         vis = (e > lo) & (s < hi)
-        b = bubbles[i]
-        is_comm = np.zeros(tl.n_gpu, dtype=bool)
-        is_comm[b.kernels] = True
-        w = s.copy()
-        w[b.kernels] = b.wait_end + off
-        unmatched = np.zeros(tl.n_gpu, dtype=bool)
-        unmatched[b.kernels] = ~b.matched
-        parts = {"compute": (vis & ~is_comm, s, e),
-                 "peer_wait": (vis & is_comm & (w > s), s, w),
-                 "transfer": (vis & is_comm & ~unmatched, w, e),
+        comm, unmatched = r.op_comm, r.op_unmatched
+        parts = {"compute": (vis & ~comm, s, e),
+                 "peer_wait": (vis & comm & (w > s), s, w),
+                 "transfer": (vis & comm & ~unmatched, w, e),
                  "comm_unmatched": (vis & unmatched, s, e)}
         for kind, (sel, a, z) in parts.items():
             d = sw.ops[kind]
             d["s"] += _us(np.maximum(a[sel], lo), lo)
             d["e"] += _us(np.minimum(z[sel], hi), lo)
             d["y"] += [i] * int(sel.sum())
-        g = stalls[i].gaps
-        gs, ge = g.start_ns + off, g.end_ns + off
+        gs, ge = r.gap_s, r.gap_e
         gv = (ge > lo) & (gs < hi)
-        for k, c in enumerate(CAUSES):
-            sel = gv & (g.cause == k)
+        for c_id, c in enumerate(CAUSES):
+            sel = gv & (r.gap_cause == c_id)
             sw.gaps[c]["s"] += _us(np.maximum(gs[sel], lo), lo)
             sw.gaps[c]["e"] += _us(np.minimum(ge[sel], hi), lo)
             sw.gaps[c]["y"] += [i] * int(sel.sum())
-        q = drains[i].queue
-        qt = q.t + off
-        qs = (qt >= lo) & (qt < hi)
-        t, depth = qt[qs], q.depth[qs]
+        qs = (r.q_t >= lo) & (r.q_t < hi)
+        t, depth = r.q_t[qs], r.q_depth[qs]
         if t.size > MAX_QUEUE_POINTS:
             keep = np.linspace(0, t.size - 1, MAX_QUEUE_POINTS).astype(np.int64)
             t, depth = t[keep], depth[keep]
-        start_depth = q.at(np.array([lo - off]))[0]
-        sw.queue.append({"t": [0.0, *_us(t, lo)], "depth": [int(start_depth),
+        sw.queue.append({"t": [0.0, *_us(t, lo)], "depth": [int(r.start_depth[k]),
                                                             *depth.tolist()]})
-    sw.handoffs = _handoffs(timelines, m, bubbles, lo, hi)
+    sw.handoffs = _handoffs(m, bubbles, lo, hi)
     sw.path = {"s": [], "e": [], "y": [], "cat": []}
     for p in chosen:
         for seg in p.segments:
@@ -126,23 +130,32 @@ def swimlane(timelines: list[Timeline], m: Matching, bubbles: list[RankBubbles],
     return sw
 
 
-def _handoffs(timelines: list[Timeline], m: Matching, bubbles: list[RankBubbles], lo: int,
-              hi: int) -> dict[str, list[float]]:
+def _wait_ends(b: RankBubbles, offset: int, ops: np.ndarray) -> np.ndarray:
+    """Where the NCCL kernels ``ops`` (GPU op indices) stop waiting, aligned ns; 0 for an op
+    that is not one of the rank's NCCL kernels."""
+    order = np.argsort(b.kernels, kind="stable")
+    ks = b.kernels[order]
+    at = np.minimum(np.searchsorted(ks, ops), max(ks.size - 1, 0))
+    found = (ks[at] == ops) if ks.size else np.zeros(ops.size, dtype=bool)
+    return np.where(found, b.wait_end[order][at] + offset, 0) if ks.size else \
+        np.zeros(ops.size, dtype=np.int64)
+
+
+def _handoffs(m: Matching, bubbles: list[RankBubbles], lo: int, hi: int
+              ) -> dict[str, list[float]]:
     """Send -> recv of every matched pair inside the window: sender's transfer start to the
     receiver's (aligned us)."""
-    out: dict[str, list[float]] = {"x0": [], "y0": [], "x1": [], "y1": []}
     sel = np.nonzero(m.e_dir == 1)[0]
-    wend = []
-    for i, b in enumerate(bubbles):
-        arr = np.full(timelines[i].n_gpu, 0, dtype=np.int64)
-        arr[b.kernels] = b.wait_end + m.offset_ns[i]
-        wend.append(arr)
-    for k in sel.tolist():
-        a, ka, c, kc = (int(m.e_pos[k]), int(m.e_op[k]), int(m.f_pos[k]), int(m.f_op[k]))
-        x0, x1 = int(wend[a][ka]), int(wend[c][kc])
-        if lo <= x0 < hi and lo <= x1 < hi:
-            out["x0"].append(round((x0 - lo) / 1000.0, 3))
-            out["y0"].append(a)
-            out["x1"].append(round((x1 - lo) / 1000.0, 3))
-            out["y1"].append(c)
-    return out
+    a, c = m.e_pos[sel].astype(np.int64), m.f_pos[sel].astype(np.int64)
+    x0, x1 = np.zeros(sel.size, dtype=np.int64), np.zeros(sel.size, dtype=np.int64)
+    for pos, b in enumerate(bubbles):
+        off = int(m.offset_ns[pos])
+        here = a == pos
+        x0[here] = _wait_ends(b, off, m.e_op[sel][here].astype(np.int64))
+        here = c == pos
+        x1[here] = _wait_ends(b, off, m.f_op[sel][here].astype(np.int64))
+    inside = (lo <= x0) & (x0 < hi) & (lo <= x1) & (x1 < hi)
+    return {"x0": np.round((x0[inside] - lo) / 1000.0, 3).tolist(),
+            "y0": a[inside].tolist(),
+            "x1": np.round((x1[inside] - lo) / 1000.0, 3).tolist(),
+            "y1": c[inside].tolist()}

@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 MAX_GAPS_PER_ROW = 5000
 MAX_GAPS_TOTAL = 24_000  # ~1.5 MB of page data
 MIN_GAPS_PER_ROW = 100
+# per device, what a page's report needs of a rank's gaps (``gaps.longest``): the most a row
+# draws, and one more (the longest left out: the row's note)
+GAPS_KEPT = MAX_GAPS_PER_ROW + 1
 VIEW_STEPS = 3  # the timeline opens on this many steps (after the first, often a warm-up)
 
 
@@ -170,14 +173,17 @@ def _row(r: RankStalls, dev: int, ws: int, we: int, origin: int, y: int, max_gap
          api_ids: list[int], site_ids: list[int]) -> str:
     g = r.gaps
     sel = np.nonzero(g.device == dev)[0]
+    n_out, ns_out = g.left.get(dev, (0, 0))  # gaps the worker left out (``gaps.longest``)
     note = ""
-    if sel.size > max_gaps:
+    if sel.size + n_out > max_gaps:
         dur = (g.end_ns - g.start_ns)[sel]
         keep = np.argsort(-dur, kind="stable")[:max_gaps]
         left = np.setdiff1d(np.arange(sel.size), keep)
-        note = (f"drew the {max_gaps:,} longest of {sel.size:,} gaps; the other "
-                f"{left.size:,} ({float(dur[left].sum()) / 1000:,.1f} us, each <= "
-                f"{float(dur[left].max()) / 1000:,.3f} us) are drawn as GPU work")
+        # those left out by the worker are no longer than any it kept
+        most = dur[left].max() if left.size else dur.min(initial=0)
+        note = (f"drew the {max_gaps:,} longest of {sel.size + n_out:,} gaps; the other "
+                f"{left.size + n_out:,} ({float(int(dur[left].sum()) + ns_out) / 1000:,.1f} "
+                f"us, each <= {float(most) / 1000:,.3f} us) are drawn as GPU work")
         sel = sel[np.sort(keep)]
     sel = sel[np.argsort(g.start_ns[sel], kind="stable")]
     gs, ge = g.start_ns[sel], g.end_ns[sel]

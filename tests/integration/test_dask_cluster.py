@@ -21,9 +21,11 @@ from profplug.analyzers.daskpool import DaskBackend, parse_local
 from profplug.analyzers.dispatch import FileResult, RankTask, gather, run_task
 from profplug.analyzers.load import load_timelines
 from profplug.analyzers.readers.base import ReadOptions
+from profplug.analyzers.render.timeline_data import GAPS_KEPT
 from profplug.analyzers.report import Report, analyze
 from profplug.analyzers.stalls import StallOptions
 from profplug.analyzers.whatif import whatif
+from reference import one_process, page
 
 from profplug.errors import ProfplugError
 
@@ -138,10 +140,23 @@ def test_the_run_level_parts_on_the_cluster_give_the_local_report(
     # where the ranks are read): the cross-rank analysis and the what-if run on the workers
     monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
     run = report_analyses(whatif)
-    local = analyze(run16, run=run, jobs=1, progress=False)
+    local = one_process(run16, run, monkeypatch)
     dask = analyze(run16, run=run, backend=cluster, progress=False, keep_gaps=False)
     assert "cross_rank" in dask.run and ("whatif" in dask.run) == (whatif is None)
     assert report_json(dask) == report_json(local)
+
+
+def test_a_page_made_on_the_cluster_is_the_one_made_in_one_process(
+        run16: list[Path], cluster: DaskBackend, monkeypatch: pytest.MonkeyPatch) -> None:
+    # given a report with a page, over the size from which the what-if runs where the ranks
+    # are read: the swimlane's rows are made on the workers too
+    monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
+    run = report_analyses(None)
+    local = one_process(run16, run, monkeypatch)
+    dask = analyze(run16, run=run, backend=cluster, progress=False, keep_gaps=True,
+                   gaps_per_device=GAPS_KEPT)
+    assert dask.run["cross_rank"].swimlane is not None and "whatif" in dask.run
+    assert page(dask) == page(local)
 
 
 def _dies_in_round_two_on_rank5(task: RankTask) -> FileResult:

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers import commands, load, spreading
+from profplug.analyzers import commands, spreading
 from profplug.analyzers.commands import report_analyses
 from profplug.analyzers.crossrank import remote
 from profplug.analyzers.dispatch import FileResult
 from profplug.analyzers.report import Report, analyze
 from profplug.analyzers.whatif import spread
+from reference import Spy, one_process
 
 from profplug.errors import ProfplugError
 
@@ -35,34 +36,12 @@ def run8(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     return files
 
 
-class Spy:
-    """Every result gathered, by round (the report's read, the cross-rank parts)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.first: list[FileResult] = []
-        self.second: list[FileResult] = []
-        real = load.gather
-
-        def first(*a: object, **k: object) -> list[FileResult]:
-            out = real(*a, **k)  # type: ignore[arg-type]
-            self.first += out
-            return out
-
-        def second(*a: object, **k: object) -> list[FileResult]:
-            out = real(*a, **k)  # type: ignore[arg-type]
-            self.second += out
-            return out
-
-        monkeypatch.setattr(load, "gather", first)
-        monkeypatch.setattr(remote, "gather", second)
-
-
 def test_the_parts_on_the_workers_give_the_report_made_in_one_process(
         run8: list[Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr(tempfile, "tempdir", None)
     run = report_analyses(False)  # --no-whatif: the cross-rank analysis alone
-    here = analyze(run8, run=run, jobs=1, progress=False)  # gaps kept: in one process
+    here = one_process(run8, run, monkeypatch)
     spy = Spy(monkeypatch)
     # when the report needs no page (no swimlane): the parts run where the ranks are read
     there = analyze(run8, run=run, jobs=2, progress=False, keep_gaps=False)
@@ -86,7 +65,7 @@ def test_the_whatif_on_the_workers_gives_the_report_made_in_one_process(
     # given a run over the size from which the what-if runs where the ranks are read
     monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
     run = report_analyses(whatif)
-    here = analyze(run8, run=run, jobs=1, progress=False)
+    here = one_process(run8, run, monkeypatch)
     spy = Spy(monkeypatch)
     there = analyze(run8, run=run, jobs=2, progress=False, keep_gaps=False)
     # then both analyses ran, the JSON is the one made in one process, and no timeline
@@ -96,7 +75,7 @@ def test_the_whatif_on_the_workers_gives_the_report_made_in_one_process(
     assert report_json(there) == report_json(here)
     assert all(not r.timelines for r in spy.first + spy.second)
     assert all(f.whatif.rec.n for r in spy.first for f in r.extra)  # type: ignore[attr-defined]
-    assert sorted(w.rank for r in spy.second for _, _, w in r.extra) == list(range(8))  # type: ignore[attr-defined]
+    assert sorted(w.rank for r in spy.second for _, _, w, _ in r.extra) == list(range(8))  # type: ignore[attr-defined]
 
 
 def _cycle(*a: object, **k: object) -> None:
@@ -107,7 +86,7 @@ def test_a_whatif_with_a_cycle_within_its_size_reads_the_timelines_after_all(
         run8: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
     run = report_analyses(None)
-    here = analyze(run8, run=run, jobs=1, progress=False)
+    here = one_process(run8, run, monkeypatch)
     monkeypatch.setattr(spread, "plan", _cycle)  # the ranks' joined graph has a cycle
     spy = Spy(monkeypatch)
     there = analyze(run8, run=run, jobs=1, progress=False, keep_gaps=False)

@@ -1,6 +1,6 @@
 """`profplug whatif` on a big run: the what-if where the ranks are read (as the report runs
 it from ``spreading.SPREAD_MIN_BYTES`` of traces), so that no timeline reaches the client;
-the same JSON as the one made in one process, and the same one-line errors."""
+the same JSON and page as the ones made in one process, and the same one-line errors."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from pipeline_synth import PipelineSpec, write
 from profplug.analyzers import commands, report, spreading
+from reference import blank
 from synth import KinetoTrace
 
 from profplug.cli.main import main
@@ -63,7 +64,7 @@ def test_a_big_run_without_gpu_work_is_the_same_one_line_error(
 
 def test_what_the_spread_path_cannot_do_stays_in_one_process(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # --unprofiled and --html read the timelines in the client, whatever the size
+    # --unprofiled reads the timelines in the client, whatever the size
     files, _ = write(PipelineSpec(stages=2, steps=4), tmp_path / "run")
     monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
     calls: list[int] = []
@@ -76,9 +77,29 @@ def test_what_the_spread_path_cannot_do_stays_in_one_process(
     monkeypatch.setattr(commands, "load_timelines", counted)
     assert main(["whatif", str(files[0].parent), "-q", "--unprofiled", "5000",
                  "-o", str(tmp_path / "u.txt")]) == 0
-    assert main(["whatif", str(files[0].parent), "-q", "--html", str(tmp_path / "p.html"),
-                 "-o", str(tmp_path / "h.txt")]) == 0
-    assert len(calls) == 2
+    assert len(calls) == 1
+
+
+def test_the_whatif_page_of_a_big_run_reads_no_timeline_into_the_client(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    files, _ = write(PipelineSpec(stages=4, tp=2, steps=6, slow_stage=1), tmp_path / "run")
+    args = ["whatif", str(files[0].parent), "-q", "-j", "2", "-f", "json"]
+    # given the page made in one process (the timelines travel: under the threshold)
+    assert main([*args, "-o", str(tmp_path / "one.json"), "--html",
+                 str(tmp_path / "one.html")]) == 0
+    # when the run counts as big, and the client may not load a timeline
+    monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
+
+    def no_timelines(*_: object, **__: object) -> None:
+        raise AssertionError("a timeline reached the client")
+
+    monkeypatch.setattr(commands, "load_timelines", no_timelines)
+    assert main([*args, "-o", str(tmp_path / "spread.json"), "--html",
+                 str(tmp_path / "spread.html")]) == 0
+    # then the result and its page are the one-process ones
+    assert _json(tmp_path / "spread.json") == _json(tmp_path / "one.json")
+    assert blank((tmp_path / "spread.html").read_text()) == \
+        blank((tmp_path / "one.html").read_text())
 
 
 def test_compare_of_big_runs_reads_no_timeline_into_the_client(
@@ -87,7 +108,7 @@ def test_compare_of_big_runs_reads_no_timeline_into_the_client(
             for s in ("device", "event")]
     args = ["compare", *map(str, runs), "-f", "json", "-q", "-j", "2", "-o"]
     # given the comparison with each run's timelines in the client (under the threshold)
-    assert main([*args, str(tmp_path / "one.json")]) == 0
+    assert main([*args, str(tmp_path / "one.json"), "--html", str(tmp_path / "one.html")]) == 0
     # when the runs count as big, each run's report is made where its ranks are read
     monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
     real = report.analyze_timelines
@@ -98,7 +119,10 @@ def test_compare_of_big_runs_reads_no_timeline_into_the_client(
         return real([], *a, **k)
 
     monkeypatch.setattr(report, "analyze_timelines", spy)
-    assert main([*args, str(tmp_path / "spread.json")]) == 0
-    # then no timeline reached the client, and the comparison is the same
+    assert main([*args, str(tmp_path / "spread.json"), "--html",
+                 str(tmp_path / "spread.html")]) == 0
+    # then no timeline reached the client, and the comparison and its page are the same
     assert seen == [0, 0]
     assert _json(tmp_path / "spread.json") == _json(tmp_path / "one.json")
+    assert blank((tmp_path / "spread.html").read_text()) == \
+        blank((tmp_path / "one.html").read_text())

@@ -1,0 +1,58 @@
+"""The reference a spread report is checked against: the same report made in one process
+(every timeline read into it, then the run-level analyses), its page; and a spy on what
+reaches the client in each round."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+from profplug.analyzers import load, report
+from profplug.analyzers.crossrank import remote
+from profplug.analyzers.dispatch import FileResult
+from profplug.analyzers.render.registry import PAGE, render_text
+
+# what differs between two runs of the same analysis: how long it took
+_TIMES = re.compile(r'("(?:replay_s|analysis_s)": ?)[0-9.eE+-]+|replayed in [0-9.,]+ s')
+
+
+def one_process(paths: list[Path], run: Iterable[object], monkeypatch: pytest.MonkeyPatch,
+                **kw: object) -> report.Report:
+    """``analyze(paths, run=run, **kw)`` with no analysis run where the ranks are read."""
+    with monkeypatch.context() as m:
+        m.setattr(report, "spreading", lambda *a, **k: None)
+        return report.analyze(paths, run=run, jobs=1, progress=False, **kw)  # type: ignore[arg-type]
+
+
+def blank(text: str) -> str:
+    """A JSON report or a page with its timings blanked."""
+    return _TIMES.sub(lambda m: (m.group(1) or "replayed in ") + "0", text)
+
+
+def page(rep: object) -> str:
+    """The HTML page of ``rep``, its timings blanked."""
+    return blank(render_text(rep, PAGE))
+
+
+class Spy:
+    """Every result gathered, by round (the report's read, the cross-rank parts)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.first: list[FileResult] = []
+        self.second: list[FileResult] = []
+        real = load.gather
+
+        def first(*a: object, **k: object) -> list[FileResult]:
+            out = real(*a, **k)  # type: ignore[arg-type]
+            self.first += out
+            return out
+
+        def second(*a: object, **k: object) -> list[FileResult]:
+            out = real(*a, **k)  # type: ignore[arg-type]
+            self.second += out
+            return out
+
+        monkeypatch.setattr(load, "gather", first)
+        monkeypatch.setattr(remote, "gather", second)

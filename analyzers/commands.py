@@ -148,10 +148,9 @@ def report_analyses(whatif: bool | None, cross_rank: bool = True,
     cheap.cache_token = f"whatif auto<={WHATIF_AUTO_MAX_EVENTS} {drop!r}"  # type: ignore[attr-defined]
     forced = whatif_analysis(drop)
     forced.cache_token = f"whatif {drop!r}"  # type: ignore[attr-defined]
-    # both can run where the ranks are read (``whatif.spread``), but not --drop-at, whose
-    # call site is resolved over every rank's timeline
+    # both can run where the ranks are read (``whatif.spread``; --drop-at resolved there too)
     for a in (cheap, forced):
-        a.spread_drop = drop if drop.callsite is None else None  # type: ignore[attr-defined]
+        a.spread_drop = drop  # type: ignore[attr-defined]
     crossed = cross_rank_analysis()
     crossed.cache_token = "cross_rank"  # type: ignore[attr-defined]
 
@@ -342,7 +341,8 @@ def _spread_whatif(files: list[Path], drop: DropSpec, opt: StallOptions,
                   progress=_progress(quiet), keep_gaps=html is not None, gaps_per_device=GAPS_KEPT)
     res = rep.run.get("whatif")
     if not isinstance(res, WhatIfResult):
-        raise ProfplugError(next((w for w in rep.warnings if w.startswith("what-if")),
+        raise ProfplugError(next((w for w in rep.warnings  # its failure's line
+                                  if w.startswith(("what-if", "--drop-at"))),
                                  "what-if: not run"))
     res.warnings[:0] = rep.lost  # files lost with their worker
     return res, rep
@@ -376,7 +376,7 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
     backend = open_backend(jobs, dask)
     spread: tuple[WhatIfResult, Report] | None = None
     try:
-        if unprofiled_us is None and drop.callsite is None:
+        if unprofiled_us is None:
             spread = _spread_whatif(files, drop, opt, read, backend, quiet, html)
         if spread is None:
             timelines = load_timelines(files, read=read, backend=backend,

@@ -27,7 +27,7 @@ from .rankpool import analyze_ranks
 from .readers.base import ReadOptions
 from .resultcache import MISS, ResultCache
 from .sanity import check_sum_rule
-from .spreading import Spreading, scratch_cache, spread_kinds, spreading
+from .spreading import Spreading, scratch_cache, spread_drop, spreading
 from .stalls import RankStalls, StallOptions, flat_dict
 from .steprule import DEFAULT_STEPS, StepRule
 from .timeline import Timeline, links_kept
@@ -210,7 +210,7 @@ def analyze(paths: PathsLike, options: StallOptions | None = None, *,
         with scratch_cache(read, backend) as rd:  # its second round reads each file again
             got = load_ranks(files, read=rd, stall=opt, keep_timelines=False, backend=backend,
                              progress=progress, keep_gaps=keep_gaps,
-                             extra=remote.Facts(spread_kinds(spread)),
+                             extra=remote.first_round(spread_drop(spread)),
                              gaps_per_device=gaps_per_device)
             rep = _spread_report(got, opt, run, spread, read.steps, backend)
             if rep is None:  # the analyses need the timelines after all: the ranks read

@@ -17,6 +17,7 @@ from ..errors import ProfplugError
 from .dispatch import Backend
 from .load import trace_files
 from .readers.base import ReadOptions
+from .whatif.dropset import DropSpec
 
 RunAnalyzer = Callable[..., Any]
 
@@ -65,7 +66,7 @@ def spreading(run: list[RunAnalyzer], keep_gaps: bool, files: list[Path]) -> Spr
     """The analyses of ``run`` when they run where the ranks are read, so that no timeline
     travels: when every analysis can: the cross-rank analysis (``spreads``; with its
     swimlane when ``keep_gaps``: a page draws both, each rank's row made where it is read),
-    a what-if with a drop rule of its own (``spread_drop``: not ``--drop-at``) on a run of
+    a what-if that can (``spread_drop``: its rule, ``--drop-at`` too) on a run of
     at least ``SPREAD_MIN_BYTES`` of traces (below, in one process: docs/scale.md), the
     analyses of runs without GPU work."""
     cross = next((a for a in run if getattr(a, "spreads", False)), None)
@@ -80,7 +81,6 @@ def spreading(run: list[RunAnalyzer], keep_gaps: bool, files: list[Path]) -> Spr
     return Spreading(cross, whatif, lanes=keep_gaps and cross is not None)
 
 
-def spread_kinds(spread: Spreading) -> str | None:
+def spread_drop(spread: Spreading) -> DropSpec | None:
     """The drop rule of the what-if made where the ranks are read, None: no what-if."""
-    drop = getattr(spread.whatif, "spread_drop", None)
-    return None if drop is None else drop.kinds
+    return getattr(spread.whatif, "spread_drop", None)

@@ -60,6 +60,9 @@ class RankFacts:
     # the what-if's first-round part (``whatif.spread.RankReductions``) when asked, or the
     # one-line failure of making it
     whatif: object = None
+    # with ``--drop-at``, before its call site is resolved: the rank's sync call sites
+    # (``whatif.dropat.site_counts``)
+    sites: object = None
 
 
 def rank_facts(tl: Timeline) -> RankFacts:

@@ -27,6 +27,7 @@ from ..memtrim import trim_large
 from ..stalls import RankStalls, StallOptions
 from ..timeline import Timeline
 from ..whatif import spread
+from ..whatif.dropat import site_counts
 from ..whatif.model import DropSpec
 from ..whatif.result import RankWhatIf, WhatIfResult
 from .analysis import joined
@@ -69,9 +70,14 @@ def _trim(tl: Timeline) -> None:
 @dataclass(frozen=True)
 class Facts:
     """A file's ranks' first-round parts (``parts.rank_facts``; ranks with GPU work);
-    ``whatif``: the what-if's drop rule, when its reductions are made too."""
+    ``whatif``: the what-if's drop rule, when its reductions are made too (``callsite``:
+    at that call site only, ``--drop-at`` resolved); ``sites``: the rule whose sync call
+    sites each rank counts instead (``--drop-at`` before it is resolved: the reductions
+    come in a round of their own, :func:`_resolved`)."""
 
     whatif: str | None = None
+    callsite: str | None = None
+    sites: str | None = None
 
     def __call__(self, timelines: list[Timeline]) -> list[RankFacts]:
         out = []
@@ -79,11 +85,25 @@ class Facts:
             if not tl.n_gpu:
                 continue
             f = rank_facts(tl)
+            if self.sites is not None:
+                f.sites = site_counts(tl, self.sites)
             if self.whatif is not None:
                 _trim(tl)
-                f.whatif = _guarded(spread.rank_reductions, tl, self.whatif, f.view.op_index)
+                f.whatif = _guarded(spread.rank_reductions, tl, self.whatif, f.view.op_index,
+                                    self.callsite)
             out.append(f)
         return out
+
+
+def first_round(drop: DropSpec | None) -> Facts:
+    """The first round's part of a report whose what-if runs where the ranks are read with
+    ``drop`` (None: no what-if): its reductions, or with ``--drop-at`` the call sites it is
+    resolved over."""
+    if drop is None:
+        return Facts()
+    if drop.callsite is not None:
+        return Facts(sites=drop.kinds)
+    return Facts(drop.kinds)
 
 
 PartOut = tuple[int, "RankPart | None", object, "LaneRow | None"]
@@ -203,6 +223,9 @@ def spread_remote(facts: Sequence[RankFacts], tasks: dict[int, RankTask], backen
         except ProfplugError as exc:
             out.cross = (None, failure("cross-rank analysis", exc))
     wp = None
+    if wants_whatif and drop is not None and drop.callsite is not None and \
+            any(f.sites is not None for f in facts):
+        facts, drop, out.whatif = _resolved(facts, tasks, backend, drop)
     if wants_whatif and drop is not None:
         reds = [f.whatif for f in facts]
         bad = next((r for r in reds if isinstance(r, str)), None)
@@ -256,6 +279,27 @@ def spread_remote(facts: Sequence[RankFacts], tasks: dict[int, RankTask], backen
     if wp is not None:
         out.whatif = _whatif(wp, facts, got, lost, all_ranks, n_events)
     return out
+
+
+def _resolved(facts: list[RankFacts], tasks: dict[int, RankTask], backend: Backend,
+              drop: DropSpec) -> tuple[list[RankFacts], DropSpec | None, Outcome]:
+    """``--drop-at``: its call site resolved over the ranks' sync call sites (the facts', in
+    rank order), then each rank's reductions made with it in a round of their own (a load
+    from the per-rank cache): the facts with them and the rule; or, when the name picks out
+    no call site or several, no rule and the what-if's one-line failure."""
+    try:
+        rule = spread.resolved_at(drop, [f.sites for f in facts])  # type: ignore[misc]
+    except ProfplugError as exc:
+        return facts, None, (None, failure(WHATIF, exc))
+    files = {t.index: t for t in tasks.values()}
+    again = [replace(t, stall=None, keep_timeline=False, keep_gaps=False, send_stalls=False,
+                     extra=Facts(rule.kinds, rule.callsite)) for _, t in sorted(files.items())]
+    try:
+        results = gather(again, backend)
+    except ProfplugError as exc:  # a trace that changed or went since the first round
+        return facts, None, (None, f"{WHATIF} not run: {exc}")
+    made = {f.rank: f.whatif for r in results for f in r.extra or []}  # type: ignore[attr-defined]
+    return [replace(f, whatif=made.get(f.rank)) for f in facts], rule, (None, None)
 
 
 def _cross(p: Plan, facts: Sequence[RankFacts], got: dict[int, tuple[RankPart | None, object]],

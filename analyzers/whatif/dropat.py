@@ -22,26 +22,44 @@ from .model import DROP_DEVICE
 MAX_LISTED = 12
 
 
+def site_counts(tl: Timeline, kinds: str) -> Counter[str]:
+    """How many of the syncs ``kinds`` drops (device-wide, or every host-blocking one) each
+    call site of one rank has, in the order the sites first appear (where the rank is read:
+    ``whatif.spread``)."""
+    count: Counter[str] = Counter()
+    kind = classify.top_level_kinds(  # top-level calls, as the report's call sites
+        classify.kinds_for_symbols(tl.names)[tl.api_name] if tl.api_name.size else
+        np.zeros(0, dtype=np.int8), tl.api_tops())
+    want = (kind == classify.DEVICE) if kinds in (DROP_DEVICE, DROP_POLICY) else \
+        (kind == classify.DEVICE) | (kind == classify.EVENT)
+    idx = np.nonzero(want)[0]
+    if idx.size:
+        count.update(enclosing(tl, tl.api_start_ns[idx], tl.api_end_ns[idx], tl.api_tid[idx]))
+    return count
+
+
+def most_common(counts: list[Counter[str]]) -> list[str]:
+    """The call sites of the ranks' :func:`site_counts` (in rank order), the most frequent
+    first (ties: the first seen)."""
+    total: Counter[str] = Counter()
+    for c in counts:
+        total.update(c)
+    return [s for s, _ in total.most_common()]
+
+
 def sync_callsites(timelines: list[Timeline], kinds: str) -> list[str]:
     """Call sites of the syncs ``kinds`` drops (device-wide, or every host-blocking one),
     the most frequent first."""
-    count: Counter[str] = Counter()
-    for tl in timelines:
-        kind = classify.top_level_kinds(  # top-level calls, as the report's call sites
-            classify.kinds_for_symbols(tl.names)[tl.api_name] if tl.api_name.size else
-            np.zeros(0, dtype=np.int8), tl.api_tops())
-        want = (kind == classify.DEVICE) if kinds in (DROP_DEVICE, DROP_POLICY) else \
-            (kind == classify.DEVICE) | (kind == classify.EVENT)
-        idx = np.nonzero(want)[0]
-        if idx.size:
-            count.update(enclosing(tl, tl.api_start_ns[idx], tl.api_end_ns[idx],
-                                   tl.api_tid[idx]))
-    return [s for s, _ in count.most_common()]
+    return most_common([site_counts(tl, kinds) for tl in timelines])
 
 
 def resolve_callsite(query: str, timelines: list[Timeline], kinds: str = DROP_DEVICE) -> str:
     """The one call site ``query`` names (see the module docstring); ProfplugError else."""
-    sites = sync_callsites(timelines, kinds)
+    return resolve_in(query, sync_callsites(timelines, kinds), kinds)
+
+
+def resolve_in(query: str, sites: list[str], kinds: str = DROP_DEVICE) -> str:
+    """The one call site of ``sites`` (:func:`sync_callsites`) that ``query`` names."""
     what = ("device-wide synchronize" if kinds in (DROP_DEVICE, DROP_POLICY)
             else "host-blocking sync")
     if not sites:

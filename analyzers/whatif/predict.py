@@ -318,8 +318,10 @@ def _whatif(timelines: list[Timeline], drop: DropSpec | None, options: StallOpti
     if not timelines or not any(t.n_gpu for t in timelines):
         raise ProfplugError("what-if: no GPU work in the given traces")
     drop, drop_note = dropset.resolve(timelines, drop or DropSpec())
-    if drop.callsite is not None:  # the name as the report prints it, or a unique part
-        drop = replace(drop, callsite=resolve_callsite(drop.callsite, timelines, drop.kinds))
+    if drop.callsite is not None:  # the name as the report prints it, or a unique part,
+        # among the call sites of the ranks with GPU work (the ranks it predicts)
+        drop = replace(drop, callsite=resolve_callsite(
+            drop.callsite, [tl for tl in timelines if tl.n_gpu], drop.kinds))
     t0 = time.perf_counter()
     try:
         m = build_model(timelines, drop)

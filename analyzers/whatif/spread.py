@@ -23,6 +23,7 @@ pairing, which the one-process replay breaks by forcing a kernel) is not solved 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,6 +36,7 @@ from ..memtrim import trim_large
 from ..stalls import StallOptions, analyze_rank
 from ..timeline import Timeline, links_kept
 from .band import set_bands
+from .dropat import most_common, resolve_in, site_counts
 from .dropset import DROP_DEVICE, DROP_POLICY, FALLBACK_NOTE, policy_mask
 from .graph import DROPPED_GRAPH_READS, build_graph, dropped_graph
 from .model import DropSpec, Model, build_model, coupled, only, replay_only
@@ -84,19 +86,23 @@ def _nothing_dropped(m: Model) -> Model:
 REDUCE_READS = ("a_start", "o_start", "threads", "o_order", "a_dropped", *DROPPED_GRAPH_READS)
 
 
-def rank_model(tl: Timeline, kinds: str, nothing: bool = False) -> Model:
+def rank_model(tl: Timeline, kinds: str, nothing: bool = False,
+               callsite: str | None = None) -> Model:
     """One rank's model on its own (no partner) by the rule ``kinds`` (``policy`` falls back
-    on this rank alone); ``nothing``: no call dropped (:func:`_nothing_dropped`)."""
-    m = build_model([tl], DropSpec(kinds=kinds), matching=_alone(tl.rank))
+    on this rank alone), at ``callsite`` only when given (``--drop-at``, resolved over the
+    run: ``dropat``); ``nothing``: no call dropped (:func:`_nothing_dropped`)."""
+    m = build_model([tl], DropSpec(kinds=kinds, callsite=callsite), matching=_alone(tl.rank))
     trim_large(m.n_events)  # the build's temporaries: the graph starts from what is live
     return _nothing_dropped(m) if nothing else m
 
 
-def rank_reductions(tl: Timeline, kinds: str, ops: np.ndarray) -> RankReductions:
-    """:class:`RankReductions` of one rank; ``ops``: its NCCL kernels (``commview``)."""
+def rank_reductions(tl: Timeline, kinds: str, ops: np.ndarray,
+                    callsite: str | None = None) -> RankReductions:
+    """:class:`RankReductions` of one rank; ``ops``: its NCCL kernels (``commview``);
+    ``callsite``: the resolved ``--drop-at`` (``kinds`` then not ``policy``)."""
     with links_kept(), classify.tables_kept():
         policy = kinds == DROP_POLICY and bool(policy_mask(tl).any())
-        m = rank_model(tl, kinds)
+        m = rank_model(tl, kinds, callsite=callsite)
         mk = _nothing_dropped(m) if kinds == DROP_POLICY and not policy else None
         # one graph at a time, its variants made from it in place (a worker's memory:
         # docs/scale.md); once it exists, the model's inputs to it go
@@ -129,6 +135,7 @@ class WhatIfAsk:
     rec_ends: np.ndarray
     drop_ends: np.ndarray
     options: StallOptions
+    callsite: str | None = None  # --drop-at, resolved
 
 
 @dataclass
@@ -143,6 +150,7 @@ class WhatIfPlan:
     coupled: bool
     asks: list[WhatIfAsk] = field(default_factory=list)
     solve_s: float = 0.0
+    callsite: str | None = None  # --drop-at, resolved
 
 
 def _links(ops: list[np.ndarray], starts: list[np.ndarray], ends: list[np.ndarray],
@@ -208,10 +216,10 @@ def plan(red: list[RankReductions], m: Matching, parts: list[Partners], ops: lis
     t_drop = solve(dropped, link) if t_rec is not None else None
     if t_rec is None or t_drop is None:
         raise ProfplugError(CYCLE)
-    asks = [WhatIfAsk(r.rank, drop.kinds, k, ops[i], t_rec[i], t_drop[i], options)
-            for i, (r, k) in enumerate(zip(red, nothing, strict=True))]
+    asks = [WhatIfAsk(r.rank, drop.kinds, k, ops[i], t_rec[i], t_drop[i], options,
+                      drop.callsite) for i, (r, k) in enumerate(zip(red, nothing, strict=True))]
     return WhatIfPlan(kinds, note, notes, warns, any(p.op.size for p in parts), asks,
-                      time.perf_counter() - t0)
+                      time.perf_counter() - t0, drop.callsite)
 
 
 def rank_whatif(tl: Timeline, ask: WhatIfAsk) -> RankWhatIf:
@@ -224,7 +232,7 @@ def rank_whatif(tl: Timeline, ask: WhatIfAsk) -> RankWhatIf:
         # memory: docs/scale.md)
         rs = analyze_rank(tl, ask.options, brief=True)
         trim_large(tl.n_events)
-        m = rank_model(tl, ask.kinds, ask.nothing)
+        m = rank_model(tl, ask.kinds, ask.nothing, ask.callsite)
         side = _recorded_side(tl, m, ask.options, rs)
         del rs
         # one graph for both replays, anchored, then made the dropped one in place
@@ -255,10 +263,19 @@ def joined(p: WhatIfPlan, results: list[RankWhatIf], all_ranks: list[int],
     if not any(r.dropped_calls for r in results):
         warnings.append("no call matched the drop rule: the prediction equals the replay")
     return WhatIfResult(
-        drop=p.kinds, callsite=None, ranks=results, drop_note=p.drop_note,
+        drop=p.kinds, callsite=p.callsite, ranks=results, drop_note=p.drop_note,
         assumptions=[*ASSUMPTIONS, *p.notes], warnings=warnings, n_events=n_events,
         replay_s=time.perf_counter() - t0,
         max_model_error_pct=max((abs(r.model_error_pct) for r in results), default=0.0))
+
+
+def resolved_at(drop: DropSpec, counts: list[Counter[str]]) -> DropSpec:
+    """``--drop-at``'s rule as the replay takes it (``dropset.resolve``: ``policy`` is
+    ``device-sync`` at a call site), its call site resolved over the ranks' sync call sites
+    (``dropat.site_counts``, in rank order); ProfplugError when it names none or several."""
+    kinds = DROP_DEVICE if drop.kinds == DROP_POLICY else drop.kinds
+    assert drop.callsite is not None
+    return DropSpec(kinds, resolve_in(drop.callsite, most_common(counts), kinds))
 
 
 def whatif_in_parts(timelines: list[Timeline], drop: DropSpec | None = None,
@@ -275,7 +292,10 @@ def whatif_in_parts(timelines: list[Timeline], drop: DropSpec | None = None,
     m = match_views(views)
     parts = partners(m, lambda pos, o: gpu[pos].gpu_start_ns[o])
     ops = [v.op_index for v in views]
-    red = [rank_reductions(tl, drop.kinds, o) for tl, o in zip(gpu, ops, strict=True)]
+    if drop.callsite is not None:  # --drop-at: resolved over the ranks' call sites
+        drop = resolved_at(drop, [site_counts(tl, drop.kinds) for tl in gpu])
+    red = [rank_reductions(tl, drop.kinds, o, drop.callsite)
+           for tl, o in zip(gpu, ops, strict=True)]
     p = plan(red, m, parts, ops, [v.tl.gpu_start_ns for v in views],
              [v.tl.gpu_end_ns for v in views], drop, opt)
     res = [rank_whatif(tl, a) for tl, a in zip(gpu, p.asks, strict=True)]

@@ -18,6 +18,7 @@ from profplug.analyzers.crossrank import remote
 from profplug.analyzers.dispatch import FileResult
 from profplug.analyzers.report import Report, analyze
 from profplug.analyzers.whatif import spread
+from profplug.analyzers.whatif.model import DropSpec
 from reference import Spy, one_process
 
 from profplug.errors import ProfplugError
@@ -76,6 +77,26 @@ def test_the_whatif_on_the_workers_gives_the_report_made_in_one_process(
     assert all(not r.timelines for r in spy.first + spy.second)
     assert all(f.whatif.rec.n for r in spy.first for f in r.extra)  # type: ignore[attr-defined]
     assert sorted(w.rank for r in spy.second for _, _, w, _ in r.extra) == list(range(8))  # type: ignore[attr-defined]
+
+
+def test_a_drop_at_on_the_workers_is_resolved_over_every_rank_then_replayed_there(
+        run8: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    # given a what-if that drops the syncs at one call site, named by a part of its name
+    monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
+    run = report_analyses(True, drop=DropSpec(callsite="recv_from"))
+    here = one_process(run8, run, monkeypatch)
+    spy = Spy(monkeypatch)
+    there = analyze(run8, run=run, jobs=2, progress=False, keep_gaps=False)
+    # then the report is the one made in one process, with that call site resolved
+    assert report_json(there) == report_json(here)
+    assert there.run["whatif"].callsite.endswith("recv_from_prev_pipeline_rank_")
+    assert all(r.dropped_calls for r in there.run["whatif"].ranks)
+    # the first round counted each rank's sync call sites and made no reduction; the
+    # reductions came in a round of their own, then the parts; no timeline travelled
+    first = [f for r in spy.first for f in r.extra]  # type: ignore[attr-defined]
+    assert all(f.sites and f.whatif is None for f in first) and len(first) == 8
+    assert all(not r.timelines for r in spy.first + spy.second)
+    assert len(spy.second) == 2 * len(run8)
 
 
 def _cycle(*a: object, **k: object) -> None:

@@ -24,15 +24,20 @@ def _json(path: Path) -> str:
 
 
 @pytest.mark.parametrize("spec, drop", [
-    (PipelineSpec(stages=4, tp=2, steps=4, slow_stage=2), "policy"),
-    (PipelineSpec(stages=2, steps=5, sync="event", peer_in_name=False), "device-sync"),
+    (PipelineSpec(stages=4, tp=2, steps=4, slow_stage=2), ["--drop", "policy"]),
+    (PipelineSpec(stages=2, steps=5, sync="event", peer_in_name=False),
+     ["--drop", "device-sync"]),
+    # --drop-at: its call site resolved over the ranks' call sites, in a round of its own
+    (PipelineSpec(stages=4, tp=2, steps=4, slow_stage=2), ["--drop-at", "recv_from"]),
+    (PipelineSpec(stages=2, steps=5), ["--drop", "all-sync", "--drop-at", "send"]),
 ])
 def test_whatif_of_a_big_run_reads_no_timeline_into_the_client(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: PipelineSpec, drop: str) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: PipelineSpec,
+        drop: list[str]) -> None:
     files, _ = write(spec, tmp_path / "run")
     run = str(files[0].parent)
     # given the what-if in one process (the timelines travel: under the threshold)
-    assert main(["whatif", run, "--drop", drop, "-f", "json", "-q", "-j", "2",
+    assert main(["whatif", run, *drop, "-f", "json", "-q", "-j", "2",
                  "-o", str(tmp_path / "one.json")]) == 0
     # when the run counts as big, and the client may not load a timeline
     monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
@@ -41,11 +46,30 @@ def test_whatif_of_a_big_run_reads_no_timeline_into_the_client(
         raise AssertionError("a timeline reached the client")
 
     monkeypatch.setattr(commands, "load_timelines", no_timelines)
-    assert main(["whatif", run, "--drop", drop, "-f", "json", "-q", "-j", "2",
+    assert main(["whatif", run, *drop, "-f", "json", "-q", "-j", "2",
                  "-o", str(tmp_path / "spread.json")]) == 0
     # then the result is the one-process one
     assert _json(tmp_path / "spread.json") == _json(tmp_path / "one.json")
-    assert len(json.loads((tmp_path / "spread.json").read_text())["whatif"]["ranks"]) == len(files)
+    got = json.loads((tmp_path / "spread.json").read_text())["whatif"]
+    assert len(got["ranks"]) == len(files)
+    if "--drop-at" in drop:  # the call site named, resolved to one, and its syncs dropped
+        assert drop[-1] in got["callsite"] and all(r["dropped_calls"] for r in got["ranks"])
+
+
+@pytest.mark.parametrize("query", ["nosuch", "pipeline_rank"])
+def test_a_drop_at_that_names_no_call_site_or_several_is_the_same_one_line_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        query: str) -> None:
+    files, _ = write(PipelineSpec(stages=2, steps=4), tmp_path / "run")
+    args = ["whatif", str(files[0].parent), "-q", "-j", "2", "--drop-at", query]
+    assert main(args) == 2
+    one = capsys.readouterr().err
+    monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
+    monkeypatch.setattr(commands, "load_timelines", None)  # no timeline in the client
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err == one and len(err.strip().splitlines()) == 1
+    assert ("matches no call site" if query == "nosuch" else "matches 2 call sites") in err
 
 
 def test_a_big_run_without_gpu_work_is_the_same_one_line_error(

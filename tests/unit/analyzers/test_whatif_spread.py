@@ -59,6 +59,21 @@ def test_the_parts_give_the_whatif_of_a_real_run(sample: str) -> None:
     assert as_json(sp.whatif_in_parts(tls)) == as_json(whatif(tls))
 
 
+@pytest.mark.parametrize("sample, query, kinds", [
+    ("pp2_infer_kineto/device", "recv_from_prev", "policy"),
+    ("pp2_megatron_kineto/device", "send_to_next", "device-sync"),
+    ("h200_three_waits/nsys", "synchronize", "all-sync"),
+])
+def test_the_parts_give_the_drop_at_whatif_of_a_real_run(sample: str, query: str,
+                                                         kinds: str) -> None:
+    # --drop-at: the call site resolved over the ranks' counts, as in one process
+    tls = load_timelines([SAMPLES / sample], jobs=1, progress=False)
+    drop = DropSpec(kinds=kinds, callsite=query)
+    whole = whatif(tls, drop)
+    assert whole.callsite is not None and query in whole.callsite
+    assert as_json(sp.whatif_in_parts(tls, drop)) == as_json(whole)
+
+
 def _without_annotations(tl: Timeline) -> Timeline:
     z = np.zeros(0, dtype=np.int64)
     return _with(tl, ann_start_ns=z, ann_end_ns=z, ann_tid=z,

@@ -7,8 +7,8 @@ draw (``max_ops`` over all ranks). A rank's :class:`LaneRow` counts its GPU ops 
 candidate and holds what lies in the widest candidate with at most ``max_ops`` ops of its
 own (and in every narrower one): the window the client picks from the counts is one of
 those, and the client cuts the rows to it. So the rows are the same whether they are made in
-this process or on the workers (docs/scale.md), and none holds more than the page draws of
-a rank (a window's worth).
+this process or on the workers (docs/scale.md), and none holds more than the widest window
+its rank could draw alone (at most ``LANE_STEPS`` steps of it).
 """
 
 from __future__ import annotations

@@ -133,12 +133,15 @@ def joined_lanes(rows: list[LaneRow], ask: LaneAsk, m: Matching, bubbles: list[R
 def _wait_ends(b: RankBubbles, offset: int, ops: np.ndarray) -> np.ndarray:
     """Where the NCCL kernels ``ops`` (GPU op indices) stop waiting, aligned ns; 0 for an op
     that is not one of the rank's NCCL kernels."""
+    out = np.zeros(ops.size, dtype=np.int64)
+    if b.kernels.size == 0 or ops.size == 0:
+        return out
     order = np.argsort(b.kernels, kind="stable")
     ks = b.kernels[order]
-    at = np.minimum(np.searchsorted(ks, ops), max(ks.size - 1, 0))
-    found = (ks[at] == ops) if ks.size else np.zeros(ops.size, dtype=bool)
-    return np.where(found, b.wait_end[order][at] + offset, 0) if ks.size else \
-        np.zeros(ops.size, dtype=np.int64)
+    at = np.minimum(np.searchsorted(ks, ops), ks.size - 1)
+    found = ks[at] == ops
+    out[found] = b.wait_end[order][at[found]] + offset
+    return out
 
 
 def _handoffs(m: Matching, bubbles: list[RankBubbles], lo: int, hi: int

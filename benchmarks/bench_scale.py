@@ -312,7 +312,10 @@ def main() -> None:
         # cross-rank analysis and the what-if run on the workers; --no-whatif: always
         cases += [(f"local -j {n}, run-level analyses", [*base, "-j", str(n)]),
                   (f"local -j {n}, cross-rank on workers", [*base, "-j", str(n),
-                                                           "--no-whatif"])]
+                                                           "--no-whatif"]),
+                  # a page: its analyses where the ranks are read too (docs/scale.md)
+                  (f"local -j {n}, run-level, --html", [*base, "-j", str(n), "--html",
+                                                       str(a.dir / f"page{r}.html")])]
         if r == min(counts):
             # the default report runs the what-if up to 2M events (commands.py); --whatif
             # runs it past that too: the client's peak of both run-level analyses

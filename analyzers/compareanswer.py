@@ -4,7 +4,9 @@
 measured Y (the 95% CI when B is a ``profplug ab`` run, else B's per-step spread): error E%.
 
 - X: the pipeline's predicted step, the slowest rank's ``predicted_us`` of A's what-if
-  (``Report.run["whatif"]``, basis "step"), and that rank's ``error_band_pct``;
+  (``Report.run["whatif"]``, basis "step"), and that rank's band: ``run_band_pct`` against
+  one traced run (a separate process: its host's speed is its own), ``error_band_pct``
+  against an ab directory (its CI carries the rounds' spread);
 - Y: B's pipeline step time, :func:`comparenoise.pipeline_step_us` at its center
   (:func:`stepstats.center`), +- its per-step spread (:func:`comparenoise.spread_pct`); or,
   from an ``ab.json``, the policy's median over rounds and its 95% CI;
@@ -75,15 +77,18 @@ class Answer:
                 + (f" ({self.caveat})" if self.caveat else ""))
 
 
-def _prediction(rep_a: Report) -> tuple[int, float, float, float] | None:
+def _prediction(rep_a: Report, separate: bool = False
+                ) -> tuple[int, float, float, float] | None:
     """(rank, recorded, predicted, band) of the slowest predicted rank; None: no what-if
-    with per-step predictions."""
+    with per-step predictions. ``separate``: B is one separate run (a traced run), so the
+    band is the one for a separate run (``run_band_pct``: the host's speed per process)."""
     w = rep_a.run.get("whatif")
     ranks = [r for r in getattr(w, "ranks", []) if getattr(r, "basis", "") == "step"]
     if not ranks:
         return None
     r = max(ranks, key=lambda x: x.predicted_us)
-    return r.rank, float(r.recorded_us), float(r.predicted_us), float(r.error_band_pct)
+    band = float(r.run_band_pct or r.error_band_pct) if separate else float(r.error_band_pct)
+    return r.rank, float(r.recorded_us), float(r.predicted_us), band
 
 
 def _answer(pred: tuple[int, float, float, float], y: float, lo: float, hi: float,
@@ -97,7 +102,7 @@ def _answer(pred: tuple[int, float, float, float], y: float, lo: float, hi: floa
 def whatif_answer(rep_a: Report, rep_b: Report) -> Answer | None:
     """A's what-if against B's measured steps; None when A has no per-step what-if or B
     has no steps."""
-    pred = _prediction(rep_a)
+    pred = _prediction(rep_a, separate=True)
     steps, _ = pipeline_step_us(rep_b)
     if pred is None or steps.size == 0:
         return None

@@ -126,7 +126,9 @@ def _subject(res: WhatIfResult) -> str:
 
 
 def _with_whatif(gpu: list[RankStalls], res: WhatIfResult) -> str:
-    w: RankWhatIf = max(res.ranks, key=lambda x: x.saving_us)
+    # the rank where the dropped calls left the GPU idle most (measured); on a tie (none
+    # measured), the one the replay saves most on
+    w: RankWhatIf = max(res.ranks, key=lambda x: (x.direct_us, x.saving_us))
     r = next((x for x in gpu if x.rank == w.rank), None)
     per = "step" if w.basis == "step" else "GPU window"
     unit = _unit(per)
@@ -137,24 +139,42 @@ def _with_whatif(gpu: list[RankStalls], res: WhatIfResult) -> str:
         return (f"{_subject(res)} cost nothing measurable here ({most}); "
                 f"{_dominant_idle(gpu)}.")
     site = top_device_site(r) if r is not None else None
+    s = finding(res, w, site)
+    if w.saving_pct < SMALL_PCT and w.direct_us <= 0:
+        s = s[:-1] + f"; {_dominant_idle(gpu)}."
+    return s
+
+
+def finding(res: WhatIfResult, w: RankWhatIf | None = None, site: str | None = None) -> str:
+    """The what-if's finding, the same words in report, whatif, compare and the page: what
+    was measured (GPU idle in the dropped calls, per step and as a share of the step), then
+    the prediction as a prediction with its band for a separate run, then where to measure
+    it without a profiler. ``w``: the rank to speak of (default: the most idle measured)."""
+    if w is None:
+        w = max(res.ranks, key=lambda x: (x.direct_us, x.saving_us))
+    per = "step" if w.basis == "step" else "GPU window"
+    unit = _unit(per)
+    of = f"median step of {w.recorded_us:,.0f} us" if per == "step" else per
     at = f" at {site}" if site else ""
-    if w.indirect_us >= 0:
-        split = f"{_us(w.direct_us)} direct{at} and {_us(w.indirect_us)} indirect"
-    else:
-        split = (f"{_us(w.direct_us)} direct{at}, less {_us(-w.indirect_us)} that would "
-                 "stay idle anyway")
-    of = "median step" if per == "step" else per
-    s = (f"{_subject(res)} cost rank {w.rank} {_pct(w.saving_pct)} of its {of}: "
-         f"{w.saving_us:,.0f} {unit} saving, {split}. Event-based waits: "
-         f"{w.predicted_us:,.0f} {unit} +-{w.error_band_pct:.0f}% predicted")
-    if w.saving_pct < SMALL_PCT:
-        s += f"; {_dominant_idle(gpu)}"
-    caveats = []
-    if any(x.startswith(PEERS_MISSING) for x in res.warnings):
-        caveats.append(f"{PEERS_MISSING}: the prediction is unreliable")
+    s = (f"Measured: {_subject(res).lower() if res.callsite is None else _subject(res)} "
+         f"left rank {w.rank}'s GPU idle {w.direct_us:,.0f} {unit} "
+         f"({_pct(_share(w.direct_us, w.recorded_us))} of its {of}){at}.")
+    withheld = [x for x in res.warnings if x.startswith(PEERS_MISSING)]
+    if withheld:
+        return s + (f" Prediction withheld: {PEERS_MISSING} (the replay cannot free the "
+                    "waits of ranks it does not see); give every rank's trace, or measure "
+                    "with `profplug ab`.")
+    band = w.run_band_pct or w.error_band_pct
+    speedup = w.recorded_us / w.predicted_us if w.predicted_us > 0 else 0.0
+    why = []
+    if w.bound_binds:
+        why.append("held to the data-flow bound: the hosts' own work sets the step")
     if res.max_model_error_pct > 5.0:
-        caveats.append(f"model error up to {res.max_model_error_pct:.1f}%")
-    return s + (f" ({'; '.join(caveats)})" if caveats else "") + "."
+        why.append(f"model error up to {res.max_model_error_pct:.1f}%")
+    s += (f" Predicted with event-based waits: {w.predicted_us:,.0f} {unit} ({speedup:.2f}x,"
+          f" +-{band:.0f}% for a separate run{'; ' + '; '.join(why) if why else ''}); "
+          "`profplug ab` measures it without a profiler.")
+    return s
 
 
 def no_steps_warning(ranks: list[RankStalls], rule: StepRule = DEFAULT_STEPS) -> str | None:

@@ -48,6 +48,7 @@ class PipelineSpec:
     host_us: float = 10.0  # host work after each p2p op
     tp: int = 1  # ranks per stage (tensor parallel), all-reducing once per step
     coll_seq: bool = True  # the all-reduce's record_param_comms carries its Seq
+    slow_host_stage: int | None = None  # this stage's host takes slow_factor x per launch
 
 
 @dataclass
@@ -102,7 +103,8 @@ class _Rank:
             start = max(self.h + sp.latency_us, self.g)
             self.t.launch(self.h, start, dur, name="gemm_kernel", stream=COMPUTE_STREAM)
             self._gpu(start, dur)
-            self.h += self.spec.launch_us
+            slow_host = self.rank // sp.tp == sp.slow_host_stage
+            self.h += self.spec.launch_us * (sp.slow_factor if slow_host else 1.0)
             self.g = start + dur
 
     def post(self, kind: str, peer: int) -> _Pending:

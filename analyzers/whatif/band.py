@@ -16,6 +16,13 @@ held-out shapes are not used): the slope needed at base 1 is 13.02 (GPU-bound pa
 that slope (17). The band is about the model at the traced host speed: a run whose host is
 slower or faster (on the grid's VM, up to 2x from one process to the next) moves on top of
 it. ``--unprofiled`` adds its calibration's term (``unprofiled.py``).
+
+``run_band_pct`` is the band for a separate run of the other policy (a user's own A/B, a
+traced event run): ``|replay error %| + BASE_PCT + SLOPE_PCT * host_bound + RUN_SPREAD_PCT *
+host_share`` (the coupled term, fitted on separate traced runs, was that spread: replaced,
+not added), never under ``error_band_pct``, where ``host_share`` is
+``host_bound`` (1 where the data-flow bound holds the step to a host's cadence): the host's
+speed is drawn per process, and it moves a step as far as the host sets it.
 """
 
 from __future__ import annotations
@@ -25,6 +32,11 @@ from .result import RankWhatIf
 BASE_PCT = 1.0
 SLOPE_PCT = 14.0
 COUPLED_PCT = 17.0
+# a separate run of the other policy: its host's speed drawn per process. The unprofiled
+# rounds of one job spread +-30% around their median on the H200 machines (ab rounds of
+# the shared Megatron-Core PP=2 client: 5,516-8,216 us around 6,812; docs/whatif.md,
+# "The error band"); it moves the step as far as the host sets it
+RUN_SPREAD_PCT = 30.0
 
 
 def host_bound_fraction(r: RankWhatIf) -> float:
@@ -39,5 +51,12 @@ def set_bands(ranks: list[RankWhatIf], coupled: bool) -> None:
     """Fill ``error_band_pct`` of every rank (see the module docstring)."""
     hb = max((host_bound_fraction(r) for r in ranks), default=0.0)
     common = BASE_PCT + SLOPE_PCT * hb + (COUPLED_PCT if coupled else 0.0)
+    # the share of the step the host sets: its host-bound idle, or all of it where the
+    # data-flow bound holds the step to a host's cadence (bound.py)
+    host_share = 1.0 if any(r.bound_binds for r in ranks) else hb
+    # the coupled term was fitted on separate traced runs of the 2-rank samples: it is that
+    # spread already, which the run band's own term replaces rather than adds to
+    own = BASE_PCT + SLOPE_PCT * hb + RUN_SPREAD_PCT * host_share
     for r in ranks:
         r.error_band_pct = round(abs(r.model_error_pct) + common, 1)
+        r.run_band_pct = round(max(r.error_band_pct, abs(r.model_error_pct) + own), 1)

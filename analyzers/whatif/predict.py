@@ -30,6 +30,7 @@ from ..stalls import RankStalls, StallOptions, analyze_rank
 from ..timeline import Timeline, groups, links_kept
 from . import dropset, stepfigure
 from .band import set_bands
+from .bound import apply_bound, bound_note, host_cadence_us
 from .costs import HostCosts
 from .dropat import resolve_callsite
 from .graph import DROPPED_GRAPH_READS, build_graph, dropped_graph
@@ -278,9 +279,11 @@ def _rank_result(tl: Timeline, m: Model, rec: Replay | _Replayed, drp: Replay,
     alo, ahi = m.rank_a[tl.rank]
     # the brief analysis reads no annotation: they stay where they were
     kinds, launch = _links(m, drp, tl.rank, ~m.a_dropped[m.a_top[alo:ahi]])
-    pred_rs = analyze_rank(_predicted_timeline(tl, m, drp, _main_thread(m, tl.rank), True,
-                                               annotations=False), opt,
-                           brief=True, api_kind=kinds, launch=launch)
+    pred_tl = _predicted_timeline(tl, m, drp, _main_thread(m, tl.rank), True,
+                                  annotations=False)
+    pred_rs = analyze_rank(pred_tl, opt, brief=True, api_kind=kinds, launch=launch)
+    cadence = host_cadence_us(pred_tl, rs) if basis == "step" else 0.0
+    del pred_tl
     times = {"predicted": _time_ns(pred_rs, basis, rs), "replayed": replayed}
     direct_ns = r.direct_ns
     saving = rec_ns - times["predicted"]
@@ -297,7 +300,8 @@ def _rank_result(tl: Timeline, m: Model, rec: Replay | _Replayed, drp: Replay,
         recorded_idle_by_cause_us=r.idle_us,
         predicted_idle_by_cause_us=_idle(pred_rs, basis),
         between_steps_idle_us=rs.steps.between_steps_idle_us
-        if basis == "step" and rs.steps is not None else 0.0)
+        if basis == "step" and rs.steps is not None else 0.0,
+        host_cadence_us=cadence)
 
 
 def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
@@ -351,9 +355,13 @@ def _whatif(timelines: list[Timeline], drop: DropSpec | None, options: StallOpti
         files = ", ".join(f for t in timelines for f in t.files)
         raise ProfplugError(f"what-if: {files}: times too far apart to replay "
                             "(beyond the int64 nanosecond range)") from None
-    set_bands(res_ranks, coupled=bool((m.o_peer >= 0).any()))
+    coupled = bool((m.o_peer >= 0).any())
+    apply_bound(res_ranks, coupled)
+    set_bands(res_ranks, coupled=coupled)
     peers = missing_peers(timelines)
-    warnings = [*([peers] if peers else []), *m.warnings, *rec.warnings, *drp.warnings]
+    bound = bound_note(res_ranks)
+    warnings = [*([peers] if peers else []), *([bound] if bound else []), *m.warnings,
+                *rec.warnings, *drp.warnings]
     if not m.a_dropped.any():
         warnings.append("no call matched the drop rule: the prediction equals the replay")
     return WhatIfResult(

@@ -193,6 +193,10 @@ class RankModel:
         obs = s - self.launch
         free = (self.o_api >= 0) & ~queued
         self.lat_cap = int(stepstats.median(obs[free])) if free.any() else 0
+        # launched at least a typical latency before its stream was ready: the stream, not
+        # the launch, set its start, however long after ready it came (a slow dispatch);
+        # its time since the launch is a queue's wait, never a latency to replay
+        queued |= has_ready & (ready - self.launch >= self.lat_cap)
         q_gap = slack[queued]
         g_typ = int(stepstats.median(np.maximum(q_gap, 0))) if q_gap.size else 0
         self.lat = np.where(queued, np.minimum(obs, self.lat_cap), obs)

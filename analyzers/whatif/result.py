@@ -31,8 +31,18 @@ class RankWhatIf:
     recorded_idle_by_cause_us: dict[str, float]
     predicted_idle_by_cause_us: dict[str, float]
     error_band_pct: float = 0.0  # +- around predicted_us, from the validation (band.py)
+    # +- around predicted_us for a separate run of the other policy: the band plus the
+    # host's speed from one process to the next (band.py)
+    run_band_pct: float = 0.0
     # idle between groups of steps in the recorded run, not step time (steps.py, costs.md)
     between_steps_idle_us: float = 0.0
+    # the data-flow bound (bound.py): this rank's replayed host cadence, the bound held to
+    # (the slowest coupled rank's cadence, at most the recorded step), whether it raised the
+    # prediction, and the replay's own figure before it
+    host_cadence_us: float = 0.0
+    bound_us: float = 0.0
+    bound_binds: bool = False
+    replay_predicted_us: float = 0.0
 
 
 @dataclass

@@ -36,6 +36,7 @@ from ..memtrim import trim_large
 from ..stalls import StallOptions, analyze_rank
 from ..timeline import Timeline, links_kept
 from .band import set_bands
+from .bound import apply_bound, bound_note
 from .dropat import most_common, resolve_in, site_counts
 from .dropset import DROP_DEVICE, DROP_POLICY, FALLBACK_NOTE, policy_mask
 from .graph import DROPPED_GRAPH_READS, build_graph, dropped_graph
@@ -257,9 +258,11 @@ def joined(p: WhatIfPlan, results: list[RankWhatIf], all_ranks: list[int],
     ``all_ranks``: every rank read; ``sizes``: the world sizes their metadata gives;
     ``lone_comm``: the only rank runs NCCL kernels; ``n_events``: the run's API calls + GPU
     ops."""
+    apply_bound(results, p.coupled)
     set_bands(results, coupled=p.coupled)
     peers = peers_warning(all_ranks, sizes, lone_comm)
-    warnings = [*([peers] if peers else []), *p.warns]
+    bound = bound_note(results)
+    warnings = [*([peers] if peers else []), *([bound] if bound else []), *p.warns]
     if not any(r.dropped_calls for r in results):
         warnings.append("no call matched the drop rule: the prediction equals the replay")
     return WhatIfResult(

@@ -86,7 +86,8 @@ def test_the_finding_line_is_unchanged_by_the_outlier(tmp_path: Path) -> None:
     plain = analyze(trace(tmp_path, False), run=[whatif_analysis()])
     planted = analyze(trace(tmp_path, True), run=[whatif_analysis()])
     assert planted.headline() == plain.headline()
-    assert plain.headline().startswith("Device-wide synchronizes in the pipeline send/recv")
+    assert plain.headline().startswith("Measured: device-wide synchronizes in the pipeline "
+                                       "send/recv")
     w0, w1 = plain.run["whatif"].rank(0), planted.run["whatif"].rank(0)  # type: ignore[attr-defined]
     assert (w1.recorded_us, w1.direct_us) == (w0.recorded_us, w0.direct_us) == (P, 30.0)
     assert w1.predicted_us == w0.predicted_us and w1.saving_us == w0.saving_us

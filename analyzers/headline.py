@@ -156,9 +156,13 @@ def finding(res: WhatIfResult, w: RankWhatIf | None = None, site: str | None = N
     unit = _unit(per)
     of = f"median step of {w.recorded_us:,.0f} us" if per == "step" else per
     at = f" at {site}" if site else ""
-    s = (f"Measured: {_subject(res).lower() if res.callsite is None else _subject(res)} "
-         f"left rank {w.rank}'s GPU idle {w.direct_us:,.0f} {unit} "
-         f"({_pct(_share(w.direct_us, w.recorded_us))} of its {of}){at}.")
+    subject = _subject(res).lower() if res.callsite is None else _subject(res)
+    if w.direct_us >= 0.5:
+        s = (f"Measured: {subject} left rank {w.rank}'s GPU idle {w.direct_us:,.0f} {unit} "
+             f"({_pct(_share(w.direct_us, w.recorded_us))} of its {of}){at}.")
+    else:  # no gap starts inside them: what they cost shows only after them
+        s = (f"Measured: {subject} left no GPU idle inside them on rank {w.rank} (its "
+             f"{of}): the GPU idles after them, waiting for launches.")
     withheld = [x for x in res.warnings if x.startswith(PEERS_MISSING)]
     if withheld:
         return s + (f" Prediction withheld: {PEERS_MISSING} (the replay cannot free the "

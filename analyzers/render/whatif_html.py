@@ -31,8 +31,16 @@ def render_whatif_html(res: WhatIfResult, out: TextIO) -> None:
                         (res.ranks[0].predicted_idle_by_cause_us if res.ranks else {}))
     assumptions = "".join(f"<li>{e(a)}</li>" for a in res.assumptions)
     warnings = "".join(f"<li>{e(x)}</li>" for x in warnings_of(res))
+    from ..headline import finding
+
+    lead = f'<p class="finding">{e(finding(res))}</p>' if res.ranks else ""
+    bound = "".join(
+        f"<li>rank {r.rank}: {r.bound_us:,.1f} us (its own host {r.host_cadence_us:,.1f})"
+        + (f"; binds: the replay gave {r.replay_predicted_us:,.1f}" if r.bound_binds else "")
+        + f"; band for a separate run &plusmn;{r.run_band_pct:.0f}%</li>"
+        for r in res.ranks if r.bound_us > 0)
     out.write(
-        f'<section class="whatif"><h2>What if: without {what}</h2>{note}'
+        f'<section class="whatif"><h2>What if: without {what}</h2>{lead}{note}'
         + (f'<ul class="warn">{warnings}</ul>' if warnings else "")
         + f"<p>{res.n_events:,} events replayed in {res.replay_s:.2f} s. Times in us per "
         "step (the median over the non-outlier steps; or per GPU window). saving = recorded "
@@ -45,5 +53,8 @@ def render_whatif_html(res: WhatIfResult, out: TextIO) -> None:
         f"<th>indirect</th></tr></thead><tbody>{rows}</tbody></table>"
         f"<h3>GPU idle by cause, recorded &rarr; predicted</h3><table><thead><tr><th>rank</th>"
         f"{cause_hdr}</tr></thead><tbody>{causes}</tbody></table>"
+        + (f"<h3>Data-flow bound (no step under the slowest coupled host's cadence, us) and "
+           f"the band for a separate run</h3><ul>{bound}</ul>" if bound else "")
+        +
         f"<details><summary>Assumptions</summary><ul>{assumptions}</ul></details>"
         "</section>")

@@ -26,6 +26,12 @@ def _wrap(text: str, first: str, indent: str) -> list[str]:
 def render_whatif_table(res: WhatIfResult, out: TextIO) -> None:
     """The terminal view: one row per rank, then idle by cause, assumptions, warnings."""
     w = out.write
+    from ..headline import finding
+
+    if res.ranks:  # the finding first, in the report's words
+        for line in _wrap(finding(res), "", ""):
+            w(line + "\n")
+        w("\n")
     for line in _wrap(f"profplug what-if: without {res.dropped()}", "", "  "):
         w(line + "\n")
     for line in warning_lines(res):  # first: they say how far to trust what follows
@@ -47,6 +53,20 @@ def render_whatif_table(res: WhatIfResult, out: TextIO) -> None:
       "trace has no steps; +-%: the error band of the prediction, from the replay error\n"
       "and the measured validation, docs/whatif.md; saving = recorded - predicted,\n"
       "direct = idle in the dropped syncs, indirect = saving - direct: docs/costs.md)\n")
+    stepped = [r for r in res.ranks if r.bound_us > 0]
+    if stepped:
+        text = "; ".join(
+            f"rank {r.rank} {_n(r.bound_us)} (own host {_n(r.host_cadence_us)})"
+            + (f", binds: the replay gave {_n(r.replay_predicted_us)}" if r.bound_binds else "")
+            for r in stepped)
+        for line in _wrap(f"{text} (docs/whatif.md, \"The data-flow bound\")",
+                          "data-flow bound: ", "  "):
+            w(line + "\n")
+    if any(r.run_band_pct for r in res.ranks):
+        text = ", ".join(f"rank {r.rank} +-{r.run_band_pct:.0f}%" for r in res.ranks)
+        for line in _wrap(f"{text} (the host's speed is drawn per process)",
+                          "band for a separate run: ", "  "):
+            w(line + "\n")
     for r in res.ranks:
         if r.between_steps_idle_us:
             for line in _wrap(f"rank {r.rank}: {_n(r.between_steps_idle_us)} us in the "

@@ -86,8 +86,8 @@ def test_without_pipeline_call_sites_it_falls_back_and_says_so(tmp_path: Path) -
     res = rep.run["whatif"]
     assert (res.drop, res.drop_note) == ("device-sync", FALLBACK_NOTE)  # type: ignore[attr-defined]
     assert res.rank(0).dropped_calls == N  # type: ignore[attr-defined]
-    assert rep.headline().startswith("Device-wide synchronizes (all of them: none is in a "
-                                     "pipeline send/recv) cost rank 0")
+    assert rep.headline().startswith("Measured: device-wide synchronizes (all of them: none "
+                                     "is in a pipeline send/recv) left rank 0")
 
 
 def test_cli_drop_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

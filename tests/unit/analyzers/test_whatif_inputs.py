@@ -79,10 +79,15 @@ def test_one_rank_of_two_warns_first(tmp_path: Path, capsys: pytest.CaptureFixtu
     one = run / "rank1.json"
     # when the what-if replays it alone
     assert main(["whatif", str(one)]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    # then the warning comes right under the title, before any number
-    assert lines[1].startswith(f"warning: {PEERS_MISSING} (given rank(s) 1 of a world of 2; ")
-    assert lines[2].startswith("  rank(s) 0)")
+    out = capsys.readouterr().out
+    # then the finding withholds the prediction, and the warning comes right under the
+    # title, before any number
+    assert "Prediction withheld: peer ranks missing" in " ".join(out.split("\n\n")[0].split())
+    lines = out.splitlines()
+    t = next(i for i, x in enumerate(lines) if x.startswith("profplug what-if: "))
+    assert lines[t + 1].startswith(f"warning: {PEERS_MISSING} (given rank(s) 1 of a world of "
+                                   "2; ")
+    assert lines[t + 2].startswith("  rank(s) 0)")
     assert main(["whatif", str(one), "-f", "json", "-o", str(tmp_path / "w.json")]) == 0
     assert json.loads((tmp_path / "w.json").read_text())["whatif"]["warnings"][0] \
         .startswith(PEERS_MISSING)

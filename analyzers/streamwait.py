@@ -6,7 +6,8 @@ stall is the time from when its next op could otherwise have run (the later of t
 op's end on that stream and the host launch of the next op) to the end of the awaited work
 (the last op on the recorded stream launched before the event record), capped at the next
 op's actual start. ``gpu_idle_us`` is the part of that stall when the whole GPU was idle.
-Waits that cannot be linked are counted as such, never guessed. Times in us.
+Waits that cannot be linked are counted as such, never guessed; those whose record call is
+known but not its stream (torch 2.11's Kineto) are counted apart. Times in us.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ class StreamWaitStat:
     linked: int  # waits linked to the awaited event record
     stall_us: float
     gpu_idle_us: float
+    record_only: int = 0  # not linked: the record call is known, its stream is not (Kineto
+    # of torch 2.11: readers.kineto.link_stream_waits)
 
 
 def stream_waits(tl: Timeline, intervals: dict[int, DeviceIntervals]) -> list[StreamWaitStat]:
@@ -85,7 +88,8 @@ def stream_waits(tl: Timeline, intervals: dict[int, DeviceIntervals]) -> list[St
             if iv is not None and st.size else 0
         out.append(StreamWaitStat(d, s, int(idx.size), int(linked[idx].sum()),
                                   round(int((stall_end[st] - could_run[st]).sum()) / 1000.0, 3),
-                                  round(idle / 1000.0, 3)))
+                                  round(idle / 1000.0, 3),
+                                  int((~linked[idx] & (wcorr[idx] >= 0)).sum())))
     return out
 
 

@@ -130,7 +130,10 @@ def _rank_detail(r: RankStalls, out: TextIO) -> None:
         w(f"stream waits: {n} ({linked} linked to their event), stream stalled "
           f"{_num(r.stream_wait_us)} us, of which whole-GPU idle {_num(idle)} us\n")
         if linked < n:
-            w(f"  {n - linked} wait(s) could not be linked to the awaited event\n")
+            rec = sum(s.record_only for s in r.stream_waits)
+            w(f"  {n - linked} wait(s) could not be linked to the awaited event"
+              + (f" ({rec}: record call found, its stream not in the trace)" if rec else "")
+              + "\n")
     if r.syncs:
         w(f"\n{'sync API':<26} {'kind':<11} {'count':>6} {'blocked us':>11} "
           f"{'p99 us':>9} {'idle us':>11}\n")

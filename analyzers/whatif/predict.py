@@ -386,3 +386,15 @@ def whatif_analysis(drop: DropSpec | None = None
 
     run.uses_rank_stalls = True  # type: ignore[attr-defined]
     return run
+
+
+def predicted_timelines(timelines: list[Timeline], drop: DropSpec | None = None
+                        ) -> list[Timeline]:
+    """Per rank with GPU work, the dropped replay as a Timeline with the annotations moved
+    along with the replayed calls (``whatif --against``: ``against.py``)."""
+    with dropset.masks_kept(), links_kept(), classify.tables_kept():
+        spec, _ = dropset.resolve(timelines, drop or DropSpec())
+        m = build_model(timelines, spec)
+        r = times_only(replay(m, drop=True))
+        return [_predicted_timeline(tl, m, r, _main_thread(m, tl.rank), True)
+                for tl in timelines if tl.n_gpu]

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from ..errors import ProfplugError, TraceError, one_line
+from .againstrun import compare_against, label_of, load_other, other_paths
 from .compare import Comparison, compare
 from .compareab import (
     AbComparison,
@@ -44,6 +45,8 @@ from .whatif import (
     whatif_analysis,
     whatif_unprofiled,
 )
+from .whatif.against import WhatIfAgainst, against
+from .whatif.unprofiled import parse_ci
 
 DROPS = (DROP_POLICY, DROP_DEVICE, DROP_ALL)
 MAX_STEP_US = 3.6e9  # --unprofiled: one hour per step at most (1e308 printed 10^308 us)
@@ -254,6 +257,8 @@ def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | No
     finally:
         backend.close()
     cmp = compare(rep_a, rep_b, labels[0] or run_label(run_a), labels[1] or run_label(run_b))
+    cmp.against = compare_against(rep_a.run.get("whatif"), paths_a, paths_b, cmp.label_b, opt,
+                                  read)  # A's what-if lined up with B by call (timelines)
     if fmt != "table":  # the table leads with them itself
         for m in cmp.mismatches:
             print(f"profplug: warning: {one_line(m)}", file=sys.stderr)
@@ -285,21 +290,6 @@ def unprofiled_step_us(value: str | float | None, paths: PathsLike) -> float | N
     except ValueError:
         raise ProfplugError(f"--unprofiled takes a step time in us or 'auto', got "
                             f"{one_line(value)!r}") from None
-
-
-def parse_ci(text: str | None, step_us: float | None) -> tuple[float, float] | None:
-    """``--unprofiled-ci LO,HI`` (us): two numbers, 0 < LO <= HI, with ``--unprofiled``."""
-    if text is None:
-        return None
-    if step_us is None:
-        raise ProfplugError("--unprofiled-ci goes with --unprofiled (the step it is the CI of)")
-    try:
-        lo, hi = (float(x) for x in text.split(","))
-    except ValueError:
-        raise ProfplugError(f"--unprofiled-ci takes LO,HI in us (got {text!r})") from None
-    if not 0 < lo <= hi < float("inf"):
-        raise ProfplugError(f"--unprofiled-ci: need 0 < LO <= HI (got {text!r})")
-    return lo, hi
 
 
 def _compare_with_ab(run_a: str, run_b: str, *, fmt: str, output: Path | None,
@@ -353,7 +343,8 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
                options: StallOptions | None = None, jobs: int | None = None,
                unprofiled_us: float | str | None = None,
                read: ReadOptions | None = None, unprofiled_ci: str | None = None,
-               dask: str | None = None, quiet: bool = False) -> int:
+               dask: str | None = None, quiet: bool = False, against_run: str | None = None
+               ) -> int:
     """Replay the run under ``paths`` without the chosen syncs; returns the exit code.
 
     ``html``: the full stall report of the run, with the what-if section in it.
@@ -361,6 +352,8 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
     synchronizes): predict at that run's host speed (``whatif_unprofiled``); ``"auto"``: the
     untraced median step ``profplug run`` recorded in run.json (:func:`unprofiled_step_us`);
     ``unprofiled_ci``: its 95% CI, ``"LO,HI"`` us (the band as ``ab --whatif`` sets it).
+    ``against_run``: a traced run of the other policy to line the prediction up with
+    (``whatif/against.py``): the ``against`` key / section after the what-if's.
     """
     drop = check_drop(drop or DropSpec())
     unprofiled_us = unprofiled_step_us(unprofiled_us, paths)
@@ -372,11 +365,12 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
     ci = parse_ci(unprofiled_ci, unprofiled_us)
     opt = options or StallOptions()
     files = check_paths(paths)
+    other = None if against_run is None else load_other(other_paths(against_run), read)
     check_outputs((output, html), files)
     backend = open_backend(jobs, dask)
     spread: tuple[WhatIfResult, Report] | None = None
     try:
-        if unprofiled_us is None:
+        if unprofiled_us is None and other is None:  # --against: the timelines here
             spread = _spread_whatif(files, drop, opt, read, backend, quiet, html)
         if spread is None:
             timelines = load_timelines(files, read=read, backend=backend,
@@ -392,7 +386,9 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
             rep = analyze_timelines(timelines, opt, steps=(read or ReadOptions()).steps)
             rep.meta = find_run_meta(paths)
             rep.add(res)
-    write_text(render_text(res, fmt), output)
+    out = res if other is None or against_run is None else WhatIfAgainst(
+        res, against(res, timelines, other, label_of(against_run), opt))
+    write_text(render_text(out, fmt), output)
     if html is not None:
         write_page(rep, html)
     return 0

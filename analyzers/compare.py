@@ -16,6 +16,7 @@ Times in us, taken from each run's report (so they equal its JSON report). Defin
 - ``noise``: per rank and for the pipeline, the difference tested against the runs' per-step
   spread and a block bootstrap over steps (``comparenoise``); when it is not beyond the noise
   the verdict is "no difference beyond the noise (+-X%)" and no share of it is printed.
+- ``against``: A's what-if lined up with B by call, per rank (``whatif/against.py``);
 - ``answer``: A's what-if prediction against B's measured step (``compareanswer``), and
   ``mismatches``: how the runs differ besides the policy (command, ranks, steps, shape).
 """
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from .report import Report
+    from .whatif.against import AgainstResult
 
 SIDE_NUMBERS = ("stream_wait_us", "host_blocked_us")  # besides the GPU time
 
@@ -92,6 +94,7 @@ class Comparison:
     noise: NoiseTest | None = None  # the pipeline's step time against the noise
     answer: Answer | None = None  # A's what-if against B's measured step
     mismatches: list[str] = field(default_factory=list)
+    against: AgainstResult | None = None  # A's what-if lined up with B by call (against.py)
 
     def verdict(self) -> str:
         """The pipeline's verdict: who is faster beyond the noise, or that nobody is."""
@@ -107,6 +110,7 @@ class Comparison:
                     "sentence": self.answer.sentence(self.label_a, self.label_b)},
                 "noise": None if self.noise is None else self.noise.to_dict(),
                 "verdict": self.verdict(), "mismatches": list(self.mismatches),
+                "against": None if self.against is None else self.against.to_dict(),
                 "a": {"label": self.label_a, "report": self.report_a.to_dict()},
                 "b": {"label": self.label_b, "report": self.report_b.to_dict()},
                 "ranks": [{**asdict(r), "a": _side_dict(r.a), "b": _side_dict(r.b),

@@ -49,6 +49,8 @@ class PipelineSpec:
     tp: int = 1  # ranks per stage (tensor parallel), all-reducing once per step
     coll_seq: bool = True  # the all-reduce's record_param_comms carries its Seq
     slow_host_stage: int | None = None  # this stage's host takes slow_factor x per launch
+    after_send_us: float = 0.0  # extra host work after each send of rank after_send_rank
+    after_send_rank: int = 0
 
 
 @dataclass
@@ -160,6 +162,8 @@ class _Rank:
         base = ranges.SEND if p.kind == "send" else ranges.RECV
         name = ranges.p2p_range(base, p.peer) if sp.peer_in_name else base
         self.t.annotation(name, p.h0, self.h - 1 - p.h0)
+        if p.kind == "send" and self.rank == sp.after_send_rank:
+            self.h += sp.after_send_us
 
 
 def pipeline(spec: PipelineSpec) -> tuple[list[KinetoTrace], list[Truth]]:

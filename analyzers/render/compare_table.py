@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from ..gaps import CAUSES
 from ..stalls import GPU_TIME_FIELDS
+from .against_table import render_against_table
 from .text import PrintableWriter
 
 if TYPE_CHECKING:
@@ -87,6 +88,9 @@ def render_compare_table(cmp: Comparison, out: TextIO) -> None:
         w(f"  (median step {n.center_a_us:,.1f} vs {n.center_b_us:,.1f} us, {n.basis}; "
           f"per-step spread ±{n.spread_a_pct:.1f}% / ±{n.spread_b_pct:.1f}%;\n"
           "   one run each: the run-to-run spread is not in it, `profplug ab` measures it)\n")
+    if cmp.against is not None:  # A's what-if lined up with B: the top segments per rank
+        w("\n")
+        render_against_table(cmp.against, out, top=3)
     w("\ntimes in us; delta = B - A; idle by cause per step when both runs have steps\n")
     w("\nverdict per rank\n")
     for rc in cmp.ranks:

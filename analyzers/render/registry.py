@@ -20,10 +20,12 @@ from ..compareab import AbComparison
 from ..crossrank.result import CrossRankResult
 from ..hostonly import HostOnlyResult
 from ..report import Report, RunAnalysis
+from ..whatif.against import AgainstResult, WhatIfAgainst
 from ..whatif.result import WhatIfResult
 from . import (
     ab_html,
     ab_table,
+    against_table,
     compare_table,
     compareab_html,
     compareab_table,
@@ -93,6 +95,10 @@ RENDERERS: dict[tuple[type, str], Renderer] = {
     (WhatIfResult, "table"): whatif_table.render_whatif_table,
     (WhatIfResult, "json"): jsonout.render_run_json,
     (WhatIfResult, "html"): whatif_html.render_whatif_html,
+    (WhatIfAgainst, "table"): against_table.render_whatif_against_table,
+    (WhatIfAgainst, "json"): jsonout.render_json,
+    (AgainstResult, "table"): against_table.render_against_table,
+    (AgainstResult, "json"): jsonout.render_run_json,
     (AbResult, "table"): ab_table.render_ab_table,
     (AbResult, "json"): jsonout.render_json,
     (AbResult, "html"): ab_html.render_ab_html,

@@ -394,3 +394,4 @@ def whatif_analysis(drop: DropSpec | None = None
 
     run.uses_rank_stalls = True  # type: ignore[attr-defined]
     return run
+

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ...errors import ProfplugError
 from ..classify import tables_kept
 from ..crossrank.matching import matches_kept
 from ..stalls import RankStalls, StallOptions, analyze_rank
@@ -167,3 +168,18 @@ def _unprofiled(tls: list[Timeline], step_us: float, drop: DropSpec | None,
     return replace(res, ranks=ranks, assumptions=[*res.assumptions, note], warnings=warnings,
                    max_model_error_pct=max((abs(r.model_error_pct) for r in ranks),
                                            default=0.0))
+
+
+def parse_ci(text: str | None, step_us: float | None) -> tuple[float, float] | None:
+    """``--unprofiled-ci LO,HI`` (us): two numbers, 0 < LO <= HI, with ``--unprofiled``."""
+    if text is None:
+        return None
+    if step_us is None:
+        raise ProfplugError("--unprofiled-ci goes with --unprofiled (the step it is the CI of)")
+    try:
+        lo, hi = (float(x) for x in text.split(","))
+    except ValueError:
+        raise ProfplugError(f"--unprofiled-ci takes LO,HI in us (got {text!r})") from None
+    if not 0 < lo <= hi < float("inf"):
+        raise ProfplugError(f"--unprofiled-ci: need 0 < LO <= HI (got {text!r})")
+    return lo, hi

@@ -45,6 +45,10 @@ def whatif(
         "--unprofiled-ci", metavar="LO,HI",
         help="That step's 95% CI (us), e.g. `profplug ab`'s device CI: the band then carries "
              "the prediction's change across it, as `ab --whatif` does.")] = None,
+    against: Annotated[str | None, typer.Option(
+        "--against", metavar="OTHER",
+        help="A traced run of the other policy (e.g. the event run): line the prediction up "
+             "with it by call and step, per rank, and name where they part most.")] = None,
     step_range: StepRange = None,
     max_decompressed: MaxDecompressed = None,
     dask: Dask = None,
@@ -62,6 +66,6 @@ def whatif(
                       unprofiled_us=unprofiled, unprofiled_ci=unprofiled_ci,
                       read=ReadOptions().with_step_range(step_range)
                       .with_max_decompressed(max_decompressed).with_cache(cache),
-                      dask=dask, quiet=quiet)
+                      dask=dask, quiet=quiet, against_run=against)
     if code:
         raise typer.Exit(code)

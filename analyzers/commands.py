@@ -26,7 +26,7 @@ from .hostonly import host_only
 from .libwarnings import own_warnings
 from .load import PathsLike, as_paths, load_timelines
 from .observer import untraced_step_us
-from .outpaths import check_outputs, is_stdout
+from .outpaths import STDOUT, check_outputs, is_stdout
 from .readers.base import ReadOptions
 from .render.registry import PAGE, check_format, render_text
 from .render.timeline_data import GAPS_KEPT
@@ -48,6 +48,11 @@ from .whatif import (
 DROPS = (DROP_POLICY, DROP_DEVICE, DROP_ALL)
 MAX_STEP_US = 3.6e9  # --unprofiled: one hour per step at most (1e308 printed 10^308 us)
 WHATIF_AUTO_MAX_EVENTS = 2_000_000  # a report's default what-if: ~2 us/event, a few seconds
+
+
+def stdout_or(output: Path | None) -> Path:
+    """``-o``: None is stdout (``-``), for ``check_outputs``."""
+    return Path(STDOUT) if output is None else output
 
 
 def write_text(text: str, output: Path | None) -> None:
@@ -180,7 +185,7 @@ def run_report(paths: PathsLike, *, fmt: str = "table", output: Path | None = No
     """
     check_format(Report, fmt)
     files = check_paths(paths)
-    check_outputs((output, html), files)
+    check_outputs((stdout_or(output), html), files)
     backend = open_backend(jobs, dask)
     try:
         # the idle gaps travel back only for a page, and no more than it draws
@@ -242,7 +247,7 @@ def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | No
     # the same analyses as `profplug report`, so each side is that run's report
     run = report_analyses(whatif, cross_rank)
     paths_a, paths_b = run_paths(run_a), run_paths(run_b)
-    check_outputs((output, html), [*paths_a, *paths_b])
+    check_outputs((stdout_or(output), html), [*paths_a, *paths_b])
     backend = open_backend(jobs, dask)
     try:
         # each big run's run-level analyses where its ranks are read, as its report
@@ -308,7 +313,7 @@ def _compare_with_ab(run_a: str, run_b: str, *, fmt: str, output: Path | None,
     """``compare A AB_DIR``: A's what-if at ab's unprofiled device step against ab's
     measured policy (``compareab``)."""
     check_format(AbComparison, fmt)
-    check_outputs((output, html), [*run_paths(run_a), Path(run_b)])
+    check_outputs((stdout_or(output), html), [*run_paths(run_a), Path(run_b)])
     doc = load_ab(Path(run_b))
     policy = pick_policy(doc)
     dev_us, dev_ci = device_step(doc)
@@ -372,7 +377,7 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
     ci = parse_ci(unprofiled_ci, unprofiled_us)
     opt = options or StallOptions()
     files = check_paths(paths)
-    check_outputs((output, html), files)
+    check_outputs((stdout_or(output), html), files)
     backend = open_backend(jobs, dask)
     spread: tuple[WhatIfResult, Report] | None = None
     try:

@@ -297,19 +297,26 @@ def find_run_meta(paths: PathsLike) -> dict[str, Any]:
 
     from .jsondepth import deeper_than
 
+    for f in run_json_paths(paths):
+        if f.is_file():
+            try:
+                meta = json.loads(f.read_text())
+            except (OSError, ValueError, RecursionError):
+                return {}
+            if deeper_than(meta, MAX_META_DEPTH):  # the page's tables would recurse
+                return {}
+            return meta if isinstance(meta, dict) else {}
+    return {}
+
+
+def run_json_paths(paths: PathsLike) -> list[Path]:
+    """Where :func:`find_run_meta` looks for run.json, in its order (an output written over
+    one of them would destroy an input: ``outpaths``)."""
+    out: list[Path] = []
     for p in as_paths(paths):
         d = p if p.is_dir() else p.parent
-        for cand in (d, d.parent) if d.name in RUN_SUBDIRS else (d,):
-            f = cand / "run.json"
-            if f.is_file():
-                try:
-                    meta = json.loads(f.read_text())
-                except (OSError, ValueError, RecursionError):
-                    return {}
-                if deeper_than(meta, MAX_META_DEPTH):  # the page's tables would recurse
-                    return {}
-                return meta if isinstance(meta, dict) else {}
-    return {}
+        out += [c / "run.json" for c in ((d, d.parent) if d.name in RUN_SUBDIRS else (d,))]
+    return out
 
 
 # ---------------------------------------------------------------- DataFrames (lazy pandas)

@@ -13,7 +13,7 @@ from typing import Any
 
 from ...errors import ProfplugError, one_line
 from ..commands import run_paths, write_page, write_text
-from ..outpaths import check_outputs
+from ..outpaths import STDOUT, check_outputs
 from ..render.registry import render_text
 from .analyze import analyze_ab
 from .overlay import attach, whatif_overlay
@@ -44,8 +44,8 @@ def finish_ab(out: Path, runs: Sequence[dict[str, Any]], *, policies: Sequence[s
             res.warnings.append(f"--whatif {whatif}: {exc}")
     replace_file(out / "ab.json", render_text(res, "json"))
     write_text(render_text(res, "table"), None)
-    if html is not None:
-        check_outputs([html], [out / "ab.json"])  # ab.json is kept: it is written first
+    if html is not None:  # ab.json is kept: it is written first
+        check_outputs([Path(STDOUT), html], ab_inputs(out, whatif))
         write_page(res, html)
     for m in res.outputs.mismatches:
         print(f"profplug ab: OUTPUTS DIFFER: {one_line(m.line())}", file=sys.stderr)
@@ -60,6 +60,15 @@ def finish_ab(out: Path, runs: Sequence[dict[str, Any]], *, policies: Sequence[s
               + ("; a policy has no successful run" if code == 6 else "")
               + f" (exit status {code})", file=sys.stderr)
     return res, code
+
+
+def ab_inputs(out: Path, whatif: str | None) -> list[Path]:
+    """What ``ab`` / ``ab-report`` read: ``DIR/ab.json`` (and DIR), the ``--whatif`` run's
+    traces (``--html`` may be none of them; the table goes to stdout)."""
+    runs = [] if whatif is None else [Path(x) for x in
+                                      ([whatif] if Path(whatif).exists() else whatif.split(","))
+                                      if str(x)]
+    return [out / "ab.json", out, *runs]
 
 
 def replace_file(path: Path, text: str) -> None:
@@ -97,7 +106,7 @@ def report_ab(out: Path, *, html: Path | None = None, whatif: str | None = None)
     """``profplug ab-report DIR``: analyze the runs recorded in ``DIR/ab.json`` again (the
     current statistics, verdicts and output check), rewrite it, print the table, write
     ``--html``; nothing runs. Returns the exit status ``ab`` would have (docs/ab.md)."""
-    check_outputs([html], [out / "ab.json", out])
+    check_outputs([Path(STDOUT), html], ab_inputs(out, whatif))
     doc = _load(out)
     if whatif is not None:
         run_paths(whatif)  # a missing path is a usage error

@@ -47,6 +47,7 @@ from .whatif import (
 
 DROPS = (DROP_POLICY, DROP_DEVICE, DROP_ALL)
 MAX_STEP_US = 3.6e9  # --unprofiled: one hour per step at most (1e308 printed 10^308 us)
+MIN_STEP_US = 1e-3  # and 1 ns at least (1e-308 made the predicted speedup overflow to inf)
 WHATIF_AUTO_MAX_EVENTS = 2_000_000  # a report's default what-if: ~2 us/event, a few seconds
 
 
@@ -186,6 +187,7 @@ def run_report(paths: PathsLike, *, fmt: str = "table", output: Path | None = No
     check_format(Report, fmt)
     files = check_paths(paths)
     check_outputs((stdout_or(output), html), files)
+    find_run_meta(files)  # a run.json it cannot use: said now, not after the whole read
     backend = open_backend(jobs, dask)
     try:
         # the idle gaps travel back only for a page, and no more than it draws
@@ -248,6 +250,7 @@ def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | No
     run = report_analyses(whatif, cross_rank)
     paths_a, paths_b = run_paths(run_a), run_paths(run_b)
     check_outputs((stdout_or(output), html), [*paths_a, *paths_b])
+    find_run_meta(paths_a), find_run_meta(paths_b)  # a bad run.json: said before the read
     backend = open_backend(jobs, dask)
     try:
         # each big run's run-level analyses where its ranks are read, as its report
@@ -302,8 +305,9 @@ def parse_ci(text: str | None, step_us: float | None) -> tuple[float, float] | N
         lo, hi = (float(x) for x in text.split(","))
     except ValueError:
         raise ProfplugError(f"--unprofiled-ci takes LO,HI in us (got {text!r})") from None
-    if not 0 < lo <= hi < float("inf"):
-        raise ProfplugError(f"--unprofiled-ci: need 0 < LO <= HI (got {text!r})")
+    if not MIN_STEP_US <= lo <= hi <= MAX_STEP_US:  # also NaN
+        raise ProfplugError(f"--unprofiled-ci: need {MIN_STEP_US:g} <= LO <= HI <= "
+                            f"{MAX_STEP_US:g} us (got {one_line(text)!r})")
     return lo, hi
 
 
@@ -370,14 +374,15 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
     drop = check_drop(drop or DropSpec())
     unprofiled_us = unprofiled_step_us(unprofiled_us, paths)
     check_format(WhatIfResult, fmt)
-    if unprofiled_us is not None and not 0 < unprofiled_us <= MAX_STEP_US:  # also NaN
+    if unprofiled_us is not None and not MIN_STEP_US <= unprofiled_us <= MAX_STEP_US:  # NaN
         raise ProfplugError("--unprofiled takes the measured unprofiled step time in us "
-                            f"(> 0 and at most {MAX_STEP_US:g}, one hour; got "
+                            f"(from {MIN_STEP_US:g}, 1 ns, to {MAX_STEP_US:g}, one hour; got "
                             f"{unprofiled_us:g})")
     ci = parse_ci(unprofiled_ci, unprofiled_us)
     opt = options or StallOptions()
     files = check_paths(paths)
     check_outputs((stdout_or(output), html), files)
+    find_run_meta(files)  # a bad run.json: said before the read
     backend = open_backend(jobs, dask)
     spread: tuple[WhatIfResult, Report] | None = None
     try:

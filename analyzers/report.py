@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from ..errors import ProfplugError, one_line
 from . import observer
 from .classify import tables_kept
 from .crossrank import remote
@@ -291,7 +292,8 @@ def find_run_meta(paths: PathsLike) -> dict[str, Any]:
     Only where ``profplug run`` puts it: in the directory given, beside the trace file, or
     one level up when the traces are in its ``kineto/`` or ``nsys/`` folder. A run.json
     further up belongs to something else (it would add foreign metadata and missing ranks).
-    An unreadable one (bad JSON, nested too deep) is ignored.
+    An unreadable one (bad JSON, nested too deep) is ignored; one with a number out of range
+    (:func:`observer.bad_number`) is a ProfplugError naming the file and the field.
     """
     import json
 
@@ -305,6 +307,9 @@ def find_run_meta(paths: PathsLike) -> dict[str, Any]:
                 return {}
             if deeper_than(meta, MAX_META_DEPTH):  # the page's tables would recurse
                 return {}
+            bad = observer.bad_number(meta)
+            if bad is not None:  # it would overflow, or print 10^400 us: one line
+                raise ProfplugError(f"{one_line(f)}: {one_line(bad)}")
             return meta if isinstance(meta, dict) else {}
     return {}
 

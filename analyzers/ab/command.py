@@ -17,7 +17,7 @@ from ..outpaths import STDOUT, check_outputs
 from ..render.registry import render_text
 from .analyze import analyze_ab
 from .overlay import attach, whatif_overlay
-from .result import EXIT_NOT_REACHED, SCHEMA_VERSION, AbResult
+from .result import EXIT_NO_RESULT, EXIT_NOT_REACHED, SCHEMA_VERSION, AbResult
 from .schema import read_regular, validate
 
 
@@ -26,13 +26,15 @@ def finish_ab(out: Path, runs: Sequence[dict[str, Any]], *, policies: Sequence[s
               command: Sequence[str], interrupted: int | None = None,
               html: Path | None = None, whatif: str | None = None,
               stored_whatif: dict[str, Any] | None = None,
-              stopped: str | None = None) -> tuple[AbResult, int]:
+              stopped: str | None = None,
+              unknown: dict[str, Any] | None = None) -> tuple[AbResult, int]:
     """The result of the runs and the exit code (docs/ab.md). ``stored_whatif``: a what-if
     overlay read back from ``ab.json``, set against the measurement again (``whatif``, a
     traced run, makes a new one instead)."""
     res = analyze_ab(runs, policies=policies, rounds=rounds, order=order, seed=seed,
                      skip=skip, steps=steps, command=command, interrupted=interrupted,
                      stopped=stopped)
+    res.unknown = dict(unknown or {})
     if whatif is None and stored_whatif is not None:
         attach(res, stored_whatif)
     if whatif is not None:
@@ -55,11 +57,25 @@ def finish_ab(out: Path, runs: Sequence[dict[str, Any]], *, policies: Sequence[s
               + f" (exit status {EXIT_NOT_REACHED})", file=sys.stderr)
     code = res.exit_code()
     if code and res.outputs.identical is not False and code != EXIT_NOT_REACHED:
-        failed = len(res.failed_runs)
-        print(f"profplug ab: {failed} of {len(res.runs)} runs failed"
-              + ("; a policy has no successful run" if code == 6 else "")
-              + f" (exit status {code})", file=sys.stderr)
+        print(f"profplug ab: {one_line(_failure_line(res, code))} (exit status {code})",
+              file=sys.stderr)
     return res, code
+
+
+def _failure_line(res: AbResult, code: int) -> str:
+    """What went wrong, as it is: runs that failed, and the policies left without a step."""
+    failed = len(res.failed_runs)
+    head = f"{failed} of {len(res.runs)} runs failed" if failed else ""
+    if code != EXIT_NO_RESULT:
+        return head or f"exit status {code}"
+    if not any(k.get("step_us") is not None and len(k["step_us"])
+               for r in res.runs for k in r.get("ranks") or []):
+        why = "no run recorded a step"
+    else:
+        none = [s.policy for s in res.summary if s.median_step_us is None]
+        why = (f"no successful run of {', '.join(none)} recorded a step: nothing to compare "
+               "it with")
+    return f"{head}; {why}" if head else why
 
 
 def ab_inputs(out: Path, whatif: str | None) -> list[Path]:
@@ -123,7 +139,7 @@ def report_ab(out: Path, *, html: Path | None = None, whatif: str | None = None)
         order=doc.get("order") or "interleaved", seed=doc.get("seed"), skip=doc.get("skip"),
         steps=doc.get("steps"), command=list(doc.get("command") or []),
         interrupted=interrupted or None, html=html, whatif=whatif,
-        stored_whatif=doc.get("whatif"), stopped=doc.get("stopped"))
+        stored_whatif=doc.get("whatif"), stopped=doc.get("stopped"), unknown=doc)
     print(f"profplug ab-report: {one_line(out / 'ab.json')} analyzed again from its "
           f"{len(doc['runs'])} runs (nothing was run)", file=sys.stderr)
     return code

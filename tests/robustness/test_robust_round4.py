@@ -165,3 +165,112 @@ def test_a_report_and_its_export_named_are_one_rank(tmp_path: Path, capsys) -> N
     assert main(["report", str(rep), str(tmp_path / "." / "x.sqlite"), "-f", "json",
                  "--no-whatif"]) == 0
     assert len(json.loads(capsys.readouterr().out)["ranks"]) == 1
+
+
+# ---------------------------------------------------------------- ab.json: 3, 19, 21, 24
+def _ab_doc(rounds: int = 3) -> dict:
+    from profplug.analyzers.render.registry import render_text
+    from unit.analyzers.test_ab_analyze import analyze, make_runs
+
+    return json.loads(render_text(analyze(make_runs(rounds=rounds), rounds=rounds), "json"))
+
+
+def _ab_dir(tmp_path: Path, doc: dict) -> Path:
+    out = tmp_path / "ab"
+    out.mkdir()
+    (out / "ab.json").write_text(json.dumps(doc))
+    return out
+
+
+def test_ab_report_keeps_unknown_top_level_fields(tmp_path: Path, capsys) -> None:
+    doc = _ab_doc()
+    doc["note"] = "rerun on node 7"
+    doc["future_field"] = {"x": [1, 2]}
+    out = _ab_dir(tmp_path, doc)
+    assert main(["ab-report", str(out)]) == 0
+    again = json.loads((out / "ab.json").read_text())
+    assert again["note"] == "rerun on node 7" and again["future_field"] == {"x": [1, 2]}
+    assert again["verdict"] == doc["verdict"]  # a known field is the analysis', not kept
+
+
+@pytest.mark.parametrize("whatif, where", [
+    ({}, "whatif: object missing required field `run`"),
+    ({"run": "r", "predicted_step_us": "fast", "recorded_step_us": 1.0},
+     "whatif.predicted_step_us: expected `float`, got `str`"),
+    ({"run": "r", "predicted_step_us": 10.0}, "object missing required field"),
+])
+def test_tampered_stored_whatif_is_one_line(tmp_path: Path, capsys, whatif: dict,
+                                            where: str) -> None:
+    doc = _ab_doc()
+    doc["whatif"] = whatif
+    out = _ab_dir(tmp_path, doc)
+    before = (out / "ab.json").read_bytes()
+    assert main(["ab-report", str(out)]) == 2
+    assert where in _one_error(capsys)
+    assert (out / "ab.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("steps", [[5e-324] * 5, [3.6e9, 5e-324, 5e-324], [1e-308, 1.0]])
+def test_subnormal_ab_step_times_are_one_line(tmp_path: Path, capsys, steps: list) -> None:
+    doc = _ab_doc()
+    doc["runs"][0]["ranks"][0]["step_us"] = steps
+    out = _ab_dir(tmp_path, doc)
+    assert main(["ab-report", str(out)]) == 2
+    assert "runs[0].ranks[0].step_us" in _one_error(capsys)
+
+
+def test_zero_step_ab_json_says_no_run_recorded_a_step(tmp_path: Path, capsys) -> None:
+    doc = _ab_doc()
+    for r in doc["runs"]:
+        for k in r["ranks"]:
+            k["step_us"] = []
+            k["host_step_us"] = []
+    out = _ab_dir(tmp_path, doc)
+    assert main(["ab-report", str(out)]) == 6
+    err = capsys.readouterr().err
+    assert "no run recorded a step" in err and "0 of" not in err
+
+
+def test_ab_html_over_the_whatif_run_refused(tmp_path: Path, capsys) -> None:
+    out = _ab_dir(tmp_path, _ab_doc())
+    (tmp_path / "traced").mkdir()
+    trace = _kineto(tmp_path / "traced" / "rank0.json")
+    before = trace.read_bytes()
+    assert main(["ab-report", str(out), "--whatif", str(tmp_path / "traced"), "--html",
+                 str(trace)]) == 2
+    assert "rank0.json" in _one_error(capsys)
+    assert main(["ab-report", str(out), "--html", "-"]) == 2
+    assert "two documents to stdout" in _one_error(capsys)
+    assert trace.read_bytes() == before
+
+
+# ---------------------------------------------------------------- 18, 19: numbers
+@pytest.mark.parametrize("value, says", [("9" * 401, "401-digit integer"),
+                                         ("1e400", "not a finite number"),
+                                         ("5e-324", "is not a step time"),
+                                         ("1e300", "is not a step time")])
+def test_run_json_step_time_out_of_range_is_one_line(tmp_path: Path, capsys, value: str,
+                                                     says: str) -> None:
+    run, _ = _run_dir(tmp_path)
+    text = ('{"world_size": 1, "ranks": [{"rank": 0, "timing": {"step_us": [100.0, VALUE]}, '
+            '"untraced": {"before": {"step_us": [90, 90, 90, 90, 90]}}}]}')
+    (run / "run.json").write_text(text.replace("VALUE", value))
+    for fmt in ("table", "json"):
+        assert main(["report", str(run / "kineto"), "-f", fmt, "--no-whatif"]) == 2
+        line = _one_error(capsys)
+        assert "run.json: ranks[0].timing.step_us[1]" in line and says in line
+    assert main(["whatif", str(run / "kineto"), "--unprofiled", "auto", "-f", "json"]) == 2
+    assert says in _one_error(capsys)
+
+
+@pytest.mark.parametrize("value", ["1e-308", "5e-324", "0.0001"])
+def test_unprofiled_below_a_nanosecond_is_one_line(tmp_path: Path, capsys, value: str) -> None:
+    trace = _kineto(tmp_path / "rank0.json")
+    assert main(["whatif", str(trace), "--unprofiled", value, "-f", "json"]) == 2
+    assert "--unprofiled takes" in _one_error(capsys)
+
+
+def test_unprofiled_at_a_nanosecond_gives_finite_json(tmp_path: Path, capsys) -> None:
+    trace = _kineto(tmp_path / "rank0.json")
+    assert main(["whatif", str(trace), "--unprofiled", "0.001", "-f", "json"]) == 0
+    json.loads(capsys.readouterr().out)  # strict JSON: no Infinity

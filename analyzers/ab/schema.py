@@ -160,8 +160,11 @@ def _odd_value(doc: Any) -> str | None:
             return f"{at}: {v} (not a finite number)"
         if isinstance(v, dict):
             todo.extend((x, f"{at}.{k}" if at else str(k), depth + 1) for k, x in v.items())
-        elif isinstance(v, list):
-            todo.extend((x, f"{at}[{i}]", depth + 1) for i, x in enumerate(v))
+        elif isinstance(v, list):  # a list's numbers come from msgspec: finite (1e400 is
+            # refused as out of range), so only its containers are walked (10^7 step times
+            # took 24 s as (value, path) pairs)
+            todo.extend((x, f"{at}[{i}]", depth + 1) for i, x in enumerate(v)
+                        if isinstance(x, (dict, list)))
     return None
 
 

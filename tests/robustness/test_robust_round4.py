@@ -274,3 +274,30 @@ def test_unprofiled_at_a_nanosecond_gives_finite_json(tmp_path: Path, capsys) ->
     trace = _kineto(tmp_path / "rank0.json")
     assert main(["whatif", str(trace), "--unprofiled", "0.001", "-f", "json"]) == 0
     json.loads(capsys.readouterr().out)  # strict JSON: no Infinity
+
+
+# ---------------------------------------------------------------- 22: a huge ab.json
+def test_huge_ab_json_step_series_rewritten_compact_and_exact(tmp_path: Path) -> None:
+    doc = _ab_doc()
+    n = 0
+    for r in doc["runs"]:
+        for k in r["ranks"]:
+            k["step_us"] = [round(100.0 + (i % 97) * 0.013, 3) for i in range(20_000)]
+            n += 20_000
+    out = _ab_dir(tmp_path, doc)
+    assert main(["ab-report", str(out)]) == 0
+    text = (out / "ab.json").read_text()
+    assert text.count("\n") < 5_000 < n  # a series on one line, not a line per step
+    again = json.loads(text)
+    assert [k["step_us"] for r in again["runs"] for k in r["ranks"]] == \
+        [k["step_us"] for r in doc["runs"] for k in r["ranks"]]
+
+
+def test_ab_json_writer_still_refuses_nan() -> None:
+    from profplug.analyzers.ab.command import ab_json_text
+    from unit.analyzers.test_ab_analyze import analyze, make_runs
+
+    res = analyze(make_runs(rounds=3), rounds=3)
+    res.runs[0]["ranks"][0]["step_us"] = [1.0] * 20 + [float("nan")]
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        ab_json_text(res)

@@ -27,7 +27,7 @@ from .hostonly import host_only
 from .libwarnings import own_warnings
 from .load import PathsLike, as_paths, load_timelines
 from .observer import untraced_step_us
-from .outpaths import check_outputs, is_stdout
+from .outpaths import check_outputs, is_stdout, stdout_or
 from .readers.base import ReadOptions
 from .render.registry import PAGE, check_format, render_text
 from .render.timeline_data import GAPS_KEPT
@@ -46,10 +46,9 @@ from .whatif import (
     whatif_unprofiled,
 )
 from .whatif.against import WhatIfAgainst, against
-from .whatif.unprofiled import parse_ci
+from .whatif.unprofiled import MAX_STEP_US, MIN_STEP_US, parse_ci
 
 DROPS = (DROP_POLICY, DROP_DEVICE, DROP_ALL)
-MAX_STEP_US = 3.6e9  # --unprofiled: one hour per step at most (1e308 printed 10^308 us)
 WHATIF_AUTO_MAX_EVENTS = 2_000_000  # a report's default what-if: ~2 us/event, a few seconds
 
 
@@ -183,7 +182,8 @@ def run_report(paths: PathsLike, *, fmt: str = "table", output: Path | None = No
     """
     check_format(Report, fmt)
     files = check_paths(paths)
-    check_outputs((output, html), files)
+    check_outputs((stdout_or(output), html), files)
+    find_run_meta(files)  # a run.json it cannot use: said now, not after the whole read
     backend = open_backend(jobs, dask)
     try:
         # the idle gaps travel back only for a page, and no more than it draws
@@ -245,7 +245,8 @@ def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | No
     # the same analyses as `profplug report`, so each side is that run's report
     run = report_analyses(whatif, cross_rank)
     paths_a, paths_b = run_paths(run_a), run_paths(run_b)
-    check_outputs((output, html), [*paths_a, *paths_b])
+    check_outputs((stdout_or(output), html), [*paths_a, *paths_b])
+    find_run_meta(paths_a), find_run_meta(paths_b)  # a bad run.json: said before the read
     backend = open_backend(jobs, dask)
     try:
         # each big run's run-level analyses where its ranks are read, as its report
@@ -298,7 +299,7 @@ def _compare_with_ab(run_a: str, run_b: str, *, fmt: str, output: Path | None,
     """``compare A AB_DIR``: A's what-if at ab's unprofiled device step against ab's
     measured policy (``compareab``)."""
     check_format(AbComparison, fmt)
-    check_outputs((output, html), [*run_paths(run_a), Path(run_b)])
+    check_outputs((stdout_or(output), html), [*run_paths(run_a), Path(run_b)])
     doc = load_ab(Path(run_b))
     policy = pick_policy(doc)
     dev_us, dev_ci = device_step(doc)
@@ -358,15 +359,16 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
     drop = check_drop(drop or DropSpec())
     unprofiled_us = unprofiled_step_us(unprofiled_us, paths)
     check_format(WhatIfResult, fmt)
-    if unprofiled_us is not None and not 0 < unprofiled_us <= MAX_STEP_US:  # also NaN
+    if unprofiled_us is not None and not MIN_STEP_US <= unprofiled_us <= MAX_STEP_US:  # NaN
         raise ProfplugError("--unprofiled takes the measured unprofiled step time in us "
-                            f"(> 0 and at most {MAX_STEP_US:g}, one hour; got "
+                            f"(from {MIN_STEP_US:g}, 1 ns, to {MAX_STEP_US:g}, one hour; got "
                             f"{unprofiled_us:g})")
     ci = parse_ci(unprofiled_ci, unprofiled_us)
     opt = options or StallOptions()
     files = check_paths(paths)
     other = None if against_run is None else load_other(other_paths(against_run), read)
-    check_outputs((output, html), files)
+    check_outputs((stdout_or(output), html), files)
+    find_run_meta(files)  # a bad run.json: said before the read
     backend = open_backend(jobs, dask)
     spread: tuple[WhatIfResult, Report] | None = None
     try:

@@ -46,7 +46,8 @@ def trace_files(paths: PathsLike, skipped: list[str] | None = None) -> list[Path
     """Expand directories (recursively) into the trace files they hold, in name order.
 
     A directory holding ``x.nsys-rep`` and its export ``x.sqlite``/``x.sqlite.gz`` yields
-    the export only, so the report is read once. Entries of a directory that are skipped
+    the export only, so the report is read once; so do both named, and a file named twice
+    (or through a link) is read once. Entries of a directory that are skipped
     although they might hold a rank (a subdirectory that cannot be listed; a FIFO, device
     or dangling link named like a trace) are added to ``skipped``, one line each.
     """
@@ -65,6 +66,24 @@ def trace_files(paths: PathsLike, skipped: list[str] | None = None) -> list[Path
             raise TraceError(f"{p}: not a regular file ({kind_of(p.stat().st_mode)})")
         else:
             raise TraceError(f"{p}: no such file or directory")
+    return _drop_unexported_twins(_once(out))
+
+
+def _once(files: list[Path]) -> list[Path]:
+    """Each file once, at its first mention: ``f d/./f``, ``DIR DIR/f``, a link or a hard
+    link to a file named before are one trace, not two ranks (by (device, inode), else by
+    resolved path)."""
+    seen: set[object] = set()
+    out = []
+    for f in files:
+        try:
+            st = f.stat()
+            key: object = (st.st_dev, st.st_ino)
+        except OSError:
+            key = os.path.realpath(f)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
     return out
 
 
@@ -104,7 +123,7 @@ def _drop_unexported_twins(files: list[Path]) -> list[Path]:
         n = f.name
         for suf in (*REPORT_SUFFIXES, gz_export, plain_export):
             if n.endswith(suf):
-                return str(f.parent / n[: -len(suf)])
+                return os.path.join(os.path.realpath(f.parent), n[: -len(suf)])
         return ""
 
     exported = {stem(f) for f in files if f.name.endswith(EXPORT_SUFFIXES)}

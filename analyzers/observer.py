@@ -21,12 +21,43 @@ figure).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .stepstats import STATISTIC, center
 
+MIN_STEP_US, MAX_STEP_US = 1e-3, 8.64e10  # a recorded step: from 1 ns to 1 day
+MAX_INT = 2**63  # run.json's integers (ranks, pids, counts) fit in 64 bits
 OVERHEAD_WARN_PCT = 20.0  # traced steps this much slower than untraced ones: a warning
 MIN_BEFORE_STEPS = 5  # untraced steps before the window that make the baseline alone
+
+
+def bad_number(meta: Any) -> str | None:
+    """Where run.json holds a number the report cannot use, and what it is; None when every
+    number is fine: each number finite and each integer within 64 bits (a 401-digit
+    ``step_us`` made float() overflow), each step time (``ranks[].timing.step_us``,
+    ``ranks[].untraced.before/after.step_us``, ``observer.traced_us/untraced_us``) from 1 ns
+    to 1 day. Iterative (the depth is bounded by the caller)."""
+    todo: list[tuple[Any, str, bool]] = [(meta, "", False)]
+    while todo:
+        v, at, step = todo.pop()
+        if isinstance(v, bool) or v is None or isinstance(v, str):
+            continue
+        if isinstance(v, int) and not -MAX_INT <= v <= MAX_INT:
+            return f"{at}: a {len(str(abs(v)))}-digit integer (beyond 64 bits)"
+        if isinstance(v, float) and not math.isfinite(v):
+            return f"{at}: {v} (not a finite number)"
+        if isinstance(v, (int, float)) and step and not MIN_STEP_US <= v <= MAX_STEP_US:
+            return (f"{at}: {v:g} us is not a step time (from {MIN_STEP_US:g} us, 1 ns, to "
+                    f"{MAX_STEP_US:g} us, 1 day)")
+        if isinstance(v, dict):
+            for k, x in v.items():
+                where = f"{at}.{k}" if at else str(k)
+                todo.append((x, where, k == "step_us" or (at == "observer" and k in (
+                    "traced_us", "untraced_us"))))
+        elif isinstance(v, list):
+            todo.extend((x, f"{at}[{i}]", step) for i, x in enumerate(v))
+    return None
 
 
 def _series(timing: Any) -> list[float]:

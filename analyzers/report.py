@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from ..errors import ProfplugError, one_line
 from . import observer
 from .classify import tables_kept
 from .crossrank import remote
@@ -291,25 +292,36 @@ def find_run_meta(paths: PathsLike) -> dict[str, Any]:
     Only where ``profplug run`` puts it: in the directory given, beside the trace file, or
     one level up when the traces are in its ``kineto/`` or ``nsys/`` folder. A run.json
     further up belongs to something else (it would add foreign metadata and missing ranks).
-    An unreadable one (bad JSON, nested too deep) is ignored.
+    An unreadable one (bad JSON, nested too deep) is ignored; one with a number out of range
+    (:func:`observer.bad_number`) is a ProfplugError naming the file and the field.
     """
     import json
 
     from .jsondepth import deeper_than
 
+    for f in run_json_paths(paths):
+        if f.is_file():
+            try:
+                meta = json.loads(f.read_text())
+            except (OSError, ValueError, RecursionError):
+                return {}
+            if deeper_than(meta, MAX_META_DEPTH):  # the page's tables would recurse
+                return {}
+            bad = observer.bad_number(meta)
+            if bad is not None:  # it would overflow, or print 10^400 us: one line
+                raise ProfplugError(f"{one_line(f)}: {one_line(bad)}")
+            return meta if isinstance(meta, dict) else {}
+    return {}
+
+
+def run_json_paths(paths: PathsLike) -> list[Path]:
+    """Where :func:`find_run_meta` looks for run.json, in its order (an output written over
+    one of them would destroy an input: ``outpaths``)."""
+    out: list[Path] = []
     for p in as_paths(paths):
         d = p if p.is_dir() else p.parent
-        for cand in (d, d.parent) if d.name in RUN_SUBDIRS else (d,):
-            f = cand / "run.json"
-            if f.is_file():
-                try:
-                    meta = json.loads(f.read_text())
-                except (OSError, ValueError, RecursionError):
-                    return {}
-                if deeper_than(meta, MAX_META_DEPTH):  # the page's tables would recurse
-                    return {}
-                return meta if isinstance(meta, dict) else {}
-    return {}
+        out += [c / "run.json" for c in ((d, d.parent) if d.name in RUN_SUBDIRS else (d,))]
+    return out
 
 
 # ---------------------------------------------------------------- DataFrames (lazy pandas)

@@ -30,6 +30,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parent)]
 import attack_inputs as inp  # noqa: E402
 import attack_inputs_main as inm  # noqa: E402
 import attack_inputs_round3 as r3  # noqa: E402
+import attack_inputs_round4 as r4  # noqa: E402
 from attack_inputs import Build  # noqa: E402
 
 
@@ -146,6 +147,38 @@ ROUND3 = [
 ]
 ATTACKS += ROUND3
 
+# issue #40 (round 4), items 1-4, 9, 18, 19, 21, 22, 24; "own: ..." is one of our own per class
+ROUND4 = [
+    *(Attack("40.1", c, r4.over_run_json(c)) for c in (
+        "report RUN/kineto -f json -o RUN/run.json", "whatif RUN/kineto -o RUN/run.json",
+        "report RUN/kineto --html RUN/run.json", "own: -o a hard link to run.json")),
+    *(Attack("40.2", c, r4.nsys_twin(c)) for c in (
+        "report X.sqlite -o X.nsys-rep", "report X.nsys-rep -o X.sqlite",
+        "own: report X.sqlite -o X.sqlite-wal")),
+    Attack("40.3", "ab-report keeps unknown top-level fields", r4.ab_unknown_fields),
+    *(Attack("40.4", c, r4.two_outputs(c)) for c in (
+        "-o X --html X", "-o - --html -", "own: -o X --html LINK-TO-X")),
+    *(Attack("40.9", c, r4.named_twice(c)) for c in (
+        "report f d/./f", "report DIR DIR/f", "own: report f HARDLINK-TO-f")),
+    *(Attack("40.18", f"run.json: {c}", r4.run_json_number(c)) for c in (
+        "401-digit step_us", "own: 1e400 step_us")),
+    *(Attack("40.19", f"whatif --unprofiled {v} -f json", r4.tiny_unprofiled(v))
+      for v in ("1e-308", "5e-324")),
+    Attack("40.19", "own: whatif --unprofiled-ci 1e-308,1 -f json",
+           r4.tiny_unprofiled("1e-308,1", "--unprofiled-ci")),
+    *(Attack("40.19", c, r4.ab_number(c)) for c in (
+        "ab.json step times 5e-324", "ab.json step times 3.6e9 against 5e-324",
+        "own: ab.json stored what-if predicted 1e-310")),
+    *(Attack("40.21", f"ab.json: {c}", r4.ab_whatif(c)) for c in (
+        "stored what-if empty", "stored what-if predicted a string",
+        "own: stored what-if a list of ranks as a string")),
+    Attack("40.22", "ab.json of 1e7 step times", r4.ab_huge(10_000_000)),
+    Attack("40.22", "own: ab.json of 2.9e7 step times", r4.ab_huge(29_000_000)),
+    *(Attack("40.24", c, r4.ab_zero_steps(c)) for c in (
+        "zero-step ab.json", "own: one policy without steps")),
+]
+ATTACKS += ROUND4
+
 
 def run(attack: Attack, timeout: float, mem_gb: float, pythonpath: str = "") -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="profplug-attack-") as tmp:
@@ -188,13 +221,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="")
     ap.add_argument("--round3", action="store_true", help="only the attacks of issue #27")
+    ap.add_argument("--round4", action="store_true", help="only the attacks of issue #40")
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--mem-gb", type=float, default=4.0)
     ap.add_argument("--pythonpath", default="", help="source tree to run instead")
     a = ap.parse_args()
     print("| item | attack | exit | wall s | peak RSS MB | traceback | new files | last line |")
     print("| --- | --- | --- | ---: | ---: | --- | --- | --- |")
-    for attack in ROUND3 if a.round3 else ATTACKS:
+    for attack in ROUND3 if a.round3 else ROUND4 if a.round4 else ATTACKS:
         if a.only.lower() not in attack.name.lower():
             continue
         # each in its own process so that RUSAGE_CHILDREN is this attack's own peak

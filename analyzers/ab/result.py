@@ -90,6 +90,9 @@ class AbResult:
     after_switch: dict[str, Any] | None = None  # switched: per label, step / block's step
     not_reached: list[str] = field(default_factory=list)  # POLICY NOT REACHED lines
     stopped: str | None = None  # why ab stopped after the first round
+    # top-level fields of a read-back ab.json this version does not know (a newer profplug's,
+    # a user's note): written back as they were (docs/ab.md: unknown fields are kept)
+    unknown: dict[str, Any] = field(default_factory=dict)
 
     def policy(self, name: str) -> PolicySummary:
         for s in self.summary:
@@ -123,6 +126,12 @@ class AbResult:
 
     def to_dict(self) -> dict[str, Any]:
         """``ab.json`` (docs/ab.md)."""
+        doc = self._known()
+        for k, v in self.unknown.items():
+            doc.setdefault(k, v)
+        return doc
+
+    def _known(self) -> dict[str, Any]:
         return {
             "version": SCHEMA_VERSION,
             "policies": list(self.policies),

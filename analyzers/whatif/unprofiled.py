@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...errors import ProfplugError
+from ...errors import ProfplugError, one_line
 from ..classify import tables_kept
 from ..crossrank.matching import matches_kept
 from ..stalls import RankStalls, StallOptions, analyze_rank
@@ -43,6 +43,8 @@ from .result import RankWhatIf, WhatIfResult
 # Added to each rank's band when the calibration step's own uncertainty is not given: the
 # median over the grid's tuning shapes of the term ``step_ci_us`` gives (docs/whatif.md).
 UNPROFILED_BAND_PCT = 7.0
+MAX_STEP_US = 3.6e9  # --unprofiled: one hour per step at most (1e308 printed 10^308 us)
+MIN_STEP_US = 1e-3  # and 1 ns at least (1e-308 made the predicted speedup overflow to inf)
 S_MIN, S_MAX = 0.05, 4.0
 
 
@@ -180,6 +182,7 @@ def parse_ci(text: str | None, step_us: float | None) -> tuple[float, float] | N
         lo, hi = (float(x) for x in text.split(","))
     except ValueError:
         raise ProfplugError(f"--unprofiled-ci takes LO,HI in us (got {text!r})") from None
-    if not 0 < lo <= hi < float("inf"):
-        raise ProfplugError(f"--unprofiled-ci: need 0 < LO <= HI (got {text!r})")
+    if not MIN_STEP_US <= lo <= hi <= MAX_STEP_US:  # also NaN
+        raise ProfplugError(f"--unprofiled-ci: need {MIN_STEP_US:g} <= LO <= HI <= "
+                            f"{MAX_STEP_US:g} us (got {one_line(text)!r})")
     return lo, hi

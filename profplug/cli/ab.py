@@ -50,8 +50,11 @@ def ab(
     force: Annotated[bool, typer.Option("--force", help="overwrite a non-empty DIR")] = False,
 ) -> None:
     """Run CMD rounds x policies times without a profiler, time every step, compare."""
+    from profplug.analyzers.ab.command import ab_inputs
+    from profplug.analyzers.outpaths import STDOUT, check_outputs
     from profplug.session.abrun import AbOptions, run_ab
 
+    check_outputs([Path(STDOUT), html], ab_inputs(output, whatif))  # before any run
     rc = run_ab(AbOptions(
         out=output, command=list(command), policies=policies, rounds=rounds, skip=skip,
         steps=steps, order=order, seed=seed, switch_every=switch_every, aa=aa, patches=patch, step_fns=list(step_fn or []),

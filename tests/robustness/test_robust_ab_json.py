@@ -53,7 +53,7 @@ TAMPERED = [
     ("runs[0].round", -1, "runs[0].round: expected `int` >= 0"),
     ("runs[1].policy", None, "runs[1].policy: expected `str`, got `null`"),
     ("runs[1].policy", "ghost", "runs[1].policy: 'ghost' is not among the policies"),
-    ("runs[0].ranks[0].step_us[0]", -800.0, "runs[0].ranks[0].step_us[0]: expected `float` > 0"),
+    ("runs[0].ranks[0].step_us[0]", -800.0, "runs[0].ranks[0].step_us[0]: expected `float` >= 0.001"),
     ("runs[0].ranks[0].step_us[2]", 1e308, "runs[0].ranks[0].step_us[2]: expected `float` <="),
     ("runs[0].ranks[0].step_us", "fast", "runs[0].ranks[0].step_us: expected `array | null`"),
     ("runs[0].ranks[0].rank", "0", "runs[0].ranks[0].rank: expected `int`, got `str`"),

@@ -6,11 +6,15 @@ Nsight NVTX ranges range-checked as Kineto's events are (item 8); a Kineto GPU o
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from nsys_synth import NsysExport
+from profplug.analyzers.readers.kineto import read_kineto
+from profplug.analyzers.readers.kineto_decode import BAD_CORRELATION
 from profplug.analyzers.readers.nsys import ABSURD, OUT_OF_RANGE, read_nsys
+from synth import KinetoTrace
 
 I64_MAX = 2**63 - 1
 
@@ -46,3 +50,42 @@ def test_sane_nvtx_steps_skip_nothing(tmp_path: Path) -> None:
     (tl,) = read_nsys(_nsys_steps(tmp_path / "r.sqlite", None), workers=1)
     assert len(tl.step_start_ns) == 4
     assert not tl.skipped.get(ABSURD) and not tl.skipped.get(OUT_OF_RANGE)
+
+
+def _kineto_launches(path: Path, field: str | None, value: object) -> Path:
+    t = KinetoTrace()
+    for k in range(5):
+        t.annotation(f"ProfilerStep#{k}", 100.0 * k, 100.0)
+        t.launch(100.0 * k + 1, 100.0 * k + 5, 60.0)
+    if field is not None:
+        for e in t.events:
+            if e["cat"] == "kernel":
+                e["args"][field] = value
+    return t.write(path)
+
+
+@pytest.mark.parametrize(("field", "value"), [("device", "0"), ("stream", "7"),
+                                              ("correlation", None)])
+def test_a_kernel_with_integer_args_as_strings_keeps_its_correlation(
+        tmp_path: Path, field: str, value: object) -> None:
+    ref = read_kineto(_kineto_launches(tmp_path / "a.json", None, None))
+    if value is None:  # the correlation itself as a string
+        t = json.loads((tmp_path / "a.json").read_text())
+        for e in t["traceEvents"]:
+            if e["cat"] == "kernel":
+                e["args"]["correlation"] = str(e["args"]["correlation"])
+        (tmp_path / "b.json").write_text(json.dumps(t))
+    else:
+        _kineto_launches(tmp_path / "b.json", field, value)
+    tl = read_kineto(tmp_path / "b.json")
+    assert tl.gpu_corr.tolist() == ref.gpu_corr.tolist() and (tl.gpu_corr > 0).all()
+    assert tl.gpu_device.tolist() == ref.gpu_device.tolist()
+    assert tl.gpu_stream.tolist() == ref.gpu_stream.tolist()
+    assert not tl.skipped
+
+
+def test_a_kernel_whose_correlation_is_not_an_integer_is_skipped_with_a_reason(
+        tmp_path: Path) -> None:
+    tl = read_kineto(_kineto_launches(tmp_path / "b.json", "correlation", "x12"))
+    assert tl.gpu_start_ns.size == 0
+    assert tl.skipped == {BAD_CORRELATION: 5}

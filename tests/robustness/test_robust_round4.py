@@ -89,3 +89,50 @@ def test_a_kernel_whose_correlation_is_not_an_integer_is_skipped_with_a_reason(
     tl = read_kineto(_kineto_launches(tmp_path / "b.json", "correlation", "x12"))
     assert tl.gpu_start_ns.size == 0
     assert tl.skipped == {BAD_CORRELATION: 5}
+
+
+def _steps_trace(kernel_shift_us: float = 0.0, one_corr: bool = False,
+                 graph: bool = False) -> KinetoTrace:
+    t = KinetoTrace()
+    for k in range(5):
+        t.annotation(f"ProfilerStep#{k}", 100.0 * k, 100.0)
+        if graph:  # one graph launch, three kernels: legitimately one correlation id
+            c = t.runtime("cudaGraphLaunch", 100.0 * k + 1, 2.0)
+            for j in range(3):
+                t.gpu(100.0 * k + 5 + 20 * j + kernel_shift_us, 15.0, corr=c)
+            continue
+        t.launch(100.0 * k + 1, 100.0 * k + 5 + kernel_shift_us, 60.0)
+    if one_corr:
+        for e in t.events:
+            if isinstance(e.get("args"), dict) and "correlation" in e["args"]:
+                e["args"]["correlation"] = 7
+    return t
+
+
+def _report_warnings(path: Path) -> list[str]:
+    from profplug.analyzers.report import analyze
+
+    rep = analyze([path], jobs=1)
+    return [w for r in rep.ranks for w in r.warnings]
+
+
+def test_launches_and_kernels_all_sharing_one_correlation_id_warn_once(tmp_path: Path) -> None:
+    said = [w for w in _report_warnings(_steps_trace(one_corr=True).write(tmp_path / "a.json"))
+            if "correlation ids reused" in w]
+    assert len(said) == 1
+    assert "5 host calls share their correlation id" in said[0]
+    assert "1 kernel launches correlate to more than one GPU op (5 ops)" in said[0]
+
+
+def test_a_gpu_clock_two_hours_early_says_the_clocks_disagree(tmp_path: Path) -> None:
+    path = _steps_trace(kernel_shift_us=-2 * 3600e6).write(tmp_path / "a.json")
+    said = [w for w in _report_warnings(path) if "clocks disagree" in w]
+    assert len(said) == 1 and "5 of 5 GPU ops start before the call" in said[0]
+    assert "7,200,000.0 ms early" in said[0]
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_sane_launches_and_graph_launches_raise_no_correlation_warning(
+        tmp_path: Path, graph: bool) -> None:
+    ws = _report_warnings(_steps_trace(graph=graph).write(tmp_path / "a.json"))
+    assert not [w for w in ws if "correlation ids" in w or "clocks disagree" in w]

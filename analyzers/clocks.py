@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -114,3 +115,19 @@ def align(timelines: list[Timeline], edges: np.ndarray) -> Alignment:
                        f"({clocks[roots[0]]}; {clocks[unlinked[0]]}) and no matched NCCL "
                        "kernel links them to align them: not joined across ranks")
     return out
+
+
+def sources_warning(ranks: list[Any], joined: bool) -> str | None:
+    """One line when the ranks come from Kineto traces and Nsight exports together (issue
+    #40 item 25): their clocks (the wall clock; an Nsight session's) cannot be compared, so
+    nothing joins them across ranks (critical path, bubbles, coupled what-if) unless matched
+    NCCL kernels aligned them (``joined``: the cross-rank analysis ran; then None)."""
+    by_source: dict[str, list[int]] = defaultdict(list)
+    for r in ranks:
+        by_source[r.source].append(r.rank)
+    if joined or len(by_source) < 2:
+        return None
+    parts = "; ".join(f"{src} ranks {sorted(rs)}" for src, rs in sorted(by_source.items()))
+    return (f"mixed sources ({parts}): the ranks' clocks cannot be compared (Kineto's "
+            "wall clock vs an Nsight session's), so no cross-rank figure joins them "
+            "(critical path, bubbles, coupled what-if); each rank's own figures stand")

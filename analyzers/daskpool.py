@@ -18,14 +18,19 @@ a second death leaves that file's ranks out with a one-line reason, and the repo
 
 from __future__ import annotations
 
+import asyncio
 import io
+import json
 import logging
+import re
+import socket
+import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import ProfplugError
+from ..errors import ProfplugError, TraceError
 from .cpus import usable_cpus
 from .dispatch import FileResult, RankTask, TaskFn, lost
 from .timeline import Timeline
@@ -44,6 +49,113 @@ def parse_local(address: str) -> int | None:
     if not n.isdigit() or int(n) < 1:
         raise ProfplugError(f"--dask {address}: local:N needs a number of workers >= 1")
     return int(n)
+
+
+USAGE = "a scheduler address (tcp://host:port), a scheduler file or local[:N]"
+MAX_SCHEDULER_FILE = 1 << 20  # bytes: a scheduler file is a few hundred
+# host:port, the host a name, an IPv4 address or a bracketed IPv6 one
+_HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([0-9]{1,5})\Z")
+SCHEMES = ("tcp", "tls")  # what a client of a remote scheduler here can speak
+
+
+def check_address(address: str, where: str = "") -> tuple[str, str, int]:
+    """(scheme, host, port) of a ``tcp://`` or ``tls://`` scheduler address; ProfplugError
+    (one line, at once) for anything else: no host, no port, a port beyond 65535, another
+    scheme (``inproc://`` lives in one process; ``ucx://`` needs UCX-Py, not supported)."""
+    label = f"--dask {where or address}"
+    scheme, sep, loc = address.partition("://")
+    if not sep:
+        raise ProfplugError(f"{label}: not {USAGE}")
+    if scheme not in SCHEMES:
+        raise ProfplugError(f"{label}: {scheme}:// is not supported (a scheduler is reached "
+                            "over tcp://host:port, or tls:// with Dask's TLS settings)")
+    m = _HOST_PORT.match(loc)
+    if m is None:
+        raise ProfplugError(f"{label}: not a scheduler address: {address!r} needs a host and "
+                            "a port (tcp://host:port)")
+    port = int(m.group(2))
+    if not 1 <= port <= 65535:
+        raise ProfplugError(f"{label}: port {port} out of range (1 .. 65535)")
+    return scheme, m.group(1).strip("[]"), port
+
+
+def read_scheduler_file(path: str) -> str:
+    """The address in a scheduler file (``dask scheduler --scheduler-file``), checked; one
+    line for a missing file, a FIFO or a device, or a file that holds no such address."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        raise ProfplugError(f"--dask {path}: no such scheduler file (--dask takes {USAGE})") from None
+    except OSError as exc:
+        raise ProfplugError(f"--dask {path}: cannot read the scheduler file ({exc})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ProfplugError(f"--dask {path}: not a scheduler file (not a regular file)")
+    if st.st_size > MAX_SCHEDULER_FILE:
+        raise ProfplugError(f"--dask {path}: not a scheduler file (larger than "
+                            f"{MAX_SCHEDULER_FILE >> 20} MiB)")
+    try:
+        doc = json.loads(p.read_bytes())
+    except (OSError, ValueError, RecursionError) as exc:
+        raise ProfplugError(f"--dask {path}: not a scheduler file (not JSON: "
+                            f"{str(exc)[:80]})") from None
+    address = doc.get("address") if isinstance(doc, dict) else None
+    if not isinstance(address, str):
+        raise ProfplugError(f"--dask {path}: not a scheduler file (no \"address\" string in "
+                            "a JSON object)")
+    check_address(address, f"{path} (address {address!r})")
+    return address
+
+
+def connect_timeout() -> float:
+    """Seconds to connect and hear the scheduler's handshake: Dask's
+    ``distributed.comm.timeouts.connect`` (30 s unless set)."""
+    import dask
+    from dask.utils import parse_timedelta
+
+    try:
+        t = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect", "30s"))
+    except (ValueError, TypeError, KeyError):
+        t = 30.0
+    return t if t and 0 < t < 3600 else 30.0
+
+
+def connection_args(scheme: str, address: str) -> dict[str, Any]:
+    """The client's connection arguments; tls:// without a TLS setup is refused at once."""
+    from distributed.security import Security
+
+    sec = Security()
+    if scheme == "tls" and not (sec.tls_ca_file or sec.tls_client_cert):
+        raise ProfplugError(f"--dask {address}: tls:// needs Dask's TLS settings "
+                            "(distributed.comm.tls.ca-file, .client.cert/.key)")
+    return sec.get_connection_args("client") if scheme == "tls" else {}
+
+
+def probe(address: str, host: str, port: int, timeout: float, args: dict[str, Any]) -> None:
+    """Connect, and hear the scheduler's handshake, within ``timeout`` seconds; one line
+    otherwise. A refused port fails at once; a server that accepts and never answers fails
+    after ``timeout`` (Dask's own connect waits for the handshake without a limit)."""
+    from distributed.comm import connect
+
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        raise ProfplugError(f"--dask {address}: cannot connect "
+                            f"({exc.strerror or type(exc).__name__})") from None
+
+    async def handshake() -> None:
+        comm = await asyncio.wait_for(connect(address, timeout=timeout, **args), timeout)
+        await comm.close()
+
+    try:
+        asyncio.run(handshake())
+    except TimeoutError:
+        raise ProfplugError(f"--dask {address}: no Dask handshake within {timeout:g} s (not a "
+                            "Dask scheduler, or it hangs; distributed.comm.timeouts.connect "
+                            "sets the wait)") from None
+    except Exception as exc:
+        raise ProfplugError(f"--dask {address}: cannot connect ({type(exc).__name__}: "
+                            f"{str(exc)[:120]})") from None
 
 
 def _packed(fn: TaskFn, task: RankTask) -> FileResult:
@@ -83,6 +195,7 @@ class DaskBackend:
         try:
             import dask
             from distributed import Client, LocalCluster
+            from distributed.security import Security
         except ImportError:
             raise ProfplugError("--dask needs Dask: pip install 'profplug[dask]'") from None
         self.address = address
@@ -98,16 +211,22 @@ class DaskBackend:
                         n_workers=n or usable_cpus(), threads_per_worker=1, processes=True,
                         dashboard_address=":0", silence_logs=logging.CRITICAL)
                 self.client = Client(self.cluster)
-            elif "://" in address:
-                self.client = Client(address, timeout=30)
-            elif Path(address).is_file():
-                self.client = Client(scheduler_file=address, timeout=30)
             else:
-                raise ProfplugError(f"--dask {address}: not a scheduler address "
-                                    "(tcp://host:port), a scheduler file or local[:N]")
-        except (OSError, TimeoutError) as exc:
+                target = address if "://" in address else read_scheduler_file(address)
+                scheme, host, port = check_address(target)
+                timeout = connect_timeout()
+                args = connection_args(scheme, target)
+                probe(target, host, port, timeout, args)
+                with dask.config.set({"distributed.comm.timeouts.connect": f"{timeout}s"}):
+                    self.client = Client(target, timeout=timeout,
+                                         security=None if scheme == "tcp" else Security())
+        except ProfplugError:
             self.close()
-            raise ProfplugError(f"--dask {address}: cannot connect ({exc})") from None
+            raise
+        except Exception as exc:  # whatever Dask raises: one line, never a traceback
+            self.close()
+            raise ProfplugError(f"--dask {address}: cannot connect ({type(exc).__name__}: "
+                                f"{str(exc)[:120]})") from None
 
     def map(self, fn: TaskFn, tasks: Sequence[RankTask]) -> Iterator[tuple[int, FileResult]]:
         """At most one task per worker thread in flight (the next one is submitted when one
@@ -159,6 +278,9 @@ class DaskBackend:
             res = lost(task, "its Dask task was cancelled")
         except ProfplugError:
             raise
+        except MemoryError:  # as in a local process: out of memory is a trace's cost, exit 3
+            raise TraceError(f"{task.path}: out of memory on a Dask worker (the trace needs "
+                             "more than the worker has; docs/robustness.md)") from None
         except Exception as exc:  # e.g. the path does not exist on the worker
             raise ProfplugError(f"{task.path}: failed on a Dask worker "
                                 f"({type(exc).__name__}: {exc})") from None

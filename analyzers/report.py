@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ..errors import ProfplugError, one_line
-from . import observer
+from . import clocks, observer
 from .classify import tables_kept
 from .crossrank import remote
 from .crossrank.matching import matches_kept
@@ -247,6 +247,10 @@ def _finished(rep: Report, got: LoadedRanks, files: list[Path]) -> Report:
     rep.warnings[:0] = got.lost
     rep.meta = find_run_meta(files)
     rep.warnings += observer.meta_warnings(rep.meta)
+    mixed = clocks.sources_warning(rep.ranks, "cross_rank" in rep.run
+                                   or any("different clocks" in w for w in rep.warnings))
+    if mixed is not None:
+        rep.warnings.append(mixed)
     return rep
 
 

@@ -31,6 +31,7 @@ import attack_inputs as inp  # noqa: E402
 import attack_inputs_main as inm  # noqa: E402
 import attack_inputs_round3 as r3  # noqa: E402
 import attack_inputs_round4 as r4  # noqa: E402
+import attack_inputs_round4_traces as r4t  # noqa: E402
 from attack_inputs import Build  # noqa: E402
 
 
@@ -178,6 +179,27 @@ ROUND4 = [
         "zero-step ab.json", "own: one policy without steps")),
 ]
 ATTACKS += ROUND4
+# issue #40 (round 4): trace oddities, --dask addresses, the window's barrier, mixed sources
+ROUND4_TRACES = [
+    *(Attack("40.8", f"Nsight profplug.step range {c}", r4t.nvtx_step(c))
+      for c in ("ends at 2^63-1", "spans -2^63..2^63-1", "10 hours long")),
+    *(Attack("40.10", f"Kineto {c}", r4t.kineto_steps(c))
+      for c in ('kernel args.device "0"', 'kernel args.stream "7"')),
+    Attack("40.11", "Kineto one correlation id for all", r4t.kineto_steps(
+        "one correlation id for all")),
+    Attack("40.12", "Kineto GPU clock 2 h early", r4t.kineto_steps("GPU clock 2 h early")),
+    Attack("40.13", "--dask a server that accepts and never answers",
+           r4t.dask_address("silent server")),
+    *(Attack("40.17", f"--dask {a}", r4t.dask_address(a)) for a in (
+        "tcp://", "tcp://:abc", "tcp://127.0.0.1:", "tls://127.0.0.1:8786",
+        "ucx://127.0.0.1:8786", "inproc://x", "tcp://127.0.0.1:99999")),
+    *(Attack("40.17", f"--dask scheduler file {c}", r4t.dask_address(f"file:{c}"))
+      for c in ("garbage", "{}", '{"address": 5}', "[]", "missing")),
+    Attack("40.15", "--step-fn torch.distributed:send, called on rank 0 only",
+           r4t.send_only_on_rank0),
+    Attack("40.25", "Kineto rank + Nsight rank, -f json", r4t.mixed_sources),
+]
+ATTACKS += ROUND4_TRACES
 
 
 def run(attack: Attack, timeout: float, mem_gb: float, pythonpath: str = "") -> dict[str, object]:

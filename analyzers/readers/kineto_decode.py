@@ -133,7 +133,9 @@ def decode_item(text: bytes | memoryview, exact: bool = False
     try:
         ev: Event | None = msgspec.convert(raw, Event)
     except (ValueError, TypeError):  # ValidationError; UnicodeEncodeError (a surrogate key)
-        ev = _salvage(raw)
+        ev, why = _salvage(raw)
+        if why is not None:
+            return None, why
     if ev is None:
         return None, UNDECODABLE
     if (bad_utf8 and ("\ufffd" in ev.name or "\ufffd" in ev.cat)) \
@@ -166,25 +168,56 @@ def _decode_any(b: bytes | memoryview) -> Any:
 
 
 _ARG_KEYS = frozenset(Args.__struct_encode_fields__)  # as the JSON names them
+# the integer args: an integer-valued string ("0", "7": some exporters write them so) is read
+# as its integer, not a reason to lose the event's other args (its correlation above all)
+INT_ARGS = frozenset({"correlation", "stream", "device", "wait_on_stream",
+                      "wait_on_cuda_event_record_corr_id"})
+_INT_TEXT = re.compile(r"\s*[+-]?[0-9]{1,19}\s*\Z")
+BAD_CORRELATION = "args.correlation not an int64"
 
 
-def _salvage(item: Any) -> Event | None:
-    """Keep an event whose args hold an odd field (e.g. a huge integer) if its core fits."""
-    if not isinstance(item, dict):
+def _int_arg(v: Any) -> int | None:
+    """An integer arg as an int64: an int, an integral float (7.0) or an integer-valued
+    string; None for anything else."""
+    if isinstance(v, bool):
         return None
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    elif isinstance(v, str) and _INT_TEXT.match(v):
+        v = int(v)
+    if isinstance(v, int) and -(2**63) <= v < 2**63:
+        return v
+    return None
+
+
+def _salvage(item: Any) -> tuple[Event | None, str | None]:
+    """Keep an event whose args hold an odd field (e.g. a huge integer) if its core fits;
+    integer args given as strings are read as integers. An event whose correlation is
+    present but not an int64 is skipped with a reason (never kept without it: its launch
+    would lose its GPU op)."""
+    if not isinstance(item, dict):
+        return None, None
     core = {k: item[k] for k in ("ph", "cat", "name", "pid", "tid", "ts", "dur") if k in item}
     try:
         ev = msgspec.convert(core, Event)
     except (ValueError, TypeError):
-        return None
+        return None, None
     args = item.get("args")
     if isinstance(args, dict):
-        clean = {k: v for k, v in args.items()
-                 if k in _ARG_KEYS and (v is None or isinstance(v, int | str))
-                 and not (isinstance(v, int) and abs(v) >= 2**63)}
+        clean: dict[str, Any] = {}
+        for k, v in args.items():
+            if k not in _ARG_KEYS or v is None:
+                continue
+            if k in INT_ARGS:
+                n = _int_arg(v)
+                if n is None and k == "correlation":
+                    return None, BAD_CORRELATION
+                if n is not None:
+                    clean[k] = n
+            elif isinstance(v, int | str) and not (isinstance(v, int) and abs(v) >= 2**63):
+                clean[k] = v
         try:
             ev.args = msgspec.convert(clean, Args)
         except (ValueError, TypeError):
             ev.args = None
-    return ev
-
+    return ev, None

@@ -206,7 +206,9 @@ def _read_nvtx(rows: NvtxRows | None, syms: _Symbols
                if (r := parse_rank_mark(syms.names[n])) is not None}
     for i in np.nonzero(is_mark & np.isin(names, list(rank_of)))[0]:
         marks[int(pid[i])] = rank_of[int(names[i])]
-    rng = np.nonzero((et != NVTX_MARK) & (e >= s))[0]
+    # a range never ended (end -1, NULL) is not one; an ended one is range-checked as every
+    # other row (_drop_absurd: counted as skipped by the caller), not a 9.2e15 us step
+    rng = np.nonzero((et != NVTX_MARK) & ((e >= 0) | (e >= s)))[0]
     return {"start": s[rng], "end": e[rng], "pid": pid[rng], "tid": g[rng] & 0xFFFFFF,
             "name": names[rng]}, marks
 
@@ -278,6 +280,8 @@ def _timelines(ex: Export, fx: Fetcher, steps: StepRule) -> list[Timeline]:
     sync, bad_sync = _drop_absurd(_read_sync(ex, fx))
     bad_pids = np.concatenate([bad_api, bad_gpu, bad_sync])
     ann, marks = _read_nvtx(nvtx(), syms)
+    ann, bad_ann = _drop_absurd(ann)  # as Kineto's: end < start, > 1 h, beyond +-2^62 ns
+    bad_pids = np.concatenate([bad_pids, bad_ann])
     gpu, sync, no_pid = drop_null_pid(gpu, sync)
     pids = sorted(set(np.unique(gpu["pid"]).tolist()) | set(marks))
     if not pids:

@@ -48,6 +48,7 @@ import profplug.steps as _steps
 from profplug import __version__, digests, policy, ranges
 from profplug.annotation import mark
 from profplug.config import Config, env_rank
+from profplug.session import barrier
 from profplug.session.recorders import (
     KinetoRecorder,
     NsysRecorder,
@@ -103,6 +104,8 @@ class Session:
         self.steps_recorded = 0
         self.discarded: list[dict[str, Any]] = []  # windows given up for a later one
         self.aligned = False
+        self.align_missing: list[int] = []  # ranks that never reached the last barrier
+        self._barriers = 0  # barriers this rank reached: the key of the next one
         self.saved = False
         self.flush_started = False
         self.exception: str | None = None
@@ -214,14 +217,29 @@ class Session:
             return
         if not dist.is_initialized() or dist.get_world_size() < 2:
             return
+        # never a bare collective: a rank that never comes (a step function only some ranks
+        # call) would hang the others here; a store barrier with a deadline instead
+        self._barriers += 1
+        timeout = barrier.timeout_s()
+        missing = barrier.store_barrier(dist, str(self._barriers), timeout)
+        if missing is None:
+            return  # no store to count in: the window opens unaligned
+        if missing:
+            self.align_missing = missing
+            self.aligned = False
+            sys.stderr.write(
+                f"profplug: warning: rank {_rank()}: rank(s) {missing} never reached the "
+                f"profiling window's barrier within {timeout:g} s ({barrier.ENV}): the "
+                "window opened without them (a step function that only some ranks "
+                "call?)\n")
+            sys.stderr.flush()
+            return
         if "nccl" in str(dist.get_backend()).lower():
             from profplug.p2p import original_synchronize
 
             flag = torch.zeros(1, device=torch.device("cuda", torch.cuda.current_device()))
             dist.all_reduce(flag)
             original_synchronize()()  # the host waits too: windows open together
-        else:
-            dist.barrier()
         self.aligned = True
 
     def _start(self) -> None:
@@ -241,6 +259,7 @@ class Session:
             "skip": self.config.skip,
             "requested_steps": self.config.steps,
             "aligned": self.aligned,
+            "align_missing": self.align_missing,
             "sync": self.config.sync,
             "trace": self.config.trace,
             "step_source": _steps.source(),

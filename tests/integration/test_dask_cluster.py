@@ -194,7 +194,7 @@ def test_addresses() -> None:
     assert parse_local("tcp://h:8786") is None
     with pytest.raises(ProfplugError, match="local:N needs a number of workers"):
         parse_local("local:x")
-    with pytest.raises(ProfplugError, match="not a scheduler address"):
+    with pytest.raises(ProfplugError, match="no such scheduler file"):
         DaskBackend("/no/such/scheduler.json")
 
 

@@ -99,3 +99,23 @@ def test_matched_nccl_kernels_align_different_clocks_with_the_residual(tmp_path)
     tls[1].gpu_end_ns[k1] += 4_000  # one pair off by 4 us: the median holds, residual small
     a = align(tls, e)
     assert a.offset_ns.tolist() == [0, 7_000_000] and a.refused is None
+
+
+def test_mixed_sources_without_a_cross_rank_join_say_the_clocks_cannot_be_compared(
+        tmp_path, capsys) -> None:
+    # issue #40 item 25: a Kineto rank and an Nsight rank, no NCCL kernel to align them
+    _kineto(tmp_path / "rank0.json", 0)
+    _nsys(tmp_path / "rank1.sqlite", 1)
+    rep = analyze([tmp_path], jobs=1, run=report_analyses(None))
+    said = [w for w in rep.warnings if "clocks cannot be compared" in w]
+    assert len(said) == 1 and "kineto ranks [0]; nsys ranks [1]" in said[0]
+    assert main(["report", str(tmp_path), "-f", "json", "--jobs", "1"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("clocks cannot be compared") == 1
+
+
+def test_one_source_says_nothing_of_clocks(tmp_path) -> None:
+    _kineto(tmp_path / "rank0.json", 0)
+    _kineto(tmp_path / "rank1.json", 1)
+    rep = analyze([tmp_path], jobs=1, run=report_analyses(None))
+    assert not [w for w in rep.warnings if "clocks cannot be compared" in w]

@@ -172,3 +172,25 @@ def test_each_failed_rank_gets_a_line(tmp_path) -> None:
         (0, "signal", None), (1, "exit", 5)]  # torchrun stopped rank 0 with SIGTERM
     lines = [ln for ln in res.stderr.splitlines() if ln.startswith("profplug: rank")]
     assert lines == ["profplug: rank 0: signal: SIGTERM", "profplug: rank 1: exit: exit code 5"]
+
+
+@pytest.mark.slow
+def test_a_step_fn_only_rank_0_calls_opens_its_window_without_a_deadlock(tmp_path) -> None:
+    """Issue #40 item 15: ``--step-fn torch.distributed:send`` where rank 1 only receives.
+    Rank 0's window barrier waits for rank 1 up to PROFPLUG_ALIGN_TIMEOUT_S, then opens
+    without it, naming it; the job ends (a collective barrier hung until killed)."""
+    import os
+
+    out = tmp_path / "o"
+    res = profplug_run(out, "--skip", "1", "--steps", "3", "--no-report",
+                       "--step-fn", "torch.distributed:send",
+                       job=[sys.executable, "-m", "torch.distributed.run", "--nproc-per-node",
+                            "2", str(JOBS / "send_job.py"), "--tokens", "6"],
+                       env={**os.environ, "PROFPLUG_ALIGN_TIMEOUT_S": "2"})
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "rank 1 sum 8.0" in res.stdout
+    said = [ln for ln in res.stderr.splitlines() if "never reached" in ln]
+    assert said and said[0].startswith("profplug: warning: rank 0: rank(s) [1] never reached")
+    run = json.loads((out / "run.json").read_text())
+    w0 = next(r["window"] for r in run["ranks"] if r["rank"] == 0)
+    assert (w0["steps"], w0["aligned"], w0["align_missing"]) == (3, False, [1])

@@ -175,9 +175,11 @@ def test_bad_events_are_skipped_and_counted(tmp_path: Path) -> None:
         "not an event",
     ]
     tl = read_kineto(t.write(tmp_path / "t.json"))
+    # a kernel whose correlation is no int64 is skipped and counted: kept without it, its
+    # launch would lose its GPU op
     assert tl.skipped == {"negative or absurd duration": 2, "missing ts/dur": 1,
-                          "undecodable event": 1}
-    assert "huge" in [tl.names[i] for i in tl.gpu_name]  # kept, its bad arg dropped
+                          "undecodable event": 1, "args.correlation not an int64": 1}
+    assert "huge" not in [tl.names[i] for i in tl.gpu_name]
 
 
 def test_run_directory_skips_run_json_status_files_and_ab_json(tmp_path: Path) -> None:

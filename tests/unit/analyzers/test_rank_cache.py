@@ -158,7 +158,8 @@ def test_cli_cache_quiet_and_bad_dask_address(run4: list[Path], tmp_path: Path,
     assert capsys.readouterr().err.strip() == ("profplug: error: --dask local:0: local:N needs "
                                                "a number of workers >= 1")
     assert main(["whatif", d, "--dask", str(tmp_path / "nope.json")]) == 2
-    assert "not a scheduler address (tcp://host:port), a scheduler file or local[:N]" in (
+    assert "no such scheduler file (--dask takes a scheduler address (tcp://host:port), a " \
+        "scheduler file or local[:N])" in (
         capsys.readouterr().err)
 
 

@@ -20,6 +20,7 @@ from .compareab import (
     is_ab_dir,
     load_ab,
     pick_policy,
+    speedup_ci,
 )
 from .crossrank import cross_rank_analysis
 from .dispatch import Backend, LocalBackend
@@ -303,10 +304,12 @@ def _compare_with_ab(run_a: str, run_b: str, *, fmt: str, output: Path | None,
     doc = load_ab(Path(run_b))
     policy = pick_policy(doc)
     dev_us, dev_ci = device_step(doc)
+    ratio = speedup_ci(doc, policy)
     opt = options or StallOptions()
 
     def unprofiled(timelines: list[Timeline], o: StallOptions) -> WhatIfResult:
-        return whatif_unprofiled(timelines, dev_us, DropSpec(), o, step_ci_us=dev_ci)
+        return whatif_unprofiled(timelines, dev_us, DropSpec(), o, step_ci_us=dev_ci,
+                                 ratio_ci=ratio)
 
     rep_a = analyze(run_paths(run_a), opt, read=read, run=[unprofiled])
     res = compare_ab(rep_a, doc, labels[0] or run_label(run_a), labels[1] or run_label(run_b),

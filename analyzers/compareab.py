@@ -95,6 +95,17 @@ def device_step(doc: dict[str, Any]) -> tuple[float, tuple[float, float] | None]
         else None
 
 
+def speedup_ci(doc: dict[str, Any], policy: str) -> tuple[float, float] | None:
+    """ab's 95% CI of ``policy``'s speedup over device, when its rounds are paired with the
+    device rounds (each round both policies: ``paired``); else None."""
+    s = (doc.get("summary") or {}).get(policy) or {}
+    ci = s.get("speedup_ci95")
+    if not s.get("paired") or not isinstance(ci, list) or len(ci) != 2 \
+            or not all(isinstance(x, (int, float)) for x in ci):
+        return None
+    return float(ci[0]), float(ci[1])
+
+
 def compare_ab(rep_a: Report, doc: dict[str, Any], label_a: str, label_b: str,
                policy: str, calibrated_on_us: float) -> AbComparison:
     ans = whatif_answer_ab(rep_a, doc, policy)

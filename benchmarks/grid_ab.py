@@ -62,7 +62,8 @@ def read_ab(path: Path) -> AbTruth | None:
     return AbTruth(shape=path.parent.name, rounds=int(d.get("rounds") or 0),
                    device=float(dev["median_step_us"]), device_ci=list(dev.get("ci95_us") or []),
                    event=float(evt["median_step_us"]), event_ci=list(evt.get("ci95_us") or []),
-                   speedup=evt.get("speedup_vs_device"), speedup_ci=evt.get("speedup_ci95"),
+                   speedup=evt.get("speedup_vs_device"),
+                   speedup_ci=evt.get("speedup_ci95") if evt.get("paired") else None,
                    path=str(path))
 
 
@@ -80,8 +81,8 @@ def find_ab(grids: list[Path], ab_dir: Path | None = None) -> dict[str, AbTruth]
 
 def ab_unprofiled(ab: dict[str, AbTruth]) -> dict[str, dict[str, list[float]]]:
     """The form ``grid_table.build_rows`` calibrates ``--unprofiled`` with."""
-    return {s: {"device": [t.device], "event": [t.event], "device_ci": list(t.device_ci)}
-            for s, t in ab.items()}
+    return {s: {"device": [t.device], "event": [t.event], "device_ci": list(t.device_ci),
+                "speedup_ci": list(t.speedup_ci or [])} for s, t in ab.items()}
 
 
 @dataclass

@@ -213,14 +213,17 @@ def build_rows(groups: dict[tuple[str, str], dict[str, list[Path]]], source: str
 def _unprofiled(rows: list[Row], dev_tls: list[list[Timeline]],
                 truth: dict[str, list[float]]) -> None:
     """Each device run calibrated on the median unprofiled device step, predicted against
-    the median unprofiled event step (the band carries ``device_ci``, the device step's 95%
-    CI, when the truth has one: ``profplug ab``)."""
+    the median unprofiled event step (the band carries the measured speedup's CI when ab's
+    rounds were paired, else ``device_ci``, the device step's 95% CI: ``profplug ab``)."""
     dev, evt = statistics.median(truth["device"]), statistics.median(truth["event"])
     ci = truth.get("device_ci") or []
+    ratio = truth.get("speedup_ci") or []
     for tls in dev_tls:
         res = plain = whatif_unprofiled(tls, dev)
-        if len(ci) == 2:
-            res = whatif_unprofiled(tls, dev, step_ci_us=(ci[0], ci[1]))
+        if len(ci) == 2 or len(ratio) == 2:
+            res = whatif_unprofiled(tls, dev, step_ci_us=(ci[0], ci[1]) if len(ci) == 2
+                                    else None,
+                                    ratio_ci=(ratio[0], ratio[1]) if len(ratio) == 2 else None)
         for r in rows:
             r.unprof_meas = evt
             r.unprof_pred.append(res.rank(r.rank).predicted_us)

@@ -44,8 +44,10 @@ def finish_ab(out: Path, runs: Sequence[dict[str, Any]], *, policies: Sequence[s
     if whatif is not None:
         try:
             device = res.policy("device")
+            event = next((x for x in res.summary if x.policy == "event"), None)
+            ratio = event.speedup_ci95 if event is not None and event.paired else None
             attach(res, whatif_overlay(run_paths(whatif), whatif, device.median_step_us,
-                                       device.ci95_us))
+                                       device.ci95_us, ratio))
         except ProfplugError as exc:
             res.warnings.append(f"--whatif {whatif}: {exc}")
     replace_file(out / "ab.json", ab_json_text(res))

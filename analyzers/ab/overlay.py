@@ -32,10 +32,13 @@ ATTACHED = ("measured_policy", "predicted_band_us", "measured_median_step_us",
 
 def whatif_overlay(paths: Sequence[Path], run: str,
                    device_step_us: float | None = None,
-                   device_ci_us: Sequence[float] | None = None) -> dict[str, Any]:
+                   device_ci_us: Sequence[float] | None = None,
+                   ratio_ci: Sequence[float] | None = None) -> dict[str, Any]:
     """The what-if of the traces under ``paths`` (the run named ``run``), calibrated on the
     unprofiled device step ``device_step_us`` when given; ``device_ci_us`` (its 95% CI)
-    widens the error band by how far the prediction moves across it."""
+    widens the error band by how far the prediction moves across it, unless ``ratio_ci``
+    (the event policy's speedup CI, paired with the device rounds) is given: then by its
+    half-width (``whatif.unprofiled``)."""
     from ..load import load_timelines
     from ..whatif import whatif, whatif_unprofiled
 
@@ -44,7 +47,9 @@ def whatif_overlay(paths: Sequence[Path], run: str,
     if not device_step_us:
         return {**traced, "calibrated_on_us": None}
     ci = (float(device_ci_us[0]), float(device_ci_us[1])) if device_ci_us else None
-    cal = overlay(whatif_unprofiled(tls, device_step_us, step_ci_us=ci), run)
+    ratio = (float(ratio_ci[0]), float(ratio_ci[1])) if ratio_ci and len(ratio_ci) == 2 \
+        else None
+    cal = overlay(whatif_unprofiled(tls, device_step_us, step_ci_us=ci, ratio_ci=ratio), run)
     keep = ("recorded_step_us", "predicted_step_us", "band_pct", "predicted_speedup")
     return {**cal, "calibrated_on_us": round(device_step_us, 3),
             "recorded_step_us": traced["recorded_step_us"],

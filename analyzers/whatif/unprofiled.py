@@ -17,7 +17,13 @@ third: ab's own rounds ran in different host modes). A fixed profiler cost per C
 instead of a proportional one, or scaling the gaps alone, predicted the same (summed |error|
 over the 10 tuning cells 22.3, 21.9 and 21.8 points; ``benchmarks/whatif_calibration.py``).
 The band adds the calibration's term: the prediction's change across the unprofiled step's
-95% CI when it is given (``step_ci_us``), else ``UNPROFILED_BAND_PCT``.
+95% CI when it is given (``step_ci_us``), else ``UNPROFILED_BAND_PCT``. When the measured
+run it is held against is paired with the calibration step (``ratio_ci``: ab's speedup CI,
+each round's device and event steps from the same rounds, or the same process under
+``--switch-every``), the term is that ratio's half-width instead: given the device median
+the prediction starts from, the event median lies where the measured ratio puts it, and the
+device step's own spread from round to round (up to 59% on the grid) is not in the
+comparison.
 
 What the profiler changes on the GPU: a NCCL kernel that waited for a slower, profiled peer
 is not GPU work to keep. Kernels paired across ranks get their wait from the replay; an
@@ -133,32 +139,42 @@ def calibration_band(tls: list[Timeline], res: WhatIfResult, step_ci_us: tuple[f
 
 def whatif_unprofiled(tls: list[Timeline], step_us: float, drop: DropSpec | None = None,
                       options: StallOptions | None = None,
-                      step_ci_us: tuple[float, float] | None = None) -> WhatIfResult:
+                      step_ci_us: tuple[float, float] | None = None,
+                      ratio_ci: tuple[float, float] | None = None) -> WhatIfResult:
     """The what-if at the host speed of an unprofiled run whose step (with the
     synchronizes) took ``step_us``: ``recorded_us`` = ``step_us``, ``replayed_us`` = the
     calibrated replay of the trace, ``predicted_us`` = the unprofiled step without the
     dropped calls. ``step_ci_us``: ``step_us``'s 95% CI (``profplug ab``'s device CI): the
     band then carries the prediction's change across it (:func:`calibration_band`) instead
-    of ``UNPROFILED_BAND_PCT``."""
+    of ``UNPROFILED_BAND_PCT``; ``ratio_ci``: the measured speedup's 95% CI of a run paired
+    with that step (``profplug ab``'s): the band carries its half-width instead (the module
+    docstring)."""
     # ~10 what-ifs of one run: its matching, launch calls and symbol kinds once
     with matches_kept(), links_kept(), tables_kept():
-        return _unprofiled(tls, step_us, drop, options, step_ci_us)
+        return _unprofiled(tls, step_us, drop, options, step_ci_us, ratio_ci)
 
 
 def _unprofiled(tls: list[Timeline], step_us: float, drop: DropSpec | None,
-                options: StallOptions | None, step_ci_us: tuple[float, float] | None
-                ) -> WhatIfResult:
+                options: StallOptions | None, step_ci_us: tuple[float, float] | None,
+                ratio_ci: tuple[float, float] | None = None) -> WhatIfResult:
     ranks = _recorded(tls, options)
     s, replayed = fit_host_scale(tls, step_us, options, ranks=ranks)
     res = whatif(tls, drop, options, host=host_costs(tls, s), ranks=ranks)
-    cal = (calibration_band(tls, res, step_ci_us, drop, options, ranks) if step_ci_us
-           else {r.rank: UNPROFILED_BAND_PCT for r in res.ranks})
+    paired = ratio_pct(ratio_ci)
+    if paired is not None:
+        cal = {r.rank: paired for r in res.ranks}
+    else:
+        cal = (calibration_band(tls, res, step_ci_us, drop, options, ranks) if step_ci_us
+               else {r.rank: UNPROFILED_BAND_PCT for r in res.ranks})
     ranks = [_rank(r, step_us, replayed, cal[r.rank]) for r in res.ranks]
     note = (f"unprofiled: the host's costs are scaled by {s:.3f}, at which the traced run "
             f"replays at the given unprofiled step ({step_us:,.1f} us; replayed "
             f"{replayed:,.1f}); the prediction is made at the same scale. direct_us is "
             "still the traced run's")
-    if step_ci_us:
+    if paired is not None and ratio_ci is not None:
+        note += (f"; the band carries the measured speedup's 95% CI ({ratio_ci[0]:.3f}-"
+                 f"{ratio_ci[1]:.3f}x, paired with the step): +-{paired:.1f}%")
+    elif step_ci_us:
         note += (f"; the band carries the prediction's change over the step's 95% CI "
                  f"({step_ci_us[0]:,.1f}-{step_ci_us[1]:,.1f} us): up to "
                  f"{max(cal.values(), default=0.0):.1f}%")
@@ -170,6 +186,13 @@ def _unprofiled(tls: list[Timeline], step_us: float, drop: DropSpec | None,
     return replace(res, ranks=ranks, assumptions=[*res.assumptions, note], warnings=warnings,
                    max_model_error_pct=max((abs(r.model_error_pct) for r in ranks),
                                            default=0.0))
+
+
+def ratio_pct(ci: tuple[float, float] | None) -> float | None:
+    """A speedup CI's half-width, % of its midpoint; None without a usable CI."""
+    if ci is None or not 0 < ci[0] <= ci[1] < float("inf"):
+        return None
+    return round(100.0 * (ci[1] - ci[0]) / (ci[1] + ci[0]), 1)
 
 
 def parse_ci(text: str | None, step_us: float | None) -> tuple[float, float] | None:

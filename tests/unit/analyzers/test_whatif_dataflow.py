@@ -10,10 +10,11 @@ import pytest
 from pipeline_synth import PipelineSpec, write
 from profplug.analyzers.load import load_timelines
 from profplug.analyzers.stalls import analyze_rank
-from profplug.analyzers.whatif import DropSpec, whatif
+from profplug.analyzers.whatif import DropSpec, whatif, whatif_unprofiled
 from profplug.analyzers.whatif.bound import apply_bound
 from profplug.analyzers.whatif.model import build_model
 from profplug.analyzers.whatif.result import RankWhatIf
+from profplug.analyzers.whatif.unprofiled import UNPROFILED_BAND_PCT
 from synth import KinetoTrace
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -121,3 +122,21 @@ def test_the_megatron_core_pp2_client_is_predicted_within_its_measurements() -> 
         # step lies inside the band for a separate run
         assert 1.0 <= r.recorded_us / r.predicted_us <= 1.5, r.rank
         assert abs(r.predicted_us - event[r.rank]) <= r.run_band_pct / 100 * r.predicted_us
+
+
+def test_a_paired_ab_sets_the_unprofiled_band_by_its_speedup_ci() -> None:
+    # given the traced device run of the 1-GPU decode loop and its ab (5 paired rounds:
+    # event 1.0167-1.119x faster; device rounds 473-502 us)
+    ab = ROOT / "sample_traces" / "ab_h200_decode_loop"
+    tls = load_timelines([ab / "traced_device"], progress=False)
+    by_step = whatif_unprofiled(tls, 498.48, step_ci_us=(473.072, 502.464))
+    by_ratio = whatif_unprofiled(tls, 498.48, step_ci_us=(473.072, 502.464),
+                                 ratio_ci=(1.0167, 1.119))
+    # then the calibration term is the ratio's half-width, 4.8% of its midpoint, on top of
+    # the same model band; the prediction itself is the same
+    plain = whatif_unprofiled(tls, 498.48)
+    r, p, s = by_ratio.rank(0), plain.rank(0), by_step.rank(0)
+    assert r.predicted_us == p.predicted_us == s.predicted_us
+    assert r.error_band_pct == pytest.approx(p.error_band_pct - UNPROFILED_BAND_PCT + 4.8,
+                                             abs=0.11)
+    assert any("speedup's 95% CI (1.017-1.119x" in a for a in by_ratio.assumptions)

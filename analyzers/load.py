@@ -12,7 +12,7 @@ from ..errors import TraceError, one_line
 from .dispatch import Backend, LocalBackend, RankTask, gather
 from .progress import Progress
 from .readers.base import ReadOptions
-from .readers.cache import unusable
+from .readers.cache import is_cache_dir, unusable
 from .readers.jsonblocks import kind_of
 from .readers.limits import max_decompressed
 from .readers.nsys_source import EXPORT_SUFFIXES, REPORT_SUFFIXES
@@ -42,8 +42,12 @@ def _run_artifact(f: Path) -> bool:
     return f.parent.name == "status" and (f.parent.parent / "run.json").is_file()
 
 
-def trace_files(paths: PathsLike, skipped: list[str] | None = None) -> list[Path]:
+def trace_files(paths: PathsLike, skipped: list[str] | None = None,
+                cache_dir: str | os.PathLike[str] | None = None) -> list[Path]:
     """Expand directories (recursively) into the trace files they hold, in name order.
+
+    A folder that is a profplug cache (``cache_dir``, the one in use, or any tagged as a
+    cache: ``readers.cache.mark``) is not searched: its entries are not traces.
 
     A directory holding ``x.nsys-rep`` and its export ``x.sqlite``/``x.sqlite.gz`` yields
     the export only, so the report is read once; so do both named, and a file named twice
@@ -52,9 +56,10 @@ def trace_files(paths: PathsLike, skipped: list[str] | None = None) -> list[Path
     or dangling link named like a trace) are added to ``skipped``, one line each.
     """
     out: list[Path] = []
+    in_use = None if cache_dir is None else os.path.realpath(cache_dir)
     for p in as_paths(paths):
         if p.is_dir():
-            found = _walk(p, [] if skipped is None else skipped)
+            found = _walk(p, [] if skipped is None else skipped, in_use)
             out.extend(_drop_unexported_twins(found))
             if not found:
                 raise TraceError(f"{p}: no trace files ({KNOWN_SUFFIXES})")
@@ -87,18 +92,27 @@ def _once(files: list[Path]) -> list[Path]:
     return out
 
 
-def _walk(top: Path, skipped: list[str]) -> list[Path]:
+def _is_cache(d: str, in_use: str | None) -> bool:
+    """Whether folder ``d`` is the cache in use (a real path) or tagged as a cache."""
+    return (in_use is not None and os.path.realpath(d) == in_use) or is_cache_dir(d)
+
+
+def _walk(top: Path, skipped: list[str], in_use: str | None = None) -> list[Path]:
     """The trace files under ``top`` (``os.walk``: ``Path.rglob`` silently skips a directory
-    it cannot list on Python 3.11); what might have been a rank and was skipped, and why,
-    goes to ``skipped``."""
+    it cannot list on Python 3.11), cache folders left out (``in_use``: the real path of
+    the one in use); what might have been a rank and was skipped, and why, goes to
+    ``skipped``."""
     found: list[Path] = []
+    if _is_cache(str(top), in_use):
+        raise TraceError(f"{top}: a profplug cache folder (--cache), not traces")
 
     def unlisted(exc: OSError) -> None:
         if Path(exc.filename or top) == top:  # the directory given: nothing to read
             raise TraceError(f"{top}: cannot list it ({exc.strerror or exc})")
         skipped.append(f"{one_line(exc.filename)}: cannot list it ({exc.strerror or exc})")
 
-    for d, _, names in os.walk(top, onerror=unlisted):
+    for d, dirs, names in os.walk(top, onerror=unlisted):
+        dirs[:] = [x for x in dirs if not _is_cache(os.path.join(d, x), in_use)]
         for name in names:
             f = Path(d, name)
             if not reader_for(f) or _run_artifact(f):
@@ -189,8 +203,8 @@ def load_ranks(paths: PathsLike, *, read: ReadOptions | None = None,
     file was lost with its worker. Directory entries skipped that might have been a rank
     (``trace_files``) become a warning of the lowest rank (``--strict`` exits 1)."""
     skipped: list[str] = []
-    files = trace_files(paths, skipped)
     opt = settled(read)
+    files = trace_files(paths, skipped, opt.cache_dir)
     tasks = [RankTask(f, i, opt, stall, keep_timelines, keep_gaps, extra, gaps_per_device)
              for i, f in enumerate(files)]
     bar = Progress(len(files), sum(_size(f) for f in files),

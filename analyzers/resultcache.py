@@ -20,8 +20,12 @@ same folder under a key over all of them:
 - the analysis' ``cache_token`` (its name and parameters, e.g. the what-if's drop rule; an
   analysis without one is never cached) and the stall options.
 
-An entry is the result's ``key`` on one line, then the result as JSON (msgspec, decoded
-into the result's class by its type annotations: no pickle), named ``run-<key>.json``. A
+An entry is its own key and the result's ``key`` on one line, then the result as JSON
+(msgspec, decoded into the result's class by its type annotations: no pickle), named
+``run-<key>.json``; a ``ranks-`` entry starts with its own key too. An entry whose recorded
+key is not its name's (another run's entry copied under this name) is a miss, and so is
+one that is not a regular file (a FIFO would block) or whose stall analyses do not hold
+together (:func:`stalls_problem`: columns of one length, indices within their tables). A
 result is kept only when it decodes back to itself (the same JSON when encoded again): one
 holding something JSON does not carry exactly (numpy arrays, whole numbers in a float
 field) is run every time, never served altered. Failures are not kept (the analysis runs again and
@@ -42,7 +46,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import numpy as np
 
-from .readers.cache import reader_fingerprint, write_atomic
+from .gaps import CAUSES, Gaps, Spans
+from .readers.cache import open_entry, reader_fingerprint, write_atomic
 
 if TYPE_CHECKING:
     from .stalls import RankStalls, StallOptions
@@ -108,12 +113,52 @@ def stalls_entry(cache_dir: str | Path, file_key: str, options: StallOptions) ->
     return Path(cache_dir) / f"ranks-{key}.json"
 
 
+def _key_of(entry: Path) -> bytes:
+    """The key an entry's name says it holds (``ranks-<key>.json``, ``run-<key>.json``)."""
+    return entry.name.rpartition("-")[2].removesuffix(".json").encode()
+
+
 def load_stalls(entry: Path) -> list[RankStalls] | None:
-    """The stall analyses kept in ``entry``; None when missing or damaged (a miss)."""
-    try:
-        return _stalls_decoder().decode(entry.read_bytes())
-    except Exception:  # missing, damaged: a miss
+    """The stall analyses kept in ``entry``; None when missing, damaged, not a regular
+    file, of another key than its name's, or not holding together (a miss)."""
+    data = open_entry(entry)
+    if data is None:
         return None
+    key, _, value = data.partition(b"\n")
+    if key != _key_of(entry):
+        return None
+    try:
+        got = _stalls_decoder().decode(value)
+    except Exception:  # damaged: a miss
+        return None
+    return None if any(stalls_problem(s) for s in got) else got
+
+
+def _columns(*arrays: object) -> bool:
+    """1-D integer arrays of one length."""
+    return all(isinstance(a, np.ndarray) and a.ndim == 1 and a.dtype.kind in "iu"
+               for a in arrays) and len({a.size for a in arrays}) <= 1  # type: ignore[union-attr]
+
+
+def stalls_problem(s: RankStalls) -> str | None:
+    """Why ``s`` (decoded from an entry) is not a stall analysis the analyzer could have
+    made, None when it is: its gaps, spans and steps columns 1-D integers of one length per
+    table, gap causes within ``CAUSES``, charged calls within the sync calls."""
+    g = s.gaps
+    if not isinstance(g, Gaps) or not _columns(g.start_ns, g.end_ns, g.device, g.cause, g.call):
+        return "gaps: columns of unequal lengths or types"
+    if not isinstance(s.comm, Spans) or not _columns(s.comm.start_ns, s.comm.end_ns,
+                                                     s.comm.device):
+        return "comm spans: columns of unequal lengths or types"
+    if not _columns(s.step_starts_ns, s.step_ends_ns, s.step_last_ns):
+        return "step columns of unequal lengths or types"
+    if not _columns(s.call_row) or not len(s.call_api) == len(s.call_site) == s.call_row.size:
+        return "sync calls of unequal lengths"
+    if g.cause.size and (int(g.cause.min()) < 0 or int(g.cause.max()) >= len(CAUSES)):
+        return "gap causes outside CAUSES"
+    if g.call.size and (int(g.call.min()) < -1 or int(g.call.max()) >= s.call_row.size):
+        return "charged calls outside the sync calls"
+    return None
 
 
 def save_stalls(entry: Path, stalls: list[RankStalls]) -> None:
@@ -124,7 +169,8 @@ def save_stalls(entry: Path, stalls: list[RankStalls]) -> None:
             return
     except Exception:  # a field msgspec cannot carry: never kept
         return
-    write_atomic(entry, lambda fh: fh.write(data), ".json")
+    body = _key_of(entry) + b"\n" + data
+    write_atomic(entry, lambda fh: fh.write(body), ".json")
 
 
 class ResultCache:
@@ -144,8 +190,15 @@ class ResultCache:
         token = getattr(analysis, "cache_token", None)
         if token is None:
             return MISS
+        entry = self._entry(token)
+        data = open_entry(entry)
+        if data is None:
+            return MISS
         try:
-            kind, _, value = self._entry(token).read_bytes().partition(b"\n")
+            head, _, value = data.partition(b"\n")
+            key, _, kind = head.partition(b" ")
+            if key != _key_of(entry):  # another entry copied under this name
+                return MISS
             if kind.decode() == _NONE:
                 return None
             return msgspec.json.decode(value, type=_result_types()[kind.decode()])
@@ -169,5 +222,6 @@ class ResultCache:
                 return  # something JSON does not carry exactly: never served altered
         except Exception:  # a field msgspec cannot carry (a numpy array)
             return
-        data = f"{kind}\n".encode() + value
-        write_atomic(self._entry(token), lambda fh: fh.write(data), ".json")
+        entry = self._entry(token)
+        data = _key_of(entry) + f" {kind}\n".encode() + value
+        write_atomic(entry, lambda fh: fh.write(data), ".json")

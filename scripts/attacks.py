@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).resolve().parent)]
 
 import attack_inputs as inp  # noqa: E402
+import attack_inputs_cache as c40  # noqa: E402
 import attack_inputs_main as inm  # noqa: E402
 import attack_inputs_round3 as r3  # noqa: E402
 import attack_inputs_round4 as r4  # noqa: E402
@@ -200,6 +201,31 @@ ROUND4_TRACES = [
     Attack("40.25", "Kineto rank + Nsight rank, -f json", r4t.mixed_sources),
 ]
 ATTACKS += ROUND4_TRACES
+# issue #40 (round 4), the cache's items: each builder fills a --cache with a first run,
+# changes a trace or the cache, and the second run is measured
+ROUND4_CACHE = [
+    Attack("40.5", "hot WAL gains a kernel after the cached report (--cache)",
+           c40.wal_gains_rows("export")),
+    Attack("40.5", "own: a .nsys-rep read through its export, whose WAL gains a kernel",
+           c40.wal_gains_rows("report")),
+    Attack("40.6", "4 MB trace edited mid-file, size and mtime kept (--cache)", c40.mid_edit(4)),
+    Attack("40.6", "own: 300 MB trace edited mid-file, size and mtime kept (--cache)",
+           c40.mid_edit(300)),
+    Attack("40.7", "another trace's entry copied under this trace's key",
+           c40.foreign_entry("npz")),
+    Attack("40.7", "own: another file's kept stall analyses copied under this one's key",
+           c40.foreign_entry("ranks")),
+    Attack("40.14", "a FIFO under a cache entry's name", c40.fifo_entry("npz")),
+    Attack("40.14", "own: FIFOs under the ranks- and run- entries' names",
+           c40.fifo_entry("results")),
+    Attack("40.16", "report D --cache D/.cache, second run", c40.cache_inside("in use")),
+    Attack("40.16", "own: another run's cache inside D, --cache elsewhere",
+           c40.cache_inside("left by another run")),
+    *(Attack("40.20", f"cache entry with {c}", c40.bad_entry(c)) for c in c40.NPZ_TAMPER),
+    Attack("40.20", "own: kept stall analyses with gap causes outside CAUSES",
+           c40.bad_entry("gap causes")),
+]
+ATTACKS += ROUND4_CACHE
 
 
 def run(attack: Attack, timeout: float, mem_gb: float, pythonpath: str = "") -> dict[str, object]:
@@ -244,13 +270,17 @@ def main() -> None:
     ap.add_argument("--only", default="")
     ap.add_argument("--round3", action="store_true", help="only the attacks of issue #27")
     ap.add_argument("--round4", action="store_true", help="only the attacks of issue #40")
+    ap.add_argument("--cache40", action="store_true",
+                    help="only the cache attacks of issue #40")
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--mem-gb", type=float, default=4.0)
     ap.add_argument("--pythonpath", default="", help="source tree to run instead")
     a = ap.parse_args()
     print("| item | attack | exit | wall s | peak RSS MB | traceback | new files | last line |")
     print("| --- | --- | --- | ---: | ---: | --- | --- | --- |")
-    for attack in ROUND3 if a.round3 else ROUND4 if a.round4 else ATTACKS:
+    chosen = ROUND3 if a.round3 else ROUND4 + ROUND4_TRACES + ROUND4_CACHE if a.round4 \
+        else ROUND4_CACHE if a.cache40 else ATTACKS
+    for attack in chosen:
         if a.only.lower() not in attack.name.lower():
             continue
         # each in its own process so that RUSAGE_CHILDREN is this attack's own peak

@@ -85,9 +85,10 @@ def test_any_change_misses(run4: list[Path], tmp_path: Path, whatifs: list[int],
     _report(run4, store)
     assert whatifs == [4, 4, 4, 4]
     monkeypatch.setattr(resultcache, "analyzer_fingerprint", real)
-    # a changed trace misses (a newer mtime)
+    # a changed trace misses (one byte of whitespace more, the times kept)
     st = run4[2].stat()
-    os.utime(run4[2], ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    run4[2].write_bytes(run4[2].read_bytes() + b" ")
+    os.utime(run4[2], ns=(st.st_atime_ns, st.st_mtime_ns))
     _report(run4, store)
     assert whatifs == [4, 4, 4, 4, 4]
     # and a subset of the files is another run
@@ -119,7 +120,8 @@ def test_results_json_does_not_carry_exactly_are_not_kept(run4: list[Path],
     # the cross-rank result holds numpy arrays and whole-number floats: never cached
     store = tmp_path / "cache"
     _report(run4, store, cross_rank=True)
-    tokens = {p.read_bytes().split(b"\n", 1)[0] for p in store.glob("run-*.json")}
+    tokens = {p.read_bytes().split(b"\n", 1)[0].split(b" ")[1]
+              for p in store.glob("run-*.json")}
     assert tokens == {b"whatif"}
 
 
@@ -142,9 +144,9 @@ def analyses(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         seen["analyzed"] += len(tls)
         return real_analyze(tls, options)
 
-    def load_counting(entry):  # type: ignore[no-untyped-def]
+    def load_counting(entry, *source):  # type: ignore[no-untyped-def]
         seen["loaded"] += 1
-        return real_load(entry)
+        return real_load(entry, *source)
 
     monkeypatch.setattr(dispatch, "analyze_ranks", analyze_counting)
     monkeypatch.setattr(cache, "load_entry", load_counting)

@@ -8,7 +8,10 @@ figures silently (issue #40 items 11, 12); each rank whose trace does gets one w
 
 The clocks are not corrected: a constant offset is not sound (the true launch latency is
 not known, and shifting every op to its launch would hide real queueing); the figures that
-depend on host/GPU order are said to be unreliable instead.
+depend on host/GPU order are said to be unreliable instead. Where the break is the rule
+rather than the exception (``correlation_error``: most launches sharing their id, or nearly
+every op before its launch), no figure of the rank can be trusted: the trace is refused in
+one line (exit 3) rather than reported with wrong numbers.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from .timeline import Timeline
 LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernel", "hipLaunchKernel", "hipModuleLaunchKernel")
 EARLY_TOLERANCE_NS = 50_000  # an op may start this much before its launch (clock jitter)
 MIN_PAIRED = 3  # fewer paired ops: no clock verdict
+FATAL_SHARE = 0.9  # this share of launches sharing ids, or of ops before their launch: refused
 
 
 def correlation_warnings(tl: Timeline) -> list[str]:
@@ -63,3 +67,35 @@ def correlation_warnings(tl: Timeline) -> list[str]:
                        "causes (device_sync, host_bound), the stall figures and the what-if, "
                        "which order host calls against GPU ops, are unreliable")
     return out
+
+
+def correlation_error(tl: Timeline) -> str | None:
+    """One line when the rank's trace cannot be attributed at all: at least ``FATAL_SHARE``
+    of its kernel launches share their correlation id with another call, or of its paired
+    GPU ops start over ``EARLY_TOLERANCE_NS`` before their launch; else None."""
+    ac, gc = np.asarray(tl.api_corr), np.asarray(tl.gpu_corr)
+    a_ok, g_ok = ac >= 0, gc >= 0
+    if not a_ok.any() or not g_ok.any():
+        return None
+    launch_names = [i for i, n in enumerate(tl.names) if n.startswith(LAUNCHES)]
+    is_launch = a_ok & np.isin(tl.api_name, launch_names)
+    ids, counts = np.unique(ac[a_ok], return_counts=True)
+    if is_launch.sum() >= MIN_PAIRED:
+        shared = np.isin(ac[is_launch], ids[counts > 1])
+        if shared.mean() >= FATAL_SHARE:
+            return (f"{int(shared.sum()):,} of {shared.size:,} kernel launches share their "
+                    "correlation id with another call: no GPU op can be paired with its launch "
+                    "(the trace's ids are broken); refusing to attribute its idle time")
+    once = ids[counts == 1]
+    order = np.argsort(ac)
+    paired = g_ok & np.isin(gc, once)
+    if int(paired.sum()) >= MIN_PAIRED:
+        call = order[np.searchsorted(ac[order], gc[paired])]
+        lead = np.asarray(tl.api_start_ns)[call] - np.asarray(tl.gpu_start_ns)[paired]
+        early = lead > EARLY_TOLERANCE_NS
+        if early.mean() >= FATAL_SHARE:
+            return (f"{int(early.sum()):,} of {lead.size:,} GPU ops start before the call that "
+                    f"launched them (median {float(np.median(lead[early])) / 1e9:,.3f} s "
+                    "early): the GPU and host clocks of this trace disagree; refusing to "
+                    "attribute its idle time")
+    return None

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..errors import ProfplugError, TraceError
-from .corrcheck import correlation_warnings
+from .corrcheck import correlation_error, correlation_warnings
 from .cpus import usable_cpus
 from .gaps import NO_GAPS, longest
 from .memtrim import trim
@@ -100,7 +100,11 @@ def run_task(task: RankTask) -> FileResult:
                     return FileResult(str(path), size, _as_sent(task, kept), [], len(kept),
                                       True, key=key)
         tls, hit, key = read_cached(reader, path, task.index, task.read, where, key)
-        for tl in tls:  # ids reused, clocks apart: one warning each (not kept in the cache)
+        for tl in tls:  # ids reused, clocks apart: one warning each (not kept in the cache);
+            # the rule rather than the exception: refused
+            bad = correlation_error(tl)
+            if bad is not None:
+                raise TraceError(f"{path}: rank {tl.rank}: {bad}")
             tl.warnings += [w for w in correlation_warnings(tl) if w not in tl.warnings]
         trim()  # what the read freed: the analysis starts from the timelines alone
         if entry is not None and kept is None:

@@ -16,6 +16,8 @@ from profplug.analyzers.readers.kineto_decode import BAD_CORRELATION
 from profplug.analyzers.readers.nsys import ABSURD, OUT_OF_RANGE, read_nsys
 from synth import KinetoTrace
 
+from profplug.cli.main import main
+
 I64_MAX = 2**63 - 1
 
 
@@ -92,7 +94,8 @@ def test_a_kernel_whose_correlation_is_not_an_integer_is_skipped_with_a_reason(
 
 
 def _steps_trace(kernel_shift_us: float = 0.0, one_corr: bool = False,
-                 graph: bool = False) -> KinetoTrace:
+                 graph: bool = False, broken: int = 5) -> KinetoTrace:
+    """5 steps of one 60 us kernel; the first ``broken`` of them with the oddity."""
     t = KinetoTrace()
     for k in range(5):
         t.annotation(f"ProfilerStep#{k}", 100.0 * k, 100.0)
@@ -101,11 +104,12 @@ def _steps_trace(kernel_shift_us: float = 0.0, one_corr: bool = False,
             for j in range(3):
                 t.gpu(100.0 * k + 5 + 20 * j + kernel_shift_us, 15.0, corr=c)
             continue
-        t.launch(100.0 * k + 1, 100.0 * k + 5 + kernel_shift_us, 60.0)
-    if one_corr:
-        for e in t.events:
-            if isinstance(e.get("args"), dict) and "correlation" in e["args"]:
-                e["args"]["correlation"] = 7
+        shift = kernel_shift_us if k < broken else 0.0
+        c = t.launch(100.0 * k + 1, 100.0 * k + 5 + shift, 60.0)
+        if one_corr and k < broken:
+            for e in t.events:
+                if isinstance(e.get("args"), dict) and e["args"].get("correlation") == c:
+                    e["args"]["correlation"] = 7
     return t
 
 
@@ -116,18 +120,39 @@ def _report_warnings(path: Path) -> list[str]:
     return [w for r in rep.ranks for w in r.warnings]
 
 
-def test_launches_and_kernels_all_sharing_one_correlation_id_warn_once(tmp_path: Path) -> None:
-    said = [w for w in _report_warnings(_steps_trace(one_corr=True).write(tmp_path / "a.json"))
+def test_launches_and_kernels_all_sharing_one_correlation_id_are_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # given every launch and kernel of 5 steps on one correlation id (1 step of 460 us
+    # reported before)
+    path = _steps_trace(one_corr=True).write(tmp_path / "a.json")
+    # then no figure is made of it: one line, exit 3
+    assert main(["report", str(path)]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "5 of 5 kernel launches share their correlation id" in err[0]
+
+
+def test_some_launches_sharing_a_correlation_id_warn_once(tmp_path: Path) -> None:
+    said = [w for w in _report_warnings(_steps_trace(one_corr=True, broken=2)
+                                        .write(tmp_path / "a.json"))
             if "correlation ids reused" in w]
     assert len(said) == 1
-    assert "5 host calls share their correlation id" in said[0]
-    assert "1 kernel launches correlate to more than one GPU op (5 ops)" in said[0]
+    assert "2 host calls share their correlation id" in said[0]
+    assert "1 kernel launches correlate to more than one GPU op (2 ops)" in said[0]
 
 
-def test_a_gpu_clock_two_hours_early_says_the_clocks_disagree(tmp_path: Path) -> None:
+def test_a_gpu_clock_two_hours_early_is_refused(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
     path = _steps_trace(kernel_shift_us=-2 * 3600e6).write(tmp_path / "a.json")
+    assert main(["report", str(path)]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "5 of 5 GPU ops start before the call" in err[0]
+    assert "7,200.000 s early" in err[0] and "clocks of this trace disagree" in err[0]
+
+
+def test_a_gpu_clock_early_on_most_ops_says_the_clocks_disagree(tmp_path: Path) -> None:
+    path = _steps_trace(kernel_shift_us=-2 * 3600e6, broken=3).write(tmp_path / "a.json")
     said = [w for w in _report_warnings(path) if "clocks disagree" in w]
-    assert len(said) == 1 and "5 of 5 GPU ops start before the call" in said[0]
+    assert len(said) == 1 and "3 of 5 GPU ops start before the call" in said[0]
     assert "7,200,000.0 ms early" in said[0]
 
 

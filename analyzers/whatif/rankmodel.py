@@ -168,10 +168,14 @@ class RankModel:
                 j = run_start[kk] - 1
                 waiter[guess] = np.where(ok, by_launch[kk], -1)
                 awaited[guess] = np.where(ok & (j >= 0), by_launch[np.maximum(j, 0)], -1)
+            part = g[guess] >= 0  # a GPU-side record, but not of the recorded stream
+            n_part = int(part.sum())
+            why = ("without a GPU-side record" if not n_part else
+                   f"whose awaited stream the trace does not give ({n_part} with a GPU-side "
+                   "record of the waiting stream only, as torch 2.11's Kineto writes them)")
             self.notes.append(
-                f"rank {tl.rank}: {n_guess} cudaStreamWaitEvent call(s) without a GPU-side "
-                "record: assumed to make the next op launched wait for the last op launched "
-                "on another stream")
+                f"rank {tl.rank}: {n_guess} cudaStreamWaitEvent call(s) {why}: assumed to make "
+                "the next op launched wait for the last op launched on another stream")
         ok = (waiter >= 0) & (awaited >= 0)
         w, a = waiter[ok], awaited[ok]
         bad = tl.gpu_end_ns[a] > tl.gpu_start_ns[w] + QUEUE_TOL_NS  # the waiter ran first

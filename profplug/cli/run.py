@@ -36,7 +36,8 @@ def run(
     force: Annotated[bool, typer.Option("--force", help="overwrite a non-empty DIR")] = False,
 ) -> None:
     """Run CMD with profplug active in every Python process; exit with CMD's status (7 when
-    it exited 0 but no step opened the profiling window)."""
+    it exited 0 but nothing was profiled: no step opened the profiling window, or no trace
+    was written; the reason on one line)."""
     from profplug.analyzers.commands import FLAG_VALUES
 
     if command and command[0].lower() in FLAG_VALUES:

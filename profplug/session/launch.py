@@ -314,7 +314,8 @@ def run(opts: RunOptions) -> int:
     if missing:
         print(f"profplug: warning: missing ranks: {missing} (no trace: killed before "
               "flushing?)", file=sys.stderr)
-    if opts.report and traces:
+    no_trace = outcome.trace_problem(opts.out, opts.trace, run_json["ranks"])
+    if opts.report and traces and not no_trace:
         _report(traces, opts.out / "report.html")
     for line in outcome.failure_lines(run_json["ranks"]):
         print(f"profplug: {line}", file=sys.stderr)
@@ -325,15 +326,19 @@ def run(opts: RunOptions) -> int:
         print(f"profplug: {observer['line']}", file=sys.stderr)
     if observer.get("warning"):
         print(f"profplug: warning: {observer['warning']}", file=sys.stderr)
-    if run_json.get("no_window") and rc == 0:  # a failed job: its failure is the news
-        print(f"profplug: {run_json['no_window']}", file=sys.stderr)
+    nothing = run_json.get("no_window") or no_trace
+    if nothing and rc == 0:  # a failed job: its failure is the news
+        print(f"profplug: {nothing}", file=sys.stderr)
         rc = outcome.NO_WINDOW_EXIT
+    elif no_trace and opts.report:
+        print("profplug: no trace was written; no report", file=sys.stderr)
     return rc
 
 
 def _report(traces: list[Path], html: Path) -> None:
-    if not any(p.exists() for p in traces):
-        print("profplug: no trace was written; no report", file=sys.stderr)
+    if not any(p.exists() for p in traces):  # nsys's report, not exported
+        print(f"profplug: no trace to report: {', '.join(map(str, traces))} was not written",
+              file=sys.stderr)
         return
     from profplug.analyzers.commands import run_report
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 from typing import Any
 
 LOST_REASON = "no final status: killed before it could write one (SIGKILL, OOM killer?)"
@@ -98,7 +99,44 @@ def step_fn_warnings(requested: list[str], ranks: list[dict[str, Any]]) -> list[
     return warnings
 
 
-NO_WINDOW_EXIT = 7  # ``profplug run``'s status when the job exited 0 but no window opened
+NO_WINDOW_EXIT = 7  # ``profplug run``'s status when the job exited 0 but nothing was profiled
+
+
+def traces_written(out: Path, trace: str) -> bool:
+    """Whether the run left a trace: a Kineto rank file, or nsys's report (or its export)."""
+    if trace == "kineto":
+        return any((out / "kineto").glob("rank*.json.gz"))
+    if trace == "nsys":
+        return any((out / "nsys" / f"report{ext}").is_file() for ext in (".nsys-rep", ".sqlite"))
+    return True  # --trace none: no trace asked for
+
+
+def startup_failures(out: Path) -> list[tuple[str, str]]:
+    """(python, error) per process whose profplug start-up failed (``sitecustomize``)."""
+    found = []
+    for p in sorted((out / "status").glob("startup-*.txt")):
+        try:
+            python, _, error = p.read_text().partition("\n")
+        except (OSError, UnicodeDecodeError):
+            continue
+        found.append((python.strip(), error.strip()))
+    return found
+
+
+def trace_problem(out: Path, trace: str, ranks: list[dict[str, Any]]) -> str | None:
+    """Why no trace was written, in one line; None when one was (or none was asked for)."""
+    if traces_written(out, trace):
+        return None
+    failed = startup_failures(out)
+    if failed:
+        python, error = failed[0]
+        hint = " (is profplug installed for it?)" if "ModuleNotFound" in error else ""
+        return (f"nothing was profiled: profplug's start-up failed in {python or 'the job'}"
+                f"{hint}: {error}")
+    if not ranks:
+        return ("nothing was profiled: no trace was written: no process of the job imported "
+                "torch (profplug's session starts at the job's import torch)")
+    return "nothing was profiled: no trace was written by any rank"
 
 
 def _step_fn_reasons(requested: list[str], ranks: list[dict[str, Any]]) -> list[str]:

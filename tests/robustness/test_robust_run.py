@@ -81,7 +81,8 @@ def test_sync_keep_leaves_outputs_and_exceptions_unchanged(tmp_path: Path, job: 
 def test_command_is_an_argument_list_not_a_shell(tmp_path: Path) -> None:
     hostile = ["; touch pwned", "$(touch pwned2)", "`touch pwned3`", "a b|touch pwned4"]
     code = "import json, sys; print(json.dumps(sys.argv[1:]))"
-    res = profplug_run(tmp_path / "o", sys.executable, "-c", code, *hostile, cwd=tmp_path)
+    res = profplug_run(tmp_path / "o", sys.executable, "-c", code, *hostile, cwd=tmp_path,
+                       opts=("--trace", "none"))
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout.strip().splitlines()[-1]) == hostile
     assert sorted(p.name for p in tmp_path.iterdir()) == ["o"]

@@ -170,7 +170,7 @@ def test_non_empty_or_unwritable_dir_refused_before_the_job(tmp_path, capsys) ->
     code = main(["run", "-o", str(tmp_path / "file" / "sub"), "--", *job])
     assert code == 2 and "cannot write" in capsys.readouterr().err and not marker.exists()
     # and with --force, the job runs
-    res = profplug("run", "-o", str(tmp_path / "full"), "--force", "--no-report", "--", *job)
+    res = profplug("run", "-o", str(tmp_path / "full"), "--force", "--trace", "none", "--", *job)
     assert res.returncode == 0 and marker.exists()
     assert (tmp_path / "full" / "x").read_text() == "keep"
 

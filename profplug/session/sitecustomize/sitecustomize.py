@@ -21,11 +21,27 @@ def _chain() -> None:
     spec.loader.exec_module(module)
 
 
+def _record_failure(exc: BaseException) -> None:
+    """Leave ``DIR/status/startup-PID.txt`` (the interpreter, then the error) for the
+    launcher, which says why nothing was profiled (``profplug.session.outcome``)."""
+    out = os.environ.get("PROFPLUG_OUT")  # profplug.config.ENV_OUT (profplug may be missing)
+    if not out:
+        return
+    try:
+        status = os.path.join(out, "status")
+        os.makedirs(status, exist_ok=True)
+        with open(os.path.join(status, f"startup-{os.getpid()}.txt"), "w") as f:
+            f.write(f"{sys.executable}\n{type(exc).__name__}: {exc}\n")
+    except Exception:  # never break the user's interpreter
+        pass
+
+
 try:
     from profplug.session.bootstrap import activate
 
     activate()
 except Exception as exc:  # never break the user's interpreter
     print(f"profplug: start-up failed: {exc!r}", file=sys.stderr)
+    _record_failure(exc)
 finally:
     _chain()

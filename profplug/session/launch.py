@@ -30,7 +30,7 @@ from profplug.config import (
     parse_step_fns,
 )
 from profplug.errors import ProfplugError, ToolMissingError
-from profplug.session import outcome
+from profplug.session import outcome, progress
 
 SITECUSTOMIZE_DIR = Path(__file__).resolve().parent / "sitecustomize"
 OUTPUTS = ("kineto", "status", "nsys", "run.json", "report.html")
@@ -163,16 +163,19 @@ def nsys_command(nsys: str, out: Path, command: list[str]) -> list[str]:
 
 def _run_forwarding_signals(cmd: list[str], env: dict[str, str],
                             got: list[int] | None = None,
-                            pid: list[int] | None = None) -> int:
+                            pid: list[int] | None = None, quiet: bool = False) -> int:
     """Run ``cmd`` as an argument list (never a shell; output streams through).
 
     SIGTERM is forwarded at once. SIGINT is forwarded only if the job is still running
     SIGINT_GRACE_S later (a terminal's Ctrl-C already reached the whole process group; a
     ``kill -INT`` aimed at profplug did not), or at once on a second SIGINT. Signals
-    received are appended to ``got``, the job's process id to ``pid``.
+    received are appended to ``got``, the job's process id to ``pid``. ``quiet``: progress
+    bars filtered out of the output that does not go to a terminal (``session.progress``).
     """
+    out, err = progress.quiet_streams() if quiet else (False, False)
     try:
-        proc = subprocess.Popen(cmd, env=env)
+        quieted = progress.Quieted(cmd, filter_out=out, filter_err=err, env=env)
+        proc = quieted.proc
     except FileNotFoundError:
         raise ToolMissingError(f"{cmd[0]}: command not found") from None
     except PermissionError:
@@ -207,6 +210,7 @@ def _run_forwarding_signals(cmd: list[str], env: dict[str, str],
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+        quieted.join()
     rc = 128 - rc if rc < 0 else rc
     if signal.SIGINT in received and rc == 0:
         rc = 128 + signal.SIGINT  # interrupted, even if the job exited cleanly
@@ -295,7 +299,7 @@ def run(opts: RunOptions) -> int:
     }
     got: list[int] = []
     pid: list[int] = []
-    rc = _run_forwarding_signals(cmd, env, got, pid)
+    rc = _run_forwarding_signals(cmd, env, got, pid, quiet=nsys is not None)
     info.update(ended=time.time(), exit_status=rc, job_pid=pid[0] if pid else None,
                 signals=[signal.Signals(s).name for s in got])
     traces: list[Path] = [opts.out / "kineto"] if opts.trace == "kineto" else []
@@ -303,8 +307,8 @@ def run(opts: RunOptions) -> int:
         rep = opts.out / "nsys" / "report.nsys-rep"
         sqlite = opts.out / "nsys" / "report.sqlite"
         if rep.exists():
-            subprocess.run([nsys, "export", "--type", "sqlite", "--force-overwrite", "true",
-                            "-o", str(sqlite), str(rep)], check=False)
+            progress.run_quieted([nsys, "export", "--type", "sqlite", "--force-overwrite",
+                                  "true", "-o", str(sqlite), str(rep)])
         traces = [sqlite]
         info["nsys_report"] = str(rep)
     info["traces"] = [str(p) for p in traces]

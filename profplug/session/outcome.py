@@ -124,8 +124,9 @@ def startup_failures(out: Path) -> list[tuple[str, str]]:
 
 
 def trace_problem(out: Path, trace: str, ranks: list[dict[str, Any]]) -> str | None:
-    """Why no trace was written, in one line; None when one was (or none was asked for)."""
-    if traces_written(out, trace):
+    """Why no trace was written, in one line; None when one was (or none was asked for).
+    No rank at all is nothing profiled too (nsys may leave an empty report)."""
+    if traces_written(out, trace) and (ranks or trace == "none"):
         return None
     failed = startup_failures(out)
     if failed:

@@ -9,7 +9,10 @@ cannot call cudaProfilerStop, so the moment it would is marked by the job creati
 named by ``FAKE_NSYS_CAPTURE_END``. Then, like nsys: waits for CMD, writes the report
 (``-o``/``--output`` + ``.nsys-rep``, a placeholder here) and exits with CMD's status.
 
-``nsys export ...``: exits 0 without writing anything. ``FAKE_NSYS_LOG``: a JSON-lines file
+Both print carriage-return progress bars as nsys does ("Processing N events: [=   ] 25%"):
+profile on stdout once the job has ended, export on stderr.
+
+``nsys export ...``: exits 0 without writing anything else. ``FAKE_NSYS_LOG``: a JSON-lines file
 that receives ``{"argv": [...]}`` per call and ``{"event": ...}`` per capture end / signal.
 """
 
@@ -62,6 +65,15 @@ def parse(args: list[str]) -> tuple[dict[str, str], list[str]]:
     return opts, args[i:]
 
 
+def progress_bar(stream, what: str) -> None:
+    for pct in range(0, 101, 5):
+        bar = "=" * (pct // 10)
+        stream.write(f"\r{what}: [{bar:<10}] {pct}%")
+        stream.flush()
+    stream.write("\n")
+    stream.flush()
+
+
 def profile(args: list[str]) -> int:
     opts, cmd = parse(args)
     if not cmd:
@@ -84,6 +96,7 @@ def profile(args: list[str]) -> int:
     out = opts.get("o") or opts.get("output") or "report1"
     with open(out + ".nsys-rep", "w") as f:
         f.write("fake nsys report\n")
+    progress_bar(sys.stdout, "Processing 1234 events")
     rc = app.returncode
     return 128 - rc if rc < 0 else rc
 
@@ -93,6 +106,7 @@ def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "profile":
         return profile(sys.argv[2:])
     if len(sys.argv) > 1 and sys.argv[1] == "export":
+        progress_bar(sys.stderr, "Exporting 1234 events")
         return 0
     sys.exit(f"fake nsys: unsupported command {sys.argv[1:2]}")
 

@@ -135,3 +135,16 @@ def test_the_fake_reproduces_the_sigterm_and_every_rank_still_writes_its_status(
     assert [(r["rank"], r["status"], r["signal"]) for r in run["ranks"]] == [
         (0, "signal", 15), (1, "signal", 15)]
     assert all(r["window"]["steps"] == 3 for r in run["ranks"])
+
+
+def test_nsys_progress_bars_leave_one_line_each_in_a_log(nsys: Path, tmp_path: Path) -> None:
+    # capture_output: profplug's stdout/stderr are pipes, as when written to a log
+    res = profplug_run(tmp_path / "o", nsys, env=fake_env(tmp_path),
+                       job=[sys.executable, "-c", "print('job says hi')"])
+    assert "\r" not in res.stdout and "\r" not in res.stderr
+    assert res.stdout.splitlines().count("Processing 1234 events: [==========] 100%") == 1
+    assert "Processing" not in res.stdout.replace(
+        "Processing 1234 events: [==========] 100%", "")
+    assert res.stderr.splitlines().count("Exporting 1234 events: [==========] 100%") == 1
+    assert "job says hi" in res.stdout.splitlines()
+    assert res.returncode == 7 and "no process of the job imported torch" in res.stderr

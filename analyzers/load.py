@@ -18,6 +18,7 @@ from .readers.limits import max_decompressed
 from .readers.nsys_source import EXPORT_SUFFIXES, REPORT_SUFFIXES
 from .readers.registry import SUFFIXES, reader_for
 from .stalls import RankStalls, StallOptions
+from .steprule import check_matched
 from .timeline import Timeline
 
 SKIP_NAMES = ("run.json", "ab.json")  # what profplug run / profplug ab write beside traces
@@ -219,6 +220,7 @@ def load_ranks(paths: PathsLike, *, read: ReadOptions | None = None,
     stalls = sorted((s for r in results for s in r.stalls), key=lambda s: s.rank)
     timelines = sorted((t for r in results for t in r.timelines), key=lambda t: t.rank)
     _check_unique_ranks(timelines or stalls)
+    check_matched(opt.steps, timelines or stalls)  # a misspelled --step-range: said first
     if skipped:  # a rank may be missing: a warning (--strict exits 1)
         line = (f"{len(skipped)} entr{'y' if len(skipped) == 1 else 'ies'} skipped (a rank "
                 f"may be missing): {'; '.join(skipped)}")

@@ -23,7 +23,9 @@ annotations whatever the rule; one whose N does not fit int64 is skipped and cou
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,6 +34,9 @@ from profplug.ranges import STEP
 from ..errors import ProfplugError
 from .saferegex import search_all
 from .timeline import STEP_RE, Timeline
+
+if TYPE_CHECKING:
+    from .stalls import RankStalls
 
 REGEX_PREFIX = "re:"
 PROFILER_STEP = "ProfilerStep#N"
@@ -140,11 +145,51 @@ def apply_steps(tl: Timeline, rule: StepRule = DEFAULT_STEPS) -> Timeline:
     else:
         tl.step_num = np.arange(sel.size, dtype=np.int64)
     tl.steps_rule = label if sel.size else None
+    if not sel.size and not rule.is_default:  # the rule's range names are not here
+        tl.warnings.append(f"{NO_MATCH} {rule.spec}; {_frequent(tl)}")
     if is_prof.any():  # step markers, never call sites
         keep = ~is_prof
         tl.ann_start_ns, tl.ann_end_ns = tl.ann_start_ns[keep], tl.ann_end_ns[keep]
         tl.ann_tid, tl.ann_name = tl.ann_tid[keep], tl.ann_name[keep]
     return tl
+
+
+NO_MATCH = "no range matches --step-range"  # a rank's warning (Timeline.warnings)
+FREQUENT = 5  # range names listed when --step-range matches nothing
+NAME_CHARS = 60  # a listed name longer than this is cut
+
+
+def _frequent(tl: Timeline) -> str:
+    """The rank's most frequent host range names with their counts, ``ProfilerStep#N``
+    counted as one name."""
+    if not tl.ann_name.size:
+        return "this rank has no host ranges"
+    counts: dict[str, int] = {}
+    for sym, n in enumerate(np.bincount(tl.ann_name).tolist()):
+        if n:
+            name = PROFILER_STEP if STEP_RE.match(tl.names[sym]) else tl.names[sym]
+            counts[name] = counts.get(name, 0) + n
+    top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:FREQUENT]
+    listed = ", ".join(f"{_cut(name)!r} ({n:,})" for name, n in top)
+    more = f" and {len(counts) - len(top):,} more" if len(counts) > len(top) else ""
+    return f"its most frequent host ranges: {listed}{more}"
+
+
+def _cut(name: str) -> str:
+    return name if len(name) <= NAME_CHARS else name[:NAME_CHARS - 3] + "..."
+
+
+def check_matched(rule: StepRule, ranks: Sequence[Timeline | RankStalls]) -> None:
+    """An explicit ``--step-range`` that found no step on any rank is an error, naming the
+    range names the first rank has (one line); the default rule is never one."""
+    if rule.is_default or not ranks or any(r.steps_rule is not None for r in ranks):
+        return
+    first = min(ranks, key=lambda r: r.rank)
+    note = next((w for w in first.warnings if w.startswith(f"{NO_MATCH} {rule.spec};")), "")
+    listing = note.partition("; ")[2].removeprefix("its ")
+    where = "the rank" if len(ranks) == 1 else f"any of the {len(ranks)} ranks"
+    raise ProfplugError(f"--step-range {rule.spec} matches no range on {where}"
+                        + (f"; rank {first.rank}'s {listing}" if listing else ""))
 
 
 def _outermost(sel: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:

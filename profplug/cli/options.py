@@ -18,7 +18,8 @@ Jobs = Annotated[int | None, typer.Option("--jobs", "-j", help="Parallel parsers
 StepRange = Annotated[str | None, typer.Option(
     "--step-range", help="The host range that marks a step in the traces: its exact name "
                          "(a record_function or NVTX range, e.g. decode_step) or re:REGEX. "
-                         "Default: ProfilerStep#N, else profplug.step.")]
+                         "Default: ProfilerStep#N, else profplug.step. One matching "
+                         "no range on any rank is an error naming the ranges there.")]
 CrossRank = Annotated[bool, typer.Option(
     "--cross-rank/--no-cross-rank", help="Bubbles, critical path and drain across ranks "
                                           "(default on).")]

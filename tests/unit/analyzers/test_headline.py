@@ -17,6 +17,7 @@ from synth import KinetoTrace
 from unit.analyzers.test_compare_synth import sample_run_dirs, write_run
 
 from profplug.cli.main import main
+from profplug.errors import ProfplugError
 
 ROOT = Path(__file__).resolve().parents[3]
 SITE = "recv_from_prev_pipeline_rank_ > sync.device"
@@ -133,9 +134,9 @@ def test_no_steps_is_one_warning_line_with_the_remedies(tmp_path: Path,
     assert max(len(x) for x in head.splitlines()) <= 80
     page = render_text(analyze(path), "html")
     assert page.count("no steps found on any rank") == 1
-    # with an explicit rule, it says which
-    assert "(looked for ranges matching --step-range decode)" in \
-        analyze(path, step_range="decode").warnings[0]
+    # an explicit rule that matches nothing is an error, not this warning (test_step_rule)
+    with pytest.raises(ProfplugError, match="--step-range decode matches no range"):
+        analyze(path, step_range="decode")
 
 
 def test_whatif_failure_leaves_the_report(tmp_path: Path,

@@ -73,8 +73,9 @@ def test_regex_marks_the_steps_and_its_group_numbers_them(tmp_path: Path, fmt: s
     r = analyze(path, step_range=r"re:^iteration (\d+)$").rank(0)
     assert r.steps is not None and r.steps.step_numbers == [10, 11, 12, 13]
     assert r.steps_rule == r"--step-range re:^iteration (\d+)$"
-    # a regex matching nothing finds no steps; one matching nested ranges counts the outer
-    assert analyze(path, step_range="re:^decode").rank(0).steps is None
+    # a regex matching nothing is an error; one matching nested ranges counts the outer
+    with pytest.raises(ProfplugError, match="matches no range"):
+        analyze(path, step_range="re:^decode")
     outer = analyze(path, step_range="re:generate|iteration").rank(0).steps
     assert outer is not None and outer.n_steps + outer.n_dropped == 1
 
@@ -132,3 +133,48 @@ def test_cli_step_range_on_report_compare_and_whatif(tmp_path: Path, fmt: str) -
                  "-o", str(out)]) == 0
     assert json.loads(out.read_text())["whatif"]["ranks"][0]["basis"] == "step"
     assert main(["report", str(path), "--step-range", "re:("]) == 2
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_step_range_matching_nothing_is_an_error_naming_the_ranges_there(
+        tmp_path: Path, fmt: str) -> None:
+    path = write(tmp_path, fmt)
+    with pytest.raises(ProfplugError) as exc:
+        analyze(path, step_range="decode_stpe")
+    assert str(exc.value) == ("--step-range decode_stpe matches no range on the rank; rank 0's "
+                              "most frequent host ranges: 'decode_step' (4), 'generate' (1)")
+
+
+@pytest.mark.parametrize("command", [["report"], ["whatif"], ["compare", "A"]])
+def test_a_misspelled_step_range_prints_one_line_and_no_number(
+        tmp_path: Path, capsys, command: list[str]) -> None:
+    path = str(write(tmp_path, "kineto"))
+    argv = [c.replace("A", path) for c in command]
+    assert main([*argv, path, "--step-range", "decode-step"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1
+    assert "--step-range decode-step matches no range" in err and "'decode_step' (4)" in err
+
+
+def test_a_step_range_found_on_some_ranks_only_is_a_warning_naming_the_others(
+        tmp_path: Path) -> None:
+    for rank, name in ((0, "decode_step"), (1, "other_step")):
+        t = KinetoTrace(rank=rank)
+        own_steps(t, name)
+        t.write(tmp_path / f"rank{rank}.json")
+    rep = analyze(tmp_path, step_range="decode_step")
+    assert rep.rank(0).steps is not None and rep.rank(1).steps is None
+    assert ("no range matches --step-range decode_step; its most frequent host ranges: "
+            "'other_step' (4), 'generate' (1)") in rep.rank(1).warnings
+
+
+def test_the_listing_counts_profiler_steps_as_one_name_and_cuts_long_names(
+        tmp_path: Path) -> None:
+    t = KinetoTrace(rank=0)
+    for k in range(3):
+        t.annotation(f"ProfilerStep#{k}", k * PERIOD, PERIOD)
+        t.annotation("x" * 100, k * PERIOD + 1, 10)
+        t.launch(k * PERIOD + 2, k * PERIOD + 3, 60)
+    with pytest.raises(ProfplugError) as exc:
+        analyze(t.write(tmp_path / "rank0.json"), step_range="step")
+    assert str(exc.value).endswith(f"'ProfilerStep#N' (3), '{'x' * 57}...' (3)")

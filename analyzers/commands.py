@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..errors import ProfplugError, TraceError, one_line
+from ..errors import ProfplugError, one_line
 from .againstrun import compare_against, label_of, load_other, other_paths
 from .compare import Comparison, compare
 from .compareab import (
@@ -26,9 +26,10 @@ from .crossrank import cross_rank_analysis
 from .dispatch import Backend, LocalBackend
 from .hostonly import host_only
 from .libwarnings import own_warnings
-from .load import PathsLike, as_paths, load_timelines
+from .load import PathsLike, load_timelines
 from .observer import untraced_step_us
 from .outpaths import check_outputs, is_stdout, stdout_or
+from .pathargs import check_paths, run_paths, split_paths
 from .readers.base import ReadOptions
 from .render.registry import PAGE, check_format, render_text
 from .render.timeline_data import GAPS_KEPT
@@ -68,23 +69,6 @@ def write_page(result: object, path: Path) -> None:
     """The HTML page of a report or a comparison, and a line on stderr saying so."""
     write_text(render_text(result, PAGE), path)
     print(f"profplug: wrote {one_line(path)}", file=sys.stderr)
-
-
-# Words users put after a flag that takes no value ("--strict true"): a path or a command
-# (``profplug run``) spelled like this gets a hint, not "no such file" or a run of /bin/true.
-FLAG_VALUES = frozenset({"true", "false", "yes", "no", "on", "off", "1", "0"})
-
-
-def check_paths(paths: PathsLike, error: type[ProfplugError] = TraceError) -> list[Path]:
-    """The paths, each of which must exist (else ``error``, a TraceError as the readers raise
-    by default); a missing ``true`` (``--strict true``) is told that flags take no value."""
-    out = as_paths(paths)
-    for p in out:
-        if not p.exists():
-            hint = (f" (a flag takes no value: write e.g. --strict, not --strict {p})"
-                    if str(p).lower() in FLAG_VALUES else "")
-            raise error(f"{p}: no such file or directory{hint}")
-    return out
 
 
 def check_drop(drop: DropSpec) -> DropSpec:
@@ -210,14 +194,6 @@ def run_report(paths: PathsLike, *, fmt: str = "table", output: Path | None = No
         print("profplug: --strict: the traces had warnings or skipped events", file=sys.stderr)
         return 1
     return 0
-
-
-def run_paths(run: str) -> list[Path]:
-    """A run: a directory, a trace file, or trace files joined by commas."""
-    p = Path(run)
-    if p.exists() or "," not in run:
-        return check_paths(p, ProfplugError)
-    return check_paths([Path(x) for x in run.split(",") if x], ProfplugError)
 
 
 def run_label(run: str) -> str:
@@ -360,7 +336,7 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
     (``whatif/against.py``): the ``against`` key / section after the what-if's.
     """
     drop = check_drop(drop or DropSpec())
-    unprofiled_us = unprofiled_step_us(unprofiled_us, paths)
+    unprofiled_us = unprofiled_step_us(unprofiled_us, split_paths(paths))
     check_format(WhatIfResult, fmt)
     if unprofiled_us is not None and not MIN_STEP_US <= unprofiled_us <= MAX_STEP_US:  # NaN
         raise ProfplugError("--unprofiled takes the measured unprofiled step time in us "
@@ -389,7 +365,7 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
             else whatif_unprofiled(timelines, unprofiled_us, drop, opt, step_ci_us=ci)
         if html is not None:
             rep = analyze_timelines(timelines, opt, steps=(read or ReadOptions()).steps)
-            rep.meta = find_run_meta(paths)
+            rep.meta = find_run_meta(files)
             rep.add(res)
     out = res if other is None or against_run is None else WhatIfAgainst(
         res, against(res, timelines, other, label_of(against_run), opt))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -62,6 +63,9 @@ def trace_files(paths: PathsLike, skipped: list[str] | None = None,
         if p.is_dir():
             found = _walk(p, [] if skipped is None else skipped, in_use)
             out.extend(_drop_unexported_twins(found))
+            if not found and (p / "ab.json").is_file():
+                raise TraceError(f"{p}: an ab directory (ab.json, no trace): use `profplug "
+                                 f"ab-report {shlex.quote(str(p))}`")
             if not found:
                 raise TraceError(f"{p}: no trace files ({KNOWN_SUFFIXES})")
         elif p.is_file():

@@ -15,6 +15,7 @@ from .options import (
     Html,
     Jobs,
     MaxDecompressed,
+    Nsys,
     Output,
     Quiet,
     StepRange,
@@ -33,6 +34,7 @@ def compare(
     label_b: Annotated[str | None, typer.Option("--label-b", help="Name of run B.")] = None,
     tolerance_us: Tolerance = DEFAULT_TOLERANCE_US,
     step_range: StepRange = None,
+    nsys: Nsys = None,
     max_decompressed: MaxDecompressed = None,
     whatif: Annotated[bool | None, typer.Option(
         "--whatif/--no-whatif", help="Each run's what-if, as in `profplug report`.")] = None,
@@ -50,7 +52,7 @@ def compare(
     code = run_compare(run_a, run_b, fmt=fmt, output=output, html=html,
                        options=StallOptions.from_tolerance_us(tolerance_us),
                        labels=(label_a, label_b),
-                       read=ReadOptions().with_step_range(step_range)
+                       read=ReadOptions(nsys=nsys).with_step_range(step_range)
                        .with_max_decompressed(max_decompressed).with_cache(cache),
                        whatif=whatif, cross_rank=cross_rank, jobs=jobs, dask=dask,
                        quiet=quiet)

@@ -20,6 +20,11 @@ StepRange = Annotated[str | None, typer.Option(
                          "(a record_function or NVTX range, e.g. decode_step) or re:REGEX. "
                          "Default: ProfilerStep#N, else profplug.step. One matching "
                          "no range on any rank is an error naming the ranges there.")]
+Nsys = Annotated[str | None, typer.Option(
+    "--nsys", help="nsys executable to export .nsys-rep files (default: $PROFPLUG_NSYS, "
+                   "then PATH).")]
+RUN_PATHS = ("Trace files or directories of one run (all ranks); files may be joined by "
+             "commas, f1,f2, as in `profplug compare`.")
 CrossRank = Annotated[bool, typer.Option(
     "--cross-rank/--no-cross-rank", help="Bubbles, critical path and drain across ranks "
                                           "(default on).")]

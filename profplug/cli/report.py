@@ -10,6 +10,7 @@ import typer
 from .main import app
 from .options import (
     DEFAULT_TOLERANCE_US,
+    RUN_PATHS,
     Cache,
     CrossRank,
     Dask,
@@ -17,6 +18,7 @@ from .options import (
     Html,
     Jobs,
     MaxDecompressed,
+    Nsys,
     Output,
     Quiet,
     StepRange,
@@ -26,8 +28,7 @@ from .options import (
 
 @app.command()
 def report(
-    paths: Annotated[list[Path], typer.Argument(help="Trace files or directories (one rank "
-                                                     "per Kineto file; Nsight: all ranks).")],
+    paths: Annotated[list[Path], typer.Argument(help=RUN_PATHS)],
     fmt: Annotated[str, typer.Option("--format", "-f", help="table | json | csv")] = "table",
     output: Output = None,
     html: Html = None,
@@ -41,9 +42,7 @@ def report(
                                      "the run has at most 2M events.")] = None,
     cross_rank: CrossRank = True,
     drop: Drop = "policy",
-    nsys: Annotated[str | None, typer.Option(
-        "--nsys", help="nsys executable to export .nsys-rep files (default: $PROFPLUG_NSYS, "
-                       "then PATH).")] = None,
+    nsys: Nsys = None,
     step_range: StepRange = None,
     max_decompressed: MaxDecompressed = None,
     dask: Dask = None,

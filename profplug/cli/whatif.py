@@ -10,12 +10,14 @@ import typer
 from .main import app
 from .options import (
     DEFAULT_TOLERANCE_US,
+    RUN_PATHS,
     Cache,
     Dask,
     Drop,
     Html,
     Jobs,
     MaxDecompressed,
+    Nsys,
     Output,
     Quiet,
     StepRange,
@@ -25,8 +27,7 @@ from .options import (
 
 @app.command()
 def whatif(
-    paths: Annotated[list[Path], typer.Argument(help="Trace files or directories of one run "
-                                                     "(all ranks).")],
+    paths: Annotated[list[Path], typer.Argument(help=RUN_PATHS)],
     drop: Drop = "policy",
     drop_at: Annotated[str | None, typer.Option(
         "--drop-at", help="Only the syncs at this call site (as `profplug report` names "
@@ -50,6 +51,7 @@ def whatif(
         help="A traced run of the other policy (e.g. the event run): line the prediction up "
              "with it by call and step, per rank, and name where they part most.")] = None,
     step_range: StepRange = None,
+    nsys: Nsys = None,
     max_decompressed: MaxDecompressed = None,
     dask: Dask = None,
     cache: Cache = None,
@@ -64,7 +66,7 @@ def whatif(
     code = run_whatif(paths, drop=DropSpec(drop, drop_at), fmt=fmt, output=output, html=html,
                       options=StallOptions.from_tolerance_us(tolerance_us), jobs=jobs,
                       unprofiled_us=unprofiled, unprofiled_ci=unprofiled_ci,
-                      read=ReadOptions().with_step_range(step_range)
+                      read=ReadOptions(nsys=nsys).with_step_range(step_range)
                       .with_max_decompressed(max_decompressed).with_cache(cache),
                       dask=dask, quiet=quiet, against_run=against)
     if code:

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .compareanswer import Answer, mismatches, whatif_answer
+from .compareguard import guard, with_caveat
 from .comparenoise import NoiseTest, ranks_noise, runs_noise
 from .gaps import CAUSES
 from .stalls import GPU_TIME_FIELDS, GpuTime, RankStalls, flat_dict
@@ -192,8 +193,10 @@ def compare(rep_a: Report, rep_b: Report, label_a: str = "A", label_b: str = "B"
             rc.noise = ranks_noise(by_a[rc.rank], by_b[rc.rank])
             if rc.noise is not None and not rc.noise.resolved:
                 rc.device_sync_share = None  # no share of a non-difference
+    warns, caveat = guard(rep_a, rep_b, label_a, label_b)  # before the answer (compareguard)
     return Comparison(label_a, label_b, rep_a, rep_b, ranks, runs_noise(rep_a, rep_b),
-                      whatif_answer(rep_a, rep_b), mismatches(rep_a, rep_b, label_a, label_b))
+                      with_caveat(whatif_answer(rep_a, rep_b), caveat),
+                      [*warns, *mismatches(rep_a, rep_b, label_a, label_b)])
 
 
 def comparison_frame(cmp: Comparison) -> pd.DataFrame:

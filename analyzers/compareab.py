@@ -11,13 +11,14 @@ without the device-wide synchronizes) at its median over rounds and 95% CI. Time
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import ProfplugError
 from .ab.result import SCHEMA_VERSION
 from .compareanswer import Answer, whatif_answer_ab
+from .compareguard import guard, with_caveat
 
 if TYPE_CHECKING:
     from .report import Report
@@ -37,6 +38,7 @@ class AbComparison:
     ab_verdict: str  # ab's own verdict line for the policy
     calibrated_on_us: float  # ab's device median
     round_medians_us: list[float]  # the policy's median step per round (ok rounds)
+    warnings: list[str] = field(default_factory=list)  # before the answer (compareguard)
 
     def to_dict(self) -> dict[str, Any]:
         return {"version": 1, "kind": "compare-ab", "a": {"label": self.label_a},
@@ -45,7 +47,8 @@ class AbComparison:
                 "answer": {**self.answer.to_dict(),
                            "sentence": self.answer.sentence(self.label_a, self.label_b)},
                 "ab_verdict": self.ab_verdict,
-                "round_medians_us": [round(x, 3) for x in self.round_medians_us]}
+                "round_medians_us": [round(x, 3) for x in self.round_medians_us],
+                "warnings": list(self.warnings)}
 
 
 def is_ab_dir(run: str) -> bool:
@@ -112,7 +115,9 @@ def compare_ab(rep_a: Report, doc: dict[str, Any], label_a: str, label_b: str,
     if ans is None:
         raise ProfplugError(f"{label_a}: no per-step what-if to compare with ab (does the run "
                             "have step ranges?)")
+    warns, caveat = guard(rep_a, None, label_a, label_b)
+    ans = with_caveat(ans, caveat) or ans
     s = (doc.get("summary") or {}).get(policy) or {}
     rounds = [float(x) for x in s.get("round_medians_us") or [] if isinstance(x, (int, float))]
     return AbComparison(label_a, label_b, policy, rep_a, ans, str(s.get("verdict") or ""),
-                        calibrated_on_us, rounds)
+                        calibrated_on_us, rounds, warns)

@@ -87,6 +87,8 @@ def _prediction(rep_a: Report, separate: bool = False
     if not ranks:
         return None
     r = max(ranks, key=lambda x: x.predicted_us)
+    if r.error_band_pct is None:  # withheld: peer ranks missing, the prediction unreliable
+        return None
     band = float(r.run_band_pct or r.error_band_pct) if separate else float(r.error_band_pct)
     return r.rank, float(r.recorded_us), float(r.predicted_us), band
 

@@ -100,7 +100,7 @@ def describe(tl: Timeline, steps: StepStats, span_s: np.ndarray, span_e: np.ndar
             text += f", most in {site}" if cause.endswith("_sync") else f", the host in {site}"
         if peer is not None:
             text += f", waiting on rank {peer}"
-        out.append({"step": int(steps.step_numbers[i]), "step_us": round(period_us, 3),
+        out.append({"step": steps.number(i), "step_us": round(period_us, 3),
                     "dominant": text, "dominant_cause": cause,
                     "dominant_us": round(parts[cause], 3), "callsite": site, "peer": peer})
     return out

@@ -124,7 +124,7 @@ def rank_dict(r: RankStalls) -> dict[str, Any]:
         "stream_waits": [asdict(s) for s in r.stream_waits],
         "syncs": [asdict(s) for s in r.syncs],
         "callsites": [asdict(c) for c in r.callsites],
-        "steps": None if r.steps is None else asdict(r.steps),
+        "steps": None if r.steps is None else r.steps.json_dict(),
         "devices": [flat_dict(x) for x in r.devices],
         "warnings": r.warnings, "skipped": r.skipped,
     }

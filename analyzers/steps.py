@@ -21,7 +21,7 @@ need not add up to the step's); the means stay beside them (``*_mean``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -52,6 +52,7 @@ class StepStats:
     idle_per_step_us_mean: dict[str, float] = field(default_factory=dict)  # per step, mean
     period_us_per_step: list[float] = field(default_factory=list)  # the series
     outlier_steps: list[int] = field(default_factory=list)  # indices into the series
+    # (internal: the JSON gives the trace's step numbers, :meth:`json_dict`)
     # the outlier steps described (outliers.py): step, step_us, dominant, callsite
     outliers: list[dict[str, object]] = field(default_factory=list)
     # the time outlier steps slower than the step time add beyond it: a pause between groups
@@ -63,6 +64,18 @@ class StepStats:
         keep = np.ones(len(self.period_us_per_step), dtype=bool)
         keep[self.outlier_steps] = False
         return keep
+
+    def number(self, i: int) -> int:
+        """The trace's number of step ``i`` of the series (``ProfilerStep#N``'s N); its index
+        when the step numbers were not kept (a brief analysis)."""
+        return int(self.step_numbers[i]) if i < len(self.step_numbers) else int(i)
+
+    def json_dict(self) -> dict[str, object]:
+        """The JSON object: every step named by the trace's step number (``outlier_steps``
+        too, as ``outliers[].step`` and ``step_numbers``); the series stay in step order."""
+        d = asdict(self)
+        d["outlier_steps"] = [self.number(i) for i in self.outlier_steps]
+        return d
 
 
 @dataclass

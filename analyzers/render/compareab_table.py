@@ -12,7 +12,8 @@ if TYPE_CHECKING:
 def render_compareab_table(cmp: AbComparison, out: TextIO) -> None:
     w = out.write
     for text in (f"profplug compare · A = {cmp.label_a} (traced) · B = {cmp.label_b} "
-                 f"(profplug ab, policy {cmp.policy})", "",
+                 f"(profplug ab, policy {cmp.policy})",
+                 *[f"warning: {m}" for m in cmp.warnings], "",
                  cmp.answer.sentence(cmp.label_a, cmp.label_b),
                  f"(A's what-if at ab's unprofiled device step {cmp.calibrated_on_us:,.1f} us;"
                  f" the measurement {'inside' if cmp.answer.within_band else 'outside'} the "

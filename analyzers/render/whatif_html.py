@@ -18,7 +18,9 @@ def render_whatif_html(res: WhatIfResult, out: TextIO) -> None:
     rows = "".join(
         f"<tr><td>{r.rank}</td><td>{e(r.basis)}</td><td>{r.recorded_us:,.1f}</td>"
         f"<td>{r.replayed_us:,.1f}</td><td>{r.model_error_pct:+.1f}%</td>"
-        f"<td>{r.predicted_us:,.1f} &plusmn; {r.error_band_pct:.1f}%</td>"
+        f"<td>{r.predicted_us:,.1f} &plusmn; "
+        + ("n/a (peer ranks missing)" if r.error_band_pct is None else f"{r.error_band_pct:.1f}%")
+        + "</td>"
         f"<td>{r.saving_us:,.1f} ({r.saving_pct:.1f}%)</td>"
         f"<td>{r.direct_us:,.1f}</td><td>{r.indirect_us:,.1f}</td></tr>"
         for r in res.ranks)
@@ -37,7 +39,8 @@ def render_whatif_html(res: WhatIfResult, out: TextIO) -> None:
     bound = "".join(
         f"<li>rank {r.rank}: {r.bound_us:,.1f} us (its own host {r.host_cadence_us:,.1f})"
         + (f"; binds: the replay gave {r.replay_predicted_us:,.1f}" if r.bound_binds else "")
-        + f"; band for a separate run &plusmn;{r.run_band_pct:.0f}%</li>"
+        + (f"; band for a separate run &plusmn;{r.run_band_pct:.0f}%" if r.run_band_pct else "")
+        + "</li>"
         for r in res.ranks if r.bound_us > 0)
     out.write(
         f'<section class="whatif"><h2>What if: without {what}</h2>{lead}{note}'

@@ -19,6 +19,11 @@ def _n(x: float) -> str:
     return f"{x if abs(x) >= 0.05 else 0.0:,.1f}"
 
 
+def _band(pct: float | None) -> str:
+    """The band's +-%, "n/a" where it is withheld (peer ranks missing)."""
+    return "n/a" if pct is None else f"{pct:.1f}"
+
+
 def _wrap(text: str, first: str, indent: str) -> list[str]:
     return wrap(text, WIDTH, initial_indent=first, subsequent_indent=indent)
 
@@ -46,7 +51,7 @@ def render_whatif_table(res: WhatIfResult, out: TextIO) -> None:
     for r in res.ranks:
         per = "step" if r.basis == "step" else "win"
         w(f"{r.rank:>4} {per:>4} {_n(r.recorded_us):>8} {_n(r.replayed_us):>8} "
-          f"{r.model_error_pct:>+5.1f} {_n(r.predicted_us):>9} {r.error_band_pct:>5.1f} "
+          f"{r.model_error_pct:>+5.1f} {_n(r.predicted_us):>9} {_band(r.error_band_pct):>5} "
           f"{_n(r.saving_us):>8} {r.saving_pct:>4.0f} {_n(r.direct_us):>7} "
           f"{_n(r.indirect_us):>8}\n")
     w("(us per step: the median over the non-outlier steps; or per GPU window when the\n"
@@ -62,7 +67,7 @@ def render_whatif_table(res: WhatIfResult, out: TextIO) -> None:
         for line in _wrap(f"{text} (docs/whatif.md, \"The data-flow bound\")",
                           "data-flow bound: ", "  "):
             w(line + "\n")
-    if any(r.run_band_pct for r in res.ranks):
+    if all(r.run_band_pct for r in res.ranks):
         text = ", ".join(f"rank {r.rank} +-{r.run_band_pct:.0f}%" for r in res.ranks)
         for line in _wrap(f"{text} (the host's speed is drawn per process)",
                           "band for a separate run: ", "  "):

@@ -268,7 +268,7 @@ def against(res: WhatIfResult, timelines: list[Timeline], other: list[Timeline],
                 for x in (pa, ma)]
         out.append(RankAgainst(
             rank=r, predicted_us=w.predicted_us if w is not None and w.basis == "step"
-            else None, band_pct=w.error_band_pct if w is not None else 0.0,
+            else None, band_pct=(w.error_band_pct or 0.0) if w is not None else 0.0,
             measured_us=_measured_step_us(measured[r], opt), n_steps=n,
             predicted_host_us=host[0], measured_host_us=host[1], segments=segs, repeated=rep))
         if not segs:

@@ -47,6 +47,14 @@ def host_bound_fraction(r: RankWhatIf) -> float:
                1.0)
 
 
+def withhold_bands(ranks: list[RankWhatIf]) -> None:
+    """No band where the prediction's own caveat says it is unreliable (peer ranks missing:
+    their waits stay in the recorded NCCL kernels): ``error_band_pct`` and ``run_band_pct``
+    None (JSON null, "n/a" in the table), as the finding line withholds the prediction."""
+    for r in ranks:
+        r.error_band_pct = r.run_band_pct = None
+
+
 def set_bands(ranks: list[RankWhatIf], coupled: bool) -> None:
     """Fill ``error_band_pct`` of every rank (see the module docstring)."""
     hb = max((host_bound_fraction(r) for r in ranks), default=0.0)

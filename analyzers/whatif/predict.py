@@ -29,7 +29,7 @@ from ..readers.base import ReadOptions
 from ..stalls import RankStalls, StallOptions, analyze_rank
 from ..timeline import Timeline, groups, links_kept
 from . import dropset, stepfigure
-from .band import set_bands
+from .band import set_bands, withhold_bands
 from .bound import apply_bound, bound_note, host_cadence_us
 from .costs import HostCosts
 from .dropat import resolve_callsite
@@ -239,7 +239,8 @@ def _recorded_side(tl: Timeline, m: Model, opt: StallOptions, rs: RankStalls | N
     g = rs.gaps
     hit = g.call >= 0
     hit[hit] = dropped_call[g.call[hit]]
-    direct = stepfigure.direct_ns(rs, basis, hit)
+    rows = rs.call_row  # the time each sync call blocked the host: direct's ceiling
+    direct = stepfigure.direct_ns(rs, basis, hit, tl.api_end_ns[rows] - tl.api_start_ns[rows])
     return _Replayed(replace(rs, gaps=NO_GAPS), basis, n_steps, _time_ns(rs, basis),
                      float("nan"), direct, _idle(rs, basis))
 
@@ -358,7 +359,8 @@ def _whatif(timelines: list[Timeline], drop: DropSpec | None, options: StallOpti
     coupled = bool((m.o_peer >= 0).any())
     apply_bound(res_ranks, coupled)
     set_bands(res_ranks, coupled=coupled)
-    peers = missing_peers(timelines)
+    if peers := missing_peers(timelines):
+        withhold_bands(res_ranks)
     bound = bound_note(res_ranks)
     warnings = [*([peers] if peers else []), *([bound] if bound else []), *m.warnings,
                 *rec.warnings, *drp.warnings]

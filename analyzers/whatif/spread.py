@@ -35,7 +35,7 @@ from ..crossrank.pathgraph import Partners, _alone
 from ..memtrim import trim_large
 from ..stalls import StallOptions, analyze_rank
 from ..timeline import Timeline, links_kept
-from .band import set_bands
+from .band import set_bands, withhold_bands
 from .bound import apply_bound, bound_note
 from .dropat import most_common, resolve_in, site_counts
 from .dropset import DROP_DEVICE, DROP_POLICY, FALLBACK_NOTE, policy_mask
@@ -260,7 +260,8 @@ def joined(p: WhatIfPlan, results: list[RankWhatIf], all_ranks: list[int],
     ops."""
     apply_bound(results, p.coupled)
     set_bands(results, coupled=p.coupled)
-    peers = peers_warning(all_ranks, sizes, lone_comm)
+    if peers := peers_warning(all_ranks, sizes, lone_comm):
+        withhold_bands(results)
     bound = bound_note(results)
     warnings = [*([peers] if peers else []), *([bound] if bound else []), *p.warns]
     if not any(r.dropped_calls for r in results):

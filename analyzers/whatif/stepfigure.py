@@ -88,12 +88,33 @@ def replayed_ns(tl: Timeline, basis: str, recorded: RankStalls) -> float:
     return rec_ns - stepstats.center(shorter, end_basis(recorded))
 
 
-def direct_ns(rs: RankStalls, basis: str, charged: np.ndarray) -> float:
-    """GPU idle per step (or per window) in the gaps ``charged`` (a mask over ``rs.gaps``)."""
+def direct_ns(rs: RankStalls, basis: str, charged: np.ndarray,
+              blocked_ns: np.ndarray | None = None) -> float:
+    """GPU idle per step (or per window) in the gaps ``charged`` (a mask over ``rs.gaps``).
+    ``blocked_ns``: per sync call (``rs.call_*``), the time it blocked the host: the idle
+    charged to one call is at most that (a gap that started inside a call and went on long
+    after it returned is the host's own time beyond it, not the synchronize's), so direct
+    never exceeds the time the dropped synchronizes blocked the host."""
     g = rs.gaps
     dur = np.where(charged, g.end_ns - g.start_ns, 0)
+    if blocked_ns is not None and charged.any():
+        dur = _capped(dur, g.call, charged, blocked_ns)
     if basis != "step" or not has_steps(rs):
         return float(dur.sum())
     assert rs.steps is not None
     per = per_step_ns(rs.step_starts_ns, rs.step_ends_ns, g.start_ns, dur)
     return stepstats.center(per.astype(np.float64), rs.steps.basis())
+
+
+def _capped(dur: np.ndarray, call: np.ndarray, charged: np.ndarray, blocked_ns: np.ndarray
+            ) -> np.ndarray:
+    """``dur`` with each call's charged gaps scaled down so that they sum to at most the
+    call's blocked time (whole ns)."""
+    c = call[charged]
+    total = np.bincount(c, dur[charged], minlength=blocked_ns.size).astype(np.float64)
+    scale = np.ones(blocked_ns.size)
+    over = total > blocked_ns
+    scale[over] = np.maximum(blocked_ns[over], 0) / total[over]
+    out = dur.copy()
+    out[charged] = np.floor(dur[charged] * scale[c]).astype(dur.dtype)
+    return out

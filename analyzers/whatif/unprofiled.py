@@ -114,8 +114,8 @@ def _rank(r: RankWhatIf, step_us: float, replayed_us: float, cal_pct: float) -> 
         model_error_pct=round(100.0 * (replayed_us - step_us) / step_us, 2),
         saving_us=round(saving, 3), saving_pct=round(100.0 * saving / step_us, 2),
         indirect_us=round(saving - r.direct_us, 3),
-        error_band_pct=round(r.error_band_pct + cal_pct, 1),
-        run_band_pct=round(r.run_band_pct + cal_pct, 1))
+        error_band_pct=None if r.error_band_pct is None else round(r.error_band_pct + cal_pct, 1),
+        run_band_pct=None if r.run_band_pct is None else round(r.run_band_pct + cal_pct, 1))
 
 
 def calibration_band(tls: list[Timeline], res: WhatIfResult, step_ci_us: tuple[float, float],

@@ -174,8 +174,9 @@ def test_cli_json_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 def test_error_band_from_replay_error_and_host_bound_fraction(tmp_path: Path) -> None:
     from profplug.analyzers.whatif.band import BASE_PCT, COUPLED_PCT, SLOPE_PCT, set_bands
 
-    one = _run([single_stream(tmp_path)]).rank(0)  # GPU-bound when predicted, one rank
-    assert one.error_band_pct == pytest.approx(BASE_PCT, abs=0.05)
+    lone = _run([single_stream(tmp_path)])  # one rank running NCCL kernels: peers missing
+    assert any(w.startswith("peer ranks missing") for w in lone.warnings)
+    assert lone.rank(0).error_band_pct is None  # withheld, never the bare +-1% of BASE_PCT
     res = _run(two_ranks(tmp_path))  # NCCL kernels paired across the two ranks
     assert all(r.error_band_pct >= BASE_PCT + COUPLED_PCT for r in res.ranks)
     r = res.rank(0)

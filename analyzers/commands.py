@@ -371,5 +371,6 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
         res, against(res, timelines, other, label_of(against_run), opt))
     write_text(render_text(out, fmt), output)
     if html is not None:
+        rep.command = "whatif"
         write_page(rep, html)
     return 0

@@ -70,6 +70,7 @@ class Report:
     run: dict[str, RunAnalysis] = field(default_factory=dict)  # run-level results, by key
     warnings: list[str] = field(default_factory=list)  # about the run, not one rank's trace
     lost: list[str] = field(default_factory=list)  # files lost with their worker (also warned)
+    command: str = "report"  # the command whose page this is: its title ("profplug whatif")
 
     def rank(self, r: int) -> RankStalls:
         for x in self.ranks:

@@ -40,7 +40,7 @@ h2 { font-size: 1.15em; margin: 1.6em 0 .4em; border-bottom: 1px solid #ddd; }
 table { border-collapse: collapse; margin: .4em 0; font-size: 13px; }
 th, td { border: 1px solid #ddd; padding: 2px 6px; text-align: right; }
 th { background: #f4f4f4; }
-td.t, th.t { text-align: left; max-width: 48em; overflow-wrap: anywhere; }
+td.t, th.t { text-align: left; max-width: 48em; overflow-wrap: break-word; }
 .legend { margin: .3em 0; }
 .legend .key { margin-right: 1.2em; white-space: nowrap; }
 .legend i { display: inline-block; width: 12px; height: 12px; margin-right: 5px;

@@ -218,6 +218,61 @@ WHATIF_MARKS = (("predicted", "6 4", "what-if"), ("traced", "8 3 2 3", "what-if,
                 ("recorded", "2 3", "traced device run"))
 
 
+CHAR_W = 6.6  # px per character of a 12px label (an upper bound for digits and letters)
+
+
+def place_labels(marks: list[tuple[float, str]], left: float, right: float
+                 ) -> list[tuple[int, str]]:
+    """Per vertical mark (x px, label), its label's row and anchor ("start": right of the
+    line): row ``r`` sits above rows ``r + 1``..., each mark's line runs from its row down,
+    so a label must not cover another label of its row nor a line that starts above it.
+    The marks are placed right to left, then left to right: the first order that fits."""
+    best = None
+    for order in (sorted(range(len(marks)), key=lambda i: -marks[i][0]),
+                  sorted(range(len(marks)), key=lambda i: marks[i][0])):
+        got, ok = _place([marks[i] for i in order], left, right)
+        res = [(0, "start")] * len(marks)
+        for i, g in zip(order, got, strict=True):
+            res[i] = g
+        if ok:
+            return res
+        best = best or res
+    return best or []
+
+
+def _place(marks: list[tuple[float, str]], left: float, right: float
+           ) -> tuple[list[tuple[int, str]], bool]:
+    """``place_labels`` in this order; and whether every label found a place."""
+    ok = True
+    boxes: list[tuple[int, float, float]] = []  # (row, x0, x1) of placed labels
+    lines: list[tuple[int, float]] = []  # (row, x) of placed lines
+    out = []
+    for x, text in marks:
+        w = CHAR_W * len(text) + 4
+        found = None
+        for row in range(len(marks)):
+            for anchor in ("start", "end") if x + w <= right + 20 else ("end", "start"):
+                x0, x1 = (x, x + w) if anchor == "start" else (x - w, x)
+                if x0 < left - LABEL_W or x1 > right + 20:
+                    continue
+                if any(r == row and x0 < b1 and b0 < x1 for r, b0, b1 in boxes):
+                    continue  # another label of this row
+                if any(r < row and x0 - 2 <= lx <= x1 + 2 for r, lx in lines):
+                    continue  # a line from above crosses it
+                if any(r > row and b0 - 2 <= x <= b1 + 2 for r, b0, b1 in boxes):
+                    continue  # this line would cross a label below
+                found = (row, anchor)
+                break
+            if found:
+                break
+        ok = ok and found is not None
+        row, anchor = found or (len(marks) - 1, "start")
+        boxes.append((row, *((x, x + w) if anchor == "start" else (x - w, x))))
+        lines.append((row, x))
+        out.append((row, anchor))
+    return out, ok
+
+
 def dist_svg(data: dict[str, Any]) -> str:
     """Pooled step-time histograms per policy, and the what-if on them; empty without data."""
     hist, wi = data["hist"], data["whatif"]
@@ -231,7 +286,7 @@ def dist_svg(data: dict[str, Any]) -> str:
     shares = {p: [c / max(sum(hist[p]), 1) * 100.0 for c in hist[p]]
               for p in data["policies"] if p in hist}
     top_share = max([max(v) for v in shares.values() if v] + [1.0])
-    lines_h = 16 * sum(1 for v in marks.values() if v is not None)
+    lines_h = 16 * len([v for v in marks.values() if v is not None])
     top, bottom = TOP + lines_h + 14, TOP + lines_h + DIST_H
     sy = Scale([0.0, top_share], bottom, top, pad=0.0)
     width, height = LABEL_W + PLOT_W + 20, bottom + AXIS_H
@@ -251,21 +306,19 @@ def dist_svg(data: dict[str, Any]) -> str:
         out.append(f'<path data-policy="{e(p)}" d="{"".join(d)}" fill="{color}" '
                    f'fill-opacity="0.35" stroke="{color}" stroke-width="1.2"><title>{e(p)}: '
                    f"{sum(hist[p]):,} steps</title></path>")
-    row = 0
-    for key, dash, name in WHATIF_MARKS:
-        v = marks.get(key)
-        if v is None:
-            continue
+    placed = place_labels([(sx(v), f"{name} {v:,.1f}") for key, _, name in WHATIF_MARKS
+                           if (v := marks.get(key)) is not None], LABEL_W, LABEL_W + PLOT_W)
+    drawn = [(key, dash, name, v) for key, dash, name in WHATIF_MARKS
+             if (v := marks.get(key)) is not None]
+    for (key, dash, name, v), (row, anchor) in zip(drawn, placed, strict=True):
         x = sx(v)
         ty = TOP + 12 + 16 * row
-        anchor = "end" if x > LABEL_W + PLOT_W * 0.75 else "start"
         shift = -4 if anchor == "end" else 4
         out.append(f'<g class="whatif" data-mark="{e(key)}"><line x1="{x:.1f}" y1="{ty - 4}" '
                    f'x2="{x:.1f}" y2="{bottom}" stroke="#222" stroke-width="2" '
                    f'stroke-dasharray="{dash}"/><text x="{x + shift:.1f}" y="{ty}" '
                    f'text-anchor="{anchor}">{e(f"{name} {v:,.1f}")}</text><title>'
                    f"{e(f'{name}: {v:,.1f} us/step')}</title></g>")
-        row += 1
     out.append(x_axis(sx, bottom + 2, "us/step"))
     out.append("</svg>")
     return "".join(out)

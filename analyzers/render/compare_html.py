@@ -13,15 +13,28 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..comparenoise import pipeline_step_us
-from ..stepstats import center
+from ..stepstats import center, outlier_mask
 from .escape import e
-from .palette import COLORS, legend_html
+from .palette import COLORS, legend_html, run_keys
 
 if TYPE_CHECKING:
     from ..compare import Comparison
     from ..report import Report
 
 WIDTH, LABEL_W, ROW_H, TOP, AXIS_H = 760, 150, 30, 8, 36
+EDGE_W = 130  # right of the axis: outlier steps' values (``figure_svg``)
+
+
+def policy_of(rep: Report) -> str | None:
+    """The sync policy ``profplug run`` recorded in the run's ``run.json`` (None without)."""
+    opts = rep.meta.get("options") if isinstance(rep.meta, dict) else None
+    sync = opts.get("sync") if isinstance(opts, dict) else None
+    return sync if isinstance(sync, str) else None
+
+
+def keys_of(cmp: Comparison) -> tuple[str, str]:
+    """The palette keys of runs A and B (``palette.run_keys``)."""
+    return run_keys(policy_of(cmp.report_a), policy_of(cmp.report_b))
 
 
 def _run_desc(label: str, rep: Report) -> str:
@@ -48,12 +61,14 @@ def _ticks(lo: float, hi: float) -> list[float]:
     return [float(x) for x in np.arange(first, hi + step / 2, step) if lo <= x <= hi]
 
 
-def scale(vals: list[float]) -> tuple[float, float, Callable[[float], float]]:
-    """The axis' range (5% padding, from 0 at least) and the us -> x mapping."""
+def scale(vals: list[float], right: float = 20
+          ) -> tuple[float, float, Callable[[float], float]]:
+    """The axis' range (5% padding, from 0 at least) and the us -> x mapping; ``right``: the
+    px left free right of the axis."""
     lo, hi = min(vals), max(vals)
     pad = 0.05 * (hi - lo) if hi > lo else 0.05 * hi or 1.0
     lo, hi = max(0.0, lo - pad), hi + pad
-    plot_w = WIDTH - LABEL_W - 20
+    plot_w = WIDTH - LABEL_W - right
 
     def sx(v: float) -> float:
         return LABEL_W + (v - lo) / (hi - lo) * plot_w
@@ -64,7 +79,7 @@ def scale(vals: list[float]) -> tuple[float, float, Callable[[float], float]]:
 def axis_svg(lo: float, hi: float, sx: Callable[[float], float], base: float
              ) -> tuple[str, float]:
     """The us axis at height ``base`` with its ticks and unit; and the figure's height."""
-    right = WIDTH - 20
+    right = sx(hi)
     axis = [f'<line x1="{LABEL_W}" y1="{base}" x2="{right}" y2="{base}" stroke="#999"/>']
     for t in _ticks(lo, hi):
         axis.append(f'<line x1="{sx(t):.1f}" y1="{base}" x2="{sx(t):.1f}" y2="{base + 4}" '
@@ -75,18 +90,47 @@ def axis_svg(lo: float, hi: float, sx: Callable[[float], float], base: float
     return "".join(axis), h
 
 
+def inliers(x: np.ndarray) -> np.ndarray:
+    """The steps of ``x`` that are not outliers (``stepstats.outlier_mask``)."""
+    return x[~outlier_mask(x)] if x.size else x
+
+
+def edge_marks(y: float, x: np.ndarray, lo: float, hi: float, sx: Callable[[float], float],
+               color: str, name: str) -> str:
+    """Steps of ``x`` off the axis [lo, hi], marked at its edge: a triangle pointing out, and
+    right of the axis their count and value (the largest)."""
+    out = []
+    for side, off in (("hi", x[x > hi]), ("lo", x[x < lo])):
+        if off.size == 0:
+            continue
+        edge, d = (sx(hi), 1) if side == "hi" else (sx(lo), -1)
+        worst = float(off.max() if side == "hi" else off.min())
+        n = int(off.size)
+        what = (f"{worst:,.0f} us" if n == 1 else
+                f"{n} steps, {'max' if side == 'hi' else 'min'} {worst:,.0f} us")
+        out.append(f'<g class="off-axis" data-side="{side}" data-count="{n}" data-us="'
+                   f'{worst:.3f}"><path d="M{edge + 7 * d:.1f} {y}l{-7 * d} -5v10z" '
+                   f'fill="{color}"/><title>{e(name)}: {n} outlier step(s) off the axis: '
+                   + e(", ".join(f"{float(v):,.1f}" for v in sorted(off))) + " us</title>"
+                   + (f'<text x="{sx(hi) + 11:.1f}" y="{y + 4}">{e(what)}</text>'
+                      if side == "hi" else "") + "</g>")
+    return "".join(out)
+
+
 def figure_svg(cmp: Comparison) -> str:
     """Per-step distributions of A and B, A's prediction with its band (when A has a
-    what-if), on one axis in us/step."""
+    what-if), on one axis in us/step; the axis spans the steps that are not outliers
+    (``stepstats``), outlier steps are marked at its edge with their value."""
     xa, _ = pipeline_step_us(cmp.report_a)
     xb, _ = pipeline_step_us(cmp.report_b)
     ans = cmp.answer
     if xa.size == 0 and xb.size == 0:
         return ""
-    vals = [*xa.tolist(), *xb.tolist()]
+    vals = [*inliers(xa).tolist(), *inliers(xb).tolist()]
     if ans is not None:
-        vals += [ans.predicted_lo_us, ans.predicted_hi_us]
-    lo, hi, sx = scale(vals)
+        vals += [ans.predicted_lo_us, ans.predicted_hi_us, ans.measured_us]
+    lo, hi, sx = scale(vals, right=EDGE_W)
+    key_a, key_b = keys_of(cmp)
 
     rows: list[tuple[str, str]] = []
     out: list[str] = []
@@ -95,18 +139,20 @@ def figure_svg(cmp: Comparison) -> str:
         if x.size == 0:
             return
         med = center(x)  # the median over the non-outlier steps, as "measured" and the text
-        q1, q3 = (float(v) for v in np.percentile(x, [25, 75]))
+        q1, q3 = (min(max(float(v), lo), hi) for v in np.percentile(x, [25, 75]))
         out.append(f'<rect x="{sx(q1):.1f}" y="{y - 7}" width="{max(1.0, sx(q3) - sx(q1)):.1f}"'
                    f' height="14" fill="{COLORS[key]}" fill-opacity="0.25"/>')
         out.extend(f'<circle cx="{sx(float(v)):.1f}" cy="{y}" r="2.6" fill="{COLORS[key]}">'
-                   f"<title>{e(name)}: {float(v):,.1f} us</title></circle>" for v in x)
+                   f"<title>{e(name)}: {float(v):,.1f} us</title></circle>"
+                   for v in x if lo <= v <= hi)
+        out.append(edge_marks(y, x, lo, hi, sx, COLORS[key], name))
         out.append(f'<line x1="{sx(med):.1f}" y1="{y - 10}" x2="{sx(med):.1f}" y2="{y + 10}" '
                    f'stroke="{COLORS[key]}" stroke-width="3" data-median-us="{med:.3f}">'
                    f"<title>{e(name)}: median {med:,.1f} us (outlier steps left out)</title></line>")
 
     y = TOP + ROW_H / 2
-    rows.append(("A: steps", "run_a"))
-    strip(y, xa, "run_a", f"{cmp.label_a} step")
+    rows.append(("A: steps", key_a))
+    strip(y, xa, key_a, f"{cmp.label_a} step")
     if ans is not None:
         y += ROW_H
         rows.append(("A: what-if", "predicted"))
@@ -119,8 +165,8 @@ def figure_svg(cmp: Comparison) -> str:
                    f'class="predicted"><title>predicted {ans.predicted_us:,.1f} us</title>'
                    "</circle>")
     y += ROW_H
-    rows.append(("B: steps", "run_b"))
-    strip(y, xb, "run_b", f"{cmp.label_b} step")
+    rows.append(("B: steps", key_b))
+    strip(y, xb, key_b, f"{cmp.label_b} step")
     if ans is not None:
         c = COLORS["measured"]
         out.append(f'<line x1="{sx(ans.measured_us):.1f}" y1="{TOP}" x2="{sx(ans.measured_us):.1f}"'
@@ -130,6 +176,7 @@ def figure_svg(cmp: Comparison) -> str:
                      f'text-anchor="end">{e(name)}</text>' for i, (name, _) in enumerate(rows))
     axis, h = axis_svg(lo, hi, sx, TOP + ROW_H * len(rows) + 4)
     return (f'<svg class="cmp-plot" width="{WIDTH}" height="{h}" viewBox="0 0 {WIDTH} {h}" '
+            f'data-axis-lo-us="{lo:.3f}" data-axis-hi-us="{hi:.3f}" '
             'role="img" aria-label="per-step times of both runs and the prediction">'
             + labels + "".join(out) + axis + "</svg>")
 
@@ -160,11 +207,14 @@ def answer_html(cmp: Comparison) -> str:
                    "this test; <code>profplug ab</code> measures it.</p>")
     svg = figure_svg(cmp)
     if svg:
-        keys = ["run_a", *(["predicted", "measured"] if ans is not None else []), "run_b"]
-        labels = {"run_a": f"A ({cmp.label_a}) steps", "run_b": f"B ({cmp.label_b}) steps"}
+        key_a, key_b = keys_of(cmp)
+        keys = [key_a, *(["predicted", "measured"] if ans is not None else []), key_b]
+        labels = {key_a: f"A ({cmp.label_a}) steps", key_b: f"B ({cmp.label_b}) steps"}
         out.append(f'<figure id="answer-figure"{attrs}>{svg}{legend_html(keys, labels)}'
                    "<figcaption class=\"sub\">dots: one step each (the pipeline's slowest rank);"
-                   " shaded: the middle half; thick line: median over the non-outlier steps"
+                   " shaded: the middle half; thick line: median over the non-outlier steps; the axis "
+                   "spans the non-outlier steps, a triangle at its edge marks an outlier step "
+                   "(its value beside it)"
                    "</figcaption></figure>")
     out.append("</section>")
     return "".join(out)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from .. import stepstats
 from ..gaps import CAUSES
-from .crossrank_svg import RANK_COLORS, lead_svg, legend, queue_svg, swimlane_svg
+from .crossrank_svg import lead_svg, queue_svg, rank_legend, swimlane_svg
 from .escape import e as _e
 from .palette import COLORS, legend_html
 
@@ -88,19 +88,19 @@ def _lanes(res: CrossRankResult) -> str:
     sw = res.swimlane
     if sw is None:
         return ""
-    steps = ", ".join(str(s) for s in sw.steps)
+    steps = ("Steps " + ", ".join(str(s) for s in sw.steps)
+             if sw.steps and None not in sw.steps else "The GPU window (no step markers)")
     keys = legend_html([*SWIM_KEYS, "handoff", "path"],
                        {**{c: f"idle: {c.replace('_', ' ')}" for c in CAUSES},
                         "handoff": "send \u2192 recv"})
-    ranks = [(RANK_COLORS[i % len(RANK_COLORS)], r) for i, r in enumerate(sw.rows)]
-    return ("<h3>Swimlane</h3><p class=\"sub\">Steps " + _e(steps) + " on one time axis "
+    return ("<h3>Swimlane</h3><p class=\"sub\">" + _e(steps) + " on one time axis "
             "(us, aligned clocks): GPU ops as compute, NCCL transfer and peer wait, idle gaps "
             "by cause (each pixel shows what covers most of it); thin lines: matched send "
             "&rarr; recv hand-offs; black, above a row: the critical path; dashed: step "
             "starts. Hover a part for its name.</p>" + keys + swimlane_svg(sw, XR_COLORS)
             + "<h3>Launch queue</h3><p class=\"sub\">GPU ops launched but not finished, per "
             "rank, over the same steps (the most per pixel): a device-wide synchronize "
-            "empties it.</p>" + legend(ranks) + queue_svg(sw))
+            "empties it.</p>" + rank_legend(sw.rows) + queue_svg(sw))
 
 
 def render_crossrank_html(res: CrossRankResult, out: TextIO) -> None:
@@ -112,8 +112,6 @@ def render_crossrank_html(res: CrossRankResult, out: TextIO) -> None:
     m = res.matching
     rules = ", ".join(f"{_e(k)} ({_e(v)})" for k, v in m["rules"].items()) or "none"
     lead = lead_svg(res)
-    ranks = [(RANK_COLORS[i % len(RANK_COLORS)], f"rank {d.rank}")
-             for i, d in enumerate(res.drains)]
     out.write(
         '<section class="crossrank"><h2>Across ranks: bubbles, critical path, '
         "drain</h2>"
@@ -124,6 +122,6 @@ def render_crossrank_html(res: CrossRankResult, out: TextIO) -> None:
         + "<h3>Drain</h3><p class=\"sub\">Host lead: launch &rarr; start of each GPU op "
         "(median per step, us); it collapses after a device-wide synchronize, event waits "
         f"keep it up.</p>{_drain(res)}"
-        + (legend(ranks) + lead if lead else "")
+        + (rank_legend([f"rank {d.rank}" for d in res.drains]) + lead if lead else "")
         + (f"<ul>{notes}{msgs}</ul>" if notes or msgs else "")
         + "</section>")

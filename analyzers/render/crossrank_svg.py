@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..stepstats import outlier_mask
 from .escape import e
-from .palette import RANK_COLORS
+from .palette import rank_style
 
 if TYPE_CHECKING:
     from ..crossrank.result import CrossRankResult
@@ -107,6 +108,18 @@ def legend(items: Sequence[tuple[str, str]]) -> str:
     keys = "".join(f'<span class="key" data-id="{e(n)}"><i style="background:{e(c)}"></i>'
                    f"{e(n)}</span>" for c, n in items)
     return f'<div class="legend">{keys}</div>'
+
+
+def rank_legend(names: Sequence[str]) -> str:
+    """The ranks' legend: each rank's line (colour and dash, ``palette.rank_style``)."""
+    keys = []
+    for i, n in enumerate(names):
+        c, dash = rank_style(i)
+        keys.append(f'<span class="key" data-id="{e(n)}" data-color="{c}"><svg width="18" '
+                    f'height="8" style="margin-right:4px"><line x1="0" y1="4" x2="18" y2="4" '
+                    f'stroke="{c}" stroke-width="3" stroke-dasharray="{dash}"/></svg>'
+                    f"{e(n)}</span>")
+    return f'<div class="legend">{"".join(keys)}</div>'
 
 
 # ------------------------------------------------------------------------------ swimlane
@@ -222,7 +235,8 @@ def queue_svg(sw: Swimlane) -> str:
             if ys[j] != ys[j - 1]:
                 d.append(f"H{LABEL_W + j}V{ys[j]:.1f}")
         d.append(f"H{LABEL_W + width}")
-        out.append(f'<path d="{"".join(d)}" stroke="{RANK_COLORS[i % len(RANK_COLORS)]}" '
+        c, dash = rank_style(i)
+        out.append(f'<path d="{"".join(d)}" stroke="{c}" stroke-dasharray="{dash}" '
                    f'stroke-width="1.5" fill="none"><title>{e(sw.rows[i])}: GPU ops queued'
                    "</title></path>")
     out.append(_axis(TOP + plot_h + 2, hi, width, "us"))
@@ -231,8 +245,21 @@ def queue_svg(sw: Swimlane) -> str:
 
 
 # ------------------------------------------------------------------------------ lead
+def inlier_top(series: Sequence[Sequence[float | None]]) -> float:
+    """The largest value over the series that is not an outlier of its own series
+    (``stepstats.outlier_mask``); 1.0 at least."""
+    top = 1.0
+    for v in series:
+        x = np.asarray([a for a in v if a is not None], dtype=np.float64)
+        if x.size:
+            top = max(top, float(x[~outlier_mask(x)].max(initial=0.0)))
+    return top
+
+
 def lead_svg(res: CrossRankResult) -> str:
-    """Median host lead (launch -> start of each GPU op) per step, one line per rank."""
+    """Median host lead (launch -> start of each GPU op) per step, one line per rank; the
+    axis spans the steps that are not outliers, an outlier step is drawn at the top edge,
+    marked with its value."""
     series = [(f"rank {d.rank}", [None if x is None else x / 1000.0
                                   for x in d.steps_lead_p50_ns]) for d in res.drains]
     n_pts = max((len(v) for _, v in series), default=0)
@@ -241,29 +268,40 @@ def lead_svg(res: CrossRankResult) -> str:
     width = plot_width(len(series))
     plot_h = 140
     height = TOP + plot_h + AXIS_H
-    vals = [x for _, v in series for x in v if x is not None]
-    top = max([*vals, 1.0])
+    top = inlier_top([v for _, v in series])
     stride = max(1, math.ceil(n_pts / width))
     xstep = width / max(n_pts - 1, 1)
     out = [_open("xr-lead", "median host lead per step and rank", width, height),
            f'<text x="{LABEL_W - 6}" y="{TOP + 4}" text-anchor="end">{top:,.0f}</text>'
            f'<text x="{LABEL_W - 6}" y="{TOP + plot_h}" text-anchor="end">0</text>'
            f'<line x1="{LABEL_W}" y1="{TOP}" x2="{LABEL_W}" y2="{TOP + plot_h}" stroke="#999"/>']
+    marks: list[str] = []
     for i, (name, v) in enumerate(series):
-        color = RANK_COLORS[i % len(RANK_COLORS)]
+        color, dash = rank_style(i)
         d, pen = [], "M"
         for k in range(0, len(v), stride):
             x = v[k]
             if x is None:
                 pen = "M"
                 continue
-            d.append(f"{pen}{LABEL_W + k * xstep:.1f} {TOP + plot_h - x / top * plot_h:.1f}")
+            px = LABEL_W + k * xstep
+            d.append(f"{pen}{px:.1f} {TOP + plot_h - min(x, top) / top * plot_h:.1f}")
             pen = "L"
+            if x > top:  # off the axis: at the top edge, with its value
+                end = px > LABEL_W + 0.8 * width  # near the right edge: text to the left
+                label = (f'<text x="{px - 6 if end else px + 6:.1f}" y="{TOP - 4}" '
+                         f'text-anchor="{"end" if end else "start"}">{x:,.0f} us</text>'
+                         if len(marks) < 4 else "")
+                marks.append(f'<g class="off-axis" data-us="{x:.3f}"><path d="M{px:.1f} '
+                             f'{TOP - 8}l-4 6h8z" fill="{color}"/>{label}<title>{e(name)}: '
+                             f"{x:,.1f} us, off the axis (an outlier step)</title></g>")
         if d:
             out.append(f'<path d="{"".join(d)}" stroke="{color}" stroke-width="1.5" '
-                       f'fill="none"><title>{e(name)}: median host lead</title></path>')
+                       f'stroke-dasharray="{dash}" fill="none"><title>{e(name)}: median host '
+                       "lead</title></path>")
+    out.extend(marks)
     steps = [s["step"] for s in res.critical_path.steps or []]
-    if len(steps) != n_pts:  # no step numbers to show: the steps' positions
+    if len(steps) != n_pts or None in steps:  # no step numbers to show: their positions
         steps = list(range(n_pts))
     first, last = steps[0], steps[-1]
     y = TOP + plot_h + 2

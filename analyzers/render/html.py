@@ -292,7 +292,7 @@ def render_html(rep: Report, out: TextIO, *, compare: Comparison | None = None,
     tl, tl_notes = timeline_data(runs)
     n_ranks = sum(len(r.ranks) for _, r in runs)
     title = title or ("profplug compare: " + compare.label_a + " vs " + compare.label_b
-                      if compare is not None else "profplug stall report")
+                      if compare is not None else f"profplug {rep.command}")
     sources = sorted({r.source for _, x in runs for r in x.ranks})
     # warnings about the input come before the finding they qualify
     if compare is None:

@@ -11,9 +11,16 @@ A colour names one quantity, and a quantity has one colour, whatever the figure:
   (the timeline draws each, as the bars and the swimlane do);
 - GPU idle by cause (``gaps.CAUSES``) and the stream wait;
 - ``profplug ab``'s policies (``policy_device`` ...), which are runs, not idle causes: their
-  colours are not any quantity's above;
+  colours are not any quantity's above; a compare page draws a run whose ``run.json`` names
+  its policy in that policy's colour (:func:`run_keys`), as the ab page does, else as
+  ``run_a`` / ``run_b``;
 - ``compare``'s answer: ``predicted`` (the what-if) and ``measured``;
-- ranks (:data:`RANK_COLORS`): identities, drawn as lines and markers only.
+- ranks (:func:`rank_style`): identities, drawn as lines and markers only, in
+  :data:`RANK_COLORS` and, past those, the same colours dashed (:data:`RANK_DASHES`).
+
+A policy, a rank and a quantity never share a colour, nor one of a hue and lightness close
+to another's (``tests/unit/analyzers/test_palette.py`` measures it: CIE76 distance in Lab,
+halved for two colours of one hue family).
 """
 
 from __future__ import annotations
@@ -36,15 +43,15 @@ COLORS: dict[str, str] = {
     # cross-rank marks
     "handoff": "#222222",
     "path": "#000000",
-    # ab policies (runs)
-    "policy_device": "#8c2d04",
-    "policy_event": "#1b7837",
-    "policy_none": "#2c3e8c",
+    # ab policies (runs): brown, olive, wine
+    "policy_device": "#663300",
+    "policy_event": "#808000",
+    "policy_none": "#99004d",
     # compare's answer
     "predicted": "#6a3d9a",
     "measured": "#17becf",
     "run_a": "#525252",
-    "run_b": "#393b79",
+    "run_b": "#1a3366",
 }
 
 LABELS: dict[str, str] = {
@@ -57,11 +64,26 @@ LABELS: dict[str, str] = {
     "run_a": "run A steps", "run_b": "run B steps",
 }
 
-# dark hues no quantity above uses (navy, magenta, olive, brown, ...): a rank's line is never
-# read as an idle cause
-RANK_COLORS = ("#0b3d91", "#c51b7d", "#4d9221", "#8c510a", "#01665e", "#762a83", "#b35806",
-               "#2d004b", "#7f3b08", "#276419")
+# dark hues no quantity nor policy above uses (indigo, maroon, dark teal, magenta, forest):
+# a rank's line is never read as an idle cause or a policy; rank 5 on: the same, dashed
+RANK_COLORS = ("#1a1acc", "#80001a", "#00664d", "#cc00cc", "#1a4d00")
+RANK_DASHES = ("", "6 3", "2 2")
 GREY = "#9d9d9d"
+POLICIES = ("device", "event", "none")
+
+
+def rank_style(i: int) -> tuple[str, str]:
+    """The ``i``-th rank's line colour and SVG dash pattern ("" solid)."""
+    n = len(RANK_COLORS)
+    return RANK_COLORS[i % n], RANK_DASHES[(i // n) % len(RANK_DASHES)]
+
+
+def run_keys(policy_a: str | None, policy_b: str | None) -> tuple[str, str]:
+    """The palette keys of a compare page's runs A and B: their policies' (as on the ab
+    page) when both runs name a different one, else ``run_a`` / ``run_b``."""
+    if policy_a in POLICIES and policy_b in POLICIES and policy_a != policy_b:
+        return f"policy_{policy_a}", f"policy_{policy_b}"
+    return "run_a", "run_b"
 
 
 def color(key: str) -> str:

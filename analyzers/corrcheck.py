@@ -26,11 +26,18 @@ MIN_PAIRED = 3  # fewer paired ops: no clock verdict
 FATAL_SHARE = 0.9  # this share of launches sharing ids, or of ops before their launch: refused
 
 
+def _top(tl: Timeline) -> np.ndarray:
+    """Top-level calls only: a call nested in another (a driver call inside its runtime
+    call, both recorded) shares its parent's correlation id by design."""
+    n = np.asarray(tl.api_corr).size
+    return tl.api_tops() == np.arange(n) if n else np.zeros(0, dtype=bool)
+
+
 def correlation_warnings(tl: Timeline) -> list[str]:
     """One line per broken assumption (reused correlation ids; a GPU clock before the
     host's), or none."""
     ac, gc = np.asarray(tl.api_corr), np.asarray(tl.gpu_corr)
-    a_ok, g_ok = ac >= 0, gc >= 0
+    a_ok, g_ok = (ac >= 0) & _top(tl), gc >= 0
     if not a_ok.any() or not g_ok.any():
         return []
     out: list[str] = []
@@ -74,7 +81,7 @@ def correlation_error(tl: Timeline) -> str | None:
     of its kernel launches share their correlation id with another call, or of its paired
     GPU ops start over ``EARLY_TOLERANCE_NS`` before their launch; else None."""
     ac, gc = np.asarray(tl.api_corr), np.asarray(tl.gpu_corr)
-    a_ok, g_ok = ac >= 0, gc >= 0
+    a_ok, g_ok = (ac >= 0) & _top(tl), gc >= 0
     if not a_ok.any() or not g_ok.any():
         return None
     launch_names = [i for i, n in enumerate(tl.names) if n.startswith(LAUNCHES)]

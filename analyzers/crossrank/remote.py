@@ -330,5 +330,5 @@ def _whatif(wp: spread.WhatIfPlan, facts: Sequence[RankFacts],
     order = {r: i for i, r in enumerate(all_ranks)}
     ranks = sorted((res[f.rank] for f in facts), key=lambda r: order.get(r.rank, 0))
     sizes = [w for f in facts if (w := getattr(f.whatif, "world_size", None)) is not None]
-    lone = len(all_ranks) == 1 and bool(facts[0].view.op_index.size)
-    return spread.joined(wp, ranks, all_ranks, sizes, lone, n_events, t0), None  # type: ignore[arg-type]
+    comm = any(bool(f.view.op_index.size) for f in facts)
+    return spread.joined(wp, ranks, all_ranks, sizes, comm, n_events, t0), None  # type: ignore[arg-type]

@@ -30,15 +30,18 @@ def lone_comm(tl: Timeline) -> bool:
 
 def missing_peers(timelines: list[Timeline]) -> str | None:
     """A warning when ranks of the run are missing (by ``distributedInfo.world_size``, or a
-    lone rank running NCCL kernels), else None."""
+    lone rank running NCCL kernels) and the given ranks run NCCL kernels (without any, no
+    wait for a peer is in the trace: nothing the missing ranks would change), else None."""
     return peers_warning([t.rank for t in timelines],
                          [w for t in timelines if (w := _world_size(t)) is not None],
-                         len(timelines) == 1 and lone_comm(timelines[0]))
+                         any(lone_comm(t) for t in timelines))
 
 
-def peers_warning(ranks: list[int], sizes: list[int], lone: bool) -> str | None:
+def peers_warning(ranks: list[int], sizes: list[int], comm: bool) -> str | None:
     """:func:`missing_peers` from the ranks given, the world sizes their metadata gives and
-    whether the only rank runs NCCL kernels."""
+    whether any of them runs NCCL kernels."""
+    if not comm:
+        return None
     given = sorted(ranks)
     if sizes:
         absent = sorted(set(range(max(sizes))) - set(given))
@@ -46,7 +49,7 @@ def peers_warning(ranks: list[int], sizes: list[int], lone: bool) -> str | None:
             return None
         what = (f"given rank(s) {', '.join(map(str, given))} of a world of {max(sizes)}; "
                 f"no trace of rank(s) {', '.join(map(str, absent))}")
-    elif len(given) == 1 and lone:
+    elif len(given) == 1:
         what = f"rank {given[0]} alone runs NCCL kernels"
     else:
         return None

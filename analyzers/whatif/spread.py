@@ -253,14 +253,14 @@ def rank_whatif(tl: Timeline, ask: WhatIfAsk) -> RankWhatIf:
 
 
 def joined(p: WhatIfPlan, results: list[RankWhatIf], all_ranks: list[int],
-           sizes: list[int], lone_comm: bool, n_events: int, t0: float) -> WhatIfResult:
+           sizes: list[int], comm: bool, n_events: int, t0: float) -> WhatIfResult:
     """The run's result from the plan and the ranks' results (in the report's rank order);
     ``all_ranks``: every rank read; ``sizes``: the world sizes their metadata gives;
-    ``lone_comm``: the only rank runs NCCL kernels; ``n_events``: the run's API calls + GPU
+    ``comm``: a rank read runs NCCL kernels; ``n_events``: the run's API calls + GPU
     ops."""
     apply_bound(results, p.coupled)
     set_bands(results, coupled=p.coupled)
-    if peers := peers_warning(all_ranks, sizes, lone_comm):
+    if peers := peers_warning(all_ranks, sizes, comm):
         withhold_bands(results)
     bound = bound_note(results)
     warnings = [*([peers] if peers else []), *([bound] if bound else []), *p.warns]
@@ -305,5 +305,5 @@ def whatif_in_parts(timelines: list[Timeline], drop: DropSpec | None = None,
     res = [rank_whatif(tl, a) for tl, a in zip(gpu, p.asks, strict=True)]
     sizes = [w for r in red if (w := r.world_size) is not None]
     return joined(p, res, [tl.rank for tl in timelines], sizes,
-                  len(timelines) == 1 and bool(ops and ops[0].size),
+                  any(o.size for o in ops),
                   sum(tl.n_events for tl in timelines), t0)

@@ -21,7 +21,7 @@ from profplug.cli.main import main
 SYNC_US, HOST_US, STEPS, P = 7.0, 900.0, 6, 1000.0
 
 
-def long_host_after_sync(tmp: Path) -> Path:
+def long_host_after_sync(tmp: Path, nccl: bool = False) -> Path:
     """Per step: a 10 us kernel, a device-wide synchronize in the recv blocking the host
     ``SYNC_US`` (the GPU idles from its start + 10), then ``HOST_US`` of host work before the
     next launch: one gap of ~990 us per step that starts inside the synchronize."""
@@ -32,6 +32,9 @@ def long_host_after_sync(tmp: Path) -> Path:
         t.launch(T, T + 1, 10.0)
         t.annotation("profplug.recv_from_prev_pipeline_rank_ peer=1", T + 4, SYNC_US + 4)
         t.annotation("profplug.sync.device", T + 5, SYNC_US + 1)
+        if nccl:  # the recv's NCCL kernel, its peer (rank 1) not given
+            t.launch(T + 4.5, T + 5, 2.0, name="ncclDevKernel_SendRecv", stream=20,
+                     api_dur=0.5)
         t.runtime("cudaDeviceSynchronize", T + 6, SYNC_US)
     return t.write(tmp / "rank0.json")
 
@@ -44,7 +47,7 @@ def test_direct_never_exceeds_the_time_the_syncs_blocked_the_host(tmp_path: Path
 
 def test_a_prediction_with_peers_missing_has_no_band(
         tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    path = str(long_host_after_sync(tmp_path))  # rank 0 of a world of 2, alone
+    path = str(long_host_after_sync(tmp_path, nccl=True))  # rank 0 of a world of 2, alone
     assert main(["whatif", path, "--format", "json"]) == 0
     d = json.loads(capsys.readouterr().out)["whatif"]
     assert any(w.startswith("peer ranks missing") for w in d["warnings"])

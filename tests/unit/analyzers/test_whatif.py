@@ -174,7 +174,12 @@ def test_cli_json_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 def test_error_band_from_replay_error_and_host_bound_fraction(tmp_path: Path) -> None:
     from profplug.analyzers.whatif.band import BASE_PCT, COUPLED_PCT, SLOPE_PCT, set_bands
 
-    lone = _run([single_stream(tmp_path)])  # one rank running NCCL kernels: peers missing
+    # rank 0 of a world of 2 without a NCCL kernel: no wait for a peer in it, a band
+    alone = _run([single_stream(tmp_path)])
+    assert not any(w.startswith("peer ranks missing") for w in alone.warnings)
+    assert alone.rank(0).error_band_pct == pytest.approx(BASE_PCT, abs=0.05)
+    # rank 0 of the two-rank run alone: its NCCL kernels' peer is missing, no band
+    lone = _run(two_ranks(tmp_path)[:1])
     assert any(w.startswith("peer ranks missing") for w in lone.warnings)
     assert lone.rank(0).error_band_pct is None  # withheld, never the bare +-1% of BASE_PCT
     res = _run(two_ranks(tmp_path))  # NCCL kernels paired across the two ranks

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from array import array
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -99,7 +100,10 @@ def ab_json_text(res: AbResult) -> str:
         k = dict(k)
         for key in STEP_SERIES:
             v = k.get(key)
-            if not (isinstance(v, list) and len(v) > 8):
+            if isinstance(v, array):  # a series ab-report read back (_packed)
+                v = v.tolist() if len(v) <= 8 else v
+                k[key] = v
+            if not (isinstance(v, (list, array)) and len(v) > 8):
                 continue
             try:  # msgspec writes NaN as null: only a series of finite numbers goes there
                 finite = np.isfinite(np.asarray(v, dtype=np.float64)).all()
@@ -107,7 +111,7 @@ def ab_json_text(res: AbResult) -> str:
                 continue
             if finite:
                 k[key] = f"{token}{len(series)}"
-                series.append(msgspec.json.encode(v))
+                series.append(msgspec.json.encode(v.tolist() if isinstance(v, array) else v))
         return k
 
     doc["runs"] = [{**r, "ranks": [compact(k) if isinstance(k, dict) else k
@@ -158,10 +162,22 @@ def _load(out: Path) -> dict[str, Any]:
         raise ProfplugError(f"{path}: not found (is {out} the -o DIR of a profplug ab?)"
                             ) from None
     doc = validate(path, data)
+    del data
     if doc.get("version") != SCHEMA_VERSION:
         raise ProfplugError(f"{path}: ab.json version {doc.get('version')!r} (this profplug "
                             f"reads version {SCHEMA_VERSION})")
+    _packed(doc)
     return doc
+
+
+def _packed(doc: dict[str, Any]) -> None:
+    """Each rank's step series as ``array('d')`` (8 bytes a step, not a list of Python
+    floats: 32), in place; the schema has checked them (finite numbers in range)."""
+    for r in doc.get("runs") or []:
+        for k in r.get("ranks") or []:
+            for key in STEP_SERIES:
+                if isinstance(k.get(key), list):
+                    k[key] = array("d", k[key])
 
 
 def report_ab(out: Path, *, html: Path | None = None, whatif: str | None = None) -> int:

@@ -127,11 +127,16 @@ def validate(path: Path, data: bytes) -> dict[str, Any]:
     """The document of ``ab.json`` bytes, checked (one-line ProfplugError naming the bad
     field); unknown fields are kept."""
     try:
+        # checked straight from the bytes and dropped before the document is decoded: the
+        # two copies of every step time are never alive together
+        msgspec.json.decode(data, type=AbDoc)
         doc = msgspec.json.decode(data)
-        msgspec.convert(doc, AbDoc)
     except RecursionError:
         raise ProfplugError(f"{one_line(path)}: not an ab.json (nested too deep)") from None
     except msgspec.ValidationError as exc:
+        if data.lstrip()[:1] != b"{":
+            raise ProfplugError(f"{one_line(path)}: not an ab.json (not a JSON object)"
+                                ) from None
         raise ProfplugError(f"{one_line(path)}: bad ab.json: {one_line(_where(str(exc)))}"
                             ) from None
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:

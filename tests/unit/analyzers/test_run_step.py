@@ -91,6 +91,36 @@ def test_ab_report_json_has_a_step_per_policy(tmp_path: Path) -> None:
                                        for k in s["ranks"]}
 
 
+def test_ab_report_recomputes_the_stored_whatif_when_its_run_is_at_hand(
+        tmp_path: Path, capsys) -> None:
+    out = _ab_copy(tmp_path, None)
+    stored = json.loads((out / "ab.json").read_text())["whatif"]
+    stored["predicted_step_us"] = 11_891.3  # an older version's figure
+    doc = json.loads((out / "ab.json").read_text())
+    doc["whatif"] = stored
+    (out / "ab.json").write_text(json.dumps(doc))
+    assert main(["ab-report", str(out)]) == 0
+    w = json.loads((out / "ab.json").read_text())["whatif"]
+    assert w["recomputed"] is True
+    assert w["predicted_step_us"] != 11_891.3
+    assert w["calibrated_on_us"] == doc["summary"]["device"]["median_step_us"]
+    assert w["band_pct"] > 0  # the paired speedup CI's half-width added, as ab --whatif
+    assert "stored in ab.json" not in capsys.readouterr().out
+
+
+def test_ab_report_labels_a_stored_whatif_whose_run_is_gone(tmp_path: Path,
+                                                             capsys) -> None:
+    gone = str(tmp_path / "no_such_run")
+    out = _ab_copy(tmp_path, gone)
+    before = json.loads((out / "ab.json").read_text())["whatif"]
+    assert main(["ab-report", str(out)]) == 0
+    w = json.loads((out / "ab.json").read_text())["whatif"]
+    assert w["recomputed"] is False
+    assert w["predicted_step_us"] == before["predicted_step_us"]  # kept as stored
+    text = "".join(capsys.readouterr().out.split())  # wrapped lines: also inside the path
+    assert "".join(f"stored in ab.json (not recomputed: {gone} not found)".split()) in text
+
+
 def test_unprofiled_calibration_moves_every_rank(tmp_path: Path) -> None:
     tls = load_timelines([DEVICE])
     traced = whatif(tls)

@@ -30,6 +30,7 @@ from .compareanswer import Answer, mismatches, whatif_answer
 from .compareguard import guard, with_caveat
 from .comparenoise import NoiseTest, ranks_noise, runs_noise
 from .gaps import CAUSES
+from .runstep import compare_steps_line, run_step
 from .stalls import GPU_TIME_FIELDS, GpuTime, RankStalls, flat_dict
 
 if TYPE_CHECKING:
@@ -103,6 +104,10 @@ class Comparison:
             return "too few steps to compare step times"
         return self.noise.sentence(self.label_a, self.label_b)
 
+    def steps_line(self) -> str:
+        """Each run's step in words (``runstep``: as in ``a.step`` / ``b.step``)."""
+        return compare_steps_line(run_step(self.report_a.ranks), run_step(self.report_b.ranks))
+
     def to_dict(self) -> dict[str, Any]:
         """JSON: both full reports (schema v1) plus the per-rank comparison."""
         return {"version": 1, "kind": "compare",
@@ -112,8 +117,10 @@ class Comparison:
                 "noise": None if self.noise is None else self.noise.to_dict(),
                 "verdict": self.verdict(), "mismatches": list(self.mismatches),
                 "against": None if self.against is None else self.against.to_dict(),
-                "a": {"label": self.label_a, "report": self.report_a.to_dict()},
-                "b": {"label": self.label_b, "report": self.report_b.to_dict()},
+                "a": {"label": self.label_a, "step": run_step(self.report_a.ranks),
+                      "report": self.report_a.to_dict()},
+                "b": {"label": self.label_b, "step": run_step(self.report_b.ranks),
+                      "report": self.report_b.to_dict()},
                 "ranks": [{**asdict(r), "a": _side_dict(r.a), "b": _side_dict(r.b),
                            "noise": None if r.noise is None else r.noise.to_dict(),
                            "verdict": r.verdict(self.label_a, self.label_b)}

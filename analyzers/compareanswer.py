@@ -7,9 +7,10 @@ measured Y (the 95% CI when B is a ``profplug ab`` run, else B's per-step spread
   (``Report.run["whatif"]``, basis "step"), and that rank's band: ``run_band_pct`` against
   one traced run (a separate process: its host's speed is its own), ``error_band_pct``
   against an ab directory (its CI carries the rounds' spread);
-- Y: B's pipeline step time, :func:`comparenoise.pipeline_step_us` at its center
-  (:func:`stepstats.center`), +- its per-step spread (:func:`comparenoise.spread_pct`); or,
-  from an ``ab.json``, the policy's median over rounds and its 95% CI;
+- Y: B's step, the run's step (``runstep``: the slowest rank's median step, B's JSON
+  ``step.us``), +- the per-step spread (:func:`comparenoise.spread_pct`) of B's pipeline
+  series (:func:`comparenoise.pipeline_step_us`: per step, the slowest rank); or, from an
+  ``ab.json``, the policy's median over rounds and its 95% CI;
 - E = (X - Y) / Y * 100.
 
 **Mismatches** (:func:`mismatches`): one line per way the runs differ that makes their
@@ -25,6 +26,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from .comparenoise import pipeline_step_us, spread_pct
+from .runstep import run_step
 from .stepstats import center
 
 if TYPE_CHECKING:
@@ -108,7 +110,8 @@ def whatif_answer(rep_a: Report, rep_b: Report) -> Answer | None:
     steps, _ = pipeline_step_us(rep_b)
     if pred is None or steps.size == 0:
         return None
-    y = center(steps)
+    step = run_step(rep_b.ranks)
+    y = float(step["us"]) if step["basis"] == "step" and step["us"] else center(steps)
     s = spread_pct(steps) / 100.0
     ans = _answer(pred, y, y * (1.0 - s), y * (1.0 + s), "step spread")
     da, db = _device_syncs_per_step(rep_a), _device_syncs_per_step(rep_b)

@@ -27,6 +27,7 @@ from .memtrim import trim_large
 from .rankpool import analyze_ranks
 from .readers.base import ReadOptions
 from .resultcache import MISS, ResultCache
+from .runstep import run_step, whatif_steps
 from .sanity import check_sum_rule
 from .spreading import Spreading, scratch_cache, spread_drop, spreading
 from .stalls import RankStalls, StallOptions, flat_dict
@@ -92,8 +93,10 @@ class Report:
         return headline(self.ranks, res if isinstance(res, WhatIfResult) else None)
 
     def to_dict(self) -> dict[str, Any]:
+        w = self.run.get("whatif")
+        pred = {} if not isinstance(w, WhatIfResult) else {"predicted_step": whatif_steps(w)[1]}
         return {"version": SCHEMA_VERSION, "headline": self.headline(),
-                "warnings": list(self.warnings),
+                "step": run_step(self.ranks), **pred, "warnings": list(self.warnings),
                 "tolerance_us": self.options.tolerance_ns / 1000.0,
                 "ranks": [self._rank_json(r) for r in self.ranks],
                 **{key: a.to_dict() for key, a in self.run.items()}}

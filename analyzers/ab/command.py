@@ -21,7 +21,7 @@ from ..commands import run_paths, write_page, write_text
 from ..outpaths import STDOUT, check_outputs
 from ..render.registry import render_text
 from .analyze import analyze_ab
-from .overlay import attach, whatif_overlay
+from .overlay import attach, calibrated, restored
 from .result import EXIT_NO_RESULT, EXIT_NOT_REACHED, SCHEMA_VERSION, AbResult
 from .schema import read_regular, validate
 
@@ -40,15 +40,11 @@ def finish_ab(out: Path, runs: Sequence[dict[str, Any]], *, policies: Sequence[s
                      skip=skip, steps=steps, command=command, interrupted=interrupted,
                      stopped=stopped)
     res.unknown = dict(unknown or {})
-    if whatif is None and stored_whatif is not None:
-        attach(res, stored_whatif)
+    if whatif is None and stored_whatif is not None:  # today's, when its run is at hand
+        attach(res, restored(res, stored_whatif))
     if whatif is not None:
         try:
-            device = res.policy("device")
-            event = next((x for x in res.summary if x.policy == "event"), None)
-            ratio = event.speedup_ci95 if event is not None and event.paired else None
-            attach(res, whatif_overlay(run_paths(whatif), whatif, device.median_step_us,
-                                       device.ci95_us, ratio))
+            attach(res, calibrated(res, whatif))
         except ProfplugError as exc:
             res.warnings.append(f"--whatif {whatif}: {exc}")
     replace_file(out / "ab.json", ab_json_text(res))

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ...errors import ProfplugError
 from ..stepstats import STATISTIC
 from .analyze import too_few
 from .result import AbResult
@@ -57,6 +58,36 @@ def whatif_overlay(paths: Sequence[Path], run: str,
             "predicted_speedup": (round(device_step_us / cal["predicted_step_us"], 4)
                                   if cal["predicted_step_us"] > 0 else None),
             "warnings": [*traced["warnings"], *cal["warnings"]]}
+
+
+def calibrated(result: AbResult, run: str) -> dict[str, Any]:
+    """The what-if of the traced run ``run`` with today's code, calibrated on the A/B's
+    device median, its band carrying the event policy's paired speedup CI (``ab
+    --whatif``); ProfplugError when the run does not read."""
+    from ..pathargs import run_paths
+
+    device = result.policy("device")
+    event = next((x for x in result.summary if x.policy == "event"), None)
+    ratio = event.speedup_ci95 if event is not None and event.paired else None
+    return {**whatif_overlay(run_paths(run), run, device.median_step_us, device.ci95_us,
+                             ratio), "recomputed": True}
+
+
+def restored(result: AbResult, stored: dict[str, Any]) -> dict[str, Any]:
+    """A what-if overlay read back from ``ab.json`` (``ab-report``): recomputed by
+    :func:`calibrated` when its traced run (``run``) is at hand and reads, else kept as
+    stored and marked so (``recomputed`` false, ``not_recomputed`` the reason)."""
+    run = stored.get("run")
+    if not isinstance(run, str) or not run:
+        why = "no traced run named"
+    elif not all(Path(p).exists() for p in run.split(",") if p) and not Path(run).exists():
+        why = f"{run} not found"
+    else:
+        try:
+            return calibrated(result, run)
+        except (ProfplugError, OSError) as exc:
+            why = f"{run} does not read: {exc}"
+    return {**stored, "recomputed": False, "not_recomputed": why}
 
 
 def overlay(res: Any, run: str) -> dict[str, Any]:
@@ -122,6 +153,8 @@ def line(ov: dict[str, Any]) -> str:
     how = (f"at the unprofiled device step {cal:,.1f} us" if cal
            else "at the traced host speed")
     band = f" +-{ov['band_pct']:.0f}%" if ov.get("band_pct") else ""
+    if ov.get("recomputed") is False:
+        how += f"; stored in ab.json (not recomputed: {ov.get('not_recomputed')})"
     head = (f"what-if ({ov['run']}, traced device run, {how}): predicted "
             f"{ov['predicted_step_us']:,.1f} us/step{band} without "
             f"{ov.get('dropped') or 'device syncs'}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
+from ..runstep import ab_steps
 from .digestcheck import DigestCheck
 
 SCHEMA_VERSION = 1
@@ -144,6 +145,7 @@ class AbResult:
             "command": list(self.command),
             "runs": self.runs,
             "summary": {s.policy: s.to_dict() for s in self.summary},
+            "step": ab_steps(self.summary),  # per policy, the run's step (runstep)
             "outputs_identical": self.outputs.identical,
             "outputs": self.outputs.to_dict(),
             "verdict": self.verdict,

@@ -201,8 +201,8 @@ def answer_html(cmp: Comparison) -> str:
     out.append(f'<p id="verdict">step time: {e(cmp.verdict())}</p></div>')
     if cmp.noise is not None:
         n = cmp.noise
-        out.append(f'<p class="sub">median step {n.center_a_us:,.1f} vs {n.center_b_us:,.1f} us'
-                   f" ({e(n.basis)}); per-step spread ±{n.spread_a_pct:.1f}% / "
+        out.append(f'<p class="sub" id="run-steps">{e(cmp.steps_line())}; per-step spread '
+                   f"(each step's slowest rank, {e(n.basis)}) ±{n.spread_a_pct:.1f}% / "
                    f"±{n.spread_b_pct:.1f}%. One run each: the run-to-run spread is not in "
                    "this test; <code>profplug ab</code> measures it.</p>")
     svg = figure_svg(cmp)

@@ -85,9 +85,9 @@ def render_compare_table(cmp: Comparison, out: TextIO) -> None:
     w(_wrap(f"step time: {cmp.verdict()}"))
     if cmp.noise is not None:
         n = cmp.noise
-        w(f"  (median step {n.center_a_us:,.1f} vs {n.center_b_us:,.1f} us, {n.basis}; "
-          f"per-step spread ±{n.spread_a_pct:.1f}% / ±{n.spread_b_pct:.1f}%;\n"
-          "   one run each: the run-to-run spread is not in it, `profplug ab` measures it)\n")
+        w(_wrap(f"  ({cmp.steps_line()}; per-step spread (each step's slowest rank, "
+                f"{n.basis}) ±{n.spread_a_pct:.1f}% / ±{n.spread_b_pct:.1f}%; one run each: "
+                "the run-to-run spread is not in it, `profplug ab` measures it)"))
     if cmp.against is not None:  # A's what-if lined up with B: the top segments per rank
         w("\n")
         render_against_table(cmp.against, out, top=3)

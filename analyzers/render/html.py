@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ..gaps import CAUSES
 from ..observer import meta_line
+from ..runstep import run_step, step_words
 from ..stepstats import OUTLIER_K
 from .bars_svg import bars_svg, used_parts
 from .compare_html import answer_html
@@ -298,7 +299,7 @@ def render_html(rep: Report, out: TextIO, *, compare: Comparison | None = None,
     if compare is None:
         body = [f"<h1>{e(title)}</h1><p class=\"sub\">{n_ranks} rank"
                 f"{'' if n_ranks == 1 else 's'} · {e('/'.join(sources) or '-')} · tolerance "
-                f"{rep.options.tolerance_ns / 1000:g} us · times in us</p>",
+                f"{rep.options.tolerance_ns / 1000:g} us · times in us</p>" + _step_p(rep),
                 warnings_html(runs), *(lead or [headline_html(rep, compare)])]
     else:  # the answer first, then the comparison per rank
         body = [f"<h1>{e(title)}</h1>", compare_header_html(compare), warnings_html(runs),
@@ -330,6 +331,13 @@ def render_html(rep: Report, out: TextIO, *, compare: Comparison | None = None,
     body += sections
     body += [_meta(label, x) for label, x in runs if x.meta]
     _write(out, title, body, {"causes": list(CAUSES), "colors": COLORS, "timeline": tl})
+
+
+def _step_p(rep: Report) -> str:
+    """The run's step (``runstep``), under the title; nothing without GPU work."""
+    step = run_step(rep.ranks)
+    return "" if step["us"] is None else \
+        f'<p class="sub" id="run-step">the run\'s step: {e(step_words(step))}</p>'
 
 
 def _meta(label: str, rep: Report) -> str:

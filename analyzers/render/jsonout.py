@@ -24,5 +24,7 @@ def render_json(result: Any, out: TextIO) -> None:
 
 
 def render_run_json(result: RunAnalysis, out: TextIO) -> None:
-    """A run-level result under its key, as in the report."""
-    _dump({result.key: result.to_dict()}, out)
+    """A run-level result under its key, as in the report; its run's ``step`` (and
+    ``predicted_step``) also at the top (``runstep``)."""
+    d = result.to_dict()
+    _dump({**{k: d[k] for k in ("step", "predicted_step") if k in d}, result.key: d}, out)

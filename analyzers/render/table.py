@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, TextIO
 from ..callsites import display_name
 from ..gaps import CAUSES
 from ..observer import meta_line
+from ..runstep import run_step, step_words
 from .text import PrintableWriter, wrap
 
 if TYPE_CHECKING:
@@ -51,9 +52,11 @@ def render_table(rep: Report, out: TextIO) -> None:
     w("\n")
     sources = sorted({r.source for r in rep.ranks})
     w(f"profplug stall report · {len(rep.ranks)} rank(s) · {'/'.join(sources) or '-'} · "
-      f"tolerance {rep.options.tolerance_ns / 1000:g} us\n\n")
+      f"tolerance {rep.options.tolerance_ns / 1000:g} us\n")
     if not any(r.has_gpu_work for r in rep.ranks):  # the host-only section says the rest
+        w("\n")
         return
+    w(f"the run's step: {step_words(run_step(rep.ranks))}\n\n")
     w("GPU idle by cause, % of each rank's GPU window\n")
     w(f"{'rank':>4} {'window us':>11} {'step us':>9} {'busy':>6} {'idle':>6} "
       f"{'dev_sync':>8} {'evt_sync':>8} {'host':>6} {'other':>6}\n")

@@ -61,6 +61,7 @@ class WhatIfResult:
     n_events: int = 0  # API calls + GPU ops replayed
     replay_s: float = 0.0  # wall time of both replays (model build included)
     max_model_error_pct: float = 0.0
+    calibrated_on_us: float | None = None  # --unprofiled: the step the host was fitted to
 
     def dropped(self) -> str:
         """What the replay dropped, in words (the finding line, the headings)."""
@@ -77,7 +78,11 @@ class WhatIfResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``whatif`` object of the JSON report (docs/whatif.md)."""
-        return {"version": SCHEMA_VERSION, "drop": self.drop, "dropped": self.dropped(),
+        from ..runstep import whatif_steps
+
+        step, predicted = whatif_steps(self)
+        return {"version": SCHEMA_VERSION, "step": step, "predicted_step": predicted,
+                "drop": self.drop, "dropped": self.dropped(),
                 "drop_note": self.drop_note, "statistic": STATISTIC,
                 "callsite": self.callsite,
                 "n_events": self.n_events, "replay_s": round(self.replay_s, 3),

@@ -59,11 +59,23 @@ def host_costs(tls: list[Timeline], s: float) -> HostCosts:
     return HostCosts(s, s, comm_floor_ns=comm_floors(tls))
 
 
+def _device_replay(tls: list[Timeline], s: float, options: StallOptions | None,
+                   ranks: list[RankStalls] | None = None) -> dict[int, float]:
+    """Each rank's step replayed at host scale ``s`` (one ``s`` for every rank), nothing
+    dropped."""
+    res = whatif(tls, DropSpec(kinds=DROP_NONE), options, host=host_costs(tls, s), ranks=ranks)
+    return {r.rank: r.predicted_us for r in res.ranks}
+
+
+def _mean(per_rank: dict[int, float]) -> float:
+    """The pipeline's step the fit aims at: the mean over ranks of their replays."""
+    return sum(per_rank.values()) / max(len(per_rank), 1)
+
+
 def _device_us(tls: list[Timeline], s: float, options: StallOptions | None,
                ranks: list[RankStalls] | None = None) -> float:
     """The pipeline's step (mean over ranks) replayed at host scale ``s``, nothing dropped."""
-    res = whatif(tls, DropSpec(kinds=DROP_NONE), options, host=host_costs(tls, s), ranks=ranks)
-    return sum(r.predicted_us for r in res.ranks) / max(len(res.ranks), 1)
+    return _mean(_device_replay(tls, s, options, ranks))
 
 
 def fit_host_scale(tls: list[Timeline], step_us: float, options: StallOptions | None = None,
@@ -73,20 +85,31 @@ def fit_host_scale(tls: list[Timeline], step_us: float, options: StallOptions | 
     replays at ``step_us`` (regula falsi on s; the step grows with s). ``ranks``: the
     timelines' stall analyses, made once here when not given (every step of the search
     replays the same recorded run)."""
+    s, per_rank = fit_per_rank(tls, step_us, options, rel_tol, max_iter, ranks)
+    return s, _mean(per_rank)
+
+
+def fit_per_rank(tls: list[Timeline], step_us: float, options: StallOptions | None = None,
+                 rel_tol: float = 1e-3, max_iter: int = 20,
+                 ranks: list[RankStalls] | None = None) -> tuple[float, dict[int, float]]:
+    """:func:`fit_host_scale`, with each rank's own replayed step at that one scale."""
     if ranks is None:
         ranks = _recorded(tls, options)
     lo, hi = S_MIN, S_MAX
-    f_lo = _device_us(tls, lo, options, ranks) - step_us
-    f_hi = _device_us(tls, hi, options, ranks) - step_us
+    at_lo = _device_replay(tls, lo, options, ranks)
+    f_lo = _mean(at_lo) - step_us
     if f_lo >= 0:  # even a host 20x faster is slower than measured: the GPU work alone is
-        return lo, f_lo + step_us
+        return lo, at_lo
+    at_hi = _device_replay(tls, hi, options, ranks)
+    f_hi = _mean(at_hi) - step_us
     if f_hi <= 0:
-        return hi, f_hi + step_us
-    s, f = lo, f_lo
+        return hi, at_hi
+    s, at = lo, at_lo
     side = 0
     for _ in range(max_iter):
         s = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
-        f = _device_us(tls, s, options, ranks) - step_us
+        at = _device_replay(tls, s, options, ranks)
+        f = _mean(at) - step_us
         if abs(f) <= rel_tol * step_us:
             break
         if f < 0:
@@ -99,7 +122,7 @@ def fit_host_scale(tls: list[Timeline], step_us: float, options: StallOptions | 
             if side == 1:
                 f_lo /= 2
             side = 1
-    return s, f + step_us
+    return s, at
 
 
 def _recorded(tls: list[Timeline], options: StallOptions | None) -> list[RankStalls]:
@@ -158,7 +181,8 @@ def _unprofiled(tls: list[Timeline], step_us: float, drop: DropSpec | None,
                 options: StallOptions | None, step_ci_us: tuple[float, float] | None,
                 ratio_ci: tuple[float, float] | None = None) -> WhatIfResult:
     ranks = _recorded(tls, options)
-    s, replayed = fit_host_scale(tls, step_us, options, ranks=ranks)
+    s, replayed_by_rank = fit_per_rank(tls, step_us, options, ranks=ranks)
+    replayed = _mean(replayed_by_rank)
     res = whatif(tls, drop, options, host=host_costs(tls, s), ranks=ranks)
     paired = ratio_pct(ratio_ci)
     if paired is not None:
@@ -166,10 +190,14 @@ def _unprofiled(tls: list[Timeline], step_us: float, drop: DropSpec | None,
     else:
         cal = (calibration_band(tls, res, step_ci_us, drop, options, ranks) if step_ci_us
                else {r.rank: UNPROFILED_BAND_PCT for r in res.ranks})
-    ranks = [_rank(r, step_us, replayed, cal[r.rank]) for r in res.ranks]
-    note = (f"unprofiled: the host's costs are scaled by {s:.3f}, at which the traced run "
-            f"replays at the given unprofiled step ({step_us:,.1f} us; replayed "
-            f"{replayed:,.1f}); the prediction is made at the same scale. direct_us is "
+    ranks = [_rank(r, step_us, replayed_by_rank.get(r.rank, replayed), cal[r.rank])
+             for r in res.ranks]
+    each = ", ".join(f"rank {k} {v:,.1f}" for k, v in sorted(replayed_by_rank.items()))
+    note = (f"unprofiled: the host's costs of every rank are scaled by {s:.3f} (one scale "
+            f"for all ranks), at which the traced run replays at the given unprofiled step "
+            f"({step_us:,.1f} us, the mean over ranks; replayed {replayed:,.1f}"
+            + (f": {each}" if len(replayed_by_rank) > 1 else "")
+            + "); every rank's prediction is made at the same scale. direct_us is "
             "still the traced run's")
     if paired is not None and ratio_ci is not None:
         note += (f"; the band carries the measured speedup's 95% CI ({ratio_ci[0]:.3f}-"
@@ -184,6 +212,7 @@ def _unprofiled(tls: list[Timeline], step_us: float, drop: DropSpec | None,
                         f"at {step_us:,.1f} us (the GPU work alone takes longer, or the "
                         "number is not this job's)")
     return replace(res, ranks=ranks, assumptions=[*res.assumptions, note], warnings=warnings,
+                   calibrated_on_us=round(step_us, 3),
                    max_model_error_pct=max((abs(r.model_error_pct) for r in ranks),
                                            default=0.0))
 

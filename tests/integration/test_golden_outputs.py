@@ -85,7 +85,7 @@ def _check(text: str, golden: Path) -> None:
 
 # Outputs equal to a golden above, so not stored twice: (name, arguments, what it equals).
 # ``report --whatif`` is the default report (every sample is small enough for the default
-# what-if); ``whatif -f json`` is the report's ``whatif`` key alone (``{"whatif": ...}``).
+# what-if); ``whatif -f json`` is the report's ``whatif`` key (``{"step": ..., "whatif": ...}``).
 SAME_AS = [
     ("report_whatif.json", ["report", "{run}", "--whatif", "-f", "json"], "report.json"),
     ("whatif.json", ["whatif", "{run}", "-f", "json"], 'report.json["whatif"]'),
@@ -93,8 +93,10 @@ SAME_AS = [
 
 
 def _whatif_key(report_json: str) -> str:
-    """The ``whatif`` key of a JSON report, written as ``whatif -f json`` writes it."""
-    doc = {"whatif": json.loads(report_json)["whatif"]}
+    """The ``whatif`` key of a JSON report, written as ``whatif -f json`` writes it (its
+    ``step`` and ``predicted_step`` also at the top: ``runstep``)."""
+    w = json.loads(report_json)["whatif"]
+    doc = {"step": w["step"], "predicted_step": w["predicted_step"], "whatif": w}
     return json.dumps(doc, indent=1, allow_nan=False) + "\n"
 
 

@@ -72,8 +72,8 @@ def test_json_numbers_equal_the_reports(runs: tuple[Path, Path], tmp_path: Path,
         if "whatif" in doc:
             doc["whatif"]["replay_s"] = 0
     # then the embedded reports are the reports, and each side's numbers are theirs
-    assert c["a"] == {"label": "device", "report": a}
-    assert c["b"] == {"label": "event", "report": b}
+    assert c["a"] == {"label": "device", "step": a["step"], "report": a}
+    assert c["b"] == {"label": "event", "step": b["step"], "report": b}
     for rc, ra, rb in zip(c["ranks"], a["ranks"], b["ranks"], strict=True):
         for side, r in ((rc["a"], ra), (rc["b"], rb)):
             assert side["step_us"] == r["steps"]["period_us"]

@@ -141,7 +141,7 @@ def test_unprofiled_calibrates_the_host_on_the_device_step(tmp_path: Path) -> No
     assert r.recorded_us == 35.0 and abs(r.replayed_us - 35.0) <= 0.05
     assert r.predicted_us == pytest.approx(31.5, abs=0.1)
     assert r.saving_us == pytest.approx(35.0 - r.predicted_us, abs=1e-3)
-    assert any("unprofiled: the host's costs are scaled by 0.35" in a for a in res.assumptions)
+    assert any("unprofiled: the host's costs of every rank are scaled by 0.35" in a for a in res.assumptions)
 
 
 def test_unprofiled_band_carries_the_calibration_steps_ci(tmp_path: Path) -> None:

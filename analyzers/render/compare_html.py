@@ -8,11 +8,12 @@ browser tests read.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..comparenoise import pipeline_step_us
+from ..runstep import run_step
 from ..stepstats import center, outlier_mask
 from .escape import e
 from .palette import COLORS, legend_html, run_keys
@@ -135,10 +136,11 @@ def figure_svg(cmp: Comparison) -> str:
     rows: list[tuple[str, str]] = []
     out: list[str] = []
 
-    def strip(y: float, x: np.ndarray, key: str, name: str) -> None:
+    def strip(y: float, x: np.ndarray, key: str, name: str, med: float) -> None:
         if x.size == 0:
             return
-        med = center(x)  # the median over the non-outlier steps, as "measured" and the text
+        # the line: the run's step (runstep: the slowest rank's median step), as "measured"
+        # and the text; the points: the per-step series of the slowest rank
         q1, q3 = (min(max(float(v), lo), hi) for v in np.percentile(x, [25, 75]))
         out.append(f'<rect x="{sx(q1):.1f}" y="{y - 7}" width="{max(1.0, sx(q3) - sx(q1)):.1f}"'
                    f' height="14" fill="{COLORS[key]}" fill-opacity="0.25"/>')
@@ -152,7 +154,7 @@ def figure_svg(cmp: Comparison) -> str:
 
     y = TOP + ROW_H / 2
     rows.append(("A: steps", key_a))
-    strip(y, xa, key_a, f"{cmp.label_a} step")
+    strip(y, xa, key_a, f"{cmp.label_a} step", _run_step_us(cmp.report_a, xa))
     if ans is not None:
         y += ROW_H
         rows.append(("A: what-if", "predicted"))
@@ -166,7 +168,7 @@ def figure_svg(cmp: Comparison) -> str:
                    "</circle>")
     y += ROW_H
     rows.append(("B: steps", key_b))
-    strip(y, xb, key_b, f"{cmp.label_b} step")
+    strip(y, xb, key_b, f"{cmp.label_b} step", _run_step_us(cmp.report_b, xb))
     if ans is not None:
         c = COLORS["measured"]
         out.append(f'<line x1="{sx(ans.measured_us):.1f}" y1="{TOP}" x2="{sx(ans.measured_us):.1f}"'
@@ -218,3 +220,9 @@ def answer_html(cmp: Comparison) -> str:
                    "</figcaption></figure>")
     out.append("</section>")
     return "".join(out)
+
+
+def _run_step_us(rep: Any, steps: np.ndarray) -> float:
+    """The run's step (``runstep.run_step``), the series' median when it has none."""
+    us = run_step(rep.ranks).get("us")
+    return float(us) if isinstance(us, (int, float)) and us > 0 else center(steps)

@@ -49,11 +49,12 @@ def test_compare_page_first_figure_is_the_answer(chromium: str, tmp_path: Path  
     assert 'data-key="predicted"' in legend and 'data-key="measured"' in legend
     assert "A = device: 2 ranks (kineto) · B = event: 2 ranks (kineto)" in html.unescape(dom)
     assert "rank(s)" not in dom
-    # and the page agrees with itself: B's median line is the measured step, A's the step
-    # the noise test states (both over the non-outlier steps)
+    # and the page agrees with itself and the JSON: each run's line is its step (the run's
+    # step, `step.us`), B's the measured step of the answer
     medians = [float(x) for x in re.findall(r'data-median-us="([\d.]+)"', legend)]
-    noise = json.loads(doc.read_text())["noise"]
-    assert medians == pytest.approx([noise["center_a_us"], answer["measured_us"]], abs=1e-3)
+    d = json.loads(doc.read_text())
+    assert medians == pytest.approx([d["a"]["step"]["us"], answer["measured_us"]], abs=1e-3)
+    assert d["b"]["step"]["us"] == pytest.approx(answer["measured_us"], abs=1e-3)
 
 
 @pytest.mark.skipif(not (SAMPLES / "ab_h200_decode_loop").is_dir(), reason="no samples")

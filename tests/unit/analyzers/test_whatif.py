@@ -154,7 +154,10 @@ def test_outputs_render(tmp_path: Path) -> None:
     assert d["ranks"][1]["predicted_us"] == pytest.approx(150.0, abs=1e-3)
     html = render_text(res, "html")
     assert html.startswith("<section") and f"150.0 &plusmn; {band}%" in html
-    assert json.loads(render_text(res, "json")) == {"whatif": d}
+    # the whatif object, with the run's recorded and predicted step beside it (runstep)
+    assert json.loads(render_text(res, "json")) == {"step": d["step"],
+                                                    "predicted_step": d["predicted_step"],
+                                                    "whatif": d}
 
 
 def test_cli_json_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

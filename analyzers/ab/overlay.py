@@ -46,7 +46,7 @@ def whatif_overlay(paths: Sequence[Path], run: str,
     tls = load_timelines(list(paths))
     traced = overlay(whatif(tls), run)
     if not device_step_us:
-        return {**traced, "calibrated_on_us": None}
+        return {**traced, "calibrated_on_us": None, "stored_by": _made_by()}
     ci = (float(device_ci_us[0]), float(device_ci_us[1])) if device_ci_us else None
     ratio = (float(ratio_ci[0]), float(ratio_ci[1])) if ratio_ci and len(ratio_ci) == 2 \
         else None
@@ -57,7 +57,7 @@ def whatif_overlay(paths: Sequence[Path], run: str,
             "traced": {k: traced[k] for k in keep},
             "predicted_speedup": (round(device_step_us / cal["predicted_step_us"], 4)
                                   if cal["predicted_step_us"] > 0 else None),
-            "warnings": [*traced["warnings"], *cal["warnings"]]}
+            "warnings": [*traced["warnings"], *cal["warnings"]], "stored_by": _made_by()}
 
 
 def calibrated(result: AbResult, run: str) -> dict[str, Any]:
@@ -71,6 +71,14 @@ def calibrated(result: AbResult, run: str) -> dict[str, Any]:
     ratio = event.speedup_ci95 if event is not None and event.paired else None
     return {**whatif_overlay(run_paths(run), run, device.median_step_us, device.ci95_us,
                              ratio), "recomputed": True}
+
+
+def _made_by() -> str:
+    """The version that made a what-if overlay (kept in ab.json: a stored one that cannot be
+    recomputed later is labelled with it)."""
+    from profplug import __version__
+
+    return f"profplug {__version__}"
 
 
 def restored(result: AbResult, stored: dict[str, Any]) -> dict[str, Any]:
@@ -154,7 +162,9 @@ def line(ov: dict[str, Any]) -> str:
            else "at the traced host speed")
     band = f" +-{ov['band_pct']:.0f}%" if ov.get("band_pct") else ""
     if ov.get("recomputed") is False:
-        how += f"; stored in ab.json (not recomputed: {ov.get('not_recomputed')})"
+        by = ov.get("stored_by")
+        how += (f"; stored in ab.json by {by if isinstance(by, str) else 'an older profplug'} "
+                f"(not recomputed: {ov.get('not_recomputed')})")
     head = (f"what-if ({ov['run']}, traced device run, {how}): predicted "
             f"{ov['predicted_step_us']:,.1f} us/step{band} without "
             f"{ov.get('dropped') or 'device syncs'}")

@@ -106,6 +106,7 @@ def test_ab_report_recomputes_the_stored_whatif_when_its_run_is_at_hand(
     assert w["calibrated_on_us"] == doc["summary"]["device"]["median_step_us"]
     assert w["band_pct"] > 0  # the paired speedup CI's half-width added, as ab --whatif
     assert "stored in ab.json" not in capsys.readouterr().out
+    assert w["stored_by"].startswith("profplug ")  # what a later ab-report labels it with
 
 
 def test_ab_report_labels_a_stored_whatif_whose_run_is_gone(tmp_path: Path,
@@ -118,7 +119,9 @@ def test_ab_report_labels_a_stored_whatif_whose_run_is_gone(tmp_path: Path,
     assert w["recomputed"] is False
     assert w["predicted_step_us"] == before["predicted_step_us"]  # kept as stored
     text = "".join(capsys.readouterr().out.split())  # wrapped lines: also inside the path
-    assert "".join(f"stored in ab.json (not recomputed: {gone} not found)".split()) in text
+    # the sample's ab.json predates the version stamp: "an older profplug"
+    assert "".join(f"stored in ab.json by an older profplug (not recomputed: {gone} not "
+                   "found)".split()) in text
 
 
 def test_unprofiled_calibration_moves_every_rank(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..errors import ProfplugError, TraceError
-from .corrcheck import correlation_error, correlation_warnings
+from .corrcheck import correlation_check
 from .cpus import usable_cpus
 from .gaps import NO_GAPS, longest
 from .memtrim import trim
@@ -102,10 +102,10 @@ def run_task(task: RankTask) -> FileResult:
         tls, hit, key = read_cached(reader, path, task.index, task.read, where, key)
         for tl in tls:  # ids reused, clocks apart: one warning each (not kept in the cache);
             # the rule rather than the exception: refused
-            bad = correlation_error(tl)
+            bad, warns = correlation_check(tl)
             if bad is not None:
                 raise TraceError(f"{path}: rank {tl.rank}: {bad}")
-            tl.warnings += [w for w in correlation_warnings(tl) if w not in tl.warnings]
+            tl.warnings += [w for w in warns if w not in tl.warnings]
         trim()  # what the read freed: the analysis starts from the timelines alone
         if entry is not None and kept is None:
             # loaded after the read, not before: their decoding's peak is under the read's,

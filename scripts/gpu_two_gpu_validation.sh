@@ -18,38 +18,14 @@
 #             here afterwards on the unpacked results)
 # Results: $OUT/log.txt and $OUT/two_gpu.tgz (run.json, ab.json, small traces, the analyses).
 set -u
-T0=$(date +%s)
 BUDGET_S=${BUDGET_S:-560}
 SECTIONS=${SECTIONS:-"traced ab separate analyze"}
 ROUNDS=${ROUNDS:-8}
-FINAL=${OUT:-/tmp/out}
 W=/tmp/two_gpu
-rm -rf "$W"; mkdir -p "$W" "$FINAL"
-LOG=$W/log.txt
-export LD_LIBRARY_PATH=$PWD/.devlibs:${LD_LIBRARY_PATH:-}
-export NSYS=${NSYS:-/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys}
-export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-say() { echo "=== +$(( $(date +%s) - T0 ))s $*" | tee -a "$LOG"; }
-left() { echo $(( BUDGET_S - ($(date +%s) - T0) )); }
-run() {  # run NAME LIMIT_S CMD...: under the smaller of LIMIT_S and the time left
-  local name=$1 lim=$2; shift 2
-  local l; l=$(left); [ "$l" -lt "$lim" ] && lim=$l
-  if [ "$lim" -lt 15 ]; then say "SKIP $name (budget)"; return 0; fi
-  say "$name (limit ${lim}s)"
-  timeout "$lim" "$@" > "$W/$name.txt" 2>&1
-  local rc=$?
-  echo "exit $rc" >> "$W/$name.txt"
-  say "$name: exit $rc"; tail -3 "$W/$name.txt" | tee -a "$LOG"
-}
+. "$(dirname "$0")/gpu_common.sh"
 has() { case " $SECTIONS " in *" $1 "*) return 0;; esac; return 1; }
-
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl >>"$LOG" 2>&1 || say "wheels FAILED"
-python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile \
-  --target /tmp/pp . >>"$LOG" 2>&1 || say "profplug install FAILED"
-export PYTHONPATH=/tmp/pp:/tmp/site:$PWD/examples
+export PYTHONPATH=$PYTHONPATH:$PWD/examples
 NGPU=$(nvidia-smi -L | wc -l)
-PP="python3 -m profplug"
 TR="python3 -m torch.distributed.run --nproc-per-node $NGPU"
 say "GPUs: $NGPU (pipeline stages: $NGPU)"
 declare -A CLIENT=(

@@ -115,3 +115,19 @@ def check_sums(rep: Report) -> None:
             assert sum(d.idle_by_cause_us.values()) == pytest.approx(g.idle_us, abs=1e-6)
             assert g.busy_us + g.idle_us == pytest.approx(g.window_us, abs=1e-6)
             assert g.compute_us + g.comm_us == pytest.approx(g.busy_us, abs=1e-6)
+
+
+def sync_loop(path: Path, rank: int | None = 0, n: int = 10) -> Path:
+    """``n`` steps of a 50 us kernel and a device-wide synchronize (no step ranges)."""
+    t = KinetoTrace(rank=rank)
+    for k in range(n):
+        t.launch(100.0 * k, 100.0 * k + 2, 50.0)
+        t.runtime("cudaDeviceSynchronize", 100.0 * k + 3, 60.0)
+    return t.write(path)
+
+
+def one_error(capsys: Any) -> str:
+    """The command's stderr, which must be one ``profplug: error:`` line."""
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("profplug: error: "), err
+    return err[0]

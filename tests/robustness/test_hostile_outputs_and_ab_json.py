@@ -11,23 +11,9 @@ from pathlib import Path
 
 import pytest
 from nsys_synth import NsysExport
-from synth import KinetoTrace
+from synth import one_error, sync_loop
 
 from profplug.cli.main import main
-
-
-def _kineto(path: Path, rank: int | None = 0, n: int = 10) -> Path:
-    t = KinetoTrace(rank=rank)
-    for k in range(n):
-        t.launch(100.0 * k, 100.0 * k + 2, 50.0)
-        t.runtime("cudaDeviceSynchronize", 100.0 * k + 3, 60.0)
-    return t.write(path)
-
-
-def _one_error(capsys: pytest.CaptureFixture[str]) -> str:
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("profplug: error: "), err
-    return err[0]
 
 
 def _run_dir(tmp_path: Path) -> tuple[Path, Path]:
@@ -35,7 +21,7 @@ def _run_dir(tmp_path: Path) -> tuple[Path, Path]:
     run = tmp_path / "run"
     (run / "kineto").mkdir(parents=True)
     (run / "run.json").write_text(json.dumps({"world_size": 1, "note": "keep me"}))
-    return run, _kineto(run / "kineto" / "rank0.json")
+    return run, sync_loop(run / "kineto" / "rank0.json")
 
 
 # ---------------------------------------------------------------- 1: run.json is an input
@@ -46,7 +32,7 @@ def test_output_over_run_json_refused(tmp_path: Path, capsys, cmd: list[str]) ->
     before = (run / "run.json").read_bytes()
     for given in (run / "kineto", trace):  # the folder or the file: run.json one level up
         assert main([cmd[0], str(given), *cmd[1:], str(run / "run.json")]) == 2
-        assert "run.json" in _one_error(capsys)
+        assert "run.json" in one_error(capsys)
     assert (run / "run.json").read_bytes() == before
 
 
@@ -55,19 +41,19 @@ def test_output_hard_linked_to_run_json_refused(tmp_path: Path, capsys) -> None:
     twin = tmp_path / "elsewhere.json"
     os.link(run / "run.json", twin)
     assert main(["report", str(run / "kineto"), "-f", "json", "-o", str(twin)]) == 2
-    assert "run.json" in _one_error(capsys)
+    assert "run.json" in one_error(capsys)
 
 
 def test_output_hard_linked_to_a_trace_in_an_input_directory_refused(tmp_path: Path,
                                                                       capsys) -> None:
     d = tmp_path / "d"
     d.mkdir()
-    trace = _kineto(d / "rank0.json")
+    trace = sync_loop(d / "rank0.json")
     before = trace.read_bytes()
     twin = tmp_path / "out.txt"
     os.link(trace, twin)
     assert main(["report", str(d), "-o", str(twin)]) == 2
-    assert "rank0.json" in _one_error(capsys)
+    assert "rank0.json" in one_error(capsys)
     assert trace.read_bytes() == before
 
 
@@ -90,7 +76,7 @@ def test_output_over_an_nsight_twin_of_the_export_refused(tmp_path: Path, capsys
     rep.write_bytes(b"the capture")
     os.utime(db, (rep.stat().st_mtime + 10,) * 2)  # the export is newer: used as is
     assert main(["report", str(db), "-o", str(tmp_path / out)]) == 2
-    assert "read with the input" in _one_error(capsys)
+    assert "read with the input" in one_error(capsys)
     assert rep.read_bytes() == b"the capture"
 
 
@@ -102,7 +88,7 @@ def test_output_over_the_export_of_a_report_refused(tmp_path: Path, capsys) -> N
     os.utime(db, (rep.stat().st_mtime + 10,) * 2)
     for flag in ("-o", "--html"):
         assert main(["report", str(rep), flag, str(db)]) == 2
-        assert "x.sqlite, read with the input" in _one_error(capsys)
+        assert "x.sqlite, read with the input" in one_error(capsys)
     assert db.read_bytes() == before
 
 
@@ -110,29 +96,29 @@ def test_output_over_a_sidecar_inside_an_input_directory_refused(tmp_path: Path,
                                                                   capsys) -> None:
     _export(tmp_path / "x.sqlite")
     assert main(["report", str(tmp_path), "-o", str(tmp_path / "y.sqlite-wal")]) == 2
-    assert "inside the input directory" in _one_error(capsys)
+    assert "inside the input directory" in one_error(capsys)
 
 
 # ---------------------------------------------------------------- 4: two outputs, one file
 def test_json_and_html_to_one_file_refused(tmp_path: Path, capsys) -> None:
-    trace = _kineto(tmp_path / "rank0.json")
+    trace = sync_loop(tmp_path / "rank0.json")
     out = tmp_path / "out.txt"
     assert main(["report", str(trace), "-o", str(out), "--html",
                  str(tmp_path / "." / "out.txt")]) == 2
-    assert "another output" in _one_error(capsys)
+    assert "another output" in one_error(capsys)
     assert not out.exists()
 
 
 @pytest.mark.parametrize("argv", [["-o", "-", "--html", "-"], ["--html", "-"]])
 def test_two_documents_to_stdout_refused(tmp_path: Path, capsys, argv: list[str]) -> None:
-    trace = _kineto(tmp_path / "rank0.json")
+    trace = sync_loop(tmp_path / "rank0.json")
     for cmd in ("report", "whatif"):
         assert main([cmd, str(trace), *argv]) == 2
-        assert "two documents to stdout" in _one_error(capsys)
+        assert "two documents to stdout" in one_error(capsys)
 
 
 def test_json_to_stdout_and_html_to_a_file_allowed(tmp_path: Path, capsys) -> None:
-    trace = _kineto(tmp_path / "rank0.json")
+    trace = sync_loop(tmp_path / "rank0.json")
     assert main(["report", str(trace), "-f", "json", "-o", "-", "--html",
                  str(tmp_path / "r.html"), "--no-whatif"]) == 0
     assert json.loads(capsys.readouterr().out)["ranks"][0]["rank"] == 0
@@ -144,7 +130,7 @@ def test_json_to_stdout_and_html_to_a_file_allowed(tmp_path: Path, capsys) -> No
 def test_one_trace_named_twice_is_one_rank(tmp_path: Path, capsys, how: str) -> None:
     d = tmp_path / "d"
     d.mkdir()
-    f = _kineto(d / "trace.json", rank=None)  # unranked: the file order would number it
+    f = sync_loop(d / "trace.json", rank=None)  # unranked: the file order would number it
     second = {"dot": str(d / "." / "trace.json"), "dir and file": str(d),
               "symlink": str(tmp_path / "l.json"), "hard link": str(tmp_path / "h.json")}[how]
     if how == "symlink":
@@ -206,7 +192,7 @@ def test_tampered_stored_whatif_is_one_line(tmp_path: Path, capsys, whatif: dict
     out = _ab_dir(tmp_path, doc)
     before = (out / "ab.json").read_bytes()
     assert main(["ab-report", str(out)]) == 2
-    assert where in _one_error(capsys)
+    assert where in one_error(capsys)
     assert (out / "ab.json").read_bytes() == before
 
 
@@ -216,7 +202,7 @@ def test_subnormal_ab_step_times_are_one_line(tmp_path: Path, capsys, steps: lis
     doc["runs"][0]["ranks"][0]["step_us"] = steps
     out = _ab_dir(tmp_path, doc)
     assert main(["ab-report", str(out)]) == 2
-    assert "runs[0].ranks[0].step_us" in _one_error(capsys)
+    assert "runs[0].ranks[0].step_us" in one_error(capsys)
 
 
 def test_zero_step_ab_json_says_no_run_recorded_a_step(tmp_path: Path, capsys) -> None:
@@ -234,13 +220,13 @@ def test_zero_step_ab_json_says_no_run_recorded_a_step(tmp_path: Path, capsys) -
 def test_ab_html_over_the_whatif_run_refused(tmp_path: Path, capsys) -> None:
     out = _ab_dir(tmp_path, _ab_doc())
     (tmp_path / "traced").mkdir()
-    trace = _kineto(tmp_path / "traced" / "rank0.json")
+    trace = sync_loop(tmp_path / "traced" / "rank0.json")
     before = trace.read_bytes()
     assert main(["ab-report", str(out), "--whatif", str(tmp_path / "traced"), "--html",
                  str(trace)]) == 2
-    assert "rank0.json" in _one_error(capsys)
+    assert "rank0.json" in one_error(capsys)
     assert main(["ab-report", str(out), "--html", "-"]) == 2
-    assert "two documents to stdout" in _one_error(capsys)
+    assert "two documents to stdout" in one_error(capsys)
     assert trace.read_bytes() == before
 
 
@@ -257,21 +243,21 @@ def test_run_json_step_time_out_of_range_is_one_line(tmp_path: Path, capsys, val
     (run / "run.json").write_text(text.replace("VALUE", value))
     for fmt in ("table", "json"):
         assert main(["report", str(run / "kineto"), "-f", fmt, "--no-whatif"]) == 2
-        line = _one_error(capsys)
+        line = one_error(capsys)
         assert "run.json: ranks[0].timing.step_us[1]" in line and says in line
     assert main(["whatif", str(run / "kineto"), "--unprofiled", "auto", "-f", "json"]) == 2
-    assert says in _one_error(capsys)
+    assert says in one_error(capsys)
 
 
 @pytest.mark.parametrize("value", ["1e-308", "5e-324", "0.0001"])
 def test_unprofiled_below_a_nanosecond_is_one_line(tmp_path: Path, capsys, value: str) -> None:
-    trace = _kineto(tmp_path / "rank0.json")
+    trace = sync_loop(tmp_path / "rank0.json")
     assert main(["whatif", str(trace), "--unprofiled", value, "-f", "json"]) == 2
-    assert "--unprofiled takes" in _one_error(capsys)
+    assert "--unprofiled takes" in one_error(capsys)
 
 
 def test_unprofiled_at_a_nanosecond_gives_finite_json(tmp_path: Path, capsys) -> None:
-    trace = _kineto(tmp_path / "rank0.json")
+    trace = sync_loop(tmp_path / "rank0.json")
     assert main(["whatif", str(trace), "--unprofiled", "0.001", "-f", "json"]) == 0
     json.loads(capsys.readouterr().out)  # strict JSON: no Infinity
 

@@ -23,25 +23,11 @@ from profplug.analyzers.readers.nsys import read_nsys
 from profplug.analyzers.render.html import meta_html
 from profplug.analyzers.stalls import analyze_rank
 from profplug.analyzers.timeline import TimelineBuilder
-from synth import KinetoTrace
+from synth import KinetoTrace, one_error, sync_loop
 
 from profplug.cli.main import main
 
 US = 1000
-
-
-def _kineto(path: Path, rank: int = 0, n: int = 10) -> Path:
-    t = KinetoTrace(rank=rank)
-    for k in range(n):
-        t.launch(100.0 * k, 100.0 * k + 2, 50.0)
-        t.runtime("cudaDeviceSynchronize", 100.0 * k + 3, 60.0)
-    return t.write(path)
-
-
-def _one_error(capsys: pytest.CaptureFixture[str]) -> str:
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("profplug: error: "), err
-    return err[0]
 
 
 # ---------------------------------------------------------------- 2: epoch-us decimals
@@ -127,24 +113,24 @@ def test_a_kineto_begin_end_sync_is_counted(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- 4, 18: output paths
 @pytest.mark.parametrize("how", ["-o", "--html"])
 def test_output_over_the_input_is_refused(tmp_path: Path, capsys, how: str) -> None:
-    p = _kineto(tmp_path / "rank0.json")
+    p = sync_loop(tmp_path / "rank0.json")
     before = p.read_bytes()
     for cmd in (["report"], ["whatif"]):
         assert main([*cmd, str(p), how, str(p), "--jobs", "1"]) == 2
-        assert "is an input" in _one_error(capsys)
+        assert "is an input" in one_error(capsys)
     link = tmp_path / "link.json"
     link.symlink_to(p)
     assert main(["report", str(p), how, str(link)]) == 2  # the same file through a link
-    assert "is an input" in _one_error(capsys)
+    assert "is an input" in one_error(capsys)
     assert p.read_bytes() == before
 
 
 def test_an_output_read_back_from_the_input_directory_is_refused(tmp_path: Path,
                                                                   capsys) -> None:
-    _kineto(tmp_path / "rank0.json")
+    sync_loop(tmp_path / "rank0.json")
     assert main(["report", str(tmp_path), "-f", "json", "-o",
                  str(tmp_path / "report.json")]) == 2
-    assert "inside the input directory" in _one_error(capsys)
+    assert "inside the input directory" in one_error(capsys)
     assert not (tmp_path / "report.json").exists()
     # an HTML page there is never read back: allowed
     assert main(["report", str(tmp_path), "--html", str(tmp_path / "r.html"),
@@ -153,7 +139,7 @@ def test_an_output_read_back_from_the_input_directory_is_refused(tmp_path: Path,
 
 
 def test_dash_writes_to_stdout(tmp_path: Path, capsys, monkeypatch) -> None:
-    _kineto(tmp_path / "rank0.json")
+    sync_loop(tmp_path / "rank0.json")
     monkeypatch.chdir(tmp_path)  # restored after the test (a bare chdir leaked into others)
     assert main(["report", str(tmp_path), "-f", "json", "-o", "-", "--no-whatif",
                  "--no-cross-rank"]) == 0
@@ -162,10 +148,10 @@ def test_dash_writes_to_stdout(tmp_path: Path, capsys, monkeypatch) -> None:
 
 
 def test_compare_output_over_a_run_is_refused(tmp_path: Path, capsys) -> None:
-    a = _kineto(tmp_path / "a.json")
-    b = _kineto(tmp_path / "b.json")
+    a = sync_loop(tmp_path / "a.json")
+    b = sync_loop(tmp_path / "b.json")
     assert main(["compare", str(a), str(b), "-o", str(b)]) == 2
-    assert "is an input" in _one_error(capsys)
+    assert "is an input" in one_error(capsys)
 
 
 # ---------------------------------------------------------------- 6: pasted command
@@ -178,7 +164,7 @@ def test_the_suggested_nsys_command_is_shell_quoted(tmp_path: Path, capsys,
     monkeypatch.setenv("PROFPLUG_NSYS", str(tmp_path / "no-nsys"))
     monkeypatch.setenv("PATH", str(tmp_path))
     assert main(["report", str(rep)]) == 3
-    line = _one_error(capsys)
+    line = one_error(capsys)
     cmd = line.split("or export it yourself: ", 1)[1]
     # then the pasted command is one nsys call whose arguments are the two paths, verbatim
     assert shlex.split(cmd) == ["nsys", "export", "--type", "sqlite", "--output",
@@ -240,7 +226,7 @@ def test_a_catastrophic_step_range_regex_is_bounded(tmp_path: Path, capsys,
     monkeypatch.setattr(saferegex, "BUDGET_S", 1.0)
     monkeypatch.setattr(saferegex.search_all, "__defaults__", (1.0, saferegex._scan_re))
     assert main(["report", str(p), "--step-range", "re:(a+)+$", "--jobs", "1"]) == 2
-    assert "took over 1 s (catastrophic backtracking?)" in _one_error(capsys)
+    assert "took over 1 s (catastrophic backtracking?)" in one_error(capsys)
     # a regex that ends: the same steps with or without the budget
     assert saferegex.search_all(r"a{3}(b)", ["aaab", "ab"]) == [(0, "b")]
 
@@ -256,7 +242,7 @@ def test_with_re2_a_catastrophic_regex_is_linear() -> None:
 # ---------------------------------------------------------------- 13: deep run.json
 def test_a_deep_run_json_is_ignored_and_meta_tables_are_bounded(tmp_path: Path,
                                                                 capsys) -> None:
-    _kineto(tmp_path / "rank0.json")
+    sync_loop(tmp_path / "rank0.json")
     deep: dict[str, Any] = {}
     cur = deep
     for _ in range(800):
@@ -277,24 +263,24 @@ def test_a_deep_run_json_is_ignored_and_meta_tables_are_bounded(tmp_path: Path,
 ])
 def test_absurd_tolerances_are_one_line(tmp_path: Path, capsys, args: list[str],
                                         says: str) -> None:
-    p = _kineto(tmp_path / "rank0.json")
+    p = sync_loop(tmp_path / "rank0.json")
     assert main(["report", str(p), *args]) == 2
-    assert says in _one_error(capsys)
+    assert says in one_error(capsys)
 
 
 @pytest.mark.parametrize("value", ["1e308", "nan", "inf", "-5", "0"])
 def test_absurd_unprofiled_step_times_are_one_line(tmp_path: Path, capsys, value: str) -> None:
-    p = _kineto(tmp_path / "rank0.json")
+    p = sync_loop(tmp_path / "rank0.json")
     for fmt in ("table", "json"):
         assert main(["whatif", str(p), "--unprofiled", value, "-f", fmt]) == 2
-        line = _one_error(capsys)
+        line = one_error(capsys)
         assert "--unprofiled takes the measured unprofiled step time in us" in line
         assert "int64" not in line
 
 
 # ---------------------------------------------------------------- 17: missing ranks
 def test_entries_named_like_traces_that_are_skipped_are_said(tmp_path: Path, capsys) -> None:
-    _kineto(tmp_path / "rank0.json")
+    sync_loop(tmp_path / "rank0.json")
     os.mkfifo(tmp_path / "rank1.json")
     (tmp_path / "rank2.json").symlink_to(tmp_path / "gone.json")
     (tmp_path / "rank3.json").symlink_to("/dev/zero")
@@ -310,7 +296,7 @@ def test_entries_named_like_traces_that_are_skipped_are_said(tmp_path: Path, cap
 def test_a_subdirectory_that_cannot_be_listed_is_said(tmp_path: Path, monkeypatch) -> None:
     # Path.rglob swallows the PermissionError on Python 3.11 (and root can list anything,
     # so the refusal is simulated)
-    _kineto(tmp_path / "rank0.json")
+    sync_loop(tmp_path / "rank0.json")
     locked = tmp_path / "rank1"
     locked.mkdir()
     scandir = os.scandir
@@ -368,4 +354,4 @@ def test_absurdly_many_devices_are_one_line(tmp_path: Path, capsys) -> None:
         t.gpu(10.0 * k, 5.0, device=k)
     p = t.write(tmp_path / "rank0.json")
     assert main(["report", str(p), "--jobs", "1"]) == 3
-    assert "5,000 distinct GPU device ids on rank 0 (more than 4,096)" in _one_error(capsys)
+    assert "5,000 distinct GPU device ids on rank 0 (more than 4,096)" in one_error(capsys)

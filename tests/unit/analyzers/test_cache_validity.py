@@ -31,27 +31,6 @@ from profplug.errors import TraceError
 
 
 @pytest.fixture
-def run4(tmp_path: Path) -> list[Path]:
-    files, _ = write(PipelineSpec(stages=4, steps=3), tmp_path / "traces")
-    return files
-
-
-@pytest.fixture
-def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The files the readers really parsed (in this process: jobs=1)."""
-    seen: list[str] = []
-    for cls in (registry.KinetoReader, registry.NsysReader):
-        real = cls.read
-
-        def counting(self, path, index, options, real=real):  # type: ignore[no-untyped-def]
-            seen.append(path.name)
-            return real(self, path, index, options)
-
-        monkeypatch.setattr(cls, "read", counting)
-    return seen
-
-
-@pytest.fixture
 def unblocked() -> Iterator[list[Path]]:
     """FIFOs to watch: from 5 s on, any reader blocked on one is let go (a writer opens
     and closes it: the reader sees an empty file) and the test is marked as having

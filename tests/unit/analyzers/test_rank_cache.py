@@ -8,34 +8,13 @@ import os
 from pathlib import Path
 
 import pytest
-from pipeline_synth import PipelineSpec, write
 from profplug.analyzers.commands import report_analyses
 from profplug.analyzers.load import load_ranks
-from profplug.analyzers.readers import cache, registry
+from profplug.analyzers.readers import cache
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.report import analyze
 from profplug.analyzers.stalls import StallOptions
 from test_dispatch import TIMES, report_json
-
-
-@pytest.fixture
-def run4(tmp_path: Path) -> list[Path]:
-    files, _ = write(PipelineSpec(stages=4, steps=3), tmp_path / "traces")
-    return files
-
-
-@pytest.fixture
-def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The files the Kineto reader really parsed (in this process: jobs=1)."""
-    seen: list[str] = []
-    real = registry.KinetoReader.read
-
-    def counting(self, path, index, options):  # type: ignore[no-untyped-def]
-        seen.append(path.name)
-        return real(self, path, index, options)
-
-    monkeypatch.setattr(registry.KinetoReader, "read", counting)
-    return seen
 
 
 def test_second_report_reads_the_cache_and_is_the_same(run4: list[Path], tmp_path: Path,

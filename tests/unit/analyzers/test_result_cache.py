@@ -9,7 +9,6 @@ import os
 from pathlib import Path
 
 import pytest
-from pipeline_synth import PipelineSpec, write
 from profplug.analyzers import commands, dispatch, resultcache
 from profplug.analyzers.commands import report_analyses
 from profplug.analyzers.load import load_ranks
@@ -20,12 +19,6 @@ from profplug.analyzers.stalls import StallOptions
 from profplug.analyzers.steprule import DEFAULT_STEPS
 from profplug.analyzers.whatif import DropSpec
 from test_dispatch import report_json
-
-
-@pytest.fixture
-def run4(tmp_path: Path) -> list[Path]:
-    files, _ = write(PipelineSpec(stages=4, steps=3), tmp_path / "traces")
-    return files
 
 
 @pytest.fixture

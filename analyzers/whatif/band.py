@@ -32,10 +32,9 @@ from .result import RankWhatIf
 BASE_PCT = 1.0
 SLOPE_PCT = 14.0
 COUPLED_PCT = 17.0
-# a separate run of the other policy: its host's speed drawn per process. The unprofiled
-# rounds of one job spread +-30% around their median on the H200 machines (ab rounds of
-# the shared Megatron-Core PP=2 client: 5,516-8,216 us around 6,812; docs/whatif.md,
-# "The error band"); it moves the step as far as the host sets it
+# a separate run of the other policy: its host's speed is drawn per process, which moves
+# the step as far as the host sets it; the spread of separate unprofiled runs of one job
+# (docs/whatif.md, "The error band")
 RUN_SPREAD_PCT = 30.0
 
 

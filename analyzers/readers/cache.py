@@ -46,11 +46,10 @@ from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
-
-from ..timeline import COMM_KINDS, COMM_SOURCES, KIND_NAMES, Timeline
-from .base import Reader, ReadOptions
-from .nsys_source import REPORT_SUFFIXES, export_path
-from .nsys_tmp import SIDECARS
+from profplug.analyzers.core.timeline import COMM_KINDS, COMM_SOURCES, KIND_NAMES, Timeline
+from profplug.analyzers.readers.base import Reader, ReadOptions
+from profplug.analyzers.readers.nsys.source import REPORT_SUFFIXES, export_path
+from profplug.analyzers.readers.nsys.tmpfiles import SIDECARS
 
 FULL_HASH_BYTES = 256 << 20  # files up to this size are keyed on a hash of all their bytes
 SAMPLE_BYTES = 1 << 20  # beyond: hashed at the head, the middle and the tail
@@ -58,20 +57,29 @@ FORMAT = 2  # the layout of an entry (bump when it changes)
 TAG_NAME = "CACHEDIR.TAG"  # marks the folder as a cache (bford.info/cachedir)
 TAG_SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"
 TAG = TAG_SIGNATURE + b"\n# a profplug cache (--cache): trace listings skip this folder\n"
-_SHAPING = ("timeline.py", "steprule.py", "commops.py", "classify.py")
+_SHAPING = ("core/timeline.py", "core/classify.py", "steps/rule.py")  # outside readers/
 
 
-@cache
-def reader_fingerprint() -> str:
-    """A hash of the source of every module that shapes a Timeline (computed once)."""
+def shaping_sources() -> list[Path]:
+    """The sources that shape a Timeline: every module under readers/, and ``_SHAPING``."""
     here = Path(__file__).resolve().parent
-    files = sorted(here.glob("*.py")) + [here.parent / n for n in _SHAPING]
+    return sorted(here.rglob("*.py")) + [here.parent / n for n in _SHAPING]
+
+
+def fingerprint(files: list[Path]) -> str:
+    """16 hex digits of a hash of ``files``' names and bytes (and the cache ``FORMAT``)."""
     h = hashlib.sha256(str(FORMAT).encode())
     for f in files:
         if f.is_file():
             h.update(f.name.encode())
             h.update(f.read_bytes())
     return h.hexdigest()[:16]
+
+
+@cache
+def reader_fingerprint() -> str:
+    """The fingerprint of the sources that shape a Timeline (computed once per process)."""
+    return fingerprint(shaping_sources())
 
 
 def _open_regular(path: Path) -> tuple[int, os.stat_result]:

@@ -1,4 +1,4 @@
-"""Dask is optional: only ``analyzers/daskpool.py`` imports it, every other analyzer module
+"""Dask is optional: only ``analyzers/scale/dask_backend.py`` imports it, every other analyzer module
 imports with dask blocked, and a whole local report runs and loads no dask. Checked the
 way ``test_architecture`` checks torch (imports read from the source; a fresh interpreter
 where the blocked packages cannot load); the checks are run on a planted violation too."""
@@ -13,7 +13,7 @@ from pathlib import Path
 from test_architecture import ROOT, imports, modules
 
 DASK = ("dask", "distributed")
-ALLOWED = {"profplug.analyzers.daskpool"}  # the one module that talks to Dask
+ALLOWED = {"profplug.analyzers.scale.dask_backend"}  # the one module that talks to Dask
 
 BLOCKED_RUN = """
 import importlib.abc, json, sys
@@ -29,7 +29,7 @@ sys.meta_path.insert(0, Block())
 import importlib
 for m in {mods!r}:
     importlib.import_module(m)
-from profplug.analyzers.commands import run_report
+from profplug.analyzers.commands.common import run_report
 from pathlib import Path
 code = run_report({paths!r}, fmt="json", output=Path({out!r}), jobs=2, quiet=True)
 loaded = sorted(n for n in sys.modules if any(n == b or n.startswith(b + ".") for b in BLOCKED))
@@ -45,7 +45,7 @@ def dask_importers(folder: Path, package: str) -> list[str]:
             if any(target == d or target.startswith(d + ".") for d in DASK)]
 
 
-def test_only_daskpool_imports_dask() -> None:
+def test_only_the_dask_backend_imports_dask() -> None:
     assert dask_importers(ROOT / "analyzers", "profplug.analyzers") == []
     assert dask_importers(ROOT / "profplug", "profplug") == []
 
@@ -55,7 +55,9 @@ def test_the_check_catches_a_planted_import(tmp_path: Path) -> None:
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "sneaky.py").write_text("def f():\n    from distributed import Client\n")
-    (pkg / "daskpool.py").write_text("import dask\n")
+    (pkg / "scale").mkdir()
+    (pkg / "scale" / "__init__.py").write_text("")
+    (pkg / "scale" / "dask_backend.py").write_text("import dask\n")
     assert dask_importers(pkg, "profplug.analyzers") == ["profplug.analyzers.sneaky:2"]
 
 

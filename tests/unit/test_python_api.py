@@ -5,13 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from profplug.analyzers import analyze, load_timelines
-from profplug.analyzers.load import as_paths, trace_files
-from profplug.analyzers.report import find_run_meta
-from profplug.analyzers.whatif import whatif_paths
+from profplug.analyzers import analyze, load_timelines, whatif_paths
+from profplug.analyzers.core.errors import TraceError
+from profplug.analyzers.report.run_meta import find_run_meta
+from profplug.analyzers.scale.load import as_paths, trace_files
 from unit.analyzers.test_compare_synth import write_run
-
-from profplug.errors import TraceError
 
 
 def test_as_paths_takes_one_path_or_several() -> None:

@@ -13,12 +13,12 @@ from typing import Any, ClassVar
 
 import pytest
 import sample_cache
-from profplug.analyzers.commands import report_analyses
-from profplug.analyzers.compare import Comparison, compare
-from profplug.analyzers.gaps import CAUSES
+from profplug.analyzers.commands.common import report_analyses
+from profplug.analyzers.compare.reports import Comparison, compare
 from profplug.analyzers.render.html import script_json, timeline_data
 from profplug.analyzers.render.registry import render_text
-from profplug.analyzers.report import Report, RunAnalysis, analyze
+from profplug.analyzers.report.analysis import Report, RunAnalysis, analyze
+from profplug.analyzers.stalls.gaps import CAUSES
 from synth import KinetoTrace
 from unit.analyzers.test_compare_synth import (
     N_STEPS,
@@ -273,7 +273,7 @@ def test_no_gpu_work_rank_is_listed(tmp_path: Path) -> None:
 
 
 def test_whatif_result_gets_its_own_section(tmp_path: Path) -> None:
-    from profplug.analyzers.whatif import whatif_paths
+    from profplug.analyzers import whatif_paths
 
     d = write_run(tmp_path, "device")
     res = whatif_paths([d])

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import grid_switch as gs  # noqa: E402
-from profplug.analyzers.whatif import whatif_paths  # noqa: E402
+from profplug.analyzers import whatif_paths  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "whatif_grid_data" / "switchS1"
 

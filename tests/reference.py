@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from profplug.analyzers.render.registry import PAGE, render_text
 from profplug.analyzers.report import analysis as report
-from profplug.analyzers.scale import load
+from profplug.analyzers.scale import load, placement
 from profplug.analyzers.scale import run_level as remote
 from profplug.analyzers.scale.dispatch import FileResult
 
@@ -23,7 +23,7 @@ def one_process(paths: list[Path], run: Iterable[object], monkeypatch: pytest.Mo
                 **kw: object) -> report.Report:
     """``analyze(paths, run=run, **kw)`` with no analysis run where the ranks are read."""
     with monkeypatch.context() as m:
-        m.setattr(report, "spreading", lambda *a, **k: None)
+        m.setattr(placement, "spreading", lambda *a, **k: None)
         return report.analyze(paths, run=run, jobs=1, progress=False, **kw)  # type: ignore[arg-type]
 
 

@@ -26,13 +26,13 @@ from typing import Any
 import numpy as np
 import pytest
 from profplug.analyzers.commands import common as commands
-from profplug.analyzers.commands.common import report_analyses
 from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.crossrank import CrossRankResult
 from profplug.analyzers.crossrank import cross_rank as run_cross_rank
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.report import analysis as report_mod
 from profplug.analyzers.report.analysis import Report, analyze_timelines
+from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.report.run_meta import find_run_meta
 from profplug.analyzers.scale import load as load_mod
 from profplug.analyzers.scale.load import LoadedRanks

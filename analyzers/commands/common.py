@@ -28,25 +28,22 @@ from profplug.analyzers.compare.against_run import (
     other_paths,
 )
 from profplug.analyzers.compare.reports import Comparison, compare
+from profplug.analyzers.core.analysis_spec import AnalysisSpec
 from profplug.analyzers.core.errors import ProfplugError, one_line
 from profplug.analyzers.core.timeline import Timeline
-from profplug.analyzers.crossrank import cross_rank_analysis
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.render.registry import PAGE, check_format, render_text
 from profplug.analyzers.render.timeline_data import GAPS_KEPT
-from profplug.analyzers.report.analysis import Report, RunAnalyzer, analyze, analyze_timelines
+from profplug.analyzers.report.analysis import Report, analyze, analyze_timelines
+from profplug.analyzers.report.registry import check_drop, report_analyses
 from profplug.analyzers.report.run_meta import find_run_meta
 from profplug.analyzers.scale.dispatch import Backend, LocalBackend
 from profplug.analyzers.scale.load import PathsLike, load_timelines
 from profplug.analyzers.scale.pathargs import check_paths, run_paths, split_paths
 from profplug.analyzers.scale.placement import spreading
-from profplug.analyzers.stalls.hostonly import host_only
 from profplug.analyzers.stalls.rank import RankStalls, StallOptions
 from profplug.analyzers.steps.observer import untraced_step_us
 from profplug.analyzers.whatif import (
-    DROP_ALL,
-    DROP_DEVICE,
-    DROP_POLICY,
     DropSpec,
     WhatIfResult,
     whatif,
@@ -55,9 +52,6 @@ from profplug.analyzers.whatif import (
 )
 from profplug.analyzers.whatif.against import WhatIfAgainst, against
 from profplug.analyzers.whatif.unprofiled import MAX_STEP_US, MIN_STEP_US, parse_ci
-
-DROPS = (DROP_POLICY, DROP_DEVICE, DROP_ALL)
-WHATIF_AUTO_MAX_EVENTS = 2_000_000  # a report's default what-if: ~2 us/event, a few seconds
 
 
 def write_text(text: str, output: Path | None) -> None:
@@ -77,13 +71,6 @@ def write_page(result: object, path: Path) -> None:
     print(f"profplug: wrote {one_line(path)}", file=sys.stderr)
 
 
-def check_drop(drop: DropSpec) -> DropSpec:
-    """``drop`` when its rule is one of ``DROPS``; a ProfplugError else."""
-    if drop.kinds not in DROPS:
-        raise ProfplugError(f"unknown --drop {drop.kinds!r} (choose from {', '.join(DROPS)})")
-    return drop
-
-
 def open_backend(jobs: int | None = None, dask: str | None = None) -> Backend:
     """The backend of a command: ``--dask ADDRESS`` (``daskpool``, imported only then), else
     the local pool of ``jobs`` processes. Close it when done."""
@@ -97,59 +84,6 @@ def open_backend(jobs: int | None = None, dask: str | None = None) -> Backend:
 def _progress(quiet: bool) -> bool | None:
     """The progress line: off with ``--quiet``, else when stderr is a terminal."""
     return False if quiet else None
-
-
-def whatif_if_cheap(timelines: list[Timeline], options: StallOptions,
-                    drop: DropSpec | None = None,
-                    ranks: list[RankStalls] | None = None) -> WhatIfResult | None:
-    """The what-if of a report by default (None without GPU work): run when the run has at most
-    ``WHATIF_AUTO_MAX_EVENTS`` API calls + GPU ops (~2 us each); else a ProfplugError saying
-    so, which the report keeps as a warning."""
-    if not any(t.n_gpu for t in timelines):  # nothing to replay: the host-only summary
-        return None
-    n = sum(t.n_events for t in timelines)
-    if n > WHATIF_AUTO_MAX_EVENTS:
-        whatif_too_big(n)
-    return whatif(timelines, drop or DropSpec(), options, ranks=ranks)
-
-
-def whatif_too_big(n: int) -> None:
-    """The default what-if declining a run of ``n`` API calls + GPU ops (a ProfplugError:
-    the report's warning line)."""
-    raise ProfplugError(f"what-if not run by default on {n:,} events (over "
-                        f"{WHATIF_AUTO_MAX_EVENTS:,}): --whatif runs it")
-
-
-def report_analyses(whatif: bool | None, cross_rank: bool = True,
-                    drop: DropSpec | None = None) -> list[RunAnalyzer]:
-    """The run-level analyses of a report (and of each run of a compare): the what-if
-    always, never, or when cheap (``whatif`` True, False, None), dropping ``drop``
-    (default: what the sync policy changes, ``whatif.dropset``); then the cross-rank
-    analysis unless ``cross_rank`` is False."""
-    drop = check_drop(drop or DropSpec())
-
-    def cheap(timelines: list[Timeline], options: StallOptions,
-              ranks: list[RankStalls] | None = None) -> WhatIfResult | None:
-        return whatif_if_cheap(timelines, options, drop, ranks)
-
-    cheap.uses_rank_stalls = True  # type: ignore[attr-defined]
-    cheap.label = "what-if"  # type: ignore[attr-defined]
-    # what a report that never gathers the timelines (report.analyze) needs to know of it
-    cheap.max_events = WHATIF_AUTO_MAX_EVENTS  # type: ignore[attr-defined]
-    cheap.too_big = whatif_too_big  # type: ignore[attr-defined]
-    # what a run-level result is cached under (``resultcache``): the analysis, its parameters
-    cheap.cache_token = f"whatif auto<={WHATIF_AUTO_MAX_EVENTS} {drop!r}"  # type: ignore[attr-defined]
-    forced = whatif_analysis(drop)
-    forced.cache_token = f"whatif {drop!r}"  # type: ignore[attr-defined]
-    # both can run where the ranks are read (``whatif.spread``; --drop-at resolved there too)
-    for a in (cheap, forced):
-        a.spread_drop = drop  # type: ignore[attr-defined]
-    crossed = cross_rank_analysis()
-    crossed.cache_token = "cross_rank"  # type: ignore[attr-defined]
-
-    run: list[RunAnalyzer] = [] if whatif is False else [forced if whatif else cheap]
-    run = [*run, host_only]  # a run without GPU work: what it has (None otherwise)
-    return [*run, crossed] if cross_rank else run
 
 
 @own_warnings
@@ -289,9 +223,12 @@ def _compare_with_ab(run_a: str, run_b: str, *, fmt: str, output: Path | None,
     ratio = speedup_ci(doc, policy)
     opt = options or StallOptions()
 
-    def unprofiled(timelines: list[Timeline], o: StallOptions) -> WhatIfResult:
+    def at_ab_speed(timelines: list[Timeline], o: StallOptions,
+                    ranks: list[RankStalls] | None) -> WhatIfResult:
         return whatif_unprofiled(timelines, dev_us, DropSpec(), o, step_ci_us=dev_ci,
                                  ratio_ci=ratio)
+
+    unprofiled = AnalysisSpec(name="whatif", label="what-if", run=at_ab_speed)
 
     rep_a = analyze(run_paths(run_a), opt, read=read, run=[unprofiled])
     res = compare_ab(rep_a, doc, labels[0] or run_label(run_a), labels[1] or run_label(run_b),
@@ -310,7 +247,6 @@ def _spread_whatif(files: list[Path], drop: DropSpec, opt: StallOptions,
     of traces runs it (no timeline travels: docs/scale.md), with the report its page draws;
     None below, where the timelines travel and it runs here."""
     forced = whatif_analysis(drop)
-    forced.spread_drop = drop  # type: ignore[attr-defined]
     if spreading([forced], False, files) is None:
         return None
     rep = analyze(files, opt, run=[forced], read=read, backend=backend,

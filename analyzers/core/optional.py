@@ -22,22 +22,6 @@ from profplug.analyzers.core.errors import ProfplugError, one_line
 
 T = TypeVar("T")
 
-# Known run-level analyzers by their function's name (a closure: its factory's name).
-_LABELS = {"whatif_if_cheap": "what-if", "whatif_analysis": "what-if", "whatif": "what-if",
-           "cross_rank_analysis": "cross-rank analysis", "cross_rank": "cross-rank analysis"}
-
-
-def label(analysis: Callable[..., Any]) -> str:
-    """The name a warning gives a run-level analyzer: its ``label`` attribute, else a known
-    function name (``whatif_if_cheap`` -> ``what-if``), else its function's name."""
-    given = getattr(analysis, "label", None)
-    if isinstance(given, str):
-        return given
-    name = str(getattr(analysis, "__qualname__", type(analysis).__name__))
-    name = name.split(".<locals>")[0]
-    return _LABELS.get(name, name)
-
-
 def failure(name: str, exc: BaseException) -> str:
     """The one warning line of an optional analysis that failed with ``exc``."""
     if isinstance(exc, ProfplugError):

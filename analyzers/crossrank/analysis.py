@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
 from typing import Any
 
+from profplug.analyzers.core.analysis_spec import CROSS_RANK, AnalysisSpec
 from profplug.analyzers.core.classify import comm_for_symbols
 from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.crossrank import critical as cp
@@ -153,18 +153,21 @@ def applies(timelines: list[Timeline]) -> bool:
                                  for tl in tls)
 
 
-def cross_rank_analysis() -> Callable[..., CrossRankResult | None]:
-    """:func:`cross_rank` as a run-level analysis: ``analyze(paths,
-    run=[cross_rank_analysis()])`` puts its result in ``Report.run["cross_rank"]``. It takes
-    the report's stall analyses (``uses_rank_stalls``) rather than redoing them. A run it
-    cannot apply to (:func:`applies`: one rank, or no NCCL kernel) is skipped: no
-    ``cross_rank`` key, no cost (``benchmarks/bench_analyzer.py`` measures both)."""
-    def run(timelines: list[Timeline], options: StallOptions,
-            ranks: list[RankStalls] | None = None) -> CrossRankResult | None:
-        if not applies(timelines):
-            return None
-        return cross_rank(timelines, options, ranks)
+def _run(timelines: list[Timeline], options: StallOptions,
+         ranks: list[RankStalls] | None) -> CrossRankResult | None:
+    """:func:`cross_rank`, or None for a run it does not apply to (:func:`applies`)."""
+    return cross_rank(timelines, options, ranks) if applies(timelines) else None
 
-    run.uses_rank_stalls = True  # type: ignore[attr-defined]
-    run.spreads = True  # type: ignore[attr-defined]  # its parts can run on the workers (remote)
-    return run
+
+# ``analyze(paths, run=[CROSS_RANK_SPEC])`` puts its result in ``Report.run["cross_rank"]``.
+# It takes the report's stall analyses rather than redoing them. A run it cannot apply to
+# (:func:`applies`: one rank, or no NCCL kernel) is skipped: no ``cross_rank`` key, no cost
+# (``benchmarks/bench_analyzer.py`` measures both). Its parts can run where the ranks are
+# read (``scale.run_level``).
+CROSS_RANK_SPEC = AnalysisSpec(name="cross_rank", label="cross-rank analysis", run=_run,
+                               cache_key="cross_rank", in_parts=CROSS_RANK)
+
+
+def cross_rank_analysis() -> AnalysisSpec:
+    """The cross-rank analysis as a run-level analysis of a report (:data:`CROSS_RANK_SPEC`)."""
+    return CROSS_RANK_SPEC

@@ -9,13 +9,15 @@ JSON. ``render.registry`` turns a report into a table, JSON, CSV or HTML.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from profplug.analyzers.core.analysis_spec import AnalysisSpec, as_spec
 from profplug.analyzers.core.classify import tables_kept
 from profplug.analyzers.core.memtrim import trim_large
-from profplug.analyzers.core.optional import isolated, label
+from profplug.analyzers.core.optional import isolated
 from profplug.analyzers.core.timeline import Timeline, links_kept
 from profplug.analyzers.graph.dropset import DropSpec
 from profplug.analyzers.graph.matching import matches_kept
@@ -32,7 +34,13 @@ from profplug.analyzers.scale.load import (
     load_ranks,
     load_timelines,
 )
-from profplug.analyzers.scale.placement import Spreading, scratch_cache, spread_drop, spreading
+from profplug.analyzers.scale.placement import (
+    Placement,
+    Spreading,
+    place,
+    scratch_cache,
+    spread_drop,
+)
 from profplug.analyzers.scale.rankpool import analyze_ranks
 from profplug.analyzers.scale.result_cache import MISS, ResultCache
 from profplug.analyzers.stalls.rank import RankStalls, StallOptions, flat_dict
@@ -64,11 +72,11 @@ class RunAnalysis(Protocol):
         ...
 
 
-# A run-level analysis: every rank's timeline and the stall options in, a result out (None:
-# nothing to add, e.g. skipped as too costly). One with ``uses_rank_stalls = True`` also gets
-# the ranks' stall analyses (``ranks=``). Any exception it raises becomes one warning line of
-# the report (``isolate``): the per-rank report stands without it.
-RunAnalyzer = Callable[..., "RunAnalysis | None"]
+# A run-level analysis: its spec (``core.analysis_spec.AnalysisSpec``; the report's own are
+# listed in ``report.registry``), or a plain function ``f(timelines, options)`` run in one
+# process. Any exception it raises becomes one warning line of the report (``optional``):
+# the per-rank report stands without it.
+RunAnalyzer = AnalysisSpec | Callable[..., "RunAnalysis | None"]
 
 
 @dataclass
@@ -147,42 +155,59 @@ def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | Non
                       run: Iterable[RunAnalyzer] = (), steps: StepRule = DEFAULT_STEPS,
                       ranks: list[RankStalls] | None = None,
                       results: ResultCache | None = None) -> Report:
-    """Every rank's stall analysis, then each run-level analysis of ``run`` over all ranks.
+    """Every rank's stall analysis, then each run-level analysis of ``run`` over all ranks,
+    in one process.
 
     A run-level analysis that fails (any exception; a ProfplugError such as the what-if of
     traces without GPU work, or a bug) leaves one warning line naming it, not an exception
-    (``isolate``); so do the call sites of a rank. ``steps``: the step rule the timelines
+    (``optional``); so do the call sites of a rank. ``steps``: the step rule the timelines
     were read with (for the warning when no steps were found). ``ranks``: the stall
     analyses when they were made where the ranks were read (``load.load_ranks``).
-    ``results``: where run-level results are kept between runs (``resultcache``).
+    ``results``: where run-level results are kept between runs (``result_cache``).
     """
     opt = options or StallOptions()
     tls = list(timelines)
-    if ranks is None:
-        ranks = analyze_ranks(tls, opt)  # big runs: a process per rank
+    rep = ranks_report(analyze_ranks(tls, opt) if ranks is None else ranks, opt, steps)
+    run_whole(rep, [as_spec(a) for a in run], tls, results)
+    return rep
+
+
+def ranks_report(ranks: list[RankStalls], options: StallOptions, steps: StepRule) -> Report:
+    """The report of the ranks' stall analyses, checked to add up, with its warnings (no
+    steps found, call sites that failed); no run-level analysis yet."""
     check_sum_rule(ranks)  # never print figures that do not add up
-    rep = Report(ranks, opt)
+    rep = Report(ranks, options)
     no_steps = no_steps_warning(rep.ranks, steps)
     if no_steps:
         rep.warnings.append(no_steps)
     rep.warnings += callsite_failures(rep.ranks)
+    return rep
+
+
+def run_whole(rep: Report, specs: list[AnalysisSpec], tls: list[Timeline],
+              results: ResultCache | None = None) -> None:
+    """Run ``specs`` in this process over every rank's Timeline (their results, or their
+    one-line failures, into ``rep``); ``results``: a cached result is used, a new one kept."""
     # once for the cross-rank analysis and the what-if: the matching, launch calls, kinds
     with matches_kept(), links_kept(), tables_kept():
         n_events = sum(tl.n_events for tl in tls)
-        for analysis in run:
-            kw = {"ranks": rep.ranks} if getattr(analysis, "uses_rank_stalls", False) else {}
-            result = MISS if results is None else results.get(analysis)
+        for spec in specs:
+            result = MISS if results is None else results.get(spec)
             failed = None
             if result is MISS:
-                result, failed = isolated(label(analysis), analysis, tls, opt, **kw)
+                result, failed = isolated(spec.label, spec.run, tls, rep.options, rep.ranks)
                 if failed is None and results is not None:
-                    results.put(analysis, result)
-            if failed is not None:
-                rep.warnings.append(failed)
-            elif result is not None:
-                rep.add(result)
+                    results.put(spec, result)
+            _add(rep, result, failed)
             trim_large(n_events)  # its graph and replay: the next starts from what is live
-    return rep
+
+
+def _add(rep: Report, result: RunAnalysis | None, failed: str | None) -> None:
+    """A run-level analysis's result into ``rep``, or its failure as a warning line."""
+    if failed is not None:
+        rep.warnings.append(failed)
+    elif result is not None:
+        rep.add(result)
 
 
 def callsite_failures(ranks: list[RankStalls]) -> list[str]:
@@ -202,55 +227,67 @@ def analyze(paths: PathsLike, options: StallOptions | None = None, *,
     """Read the traces under ``paths`` (a path, str or Path, or several) and attribute every
     rank's GPU idle time.
 
-    ``run``: run-level analyses to add, e.g. ``[whatif_analysis()]`` (``profplug.analyzers.
-    whatif``); ``read``: options for the trace readers (the nsys executable, the step rule,
-    the cache); ``step_range``: the host range that marks a step, its name or ``re:REGEX``
-    (as ``--step-range``; default ``ProfilerStep#N``, else ``profplug.step``). Each rank is
-    read and analyzed on ``backend`` (``dispatch``; default: the local pool of ``jobs``
-    processes); its Timeline comes back only when ``run`` has an analysis. ``keep_gaps``
-    False: the ranks come without their idle gaps (``RankStalls.gaps`` empty: for a JSON,
-    table or CSV report without run-level analyses, which never read them);
-    ``gaps_per_device``: with at most so many per device, the longest, where no run-level
-    analysis here reads them (``gaps.longest``: what a page draws).
+    ``run``: run-level analyses to add, e.g. ``report.registry.report_analyses(None)`` or
+    ``[whatif_analysis()]`` (``profplug.analyzers.whatif``); ``read``: options for the
+    trace readers (the nsys executable, the step rule, the cache); ``step_range``: the host
+    range that marks a step, its name or ``re:REGEX`` (as ``--step-range``; default
+    ``ProfilerStep#N``, else ``profplug.step``). Each file is read once, on ``backend``
+    (``dispatch``; default: the local pool of ``jobs`` processes), where its ranks' stall
+    analyses and the run-level analyses' parts are made (``scale.placement``: each
+    analysis in one process, by rank, or in rounds). ``keep_gaps`` False: the ranks come
+    without their idle gaps (``RankStalls.gaps`` empty: for a JSON, table or CSV report
+    without run-level analyses, which never read them); ``gaps_per_device``: with at most so
+    many per device, the longest, where no run-level analysis here reads them
+    (``gaps.longest``: what a page draws).
     """
     files = as_paths(paths)
     read = (read or ReadOptions()).with_step_range(step_range)
     opt = options or StallOptions()
-    run = list(run)
-    spread = spreading(run, keep_gaps, files)
-    if spread is not None:  # the run-level analyses where the ranks are read
-        backend = backend or LocalBackend(jobs)
-        with scratch_cache(read, backend) as rd:  # its second round reads each file again
-            got = load_ranks(files, read=rd, stall=opt, keep_timelines=False, backend=backend,
-                             progress=progress, keep_gaps=keep_gaps,
-                             extra=remote.first_round(spread_drop(spread)),
-                             gaps_per_device=gaps_per_device)
-            rep = _spread_report(got, opt, run, spread, read.steps, backend)
-            if rep is None:  # the analyses need the timelines after all: the ranks read
-                # again, analyzed with their gaps (the what-if's direct cost)
-                got = load_ranks(files, read=rd, backend=backend, progress=False)
-                results = None if got.cache_keys is None or got.cache_dir is None or \
-                    rd is not read else ResultCache(got.cache_dir, got.cache_keys,
-                                                    (opt, read.steps))
-                rep = analyze_timelines(got.timelines, opt, run, read.steps, results=results)
-        return _finished(rep, got, files)
-    # an analysis of runs without GPU work only (``host_only``) does not make the timelines
-    # travel back: when every rank turns out to have none, they are read again (then small)
-    need = [a for a in run if not getattr(a, "without_gpu_only", False)]
-    got = load_ranks(files, read=read, stall=opt, keep_timelines=bool(need), backend=backend,
-                     jobs=jobs, progress=progress, keep_gaps=keep_gaps or bool(need),
-                     gaps_per_device=None if need else gaps_per_device)
-    tls = got.timelines
-    if len(need) < len(run) and not need:
-        if got.stalls and not any(r.has_gpu_work for r in got.stalls):
-            tls = load_ranks(files, read=read, backend=backend, jobs=jobs,
-                             progress=False).timelines
-        else:
-            run = need  # they would find GPU work: nothing to add
-    results = None if got.cache_keys is None or got.cache_dir is None else \
-        ResultCache(got.cache_dir, got.cache_keys, (opt, read.steps))
-    rep = analyze_timelines(tls, opt, run, read.steps, ranks=got.stalls, results=results)
+    specs = [as_spec(a) for a in run]
+    where = place(specs, keep_gaps, files)
+    backend = backend or LocalBackend(jobs)
+    rounds = where.rounds
+    with scratch_cache(read, backend) if rounds is not None else nullcontext(read) as rd:
+        got = load_ranks(files, read=rd, stall=opt, keep_timelines=bool(where.whole),
+                         backend=backend, progress=progress,
+                         keep_gaps=keep_gaps or bool(where.whole),
+                         extra=None if rounds is None else remote.first_round(spread_drop(rounds)),
+                         gaps_per_device=None if where.whole else gaps_per_device,
+                         parts=where.parts)
+        rep = None if rounds is None else _rounds_report(got, opt, specs, rounds, read.steps,
+                                                          backend)
+        if rep is None and rounds is not None:
+            # the analyses need the timelines after all: the ranks read again, analyzed
+            # with their gaps (the what-if's direct cost)
+            again = load_ranks(files, read=rd, backend=backend, progress=False)
+            results = None if rd is not read else _result_cache(again, opt, read.steps)
+            rep = ranks_report(analyze_ranks(again.timelines, opt), opt, read.steps)
+            _run_specs(rep, specs, where, got, again.timelines, results)
+        elif rep is None:
+            rep = ranks_report(got.stalls, opt, read.steps)
+            _run_specs(rep, specs, where, got, got.timelines,
+                       _result_cache(got, opt, read.steps))
     return _finished(rep, got, files)
+
+
+def _result_cache(got: LoadedRanks, opt: StallOptions, steps: StepRule) -> ResultCache | None:
+    """Where run-level results are kept, when the run was read whole through the cache."""
+    if got.cache_keys is None or got.cache_dir is None:
+        return None
+    return ResultCache(got.cache_dir, got.cache_keys, (opt, steps))
+
+
+def _run_specs(rep: Report, specs: list[AnalysisSpec], where: Placement, got: LoadedRanks,
+               tls: list[Timeline], results: ResultCache | None) -> None:
+    """Each of ``specs`` in order: joined from its parts (by rank), else over ``tls`` (the
+    memos of one report shared by all: the matching, launch calls, kinds)."""
+    with matches_kept(), links_kept(), tables_kept():
+        for spec in specs:
+            if spec in where.by_rank and spec.join is not None:
+                _add(rep, *isolated(spec.label, spec.join, got.parts.get(spec.name, []),
+                                    rep.ranks))
+            else:
+                run_whole(rep, [spec], tls, results)
 
 
 def _finished(rep: Report, got: LoadedRanks, files: list[Path]) -> Report:
@@ -266,35 +303,32 @@ def _finished(rep: Report, got: LoadedRanks, files: list[Path]) -> Report:
     return rep
 
 
-def _spread_report(got: LoadedRanks, opt: StallOptions, run: list[RunAnalyzer],
-                   spread: Spreading, steps: StepRule, backend: Backend) -> Report | None:
-    """The report of ranks read with ``remote.Facts``; None when the analyses need the
-    timelines after all (a run without GPU work; a what-if whose ranks' coupled replay has
-    a cycle, within the size it runs at in one process)."""
+def _rounds_report(got: LoadedRanks, opt: StallOptions, specs: list[AnalysisSpec],
+                   rounds: Spreading, steps: StepRule, backend: Backend) -> Report | None:
+    """The report of ranks read with ``run_level.Facts``: the analyses in rounds, the others
+    joined from their parts; None when the analyses need the timelines after all (a run
+    without GPU work; a what-if whose ranks' coupled replay has a cycle, within the size it
+    runs at in one process)."""
     facts = [f for _, fs in got.extras for f in fs or []]  # type: ignore[attr-defined]
     if not facts:
         return None
-    limit = getattr(spread.whatif, "max_events", None)
+    limit = None if rounds.whatif is None else rounds.whatif.max_events
     tasks = {f.rank: task for task, fs in got.extras for f in fs or []}  # type: ignore[attr-defined]
     out = remote.spread_remote(
         facts, tasks, backend, opt, [r.rank for r in got.stalls],
-        cross=spread.cross is not None, n_events=got.n_events,
-        drop=getattr(spread.whatif, "spread_drop", None),
-        cycle_falls_back=limit is None or got.n_events <= limit, lanes=spread.lanes)
+        cross=rounds.cross is not None, n_events=got.n_events, drop=spread_drop(rounds),
+        cycle_falls_back=limit is None or got.n_events <= limit, lanes=rounds.lanes)
     if out.fallback:
         return None
-    rep = analyze_timelines([], opt, (), steps, ranks=got.stalls)
-    for analysis in run:
-        if analysis is spread.cross:
-            result, failed = out.cross
-        elif analysis is spread.whatif:
-            result, failed = out.whatif
-        else:
-            continue  # for runs without GPU work only: this one has some
-        if failed is not None:
-            rep.warnings.append(failed)
-        elif result is not None:
-            rep.add(result)  # type: ignore[arg-type]
+    rep = ranks_report(got.stalls, opt, steps)
+    for spec in specs:
+        if spec is rounds.cross:
+            _add(rep, *out.cross)
+        elif spec is rounds.whatif:
+            _add(rep, *out.whatif)
+        elif spec.join is not None:
+            _add(rep, *isolated(spec.label, spec.join, got.parts.get(spec.name, []),
+                                rep.ranks))
     return rep
 
 

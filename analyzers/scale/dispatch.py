@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
+from profplug.analyzers.core.analysis_spec import GPU_FREE, PartFn
 from profplug.analyzers.core.cpus import usable_cpus
 from profplug.analyzers.core.errors import ProfplugError, TraceError
 from profplug.analyzers.core.memtrim import trim
@@ -61,6 +62,9 @@ class RankTask:
     # (``gaps.longest``: what a page draws); None: all
     gaps_per_device: int | None = None
     send_stalls: bool = True  # False: the stall analyses stay here (the extra used them)
+    # run-level analyses' per-rank parts made here, each rank's value sent back:
+    # (name, part function, applies) of ``core.analysis_spec.AnalysisSpec``
+    parts: tuple[tuple[str, PartFn, str], ...] = ()
 
 
 @dataclass
@@ -77,6 +81,8 @@ class FileResult:
     lost: str | None = None  # the worker died twice: why, in one line
     key: str | None = None  # its per-rank cache entry's key (None: read without the cache)
     extra: object = None  # the task's ``extra`` of its timelines
+    # name -> (rank, its part) per rank of the file
+    parts: dict[str, list[tuple[int, object]]] = field(default_factory=dict)
     n_events: int = 0  # API calls + GPU ops of its ranks
 
 
@@ -94,11 +100,14 @@ def run_task(task: RankTask) -> FileResult:
         if key is not None and where is not None and task.stall is not None:
             entry = stalls_entry(where, key, task.stall)
             if not task.keep_timeline and task.extra is None:
-                # the ranks' stall analyses, kept by an earlier run: no read at all
+                # the ranks' stall analyses, kept by an earlier run: no read at all, unless
+                # a part needs the timelines
                 kept = load_stalls(entry)
-                if kept is not None:
+                if kept is not None and not _parts_need_read(task, kept):
                     return FileResult(str(path), size, _as_sent(task, kept), [], len(kept),
-                                      True, key=key)
+                                      True, key=key,
+                                      parts={n: [(s.rank, None) for s in kept]
+                                             for n, _, _ in task.parts})
         tls, hit, key = read_cached(reader, path, task.index, task.read, where, key)
         for tl in tls:  # ids reused, clocks apart: one warning each (not kept in the cache);
             # the rule rather than the exception: refused
@@ -121,6 +130,7 @@ def run_task(task: RankTask) -> FileResult:
             if entry is not None:
                 save_stalls(entry, stalls)
         sent = _as_sent(task, stalls)
+        parts = {name: [(tl.rank, part(tl)) for tl in tls] for name, part, _ in task.parts}
         if task.extra is None:
             extra = None
         elif getattr(task.extra, "takes_stalls", False):
@@ -133,7 +143,15 @@ def run_task(task: RankTask) -> FileResult:
         return FileResult(str(path), size, error=exc)
     return FileResult(str(path), size, sent, tls if task.keep_timeline else [],
                       len(tls), hit, key=key, extra=extra,
-                      n_events=sum(t.n_events for t in tls))
+                      n_events=sum(t.n_events for t in tls), parts=parts)
+
+
+def _parts_need_read(task: RankTask, kept: list[RankStalls]) -> bool:
+    """Whether the parts of ``task`` need the file read though its ranks' stall analyses
+    were kept: a part that applies to any run, or one that applies to runs without GPU work
+    while a rank of the file has none (a part of a rank with GPU work is then None)."""
+    return any(applies != GPU_FREE or not all(s.has_gpu_work for s in kept)
+               for _, _, applies in task.parts)
 
 
 def _as_sent(task: RankTask, stalls: list[RankStalls]) -> list[RankStalls]:

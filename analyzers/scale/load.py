@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from profplug.analyzers.core.analysis_spec import PartFn
 from profplug.analyzers.core.errors import TraceError, one_line
 from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.readers.base import ReadOptions
@@ -17,7 +18,7 @@ from profplug.analyzers.readers.cache import is_cache_dir, unusable
 from profplug.analyzers.readers.limits import max_decompressed
 from profplug.analyzers.readers.nsys.source import EXPORT_SUFFIXES, REPORT_SUFFIXES
 from profplug.analyzers.readers.registry import SUFFIXES, reader_for
-from profplug.analyzers.scale.dispatch import Backend, LocalBackend, RankTask, gather
+from profplug.analyzers.scale.dispatch import Backend, FileResult, LocalBackend, RankTask, gather
 from profplug.analyzers.scale.progress import Progress
 from profplug.analyzers.stalls.rank import RankStalls, StallOptions
 from profplug.analyzers.steps.rule import check_matched
@@ -189,6 +190,9 @@ class LoadedRanks:
     # per file read: its task and its ``extra`` value (``dispatch.RankTask.extra``)
     extras: list[tuple[RankTask, object]] = field(default_factory=list)
     n_events: int = 0  # API calls + GPU ops of every rank read
+    # run-level analyses' per-rank parts (``dispatch.RankTask.parts``): name -> one per rank,
+    # in rank order
+    parts: dict[str, list[object]] = field(default_factory=dict)
 
 
 def load_ranks(paths: PathsLike, *, read: ReadOptions | None = None,
@@ -196,13 +200,15 @@ def load_ranks(paths: PathsLike, *, read: ReadOptions | None = None,
                backend: Backend | None = None, jobs: int | None = None,
                progress: bool | None = None, keep_gaps: bool = True,
                extra: Callable[..., object] | None = None,
-               gaps_per_device: int | None = None) -> LoadedRanks:
+               gaps_per_device: int | None = None,
+               parts: tuple[tuple[str, PartFn, str], ...] = ()) -> LoadedRanks:
     """Read every trace under ``paths`` and, with ``stall``, analyze each rank where it was
     read; one task per file on ``backend`` (default: the local pool of up to ``jobs``
     processes). ``keep_timelines`` False: only the per-rank results come back;
     ``keep_gaps`` False: without their per-gap rows (``gaps_per_device``: with at most so
     many per device, the longest: ``gaps.longest``); ``extra``: run on each file's
-    timelines where they were read, its value kept per file (``dispatch.RankTask``).
+    timelines where they were read, its value kept per file (``dispatch.RankTask``);
+    ``parts``: run-level analyses' parts made where each rank is read (``LoadedRanks.parts``).
     ``progress``: the progress line on stderr (default: when stderr is a terminal).
     Raises TraceError when a file cannot be read, two files claim the same rank, or every
     file was lost with its worker. Directory entries skipped that might have been a rank
@@ -210,8 +216,8 @@ def load_ranks(paths: PathsLike, *, read: ReadOptions | None = None,
     skipped: list[str] = []
     opt = settled(read)
     files = trace_files(paths, skipped, opt.cache_dir)
-    tasks = [RankTask(f, i, opt, stall, keep_timelines, keep_gaps, extra, gaps_per_device)
-             for i, f in enumerate(files)]
+    tasks = [RankTask(f, i, opt, stall, keep_timelines, keep_gaps, extra, gaps_per_device,
+                      parts=parts) for i, f in enumerate(files)]
     bar = Progress(len(files), sum(_size(f) for f in files),
                    sys.stderr.isatty() if progress is None else progress)
     try:
@@ -236,7 +242,17 @@ def load_ranks(paths: PathsLike, *, read: ReadOptions | None = None,
     by_path = {str(t.path): t for t in tasks}
     extras = [(by_path[r.path], r.extra) for r in results if r.lost is None]
     return LoadedRanks(stalls, timelines, lost, keys if whole else None,  # type: ignore[arg-type]
-                       opt.cache_dir, extras, sum(r.n_events for r in results))
+                       opt.cache_dir, extras, sum(r.n_events for r in results),
+                       _parts_by_rank(results, [name for name, _, _ in parts]))
+
+
+def _parts_by_rank(results: list[FileResult], names: list[str]) -> dict[str, list[object]]:
+    """name -> every rank's part, in rank order (a file's parts follow its ranks' order)."""
+    out: dict[str, list[object]] = {}
+    for name in names:
+        pairs = [x for r in results if r.lost is None for x in r.parts.get(name, [])]
+        out[name] = [p for _, p in sorted(pairs, key=lambda x: x[0])]
+    return out
 
 
 def _size(f: Path) -> int:

@@ -1,25 +1,24 @@
-"""Which run-level analyses of a report run where the ranks are read (``crossrank.remote``),
-so that no timeline travels to the client (docs/scale.md, "What runs where"), and the
-scratch per-rank cache their second round reads from."""
+"""Where each run-level analysis of a report runs: in one process, as parts made where each
+rank is read, or in the rounds of ``scale.run_level`` so that no timeline travels to the
+client (docs/scale.md, "What runs where"); and the scratch per-rank cache the second round
+reads from."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from profplug.analyzers.core.analysis_spec import CROSS_RANK, WHATIF, AnalysisSpec, PartFn
 from profplug.analyzers.core.errors import ProfplugError
 from profplug.analyzers.graph.dropset import DropSpec
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.scale.dispatch import Backend
 from profplug.analyzers.scale.load import trace_files
-
-RunAnalyzer = Callable[..., Any]
 
 
 @contextmanager
@@ -54,25 +53,51 @@ def min_bytes() -> int:
 
 
 @dataclass
-class Spreading:
-    """The run-level analyses that run where the ranks are read (``crossrank.remote``)."""
+class Placement:
+    """Where each run-level analysis of a report runs (``core.analysis_spec``): ``whole``
+    in one process on every rank's Timeline (they travel to the client), ``by_rank`` as
+    parts made where each rank is read, ``rounds`` the two-round protocol of
+    ``scale.run_level`` (None: none; then ``whole`` is empty)."""
 
-    cross: RunAnalyzer | None
-    whatif: RunAnalyzer | None
+    whole: list[AnalysisSpec]
+    by_rank: list[AnalysisSpec]
+    rounds: Spreading | None = None
+
+    @property
+    def parts(self) -> tuple[tuple[str, PartFn, str], ...]:
+        """What each rank's task makes of the ``by_rank`` analyses (``dispatch.RankTask``)."""
+        return tuple((s.name, s.part, s.applies) for s in self.by_rank
+                     if s.part is not None)
+
+
+@dataclass
+class Spreading:
+    """The run-level analyses that run in rounds where the ranks are read (``run_level``)."""
+
+    cross: AnalysisSpec | None
+    whatif: AnalysisSpec | None
     lanes: bool = False  # the cross-rank analysis with its swimlane (a page draws it)
 
 
-def spreading(run: list[RunAnalyzer], keep_gaps: bool, files: list[Path]) -> Spreading | None:
-    """The analyses of ``run`` when they run where the ranks are read, so that no timeline
-    travels: when every analysis can: the cross-rank analysis (``spreads``; with its
-    swimlane when ``keep_gaps``: a page draws both, each rank's row made where it is read),
-    a what-if that can (``spread_drop``: its rule, ``--drop-at`` too) on a run of
-    at least ``SPREAD_MIN_BYTES`` of traces (below, in one process: docs/scale.md), the
-    analyses of runs without GPU work."""
-    cross = next((a for a in run if getattr(a, "spreads", False)), None)
-    whatif = next((a for a in run if getattr(a, "spread_drop", None) is not None), None)
-    rest = [a for a in run if a is not cross and a is not whatif
-            and not getattr(a, "without_gpu_only", False)]
+def place(specs: list[AnalysisSpec], keep_gaps: bool, files: list[Path]) -> Placement:
+    """Where each of ``specs`` runs: by rank when it has a part and a join; in rounds when
+    every other analysis can (:func:`spreading`); else in one process."""
+    by_rank = [s for s in specs if s.part is not None and s.join is not None]
+    rest = [s for s in specs if s not in by_rank]
+    rounds = spreading(rest, keep_gaps, files)
+    return Placement([] if rounds is not None else rest, by_rank, rounds)
+
+
+def spreading(run: list[AnalysisSpec], keep_gaps: bool,
+              files: list[Path]) -> Spreading | None:
+    """The analyses of ``run`` when they run in rounds where the ranks are read, so that no
+    timeline travels: when every analysis can (``in_parts``): the cross-rank analysis (with
+    its swimlane when ``keep_gaps``: a page draws both, each rank's row made where it is
+    read), a what-if on a run of at least ``SPREAD_MIN_BYTES`` of traces (below, in one
+    process: docs/scale.md)."""
+    cross = next((a for a in run if a.in_parts == CROSS_RANK), None)
+    whatif = next((a for a in run if a.in_parts == WHATIF), None)
+    rest = [a for a in run if a is not cross and a is not whatif]
     if rest or (cross is None and whatif is None):
         return None
     if whatif is not None and sum(f.stat().st_size for f in trace_files(files)) < \
@@ -83,4 +108,4 @@ def spreading(run: list[RunAnalyzer], keep_gaps: bool, files: list[Path]) -> Spr
 
 def spread_drop(spread: Spreading) -> DropSpec | None:
     """The drop rule of the what-if made where the ranks are read, None: no what-if."""
-    return getattr(spread.whatif, "spread_drop", None)
+    return None if spread.whatif is None else spread.whatif.drop

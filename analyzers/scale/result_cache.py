@@ -17,7 +17,7 @@ same folder under a key over all of them:
 - ``analyzer_fingerprint()``: a hash of the source of every module of the analyzer and of
   the versions of Python, numpy and msgspec, so any change to any analysis (or to the
   arithmetic under it) invalidates every result, no version to forget;
-- the analysis' ``cache_token`` (its name and parameters, e.g. the what-if's drop rule; an
+- the analysis' ``cache_key`` (its name and parameters, e.g. the what-if's drop rule; an
   analysis without one is never cached) and the stall options.
 
 An entry is its own key and the result's ``key`` on one line, then the result as JSON
@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
+from profplug.analyzers.core.analysis_spec import AnalysisSpec
 from profplug.analyzers.readers.cache import open_entry, reader_fingerprint, write_atomic
 from profplug.analyzers.stalls.gaps import CAUSES, Gaps, Spans
 
@@ -184,9 +185,9 @@ class ResultCache:
         key = hashlib.sha256(f"{self.base}\n{token}".encode()).hexdigest()[:32]
         return self.dir / f"run-{key}.json"
 
-    def get(self, analysis: Any) -> Any:
+    def get(self, analysis: AnalysisSpec) -> Any:
         """The cached result of ``analysis`` (None included), or ``MISS``."""
-        token = getattr(analysis, "cache_token", None)
+        token = analysis.cache_key
         if token is None:
             return MISS
         entry = self._entry(token)
@@ -204,10 +205,10 @@ class ResultCache:
         except Exception:  # missing, damaged, of an unknown type: a miss
             return MISS
 
-    def put(self, analysis: Any, result: Any) -> None:
-        """Keep ``result`` when ``analysis`` has a ``cache_token`` and the result decodes back
+    def put(self, analysis: AnalysisSpec, result: Any) -> None:
+        """Keep ``result`` when ``analysis`` has a ``cache_key`` and the result decodes back
         to itself; a folder that cannot be written costs only the time."""
-        token = getattr(analysis, "cache_token", None)
+        token = analysis.cache_key
         if token is None:
             return
         kind = _NONE if result is None else getattr(result, "key", None)

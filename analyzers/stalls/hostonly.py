@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+from profplug.analyzers.core.analysis_spec import GPU_FREE, AnalysisSpec
 from profplug.analyzers.core.classify import KIND_LABELS, kinds_for_symbols
 from profplug.analyzers.core.timeline import COMM_COLL, COMM_RECV, COMM_SEND, Timeline
 from profplug.analyzers.steps.stats import STATISTIC, summarize
@@ -87,13 +88,26 @@ def host_rank(tl: Timeline) -> HostRank:
         p2p_calls=p2p, syncs_issued=dict(sorted(syncs.items())))
 
 
-def host_only(timelines: list[Timeline], options: object = None) -> HostOnlyResult | None:
+def host_only(timelines: list[Timeline], options: object = None,
+              ranks: object = None) -> HostOnlyResult | None:
     """The summary when no rank has GPU work; None otherwise (the report has GPU tables)."""
     if not timelines or any(tl.n_gpu for tl in timelines):
         return None
     return HostOnlyResult([host_rank(tl) for tl in sorted(timelines, key=lambda t: t.rank)])
 
 
-host_only.label = "host-only summary"  # type: ignore[attr-defined]  # its warning's name
-# it needs the timelines only when no rank has GPU work (``report.analyze`` reads them then)
-host_only.without_gpu_only = True  # type: ignore[attr-defined]
+def host_part(tl: Timeline) -> HostRank | None:
+    """One rank's part, made where it is read: its summary, None when it has GPU work."""
+    return None if tl.n_gpu else host_rank(tl)
+
+
+def host_join(parts: list[HostRank | None], ranks: object = None) -> HostOnlyResult | None:
+    """The summary of every rank's part; None when a rank had GPU work (or there is none)."""
+    if not parts or any(p is None for p in parts):
+        return None
+    return HostOnlyResult(sorted((p for p in parts if p is not None), key=lambda r: r.rank))
+
+
+# Applies only when no rank has GPU work: then each rank's summary is made where it is read.
+HOST_ONLY_SPEC = AnalysisSpec(name="host_only", label="host-only summary", run=host_only,
+                              applies=GPU_FREE, part=host_part, join=host_join)

@@ -14,12 +14,12 @@ report's when the report passes its ranks. Times in us in the result
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from functools import cache
 
 import numpy as np
 from profplug.analyzers.core import classify
+from profplug.analyzers.core.analysis_spec import WHATIF, AnalysisSpec
 from profplug.analyzers.core.errors import ProfplugError
 from profplug.analyzers.core.memtrim import trim_large
 from profplug.analyzers.core.timeline import Timeline, groups, links_kept
@@ -371,15 +371,19 @@ def _whatif(timelines: list[Timeline], drop: DropSpec | None, options: StallOpti
         max_model_error_pct=max((abs(r.model_error_pct) for r in res_ranks), default=0.0))
 
 
-def whatif_analysis(drop: DropSpec | None = None
-                    ) -> Callable[[list[Timeline], StallOptions], WhatIfResult]:
+def whatif_analysis(drop: DropSpec | None = None, *, max_events: int | None = None,
+                    cache_key: str | None = None) -> AnalysisSpec:
     """:func:`whatif` as a run-level analysis of a report:
     ``analyze(paths, run=[whatif_analysis()])`` puts its result in ``Report.run["whatif"]``.
-    """
+    Its rounds can run where the ranks are read (``in_parts``: ``whatif.in_parts``).
+    ``max_events``: its limit in one process (``AnalysisSpec.max_events``); ``cache_key``:
+    what its result is cached under (default: its drop rule)."""
+    drop = drop or DropSpec()
+
     def run(timelines: list[Timeline], options: StallOptions,
-            ranks: list[RankStalls] | None = None) -> WhatIfResult:
+            ranks: list[RankStalls] | None) -> WhatIfResult:
         return whatif(timelines, drop, options, ranks=ranks)
 
-    run.uses_rank_stalls = True  # type: ignore[attr-defined]
-    return run
-
+    return AnalysisSpec(name="whatif", label="what-if", run=run,
+                        cache_key=cache_key or f"whatif {drop!r}", in_parts=WHATIF, drop=drop,
+                        max_events=max_events)

@@ -12,14 +12,17 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import added_analysis
 import cloudpickle
 import pytest
+from added_analysis import BY_RANK, added
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers.commands.common import report_analyses, run_report
+from profplug.analyzers.commands.common import run_report
 from profplug.analyzers.core.errors import ProfplugError
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.render.timeline_data import GAPS_KEPT
 from profplug.analyzers.report.analysis import Report, analyze
+from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.scale import placement as spreading
 from profplug.analyzers.scale.dask_backend import DaskBackend, parse_local
 from profplug.analyzers.scale.dispatch import FileResult, RankTask, gather, run_task
@@ -36,6 +39,7 @@ def report_json(rep: Report) -> str:
     return TIMES.sub(r'"\1": 0', json.dumps(rep.to_dict(), sort_keys=True))
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests/
+cloudpickle.register_pickle_by_value(added_analysis)
 
 
 @pytest.fixture(scope="module")
@@ -204,3 +208,13 @@ def test_profplug_report_dask_local(run16: list[Path], capsys: pytest.CaptureFix
     there = TIMES.sub("", capsys.readouterr().out)
     assert run_report(run16, fmt="json", jobs=1, quiet=True) == 0
     assert TIMES.sub("", capsys.readouterr().out) == there
+
+
+def test_an_analysis_added_by_one_registry_line_runs_on_the_cluster(
+        run16: list[Path], cluster: DaskBackend, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    added(monkeypatch, BY_RANK)
+    rep = analyze(run16, run=report_analyses(False, cross_rank=False), backend=cluster,
+                  progress=False)
+    want = {tl.rank: int(tl.n_gpu) for tl in load_timelines(run16, jobs=1)}
+    assert rep.run["op_counts"].to_dict() == {"per_rank": {str(k): v for k, v in want.items()}}

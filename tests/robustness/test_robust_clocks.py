@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 from nsys_synth import NsysExport
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers.commands.common import report_analyses
 from profplug.analyzers.graph.matching import match
 from profplug.analyzers.readers.clocks import EPOCH, align, clock_of
 from profplug.analyzers.report.analysis import analyze
+from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.scale.load import load_timelines
 from synth import KinetoTrace
 

@@ -1,5 +1,10 @@
 """The layout holds: the analyzer never imports torch, profplug.session or profplug.cli; no
-import cycle anywhere in profplug; no module over 400 lines.
+import cycle anywhere in profplug; no two rooms import each other, and each imports only the
+layers below it; run-level analyses are described by data (no attribute hung on a
+function); no module over 400 lines.
+
+Rooms: profplug/ (the plugin, the CLI, the session) is one; under analyzers/, each
+subpackage (or top-level module) is one.
 
 Imports are read from the source (AST): module-level, function-level and ``TYPE_CHECKING``
 ones alike, relative ones resolved, plus ``importlib.import_module("...")`` /
@@ -20,6 +25,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {ROOT / "profplug": "profplug", ROOT / "analyzers": "profplug.analyzers"}
 FORBIDDEN_IN_ANALYZER = ("torch", "profplug.session", "profplug.cli")
 MAX_LINES = 400
+# the rooms, bottom to top: a room imports only rooms of the layers below its own
+LAYERS = (("core",), ("steps",), ("readers",), ("stalls",), ("graph",), ("whatif", "crossrank"),
+          ("scale",), ("report", "ab"), ("compare",), ("render",), ("commands",), ("profplug",))
 
 
 def modules(folder: Path, package: str) -> dict[str, Path]:
@@ -126,6 +134,49 @@ def long_modules(folders: list[Path]) -> list[str]:
             for f in sorted(d.rglob("*.py")) if (n := len(f.read_text().splitlines())) > MAX_LINES]
 
 
+def room(module: str) -> str:
+    """The room of a module: ``profplug`` outside the analyzer, else its analyzer subpackage
+    (or top-level module) without the ``profplug.analyzers.`` prefix."""
+    if module != "profplug.analyzers" and not module.startswith("profplug.analyzers."):
+        return "profplug"
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 else "analyzers"
+
+
+def room_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Room -> the other rooms its modules import."""
+    out: dict[str, set[str]] = {}
+    for a, targets in graph.items():
+        out.setdefault(room(a), set()).update(room(b) for b in targets if room(b) != room(a))
+    return out
+
+
+def against_layers(rooms: dict[str, set[str]], layers: tuple[tuple[str, ...], ...]
+                   ) -> list[str]:
+    """``A imports B`` for every import of a room not below A in ``layers`` (the package's
+    ``__init__``, room ``analyzers``, may import any: it loads its names lazily)."""
+    level = {r: i for i, layer in enumerate(layers) for r in layer}
+    return sorted(f"{a} imports {b}" for a, targets in rooms.items() if a != "analyzers"
+                  for b in targets if level.get(b, -1) >= level.get(a, len(layers)))
+
+
+def hung_attributes(folder: Path) -> list[str]:
+    """``file:line f.attr`` for every attribute set on a function of the same module (an
+    analysis described by attributes rather than by its spec)."""
+    out = []
+    for f in sorted(folder.rglob("*.py")):
+        tree = ast.parse(f.read_text(), str(f))
+        fns = {n.name for n in ast.walk(tree)
+               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                out += [f"{f.relative_to(folder.parent)}:{node.lineno} {x.value.id}.{x.attr}"
+                        for x in targets if isinstance(x, ast.Attribute)
+                        and isinstance(x.value, ast.Name) and x.value.id in fns]
+    return out
+
+
 BLOCKED_IMPORT = """
 import importlib, importlib.abc, json, sys
 BLOCKED = {blocked!r}
@@ -173,6 +224,43 @@ def test_no_import_cycle_in_profplug() -> None:
     graph = import_graph(PACKAGES)
     assert "profplug.analyzers.stalls.rank" in graph and "profplug.cli.report" in graph
     assert cycles(graph) == []
+
+
+def test_no_two_rooms_import_each_other() -> None:
+    rooms = room_graph(import_graph(PACKAGES))
+    assert {"core", "whatif", "crossrank", "scale", "report", "profplug"} <= set(rooms)
+    assert cycles(rooms) == []
+
+
+def test_each_room_imports_only_the_layers_below_it() -> None:
+    rooms = room_graph(import_graph(PACKAGES))
+    assert set(rooms) - {"analyzers"} <= {r for layer in LAYERS for r in layer}
+    assert against_layers(rooms, LAYERS) == []
+
+
+def test_no_analysis_is_described_by_attributes_on_a_function() -> None:
+    # (the plugin marks the functions it wraps, ``__profplug__``: not analyses)
+    assert hung_attributes(ROOT / "analyzers") == []
+
+
+def test_the_room_and_attribute_checks_catch_planted_violations(tmp_path: Path) -> None:
+    # given two rooms that import each other through a third, and a layer imported upwards
+    pkg = tmp_path / "analyzers"
+    for sub in ("core", "whatif", "crossrank", "scale"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "whatif" / "model.py").write_text("from ..crossrank import matching\n")
+    (pkg / "crossrank" / "matching.py").write_text("from ..scale import remote\n")
+    (pkg / "scale" / "remote.py").write_text("def f():\n    from ..whatif import model\n")
+    (pkg / "core" / "names.py").write_text("import json\n")
+    # and an analysis described by an attribute on its function
+    (pkg / "core" / "hung.py").write_text("def run():\n    pass\n\n\nrun.label = 'x'\n")
+    rooms = room_graph(import_graph({pkg: "profplug.analyzers"}))
+    # then the cycle through the three rooms is found, and the imports against the layers
+    assert cycles(rooms) == [["crossrank", "scale", "whatif"]]
+    assert against_layers(rooms, LAYERS) == ["crossrank imports scale", "whatif imports crossrank"]
+    assert hung_attributes(pkg) == ["analyzers/core/hung.py:5 run.label"]
 
 
 def test_no_module_over_400_lines() -> None:

@@ -18,11 +18,12 @@ import numpy as np
 import pytest
 from nsys_synth import NsysExport
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers.commands.common import report_analyses
+from profplug.analyzers.core.analysis_spec import AnalysisSpec
 from profplug.analyzers.core.errors import TraceError
 from profplug.analyzers.readers import cache, registry
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.report.analysis import analyze
+from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.scale import result_cache as resultcache
 from profplug.analyzers.scale.load import load_ranks, trace_files
 from profplug.analyzers.stalls.rank import StallOptions
@@ -354,10 +355,8 @@ def test_kept_stall_analyses_that_do_not_hold_together_are_a_miss(
 def test_an_old_result_entry_without_its_key_is_a_miss(tmp_path: Path) -> None:
     rc = resultcache.ResultCache(tmp_path, ["a"], None)
 
-    class A:
-        cache_token = "t"
-
+    a = AnalysisSpec(name="t", label="t", run=lambda tls, opt, ranks: None, cache_key="t")
     rc._entry("t").write_bytes(b"none\nnull")  # the layout before entries named their key
-    assert rc.get(A()) is resultcache.MISS
-    rc.put(A(), None)
-    assert rc.get(A()) is None
+    assert rc.get(a) is resultcache.MISS
+    rc.put(a, None)
+    assert rc.get(a) is None

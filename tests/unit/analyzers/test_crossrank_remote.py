@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers.commands import common as commands
-from profplug.analyzers.commands.common import report_analyses
 from profplug.analyzers.core.errors import ProfplugError
 from profplug.analyzers.graph.model import DropSpec
+from profplug.analyzers.report import registry
 from profplug.analyzers.report.analysis import Report, analyze
+from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.scale import placement as spreading
 from profplug.analyzers.scale import run_level as remote
 from profplug.analyzers.scale.dispatch import FileResult
@@ -120,7 +120,7 @@ def test_a_whatif_with_a_cycle_within_its_size_reads_the_timelines_after_all(
 def test_a_whatif_with_a_cycle_over_its_size_says_why(
         run8: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
-    monkeypatch.setattr(commands, "WHATIF_AUTO_MAX_EVENTS", 100)
+    monkeypatch.setattr(registry, "WHATIF_AUTO_MAX_EVENTS", 100)
     monkeypatch.setattr(spread, "plan", _cycle)
     spy = Spy(monkeypatch)
     there = analyze(run8, run=report_analyses(None), jobs=1, progress=False, keep_gaps=False)

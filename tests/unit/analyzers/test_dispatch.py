@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from pipeline_synth import PipelineSpec, write
 from profplug.analyzers.commands import common as commands
-from profplug.analyzers.commands.common import report_analyses, run_report
+from profplug.analyzers.commands.common import run_report
 from profplug.analyzers.core.errors import TraceError
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.report.analysis import analyze
+from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.scale import dispatch
 from profplug.analyzers.scale.dispatch import FileResult, LocalBackend, RankTask, gather, run_task
 from profplug.analyzers.scale.load import load_ranks

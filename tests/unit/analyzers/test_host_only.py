@@ -8,10 +8,10 @@ import gzip
 from pathlib import Path
 
 import pytest
-from profplug.analyzers.commands.common import report_analyses
 from profplug.analyzers.crossrank.analysis import cross_rank
 from profplug.analyzers.graph.matching import CLOCK_SINGLE, match
 from profplug.analyzers.report.analysis import analyze
+from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.scale.load import load_timelines
 from synth import KinetoTrace
 

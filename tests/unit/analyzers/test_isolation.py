@@ -11,16 +11,16 @@ from typing import Any, NoReturn
 import pytest
 from pipeline_synth import PipelineSpec, write
 from profplug.analyzers import analyze, cross_rank_analysis
-from profplug.analyzers.commands.common import report_analyses
 from profplug.analyzers.core.errors import ProfplugError
-from profplug.analyzers.core.optional import failure, isolated, label
+from profplug.analyzers.core.optional import failure, isolated
+from profplug.analyzers.report.registry import report_analyses
 from synth import check_sums
 
 from profplug.cli.main import main
 
 # what fails -> (the attribute to plant it in, the name its warning line gives it)
 PLANTS = {
-    "whatif": ("profplug.analyzers.commands.common.whatif", "what-if failed"),
+    "whatif": ("profplug.analyzers.report.registry.whatif", "what-if failed"),
     "cross_rank": ("profplug.analyzers.crossrank.analysis.cross_rank",
                    "cross-rank analysis failed"),
     "callsites": ("profplug.analyzers.stalls.rank.enclosing", "call sites failed"),
@@ -98,9 +98,9 @@ def test_debug_lets_the_exception_through(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_labels_and_the_warning_line() -> None:
-    assert label(report_analyses(None)[0]) == "what-if"
-    assert label(report_analyses(True)[0]) == "what-if"
-    assert label(cross_rank_analysis()) == "cross-rank analysis"
+    assert report_analyses(None)[0].label == "what-if"
+    assert report_analyses(True)[0].label == "what-if"
+    assert cross_rank_analysis().label == "cross-rank analysis"
     try:
         boom()
     except ValueError as exc:

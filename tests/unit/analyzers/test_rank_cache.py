@@ -8,10 +8,10 @@ import os
 from pathlib import Path
 
 import pytest
-from profplug.analyzers.commands.common import report_analyses
 from profplug.analyzers.readers import cache
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.report.analysis import analyze
+from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.scale.load import load_ranks
 from profplug.analyzers.stalls.rank import StallOptions
 from test_dispatch import TIMES, report_json

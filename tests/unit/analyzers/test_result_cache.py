@@ -9,11 +9,11 @@ import os
 from pathlib import Path
 
 import pytest
-from profplug.analyzers.commands import common as commands
-from profplug.analyzers.commands.common import report_analyses
 from profplug.analyzers.readers import cache
 from profplug.analyzers.readers.base import ReadOptions
+from profplug.analyzers.report import registry
 from profplug.analyzers.report.analysis import analyze
+from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.scale import dispatch
 from profplug.analyzers.scale import result_cache as resultcache
 from profplug.analyzers.scale.load import load_ranks
@@ -27,13 +27,13 @@ from test_dispatch import report_json
 def whatifs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The what-ifs really run (their number of ranks), through the report's default one."""
     seen: list[int] = []
-    real = commands.whatif_if_cheap
+    real = registry.whatif_if_cheap
 
     def counting(timelines, options, drop=None, ranks=None):  # type: ignore[no-untyped-def]
         seen.append(len(timelines))
         return real(timelines, options, drop, ranks)
 
-    monkeypatch.setattr(commands, "whatif_if_cheap", counting)
+    monkeypatch.setattr(registry, "whatif_if_cheap", counting)
     return seen
 
 
@@ -105,7 +105,7 @@ def test_a_damaged_entry_is_a_miss_and_is_rewritten(run4: list[Path], tmp_path: 
                      keep_timelines=False)
     assert got.cache_keys is not None and len(got.cache_keys) == 4
     cache = resultcache.ResultCache(store, got.cache_keys, (StallOptions(), DEFAULT_STEPS))
-    (cheap,) = [a for a in report_analyses(None) if getattr(a, "label", "") == "what-if"]
+    (cheap,) = [a for a in report_analyses(None) if a.label == "what-if"]
     assert cache.get(cheap).to_dict() == again.run["whatif"].to_dict()  # type: ignore[attr-defined]
     assert not list(store.glob(".tmp-*"))
 

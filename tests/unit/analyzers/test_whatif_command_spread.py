@@ -137,18 +137,20 @@ def test_compare_of_big_runs_reads_no_timeline_into_the_client(
     assert main([*args, str(tmp_path / "one.json"), "--html", str(tmp_path / "one.html")]) == 0
     # when the runs count as big, each run's report is made where its ranks are read
     monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
-    real = report.analyze_timelines
-    seen: list[int] = []
+    real = report._rounds_report
+    seen: list[bool] = []
 
-    def spy(timelines, *a, **k):  # type: ignore[no-untyped-def]
-        seen.append(len(list(timelines)))
-        return real([], *a, **k)
+    def spy(*a, **k):  # type: ignore[no-untyped-def]
+        rep = real(*a, **k)
+        seen.append(rep is not None)  # None: the timelines read into the client after all
+        return rep
 
-    monkeypatch.setattr(report, "analyze_timelines", spy)
+    monkeypatch.setattr(report, "_rounds_report", spy)
     assert main([*args, str(tmp_path / "spread.json"), "--html",
                  str(tmp_path / "spread.html")]) == 0
-    # then no timeline reached the client, and the comparison and its page are the same
-    assert seen == [0, 0]
+    # then each run's report was made in rounds, no timeline in the client, and the
+    # comparison and its page are the same
+    assert seen == [True, True]
     assert _json(tmp_path / "spread.json") == _json(tmp_path / "one.json")
     assert blank((tmp_path / "spread.html").read_text()) == \
         blank((tmp_path / "one.html").read_text())

@@ -263,8 +263,8 @@ def crossrank_one_rank(path: Path) -> dict[str, float]:
     """Seconds of the cross-rank analysis on one rank, forced (before) and as the report
     runs it (after: skipped), in this process; the stall analysis for scale. Printed."""
     from profplug.analyzers.crossrank import cross_rank, cross_rank_analysis
+    from profplug.analyzers.scale.dispatch import analyze_ranks
     from profplug.analyzers.scale.load import load_timelines
-    from profplug.analyzers.scale.rankpool import analyze_ranks
     from profplug.analyzers.stalls.rank import StallOptions
 
     tls = load_timelines([path], jobs=1, progress=False)

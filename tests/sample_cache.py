@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from profplug.analyzers.commands import common as commands
+from profplug.analyzers.commands import whatif as commands
 from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.crossrank import CrossRankResult
 from profplug.analyzers.crossrank import cross_rank as run_cross_rank
@@ -141,7 +141,8 @@ def _cached_load_ranks(paths: Any, **kw: Any) -> LoadedRanks:
     tls = list(_read(os.getcwd(), key, read))
     stalls = (list(_stalls(os.getcwd(), key, read, stall.tolerance_ns))
               if stall is not None else [])
-    return LoadedRanks(stalls, tls if kw.get("keep_timelines", True) else [], [])
+    parts = {name: [part(tl) for tl in tls] for name, part, _ in kw.get("parts", ())}
+    return LoadedRanks(stalls, tls if kw.get("keep_timelines", True) else [], [], parts=parts)
 
 
 LOADERS: list[tuple[Any, str, Any]] = [(report_mod, "load_ranks", _cached_load_ranks),

@@ -19,10 +19,11 @@ from profplug.analyzers.ab.analyze import analyze_ab
 from profplug.analyzers.ab.overlay import attach, calibrated, restored
 from profplug.analyzers.ab.result import EXIT_NO_RESULT, EXIT_NOT_REACHED, SCHEMA_VERSION, AbResult
 from profplug.analyzers.ab.schema import read_regular, validate
-from profplug.analyzers.commands.common import run_paths, write_page, write_text
 from profplug.analyzers.commands.outpaths import STDOUT, check_outputs
+from profplug.analyzers.commands.output import write_page, write_text
 from profplug.analyzers.core.errors import ProfplugError, one_line
 from profplug.analyzers.render.registry import render_text
+from profplug.analyzers.scale.pathargs import run_paths
 
 
 def finish_ab(out: Path, runs: Sequence[dict[str, Any]], *, policies: Sequence[str],

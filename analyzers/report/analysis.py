@@ -26,7 +26,7 @@ from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.report.finding import headline, no_steps_warning
 from profplug.analyzers.report.run_meta import find_run_meta
 from profplug.analyzers.scale import run_level as remote
-from profplug.analyzers.scale.dispatch import Backend, LocalBackend
+from profplug.analyzers.scale.dispatch import Backend, LocalBackend, analyze_ranks
 from profplug.analyzers.scale.load import (
     LoadedRanks,
     PathsLike,
@@ -41,7 +41,6 @@ from profplug.analyzers.scale.placement import (
     scratch_cache,
     spread_drop,
 )
-from profplug.analyzers.scale.rankpool import analyze_ranks
 from profplug.analyzers.scale.result_cache import MISS, ResultCache
 from profplug.analyzers.stalls.rank import RankStalls, StallOptions, flat_dict
 from profplug.analyzers.stalls.sanity import check_sum_rule

@@ -13,7 +13,8 @@ per-sync-call rows, never per event; its idle gaps only with ``keep_gaps``) and,
 the value of the task's ``extra`` (a run-level analysis's per-rank part made where the rank
 was read: ``crossrank/remote.py``). A worker
 that dies twice on a file (killed, out of memory) leaves ``FileResult.lost``: a one-line
-reason, and the rest of the run stands.
+reason, and the rest of the run stands. Several big ranks read in one process (one Nsight
+file holds every rank) are analyzed a forked process each (:func:`analyze_ranks`).
 """
 
 from __future__ import annotations
@@ -35,10 +36,9 @@ from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.readers.cache import entry_key, read_cached
 from profplug.analyzers.readers.corrcheck import correlation_check
 from profplug.analyzers.readers.registry import reader_for
-from profplug.analyzers.scale.rankpool import analyze_ranks
 from profplug.analyzers.scale.result_cache import load_stalls, save_stalls, stalls_entry
 from profplug.analyzers.stalls.gaps import NO_GAPS, longest
-from profplug.analyzers.stalls.rank import RankStalls, StallOptions
+from profplug.analyzers.stalls.rank import RankStalls, StallOptions, analyze_rank
 
 
 @dataclass(frozen=True)
@@ -244,3 +244,35 @@ def gather(tasks: Sequence[RankTask], backend: Backend, *, fn: TaskFn = run_task
         if r is not None and r.error is not None:
             raise r.error
     return [r for r in out if r is not None]
+
+
+# ---------------------------------------------------------------- several big ranks of one file
+# ``analyze_rank`` is pure Python and numpy over one Timeline, so ranks are independent. When
+# the ranks read in one process are big (``PARALLEL_MIN_ROWS`` host calls + GPU ops or more),
+# several, and the platform can fork, each is analyzed in a forked child (which sees the
+# Timelines without copying them) and only its small RankStalls comes back.
+PARALLEL_MIN_ROWS = 4_000_000  # smaller runs are analyzed in this process
+
+_WORK: list[Timeline] = []  # the Timelines a forked child analyzes, by index
+
+
+def _one(args: tuple[int, StallOptions]) -> RankStalls:
+    i, opt = args
+    return analyze_rank(_WORK[i], opt)
+
+
+def analyze_ranks(timelines: list[Timeline], opt: StallOptions, *,
+                  jobs: int | None = None) -> list[RankStalls]:
+    """``[analyze_rank(t, opt) for t in timelines]``, on up to ``jobs`` processes."""
+    global _WORK
+    n = min(len(timelines), jobs or usable_cpus())
+    rows = sum(t.api_start_ns.size + t.gpu_start_ns.size for t in timelines)
+    if (n <= 1 or rows < PARALLEL_MIN_ROWS or mp.parent_process() is not None
+            or "fork" not in mp.get_all_start_methods()):
+        return [analyze_rank(t, opt) for t in timelines]
+    _WORK = timelines
+    try:
+        with ProcessPoolExecutor(n, mp_context=mp.get_context("fork")) as pool:
+            return list(pool.map(_one, [(i, opt) for i in range(len(timelines))]))
+    finally:
+        _WORK = []

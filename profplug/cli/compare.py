@@ -45,7 +45,7 @@ def compare(
     quiet: Quiet = False,
 ) -> None:
     """Two runs side by side per rank: step time, idle by cause, syncs, and deltas."""
-    from profplug.analyzers.commands.common import run_compare
+    from profplug.analyzers.commands.compare import run_compare
     from profplug.analyzers.readers.base import ReadOptions
     from profplug.analyzers.stalls.rank import StallOptions
 

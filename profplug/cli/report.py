@@ -50,7 +50,7 @@ def report(
     quiet: Quiet = False,
 ) -> None:
     """Per-rank GPU idle time by cause, sync API and call site."""
-    from profplug.analyzers.commands.common import run_report
+    from profplug.analyzers.commands.report import run_report
     from profplug.analyzers.readers.base import ReadOptions
     from profplug.analyzers.stalls.rank import StallOptions
     from profplug.analyzers.whatif import DropSpec

@@ -58,7 +58,7 @@ def whatif(
     quiet: Quiet = False,
 ) -> None:
     """Predict each rank's step time with the synchronizes made non-blocking."""
-    from profplug.analyzers.commands.common import run_whatif
+    from profplug.analyzers.commands.whatif import run_whatif
     from profplug.analyzers.readers.base import ReadOptions
     from profplug.analyzers.stalls.rank import StallOptions
     from profplug.analyzers.whatif import DropSpec

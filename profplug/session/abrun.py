@@ -161,7 +161,7 @@ def _check(opts: AbOptions) -> list[str]:
         raise ProfplugError(f"--switch-every {opts.switch_every} needs --steps >= "
                             f"{2 * opts.switch_every} (a block of every policy in the window)")
     if opts.whatif is not None:
-        from profplug.analyzers.commands.common import run_paths
+        from profplug.analyzers.scale.pathargs import run_paths
 
         run_paths(opts.whatif)  # fail now, not after the rounds
     return policies

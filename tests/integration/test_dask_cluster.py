@@ -17,7 +17,7 @@ import cloudpickle
 import pytest
 from added_analysis import BY_RANK, added
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers.commands.common import run_report
+from profplug.analyzers.commands.report import run_report
 from profplug.analyzers.core.errors import ProfplugError
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.render.timeline_data import GAPS_KEPT

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from added_analysis import BY_RANK, WHOLE, OpCounts, added
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers.commands.common import run_report
+from profplug.analyzers.commands.report import run_report
 from profplug.analyzers.core.analysis_spec import AnalysisSpec
 from profplug.analyzers.scale.load import load_timelines
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers.commands import common as commands
-from profplug.analyzers.commands.common import run_report
+from profplug.analyzers.commands import report as commands
+from profplug.analyzers.commands.report import run_report
 from profplug.analyzers.core.errors import TraceError
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.report.analysis import analyze

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from profplug.analyzers import analyze
-from profplug.analyzers.commands.common import unprofiled_step_us
+from profplug.analyzers.commands.whatif import unprofiled_step_us
 from profplug.analyzers.core.errors import ProfplugError
 from profplug.analyzers.render.registry import PAGE, render_text
 from profplug.analyzers.steps.observer import observer_from_ranks

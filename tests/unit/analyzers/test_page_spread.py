@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers.commands import common as commands
-from profplug.analyzers.commands.common import run_report
+from profplug.analyzers.commands import report as commands
+from profplug.analyzers.commands.report import run_report
 from profplug.analyzers.crossrank import lanes
 from profplug.analyzers.crossrank.lanes import LaneRow
 from profplug.analyzers.render import timeline_data

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from profplug.analyzers.scale import rankpool
+from profplug.analyzers.scale import dispatch as rankpool
 from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.stalls.rank import StallOptions, analyze_rank
 

@@ -1,0 +1,119 @@
+"""``profplug compare A B`` once its options are parsed: two runs side by side, or a run's
+prediction against an ``ab`` directory's measured policies; returns the exit code."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from profplug.analyzers.commands.libwarnings import own_warnings
+from profplug.analyzers.commands.outpaths import check_outputs, stdout_or
+from profplug.analyzers.commands.output import open_backend, progress_flag, write_page, write_text
+from profplug.analyzers.compare.ab_runs import (
+    AbComparison,
+    compare_ab,
+    device_step,
+    is_ab_dir,
+    load_ab,
+    pick_policy,
+    speedup_ci,
+)
+from profplug.analyzers.compare.against_run import (
+    compare_against,
+)
+from profplug.analyzers.compare.reports import Comparison, compare
+from profplug.analyzers.core.analysis_spec import AnalysisSpec
+from profplug.analyzers.core.errors import one_line
+from profplug.analyzers.core.timeline import Timeline
+from profplug.analyzers.readers.base import ReadOptions
+from profplug.analyzers.render.registry import check_format, render_text
+from profplug.analyzers.render.timeline_data import GAPS_KEPT
+from profplug.analyzers.report.analysis import analyze
+from profplug.analyzers.report.registry import report_analyses
+from profplug.analyzers.report.run_meta import find_run_meta
+from profplug.analyzers.scale.pathargs import run_paths
+from profplug.analyzers.stalls.rank import RankStalls, StallOptions
+from profplug.analyzers.whatif import (
+    DropSpec,
+    WhatIfResult,
+    whatif_unprofiled,
+)
+
+
+def run_label(run: str) -> str:
+    """A run's default name: its directory's name, else its (first) file's stem."""
+    p = Path(run.split(",")[0]) if not Path(run).exists() else Path(run)
+    return p.name if p.is_dir() else p.name.split(".")[0]
+
+
+@own_warnings
+def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | None = None,
+                html: Path | None = None, options: StallOptions | None = None,
+                labels: tuple[str | None, str | None] = (None, None),
+                read: ReadOptions | None = None, whatif: bool | None = None,
+                cross_rank: bool = True, dask: str | None = None, quiet: bool = False,
+                jobs: int | None = None) -> int:
+    """Two runs (see :func:`run_paths`) side by side per rank; returns the exit code.
+
+    Each run's report is the one :func:`run_report` makes (``whatif`` and ``cross_rank``
+    as there).
+    """
+    if is_ab_dir(run_b):  # B measured by profplug ab: the what-if against its CI
+        return _compare_with_ab(run_a, run_b, fmt=fmt, output=output, html=html,
+                                options=options, labels=labels, read=read)
+    check_format(Comparison, fmt)
+    opt = options or StallOptions()
+    # the same analyses as `profplug report`, so each side is that run's report
+    run = report_analyses(whatif, cross_rank)
+    paths_a, paths_b = run_paths(run_a), run_paths(run_b)
+    check_outputs((stdout_or(output), html), [*paths_a, *paths_b])
+    find_run_meta(paths_a), find_run_meta(paths_b)  # a bad run.json: said before the read
+    backend = open_backend(jobs, dask)
+    try:
+        # each big run's run-level analyses where its ranks are read, as its report
+        # (``spreading``)
+        rep_a, rep_b = (analyze(p, opt, read=read, run=run, backend=backend,
+                                progress=progress_flag(quiet), keep_gaps=html is not None,
+                                gaps_per_device=GAPS_KEPT)
+                        for p in (paths_a, paths_b))
+    finally:
+        backend.close()
+    cmp = compare(rep_a, rep_b, labels[0] or run_label(run_a), labels[1] or run_label(run_b))
+    cmp.against = compare_against(rep_a.run.get("whatif"), paths_a, paths_b, cmp.label_b, opt,
+                                  read)  # A's what-if lined up with B by call (timelines)
+    if fmt != "table":  # the table leads with them itself
+        for m in cmp.mismatches:
+            print(f"profplug: warning: {one_line(m)}", file=sys.stderr)
+    write_text(render_text(cmp, fmt), output)
+    if html is not None:
+        write_page(cmp, html)
+    return 0
+
+
+def _compare_with_ab(run_a: str, run_b: str, *, fmt: str, output: Path | None,
+                     html: Path | None, options: StallOptions | None,
+                     labels: tuple[str | None, str | None], read: ReadOptions | None) -> int:
+    """``compare A AB_DIR``: A's what-if at ab's unprofiled device step against ab's
+    measured policy (``compareab``)."""
+    check_format(AbComparison, fmt)
+    check_outputs((stdout_or(output), html), [*run_paths(run_a), Path(run_b)])
+    doc = load_ab(Path(run_b))
+    policy = pick_policy(doc)
+    dev_us, dev_ci = device_step(doc)
+    ratio = speedup_ci(doc, policy)
+    opt = options or StallOptions()
+
+    def at_ab_speed(timelines: list[Timeline], o: StallOptions,
+                    ranks: list[RankStalls] | None) -> WhatIfResult:
+        return whatif_unprofiled(timelines, dev_us, DropSpec(), o, step_ci_us=dev_ci,
+                                 ratio_ci=ratio)
+
+    unprofiled = AnalysisSpec(name="whatif", label="what-if", run=at_ab_speed)
+
+    rep_a = analyze(run_paths(run_a), opt, read=read, run=[unprofiled])
+    res = compare_ab(rep_a, doc, labels[0] or run_label(run_a), labels[1] or run_label(run_b),
+                     policy, dev_us)
+    write_text(render_text(res, fmt), output)
+    if html is not None:
+        write_page(res, html)
+    return 0

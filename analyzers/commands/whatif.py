@@ -1,0 +1,141 @@
+"""``profplug whatif`` once its options are parsed: the what-if of a run (in one process, or
+where the ranks are read for big runs), at an unprofiled step (``--unprofiled``), against a
+measured run (``--against``); returns the exit code."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from profplug.analyzers.commands.libwarnings import own_warnings
+from profplug.analyzers.commands.outpaths import check_outputs, stdout_or
+from profplug.analyzers.commands.output import open_backend, progress_flag, write_page, write_text
+from profplug.analyzers.compare.against_run import (
+    label_of,
+    load_other,
+    other_paths,
+)
+from profplug.analyzers.core.errors import ProfplugError, one_line
+from profplug.analyzers.readers.base import ReadOptions
+from profplug.analyzers.render.registry import check_format, render_text
+from profplug.analyzers.render.timeline_data import GAPS_KEPT
+from profplug.analyzers.report.analysis import Report, analyze, analyze_timelines
+from profplug.analyzers.report.registry import check_drop
+from profplug.analyzers.report.run_meta import find_run_meta
+from profplug.analyzers.scale.dispatch import Backend
+from profplug.analyzers.scale.load import PathsLike, load_timelines
+from profplug.analyzers.scale.pathargs import check_paths, split_paths
+from profplug.analyzers.scale.placement import spreading
+from profplug.analyzers.stalls.rank import StallOptions
+from profplug.analyzers.steps.observer import untraced_step_us
+from profplug.analyzers.whatif import (
+    DropSpec,
+    WhatIfResult,
+    whatif,
+    whatif_analysis,
+    whatif_unprofiled,
+)
+from profplug.analyzers.whatif.against import WhatIfAgainst, against
+from profplug.analyzers.whatif.unprofiled import MAX_STEP_US, MIN_STEP_US, parse_ci
+
+UNPROFILED_AUTO = "auto"
+
+
+def unprofiled_step_us(value: str | float | None, paths: PathsLike) -> float | None:
+    """``--unprofiled``: a step time in us, or ``auto``: the untraced median step that
+    ``profplug run`` measured around its window (run.json's ``observer``)."""
+    if value is None or isinstance(value, (int, float)):
+        return value
+    if value.strip().lower() == UNPROFILED_AUTO:
+        us = untraced_step_us(find_run_meta(paths))
+        if us is None:
+            raise ProfplugError("--unprofiled auto: no untraced step time in the run's "
+                                "run.json (a `profplug run` with a window and steps before or "
+                                "after it records one); give the step time in us")
+        print(f"profplug: --unprofiled auto: the untraced median step of run.json, "
+              f"{us:,.1f} us", file=sys.stderr)
+        return us
+    try:
+        return float(value)
+    except ValueError:
+        raise ProfplugError(f"--unprofiled takes a step time in us or 'auto', got "
+                            f"{one_line(value)!r}") from None
+
+
+@own_warnings
+def _spread_whatif(files: list[Path], drop: DropSpec, opt: StallOptions,
+                   read: ReadOptions | None, backend: Backend, quiet: bool,
+                   html: Path | None) -> tuple[WhatIfResult, Report] | None:
+    """The what-if where the ranks are read, as a report from ``spreading.SPREAD_MIN_BYTES``
+    of traces runs it (no timeline travels: docs/scale.md), with the report its page draws;
+    None below, where the timelines travel and it runs here."""
+    forced = whatif_analysis(drop)
+    if spreading([forced], False, files) is None:
+        return None
+    rep = analyze(files, opt, run=[forced], read=read, backend=backend,
+                  progress=progress_flag(quiet), keep_gaps=html is not None, gaps_per_device=GAPS_KEPT)
+    res = rep.run.get("whatif")
+    if not isinstance(res, WhatIfResult):
+        raise ProfplugError(next((w for w in rep.warnings  # its failure's line
+                                  if w.startswith(("what-if", "--drop-at"))),
+                                 "what-if: not run"))
+    res.warnings[:0] = rep.lost  # files lost with their worker
+    return res, rep
+
+
+def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "table",
+               output: Path | None = None, html: Path | None = None,
+               options: StallOptions | None = None, jobs: int | None = None,
+               unprofiled_us: float | str | None = None,
+               read: ReadOptions | None = None, unprofiled_ci: str | None = None,
+               dask: str | None = None, quiet: bool = False, against_run: str | None = None
+               ) -> int:
+    """Replay the run under ``paths`` without the chosen syncs; returns the exit code.
+
+    ``html``: the full stall report of the run, with the what-if section in it.
+    ``unprofiled_us``: the job's measured step time without a profiler (with its
+    synchronizes): predict at that run's host speed (``whatif_unprofiled``); ``"auto"``: the
+    untraced median step ``profplug run`` recorded in run.json (:func:`unprofiled_step_us`);
+    ``unprofiled_ci``: its 95% CI, ``"LO,HI"`` us (the band as ``ab --whatif`` sets it).
+    ``against_run``: a traced run of the other policy to line the prediction up with
+    (``whatif/against.py``): the ``against`` key / section after the what-if's.
+    """
+    drop = check_drop(drop or DropSpec())
+    unprofiled_us = unprofiled_step_us(unprofiled_us, split_paths(paths))
+    check_format(WhatIfResult, fmt)
+    if unprofiled_us is not None and not MIN_STEP_US <= unprofiled_us <= MAX_STEP_US:  # NaN
+        raise ProfplugError("--unprofiled takes the measured unprofiled step time in us "
+                            f"(from {MIN_STEP_US:g}, 1 ns, to {MAX_STEP_US:g}, one hour; got "
+                            f"{unprofiled_us:g})")
+    ci = parse_ci(unprofiled_ci, unprofiled_us)
+    opt = options or StallOptions()
+    files = check_paths(paths)
+    other = None if against_run is None else load_other(other_paths(against_run), read)
+    check_outputs((stdout_or(output), html), files)
+    find_run_meta(files)  # a bad run.json: said before the read
+    backend = open_backend(jobs, dask)
+    spread: tuple[WhatIfResult, Report] | None = None
+    try:
+        if unprofiled_us is None and other is None:  # --against: the timelines here
+            spread = _spread_whatif(files, drop, opt, read, backend, quiet, html)
+        if spread is None:
+            timelines = load_timelines(files, read=read, backend=backend,
+                                       progress=progress_flag(quiet))
+    finally:
+        backend.close()
+    if spread is not None:
+        res, rep = spread
+    else:
+        res = whatif(timelines, drop, opt) if unprofiled_us is None \
+            else whatif_unprofiled(timelines, unprofiled_us, drop, opt, step_ci_us=ci)
+        if html is not None:
+            rep = analyze_timelines(timelines, opt, steps=(read or ReadOptions()).steps)
+            rep.meta = find_run_meta(files)
+            rep.add(res)
+    out = res if other is None or against_run is None else WhatIfAgainst(
+        res, against(res, timelines, other, label_of(against_run), opt))
+    write_text(render_text(out, fmt), output)
+    if html is not None:
+        rep.command = "whatif"
+        write_page(rep, html)
+    return 0

@@ -14,8 +14,8 @@ import numpy as np
 from profplug.analyzers.ab import stats, switched
 from profplug.analyzers.ab.digestcheck import check_digests
 from profplug.analyzers.ab.plan import BASELINE
+from profplug.analyzers.ab.policy_reach import not_reached
 from profplug.analyzers.ab.position import position_effect
-from profplug.analyzers.ab.reach import not_reached
 from profplug.analyzers.ab.result import AbResult, PolicySummary, RankSummary
 
 

@@ -57,7 +57,7 @@ SCHEMA_VERSION = 1
 
 
 class RunAnalysis(Protocol):
-    """The result of an analysis over all ranks of a run (what-if, cross-rank; A/B next).
+    """The result of an analysis over all ranks of a run (what-if, cross-rank, host-only).
 
     A result may also add fields to each rank's JSON object: ``rank_fields(rank)`` (placed
     after ``idle_us``) and ``step_fields(rank)`` (into the rank's ``steps`` object); the

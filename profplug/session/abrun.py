@@ -205,7 +205,7 @@ def _launch(opts: AbOptions, k: int, p: Planned) -> dict[str, Any]:
 def same_failure(first: list[dict[str, Any]]) -> str | None:
     """Why to stop after the first round: every run of it failed the same way, or no run
     of it reached its policy (None: go on)."""
-    from profplug.analyzers.ab.reach import LOOKED_FOR, reached
+    from profplug.analyzers.ab.policy_reach import LOOKED_FOR, reached
 
     if len(first) < 2:
         return None
@@ -228,7 +228,7 @@ def _run_all(opts: AbOptions, plan: list[Planned], labels: list[str]
     interruption, why ab stopped, and the probe run when switching fell back to separate
     runs."""
     from profplug.analyzers.ab.analyze import with_medians
-    from profplug.analyzers.ab.reach import reached_some_not_all
+    from profplug.analyzers.ab.policy_reach import reached_some_not_all
 
     runs: list[dict[str, Any]] = []
     probe = None

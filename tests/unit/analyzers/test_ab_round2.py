@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from profplug.analyzers.ab import analyze_ab, parse_policies, schedule
 from profplug.analyzers.ab.plan import policy_of, positions, switched_orders
-from profplug.analyzers.ab.reach import not_reached
+from profplug.analyzers.ab.policy_reach import not_reached
 from profplug.analyzers.ab.result import EXIT_NOT_REACHED
 from profplug.analyzers.ab.switched import labelled_steps, log_ratio_ci, run_centers
 from profplug.analyzers.render.registry import render_text

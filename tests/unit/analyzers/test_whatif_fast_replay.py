@@ -88,7 +88,7 @@ def test_runs_far_from_time_zero_are_solved_in_one_cummax(tmp_path: Path,
         root, off, _ = _fold(g, m.threads)
         plain = longest_path(g, m, runs=False)
         with monkeypatch.context() as mp:
-            mp.setattr(streamruns, "_scan", no_links)
+            mp.setattr(streamruns, "jump", no_links)
             # then the stream order's one cummax solves the runs (each from its own lowest
             # value: no stacked offsets of 1.76e18 that overflow int64) ...
             assert stream_runs(g, root, off, m.o_order).node.size >= m.o_start.size // 2

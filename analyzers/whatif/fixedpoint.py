@@ -13,8 +13,9 @@ the pass (``simulate.longest_path``) is not needed. Both checks are vectorized:
   ranks' clocks), and it lies within the time span that such edges cover (merged
   [destination, source] windows: to come back down to every time it passed, the cycle
   crosses each with a non-rising edge). Only the edges with both ends in one window are
-  peeled (Kahn, one level per pass; the last few hundred in one Kahn's order on lists);
-  windows too deep to peel within a few times the graph's edges are left to the pass.
+  peeled (``longestpath.acyclic``: Kahn, one level per pass; the last few hundred in one
+  Kahn's order on lists); windows too deep to peel within the graph's edges are left to
+  the pass.
 
 Anything unexpected (a node off its equations, a cycle, a deep window): ``None``, and the
 replay takes the pass.
@@ -28,11 +29,14 @@ from typing import Any, Literal, overload
 import numpy as np
 
 from .graph import Graph
+from .longestpath import MIN_NS, acyclic, first_in_edges
 
-MIN_NS = -(2**62)
 _CHUNK = 1 << 16  # edges per block of the window test and the equations (~0.5 MB a temporary)
-SMALL_PEEL = 512  # from this many edges left, Kahn's order on lists (_acyclic_lists)
-MAX_WORK = 4  # peel at most this many times the graph's edges in all, then leave it to the pass
+SMALL_PEEL = 512  # from this many edges left, Kahn's order on lists (``longestpath.acyclic``)
+# peel at most this many times the graph's edges in all, then leave it to the pass: past
+# that the windows hold most of a deep graph, and the pass (its fold: a few numpy calls per
+# edge) finds a cycle for less than more levels of the peel would
+MAX_WORK = 1
 
 
 def _acyclic_within(g: Graph, t: np.ndarray, ts: np.ndarray, td: np.ndarray,
@@ -63,45 +67,9 @@ def _acyclic_within(g: Graph, t: np.ndarray, ts: np.ndarray, td: np.ndarray,
 
 
 def _peel(g: Graph, src: np.ndarray, dst: np.ndarray) -> bool:
-    """No cycle among the edges ``src -> dst``: peeled level by level (Kahn) within a few
-    times the graph's edges; once few edges are left, in one Kahn's order on plain lists."""
-    budget = MAX_WORK * g.src.size
-    while budget > 0:
-        if src.size == 0:
-            return True
-        if src.size <= SMALL_PEEL:  # a long chain would take a few numpy calls per level
-            return _acyclic_lists(src, dst)
-        budget -= src.size
-        has_in = np.zeros(g.n_nodes, dtype=bool)
-        has_in[dst] = True
-        keep = has_in[src]  # edges out of a node with no predecessor left are peeled
-        if keep.all():
-            return False  # nothing to peel: a cycle
-        src, dst = src[keep], dst[keep]
-    return False
-
-
-def _acyclic_lists(src: np.ndarray, dst: np.ndarray) -> bool:
-    """No cycle among the edges ``src -> dst``: every node taken in Kahn's order (one visit
-    per edge, where a level-by-level peel of a long chain costs a few numpy calls a level)."""
-    nodes, inv = np.unique(np.concatenate([src, dst]), return_inverse=True)
-    k = nodes.size
-    s, d = inv[:src.size], inv[src.size:]
-    order = np.argsort(s, kind="stable")
-    ptr = np.searchsorted(s[order], np.arange(k + 1)).tolist()
-    out = d[order].tolist()
-    indeg = np.bincount(d, minlength=k).tolist()
-    stack = [v for v in range(k) if not indeg[v]]
-    seen = 0
-    while stack:
-        u = stack.pop()
-        seen += 1
-        for j in range(ptr[u], ptr[u + 1]):
-            v = out[j]
-            indeg[v] -= 1
-            if not indeg[v]:
-                stack.append(v)
-    return seen == k
+    """No cycle among the edges ``src -> dst`` (``longestpath.acyclic``); a window too deep
+    to peel within ``MAX_WORK`` times the graph's edges is left to the pass."""
+    return bool(acyclic(src, dst, g.n_nodes, MAX_WORK * g.src.size, SMALL_PEEL))
 
 
 @overload
@@ -149,8 +117,9 @@ def recorded_fixed_point(g: Graph, rec: np.ndarray, lazy: bool = False
 
     def binding() -> np.ndarray:
         tight = np.nonzero(t[g.src] + g.w == t[g.dst])[0]  # the lowest-numbered tight edge binds
-        bind = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-        np.minimum.at(bind, g.dst[tight], tight)
-        return np.where(has_in, bind, -1)
+        first = tight[first_in_edges(g.dst[tight])]
+        bind = np.full(n, -1, dtype=np.int64)  # (every node with an in-edge has a tight one)
+        bind[g.dst[first]] = first
+        return bind
 
     return (t, binding) if lazy else (t, binding())

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from pipeline_synth import PipelineSpec, write
 from profplug.analyzers.load import load_timelines
-from profplug.analyzers.whatif import fixedpoint, fold, simulate, streamruns
+from profplug.analyzers.whatif import fold, simulate, streamruns
 from profplug.analyzers.whatif.fixedpoint import recorded_fixed_point
 from profplug.analyzers.whatif.fold import _fold
 from profplug.analyzers.whatif.graph import ANCHOR, CALL, LAUNCH, PEER, RUN, Graph, build_graph
@@ -128,27 +128,6 @@ def test_a_zero_weight_cycle_is_left_to_the_pass() -> None:
                kind[[0, 1, 2, 4]])
     assert recorded_fixed_point(g2, rec) is None
     assert recorded_fixed_point(g2, np.array([10, 15, 15, 15, 0])) is not None
-
-
-def test_few_edges_are_peeled_on_lists_as_level_by_level(monkeypatch: pytest.MonkeyPatch
-                                                         ) -> None:
-    # given random small graphs: DAGs (edges from a lower to a higher node id, a long chain
-    # among them) and the same with one back edge (a cycle)
-    rng = np.random.default_rng(5)
-    g = Graph(50, 50, np.zeros(10_000, dtype=np.int64), np.zeros(10_000, dtype=np.int64),
-              np.zeros(10_000, dtype=np.int64), np.zeros(10_000, dtype=np.int8))
-    for k in range(40):
-        a, b = np.sort(rng.choice(200, (2, 30 + k)), axis=0)
-        a, b = a[a < b], b[a < b]
-        chain = np.arange(100, 160)
-        src, dst = np.concatenate([a, chain[:-1]]), np.concatenate([b, chain[1:]])
-        back_src, back_dst = np.append(src, dst[k % dst.size]), np.append(dst, src[k % src.size])
-        for s, d, acyclic in ((src, dst, True), (back_src, back_dst, False)):
-            # then Kahn's order on lists and the level-by-level peel agree: a cycle or none
-            assert fixedpoint._peel(g, s, d) is acyclic
-            with monkeypatch.context() as mp:
-                mp.setattr(fixedpoint, "SMALL_PEEL", 0)
-                assert fixedpoint._peel(g, s, d) is acyclic
 
 
 def test_a_cycle_across_a_time_window_is_left_to_the_pass() -> None:

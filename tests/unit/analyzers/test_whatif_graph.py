@@ -20,8 +20,9 @@ from profplug.analyzers.render.whatif_table import render_whatif_table
 from profplug.analyzers.report import analyze_timelines
 from profplug.analyzers.whatif import whatif, whatif_analysis
 from profplug.analyzers.whatif.graph import KINDS, build_graph, dropped_graph
+from profplug.analyzers.whatif.longestpath import MIN_NS
 from profplug.analyzers.whatif.model import DROP_NONE, DropSpec, build_model
-from profplug.analyzers.whatif.simulate import MIN_NS, replay
+from profplug.analyzers.whatif.simulate import replay
 from synth import KinetoTrace
 from unit.analyzers.test_whatif import two_ranks
 

@@ -33,9 +33,10 @@ from .longestpath import MIN_NS, acyclic, first_in_edges
 
 _CHUNK = 1 << 16  # edges per block of the window test and the equations (~0.5 MB a temporary)
 SMALL_PEEL = 512  # from this many edges left, Kahn's order on lists (``longestpath.acyclic``)
-# peel at most this many times the graph's edges in all, then leave it to the pass: past
-# that the windows hold most of a deep graph, and the pass (its fold: a few numpy calls per
-# edge) finds a cycle for less than more levels of the peel would
+# the windows' peel looks at no more than this many times the graph's edges in all, then
+# leaves the graph to the pass: windows that hold much of a deep graph (ranks whose clocks
+# drift apart open wide ones) would take a level per node of its longest chain, where the
+# pass's fold crosses a chain in a few passes over the edges
 MAX_WORK = 1
 
 

@@ -126,9 +126,9 @@ def acyclic(src: np.ndarray, dst: np.ndarray, n: int, budget: int = 0,
     level at a time in numpy (the edges out of nodes with no in-edge left peeled, no sort:
     a level costs one look at the edges left) while more than ``on_lists`` edges are left,
     then on lists (one visit per edge, where a long chain costs a numpy call per level);
-    None once ``budget`` edges were looked at with more than ``on_lists`` left (too deep)."""
+    None when the next level would take the edges looked at past ``budget`` (too deep)."""
     while src.size > on_lists:
-        if budget <= 0:
+        if src.size > budget:
             return None
         budget -= src.size
         has_in = np.zeros(n, dtype=bool)

@@ -104,14 +104,12 @@ def _longest_path(g: Graph, m: Model, runs: bool = True
                 t[cv] = int(_recorded_times(m)[v])
         if not indeg[cv]:
             kahn.ready.append(cv)
-    # every root's time into ``off`` (a root's offset is 0): the visited nodes' and the
-    # derived op starts' (from their two roots); then each folded node adds its root's, a
-    # piece at a time (no second per-node array: a root is never folded)
-    t_p = np.array(t, dtype=np.int64)
-    del kahn, t, indeg, cid  # the pass's lists (a Python int each) before the times
-    off[proc] = t_p
-    off[rn.node] = np.maximum(t_p[numbered(proc, rn.h)] + rn.a, t_p[numbered(proc, rn.s)] + rn.b)
-    del t_p
+    # every root's time into ``off`` (a root's offset is 0): the visited nodes', then the
+    # derived op starts' from their two roots (visited nodes); then each folded node adds
+    # its root's, a piece at a time (no second per-node array: a root is never folded)
+    off[proc] = t
+    del kahn, t, indeg, cid  # the pass's lists (a Python int each)
+    off[rn.node] = np.maximum(off[rn.h] + rn.a, off[rn.s] + rn.b)
     for lo in range(0, n, _CHUNK):
         f = np.flatnonzero(folded[lo:lo + _CHUNK])
         part = off[lo:lo + _CHUNK]

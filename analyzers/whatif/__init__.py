@@ -5,7 +5,8 @@ model (``rankmodel``: one rank's part; ``host``: the host work a dropped call ta
 ``dropset``: which calls are dropped), ``graph`` turns it into edge arrays, ``simulate``
 replays it as one longest-path pass
 (``costs.HostCosts``: at other host costs), ``band`` sets each rank's error band,
-``streamruns`` and ``fixedpoint`` solve parts of it in closed form,
+``streamruns`` and ``fixedpoint`` solve parts of it in closed form, ``longestpath`` is the
+one solver they (and ``reduced``, the critical path) solve with,
 ``dropset`` says which synchronizes are dropped (by default those the sync policy
 changes), ``unprofiled`` predicts at an unprofiled run's host speed (``whatif_unprofiled``), ``result``
 holds the values; the renderers are in ``render/whatif_*.py``.

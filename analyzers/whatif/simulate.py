@@ -3,8 +3,9 @@ in topological order (all times int64 ns).
 
 Each node's time is the latest of (predecessor's time + edge weight) over its incoming edges;
 the edge that gave it is its *binding* edge (``Replay.bind``), from which the critical path
-is read (``critical.py``). Kahn's order: a node is timed once all its predecessors are,
-so every node is timed exactly once, in O(nodes + edges).
+is read (``critical.py``). Kahn's order (the what-if's solver: ``longestpath.Kahn``, over
+the nodes the fold leaves: ``fold``): a node is timed once all its predecessors are, so
+every node is timed exactly once, in O(nodes + edges).
 
 A cycle is a contradictory pairing: two NCCL kernels that each need the other's start
 through the host (a kernel's end waits for its partner's start, which waits for a

@@ -38,6 +38,10 @@ SMALL_PEEL = 512  # from this many edges left, Kahn's order on lists (``longestp
 # drift apart open wide ones) would take a level per node of its longest chain, where the
 # pass's fold crosses a chain in a few passes over the edges
 MAX_WORK = 1
+# windows that span more than this share of the recorded run are left to the pass at once:
+# they hold a like share of its nodes (all of a chain's in a deep graph), more than the peel
+# takes within ``MAX_WORK``
+MAX_COVER = 0.25
 
 
 def _acyclic_within(g: Graph, t: np.ndarray, ts: np.ndarray, td: np.ndarray,
@@ -53,6 +57,11 @@ def _acyclic_within(g: Graph, t: np.ndarray, ts: np.ndarray, td: np.ndarray,
     lo, hi = lo[order], np.maximum.accumulate(hi[order])
     starts = np.concatenate(([True], lo[1:] > hi[:-1])).nonzero()[0]  # merged: overlap or touch
     w_lo, w_hi = lo[starts], hi[np.concatenate((starts[1:] - 1, [lo.size - 1]))]
+    body = t[:g.source]  # (the source is the last node, at 0)
+    on = body > MIN_NS
+    span = int(body.max(initial=MIN_NS, where=on)) - int(body.min(initial=-MIN_NS, where=on))
+    if int((w_hi - w_lo).sum()) > MAX_COVER * span:
+        return False
     # each node's window (-1: in none), once per node; an edge is inside when both its ends
     # are in one window
     k = np.searchsorted(w_lo, t, side="right") - 1

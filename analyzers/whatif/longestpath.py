@@ -40,7 +40,6 @@ class Kahn:
 
     def __init__(self, n: int, src: np.ndarray, dst: np.ndarray, w: np.ndarray,
                  sources: Iterable[int] = ()) -> None:
-        self.n = n
         self.order = np.argsort(src, kind="stable")
         self._ptr = np.searchsorted(src[self.order], np.arange(n + 1)).tolist()
         self._dst = dst[self.order].tolist()

@@ -14,8 +14,8 @@ the pass (``simulate.longest_path``) is not needed. Both checks are vectorized:
   [destination, source] windows: to come back down to every time it passed, the cycle
   crosses each with a non-rising edge). Only the edges with both ends in one window are
   peeled (``longestpath.acyclic``: Kahn, one level per pass; the last few hundred in one
-  Kahn's order on lists); windows too deep to peel within the graph's edges are left to
-  the pass.
+  Kahn's order on lists); windows that span more than a quarter of the run, or too deep to
+  peel within the graph's edges, are left to the pass.
 
 Anything unexpected (a node off its equations, a cycle, a deep window): ``None``, and the
 replay takes the pass.

@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from profplug.analyzers.load import load_timelines
-from profplug.analyzers.whatif import longestpath, reduced, spread
+from profplug.analyzers.graph import longest_path as longestpath
+from profplug.analyzers.graph import reduced
+from profplug.analyzers.scale.load import load_timelines
+from profplug.analyzers.whatif import in_parts as spread
 
 
 def joined_graph(run: Path, ranks: int) -> dict[str, Any]:

@@ -27,9 +27,8 @@ from collections.abc import Callable
 from typing import Any, Literal, overload
 
 import numpy as np
-
-from .graph import Graph
-from .longestpath import MIN_NS, acyclic, first_in_edges
+from profplug.analyzers.graph.events import Graph
+from profplug.analyzers.graph.longest_path import MIN_NS, acyclic, first_in_edges
 
 _CHUNK = 1 << 16  # edges per block of the window test and the equations (~0.5 MB a temporary)
 SMALL_PEEL = 512  # from this many edges left, Kahn's order on lists (``longestpath.acyclic``)

@@ -24,11 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from .fold import _visited, numbered
-from .graph import ANCHOR, RUN, Graph, keep_edges
-from .longestpath import longest_path, longest_path_by_levels
-from .model import Model
+from profplug.analyzers.graph.events import ANCHOR, RUN, Graph, keep_edges
+from profplug.analyzers.graph.longest_path import longest_path, longest_path_by_levels
+from profplug.analyzers.graph.model import Model
+from profplug.analyzers.whatif.fold import _visited, numbered
 
 
 @dataclass

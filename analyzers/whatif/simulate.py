@@ -23,12 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from .fixedpoint import recorded_fixed_point
-from .fold import _CHUNK, _numbering, _single_in_edges, _visited, numbered
-from .graph import PEER, Graph, build_graph, dropped_graph
-from .longestpath import MIN_NS, Kahn, first_in_edges
-from .model import Model
+from profplug.analyzers.graph.events import PEER, Graph, build_graph, dropped_graph
+from profplug.analyzers.graph.longest_path import MIN_NS, Kahn, first_in_edges
+from profplug.analyzers.graph.model import Model
+from profplug.analyzers.whatif.fixedpoint import recorded_fixed_point
+from profplug.analyzers.whatif.fold import _CHUNK, _numbering, _single_in_edges, _visited, numbered
 
 
 @dataclass

@@ -25,9 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from .graph import LAUNCH, RUN, STREAM, Graph
-from .longestpath import jump
+from profplug.analyzers.graph.events import LAUNCH, RUN, STREAM, Graph
+from profplug.analyzers.graph.longest_path import jump
 
 
 @dataclass

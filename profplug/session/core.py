@@ -45,7 +45,8 @@ from typing import Any
 import torch
 
 import profplug.steps as _steps
-from profplug import __version__, digests, policy, ranges
+from profplug import __version__, digests, policy
+from profplug.analyzers.core import ranges
 from profplug.annotation import mark
 from profplug.config import Config, env_rank
 from profplug.session import barrier

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from profplug.analyzers.whatif.longestpath import (
+from profplug.analyzers.graph.longest_path import (
     MIN_NS,
     Kahn,
     acyclic,

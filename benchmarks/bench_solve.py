@@ -1,5 +1,7 @@
-"""The client's solve of the what-if's joined reduced graphs (``whatif/reduced.solve``):
-Kahn's order on Python lists against the level-by-level numpy pass, time and traced peak.
+"""The client's solve of the what-if's joined reduced graphs (``whatif/reduced.solve``), by the
+solver's two passes (``graph/longest_path``): Kahn's order on Python lists
+(``longest_path``) against the level-by-level numpy pass (``longest_path_by_levels``), time
+and traced peak.
 
     .venv/bin/python benchmarks/bench_solve.py /tmp/profplug-scale/run64-20 --ranks 16 \\
         --copies 1,4,32
@@ -19,25 +21,27 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from profplug.analyzers.graph import longest_path as longestpath
+from profplug.analyzers.graph import reduced
 from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.whatif import in_parts as spread
-from profplug.analyzers.whatif import reduced
 
 
 def joined_graph(run: Path, ranks: int) -> dict[str, Any]:
     files = sorted(run.glob("rank*.json"))[:ranks]
     got: dict[str, Any] = {}
-    real = reduced._longest
+    real = reduced.longest_path, reduced.longest_path_by_levels
 
     def capture(n, src, dst, w, sources):  # type: ignore[no-untyped-def]
         got.update(n=n, src=src, dst=dst, w=w, sources=list(sources))
-        return real(n, src, dst, w, sources)
+        return longestpath.longest_path(n, src, dst, w, sources)
 
-    reduced._longest = capture  # type: ignore[assignment]
+    # the joined graph as solve() hands it to the solver, whichever pass its width picks
+    reduced.longest_path = reduced.longest_path_by_levels = capture  # type: ignore[assignment]
     try:
         spread.whatif_in_parts(load_timelines([str(f) for f in files], progress=False))
     finally:
-        reduced._longest = real  # type: ignore[assignment]
+        reduced.longest_path, reduced.longest_path_by_levels = real  # type: ignore[assignment]
     return got
 
 
@@ -49,14 +53,14 @@ def main() -> None:
     a = ap.parse_args()
     g = joined_graph(a.run, a.ranks)
     n = g["n"]
-    print(f"{'ranks':>6} {'nodes':>10} {'edges':>11} {'solve':<20} {'s':>7} {'B/edge':>7} same")
+    print(f"{'ranks':>6} {'nodes':>10} {'edges':>11} {'solve':<22} {'s':>7} {'B/edge':>7} same")
     for k in [int(x) for x in a.copies.split(",")]:
         src = np.concatenate([g["src"] + i * n for i in range(k)])
         dst = np.concatenate([g["dst"] + i * n for i in range(k)])
         w = np.tile(g["w"], k)
         sources = [s + i * n for i in range(k) for s in g["sources"]]
         first = None
-        for fn in (reduced._longest, reduced._longest_by_levels):
+        for fn in (longestpath.longest_path, longestpath.longest_path_by_levels):
             best = float("inf")
             for _ in range(3):
                 t0 = time.perf_counter()
@@ -68,7 +72,7 @@ def main() -> None:
             tracemalloc.stop()
             first = t if first is None else first
             same = "same" if t is not None and np.array_equal(t, first) else "DIFF"
-            print(f"{a.ranks * k:>6} {n * k:>10,} {src.size:>11,} {fn.__name__:<20} "
+            print(f"{a.ranks * k:>6} {n * k:>10,} {src.size:>11,} {fn.__name__:<22} "
                   f"{best:>7.3f} {peak / src.size:>7.1f} {same}", flush=True)
 
 

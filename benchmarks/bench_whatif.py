@@ -5,7 +5,12 @@ parsing), in us per event (API calls + GPU ops), on:
   is the run's timelines repeated back to back in time, correlation ids and row indices
   offset, so the model sees K times the events with the same structure);
 - ``pipeline-N``: 8- and 16-stage synthetic pipelines (``tests/pipeline_synth.py``);
-- the sample runs (``sample_traces/``), or the runs given on the command line.
+- the sample runs (``sample_traces/``), or the runs given on the command line;
+- ``pp2_infer_kineto/device x40``: that real two-rank sample tiled 40 times back to back, 50 ms
+  of nothing between copies (each rank replicated as in ``synthetic xK``; the tiled trace of
+  ``tests/integration/test_tiled_sample.py``); after the table, per checkout, its *marginal*
+  cost against the sample itself (x1): ``(s(x40) - s(x1)) / (events(x40) - events(x1))`` in
+  us per event, what each further event costs without the what-if's fixed costs.
 
     .venv/bin/python benchmarks/bench_whatif.py                       # this checkout
     .venv/bin/python benchmarks/bench_whatif.py --baseline /work/main # and another, side by side
@@ -132,6 +137,7 @@ ROUNDS = 3  # worker processes per checkout, alternated; the best of all their r
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ("pp2_megatron_kineto/device", "pp2_megatron_nsys/device", "pp2_infer_kineto/device",
            "pp2_infer_nsys/device", "h200_three_waits/kineto", "h200_megatron_pp1_kineto/device")
+TILED, COPIES, IDLE_NS = "pp2_infer_kineto/device", 40, 50_000_000  # the marginal's case
 
 
 def cases(tmp: Path, runs: list[str]) -> list[dict[str, object]]:
@@ -151,6 +157,9 @@ def cases(tmp: Path, runs: list[str]) -> list[dict[str, object]]:
     for r in SAMPLES:
         if (ROOT / "sample_traces" / r).is_dir():
             out.append({"name": r, "paths": [str(ROOT / "sample_traces" / r)], "k": 1})
+    if (ROOT / "sample_traces" / TILED).is_dir():
+        out.append({"name": f"{TILED} x{COPIES}", "paths": [str(ROOT / "sample_traces" / TILED)],
+                    "k": COPIES, "gap_ns": IDLE_NS})
     return out
 
 
@@ -159,7 +168,7 @@ def worker(case_file: str) -> int:
     runs = []
     for c in json.loads(Path(case_file).read_text()):
         base = load_timelines(c["paths"], jobs=1, progress=False)
-        runs.append((c, [replicate(t, int(c["k"])) for t in base]))
+        runs.append((c, [replicate(t, int(c["k"]), int(c.get("gap_ns", 1_000))) for t in base]))
         whatif(runs[-1][1])  # untimed: a fresh process's first what-ifs run cold (see above)
     for c, tls in runs:
         res = whatif(tls)
@@ -235,7 +244,19 @@ def main(argv: list[str]) -> int:
                      f"{b['s'] / r['s']:>4.1f}x {b['report_s'] / r['report_s']:>5.1f}x"
                      if b else f" {'failed':>7}")
         print(line)
+    one, tiled = now.get(TILED), now.get(f"{TILED} x{COPIES}")
+    if one and tiled:
+        line = f"marginal us/event, {TILED} x1 -> x{COPIES}: {_marginal(one, tiled):.2f}"
+        b1, bt = before.get(TILED), before.get(f"{TILED} x{COPIES}")
+        if baseline:
+            line += f", base {_marginal(b1, bt):.2f}" if b1 and bt else ", base failed"
+        print(line)
     return 0
+
+
+def _marginal(one: dict[str, float], tiled: dict[str, float]) -> float:
+    """us per event between a run and its tiled copies: what each further event costs."""
+    return 1e6 * (tiled["s"] - one["s"]) / (tiled["events"] - one["events"])
 
 
 if __name__ == "__main__":

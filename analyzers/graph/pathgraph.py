@@ -5,6 +5,11 @@ The client's memory is the limit at scale (docs/scale.md): the model and the gra
 dropped once the binding edges are known, what the walk needs is kept as compact arrays
 (int32 node ids, int8 kinds; no Python list per event), and the binding edges are chosen
 one block of nodes at a time. See ``critical`` for the rules.
+
+No longest-path pass is run: the path is read at the recorded times (the recorded run is a
+fixed point of the rules: ``critical``), where a node's binding edge is its in-edge that
+comes first by the rules (``graph.longest_path.first_in_edges``) and a host run a chain
+followed to its first node (``graph.longest_path.jump``): the what-if's solver's steps.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from profplug.analyzers.graph.events import (
     SYNC,
     build_graph,
 )
+from profplug.analyzers.graph.longest_path import first_in_edges, jump
 from profplug.analyzers.graph.matching import Matching
 from profplug.analyzers.graph.model import DROP_NONE, DropSpec, Model, build_model, coupled
 
@@ -76,7 +82,8 @@ def binding_edges(src: np.ndarray, dst: np.ndarray, w: np.ndarray, kind: np.ndar
     its time at the recorded times ``rec`` (see ``critical`` for the rules and ties); -1 for a
     node without one. ``o_launch``: per op, its recorded launch; ``sync_call``: per API call, a
     synchronize (a blocking copy's wait is host time on the path). Edges are taken one block
-    of whole nodes at a time (by destination, each node's edges in their order)."""
+    of whole nodes at a time (by destination, each node's edges in their order), each node's
+    first by the rules' keys (``graph.longest_path.first_in_edges``)."""
     n_nodes = rec.size
     b_kind = np.full(n_nodes, -1, dtype=np.int8)
     b_src = np.full(n_nodes, -1, dtype=src.dtype)
@@ -112,9 +119,7 @@ def binding_edges(src: np.ndarray, dst: np.ndarray, w: np.ndarray, kind: np.ndar
         own = at_start & (k != STREAM_WAIT)
         np.maximum.at(near, d[own] - d0, raw[own])
         val[(k == STREAM_WAIT) & (near[d - d0] >= rec[d] - tol)] = _NEVER  # not waiting
-        order = np.lexsort((-rs, prio_of[k], -val, d))  # ties: the latest source
-        d_o = d[order]
-        first = order[np.append(True, d_o[1:] != d_o[:-1])]
+        first = first_in_edges(d, (-rs, prio_of[k], -val))  # ties: the latest source
         b_kind[d[first]] = k[first]
         b_src[d[first]] = s[first]
     return b_kind, b_src
@@ -184,19 +189,14 @@ def host_runs(b_kind: np.ndarray, b_src: np.ndarray, n_a: int, sync_call: np.nda
               ) -> np.ndarray:
     """Per node (``b_src``'s dtype), where its run of host time along its thread begins: following
     binding edges of kind ``host`` and ``call`` (of a call that is not a synchronize) back,
-    as far as they go (pointer jumping); a node not bound that way is its own. The walk
+    as far as they go (``graph.longest_path.jump``); a node not bound that way is its own. The walk
     crosses such a run in one step: it is one host segment with one call site."""
     par = np.arange(b_kind.size, dtype=b_src.dtype)
-    jump = b_kind == HOST
+    on = b_kind == HOST
     if n_a:  # a call's end bound by its own start, when it is not a synchronize
-        jump[n_a:2 * n_a] |= (b_kind[n_a:2 * n_a] == CALL) & ~sync_call
-    par[jump] = b_src[jump]
-    del jump
-    for _ in range(64):
-        nxt = par[par]
-        if (nxt == par).all():
-            break
-        par = nxt
+        on[n_a:2 * n_a] |= (b_kind[n_a:2 * n_a] == CALL) & ~sync_call
+    par[on] = b_src[on]
+    jump(par, np.flatnonzero(on & on[par]), lambda p: on[p])  # on to the run's first node
     return par
 
 

@@ -13,8 +13,9 @@ the pass (``simulate.longest_path``) is not needed. Both checks are vectorized:
   ranks' clocks), and it lies within the time span that such edges cover (merged
   [destination, source] windows: to come back down to every time it passed, the cycle
   crosses each with a non-rising edge). Only the edges with both ends in one window are
-  peeled (Kahn, one level per pass; the last few hundred in one Kahn's order on lists);
-  windows too deep to peel within a few times the graph's edges are left to the pass.
+  peeled (``longestpath.acyclic``: Kahn, one level per pass; the last few hundred in one
+  Kahn's order on lists); windows that span more than a quarter of the run, or too deep to
+  peel within the graph's edges, are left to the pass.
 
 Anything unexpected (a node off its equations, a cycle, a deep window): ``None``, and the
 replay takes the pass.
@@ -27,11 +28,19 @@ from typing import Any, Literal, overload
 
 import numpy as np
 from profplug.analyzers.graph.events import Graph
+from profplug.analyzers.graph.longest_path import MIN_NS, acyclic, first_in_edges
 
-MIN_NS = -(2**62)
 _CHUNK = 1 << 16  # edges per block of the window test and the equations (~0.5 MB a temporary)
-SMALL_PEEL = 512  # from this many edges left, Kahn's order on lists (_acyclic_lists)
-MAX_WORK = 4  # peel at most this many times the graph's edges in all, then leave it to the pass
+SMALL_PEEL = 512  # from this many edges left, Kahn's order on lists (``longestpath.acyclic``)
+# the windows' peel looks at no more than this many times the graph's edges in all, then
+# leaves the graph to the pass: windows that hold much of a deep graph (ranks whose clocks
+# drift apart open wide ones) would take a level per node of its longest chain, where the
+# pass's fold crosses a chain in a few passes over the edges
+MAX_WORK = 1
+# windows that span more than this share of the recorded run are left to the pass at once:
+# they hold a like share of its nodes (all of a chain's in a deep graph), more than the peel
+# takes within ``MAX_WORK``
+MAX_COVER = 0.25
 
 
 def _acyclic_within(g: Graph, t: np.ndarray, ts: np.ndarray, td: np.ndarray,
@@ -47,6 +56,11 @@ def _acyclic_within(g: Graph, t: np.ndarray, ts: np.ndarray, td: np.ndarray,
     lo, hi = lo[order], np.maximum.accumulate(hi[order])
     starts = np.concatenate(([True], lo[1:] > hi[:-1])).nonzero()[0]  # merged: overlap or touch
     w_lo, w_hi = lo[starts], hi[np.concatenate((starts[1:] - 1, [lo.size - 1]))]
+    body = t[:g.source]  # (the source is the last node, at 0)
+    on = body > MIN_NS
+    span = int(body.max(initial=MIN_NS, where=on)) - int(body.min(initial=-MIN_NS, where=on))
+    if int((w_hi - w_lo).sum()) > MAX_COVER * span:
+        return False
     # each node's window (-1: in none), once per node; an edge is inside when both its ends
     # are in one window
     k = np.searchsorted(w_lo, t, side="right") - 1
@@ -62,45 +76,9 @@ def _acyclic_within(g: Graph, t: np.ndarray, ts: np.ndarray, td: np.ndarray,
 
 
 def _peel(g: Graph, src: np.ndarray, dst: np.ndarray) -> bool:
-    """No cycle among the edges ``src -> dst``: peeled level by level (Kahn) within a few
-    times the graph's edges; once few edges are left, in one Kahn's order on plain lists."""
-    budget = MAX_WORK * g.src.size
-    while budget > 0:
-        if src.size == 0:
-            return True
-        if src.size <= SMALL_PEEL:  # a long chain would take a few numpy calls per level
-            return _acyclic_lists(src, dst)
-        budget -= src.size
-        has_in = np.zeros(g.n_nodes, dtype=bool)
-        has_in[dst] = True
-        keep = has_in[src]  # edges out of a node with no predecessor left are peeled
-        if keep.all():
-            return False  # nothing to peel: a cycle
-        src, dst = src[keep], dst[keep]
-    return False
-
-
-def _acyclic_lists(src: np.ndarray, dst: np.ndarray) -> bool:
-    """No cycle among the edges ``src -> dst``: every node taken in Kahn's order (one visit
-    per edge, where a level-by-level peel of a long chain costs a few numpy calls a level)."""
-    nodes, inv = np.unique(np.concatenate([src, dst]), return_inverse=True)
-    k = nodes.size
-    s, d = inv[:src.size], inv[src.size:]
-    order = np.argsort(s, kind="stable")
-    ptr = np.searchsorted(s[order], np.arange(k + 1)).tolist()
-    out = d[order].tolist()
-    indeg = np.bincount(d, minlength=k).tolist()
-    stack = [v for v in range(k) if not indeg[v]]
-    seen = 0
-    while stack:
-        u = stack.pop()
-        seen += 1
-        for j in range(ptr[u], ptr[u + 1]):
-            v = out[j]
-            indeg[v] -= 1
-            if not indeg[v]:
-                stack.append(v)
-    return seen == k
+    """No cycle among the edges ``src -> dst`` (``longestpath.acyclic``); a window too deep
+    to peel within ``MAX_WORK`` times the graph's edges is left to the pass."""
+    return bool(acyclic(src, dst, g.n_nodes, MAX_WORK * g.src.size, SMALL_PEEL))
 
 
 @overload
@@ -148,8 +126,9 @@ def recorded_fixed_point(g: Graph, rec: np.ndarray, lazy: bool = False
 
     def binding() -> np.ndarray:
         tight = np.nonzero(t[g.src] + g.w == t[g.dst])[0]  # the lowest-numbered tight edge binds
-        bind = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-        np.minimum.at(bind, g.dst[tight], tight)
-        return np.where(has_in, bind, -1)
+        first = tight[first_in_edges(g.dst[tight])]
+        bind = np.full(n, -1, dtype=np.int64)  # (every node with an in-edge has a tight one)
+        bind[g.dst[first]] = first
+        return bind
 
     return (t, binding) if lazy else (t, binding())

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 from profplug.analyzers.core.memtrim import trim_large
 from profplug.analyzers.graph.events import Graph
+from profplug.analyzers.graph.longest_path import jump
 from profplug.analyzers.graph.model import Model
 from profplug.analyzers.whatif.streamruns import Runs, no_runs, stream_runs
 
@@ -62,7 +63,7 @@ def _fold(g: Graph, threads: list[np.ndarray] | None = None, indeg: np.ndarray |
     is that predecessor's time plus a constant; chains of them fold onto their first node
     with two or more predecessors, so the pass visits only the nodes where times meet. The
     host threads' chains (``threads``: top-level calls in order) fold in one prefix sum, the
-    rest by pointer jumping. Unfolded nodes are their own root (offset 0). ``indeg``: each
+    rest by pointer jumping (``longestpath.jump``). Unfolded nodes are their own root (offset 0). ``indeg``: each
     node's number of in-edges, when the caller has it. ``root`` has the graph's node id
     dtype (``graph.node_ids``)."""
     n = g.n_nodes
@@ -77,15 +78,9 @@ def _fold(g: Graph, threads: list[np.ndarray] | None = None, indeg: np.ndarray |
         off[d] = g.w[lo:lo + _CHUNK][one]
     if threads is not None:
         _host_fold(g, threads, single, root, root, off)  # read before written: no copy
-    # the single-predecessor nodes whose root is not a meeting node
-    live = np.flatnonzero(single[root] & single).astype(root.dtype)
-    for _ in range(64):
-        if not live.size:
-            break
-        r = root[live]
-        off[live] += off[r]
-        root[live] = root[r]
-        live = live[single[root[live]]]
+    # the single-predecessor nodes whose root is not a meeting node: on along their chain
+    jump(root, np.flatnonzero(single[root] & single).astype(root.dtype),
+         lambda r: single[r], [(off, np.add)])
     stray = np.flatnonzero(single[root])  # a loop of single-predecessor nodes: left unfolded
     root[stray], off[stray] = stray, 0
     return root, off, _single_in_edges(g, single) if edges else None

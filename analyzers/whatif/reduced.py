@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from profplug.analyzers.graph.events import ANCHOR, RUN, Graph, keep_edges
+from profplug.analyzers.graph.longest_path import longest_path, longest_path_by_levels
 from profplug.analyzers.graph.model import Model
 from profplug.analyzers.whatif.fold import _visited, numbered
-from profplug.analyzers.whatif.simulate import MIN_NS
 
 
 @dataclass
@@ -138,6 +138,14 @@ class Link:
     w: np.ndarray
 
 
+# a joined graph of this many ranks and edges is solved a level at a time in numpy: it has
+# as many levels as a rank's chain of waits is long, each with a node of every rank, and on
+# lists it would hold a Python object per edge (several times its arrays' bytes); a narrow
+# one (few ranks: each level a few numpy calls for a few nodes) on lists
+LEVELS_MIN_RANKS = 16
+LEVELS_MIN_EDGES = 200_000
+
+
 def solve(parts: list[Reduced], links: Link) -> list[np.ndarray] | None:
     """Per rank position, the time (ns) of each cut kernel's end in the joined graph's
     longest path from the sources (at 0); None when the joined graph has a cycle."""
@@ -157,77 +165,9 @@ def solve(parts: list[Reduced], links: Link) -> list[np.ndarray] | None:
     dst = np.concatenate([dst, ends[k_off[links.to_pos] + links.to_i]])
     w = np.concatenate([w, links.w])
     wide = len(parts) >= LEVELS_MIN_RANKS and src.size >= LEVELS_MIN_EDGES
-    longest = _longest_by_levels if wide else _longest
+    longest = longest_path_by_levels if wide else longest_path
     t = longest(n, src, dst, w, [int(r.source + b) for r, b in zip(parts, base, strict=False)])
     if t is None:
         return None
     te = t[ends]
     return [te[k_off[p]:k_off[p + 1]] for p in range(len(parts))]
-
-
-def _longest(n: int, src: np.ndarray, dst: np.ndarray, w: np.ndarray, sources: list[int]
-             ) -> np.ndarray | None:
-    """Per node its longest-path time from ``sources`` (at 0; others start at ``MIN_NS``),
-    in Kahn's order; None when a node is left on a cycle."""
-    order = np.argsort(src, kind="stable")
-    ptr = np.searchsorted(src[order], np.arange(n + 1)).tolist()
-    out, wl = dst[order].tolist(), w[order].tolist()
-    indeg_a = np.bincount(dst, minlength=n)
-    indeg = indeg_a.tolist()
-    t = [MIN_NS] * n
-    for s in sources:
-        t[s] = 0
-    stack = np.nonzero(indeg_a == 0)[0].tolist()
-    done = 0
-    while stack:
-        u = stack.pop()
-        done += 1
-        tu = t[u]
-        for k in range(ptr[u], ptr[u + 1]):
-            v = out[k]
-            c = tu + wl[k]
-            if c > t[v]:
-                t[v] = c
-            indeg[v] -= 1
-            if not indeg[v]:
-                stack.append(v)
-    return np.array(t, dtype=np.int64) if done == n else None
-
-
-# a joined graph of this many ranks and edges is solved level by level in numpy: its lists
-# would hold ~120 B per edge against ~26 (benchmarks/bench_solve.py: 32 copies of 16 reduced
-# ranks, 1.9M edges: 1.2 s on lists, 0.4 s by levels); a narrow one (few ranks: as many
-# levels, each a few numpy calls of ~60 us, as a rank's chain of waits is long) on lists
-LEVELS_MIN_RANKS = 16
-LEVELS_MIN_EDGES = 200_000
-
-
-def _longest_by_levels(n: int, src: np.ndarray, dst: np.ndarray, w: np.ndarray,
-                       sources: list[int]) -> np.ndarray | None:
-    """:func:`_longest` a level at a time: every node whose predecessors are all timed
-    relaxes its out-edges in one numpy pass (``np.maximum.at``); the same times (the max
-    over a node's in-edges does not depend on their order), ~40 B per edge instead of the
-    lists' ~110; None when a node is left on a cycle."""
-    order = np.argsort(src, kind="stable")
-    ptr = np.searchsorted(src[order], np.arange(n + 1))
-    s_dst, s_w = dst[order], w[order]
-    del order
-    indeg = np.bincount(dst, minlength=n)
-    t = np.full(n, MIN_NS, dtype=np.int64)
-    t[np.asarray(sources, dtype=np.int64)] = 0
-    front = np.flatnonzero(indeg == 0)
-    done = 0
-    while front.size:
-        done += front.size
-        lo = ptr[front]
-        cnt = ptr[front + 1] - lo
-        total = int(cnt.sum())
-        if not total:
-            break
-        e = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt) + np.arange(total)  # their edges
-        d = s_dst[e]
-        np.maximum.at(t, d, np.repeat(t[front], cnt) + s_w[e])
-        np.subtract.at(indeg, d, 1)
-        ready = np.unique(d)
-        front = ready[indeg[ready] == 0]
-    return t if done == n else None

@@ -3,8 +3,9 @@ in topological order (all times int64 ns).
 
 Each node's time is the latest of (predecessor's time + edge weight) over its incoming edges;
 the edge that gave it is its *binding* edge (``Replay.bind``), from which the critical path
-is read (``critical.py``). Kahn's order: a node is timed once all its predecessors are,
-so every node is timed exactly once, in O(nodes + edges).
+is read (``critical.py``). Kahn's order (the what-if's solver: ``longestpath.Kahn``, over
+the nodes the fold leaves: ``fold``): a node is timed once all its predecessors are, so
+every node is timed exactly once, in O(nodes + edges).
 
 A cycle is a contradictory pairing: two NCCL kernels that each need the other's start
 through the host (a kernel's end waits for its partner's start, which waits for a
@@ -23,11 +24,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from profplug.analyzers.graph.events import PEER, Graph, build_graph, dropped_graph
+from profplug.analyzers.graph.longest_path import MIN_NS, Kahn, first_in_edges
 from profplug.analyzers.graph.model import Model
 from profplug.analyzers.whatif.fixedpoint import recorded_fixed_point
 from profplug.analyzers.whatif.fold import _CHUNK, _numbering, _single_in_edges, _visited, numbered
-
-MIN_NS = -(2**62)
 
 
 @dataclass
@@ -78,38 +78,13 @@ def _longest_path(g: Graph, m: Model, runs: bool = True
     e_src, e_w, e_kind, e_dst = vis.e_src, vis.e_w, vis.e_kind, vis.e_dst
     del vis
     cid: np.ndarray | None = None  # per node its number: made only to break a cycle
-    c_src = numbered(proc, e_src)
-    order = np.argsort(c_src, kind="stable")
-    ptr = np.searchsorted(c_src[order], np.arange(proc.size + 1)).tolist()
-    ek_dst = e_dst[order]
-    c_dst = numbered(proc, ek_dst)
-    dst = c_dst.tolist()
-    w = e_w[order].tolist()
-    del e_src, e_w, e_dst, c_src  # (the client's peak: docs/scale.md)
-    indeg_a = np.bincount(c_dst, minlength=proc.size)
-    indeg = indeg_a.tolist()
-    t = [MIN_NS] * proc.size
-    t[int(numbered(proc, np.array([g.source]))[0])] = 0
-    stack = np.nonzero(indeg_a == 0)[0].tolist()
-    stack.reverse()
-    done = 0
+    src_of = numbered(proc, np.array([g.source]))[0]
+    kahn = Kahn(proc.size, numbered(proc, e_src), numbered(proc, e_dst), e_w, [int(src_of)])
+    del e_src, e_w  # (the client's peak: docs/scale.md)
     forced: list[int] = []
     released: list[int] = []
-    while True:
-        while stack:
-            u = stack.pop()
-            done += 1
-            tu = t[u]
-            for k in range(ptr[u], ptr[u + 1]):
-                v = dst[k]
-                c = tu + w[k]
-                if c > t[v]:
-                    t[v] = c
-                indeg[v] -= 1
-                if not indeg[v]:
-                    stack.append(v)
-        if done == proc.size:
-            break
+    t, indeg = kahn.t, kahn.indeg
+    while kahn.run() < proc.size:
         if rn.node.size:
             return _longest_path(g, m, runs=False)
         if cid is None:
@@ -121,33 +96,24 @@ def _longest_path(g: Graph, m: Model, runs: bool = True
             j = forced[-1]
             s0 = 2 * g.n_a + j
             t[cv] = t[int(cid[root[s0]])] + int(off[s0]) + int(m.o_end[j] - m.o_start[j])
-            for k in np.nonzero((e_kind[order] == PEER) & (ek_dst == v))[0].tolist():
-                w[k] = MIN_NS  # the peer edge is gone: its later relaxation changes nothing
+            kahn.cut(np.flatnonzero((e_kind == PEER) & (e_dst == v)))
             indeg[cv] -= 1
         else:
             indeg[cv] = 0
             if t[cv] == MIN_NS:
                 t[cv] = int(_recorded_times(m)[v])
         if not indeg[cv]:
-            stack.append(cv)
-    # the roots' times, compact: the visited nodes' (in ``proc``'s order) and the derived
-    # op starts' (by node id), each found by a search (no per-node array but the times)
-    t_p = np.array(t, dtype=np.int64)
-    del t, dst, w, indeg, ptr, cid  # the pass's lists (a Python int each) before the times
-    by_node = np.argsort(rn.node, kind="stable")  # the derived op starts, by node id
-    d_node = rn.node[by_node]
-    d_t = np.maximum(t_p[numbered(proc, rn.h)] + rn.a, t_p[numbered(proc, rn.s)] + rn.b)[by_node]
-    del by_node
-    # a folded node from its root (a visited node or a derived op start), every other node
-    # its own (at offset 0): into ``off``, a piece at a time (no second per-node array)
+            kahn.ready.append(cv)
+    # every root's time into ``off`` (a root's offset is 0): the visited nodes', then the
+    # derived op starts' from their two roots (visited nodes); then each folded node adds
+    # its root's, a piece at a time (no second per-node array: a root is never folded)
+    off[proc] = t
+    del kahn, t, indeg, cid  # the pass's lists (a Python int each)
+    off[rn.node] = np.maximum(off[rn.h] + rn.a, off[rn.s] + rn.b)
     for lo in range(0, n, _CHUNK):
-        r = root[lo:lo + _CHUNK]
-        k = numbered(proc, r)
-        on = k >= 0
-        t_root = np.where(on, t_p[np.maximum(k, 0)], 0)
-        t_root[~on] = d_t[np.searchsorted(d_node, r[~on])]
-        off[lo:lo + _CHUNK] += t_root
-    del t_p, d_node, d_t
+        f = np.flatnonzero(folded[lo:lo + _CHUNK])
+        part = off[lo:lo + _CHUNK]
+        part[f] += off[root[lo + f]]
     t_a = off
     # the binding edges on need, from the graph and the times alone: a kept replay (the
     # what-if keeps two) holds no per-node array but its times and the folded mask
@@ -165,9 +131,9 @@ def _binding(g: Graph, t: np.ndarray, kept: np.ndarray, forced: list[int], one: 
         ends = 2 * g.n_a + g.n_o + np.asarray(forced, dtype=np.int64)
         val[(g.kind[kept] == PEER) & np.isin(g.dst[kept], ends)] = MIN_NS
     e = kept[val == t[g.dst[kept]]]
-    low = np.full(g.n_nodes, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(low, g.dst[e], e)  # per node its lowest-numbered tight edge
-    out = np.where(low < np.iinfo(np.int64).max, low, -1)
+    first = e[first_in_edges(g.dst[e])]  # per node its lowest-numbered tight edge
+    out = np.full(g.n_nodes, -1, dtype=np.int64)
+    out[g.dst[first]] = first
     in_e = np.full(g.n_nodes, -1, dtype=np.int64)  # a single-predecessor node's one in-edge
     in_e[g.dst[one]] = one
     out[folded] = in_e[folded]

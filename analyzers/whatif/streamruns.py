@@ -13,19 +13,20 @@ unrolls to
     start_p = max(S + B_p, H + A_p),   D_p = sum_(q<=p) (gap_q + d_q),
     B_p = sigma + D_p - d_p,           A_p = D_p - d_p + max_(q<=p) (lam_q + d_q - D_q),
 
-with ``sigma`` the head's end's offset from ``S``: one prefix sum and one prefix max per run
-(pointer doubling along the stream, all runs at once). Max-plus sums are exact in integers:
-the times are those the node-by-node pass gives. An edge out of such a *derived* op becomes
+with ``sigma`` the head's end's offset from ``S``: one prefix sum and one prefix max per run,
+all runs at once (in stream order, one cumulative sum and max; else pointer doubling along
+the stream: ``longestpath.jump``). Max-plus sums are exact in integers: the times are those
+the node-by-node pass gives. An edge out of such a *derived* op becomes
 two edges, one from ``S`` and one from ``H`` (``max(a, b) + w = max(a + w, b + w)``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 from profplug.analyzers.graph.events import LAUNCH, RUN, STREAM, Graph
+from profplug.analyzers.graph.longest_path import jump
 
 
 @dataclass
@@ -60,18 +61,9 @@ def _at(x: np.ndarray, e: np.ndarray) -> np.ndarray:
     return x[np.maximum(e, 0)]
 
 
-def _scan(x: np.ndarray, ptr: np.ndarray,
-          op: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
-    """Inclusive prefix ``op`` of ``x`` along the lists ``ptr`` (previous element, -1 at a
-    list's first): Wyllie's pointer doubling, log2(longest list) passes."""
-    x, ptr = x.copy(), ptr.copy()
-    live = np.nonzero(ptr >= 0)[0]
-    while live.size:
-        p = ptr[live]
-        x[live] = op(x[live], x[p])
-        ptr[live] = ptr[p]
-        live = live[ptr[live] >= 0]
-    return x
+def _listed(p: np.ndarray) -> np.ndarray:
+    """Whether a link points to an element (-1: a list's first has none)."""
+    return p >= 0
 
 
 def _second(_a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -169,17 +161,18 @@ def stream_runs(g: Graph, root: np.ndarray, off: np.ndarray,
 def _runs_linked(idx: np.ndarray, der: np.ndarray, prev: np.ndarray, c: np.ndarray,
                  y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per derived op (``idx``): its run's head op, ``D`` (prefix sum of ``c`` over the run)
-    and the prefix max of ``y - D``; along the ``prev`` links (pointer doubling)."""
+    and the prefix max of ``y - D``; along the ``prev`` links (``longestpath.jump``)."""
     n_o = der.size
     link = np.full(n_o, -1, dtype=np.int64)  # the previous op of the run, -1 at its first
     link[idx] = np.where(der[prev[idx]], prev[idx], -1)
-    cc = np.zeros(n_o, dtype=np.int64)
-    cc[idx] = c[idx]
-    big_d = _scan(cc, link, np.add)
-    yy = np.zeros(n_o, dtype=np.int64)
-    yy[idx] = y[idx] - big_d[idx]
-    mx = _scan(yy, link, np.maximum)
-    head = _scan(np.where(der, prev, np.arange(n_o)), link, _second)  # the first's prev
+    live = np.flatnonzero(link >= 0)
+    big_d = np.zeros(n_o, dtype=np.int64)
+    big_d[idx] = c[idx]
+    head = np.where(der, prev, np.arange(n_o))  # its first's prev, once jumped
+    jump(link.copy(), live, _listed, [(big_d, np.add), (head, _second)])
+    mx = np.zeros(n_o, dtype=np.int64)
+    mx[idx] = y[idx] - big_d[idx]
+    jump(link, live, _listed, [(mx, np.maximum)])
     return idx, head[idx], big_d[idx], mx[idx]
 
 
@@ -220,7 +213,8 @@ def _scans_in_order(cv: np.ndarray, z: np.ndarray, rid: np.ndarray, at_first: np
         link[idx[nf]] = idx[np.nonzero(nf)[0] - 1]
         zz = np.zeros(n_o, dtype=np.int64)
         zz[idx] = z
-        return big_d, _scan(zz, link, np.maximum)[idx] + lo
+        jump(link, np.flatnonzero(link >= 0), _listed, [(zz, np.maximum)])
+        return big_d, zz[idx] + lo
     shift = rid  # (written: the caller's run numbers are spent)
     shift *= span  # each run above every earlier one: a global cummax stays in its run
     z += shift

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from pipeline_synth import PipelineSpec, write
+from profplug.analyzers.graph import longest_path as longestpath
 from profplug.analyzers.graph.events import ANCHOR, CALL, LAUNCH, PEER, RUN, Graph, build_graph
 from profplug.analyzers.graph.model import build_model
 from profplug.analyzers.scale.load import load_timelines
@@ -88,7 +89,7 @@ def test_runs_far_from_time_zero_are_solved_in_one_cummax(tmp_path: Path,
         root, off, _ = _fold(g, m.threads)
         plain = longest_path(g, m, runs=False)
         with monkeypatch.context() as mp:
-            mp.setattr(streamruns, "_scan", no_links)
+            mp.setattr(streamruns, "jump", no_links)
             # then the stream order's one cummax solves the runs (each from its own lowest
             # value: no stacked offsets of 1.76e18 that overflow int64) ...
             assert stream_runs(g, root, off, m.o_order).node.size >= m.o_start.size // 2
@@ -130,42 +131,45 @@ def test_a_zero_weight_cycle_is_left_to_the_pass() -> None:
     assert recorded_fixed_point(g2, np.array([10, 15, 15, 15, 0])) is not None
 
 
-def test_few_edges_are_peeled_on_lists_as_level_by_level(monkeypatch: pytest.MonkeyPatch
-                                                         ) -> None:
-    # given random small graphs: DAGs (edges from a lower to a higher node id, a long chain
-    # among them) and the same with one back edge (a cycle)
-    rng = np.random.default_rng(5)
-    g = Graph(50, 50, np.zeros(10_000, dtype=np.int64), np.zeros(10_000, dtype=np.int64),
-              np.zeros(10_000, dtype=np.int64), np.zeros(10_000, dtype=np.int8))
-    for k in range(40):
-        a, b = np.sort(rng.choice(200, (2, 30 + k)), axis=0)
-        a, b = a[a < b], b[a < b]
-        chain = np.arange(100, 160)
-        src, dst = np.concatenate([a, chain[:-1]]), np.concatenate([b, chain[1:]])
-        back_src, back_dst = np.append(src, dst[k % dst.size]), np.append(dst, src[k % src.size])
-        for s, d, acyclic in ((src, dst, True), (back_src, back_dst, False)):
-            # then Kahn's order on lists and the level-by-level peel agree: a cycle or none
-            assert fixedpoint._peel(g, s, d) is acyclic
-            with monkeypatch.context() as mp:
-                mp.setattr(fixedpoint, "SMALL_PEEL", 0)
-                assert fixedpoint._peel(g, s, d) is acyclic
-
-
 def test_a_cycle_across_a_time_window_is_left_to_the_pass() -> None:
     # given a call and an op 5 ns apart that wait for each other (a peer edge back across
     # clocks): the recorded times (10 and 15) satisfy every equation, but the two nodes and
-    # the edges between them lie in the window [10, 15] of the non-rising edge
+    # the edges between them lie in the window [10, 15] of the non-rising edge (a small part
+    # of the run: the op runs until 100)
     src = np.array([4, 0, 2, 0, 2])  # source -> call start -> op start -> call start
     dst = np.array([0, 2, 0, 1, 3])
-    w = np.array([10, 5, -5, 10, 5])
+    w = np.array([10, 5, -5, 10, 85])
     kind = np.array([ANCHOR, LAUNCH, PEER, CALL, RUN], dtype=np.int8)
-    rec = np.array([10, 20, 15, 20, 0])
+    rec = np.array([10, 20, 15, 100, 0])
     # then the recorded times are not taken as the replay
     assert recorded_fixed_point(Graph(1, 1, src, dst, w, kind), rec) is None
     # and without the edge back they are
     keep = [0, 1, 3, 4]
     g = Graph(1, 1, src[keep], dst[keep], w[keep], kind[keep])
-    assert recorded_fixed_point(g, np.array([10, 20, 15, 20, 0])) is not None
+    assert recorded_fixed_point(g, rec) is not None
+
+
+def test_windows_across_much_of_the_run_are_left_to_the_pass(monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    # given an acyclic graph whose one non-rising edge (the call's end -> the op's start,
+    # 5 ns back) opens the window [15, 20], its op running until 100 or until 20
+    def graph(run: int) -> tuple[Graph, np.ndarray]:
+        g = Graph(1, 1, np.array([4, 0, 1, 0, 2]), np.array([0, 1, 2, 2, 3]),
+                  np.array([10, 10, -5, 5, run]),
+                  np.array([ANCHOR, CALL, PEER, LAUNCH, RUN], dtype=np.int8))
+        return g, np.array([10, 20, 15, 15 + run, 0])
+
+    # then the window test takes the recorded times where the window is a small part of
+    # the run, and leaves the run to the pass where it spans more than a quarter of it ...
+    assert recorded_fixed_point(*graph(85)) is not None
+    assert recorded_fixed_point(*graph(5)) is None
+    # ... whose times are the recorded ones all the same
+    monkeypatch.setattr(fixedpoint, "MAX_COVER", 1.0)
+    got = recorded_fixed_point(*graph(5))
+    assert got is not None and got[0].tolist() == [10, 20, 15, 20, 0]
+    g, _ = graph(5)
+    t = longestpath.longest_path(g.n_nodes, g.src, g.dst, g.w, [g.source])
+    assert t is not None and t.tolist() == [10, 20, 15, 20, 0]
 
 
 def test_a_node_is_numbered_by_its_place_among_the_visited() -> None:

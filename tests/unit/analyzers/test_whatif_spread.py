@@ -135,7 +135,7 @@ def test_the_solve_level_by_level_is_the_solve_on_lists(spec: PipelineSpec, tmp_
     tls = load_timelines(files, jobs=1, progress=False)
     on_lists = as_json(sp.whatif_in_parts(tls))
     seen: list[int] = []
-    real = reduced._longest_by_levels
+    real = reduced.longest_path_by_levels
 
     def levels(*a):  # type: ignore[no-untyped-def]
         seen.append(a[0])
@@ -143,7 +143,7 @@ def test_the_solve_level_by_level_is_the_solve_on_lists(spec: PipelineSpec, tmp_
 
     monkeypatch.setattr(reduced, "LEVELS_MIN_EDGES", 0)
     monkeypatch.setattr(reduced, "LEVELS_MIN_RANKS", 0)
-    monkeypatch.setattr(reduced, "_longest_by_levels", levels)
+    monkeypatch.setattr(reduced, "longest_path_by_levels", levels)
     # then the result is the one on lists, and a contradictory pairing still is no solve
     assert as_json(sp.whatif_in_parts(tls)) == on_lists and len(seen) == 2
     test_a_cycle_across_the_reductions_is_not_solved()

@@ -7,26 +7,9 @@ the offline analyzer lives in ``profplug.analyzers``.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 __version__ = "0.1.0"
-
-
-def _source_checkout_analyzers() -> None:
-    """Run from a source checkout without installing (``python -m profplug`` in the repo):
-    the analyzer lives in ``../analyzers`` and ships as ``profplug.analyzers`` only once
-    installed, so point the package path at the checkout root too."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    root = os.path.dirname(here)
-    if os.path.isdir(os.path.join(here, "analyzers")):
-        return
-    if os.path.isfile(os.path.join(root, "analyzers", "__init__.py")) and os.path.isfile(
-            os.path.join(root, "analyzers", "timeline.py")):
-        __path__.append(root)
-
-
-_source_checkout_analyzers()
 
 _LAZY = {
     "annotate": "profplug.annotation",

@@ -12,11 +12,15 @@ rank; analyses take timelines and return dataclasses (``stalls`` per rank; ``wha
 
 from __future__ import annotations
 
-from .crossrank import bubbles_frame, critical_path_frame, cross_rank, cross_rank_analysis
-from .gaps import CAUSES
-from .load import load_timelines
-from .readers.base import ReadOptions
-from .report import (
+from profplug.analyzers.core.timeline import Timeline
+from profplug.analyzers.crossrank import (
+    bubbles_frame,
+    critical_path_frame,
+    cross_rank,
+    cross_rank_analysis,
+)
+from profplug.analyzers.readers.base import ReadOptions
+from profplug.analyzers.report.analysis import (
     Report,
     RunAnalysis,
     analyze,
@@ -25,8 +29,9 @@ from .report import (
     gaps_frame,
     ranks_frame,
 )
-from .stalls import RankStalls, StallOptions, analyze_rank
-from .timeline import Timeline
+from profplug.analyzers.scale.load import load_timelines
+from profplug.analyzers.stalls.gaps import CAUSES
+from profplug.analyzers.stalls.rank import RankStalls, StallOptions, analyze_rank
 
 __all__ = [
     "CAUSES", "RankStalls", "ReadOptions", "Report", "RunAnalysis", "StallOptions", "Timeline",

@@ -55,7 +55,7 @@ ORJSON_SCRIPT = ("import orjson, sys\nfor f in sys.argv[1:]:\n"
                  "    with open(f, 'rb') as fh:\n        d = orjson.loads(fh.read())\n")
 LOAD_SCRIPT = """
 import sys
-from profplug.analyzers.load import load_timelines
+from profplug.analyzers.scale.load import load_timelines
 print(len(load_timelines(sys.argv[2:], jobs=int(sys.argv[1]), progress=False)))
 """
 ORJSON_PAR_SCRIPT = """
@@ -263,9 +263,9 @@ def crossrank_one_rank(path: Path) -> dict[str, float]:
     """Seconds of the cross-rank analysis on one rank, forced (before) and as the report
     runs it (after: skipped), in this process; the stall analysis for scale. Printed."""
     from profplug.analyzers.crossrank import cross_rank, cross_rank_analysis
-    from profplug.analyzers.load import load_timelines
-    from profplug.analyzers.rankpool import analyze_ranks
-    from profplug.analyzers.stalls import StallOptions
+    from profplug.analyzers.scale.load import load_timelines
+    from profplug.analyzers.scale.rankpool import analyze_ranks
+    from profplug.analyzers.stalls.rank import StallOptions
 
     tls = load_timelines([path], jobs=1, progress=False)
     opt = StallOptions()

@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 import nvtx
 import torch
+from profplug.analyzers.core import ranges
 
 import profplug
-from profplug import ranges
 from profplug.patching import _wrap_synchronize
 
 

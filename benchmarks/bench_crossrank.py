@@ -23,11 +23,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from profplug.analyzers.crossrank import cross_rank, cross_rank_analysis, parts
-from profplug.analyzers.load import load_timelines
-from profplug.analyzers.report import analyze_timelines
-from profplug.analyzers.stalls import StallOptions, analyze_rank
-from profplug.analyzers.timeline import Timeline
+from profplug.analyzers.core.timeline import Timeline
+from profplug.analyzers.crossrank import cross_rank, cross_rank_analysis
+from profplug.analyzers.crossrank import per_rank as parts
+from profplug.analyzers.report.analysis import analyze_timelines
+from profplug.analyzers.scale.load import load_timelines
+from profplug.analyzers.stalls.rank import StallOptions, analyze_rank
 
 
 def _best(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]

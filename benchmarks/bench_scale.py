@@ -152,8 +152,8 @@ HEADER = (f"{'case':<42} {'ranks':>5} {'GB':>6} {'wall s':>7} {'s/GB':>6} {'cpu 
 
 def travel_sizes(f: Path) -> str:
     """Bytes per rank of what travels back, for one rank file."""
-    from profplug.analyzers.load import load_timelines
-    from profplug.analyzers.stalls import StallOptions, analyze_rank
+    from profplug.analyzers.scale.load import load_timelines
+    from profplug.analyzers.stalls.rank import StallOptions, analyze_rank
 
     (tl,) = load_timelines(f, jobs=1, progress=False)
     st = analyze_rank(tl, StallOptions())
@@ -169,7 +169,7 @@ def travel_sizes(f: Path) -> str:
 def per_event_line(src: list[Path], ranks: int, n: int, client: dict[str, float]) -> str:
     """The client's peak with the run-level analyses over the per-rank report's, per event
     they replay (API calls + GPU ops of every rank, as the what-if counts them)."""
-    from profplug.analyzers.load import load_timelines
+    from profplug.analyzers.scale.load import load_timelines
 
     per_src = [tl.n_gpu + int(tl.api_start_ns.size)
                for f in src for tl in load_timelines(f, jobs=1, progress=False)]
@@ -184,7 +184,7 @@ def per_event_line(src: list[Path], ranks: int, n: int, client: dict[str, float]
 
 READ_ONLY = """
 import sys, time
-from profplug.analyzers.load import load_timelines
+from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.readers.base import ReadOptions
 t = time.perf_counter()
 load_timelines(sys.argv[1], jobs=1, progress=False, read=ReadOptions(cache_dir=sys.argv[2] or None))
@@ -288,7 +288,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3,
                     help="runs of each big-trace case: the least time, the most memory")
     a = ap.parse_args()
-    from profplug.analyzers.cpus import usable_cpus
+    from profplug.analyzers.core.cpus import usable_cpus
 
     n = a.workers or usable_cpus()
     counts = [int(x) for x in a.ranks.split(",") if x]  # "": the big trace only

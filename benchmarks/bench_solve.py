@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from profplug.analyzers.load import load_timelines
-from profplug.analyzers.whatif import reduced, spread
+from profplug.analyzers.scale.load import load_timelines
+from profplug.analyzers.whatif import in_parts as spread
+from profplug.analyzers.whatif import reduced
 
 
 def joined_graph(run: Path, ranks: int) -> dict[str, Any]:

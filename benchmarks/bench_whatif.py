@@ -40,9 +40,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from profplug.analyzers.load import load_timelines
-from profplug.analyzers.stalls import analyze_rank
-from profplug.analyzers.timeline import Timeline
+from profplug.analyzers.core.timeline import Timeline
+from profplug.analyzers.scale.load import load_timelines
+from profplug.analyzers.stalls.rank import analyze_rank
 from profplug.analyzers.whatif import whatif
 
 NCCL = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"

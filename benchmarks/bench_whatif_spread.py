@@ -67,7 +67,7 @@ def main() -> None:
     ap.add_argument("--pair-mb", type=float, default=477.0, help="0: no pair")
     ap.add_argument("--workers", type=int, default=0)
     a = ap.parse_args()
-    from profplug.analyzers.cpus import usable_cpus
+    from profplug.analyzers.core.cpus import usable_cpus
 
     n = a.workers or usable_cpus()
     tmp = a.dir / "spread-out"

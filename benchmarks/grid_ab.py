@@ -244,7 +244,7 @@ def band_fit(rows: list[Row], cs: list[Cell], held_out: tuple[str, ...] = HELD_O
              ) -> list[str]:
     """How the error band's constants (``analyzers/whatif/band.py``) follow from this
     validation, and the band's coverage on the held-out shapes (docs/whatif.md)."""
-    from profplug.analyzers.whatif.band import BASE_PCT, COUPLED_PCT, SLOPE_PCT
+    from profplug.analyzers.whatif.bands import BASE_PCT, COUPLED_PCT, SLOPE_PCT
 
     def pairs(sel: list[Row]) -> list[tuple[float, float, float, float, bool]]:
         out = []  # (|error| % of the prediction, |replay err|, host_bound, band, same mode)

@@ -32,12 +32,11 @@ from typing import TextIO
 
 import numpy as np
 from grid_table import launch_rows
-from profplug.analyzers.load import load_timelines
+from profplug.analyzers.core.errors import ProfplugError
+from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.readers.base import ReadOptions
-from profplug.analyzers.timeline import Timeline
+from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.whatif import whatif
-
-from profplug.errors import ProfplugError
 
 GOAL_PCT = 10.0
 HOST_STEADY_PCT = 10.0  # launch-call median within this between the halves: host held

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import TextIO
 
 import numpy as np
-from profplug.analyzers import classify
-from profplug.analyzers.load import load_timelines
-from profplug.analyzers.timeline import Timeline
+from profplug.analyzers.core import classify
+from profplug.analyzers.core.timeline import Timeline
+from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.whatif import HostCosts, whatif, whatif_unprofiled
 from profplug.analyzers.whatif.unprofiled import UNPROFILED_BAND_PCT
 

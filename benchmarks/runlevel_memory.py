@@ -23,12 +23,12 @@ def main() -> None:
     ap.add_argument("dir")
     ap.add_argument("-j", "--jobs", type=int, default=None)
     a = ap.parse_args()
-    from profplug.analyzers.classify import tables_kept
+    from profplug.analyzers.core.classify import tables_kept
+    from profplug.analyzers.core.timeline import links_kept
     from profplug.analyzers.crossrank.analysis import cross_rank_analysis
-    from profplug.analyzers.crossrank.matching import matches_kept
-    from profplug.analyzers.load import load_ranks
-    from profplug.analyzers.stalls import StallOptions
-    from profplug.analyzers.timeline import links_kept
+    from profplug.analyzers.graph.matching import matches_kept
+    from profplug.analyzers.scale.load import load_ranks
+    from profplug.analyzers.stalls.rank import StallOptions
     from profplug.analyzers.whatif import whatif_analysis
 
     opt = StallOptions()

@@ -32,10 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from grid_ab import HELD_OUT, find_ab
 from grid_table import grid_groups
-from profplug.analyzers.load import load_timelines
-from profplug.analyzers.timeline import Timeline
+from profplug.analyzers.core.timeline import Timeline
+from profplug.analyzers.graph.model import DROP_DEVICE, DROP_NONE, DropSpec, Model
+from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.whatif import HostCosts, whatif
-from profplug.analyzers.whatif.model import DROP_DEVICE, DROP_NONE, DropSpec, Model
 
 K_MAX_NS = 40_000.0
 

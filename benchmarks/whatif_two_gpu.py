@@ -28,8 +28,8 @@ def default_pairs() -> list[Path]:
 
 
 def rows(pair: Path) -> list[dict[str, object]]:
-    from profplug.analyzers.load import load_timelines
-    from profplug.analyzers.stalls import analyze_rank
+    from profplug.analyzers.scale.load import load_timelines
+    from profplug.analyzers.stalls.rank import analyze_rank
     from profplug.analyzers.whatif import whatif
 
     res = whatif(load_timelines([pair / "device"], progress=False))

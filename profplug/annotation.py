@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 import torch
 import torch.autograd.profiler as _tprof
 
-from profplug import ranges
+from profplug.analyzers.core import ranges
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -37,12 +37,12 @@ import torch
 
 import profplug.steps as _steps
 from profplug import scriptsteps
-from profplug.config import parse_step_fn
-from profplug.megatron_names import (
+from profplug.analyzers.core.names import (
     MEGATRON_STEP_METHODS,
     MEGATRON_WRAPPER_CLASS,
     MEGATRON_WRAPPER_MODULE,
 )
+from profplug.config import parse_step_fn
 
 
 @dataclass

@@ -27,7 +27,7 @@ import torch.distributed as dist
 
 import profplug.steps as _steps
 from profplug import policy as _policy
-from profplug import ranges
+from profplug.analyzers.core import ranges
 from profplug.annotation import annotate
 from profplug.config import sync_policy
 

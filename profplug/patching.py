@@ -25,9 +25,9 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-from profplug import ranges
-from profplug.errors import ProfplugError
-from profplug.megatron_names import FUNCTIONS, MEGATRON_MODULE, MEGATRON_WRAPPER_MODULE
+from profplug.analyzers.core import ranges
+from profplug.analyzers.core.errors import ProfplugError
+from profplug.analyzers.core.names import FUNCTIONS, MEGATRON_MODULE, MEGATRON_WRAPPER_MODULE
 
 __all__ = ["FUNCTIONS", "MEGATRON_MODULE", "MEGATRON_WRAPPER_MODULE"]  # their old home
 

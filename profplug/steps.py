@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 import profplug.annotation as _ann
-from profplug import ranges
+from profplug.analyzers.core import ranges
 
 Listener = Callable[[int], None]
 SwitchListener = Callable[[str, str, int], None]  # (old source, new source, steps dropped)

@@ -24,7 +24,7 @@ _WARM = ("import torch, torch.distributed.run, torch.autograd.profiler; "
          "import megatron.core.inference.model_inference_wrappers.gpt.gpt_inference_wrapper, "
          "megatron.core.pipeline_parallel.p2p_communication",
          "import pandas, numpy, msgspec, hypothesis, distributed, profplug.cli.main, "
-         "profplug.analyzers.report, profplug.analyzers.ab.command")
+         "profplug.analyzers.report.analysis, profplug.analyzers.commands.ab_report")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -3,11 +3,11 @@ the cross-rank analysis where it applies), rendered in every format: for the fuz
 
 from __future__ import annotations
 
-from profplug.analyzers.commands import report_analyses
+from profplug.analyzers.commands.common import report_analyses
+from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.render.registry import render_text
-from profplug.analyzers.report import Report, analyze_timelines
-from profplug.analyzers.sanity import sum_rule_broken
-from profplug.analyzers.timeline import Timeline
+from profplug.analyzers.report.analysis import Report, analyze_timelines
+from profplug.analyzers.stalls.sanity import sum_rule_broken
 
 FORMATS = ("table", "json", "csv", "html")
 

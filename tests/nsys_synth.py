@@ -250,7 +250,7 @@ def nsys_ring(path: Path, *, profplug_names: bool, compute: bool = False) -> Pat
     NCCL's own NVTX ranges with their payload exported as JSON; ``compute``: a compute
     kernel launched before each NCCL kernel. Rank 2's send (30) waits for rank 0's recv
     (40); 0 -> 1 and 1 -> 2 start together."""
-    from profplug import ranges
+    from profplug.analyzers.core import ranges
 
     ex = NsysExport()
     starts = {0: (10, 40), 1: (20, 10), 2: (30, 20)}  # rank: (send start, recv start)

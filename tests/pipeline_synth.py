@@ -22,9 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from profplug.analyzers.core import ranges
 from synth import KinetoTrace
-
-from profplug import ranges
 
 NCCL = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
 ALL_REDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"

@@ -9,10 +9,11 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
-from profplug.analyzers import load, report
-from profplug.analyzers.crossrank import remote
-from profplug.analyzers.dispatch import FileResult
 from profplug.analyzers.render.registry import PAGE, render_text
+from profplug.analyzers.report import analysis as report
+from profplug.analyzers.scale import load
+from profplug.analyzers.scale import run_level as remote
+from profplug.analyzers.scale.dispatch import FileResult
 
 # what differs between two runs of the same analysis: how long it took
 _TIMES = re.compile(r'("(?:replay_s|analysis_s)": ?)[0-9.eE+-]+|replayed in [0-9.,]+ s')

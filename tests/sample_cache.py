@@ -25,17 +25,17 @@ from typing import Any
 
 import numpy as np
 import pytest
-from profplug.analyzers import commands
-from profplug.analyzers import load as load_mod
-from profplug.analyzers import report as report_mod
-from profplug.analyzers.commands import report_analyses
+from profplug.analyzers.commands import common as commands
+from profplug.analyzers.commands.common import report_analyses
+from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.crossrank import CrossRankResult
 from profplug.analyzers.crossrank import cross_rank as run_cross_rank
-from profplug.analyzers.load import LoadedRanks
 from profplug.analyzers.readers.base import ReadOptions
-from profplug.analyzers.report import Report, analyze_timelines, find_run_meta
-from profplug.analyzers.stalls import RankStalls, StallOptions, analyze_rank
-from profplug.analyzers.timeline import Timeline
+from profplug.analyzers.report import analysis as report_mod
+from profplug.analyzers.report.analysis import Report, analyze_timelines, find_run_meta
+from profplug.analyzers.scale import load as load_mod
+from profplug.analyzers.scale.load import LoadedRanks
+from profplug.analyzers.stalls.rank import RankStalls, StallOptions, analyze_rank
 from profplug.analyzers.whatif import DropSpec, WhatIfResult
 from profplug.analyzers.whatif import whatif as run_whatif
 

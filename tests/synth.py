@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from profplug.analyzers.report import Report
+    from profplug.analyzers.report.analysis import Report
 
 BASE_NS = 1_764_000_000_000_000_000
 

@@ -7,10 +7,10 @@ against it. The launcher is ``profplug.session.abrun``; the renderers are
 ``render/ab_table.py`` and ``render/ab_html.py``. docs/ab.md has the details.
 """
 
-from .analyze import analyze_ab
-from .digestcheck import DigestCheck, Mismatch, check_digests
-from .plan import ORDERS, parse_policies, schedule
-from .result import AbResult, PolicySummary, RankSummary
+from profplug.analyzers.ab.analyze import analyze_ab
+from profplug.analyzers.ab.digestcheck import DigestCheck, Mismatch, check_digests
+from profplug.analyzers.ab.plan import ORDERS, parse_policies, schedule
+from profplug.analyzers.ab.result import AbResult, PolicySummary, RankSummary
 
 __all__ = ["ORDERS", "AbResult", "DigestCheck", "Mismatch", "PolicySummary", "RankSummary",
            "analyze_ab", "check_digests", "parse_policies", "schedule"]

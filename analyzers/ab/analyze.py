@@ -11,13 +11,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-
-from . import stats, switched
-from .digestcheck import check_digests
-from .plan import BASELINE
-from .position import position_effect
-from .reach import not_reached
-from .result import AbResult, PolicySummary, RankSummary
+from profplug.analyzers.ab import stats, switched
+from profplug.analyzers.ab.digestcheck import check_digests
+from profplug.analyzers.ab.plan import BASELINE
+from profplug.analyzers.ab.position import position_effect
+from profplug.analyzers.ab.reach import not_reached
+from profplug.analyzers.ab.result import AbResult, PolicySummary, RankSummary
 
 
 def _r(x: float | None) -> float | None:

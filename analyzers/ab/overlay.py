@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ...errors import ProfplugError
-from ..stepstats import STATISTIC
-from .analyze import too_few
-from .result import AbResult
+from profplug.analyzers.ab.analyze import too_few
+from profplug.analyzers.ab.result import AbResult
+from profplug.analyzers.core.errors import ProfplugError
+from profplug.analyzers.steps.stats import STATISTIC
 
 MEASURED = ("event", "none")  # the policies a prediction without device syncs stands for
 # what attach() adds: dropped first, so attaching a stored overlay again starts afresh
@@ -40,8 +40,8 @@ def whatif_overlay(paths: Sequence[Path], run: str,
     widens the error band by how far the prediction moves across it, unless ``ratio_ci``
     (the event policy's speedup CI, paired with the device rounds) is given: then by its
     half-width (``whatif.unprofiled``)."""
-    from ..load import load_timelines
-    from ..whatif import whatif, whatif_unprofiled
+    from profplug.analyzers.scale.load import load_timelines
+    from profplug.analyzers.whatif import whatif, whatif_unprofiled
 
     tls = load_timelines(list(paths))
     traced = overlay(whatif(tls), run)
@@ -64,7 +64,7 @@ def calibrated(result: AbResult, run: str) -> dict[str, Any]:
     """The what-if of the traced run ``run`` with today's code, calibrated on the A/B's
     device median, its band carrying the event policy's paired speedup CI (``ab
     --whatif``); ProfplugError when the run does not read."""
-    from ..pathargs import run_paths
+    from profplug.analyzers.scale.pathargs import run_paths
 
     device = result.policy("device")
     event = next((x for x in result.summary if x.policy == "event"), None)

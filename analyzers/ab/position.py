@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-
-from . import stats
+from profplug.analyzers.ab import stats
 
 
 def _positions(runs: Sequence[dict[str, Any]]) -> list[int]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .plan import policy_of
+from profplug.analyzers.ab.plan import policy_of
 
 LOOKED_FOR = ("no patched send/recv call (profplug.p2p or Megatron-Core's), no device sync "
               "or event wait issued, no profplug.current_policy() call")

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
-from ..runstep import ab_steps
-from .digestcheck import DigestCheck
+from profplug.analyzers.ab.digestcheck import DigestCheck
+from profplug.analyzers.steps.runstep import ab_steps
 
 SCHEMA_VERSION = 1
 EXIT_OK = 0

@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import msgspec
-
-from ...errors import ProfplugError, one_line
-from .plan import BASELINE
+from profplug.analyzers.ab.plan import BASELINE
+from profplug.analyzers.core.errors import ProfplugError, one_line
 
 MAX_AB_JSON_BYTES = 256 << 20  # an A/B of 20 rounds x 3 policies x 8 ranks x 1000 steps: ~20 MB
 MAX_ROUNDS = 100_000

@@ -28,9 +28,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-
-from .. import stepstats
-from . import stats
+from profplug.analyzers.ab import stats
+from profplug.analyzers.steps import stats as stepstats
 
 DISCARD_AFTER_SWITCH = 2
 

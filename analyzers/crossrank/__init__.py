@@ -10,9 +10,9 @@ data, ``analysis`` runs them all, ``result`` holds the values (docs/crossrank.md
     >>> res.bubble(1).bubble_ns, res.critical_path.by_rank
 """
 
-from .analysis import cross_rank, cross_rank_analysis
-from .frames import bubbles_frame, critical_path_frame
-from .result import CriticalPath, CrossRankResult
+from profplug.analyzers.crossrank.analysis import cross_rank, cross_rank_analysis
+from profplug.analyzers.crossrank.frames import bubbles_frame, critical_path_frame
+from profplug.analyzers.crossrank.result import CriticalPath, CrossRankResult
 
 __all__ = ["CriticalPath", "CrossRankResult", "bubbles_frame", "critical_path_frame",
            "cross_rank", "cross_rank_analysis"]

@@ -14,12 +14,10 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from ..classify import comm_for_symbols
-from ..stalls import RankStalls, StallOptions, analyze_rank
-from ..timeline import Timeline
-from . import critical as cp
-from .matching import RULES, match
-from .parts import (
+from profplug.analyzers.core.classify import comm_for_symbols
+from profplug.analyzers.core.timeline import Timeline
+from profplug.analyzers.crossrank import critical as cp
+from profplug.analyzers.crossrank.per_rank import (
     Plan,
     RankPart,
     asked_graph,
@@ -30,8 +28,10 @@ from .parts import (
     rank_part,
     site_labels,
 )
-from .result import CriticalPath, CrossRankResult, us
-from .swimlane import Swimlane, swimlane
+from profplug.analyzers.crossrank.result import CriticalPath, CrossRankResult, us
+from profplug.analyzers.crossrank.swimlane import Swimlane, swimlane
+from profplug.analyzers.graph.matching import RULES, match
+from profplug.analyzers.stalls.rank import RankStalls, StallOptions, analyze_rank
 
 TOP_CALLSITES = 5
 

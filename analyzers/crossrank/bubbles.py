@@ -25,12 +25,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from ..gaps import Spans, device_intervals
-from ..steps import StepSpans
-from ..timeline import Timeline, groups
-from .intervals import difference, union, within
-from .matching import Matching
+from profplug.analyzers.core.timeline import Timeline, groups
+from profplug.analyzers.graph.matching import Matching
+from profplug.analyzers.stalls.gaps import Spans, device_intervals
+from profplug.analyzers.stalls.intervals import difference, union, within
+from profplug.analyzers.stalls.per_step import StepSpans
 
 NONE = np.iinfo(np.int64).min
 

@@ -39,12 +39,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from ..steps import StepSpans
-from ..timeline import Timeline
-from .chains import Chain, Segment, replay
-from .matching import Matching
-from .pathgraph import (
+from profplug.analyzers.core.timeline import Timeline
+from profplug.analyzers.crossrank.critical_walk import Chain, Segment, replay
+from profplug.analyzers.graph.matching import Matching
+from profplug.analyzers.graph.pathgraph import (
     CATEGORIES,
     COMPUTE,
     DEV_SYNC,
@@ -58,6 +56,7 @@ from .pathgraph import (
     rank_graph,
     run_partners,
 )
+from profplug.analyzers.stalls.per_step import StepSpans
 
 __all__ = ["CATEGORIES", "COMPUTE", "DEV_SYNC", "EVT_SYNC", "HOST_LAUNCH", "OTHER", "PEER_WAIT",
            "TRANSFER", "Segment", "StepEnds", "StepPath", "Walk", "critical_paths",

@@ -18,9 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from ..steps import StepSpans
-from ..timeline import Timeline, at_or, launch_calls
+from profplug.analyzers.core.timeline import Timeline, at_or, launch_calls
+from profplug.analyzers.stalls.per_step import StepSpans
 
 
 @dataclass

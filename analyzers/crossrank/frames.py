@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .critical import CATEGORIES
-from .result import CrossRankResult, us
+from profplug.analyzers.crossrank.critical import CATEGORIES
+from profplug.analyzers.crossrank.result import CrossRankResult, us
 
 if TYPE_CHECKING:
     import pandas as pd

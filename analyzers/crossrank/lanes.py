@@ -16,11 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from ..gaps import Gaps
-from ..timeline import Timeline
-from .bubbles import RankBubbles
-from .drain import Queue
+from profplug.analyzers.core.timeline import Timeline
+from profplug.analyzers.crossrank.bubbles import RankBubbles
+from profplug.analyzers.crossrank.drain import Queue
+from profplug.analyzers.stalls.gaps import Gaps
 
 LANE_STEPS = 3  # the swimlane draws this many steps, fewer when their ops pass MAX_OPS
 MAX_OPS = 40_000  # GPU ops of all ranks in the window

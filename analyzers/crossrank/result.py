@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from .. import stepstats
-from .bubbles import RankBubbles
-from .drain import RankDrain
-from .swimlane import Swimlane
+from profplug.analyzers.crossrank.bubbles import RankBubbles
+from profplug.analyzers.crossrank.drain import RankDrain
+from profplug.analyzers.crossrank.swimlane import Swimlane
+from profplug.analyzers.steps import stats as stepstats
 
 SCHEMA_VERSION = 1
 

@@ -15,15 +15,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
-from ..gaps import CAUSES
-from ..stalls import RankStalls
-from ..timeline import Timeline
-from .bubbles import RankBubbles
-from .critical import CATEGORIES, StepPath
-from .drain import RankDrain
-from .lanes import LANE_STEPS, LaneAsk, LaneRow, gaps_in, lane_ask, lane_row, lane_span
-from .matching import Matching
+from profplug.analyzers.core.timeline import Timeline
+from profplug.analyzers.crossrank.bubbles import RankBubbles
+from profplug.analyzers.crossrank.critical import CATEGORIES, StepPath
+from profplug.analyzers.crossrank.drain import RankDrain
+from profplug.analyzers.crossrank.lanes import (
+    LANE_STEPS,
+    LaneAsk,
+    LaneRow,
+    gaps_in,
+    lane_ask,
+    lane_row,
+    lane_span,
+)
+from profplug.analyzers.graph.matching import Matching
+from profplug.analyzers.stalls.gaps import CAUSES
+from profplug.analyzers.stalls.rank import RankStalls
 
 OP_KINDS = ("compute", "transfer", "peer_wait", "comm_unmatched")
 MAX_QUEUE_POINTS = 4000  # per rank

@@ -13,9 +13,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-from ..steprule import DEFAULT_STEPS, StepRule
-from ..timeline import Timeline
-from .limits import parse_size
+from profplug.analyzers.core.timeline import Timeline
+from profplug.analyzers.readers.limits import parse_size
+from profplug.analyzers.steps.rule import DEFAULT_STEPS, StepRule
 
 
 @dataclass(frozen=True)

@@ -46,11 +46,10 @@ from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
-
-from ..timeline import COMM_KINDS, COMM_SOURCES, KIND_NAMES, Timeline
-from .base import Reader, ReadOptions
-from .nsys_source import REPORT_SUFFIXES, export_path
-from .nsys_tmp import SIDECARS
+from profplug.analyzers.core.timeline import COMM_KINDS, COMM_SOURCES, KIND_NAMES, Timeline
+from profplug.analyzers.readers.base import Reader, ReadOptions
+from profplug.analyzers.readers.nsys.source import REPORT_SUFFIXES, export_path
+from profplug.analyzers.readers.nsys.tmpfiles import SIDECARS
 
 FULL_HASH_BYTES = 256 << 20  # files up to this size are keyed on a hash of all their bytes
 SAMPLE_BYTES = 1 << 20  # beyond: hashed at the head, the middle and the tail

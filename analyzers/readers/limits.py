@@ -13,7 +13,7 @@ import os
 import re
 from pathlib import Path
 
-from ...errors import ProfplugError, TraceError
+from profplug.analyzers.core.errors import ProfplugError, TraceError
 
 ENV = "PROFPLUG_MAX_DECOMPRESSED"
 DEFAULT_MAX_DECOMPRESSED = 2 << 30  # 2 GiB of JSON (or SQLite) per compressed file

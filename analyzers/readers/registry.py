@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..timeline import Timeline
-from .base import Reader, ReadOptions
-from .kineto import read_kineto
-from .nsys import read_nsys
-from .nsys_source import EXPORT_SUFFIXES, REPORT_SUFFIXES
+from profplug.analyzers.core.timeline import Timeline
+from profplug.analyzers.readers.base import Reader, ReadOptions
+from profplug.analyzers.readers.kineto.reader import read_kineto
+from profplug.analyzers.readers.nsys.reader import read_nsys
+from profplug.analyzers.readers.nsys.source import EXPORT_SUFFIXES, REPORT_SUFFIXES
 
 
 class KinetoReader:

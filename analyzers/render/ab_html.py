@@ -14,18 +14,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
-
-from ..ab.overlay import line as whatif_line
-from ..ab.stats import pipeline_steps
-from ..ab.switched import kept_steps
-from .ab_svg import ci_svg, dist_svg, runs_svg, speedup_svg
-from .ab_table import CLOCKS, design_lines, outputs_line
-from .crossrank_svg import legend
-from .escape import e
-from .palette import policy_color
+from profplug.analyzers.ab.overlay import line as whatif_line
+from profplug.analyzers.ab.stats import pipeline_steps
+from profplug.analyzers.ab.switched import kept_steps
+from profplug.analyzers.render.ab_svg import ci_svg, dist_svg, runs_svg, speedup_svg
+from profplug.analyzers.render.ab_table import CLOCKS, design_lines, outputs_line
+from profplug.analyzers.render.crossrank_svg import legend
+from profplug.analyzers.render.escape import e
+from profplug.analyzers.render.palette import policy_color
 
 if TYPE_CHECKING:
-    from ..ab.result import AbResult
+    from profplug.analyzers.ab.result import AbResult
 
 BINS = 60
 

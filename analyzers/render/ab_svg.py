@@ -22,7 +22,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from .escape import e
+from profplug.analyzers.render.escape import e
 
 LABEL_W, PLOT_W, RIGHT_W, TOP, AXIS_H = 90, 720, 230, 14, 34
 RUNS_H, ROW_H, DIST_H = 240, 30, 220

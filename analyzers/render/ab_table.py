@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TextIO
 
-from ..ab.overlay import line as whatif_line
-from .text import wrap
+from profplug.analyzers.ab.overlay import line as whatif_line
+from profplug.analyzers.render.text import wrap
 
 if TYPE_CHECKING:
-    from ..ab.result import AbResult
+    from profplug.analyzers.ab.result import AbResult
 
 WIDTH = 80
 CLOCKS = {"cuda_event": "CUDA events", "host": "host wall time", "mixed": "mixed clocks"}

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TextIO
 
-from .text import wrap
-from .whatif_table import render_whatif_table
+from profplug.analyzers.render.text import wrap
+from profplug.analyzers.render.whatif_table import render_whatif_table
 
 if TYPE_CHECKING:
-    from ..whatif.against import AgainstResult, WhatIfAgainst
+    from profplug.analyzers.whatif.against import AgainstResult, WhatIfAgainst
 
 WIDTH = 80
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..gaps import CAUSES
-from .escape import e
+from profplug.analyzers.render.escape import e
+from profplug.analyzers.stalls.gaps import CAUSES
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from profplug.analyzers.report.analysis import Report
 
 PARTS = ("compute", "comm", "transfer", "peer_wait", *CAUSES)  # comm, or its split
 LABEL_W, BAR_W, PCT_W, ROW_H, BAR_H = 170, 600, 170, 34, 18

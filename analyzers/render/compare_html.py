@@ -11,16 +11,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-
-from ..comparenoise import pipeline_step_us
-from ..runstep import run_step
-from ..stepstats import center, outlier_mask
-from .escape import e
-from .palette import COLORS, legend_html, run_keys
+from profplug.analyzers.compare.noise import pipeline_step_us
+from profplug.analyzers.render.escape import e
+from profplug.analyzers.render.palette import COLORS, legend_html, run_keys
+from profplug.analyzers.steps.runstep import run_step
+from profplug.analyzers.steps.stats import center, outlier_mask
 
 if TYPE_CHECKING:
-    from ..compare import Comparison
-    from ..report import Report
+    from profplug.analyzers.compare.reports import Comparison
+    from profplug.analyzers.report.analysis import Report
 
 WIDTH, LABEL_W, ROW_H, TOP, AXIS_H = 760, 150, 30, 8, 36
 EDGE_W = 130  # right of the axis: outlier steps' values (``figure_svg``)

@@ -8,13 +8,13 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING, TextIO
 
-from ..gaps import CAUSES
-from ..stalls import GPU_TIME_FIELDS
-from .against_table import render_against_table
-from .text import PrintableWriter
+from profplug.analyzers.render.against_table import render_against_table
+from profplug.analyzers.render.text import PrintableWriter
+from profplug.analyzers.stalls.gaps import CAUSES
+from profplug.analyzers.stalls.rank import GPU_TIME_FIELDS
 
 if TYPE_CHECKING:
-    from ..compare import Comparison, RankComparison, RankSide
+    from profplug.analyzers.compare.reports import Comparison, RankComparison, RankSide
 
 LABEL_W = 14
 

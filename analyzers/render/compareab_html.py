@@ -8,13 +8,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from .compare_html import LABEL_W, ROW_H, TOP, WIDTH, axis_svg, scale
-from .escape import e
-from .html import render_html
-from .palette import COLORS, legend_html
+from profplug.analyzers.render.compare_html import LABEL_W, ROW_H, TOP, WIDTH, axis_svg, scale
+from profplug.analyzers.render.escape import e
+from profplug.analyzers.render.html import render_html
+from profplug.analyzers.render.palette import COLORS, legend_html
 
 if TYPE_CHECKING:
-    from ..compareab import AbComparison
+    from profplug.analyzers.compare.ab_runs import AbComparison
 
 
 def figure_svg(cmp: AbComparison) -> str:

@@ -6,7 +6,7 @@ import textwrap
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
-    from ..compareab import AbComparison
+    from profplug.analyzers.compare.ab_runs import AbComparison
 
 
 def render_compareab_table(cmp: AbComparison, out: TextIO) -> None:

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .. import stepstats
-from ..gaps import CAUSES
-from .crossrank_svg import lead_svg, queue_svg, rank_legend, swimlane_svg
-from .escape import e as _e
-from .palette import COLORS, legend_html
+from profplug.analyzers.render.crossrank_svg import lead_svg, queue_svg, rank_legend, swimlane_svg
+from profplug.analyzers.render.escape import e as _e
+from profplug.analyzers.render.palette import COLORS, legend_html
+from profplug.analyzers.stalls.gaps import CAUSES
+from profplug.analyzers.steps import stats as stepstats
 
 if TYPE_CHECKING:
-    from ..crossrank.result import CrossRankResult
+    from profplug.analyzers.crossrank.result import CrossRankResult
 
 XR_COLORS = {k: COLORS[k] for k in ("compute", "transfer", "peer_wait", "comm_unmatched",
                                     *CAUSES, "handoff", "path")}

@@ -17,14 +17,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-
-from ..stepstats import outlier_mask
-from .escape import e
-from .palette import rank_style
+from profplug.analyzers.render.escape import e
+from profplug.analyzers.render.palette import rank_style
+from profplug.analyzers.steps.stats import outlier_mask
 
 if TYPE_CHECKING:
-    from ..crossrank.result import CrossRankResult
-    from ..crossrank.swimlane import Swimlane
+    from profplug.analyzers.crossrank.result import CrossRankResult
+    from profplug.analyzers.crossrank.swimlane import Swimlane
 
 LABEL_W, ROW_H, BAR_H, AXIS_H, TOP = 80, 24, 14, 26, 18
 MAX_W, MIN_W = 900, 240

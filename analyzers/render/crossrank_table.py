@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TextIO
 
-from .. import stepstats
-from .text import wrap
+from profplug.analyzers.render.text import wrap
+from profplug.analyzers.steps import stats as stepstats
 
 if TYPE_CHECKING:
-    from ..crossrank.result import CrossRankResult
+    from profplug.analyzers.crossrank.result import CrossRankResult
 
 WIDTH = 80
 

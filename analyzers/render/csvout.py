@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from profplug.analyzers.report.analysis import Report
 
 
 def render_csv(rep: Report, out: TextIO) -> None:
-    from ..report import ranks_frame
+    from profplug.analyzers.report.analysis import ranks_frame
 
     ranks_frame(rep).to_csv(out, index=False, lineterminator="\n")

@@ -6,10 +6,10 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING, TextIO
 
-from .escape import e
+from profplug.analyzers.render.escape import e
 
 if TYPE_CHECKING:
-    from ..hostonly import HostOnlyResult, HostRank
+    from profplug.analyzers.stalls.hostonly import HostOnlyResult, HostRank
 
 INTRO = ("Host side only (no kernel, memcpy or memset recorded: a CPU run, GPU activity not "
          "recorded, or a window that held no step): what the traces hold, per rank, on the "

@@ -26,21 +26,21 @@ from datetime import datetime, timezone
 from importlib import resources
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ..gaps import CAUSES
-from ..observer import meta_line
-from ..runstep import run_step, step_words
-from ..stepstats import OUTLIER_K
-from .bars_svg import bars_svg, used_parts
-from .compare_html import answer_html
-from .compare_html import header_html as compare_header_html
-from .escape import e, script_json
-from .palette import COLORS, legend_html
-from .table import input_warnings
-from .timeline_data import MAX_GAPS_PER_ROW, row_label, timeline_data
+from profplug.analyzers.render.bars_svg import bars_svg, used_parts
+from profplug.analyzers.render.compare_html import answer_html
+from profplug.analyzers.render.compare_html import header_html as compare_header_html
+from profplug.analyzers.render.escape import e, script_json
+from profplug.analyzers.render.palette import COLORS, legend_html
+from profplug.analyzers.render.table import input_warnings
+from profplug.analyzers.render.timeline_data import MAX_GAPS_PER_ROW, row_label, timeline_data
+from profplug.analyzers.stalls.gaps import CAUSES
+from profplug.analyzers.steps.observer import meta_line
+from profplug.analyzers.steps.runstep import run_step, step_words
+from profplug.analyzers.steps.stats import OUTLIER_K
 
 if TYPE_CHECKING:
-    from ..compare import Comparison
-    from ..report import Report
+    from profplug.analyzers.compare.reports import Comparison
+    from profplug.analyzers.report.analysis import Report
 
 __all__ = ["COLORS", "MAX_GAPS_PER_ROW", "e", "render_html", "script_json", "timeline_data"]
 
@@ -154,7 +154,7 @@ def syncs_html(runs: list[tuple[str, Report]]) -> str:
 
 
 def compare_html(cmp: Comparison) -> str:
-    from .compare_table import _rows
+    from profplug.analyzers.render.compare_table import _rows
 
     out = ['<h2>Comparison</h2><p class="sub">A = <b>' + e(cmp.label_a) + "</b>, B = <b>"
            + e(cmp.label_b) + "</b>; delta = B - A; idle by cause per step when both runs "

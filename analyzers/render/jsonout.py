@@ -10,7 +10,7 @@ import json
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
-    from ..report import RunAnalysis
+    from profplug.analyzers.report.analysis import RunAnalysis
 
 
 def _dump(doc: Any, out: TextIO) -> None:

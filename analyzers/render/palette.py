@@ -25,7 +25,7 @@ halved for two colours of one hue family).
 
 from __future__ import annotations
 
-from .escape import e
+from profplug.analyzers.render.escape import e
 
 COLORS: dict[str, str] = {
     # GPU time

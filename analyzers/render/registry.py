@@ -13,16 +13,12 @@ import io
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from ...errors import ProfplugError
-from ..ab.result import AbResult
-from ..compare import Comparison
-from ..compareab import AbComparison
-from ..crossrank.result import CrossRankResult
-from ..hostonly import HostOnlyResult
-from ..report import Report, RunAnalysis
-from ..whatif.against import AgainstResult, WhatIfAgainst
-from ..whatif.result import WhatIfResult
-from . import (
+from profplug.analyzers.ab.result import AbResult
+from profplug.analyzers.compare.ab_runs import AbComparison
+from profplug.analyzers.compare.reports import Comparison
+from profplug.analyzers.core.errors import ProfplugError
+from profplug.analyzers.crossrank.result import CrossRankResult
+from profplug.analyzers.render import (
     ab_html,
     ab_table,
     against_table,
@@ -39,8 +35,12 @@ from . import (
     whatif_html,
     whatif_table,
 )
-from .escape import e
-from .text import PrintableWriter
+from profplug.analyzers.render.escape import e
+from profplug.analyzers.render.text import PrintableWriter
+from profplug.analyzers.report.analysis import Report, RunAnalysis
+from profplug.analyzers.stalls.hostonly import HostOnlyResult
+from profplug.analyzers.whatif.against import AgainstResult, WhatIfAgainst
+from profplug.analyzers.whatif.result import WhatIfResult
 
 Renderer = Callable[[Any, TextIO], None]
 PAGE = "html"  # written with --html, not chosen with --format

@@ -9,15 +9,15 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING, TextIO
 
-from ..callsites import display_name
-from ..gaps import CAUSES
-from ..observer import meta_line
-from ..runstep import run_step, step_words
-from .text import PrintableWriter, wrap
+from profplug.analyzers.render.text import PrintableWriter, wrap
+from profplug.analyzers.stalls.callsites import display_name
+from profplug.analyzers.stalls.gaps import CAUSES
+from profplug.analyzers.steps.observer import meta_line
+from profplug.analyzers.steps.runstep import run_step, step_words
 
 if TYPE_CHECKING:
-    from ..report import Report
-    from ..stalls import RankStalls
+    from profplug.analyzers.report.analysis import Report
+    from profplug.analyzers.stalls.rank import RankStalls
 
 WIDTH = 80
 TOP_CALLSITES = 5

@@ -3,7 +3,7 @@
 A kernel, NVTX range or file name can hold control characters: a newline breaks the table,
 ``ESC ]8;;url BEL`` makes a terminal link, ``ESC [31m`` recolours the screen, and
 bidirectional overrides (U+202E...) reorder what is shown. Each becomes a visible escape
-(``\\x1b``, ``\\u202e``; see ``profplug.errors.one_line``); everything else is kept.
+(``\\x1b``, ``\\u202e``; see ``profplug.analyzers.core.errors.one_line``); everything else is kept.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import re
 import textwrap
 from typing import TextIO
 
-from ...errors import CONTROL_ESCAPES
+from profplug.analyzers.core.errors import CONTROL_ESCAPES
 
 _KEEP_NEWLINES = {c: v for c, v in CONTROL_ESCAPES.items() if c != 0x0A}
 

@@ -21,12 +21,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-
-from ..gaps import CAUSES, Spans
+from profplug.analyzers.stalls.gaps import CAUSES, Spans
 
 if TYPE_CHECKING:
-    from ..report import Report
-    from ..stalls import RankStalls
+    from profplug.analyzers.report.analysis import Report
+    from profplug.analyzers.stalls.rank import RankStalls
 
 MAX_GAPS_PER_ROW = 5000
 MAX_GAPS_TOTAL = 24_000  # ~1.5 MB of page data

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TextIO
 
-from .escape import e
-from .whatif_table import warnings_of
+from profplug.analyzers.render.escape import e
+from profplug.analyzers.render.whatif_table import warnings_of
 
 if TYPE_CHECKING:
-    from ..whatif.result import WhatIfResult
+    from profplug.analyzers.whatif.result import WhatIfResult
 
 
 def render_whatif_html(res: WhatIfResult, out: TextIO) -> None:
@@ -33,7 +33,7 @@ def render_whatif_html(res: WhatIfResult, out: TextIO) -> None:
                         (res.ranks[0].predicted_idle_by_cause_us if res.ranks else {}))
     assumptions = "".join(f"<li>{e(a)}</li>" for a in res.assumptions)
     warnings = "".join(f"<li>{e(x)}</li>" for x in warnings_of(res))
-    from ..headline import finding
+    from profplug.analyzers.report.finding import finding
 
     lead = f'<p class="finding">{e(finding(res))}</p>' if res.ranks else ""
     bound = "".join(

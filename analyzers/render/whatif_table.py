@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TextIO
 
-from .text import wrap
+from profplug.analyzers.render.text import wrap
 
 if TYPE_CHECKING:
-    from ..whatif.result import WhatIfResult
+    from profplug.analyzers.whatif.result import WhatIfResult
 
 WIDTH = 80
 
@@ -31,7 +31,7 @@ def _wrap(text: str, first: str, indent: str) -> list[str]:
 def render_whatif_table(res: WhatIfResult, out: TextIO) -> None:
     """The terminal view: one row per rank, then idle by cause, assumptions, warnings."""
     w = out.write
-    from ..headline import finding
+    from profplug.analyzers.report.finding import finding
 
     if res.ranks:  # the finding first, in the report's words
         for line in _wrap(finding(res), "", ""):

@@ -15,13 +15,13 @@ holds the values; the renderers are in ``render/whatif_*.py``.
     >>> res.rank(0).predicted_us
 """
 
-from .costs import HostCosts
-from .dropset import DROP_POLICY
-from .model import DROP_ALL, DROP_DEVICE, DropSpec, build_model
-from .predict import whatif, whatif_analysis, whatif_paths
-from .result import RankWhatIf, WhatIfResult
-from .simulate import replay
-from .unprofiled import whatif_unprofiled
+from profplug.analyzers.graph.dropset import DROP_POLICY
+from profplug.analyzers.graph.model import DROP_ALL, DROP_DEVICE, DropSpec, build_model
+from profplug.analyzers.whatif.costs import HostCosts
+from profplug.analyzers.whatif.predict import whatif, whatif_analysis, whatif_paths
+from profplug.analyzers.whatif.result import RankWhatIf, WhatIfResult
+from profplug.analyzers.whatif.simulate import replay
+from profplug.analyzers.whatif.unprofiled import whatif_unprofiled
 
 __all__ = ["DROP_ALL", "DROP_DEVICE", "DROP_POLICY", "DropSpec", "HostCosts", "RankWhatIf", "WhatIfResult",
            "build_model", "replay", "whatif", "whatif_analysis", "whatif_paths",

@@ -5,7 +5,7 @@ replayed host calls: ``predicted_timelines``) and the measured one (OTHER, as tr
 are lined up by call. In each step (the step ranges, sorted by start; a step ends where the
 next one starts) the **anchors** are: the step start; the start and the end of each
 pipeline send/recv/broadcast range (named after Megatron-Core's p2p functions,
-``profplug.megatron_names.FUNCTIONS``, as a whole word: profplug's own ranges, with or without
+``profplug.analyzers.core.names.FUNCTIONS``, as a whole word: profplug's own ranges, with or without
 their ``peer=`` payload, or Megatron's NVTX ranges; a patched synchronize's range is not one;
 a range nested in one of the same name is the same call), keyed by the function's name and
 its ordinal in the step; the next step's start. Only the **steady steps** count: those whose
@@ -33,19 +33,17 @@ from itertools import pairwise
 from typing import Any, ClassVar
 
 import numpy as np
-
-from profplug.megatron_names import FUNCTIONS
-from profplug.ranges import SYNCHRONIZE
-
-from .. import classify
-from ..stalls import StallOptions, analyze_rank
-from ..stepstats import outlier_mask
-from ..timeline import Timeline, links_kept
-from . import dropset
-from .model import DropSpec, build_model
-from .predict import _main_thread, _predicted_timeline
-from .result import WhatIfResult
-from .simulate import replay, times_only
+from profplug.analyzers.core import classify
+from profplug.analyzers.core.names import FUNCTIONS
+from profplug.analyzers.core.ranges import SYNCHRONIZE
+from profplug.analyzers.core.timeline import Timeline, links_kept
+from profplug.analyzers.graph import dropset
+from profplug.analyzers.graph.model import DropSpec, build_model
+from profplug.analyzers.stalls.rank import StallOptions, analyze_rank
+from profplug.analyzers.steps.stats import outlier_mask
+from profplug.analyzers.whatif.predict import _main_thread, _predicted_timeline
+from profplug.analyzers.whatif.result import WhatIfResult
+from profplug.analyzers.whatif.simulate import replay, times_only
 
 _CALL = re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(map(re.escape, FUNCTIONS))
                    + r")(?![A-Za-z0-9_])")

@@ -20,12 +20,11 @@ it and says so (``bound_binds``; the replay's own figure stays in ``replay_predi
 from __future__ import annotations
 
 import numpy as np
-
-from .. import stepstats
-from ..stalls import RankStalls
-from ..timeline import Timeline
-from . import stepfigure
-from .result import RankWhatIf
+from profplug.analyzers.core.timeline import Timeline
+from profplug.analyzers.stalls.rank import RankStalls
+from profplug.analyzers.steps import stats as stepstats
+from profplug.analyzers.whatif import step_figures as stepfigure
+from profplug.analyzers.whatif.result import RankWhatIf
 
 # a bound that raises the replay's figure by less than this share of it is the two medians'
 # own noise (the host's and the GPU's periods of one step), not a binding bound

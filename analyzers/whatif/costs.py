@@ -21,12 +21,11 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
-
-from .. import classify
+from profplug.analyzers.core import classify
 
 if TYPE_CHECKING:
-    from ..timeline import Timeline
-    from .model import Model
+    from profplug.analyzers.core.timeline import Timeline
+    from profplug.analyzers.graph.model import Model
 
 
 @dataclass(frozen=True)

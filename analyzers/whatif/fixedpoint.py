@@ -26,8 +26,7 @@ from collections.abc import Callable
 from typing import Any, Literal, overload
 
 import numpy as np
-
-from .graph import Graph
+from profplug.analyzers.graph.events import Graph
 
 MIN_NS = -(2**62)
 _CHUNK = 1 << 16  # edges per block of the window test and the equations (~0.5 MB a temporary)

@@ -9,11 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from ..memtrim import trim_large
-from .graph import Graph
-from .model import Model
-from .streamruns import Runs, no_runs, stream_runs
+from profplug.analyzers.core.memtrim import trim_large
+from profplug.analyzers.graph.events import Graph
+from profplug.analyzers.graph.model import Model
+from profplug.analyzers.whatif.streamruns import Runs, no_runs, stream_runs
 
 
 def _host_fold(g: Graph, threads: list[np.ndarray], single: np.ndarray, src1: np.ndarray,

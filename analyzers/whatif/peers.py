@@ -5,8 +5,8 @@ wrong (rank 0 alone of a 2-rank decode: 2.5% predicted instead of 38.6%).
 
 from __future__ import annotations
 
-from ..classify import comm_for_symbols
-from ..timeline import Timeline
+from profplug.analyzers.core.classify import comm_for_symbols
+from profplug.analyzers.core.timeline import Timeline
 
 PEERS_MISSING = "peer ranks missing"
 

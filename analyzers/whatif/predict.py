@@ -19,25 +19,25 @@ from dataclasses import dataclass, fields, replace
 from functools import cache
 
 import numpy as np
-
-from ...errors import ProfplugError
-from .. import classify
-from ..gaps import CAUSES, NO_GAPS
-from ..load import PathsLike, load_timelines
-from ..memtrim import trim_large
-from ..readers.base import ReadOptions
-from ..stalls import RankStalls, StallOptions, analyze_rank
-from ..timeline import Timeline, groups, links_kept
-from . import dropset, stepfigure
-from .band import set_bands, withhold_bands
-from .bound import apply_bound, bound_note, host_cadence_us
-from .costs import HostCosts
-from .dropat import resolve_callsite
-from .graph import DROPPED_GRAPH_READS, build_graph, dropped_graph
-from .model import DropSpec, Model, build_model, replay_only
-from .peers import missing_peers
-from .result import RankWhatIf, WhatIfResult
-from .simulate import Replay, replay, times_only
+from profplug.analyzers.core import classify
+from profplug.analyzers.core.errors import ProfplugError
+from profplug.analyzers.core.memtrim import trim_large
+from profplug.analyzers.core.timeline import Timeline, groups, links_kept
+from profplug.analyzers.graph import dropset
+from profplug.analyzers.graph.dropat import resolve_callsite
+from profplug.analyzers.graph.events import DROPPED_GRAPH_READS, build_graph, dropped_graph
+from profplug.analyzers.graph.model import DropSpec, Model, build_model, replay_only
+from profplug.analyzers.readers.base import ReadOptions
+from profplug.analyzers.scale.load import PathsLike, load_timelines
+from profplug.analyzers.stalls.gaps import CAUSES, NO_GAPS
+from profplug.analyzers.stalls.rank import RankStalls, StallOptions, analyze_rank
+from profplug.analyzers.whatif import step_figures as stepfigure
+from profplug.analyzers.whatif.bands import set_bands, withhold_bands
+from profplug.analyzers.whatif.bound import apply_bound, bound_note, host_cadence_us
+from profplug.analyzers.whatif.costs import HostCosts
+from profplug.analyzers.whatif.peers import missing_peers
+from profplug.analyzers.whatif.result import RankWhatIf, WhatIfResult
+from profplug.analyzers.whatif.simulate import Replay, replay, times_only
 
 ASSUMPTIONS = (
     "host time between CUDA API calls is kept as recorded: host work that itself waited "

@@ -24,11 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from .fold import _visited, numbered
-from .graph import ANCHOR, RUN, Graph, keep_edges
-from .model import Model
-from .simulate import MIN_NS
+from profplug.analyzers.graph.events import ANCHOR, RUN, Graph, keep_edges
+from profplug.analyzers.graph.model import Model
+from profplug.analyzers.whatif.fold import _visited, numbered
+from profplug.analyzers.whatif.simulate import MIN_NS
 
 
 @dataclass

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
-from ..stepstats import STATISTIC
+from profplug.analyzers.steps.stats import STATISTIC
 
 SCHEMA_VERSION = 1
 
@@ -65,7 +65,7 @@ class WhatIfResult:
 
     def dropped(self) -> str:
         """What the replay dropped, in words (the finding line, the headings)."""
-        from .dropset import drop_words
+        from profplug.analyzers.graph.dropset import drop_words
 
         at = f" at {self.callsite}" if self.callsite else ""
         return drop_words(self.drop) + at
@@ -78,7 +78,7 @@ class WhatIfResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``whatif`` object of the JSON report (docs/whatif.md)."""
-        from ..runstep import whatif_steps
+        from profplug.analyzers.steps.runstep import whatif_steps
 
         step, predicted = whatif_steps(self)
         return {"version": SCHEMA_VERSION, "step": step, "predicted_step": predicted,

@@ -22,11 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from .fixedpoint import recorded_fixed_point
-from .fold import _CHUNK, _numbering, _single_in_edges, _visited, numbered
-from .graph import PEER, Graph, build_graph, dropped_graph
-from .model import Model
+from profplug.analyzers.graph.events import PEER, Graph, build_graph, dropped_graph
+from profplug.analyzers.graph.model import Model
+from profplug.analyzers.whatif.fixedpoint import recorded_fixed_point
+from profplug.analyzers.whatif.fold import _CHUNK, _numbering, _single_in_edges, _visited, numbered
 
 MIN_NS = -(2**62)
 

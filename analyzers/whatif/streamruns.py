@@ -25,8 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-
-from .graph import LAUNCH, RUN, STREAM, Graph
+from profplug.analyzers.graph.events import LAUNCH, RUN, STREAM, Graph
 
 
 @dataclass

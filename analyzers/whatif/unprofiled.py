@@ -36,15 +36,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...errors import ProfplugError, one_line
-from ..classify import tables_kept
-from ..crossrank.matching import matches_kept
-from ..stalls import RankStalls, StallOptions, analyze_rank
-from ..timeline import Timeline, links_kept
-from .costs import HostCosts, comm_floors
-from .model import DROP_NONE, DropSpec
-from .predict import whatif
-from .result import RankWhatIf, WhatIfResult
+from profplug.analyzers.core.classify import tables_kept
+from profplug.analyzers.core.errors import ProfplugError, one_line
+from profplug.analyzers.core.timeline import Timeline, links_kept
+from profplug.analyzers.graph.matching import matches_kept
+from profplug.analyzers.graph.model import DROP_NONE, DropSpec
+from profplug.analyzers.stalls.rank import RankStalls, StallOptions, analyze_rank
+from profplug.analyzers.whatif.costs import HostCosts, comm_floors
+from profplug.analyzers.whatif.predict import whatif
+from profplug.analyzers.whatif.result import RankWhatIf, WhatIfResult
 
 # Added to each rank's band when the calibration step's own uncertainty is not given: the
 # median over the grid's tuning shapes of the term ``step_ci_us`` gives (docs/whatif.md).

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from .main import app
+from profplug.cli.main import app
 
 
 @app.command(
@@ -50,8 +50,8 @@ def ab(
     force: Annotated[bool, typer.Option("--force", help="overwrite a non-empty DIR")] = False,
 ) -> None:
     """Run CMD rounds x policies times without a profiler, time every step, compare."""
-    from profplug.analyzers.ab.command import ab_inputs
-    from profplug.analyzers.outpaths import STDOUT, check_outputs
+    from profplug.analyzers.commands.ab_report import ab_inputs
+    from profplug.analyzers.commands.outpaths import STDOUT, check_outputs
     from profplug.session.abrun import AbOptions, run_ab
 
     check_outputs([Path(STDOUT), html], ab_inputs(output, whatif))  # before any run
@@ -76,6 +76,6 @@ def ab_report(
 ) -> None:
     """Analyze DIR/ab.json's runs again (statistics, verdicts, output check), rewrite it, print
     the table, write --html. Runs nothing."""
-    from profplug.analyzers.ab.command import report_ab
+    from profplug.analyzers.commands.ab_report import report_ab
 
     raise typer.Exit(code=report_ab(directory, html=html, whatif=whatif))

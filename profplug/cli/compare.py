@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from .main import app
-from .options import (
+from profplug.cli.main import app
+from profplug.cli.options import (
     DEFAULT_TOLERANCE_US,
     Cache,
     CrossRank,
@@ -45,9 +45,9 @@ def compare(
     quiet: Quiet = False,
 ) -> None:
     """Two runs side by side per rank: step time, idle by cause, syncs, and deltas."""
-    from profplug.analyzers.commands import run_compare
+    from profplug.analyzers.commands.common import run_compare
     from profplug.analyzers.readers.base import ReadOptions
-    from profplug.analyzers.stalls import StallOptions
+    from profplug.analyzers.stalls.rank import StallOptions
 
     code = run_compare(run_a, run_b, fmt=fmt, output=output, html=html,
                        options=StallOptions.from_tolerance_us(tolerance_us),

@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from profplug.errors import ProfplugError, one_line
+from profplug.analyzers.core.errors import ProfplugError, one_line
 
 app = typer.Typer(
     name="profplug",

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from .main import app
-from .options import (
+from profplug.cli.main import app
+from profplug.cli.options import (
     DEFAULT_TOLERANCE_US,
     RUN_PATHS,
     Cache,
@@ -50,9 +50,9 @@ def report(
     quiet: Quiet = False,
 ) -> None:
     """Per-rank GPU idle time by cause, sync API and call site."""
-    from profplug.analyzers.commands import run_report
+    from profplug.analyzers.commands.common import run_report
     from profplug.analyzers.readers.base import ReadOptions
-    from profplug.analyzers.stalls import StallOptions
+    from profplug.analyzers.stalls.rank import StallOptions
     from profplug.analyzers.whatif import DropSpec
 
     code = run_report(paths, fmt=fmt, output=output, html=html,

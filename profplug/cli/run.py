@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from ..errors import ProfplugError
-from .main import app
+from profplug.analyzers.core.errors import ProfplugError
+from profplug.cli.main import app
 
 
 @app.command(
@@ -38,7 +38,7 @@ def run(
     """Run CMD with profplug active in every Python process; exit with CMD's status (7 when
     it exited 0 but nothing was profiled: no step opened the profiling window, or no trace
     was written; the reason on one line)."""
-    from profplug.analyzers.pathargs import FLAG_VALUES
+    from profplug.analyzers.scale.pathargs import FLAG_VALUES
 
     if command and command[0].lower() in FLAG_VALUES:
         raise ProfplugError(

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from .main import app
-from .options import (
+from profplug.cli.main import app
+from profplug.cli.options import (
     DEFAULT_TOLERANCE_US,
     RUN_PATHS,
     Cache,
@@ -58,9 +58,9 @@ def whatif(
     quiet: Quiet = False,
 ) -> None:
     """Predict each rank's step time with the synchronizes made non-blocking."""
-    from profplug.analyzers.commands import run_whatif
+    from profplug.analyzers.commands.common import run_whatif
     from profplug.analyzers.readers.base import ReadOptions
-    from profplug.analyzers.stalls import StallOptions
+    from profplug.analyzers.stalls.rank import StallOptions
     from profplug.analyzers.whatif import DropSpec
 
     code = run_whatif(paths, drop=DropSpec(drop, drop_at), fmt=fmt, output=output, html=html,

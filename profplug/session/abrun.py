@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from profplug.analyzers.core.errors import ProfplugError
 from profplug.config import ENV_SWITCH_EVERY, ENV_SWITCH_ORDER, SYNC_POLICIES
-from profplug.errors import ProfplugError
 from profplug.session import outcome
 from profplug.session.launch import RunOptions, clear_outputs, prepare_out
 from profplug.session.launch import run as launch_run
@@ -161,7 +161,7 @@ def _check(opts: AbOptions) -> list[str]:
         raise ProfplugError(f"--switch-every {opts.switch_every} needs --steps >= "
                             f"{2 * opts.switch_every} (a block of every policy in the window)")
     if opts.whatif is not None:
-        from profplug.analyzers.commands import run_paths
+        from profplug.analyzers.commands.common import run_paths
 
         run_paths(opts.whatif)  # fail now, not after the rounds
     return policies
@@ -291,7 +291,7 @@ def switched_plan(labels: list[str], runs: int, every: int) -> list[Planned]:
 
 def run_ab(opts: AbOptions) -> int:
     """Run the A/B; returns the exit status (docs/ab.md)."""
-    from profplug.analyzers.ab.command import finish_ab
+    from profplug.analyzers.commands.ab_report import finish_ab
 
     policies = _check(opts)
     seed = None

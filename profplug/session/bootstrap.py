@@ -51,9 +51,9 @@ def is_launcher(argv: Sequence[str]) -> bool:
 
 def _on_torch(config: Config) -> None:
     import profplug.steps as steps
+    from profplug.analyzers.core.ranges import rank_mark
     from profplug.annotation import mark
     from profplug.config import env_rank
-    from profplug.ranges import rank_mark
     from profplug.session import exitcode
     from profplug.session.core import Session
     from profplug.session.signals import install
@@ -121,7 +121,7 @@ def activate(environ: dict[str, str] | None = None) -> bool:
 
     hooks.when_imported("torch", lambda _m: _on_torch(config))
     if "megatron" in config.patches:
-        from profplug.megatron_names import MEGATRON_MODULE, MEGATRON_WRAPPER_MODULE
+        from profplug.analyzers.core.names import MEGATRON_MODULE, MEGATRON_WRAPPER_MODULE
 
         hooks.when_imported(MEGATRON_MODULE, _on_megatron)
         hooks.when_imported(MEGATRON_WRAPPER_MODULE, _on_megatron_wrapper)

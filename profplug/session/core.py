@@ -48,7 +48,8 @@ from pathlib import Path
 from typing import Any
 
 import profplug.steps as _steps
-from profplug import digests, ranges
+from profplug import digests
+from profplug.analyzers.core import ranges
 from profplug.annotation import mark
 from profplug.config import Config, env_rank
 from profplug.session import statusfile

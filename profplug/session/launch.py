@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from profplug import __version__
+from profplug.analyzers.core.errors import ProfplugError, ToolMissingError
 from profplug.config import (
     ENV_OWNER_PID,
     SYNC_CHOICES,
@@ -29,7 +30,6 @@ from profplug.config import (
     parse_patches,
     parse_step_fns,
 )
-from profplug.errors import ProfplugError, ToolMissingError
 from profplug.session import outcome, progress
 
 SITECUSTOMIZE_DIR = Path(__file__).resolve().parent / "sitecustomize"
@@ -127,7 +127,7 @@ def prepare_out(out: Path, force: bool) -> None:
 
 def nsys_for_run(explicit: str | None) -> str:
     """The nsys executable (``--nsys PATH`` or PATH), or a clear ToolMissingError."""
-    from profplug.analyzers.readers.nsys_source import find_nsys
+    from profplug.analyzers.readers.nsys.source import find_nsys
 
     path = find_nsys(explicit or "nsys")  # "nsys": PATH, not $PROFPLUG_NSYS
     if path is None and explicit:
@@ -254,7 +254,7 @@ def write_run_json(out: Path, info: dict[str, Any]) -> None:
             "no_window": no_window}
     if options.get("trace", "kineto") != "none":
         try:
-            from profplug.analyzers.observer import observer_from_ranks
+            from profplug.analyzers.steps.observer import observer_from_ranks
 
             info["observer"] = observer_from_ranks(ranks)
         except Exception as exc:  # never lose run.json over a summary
@@ -357,7 +357,7 @@ def _report(traces: list[Path], html: Path) -> None:
         print(f"profplug: no trace to report: {', '.join(map(str, traces))} was not written",
               file=sys.stderr)
         return
-    from profplug.analyzers.commands import run_report
+    from profplug.analyzers.commands.common import run_report
 
     try:
         run_report(traces, html=html)

@@ -20,9 +20,9 @@ import zlib
 from pathlib import Path
 
 import pytest
-from profplug.analyzers.compare import compare
+from profplug.analyzers.compare.reports import compare
 from profplug.analyzers.render.html import COLORS, render_html
-from profplug.analyzers.report import analyze
+from profplug.analyzers.report.analysis import analyze
 from unit.analyzers.test_compare_synth import build_rank, sample_run_dirs, write_run
 
 from profplug.cli.main import main

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import sample_cache
 from profplug.analyzers.crossrank import CrossRankResult
-from profplug.analyzers.crossrank.matching import C_NAME, R_OTHER_RANK
+from profplug.analyzers.graph.matching import C_NAME, R_OTHER_RANK
 
 ST = Path(__file__).resolve().parents[2] / "sample_traces"
 DECODE = ["pp2_infer_kineto", "pp2_infer_nsys", "pp2_infer_repeats/kineto2",

@@ -15,19 +15,18 @@ from pathlib import Path
 import cloudpickle
 import pytest
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers import spreading
-from profplug.analyzers.commands import report_analyses, run_report
-from profplug.analyzers.daskpool import DaskBackend, parse_local
-from profplug.analyzers.dispatch import FileResult, RankTask, gather, run_task
-from profplug.analyzers.load import load_timelines
+from profplug.analyzers.commands.common import report_analyses, run_report
+from profplug.analyzers.core.errors import ProfplugError
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.render.timeline_data import GAPS_KEPT
-from profplug.analyzers.report import Report, analyze
-from profplug.analyzers.stalls import StallOptions
+from profplug.analyzers.report.analysis import Report, analyze
+from profplug.analyzers.scale import placement as spreading
+from profplug.analyzers.scale.dask_backend import DaskBackend, parse_local
+from profplug.analyzers.scale.dispatch import FileResult, RankTask, gather, run_task
+from profplug.analyzers.scale.load import load_timelines
+from profplug.analyzers.stalls.rank import StallOptions
 from profplug.analyzers.whatif import whatif
 from reference import one_process, page
-
-from profplug.errors import ProfplugError
 
 TIMES = re.compile(r'"(replay_s|analysis_s)": [0-9.eE+-]+')  # wall times inside the JSON
 
@@ -171,7 +170,7 @@ def _dies_in_round_two_on_rank5(task: RankTask) -> FileResult:
 
 def test_a_worker_killed_in_the_second_round_costs_the_run_level_analyses_only(
         run16: list[Path], cluster: DaskBackend, monkeypatch: pytest.MonkeyPatch) -> None:
-    from profplug.analyzers.crossrank import remote
+    from profplug.analyzers.scale import run_level as remote
 
     monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
     real = remote.gather

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from profplug.analyzers import analyze
-from profplug.analyzers.commands import report_analyses
+from profplug.analyzers.commands.common import report_analyses
 from synth import check_sums
 
 from profplug.cli.main import main

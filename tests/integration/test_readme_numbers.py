@@ -72,7 +72,7 @@ def _doc(source: str, tmp: str) -> dict[str, Any]:
                      str(out.with_suffix(".json"))]) == 0
         return json.loads(out.with_suffix(".json").read_text())
     if kind == "observer":  # the observer effect the report prints from DIR/run.json
-        from profplug.analyzers.observer import from_meta
+        from profplug.analyzers.steps.observer import from_meta
 
         return from_meta(json.loads((_where(sample) / "run.json").read_text())) or {}
     raise AssertionError(f"unknown source {source}")

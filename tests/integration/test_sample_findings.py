@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import sample_cache
 from profplug.analyzers import analyze
-from profplug.analyzers.report import Report
+from profplug.analyzers.report.analysis import Report
 
 ST = Path(__file__).resolve().parents[2] / "sample_traces"
 WRAPPERS = ("profplug.recv_from_prev_pipeline_rank_", "profplug.send_to_next_pipeline_rank")

@@ -8,8 +8,8 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-from profplug.analyzers.load import load_timelines
-from profplug.analyzers.stalls import analyze_rank
+from profplug.analyzers.scale.load import load_timelines
+from profplug.analyzers.stalls.rank import analyze_rank
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "sample_traces" / "pp2_infer_kineto" / "device"

@@ -280,7 +280,7 @@ def test_huge_ab_json_step_series_rewritten_compact_and_exact(tmp_path: Path) ->
 
 
 def test_ab_json_writer_still_refuses_nan() -> None:
-    from profplug.analyzers.ab.command import ab_json_text
+    from profplug.analyzers.commands.ab_report import ab_json_text
     from unit.analyzers.test_ab_analyze import analyze, make_runs
 
     res = analyze(make_runs(rounds=3), rounds=3)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from nsys_synth import NsysExport
-from profplug.analyzers.readers.kineto import read_kineto
-from profplug.analyzers.readers.kineto_decode import BAD_CORRELATION
-from profplug.analyzers.readers.nsys import ABSURD, OUT_OF_RANGE, read_nsys
+from profplug.analyzers.readers.kineto.decode import BAD_CORRELATION
+from profplug.analyzers.readers.kineto.reader import read_kineto
+from profplug.analyzers.readers.nsys.reader import ABSURD, OUT_OF_RANGE, read_nsys
 from synth import KinetoTrace
 
 from profplug.cli.main import main
@@ -114,7 +114,7 @@ def _steps_trace(kernel_shift_us: float = 0.0, one_corr: bool = False,
 
 
 def _report_warnings(path: Path) -> list[str]:
-    from profplug.analyzers.report import analyze
+    from profplug.analyzers.report.analysis import analyze
 
     rep = analyze([path], jobs=1)
     return [w for r in rep.ranks for w in r.warnings]

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from profplug.analyzers.readers.kineto import read_kineto
+from profplug.analyzers.readers.kineto.reader import read_kineto
 from synth import mixed_trace
 
 Mutation = Callable[[bytes], bytes]

@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 from nsys_synth import NsysExport
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers.clocks import EPOCH, align, clock_of
-from profplug.analyzers.commands import report_analyses
-from profplug.analyzers.crossrank.matching import match
-from profplug.analyzers.load import load_timelines
-from profplug.analyzers.report import analyze
+from profplug.analyzers.commands.common import report_analyses
+from profplug.analyzers.graph.matching import match
+from profplug.analyzers.readers.clocks import EPOCH, align, clock_of
+from profplug.analyzers.report.analysis import analyze
+from profplug.analyzers.scale.load import load_timelines
 from synth import KinetoTrace
 
 from profplug.cli.main import main

@@ -10,15 +10,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from profplug.analyzers.commops import from_range_name, group_members, param_comms
+from profplug.analyzers.core import ranges
+from profplug.analyzers.core.timeline import COMM_COLL, COMM_SEND
 from profplug.analyzers.crossrank import cross_rank
-from profplug.analyzers.readers.kineto import read_kineto
-from profplug.analyzers.readers.kineto_decode import Args, decode_item
-from profplug.analyzers.report import analyze
-from profplug.analyzers.timeline import COMM_COLL, COMM_SEND
+from profplug.analyzers.readers.commops import from_range_name, group_members, param_comms
+from profplug.analyzers.readers.kineto.decode import Args, decode_item
+from profplug.analyzers.readers.kineto.reader import read_kineto
+from profplug.analyzers.report.analysis import analyze
 from synth import KinetoTrace
-
-from profplug import ranges
 
 NCCL = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
 HUGE = 10**30

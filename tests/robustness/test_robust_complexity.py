@@ -13,8 +13,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from profplug.analyzers.stalls import analyze_rank
-from profplug.analyzers.timeline import Timeline, TimelineBuilder
+from profplug.analyzers.core.timeline import Timeline, TimelineBuilder
+from profplug.analyzers.stalls.rank import analyze_rank
 
 ANALYZERS = str(Path(analyze_rank.__code__.co_filename).parent)
 US = 1000

@@ -14,13 +14,13 @@ import pytest
 
 pytest.importorskip("distributed")
 import dask
-from profplug.analyzers import daskpool
-from profplug.analyzers.daskpool import DaskBackend
-from profplug.analyzers.dispatch import RankTask
+from profplug.analyzers.core.errors import ProfplugError, TraceError
 from profplug.analyzers.readers.base import ReadOptions
+from profplug.analyzers.scale import dask_backend as daskpool
+from profplug.analyzers.scale.dask_backend import DaskBackend
+from profplug.analyzers.scale.dispatch import RankTask
 
 from profplug.cli.main import main
-from profplug.errors import ProfplugError, TraceError
 
 
 @pytest.mark.parametrize(("address", "why"), [

@@ -20,9 +20,8 @@ from pathlib import Path
 from default_report import default_report
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from profplug.analyzers.readers.nsys import read_nsys
-
-from profplug.errors import TraceError
+from profplug.analyzers.core.errors import TraceError
+from profplug.analyzers.readers.nsys.reader import read_nsys
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED_GZ = ROOT / "sample_traces" / "pp2_infer_nsys" / "device" / "report.sqlite.gz"

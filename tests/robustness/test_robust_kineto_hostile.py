@@ -15,13 +15,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hostile_inputs import DEEP, gz_repeat
-from profplug.analyzers.readers import jsonblocks, jsonchunks, kineto
-from profplug.analyzers.readers.jsonscan import Scan
-from profplug.analyzers.report import analyze_timelines
-from profplug.analyzers.timeline import Timeline
+from profplug.analyzers.core.errors import TraceError
+from profplug.analyzers.core.timeline import Timeline
+from profplug.analyzers.readers import blocks as jsonblocks
+from profplug.analyzers.readers.kineto import chunks as jsonchunks
+from profplug.analyzers.readers.kineto import reader as kineto
+from profplug.analyzers.readers.kineto.scan import Scan
+from profplug.analyzers.report.analysis import analyze_timelines
 from synth import KinetoTrace
-
-from profplug.errors import TraceError
 
 N = 300  # launch + kernel pairs: 600 events
 

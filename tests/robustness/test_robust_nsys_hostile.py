@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 from hostile_inputs import hot_wal, recursive_view, seed_export, small_export, sql
 from nsys_synth import NsysExport
-from profplug.analyzers.readers import nsys, nsys_source
-from profplug.analyzers.readers.nsys import read_nsys
-
-from profplug.errors import TraceError
+from profplug.analyzers.core.errors import TraceError
+from profplug.analyzers.readers.nsys import reader as nsys
+from profplug.analyzers.readers.nsys import source as nsys_source
+from profplug.analyzers.readers.nsys.reader import read_nsys
 
 
 def names(tls: list) -> set[str]:
@@ -185,7 +185,7 @@ def test_stale_or_partial_export_beside_its_report(tmp_path: Path, problem: str,
     # when read without nsys: one line that says why and how to fix it
     for path in (run, db):
         with pytest.raises(TraceError) as ei:
-            from profplug.analyzers.load import load_timelines
+            from profplug.analyzers.scale.load import load_timelines
             load_timelines([path], jobs=1)
         msg = str(ei.value)
         assert msg.startswith(f"{rep}: its export report.sqlite is") and problem in msg

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from nsys_synth import NsysExport
-from profplug.analyzers.readers.nsys import ABSURD, read_nsys
+from profplug.analyzers.readers.nsys.reader import ABSURD, read_nsys
 
 HOUR_US = 3_600_000_000.0
 

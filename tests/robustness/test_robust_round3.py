@@ -14,15 +14,15 @@ from typing import Any
 import numpy as np
 import pytest
 from nsys_synth import NsysExport
-from profplug.analyzers import saferegex
-from profplug.analyzers.callsites import enclosing
+from profplug.analyzers.core import saferegex
+from profplug.analyzers.core.timeline import TimelineBuilder
 from profplug.analyzers.crossrank import cross_rank
-from profplug.analyzers.load import load_timelines
-from profplug.analyzers.readers.kineto import read_kineto
-from profplug.analyzers.readers.nsys import read_nsys
+from profplug.analyzers.readers.kineto.reader import read_kineto
+from profplug.analyzers.readers.nsys.reader import read_nsys
 from profplug.analyzers.render.html import meta_html
-from profplug.analyzers.stalls import analyze_rank
-from profplug.analyzers.timeline import TimelineBuilder
+from profplug.analyzers.scale.load import load_timelines
+from profplug.analyzers.stalls.callsites import enclosing
+from profplug.analyzers.stalls.rank import analyze_rank
 from synth import KinetoTrace, one_error, sync_loop
 
 from profplug.cli.main import main

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+from profplug.analyzers.core.errors import ProfplugError
 
-from profplug.errors import ProfplugError
 from profplug.session import launch
 
 ROOT = Path(__file__).resolve().parents[2]

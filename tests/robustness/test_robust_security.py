@@ -10,9 +10,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from profplug.analyzers.readers.nsys import read_nsys
-from profplug.analyzers.readers.nsys_source import open_export
-from profplug.analyzers.report import analyze
+from profplug.analyzers.readers.nsys.reader import read_nsys
+from profplug.analyzers.readers.nsys.source import open_export
+from profplug.analyzers.report.analysis import analyze
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED_GZ = ROOT / "sample_traces" / "pp2_infer_nsys" / "device" / "report.sqlite.gz"

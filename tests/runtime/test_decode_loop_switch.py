@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from profplug.analyzers.load import load_timelines
 from profplug.analyzers.readers.base import ReadOptions
+from profplug.analyzers.scale.load import load_timelines
 
 ROOT = Path(__file__).resolve().parents[2]
 DECODE = str(ROOT / "examples" / "decode_loop.py")

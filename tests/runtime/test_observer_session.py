@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 
-from profplug.analyzers.observer import observer_from_ranks
+from profplug.analyzers.steps.observer import observer_from_ranks
 
 import profplug
 

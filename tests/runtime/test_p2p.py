@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import torch
 import torch.distributed as dist
+from profplug.analyzers.core import ranges
 
-from profplug import ranges
 from tests.runtime._dist import run_ranks
 
 SHAPES = [(1,), (3, 5), (2, 7, 4), (64, 33), (1, 1, 1, 9)]

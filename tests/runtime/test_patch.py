@@ -9,9 +9,9 @@ import sys
 
 import pytest
 import torch
+from profplug.analyzers.core import ranges
 
 import profplug
-from profplug import ranges
 
 MW = "megatron.core.inference.model_inference_wrappers.abstract_model_inference_wrapper"
 CU = "megatron.core.inference.communication_utils"

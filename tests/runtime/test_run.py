@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
+from profplug.analyzers.core import ranges
 
-from profplug import ranges
 from profplug.cli.main import main
 from profplug.session.bootstrap import is_launcher
 

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from profplug.analyzers.core import ranges
 
-from profplug import ranges
 from profplug.session.outcome import NO_WINDOW_EXIT
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,10 +10,11 @@ import textwrap
 
 import pytest
 import torch
+from profplug.analyzers.core import ranges
 
 import profplug
 import profplug.steps as steps
-from profplug import autosteps, ranges
+from profplug import autosteps
 from profplug.config import parse_step_fn, parse_step_fns
 
 

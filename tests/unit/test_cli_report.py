@@ -82,7 +82,7 @@ def test_report_with_whatif_adds_the_json_key_and_html_section(tmp_path: Path) -
 
 def test_cli_tolerance_default_is_the_library_default() -> None:
     # the CLI keeps its own copy so that `profplug --help` does not import the analyzer
-    from profplug.analyzers.stalls import StallOptions
+    from profplug.analyzers.stalls.rank import StallOptions
 
     from profplug.cli.options import DEFAULT_TOLERANCE_US
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from test_architecture import ROOT, imports, modules
 
 DASK = ("dask", "distributed")
-ALLOWED = {"profplug.analyzers.daskpool"}  # the one module that talks to Dask
+ALLOWED = {"profplug.analyzers.scale.dask_backend"}  # the one module that talks to Dask
 
 BLOCKED_RUN = """
 import importlib.abc, json, sys
@@ -29,7 +29,7 @@ sys.meta_path.insert(0, Block())
 import importlib
 for m in {mods!r}:
     importlib.import_module(m)
-from profplug.analyzers.commands import run_report
+from profplug.analyzers.commands.common import run_report
 from pathlib import Path
 code = run_report({paths!r}, fmt="json", output=Path({out!r}), jobs=2, quiet=True)
 loaded = sorted(n for n in sys.modules if any(n == b or n.startswith(b + ".") for b in BLOCKED))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from profplug.analyzers.libwarnings import own_warnings
+from profplug.analyzers.commands.libwarnings import own_warnings
 
 from profplug.cli.main import main
 

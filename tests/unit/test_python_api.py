@@ -6,12 +6,11 @@ from pathlib import Path
 
 import pytest
 from profplug.analyzers import analyze, load_timelines
-from profplug.analyzers.load import as_paths, trace_files
-from profplug.analyzers.report import find_run_meta
+from profplug.analyzers.core.errors import TraceError
+from profplug.analyzers.report.analysis import find_run_meta
+from profplug.analyzers.scale.load import as_paths, trace_files
 from profplug.analyzers.whatif import whatif_paths
 from unit.analyzers.test_compare_synth import write_run
-
-from profplug.errors import TraceError
 
 
 def test_as_paths_takes_one_path_or_several() -> None:

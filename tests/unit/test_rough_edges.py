@@ -6,14 +6,14 @@ import re
 from pathlib import Path
 
 import pytest
-from profplug.analyzers.compare import compare
+from profplug.analyzers.compare.reports import compare
+from profplug.analyzers.core.errors import ProfplugError
 from profplug.analyzers.render.registry import render_text
-from profplug.analyzers.report import analyze
-from profplug.analyzers.stalls import StallOptions
+from profplug.analyzers.report.analysis import analyze
+from profplug.analyzers.stalls.rank import StallOptions
 from unit.analyzers.test_compare_synth import write_run
 
 from profplug.cli.main import main
-from profplug.errors import ProfplugError
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from profplug.analyzers.readers.kineto import read_kineto
-from profplug.analyzers.timeline import Timeline, top_level
+from profplug.analyzers.core.timeline import Timeline, top_level
+from profplug.analyzers.readers.kineto.reader import read_kineto
 
 from tests.synth import KinetoTrace
 

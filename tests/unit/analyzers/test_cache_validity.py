@@ -18,16 +18,15 @@ import numpy as np
 import pytest
 from nsys_synth import NsysExport
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers import resultcache
-from profplug.analyzers.commands import report_analyses
-from profplug.analyzers.load import load_ranks, trace_files
+from profplug.analyzers.commands.common import report_analyses
+from profplug.analyzers.core.errors import TraceError
 from profplug.analyzers.readers import cache, registry
 from profplug.analyzers.readers.base import ReadOptions
-from profplug.analyzers.report import analyze
-from profplug.analyzers.stalls import StallOptions
+from profplug.analyzers.report.analysis import analyze
+from profplug.analyzers.scale import result_cache as resultcache
+from profplug.analyzers.scale.load import load_ranks, trace_files
+from profplug.analyzers.stalls.rank import StallOptions
 from test_dispatch import report_json
-
-from profplug.errors import TraceError
 
 
 @pytest.fixture

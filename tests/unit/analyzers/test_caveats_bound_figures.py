@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from profplug.analyzers.readers.kineto import read_kineto
+from profplug.analyzers.readers.kineto.reader import read_kineto
 from profplug.analyzers.whatif import whatif
 from synth import KinetoTrace
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from profplug.analyzers import classify
+from profplug.analyzers.core import classify
 
 
 def test_a_table_is_classified_once_within_the_scope_and_again_when_it_grows() -> None:

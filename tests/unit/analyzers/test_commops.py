@@ -6,10 +6,8 @@ from pathlib import Path
 
 import numpy as np
 from nsys_synth import NsysExport
-from profplug.analyzers.commops import from_range_name
-from profplug.analyzers.readers.kineto import read_kineto
-from profplug.analyzers.readers.nsys import read_nsys
-from profplug.analyzers.timeline import (
+from profplug.analyzers.core import ranges
+from profplug.analyzers.core.timeline import (
     COMM_COLL,
     COMM_RECV,
     COMM_SEND,
@@ -19,9 +17,10 @@ from profplug.analyzers.timeline import (
     COMM_SRC_TORCH,
     Timeline,
 )
+from profplug.analyzers.readers.commops import from_range_name
+from profplug.analyzers.readers.kineto.reader import read_kineto
+from profplug.analyzers.readers.nsys.reader import read_nsys
 from synth import KinetoTrace
-
-from profplug import ranges
 
 NCCL = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
 

@@ -14,13 +14,15 @@ import pytest
 import sample_cache
 from nsys_synth import nsys_ring
 from pipeline_synth import NCCL, PipelineSpec, write
-from profplug.analyzers.crossrank.commview import (
+from profplug.analyzers.core import ranges
+from profplug.analyzers.core.timeline import Timeline
+from profplug.analyzers.graph.commview import (
     CommView,
     array_bytes,
     comm_view,
     match_views,
 )
-from profplug.analyzers.crossrank.matching import (
+from profplug.analyzers.graph.matching import (
     C_NAME,
     CLOCK_MEDIAN,
     CLOCK_ONE,
@@ -31,12 +33,9 @@ from profplug.analyzers.crossrank.matching import (
     Matching,
     match,
 )
-from profplug.analyzers.load import load_timelines
-from profplug.analyzers.readers.nsys import read_nsys
-from profplug.analyzers.timeline import Timeline
+from profplug.analyzers.readers.nsys.reader import read_nsys
+from profplug.analyzers.scale.load import load_timelines
 from synth import KinetoTrace
-
-from profplug import ranges
 
 
 def differences(a: Matching, b: Matching) -> list[str]:

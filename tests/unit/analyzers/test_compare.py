@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import sample_cache
-from profplug.analyzers.compare import compare, comparison_frame
-from profplug.analyzers.report import analyze
+from profplug.analyzers.compare.reports import compare, comparison_frame
+from profplug.analyzers.report.analysis import analyze
 from synth import KinetoTrace
 from unit.analyzers.test_compare_synth import (
     N_STEPS,

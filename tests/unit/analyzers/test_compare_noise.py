@@ -9,12 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from profplug.analyzers.commands import report_analyses
-from profplug.analyzers.compare import compare
-from profplug.analyzers.compareanswer import mismatches, whatif_answer_ab
-from profplug.analyzers.comparenoise import block_length, noise_test, spread_pct
-from profplug.analyzers.load import load_timelines
-from profplug.analyzers.report import analyze
+from profplug.analyzers.commands.common import report_analyses
+from profplug.analyzers.compare.answer import mismatches, whatif_answer_ab
+from profplug.analyzers.compare.noise import block_length, noise_test, spread_pct
+from profplug.analyzers.compare.reports import compare
+from profplug.analyzers.report.analysis import analyze
+from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.whatif import DropSpec, whatif_unprofiled
 from unit.analyzers.test_compare_synth import write_run
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from profplug.analyzers.load import SKIP_NAMES
 from profplug.analyzers.readers.registry import SUFFIXES
-from profplug.analyzers.report import analyze
+from profplug.analyzers.report.analysis import analyze
+from profplug.analyzers.scale.load import SKIP_NAMES
 from synth import KinetoTrace
 
 N_STEPS = 5

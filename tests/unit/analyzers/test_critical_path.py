@@ -7,13 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers.crossrank import cross_rank, pathgraph
+from profplug.analyzers.core import ranges
+from profplug.analyzers.crossrank import cross_rank
 from profplug.analyzers.crossrank.critical import CATEGORIES
-from profplug.analyzers.crossrank.matching import match
-from profplug.analyzers.load import load_timelines
+from profplug.analyzers.graph import pathgraph
+from profplug.analyzers.graph.matching import match
+from profplug.analyzers.scale.load import load_timelines
 from synth import KinetoTrace
-
-from profplug import ranges
 
 NCCL = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
 
@@ -132,10 +132,10 @@ def test_binding_edges_do_not_depend_on_the_block_size(sync: str, tmp_path: Path
 def _whole_run_bindings(tls: list, m: object, tol: int) -> tuple[np.ndarray, ...]:
     """The binding edges and host runs from the run's one graph (every rank's model at
     once): what ``PathGraph`` computed before it was built one rank at a time."""
-    from profplug.analyzers import classify
-    from profplug.analyzers.timeline import at_or
-    from profplug.analyzers.whatif.graph import build_graph
-    from profplug.analyzers.whatif.model import DROP_NONE, DropSpec, build_model
+    from profplug.analyzers.core import classify
+    from profplug.analyzers.core.timeline import at_or
+    from profplug.analyzers.graph.events import build_graph
+    from profplug.analyzers.graph.model import DROP_NONE, DropSpec, build_model
 
     md = build_model(tls, DropSpec(kinds=DROP_NONE), matching=m)
     extra = [x for x in (pathgraph.inferred_waits(md, tol), pathgraph.seen_stream_waits(md, tol))
@@ -194,15 +194,15 @@ def test_the_graph_built_rank_by_rank_binds_as_the_runs_graph(spec: PipelineSpec
         assert np.array_equal(run_id[g.host_root[:own.size]], root[own])
         assert np.array_equal(g.o_launch, o_launch[o_lo[i]:o_lo[i + 1]] + off)
     # and some node is bound across ranks (a matched partner's start)
-    from profplug.analyzers.whatif.graph import PEER
+    from profplug.analyzers.graph.events import PEER
 
     assert any((g.bind_kind == PEER).any() for g in gs)
 
 
 def _all_paths(tls: list, tol: int = 2_000) -> tuple[list, str]:
+    from profplug.analyzers.core.timeline import launch_times, launch_tops
     from profplug.analyzers.crossrank import critical
-    from profplug.analyzers.steps import step_spans
-    from profplug.analyzers.timeline import launch_times, launch_tops
+    from profplug.analyzers.stalls.per_step import step_spans
 
     m = match(tls)
     spans = [step_spans(tl, launch_times(tl, launch_tops(tl))) for tl in tls]

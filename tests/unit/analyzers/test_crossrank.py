@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from pipeline_synth import PipelineSpec, Truth, write
+from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.crossrank import cross_rank
-from profplug.analyzers.crossrank.matching import (
+from profplug.analyzers.graph.matching import (
     C_GROUP,
     C_NAME,
     C_SEQ,
@@ -19,8 +20,7 @@ from profplug.analyzers.crossrank.matching import (
     R_RING,
     match,
 )
-from profplug.analyzers.load import load_timelines
-from profplug.analyzers.timeline import Timeline
+from profplug.analyzers.scale.load import load_timelines
 
 
 def _run(tmp: Path, spec: PipelineSpec) -> tuple[list[Timeline], list[Truth]]:
@@ -158,7 +158,7 @@ def test_drain_lead_collapses_after_device_syncs(tmp_path: Path) -> None:
 def _nsys_ring(tmp: Path, *, profplug_names: bool) -> list[Timeline]:
     """``nsys_synth.nsys_ring`` read back: three ranks of one Nsight export in a ring."""
     from nsys_synth import nsys_ring
-    from profplug.analyzers.readers.nsys import read_nsys
+    from profplug.analyzers.readers.nsys.reader import read_nsys
 
     return read_nsys(nsys_ring(tmp / "ring.sqlite", profplug_names=profplug_names))
 
@@ -176,7 +176,7 @@ def test_nsys_ring_of_three(profplug_names: bool, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("n", [3, 17, 40])
 def test_a_groups_edges_are_every_pair_of_ranks_in_member_order(n: int) -> None:
-    from profplug.analyzers.crossrank.couple import Edges, couple
+    from profplug.analyzers.graph.coupling import Edges, couple
 
     # given a group of n members, two of them on one rank, after an edge added alone
     members = [(p % (n - 1), 100 + p) for p in range(n)]

@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers import commands, spreading
-from profplug.analyzers.commands import report_analyses
-from profplug.analyzers.crossrank import remote
-from profplug.analyzers.dispatch import FileResult
-from profplug.analyzers.report import Report, analyze
-from profplug.analyzers.whatif import spread
-from profplug.analyzers.whatif.model import DropSpec
+from profplug.analyzers.commands import common as commands
+from profplug.analyzers.commands.common import report_analyses
+from profplug.analyzers.core.errors import ProfplugError
+from profplug.analyzers.graph.model import DropSpec
+from profplug.analyzers.report.analysis import Report, analyze
+from profplug.analyzers.scale import placement as spreading
+from profplug.analyzers.scale import run_level as remote
+from profplug.analyzers.scale.dispatch import FileResult
+from profplug.analyzers.whatif import in_parts as spread
 from reference import Spy, one_process
-
-from profplug.errors import ProfplugError
 
 TIMES = re.compile(r'"(replay_s|analysis_s)": [0-9.eE+-]+')
 
@@ -154,9 +154,9 @@ def test_a_part_lost_with_its_worker_leaves_one_warning(
                          ids=["tp2", "tp3-no-seq", "bare"])
 def test_every_ranks_rule_in_one_pass_is_each_ranks_own(spec: PipelineSpec,
                                                         tmp_path: Path) -> None:
-    from profplug.analyzers.crossrank.matching import match
-    from profplug.analyzers.crossrank.parts import rank_rules
-    from profplug.analyzers.load import load_timelines
+    from profplug.analyzers.crossrank.per_rank import rank_rules
+    from profplug.analyzers.graph.matching import match
+    from profplug.analyzers.scale.load import load_timelines
 
     paths, _ = write(spec, tmp_path)
     m = match(load_timelines(paths, jobs=1, progress=False))

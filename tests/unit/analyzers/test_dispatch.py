@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers import commands, dispatch
-from profplug.analyzers.commands import report_analyses, run_report
-from profplug.analyzers.dispatch import FileResult, LocalBackend, RankTask, gather, run_task
-from profplug.analyzers.load import load_ranks
-from profplug.analyzers.progress import Progress
+from profplug.analyzers.commands import common as commands
+from profplug.analyzers.commands.common import report_analyses, run_report
+from profplug.analyzers.core.errors import TraceError
 from profplug.analyzers.readers.base import ReadOptions
-from profplug.analyzers.report import analyze
-from profplug.analyzers.stalls import StallOptions
-
-from profplug.errors import TraceError
+from profplug.analyzers.report.analysis import analyze
+from profplug.analyzers.scale import dispatch
+from profplug.analyzers.scale.dispatch import FileResult, LocalBackend, RankTask, gather, run_task
+from profplug.analyzers.scale.load import load_ranks
+from profplug.analyzers.scale.progress import Progress
+from profplug.analyzers.stalls.rank import StallOptions
 
 TIMES = re.compile(r'"(replay_s|analysis_s)": [0-9.eE+-]+')  # wall times inside the JSON
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from profplug.analyzers import analyze
-from profplug.analyzers.readers.kineto import read_kineto
+from profplug.analyzers.graph.dropset import FALLBACK_NOTE, is_pipeline_range, policy_mask
+from profplug.analyzers.readers.kineto.reader import read_kineto
 from profplug.analyzers.whatif import DropSpec, whatif, whatif_analysis
-from profplug.analyzers.whatif.dropset import FALLBACK_NOTE, is_pipeline_range, policy_mask
 from synth import KinetoTrace
 
 from profplug.cli.main import main
@@ -106,6 +106,7 @@ def test_cli_drop_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_the_fallback_rule_is_the_models_device_sync() -> None:
-    from profplug.analyzers.whatif import DROP_DEVICE, DROP_POLICY, dropset
+    from profplug.analyzers.graph import dropset
+    from profplug.analyzers.whatif import DROP_DEVICE, DROP_POLICY
 
     assert (dropset.DROP_DEVICE, dropset.DROP_POLICY) == (DROP_DEVICE, DROP_POLICY)

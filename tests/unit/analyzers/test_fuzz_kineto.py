@@ -17,10 +17,9 @@ from pathlib import Path
 from default_report import default_report
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from profplug.analyzers.readers.kineto import read_kineto
+from profplug.analyzers.core.errors import TraceError
+from profplug.analyzers.readers.kineto.reader import read_kineto
 from synth import mixed_trace
-
-from profplug.errors import TraceError
 
 SEED = json.dumps(mixed_trace().to_dict(), indent=1).encode()
 

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import sample_cache
 from profplug.analyzers import analyze
+from profplug.analyzers.core.errors import ProfplugError
 from profplug.analyzers.render.registry import render_text
 from profplug.analyzers.whatif import whatif_analysis
 from synth import KinetoTrace
 from unit.analyzers.test_compare_synth import sample_run_dirs, write_run
 
 from profplug.cli.main import main
-from profplug.errors import ProfplugError
 
 ROOT = Path(__file__).resolve().parents[3]
 SITE = "recv_from_prev_pipeline_rank_ > sync.device"

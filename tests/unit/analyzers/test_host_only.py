@@ -8,11 +8,11 @@ import gzip
 from pathlib import Path
 
 import pytest
-from profplug.analyzers.commands import report_analyses
+from profplug.analyzers.commands.common import report_analyses
 from profplug.analyzers.crossrank.analysis import cross_rank
-from profplug.analyzers.crossrank.matching import CLOCK_SINGLE, match
-from profplug.analyzers.load import load_timelines
-from profplug.analyzers.report import analyze
+from profplug.analyzers.graph.matching import CLOCK_SINGLE, match
+from profplug.analyzers.report.analysis import analyze
+from profplug.analyzers.scale.load import load_timelines
 from synth import KinetoTrace
 
 from profplug.cli.main import main

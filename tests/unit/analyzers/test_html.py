@@ -13,12 +13,12 @@ from typing import Any, ClassVar
 
 import pytest
 import sample_cache
-from profplug.analyzers.commands import report_analyses
-from profplug.analyzers.compare import Comparison, compare
-from profplug.analyzers.gaps import CAUSES
+from profplug.analyzers.commands.common import report_analyses
+from profplug.analyzers.compare.reports import Comparison, compare
 from profplug.analyzers.render.html import script_json, timeline_data
 from profplug.analyzers.render.registry import render_text
-from profplug.analyzers.report import Report, RunAnalysis, analyze
+from profplug.analyzers.report.analysis import Report, RunAnalysis, analyze
+from profplug.analyzers.stalls.gaps import CAUSES
 from synth import KinetoTrace
 from unit.analyzers.test_compare_synth import (
     N_STEPS,

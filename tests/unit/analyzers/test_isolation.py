@@ -11,19 +11,19 @@ from typing import Any, NoReturn
 import pytest
 from pipeline_synth import PipelineSpec, write
 from profplug.analyzers import analyze, cross_rank_analysis
-from profplug.analyzers.commands import report_analyses
-from profplug.analyzers.isolate import failure, isolated, label
+from profplug.analyzers.commands.common import report_analyses
+from profplug.analyzers.core.errors import ProfplugError
+from profplug.analyzers.core.optional import failure, isolated, label
 from synth import check_sums
 
 from profplug.cli.main import main
-from profplug.errors import ProfplugError
 
 # what fails -> (the attribute to plant it in, the name its warning line gives it)
 PLANTS = {
-    "whatif": ("profplug.analyzers.commands.whatif", "what-if failed"),
+    "whatif": ("profplug.analyzers.commands.common.whatif", "what-if failed"),
     "cross_rank": ("profplug.analyzers.crossrank.analysis.cross_rank",
                    "cross-rank analysis failed"),
-    "callsites": ("profplug.analyzers.stalls.enclosing", "call sites failed"),
+    "callsites": ("profplug.analyzers.stalls.rank.enclosing", "call sites failed"),
 }
 
 

@@ -10,12 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from profplug.analyzers import analyze, load_timelines
-from profplug.analyzers.readers import jsonchunks
-from profplug.analyzers.readers.kineto import read_kineto
-from profplug.analyzers.timeline import Timeline
+from profplug.analyzers.core.errors import TraceError
+from profplug.analyzers.core.timeline import Timeline
+from profplug.analyzers.readers.kineto import chunks as jsonchunks
+from profplug.analyzers.readers.kineto.reader import read_kineto
 from synth import BASE_NS, KinetoTrace, mixed_trace
-
-from profplug.errors import TraceError
 
 
 def test_relative_and_epoch_timestamps_give_the_same_timeline(tmp_path: Path) -> None:

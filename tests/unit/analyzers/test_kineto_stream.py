@@ -9,10 +9,11 @@ from pathlib import Path
 import msgspec
 import numpy as np
 import pytest
-from profplug.analyzers.readers import jsonblocks, kineto
-from profplug.analyzers.readers.kineto_decode import Event
-from profplug.analyzers.readers.kineto_stream import EventStream
-from profplug.analyzers.timeline import Timeline
+from profplug.analyzers.core.timeline import Timeline
+from profplug.analyzers.readers import blocks as jsonblocks
+from profplug.analyzers.readers.kineto import reader as kineto
+from profplug.analyzers.readers.kineto.decode import Event
+from profplug.analyzers.readers.kineto.stream import EventStream
 from synth import KinetoTrace, mixed_trace
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from profplug.analyzers.readers.kineto import read_kineto
-from profplug.analyzers.timeline import SYNC_STREAM_WAIT_EVENT
+from profplug.analyzers.core.timeline import SYNC_STREAM_WAIT_EVENT
+from profplug.analyzers.readers.kineto.reader import read_kineto
 from synth import KinetoTrace
 
 SHARED = Path("/work/shared/traces/mcore_pp2_client/device/kineto/rank0.json.gz")

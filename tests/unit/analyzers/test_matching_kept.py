@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from pipeline_synth import PipelineSpec, write
 from profplug.analyzers import analyze, cross_rank_analysis
-from profplug.analyzers.crossrank import matching
-from profplug.analyzers.load import load_timelines
-from profplug.analyzers.timeline import launch_calls, links_kept
+from profplug.analyzers.core.timeline import launch_calls, links_kept
+from profplug.analyzers.graph import matching
+from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.whatif import whatif_analysis
 
 SPEC = PipelineSpec(stages=4, steps=5, sync="device")

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from nsys_synth import NsysExport
 from profplug.analyzers import StallOptions, analyze
-from profplug.analyzers.classify import (
+from profplug.analyzers.core.classify import (
     DEVICE,
     EVENT,
     NONE,
@@ -25,8 +25,8 @@ from profplug.analyzers.classify import (
     base_name,
     top_level_kinds,
 )
-from profplug.analyzers.load import load_timelines
-from profplug.analyzers.report import Report, gaps_frame
+from profplug.analyzers.report.analysis import Report, gaps_frame
+from profplug.analyzers.scale.load import load_timelines
 from synth import KinetoTrace, check_sums
 
 from profplug.cli.main import main

@@ -14,12 +14,11 @@ import numpy as np
 import pytest
 from nsys_synth import OPTIONAL, NsysExport, NsysProcess
 from profplug.analyzers import StallOptions, analyze
-from profplug.analyzers.readers.nsys import RULE_MARK, RULE_ORDER, read_nsys
-from profplug.analyzers.report import rank_dict
-from profplug.analyzers.timeline import launch_times
+from profplug.analyzers.core.errors import TraceError
+from profplug.analyzers.core.timeline import launch_times
+from profplug.analyzers.readers.nsys.reader import RULE_MARK, RULE_ORDER, read_nsys
+from profplug.analyzers.report.analysis import rank_dict
 from synth import KinetoTrace, check_sums
-
-from profplug.errors import TraceError
 
 Recorder = Any  # KinetoTrace or NsysProcess: same recording methods
 
@@ -301,7 +300,7 @@ def timeline_fields(tl: Any) -> dict[str, Any]:
 
 def test_threaded_read_gives_the_serial_timelines(monkeypatch: pytest.MonkeyPatch) -> None:
     # given a real export and blocks small enough that every table is split for the threads
-    from profplug.analyzers.readers import nsys_fetch
+    from profplug.analyzers.readers.nsys import fetch as nsys_fetch
 
     serial = read_nsys(REAL, workers=1)
     blocks: list[int] = []
@@ -355,7 +354,7 @@ def test_wait_links_equal_a_direct_sql_lookup(tmp_path: Path) -> None:
 
 def test_wait_links_general_path_equals_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
     # given a real export whose ids fit the shifted int64 keys (the fast path)
-    from profplug.analyzers.readers import nsys_links
+    from profplug.analyzers.readers.nsys import links as nsys_links
 
     fast = read_nsys(REAL, workers=1)
     # when the general path (pair and corr ranks) links the waits instead
@@ -371,7 +370,7 @@ def test_threaded_read_with_rowid_gaps(tmp_path: Path, monkeypatch: pytest.Monke
     import gzip
     import shutil
 
-    from profplug.analyzers.readers import nsys_fetch
+    from profplug.analyzers.readers.nsys import fetch as nsys_fetch
 
     db = tmp_path / "gaps.sqlite"
     with gzip.open(REAL) as src, open(db, "wb") as dst:

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 from profplug.analyzers import analyze
-from profplug.analyzers.commands import unprofiled_step_us
-from profplug.analyzers.observer import observer_from_ranks
+from profplug.analyzers.commands.common import unprofiled_step_us
+from profplug.analyzers.core.errors import ProfplugError
 from profplug.analyzers.render.registry import PAGE, render_text
+from profplug.analyzers.steps.observer import observer_from_ranks
 from synth import KinetoTrace
 from unit.analyzers.test_compare_synth import write_run
 
 from profplug.cli.main import main
-from profplug.errors import ProfplugError
 
 
 def _timing(us: list[float]) -> dict:

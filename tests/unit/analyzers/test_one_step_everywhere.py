@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from profplug.analyzers import analyze
 from profplug.analyzers.ab.overlay import whatif_overlay
-from profplug.analyzers.load import load_timelines
+from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.whatif import whatif, whatif_analysis, whatif_unprofiled
 from synth import KinetoTrace
 from unit.analyzers.test_outlier_steps import LONG, STALL, N, P, step

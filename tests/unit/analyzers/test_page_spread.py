@@ -11,13 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers import commands, spreading
-from profplug.analyzers.commands import report_analyses, run_report
+from profplug.analyzers.commands import common as commands
+from profplug.analyzers.commands.common import report_analyses, run_report
 from profplug.analyzers.crossrank import lanes
 from profplug.analyzers.crossrank.lanes import LaneRow
-from profplug.analyzers.gaps import Gaps, longest
 from profplug.analyzers.render import timeline_data
-from profplug.analyzers.report import analyze
+from profplug.analyzers.report.analysis import analyze
+from profplug.analyzers.scale import placement as spreading
+from profplug.analyzers.stalls.gaps import Gaps, longest
 from reference import Spy, blank, one_process, page
 
 

@@ -11,8 +11,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from profplug.analyzers.gaps import CAUSES
 from profplug.analyzers.render.palette import COLORS, RANK_COLORS, policy_color
+from profplug.analyzers.stalls.gaps import CAUSES
 
 from profplug.cli.main import main
 

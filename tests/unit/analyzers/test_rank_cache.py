@@ -8,12 +8,12 @@ import os
 from pathlib import Path
 
 import pytest
-from profplug.analyzers.commands import report_analyses
-from profplug.analyzers.load import load_ranks
+from profplug.analyzers.commands.common import report_analyses
 from profplug.analyzers.readers import cache
 from profplug.analyzers.readers.base import ReadOptions
-from profplug.analyzers.report import analyze
-from profplug.analyzers.stalls import StallOptions
+from profplug.analyzers.report.analysis import analyze
+from profplug.analyzers.scale.load import load_ranks
+from profplug.analyzers.stalls.rank import StallOptions
 from test_dispatch import TIMES, report_json
 
 
@@ -109,7 +109,7 @@ def test_a_cache_folder_that_cannot_be_written_only_costs_time(run4: list[Path],
 
 
 def test_an_entry_holds_every_rank_of_a_file_in_order(tmp_path: Path) -> None:
-    from profplug.analyzers.timeline import Timeline
+    from profplug.analyzers.core.timeline import Timeline
 
     tls = [Timeline(rank=r, source="nsys", files=["x"], names=[f"n{r}"]) for r in (3, 1, 2)]
     cache.save_entry(tmp_path / "e.npz", tls)
@@ -145,7 +145,7 @@ def test_cli_cache_quiet_and_bad_dask_address(run4: list[Path], tmp_path: Path,
 
 def test_the_cache_folder_is_made_absolute(tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    from profplug.analyzers.load import settled
+    from profplug.analyzers.scale.load import settled
 
     monkeypatch.chdir(tmp_path)
     assert settled(ReadOptions(cache_dir="c")).cache_dir == str(tmp_path / "c")
@@ -156,8 +156,8 @@ def test_the_cache_folder_is_made_absolute(tmp_path: Path,
 
 def test_a_cache_folder_that_cannot_be_written_is_said_once(tmp_path, capsys) -> None:
     # given --cache under a regular file (no folder can be made there)
-    from profplug.analyzers.load import settled
     from profplug.analyzers.readers.base import ReadOptions
+    from profplug.analyzers.scale.load import settled
 
     blocker = tmp_path / "file"
     blocker.write_text("x")

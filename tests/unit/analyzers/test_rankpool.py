@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from profplug.analyzers import rankpool
-from profplug.analyzers.load import load_timelines
-from profplug.analyzers.stalls import StallOptions, analyze_rank
+from profplug.analyzers.scale import rankpool
+from profplug.analyzers.scale.load import load_timelines
+from profplug.analyzers.stalls.rank import StallOptions, analyze_rank
 
 SAMPLE = (Path(__file__).resolve().parents[3] / "sample_traces" / "pp2_infer_nsys" / "event"
           / "report.sqlite.gz")

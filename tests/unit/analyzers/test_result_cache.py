@@ -9,14 +9,16 @@ import os
 from pathlib import Path
 
 import pytest
-from profplug.analyzers import commands, dispatch, resultcache
-from profplug.analyzers.commands import report_analyses
-from profplug.analyzers.load import load_ranks
+from profplug.analyzers.commands import common as commands
+from profplug.analyzers.commands.common import report_analyses
 from profplug.analyzers.readers import cache
 from profplug.analyzers.readers.base import ReadOptions
-from profplug.analyzers.report import analyze
-from profplug.analyzers.stalls import StallOptions
-from profplug.analyzers.steprule import DEFAULT_STEPS
+from profplug.analyzers.report.analysis import analyze
+from profplug.analyzers.scale import dispatch
+from profplug.analyzers.scale import result_cache as resultcache
+from profplug.analyzers.scale.load import load_ranks
+from profplug.analyzers.stalls.rank import StallOptions
+from profplug.analyzers.steps.rule import DEFAULT_STEPS
 from profplug.analyzers.whatif import DropSpec
 from test_dispatch import report_json
 

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from profplug.analyzers.load import load_timelines
+from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.whatif import whatif, whatif_unprofiled
 
 from profplug.cli.main import main

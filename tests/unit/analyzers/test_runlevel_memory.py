@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers.crossrank import pathgraph
-from profplug.analyzers.load import load_timelines
+from profplug.analyzers.graph import pathgraph
+from profplug.analyzers.graph.events import RUN, build_graph, dropped_graph
+from profplug.analyzers.graph.model import DROP_NONE, DropSpec, build_model, replay_only
+from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.whatif import fixedpoint
-from profplug.analyzers.whatif.graph import RUN, build_graph, dropped_graph
-from profplug.analyzers.whatif.model import DROP_NONE, DropSpec, build_model, replay_only
 from profplug.analyzers.whatif.simulate import _recorded_times, replay, times_only
 
 
@@ -83,7 +83,7 @@ def test_the_kept_launch_links_go_with_their_timeline(tmp_path: Path) -> None:
     import gc
     from dataclasses import replace
 
-    from profplug.analyzers import timeline as tlmod
+    from profplug.analyzers.core import timeline as tlmod
 
     tl = _timelines(tmp_path)[0]
     with tlmod.links_kept():

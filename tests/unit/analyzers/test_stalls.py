@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from profplug.analyzers import CAUSES, StallOptions, analyze
-from profplug.analyzers.report import Report
+from profplug.analyzers.report.analysis import Report
 from synth import KinetoTrace, check_sums, mixed_trace
 
 

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from nsys_synth import NsysExport
 from profplug.analyzers import analyze
+from profplug.analyzers.core.errors import ProfplugError
 from profplug.analyzers.readers.base import ReadOptions
-from profplug.analyzers.steprule import StepRule
+from profplug.analyzers.steps.rule import StepRule
 from profplug.analyzers.whatif import whatif_paths
 from synth import KinetoTrace
 
 from profplug.cli.main import main
-from profplug.errors import ProfplugError
 
 Recorder = Any  # KinetoTrace or NsysProcess: same recording methods
 PERIOD = 100.0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from profplug.analyzers import stepstats
+from profplug.analyzers.steps import stats as stepstats
 
 
 def test_planted_long_step_is_an_outlier_and_leaves_the_median() -> None:

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from pipeline_synth import PipelineSpec, write
 from profplug.analyzers import analyze, cross_rank_analysis
-from profplug.analyzers.crossrank.intervals import difference
 from profplug.analyzers.render.timeline_data import timeline_data
+from profplug.analyzers.stalls.intervals import difference
 
 SPEC = PipelineSpec(stages=4, steps=5, sync="device", slow_stage=2)
 

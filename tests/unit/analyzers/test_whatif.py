@@ -11,12 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from profplug.analyzers.readers.kineto import read_kineto
+from profplug.analyzers.core.errors import ProfplugError
+from profplug.analyzers.readers.kineto.reader import read_kineto
 from profplug.analyzers.render.registry import render_text
 from profplug.analyzers.whatif import DropSpec, whatif
 from synth import KinetoTrace
-
-from profplug.errors import ProfplugError
 
 NCCL = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
 
@@ -175,7 +174,7 @@ def test_cli_json_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
 
 def test_error_band_from_replay_error_and_host_bound_fraction(tmp_path: Path) -> None:
-    from profplug.analyzers.whatif.band import BASE_PCT, COUPLED_PCT, SLOPE_PCT, set_bands
+    from profplug.analyzers.whatif.bands import BASE_PCT, COUPLED_PCT, SLOPE_PCT, set_bands
 
     # rank 0 of a world of 2 without a NCCL kernel: no wait for a peer in it, a band
     alone = _run([single_stream(tmp_path)])

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers.load import load_timelines
+from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.whatif import whatif
 from profplug.analyzers.whatif.against import AgainstResult, against, call_name
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from profplug.analyzers.readers.kineto import read_kineto
+from profplug.analyzers.readers.kineto.reader import read_kineto
 from profplug.analyzers.whatif import HostCosts, build_model
 from profplug.analyzers.whatif.costs import comm_floors
 from synth import KinetoTrace

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers import commands, report, spreading
+from profplug.analyzers.commands import common as commands
+from profplug.analyzers.report import analysis as report
+from profplug.analyzers.scale import placement as spreading
 from reference import blank
 from synth import KinetoTrace
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers.load import load_timelines
-from profplug.analyzers.stalls import analyze_rank
+from profplug.analyzers.graph.model import build_model
+from profplug.analyzers.scale.load import load_timelines
+from profplug.analyzers.stalls.rank import analyze_rank
 from profplug.analyzers.whatif import DropSpec, whatif, whatif_unprofiled
 from profplug.analyzers.whatif.bound import apply_bound
-from profplug.analyzers.whatif.model import build_model
 from profplug.analyzers.whatif.result import RankWhatIf
 from profplug.analyzers.whatif.unprofiled import UNPROFILED_BAND_PCT
 from synth import KinetoTrace

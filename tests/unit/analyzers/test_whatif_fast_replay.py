@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers.load import load_timelines
+from profplug.analyzers.graph.events import ANCHOR, CALL, LAUNCH, PEER, RUN, Graph, build_graph
+from profplug.analyzers.graph.model import build_model
+from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.whatif import fixedpoint, fold, simulate, streamruns
 from profplug.analyzers.whatif.fixedpoint import recorded_fixed_point
 from profplug.analyzers.whatif.fold import _fold
-from profplug.analyzers.whatif.graph import ANCHOR, CALL, LAUNCH, PEER, RUN, Graph, build_graph
-from profplug.analyzers.whatif.model import build_model
 from profplug.analyzers.whatif.simulate import _recorded_times, longest_path, replay
 from profplug.analyzers.whatif.streamruns import stream_runs
 

@@ -13,14 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from nsys_synth import NsysExport
-from profplug.analyzers.readers.kineto import read_kineto
-from profplug.analyzers.readers.nsys import read_nsys
+from profplug.analyzers.graph.events import KINDS, build_graph, dropped_graph
+from profplug.analyzers.graph.model import DROP_NONE, DropSpec, build_model
+from profplug.analyzers.readers.kineto.reader import read_kineto
+from profplug.analyzers.readers.nsys.reader import read_nsys
 from profplug.analyzers.render.table import render_table
 from profplug.analyzers.render.whatif_table import render_whatif_table
-from profplug.analyzers.report import analyze_timelines
+from profplug.analyzers.report.analysis import analyze_timelines
 from profplug.analyzers.whatif import whatif, whatif_analysis
-from profplug.analyzers.whatif.graph import KINDS, build_graph, dropped_graph
-from profplug.analyzers.whatif.model import DROP_NONE, DropSpec, build_model
 from profplug.analyzers.whatif.simulate import MIN_NS, replay
 from synth import KinetoTrace
 from unit.analyzers.test_whatif import two_ranks

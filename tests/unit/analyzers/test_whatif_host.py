@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from profplug.analyzers.readers.kineto import read_kineto
+from profplug.analyzers.readers.kineto.reader import read_kineto
 from profplug.analyzers.whatif import HostCosts, whatif
 from synth import KinetoTrace
 
@@ -177,8 +177,8 @@ def test_unprofiled_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_a_step_range_is_never_a_calls_own_range() -> None:
-    from profplug.analyzers.timeline import TimelineBuilder
-    from profplug.analyzers.whatif.host import drop_cuts
+    from profplug.analyzers.core.timeline import TimelineBuilder
+    from profplug.analyzers.graph.host import drop_cuts
 
     b = TimelineBuilder()
     b.ann(0, 100_000, 1, "profplug.step")  # the step holds only the synchronize
@@ -199,8 +199,8 @@ def test_a_step_range_is_never_a_calls_own_range() -> None:
 
 
 def test_a_range_with_much_other_host_work_is_not_a_wrapper() -> None:
-    from profplug.analyzers.timeline import TimelineBuilder
-    from profplug.analyzers.whatif.host import OWN_RANGE_MAX_NS, drop_cuts
+    from profplug.analyzers.core.timeline import TimelineBuilder
+    from profplug.analyzers.graph.host import OWN_RANGE_MAX_NS, drop_cuts
 
     b = TimelineBuilder()
     b.ann(0, 20_000 + OWN_RANGE_MAX_NS, 1, "sample_tokens")  # CPU work, then the sync

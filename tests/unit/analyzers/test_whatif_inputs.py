@@ -7,13 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
+from profplug.analyzers.core.errors import ProfplugError
 from profplug.analyzers.whatif import DropSpec, whatif_paths
 from profplug.analyzers.whatif.peers import PEERS_MISSING
 from synth import KinetoTrace
 from unit.analyzers.test_compare_synth import write_run
 
 from profplug.cli.main import main
-from profplug.errors import ProfplugError
 
 RECV = "profplug.recv_from_prev_pipeline_rank_ > profplug.sync.device"
 SEND = "profplug.send_to_next_pipeline_rank > profplug.sync.device"

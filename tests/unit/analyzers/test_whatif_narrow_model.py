@@ -12,13 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers.load import load_timelines
-from profplug.analyzers.timeline import Timeline
-from profplug.analyzers.whatif import model as model_mod
-from profplug.analyzers.whatif.graph import build_graph
-from profplug.analyzers.whatif.model import _DELAYS, build_model
+from profplug.analyzers.core.timeline import Timeline
+from profplug.analyzers.graph import model as model_mod
+from profplug.analyzers.graph.events import build_graph
+from profplug.analyzers.graph.model import _DELAYS, build_model
+from profplug.analyzers.scale.load import load_timelines
+from profplug.analyzers.whatif.in_parts import whatif_in_parts
 from profplug.analyzers.whatif.predict import whatif
-from profplug.analyzers.whatif.spread import whatif_in_parts
 
 
 def _timelines(tmp_path: Path, **spec: object) -> list[Timeline]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import sample_cache
-from profplug.analyzers.load import load_timelines
+from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.whatif import whatif
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -113,10 +113,10 @@ def test_replay_reproduces_each_recorded_step_and_the_reports_step(run: Path) ->
     on its own (a mean over steps hides a step boundary that moved), and the what-if's
     recorded step is the report's own figure for the rank."""
     import numpy as np
-    from profplug.analyzers.report import analyze_timelines
-    from profplug.analyzers.steps import step_spans
+    from profplug.analyzers.graph.model import DROP_NONE, DropSpec, build_model
+    from profplug.analyzers.report.analysis import analyze_timelines
+    from profplug.analyzers.stalls.per_step import step_spans
     from profplug.analyzers.whatif import whatif_analysis
-    from profplug.analyzers.whatif.model import DROP_NONE, DropSpec, build_model
     from profplug.analyzers.whatif.predict import _predicted_timeline
     from profplug.analyzers.whatif.simulate import replay
 

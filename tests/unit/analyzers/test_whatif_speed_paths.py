@@ -11,15 +11,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers import classify, steps, stepstats
-from profplug.analyzers.crossrank.couple import couple, couple_two
-from profplug.analyzers.load import load_timelines
-from profplug.analyzers.readers.kineto import read_kineto
-from profplug.analyzers.stalls import analyze_rank
-from profplug.analyzers.timeline import Timeline, launch_times, launch_tops
-from profplug.analyzers.whatif import pairs, predict
-from profplug.analyzers.whatif.graph import Graph, build_graph, dropped_graph
-from profplug.analyzers.whatif.model import Model, build_model
+from profplug.analyzers.core import classify
+from profplug.analyzers.core.timeline import Timeline, launch_times, launch_tops
+from profplug.analyzers.graph import pairs
+from profplug.analyzers.graph.coupling import couple, couple_two
+from profplug.analyzers.graph.events import Graph, build_graph, dropped_graph
+from profplug.analyzers.graph.model import Model, build_model
+from profplug.analyzers.readers.kineto.reader import read_kineto
+from profplug.analyzers.scale.load import load_timelines
+from profplug.analyzers.stalls import per_step as steps
+from profplug.analyzers.stalls.rank import analyze_rank
+from profplug.analyzers.steps import stats as stepstats
+from profplug.analyzers.whatif import predict
 from profplug.analyzers.whatif.simulate import Replay, replay
 from synth import KinetoTrace
 from unit.analyzers.test_whatif_graph import nested

@@ -15,13 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers.load import load_timelines
-from profplug.analyzers.report import analyze_timelines
-from profplug.analyzers.timeline import Timeline
+from profplug.analyzers.core.timeline import Timeline
+from profplug.analyzers.graph.dropset import policy_mask
+from profplug.analyzers.graph.events import build_graph
+from profplug.analyzers.report.analysis import analyze_timelines
+from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.whatif import DropSpec, reduced, whatif
-from profplug.analyzers.whatif import spread as sp
-from profplug.analyzers.whatif.dropset import policy_mask
-from profplug.analyzers.whatif.graph import build_graph
+from profplug.analyzers.whatif import in_parts as sp
 from profplug.analyzers.whatif.predict import _with
 from profplug.analyzers.whatif.reduced import Link, Reduced, reduce, solve
 from profplug.analyzers.whatif.result import WhatIfResult
@@ -97,7 +97,7 @@ def test_the_reduced_graph_is_where_times_meet() -> None:
     for tl in tls:
         m = sp.rank_model(tl, "policy")
         g = build_graph(m, drop=False)
-        from profplug.analyzers.crossrank.commview import comm_view
+        from profplug.analyzers.graph.commview import comm_view
 
         ops = comm_view(tl).op_index
         r = reduce(g, m, ops)
@@ -155,9 +155,9 @@ def test_a_wrong_solved_time_changes_the_result(tmp_path: Path) -> None:
     # step (the comparisons above would catch a solve that got them wrong)
     files, _ = write(PipelineSpec(stages=3, steps=3), tmp_path)
     tls = load_timelines(files, jobs=1, progress=False)
-    from profplug.analyzers.crossrank.commview import comm_view, match_views
-    from profplug.analyzers.crossrank.pathgraph import partners
-    from profplug.analyzers.stalls import StallOptions
+    from profplug.analyzers.graph.commview import comm_view, match_views
+    from profplug.analyzers.graph.pathgraph import partners
+    from profplug.analyzers.stalls.rank import StallOptions
 
     views = [comm_view(tl) for tl in tls]
     m = match_views(views)
@@ -174,7 +174,7 @@ def test_a_wrong_solved_time_changes_the_result(tmp_path: Path) -> None:
 
 def test_a_graph_without_edges_is_anchored() -> None:
     # keep_edges' copy loop does not run on an empty column: the anchors are still added
-    from profplug.analyzers.whatif.graph import ANCHOR, Graph
+    from profplug.analyzers.graph.events import ANCHOR, Graph
     from profplug.analyzers.whatif.reduced import anchored, reanchored
 
     none = np.zeros(0, np.int32)

@@ -1,0 +1,86 @@
+"""What ``compare`` questions before it answers: a comparison that is not the one it seems.
+
+- **Same run** (:func:`same_run`): A and B read the same trace files (resolved paths): the
+  comparison is an A/A, its difference the analysis's own, not a policy's.
+- **A is not a device run** (:func:`not_device_run`): A's what-if found no device-wide
+  synchronize inside a pipeline send/recv to drop (``whatif.dropset``: the policy's call
+  sites). It then falls back to every device-wide synchronize: fewer than one dropped per
+  two steps (an event run's closing synchronize), it predicts nothing; more, it predicts
+  dropping all of them, not the send/recv policy, and says so.
+
+Each gives a warning (printed before the answer) and the answer's caveat, what it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from profplug.analyzers.graph.dropset import FALLBACK_NOTE
+
+if TYPE_CHECKING:
+    from profplug.analyzers.compare.answer import Answer
+    from profplug.analyzers.report.analysis import Report
+
+SAME_RUN = "same run: an A/A"
+NOT_DEVICE = ("{a} has no device-wide synchronize in its send/recv: its what-if predicts "
+              "nothing")
+
+
+def trace_files(rep: Report) -> frozenset[Path]:
+    """Every trace file of the run's ranks, resolved."""
+    return frozenset(Path(f).resolve() for r in rep.ranks for f in r.files)
+
+
+def same_run(rep_a: Report, rep_b: Report) -> bool:
+    """Whether A and B read the same trace files."""
+    fa = trace_files(rep_a)
+    return bool(fa) and fa == trace_files(rep_b)
+
+
+def not_device_run(rep_a: Report) -> str:
+    """"" when A's what-if drops device-wide synchronizes in a pipeline send/recv (a device
+    run); else why not: ``"nothing"`` (what it drops is fewer than one call per two steps:
+    the profiler's closing synchronize, say), or ``"fallback"`` (it drops every device-wide
+    synchronize instead, ``dropset.FALLBACK_NOTE``)."""
+    w: Any = rep_a.run.get("whatif")
+    if w is None:
+        return ""
+    ranks = list(getattr(w, "ranks", []))
+    fallback = str(getattr(w, "drop_note", "") or "").startswith(FALLBACK_NOTE[:60])
+    per_step = max((r.dropped_calls / max(r.n_steps, 1) for r in ranks
+                    if getattr(r, "basis", "") == "step"), default=0.0)
+    if not any(r.dropped_calls for r in ranks) or (fallback and per_step < 0.5):
+        return "nothing"
+    return "fallback" if fallback else ""
+
+
+def guard(rep_a: Report, rep_b: Report | None, label_a: str, label_b: str
+          ) -> tuple[list[str], str]:
+    """(warnings, the answer's caveat) for A against B (``rep_b`` None: B is an ab
+    directory, no traces)."""
+    warns: list[str] = []
+    what: list[str] = []
+    if rep_b is not None and same_run(rep_a, rep_b):
+        warns.append(f"{label_a} and {label_b} are the same run (the same trace files): "
+                     "their difference is no policy's")
+        what.append(SAME_RUN)
+    why = not_device_run(rep_a)
+    if why == "nothing":
+        line = NOT_DEVICE.format(a=label_a)
+        warns.append(f"{line} (compare a run with the device policy against one without)")
+        what.append(line)
+    elif why == "fallback":
+        line = (f"{label_a} has no device-wide synchronize in its send/recv: its what-if "
+                "drops every device-wide synchronize instead, not the send/recv policy")
+        warns.append(line)
+        what.append(line)
+    return warns, "; ".join(what)
+
+
+def with_caveat(ans: Answer | None, caveat: str) -> Answer | None:
+    """``ans`` with ``caveat`` leading its own (None stays None)."""
+    if ans is None or not caveat:
+        return ans
+    return replace(ans, caveat="; ".join(x for x in (caveat, ans.caveat) if x))

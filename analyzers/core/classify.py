@@ -1,0 +1,114 @@
+"""Which host API calls block the host, and how widely: name -> sync kind.
+
+Names are matched after dropping Nsight's version suffix (``cudaDeviceSynchronize_v3020``)
+and the per-thread-stream suffixes (``_ptsz``, ``_ptds``).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import numpy as np
+from profplug.analyzers.core.memo import ScopedMemo
+
+NONE, DEVICE, EVENT, STREAM_WAIT, LAUNCH = 0, 1, 2, 3, 4
+KIND_LABELS = {DEVICE: "device", EVENT: "event", STREAM_WAIT: "stream_wait"}
+
+DEVICE_SYNC = frozenset({
+    "cudaDeviceSynchronize", "cuCtxSynchronize", "hipDeviceSynchronize", "hipCtxSynchronize",
+})
+EVENT_SYNC = frozenset({
+    "cudaEventSynchronize", "cudaStreamSynchronize", "cuEventSynchronize",
+    "cuStreamSynchronize", "hipEventSynchronize", "hipStreamSynchronize",
+    # blocking copies wait for the copy (and the stream before it), not the whole device
+    "cudaMemcpy", "cuMemcpy", "cuMemcpyDtoH", "cuMemcpyHtoD", "cuMemcpyDtoD", "hipMemcpy",
+    "cudaMemcpy2D", "cudaMemcpyFromSymbol", "cudaMemcpyToSymbol",
+})
+STREAM_WAIT_APIS = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent", "hipStreamWaitEvent"})
+
+_SUFFIX = re.compile(r"(_v\d+)?(_ptsz|_ptds)?(_v\d+)?$")
+
+
+@lru_cache(maxsize=4096)  # called per sync call; few distinct names
+def base_name(name: str) -> str:
+    """``cudaDeviceSynchronize_v3020`` -> ``cudaDeviceSynchronize``."""
+    return _SUFFIX.sub("", name) if "_" in name else name
+
+
+def sync_kind(name: str) -> int:
+    n = base_name(name)
+    if n in DEVICE_SYNC:
+        return DEVICE
+    if n in EVENT_SYNC:
+        return EVENT
+    if n in STREAM_WAIT_APIS:
+        return STREAM_WAIT
+    return NONE
+
+
+# within tables_kept(): per symbol table (a timeline's ``names``, append-only once read), its
+# lookups, kept while the list is the same object of the same length (read-only); on exit the
+# tables are let go (a long report over many ranks keeps none alive)
+_TABLES: ScopedMemo[dict[tuple[int, str], tuple[list[str], int, np.ndarray]]] = ScopedMemo(dict)
+# within: kinds_for_symbols and comm_for_symbols classify each symbol table once (a what-if
+# asks ~5 times per rank: stall analyses, rank model, matching)
+tables_kept = _TABLES.kept
+
+
+def _per_symbol(names: list[str], what: str) -> np.ndarray:
+    kept = _TABLES.store
+    key = (id(names), what)
+    got = kept.get(key) if kept is not None else None
+    if got is not None and got[0] is names and got[1] == len(names):
+        return got[2]
+    if what == "kind":
+        out = np.fromiter((sync_kind(n) for n in names), dtype=np.int8, count=len(names))
+    else:
+        out = np.fromiter((is_comm_kernel(n) for n in names), dtype=bool, count=len(names))
+    if kept is not None:
+        out.flags.writeable = False  # shared by every caller within: read (index) only
+        kept[key] = (names, len(names), out)
+    return out
+
+
+def kinds_for_symbols(names: list[str]) -> np.ndarray:
+    """An int8 lookup: symbol id -> sync kind (one pass over the symbol table; within
+    :func:`tables_kept`, once per table, read-only)."""
+    return _per_symbol(names, "kind")
+
+
+def is_comm_kernel(name: str) -> bool:
+    low = name.lower()
+    return "nccl" in low or "rccl" in low
+
+
+def comm_for_symbols(names: list[str]) -> np.ndarray:
+    """A bool lookup: symbol id -> NCCL/RCCL kernel (within :func:`tables_kept`: once per
+    table, read-only)."""
+    return _per_symbol(names, "comm")
+
+
+# How strongly a kind holds the host, weakest first: a call's top-level kind is the strongest
+# among itself and the calls nested in it.
+_STRENGTH = np.array([0, 3, 2, 1, 0], dtype=np.int8)  # by kind id: NONE DEVICE EVENT SW LAUNCH
+_BY_STRENGTH = np.array([NONE, STREAM_WAIT, EVENT, DEVICE], dtype=np.int8)
+
+
+def top_level_kinds(api_kind: np.ndarray, api_top: np.ndarray) -> np.ndarray:
+    """Per host API call, the sync kind of its top-level call, on the top-level call only.
+
+    ``api_kind``: each call's own kind (:func:`kinds_for_symbols` of its name);
+    ``api_top``: the nesting column (``Timeline.api_tops()``). A top-level call gets the
+    strongest kind (device > event > stream wait > none) among itself and its descendants:
+    a runtime call blocks because the driver sync inside it does (``cuCtxSynchronize`` in
+    ``cudaDeviceSynchronize``, or in ``cudaFree``), so it is that kind of sync. A nested call
+    gets NONE: its time is its top-level call's, counted once there.
+    """
+    n = api_kind.size
+    best = np.zeros(n, dtype=np.int8)
+    if n:
+        np.maximum.at(best, api_top, _STRENGTH[np.minimum(api_kind, _STRENGTH.size - 1)])
+    out = _BY_STRENGTH[best]
+    out[api_top != np.arange(n)] = NONE
+    return out

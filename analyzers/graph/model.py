@@ -1,0 +1,318 @@
+"""The dependency model of a run, built from every rank's timeline (all times ns: int64,
+the delays int32 where they fit: ``_narrowed``).
+
+The model holds, per node, the fixed delays of the run's timing rules; ``graph`` turns them
+into edge arrays and ``simulate`` replays them. Every rule is "the latest of several
+predecessor times plus a fixed delay":
+
+- **host thread**: the top-level CUDA API calls (``tl.api_tops()``) in order; a call starts
+  ``a_gap`` after the previous top-level call's end (the host time between them is kept);
+  nested calls (a driver call inside a runtime call) move with their top-level call.
+- **host-blocking call** (a synchronize, a blocking copy): its end is
+  ``max(start + a_base, end of the ops it waits for + a_wake)``: a device-wide synchronize
+  waits for the last op launched before it on every stream of the rank; a stream/event
+  synchronize for the last op launched before it on the stream its GPU-side sync record
+  names; a blocking memcpy, or a device-to-host copy into pageable memory, for its own copy.
+  ``a_wake`` is the observed return latency after the awaited work ended. A dropped
+  synchronize costs nothing, and the host work of its own range goes with it (``host``); a
+  dropped blocking copy ends at ``start + a_omin``: the smallest observed cost of that API on
+  that rank when not blocked. Any other call ends ``a_dur`` after its start.
+- **GPU stream**: ops in recorded order; an op starts at ``max(launch + o_lat, previous op's
+  end + o_gap, ends of the ops it waits for through cudaStreamWaitEvent + o_gap)``, where
+  ``launch`` is its launching call's top-level call's start plus ``o_off``. ``o_lat`` and
+  ``o_gap`` are observed per op (``o_lat`` capped at the rank's median launch latency when
+  the op was queued, so a queued op is not delayed by how far ahead the host was).
+- **NCCL**: a kernel matched across ranks (``pairs``, any number of ranks) ends
+  ``max(own start, partner start - clock offset) + o_xfer``; any other op ends its recorded
+  duration after its start.
+
+With these rules the recorded run is a fixed point of the replay. Arrays ``a_*`` are per
+API call, ``o_*`` per GPU op, over all ranks (global indices; ``rank_a``/``rank_o`` give
+each rank's slice).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+
+import numpy as np
+from profplug.analyzers.core.timeline import Timeline, groups
+from profplug.analyzers.graph.dropset import DROP_ALL, DROP_DEVICE, DROP_NONE, DropSpec, resolve
+from profplug.analyzers.graph.host import drop_cuts
+from profplug.analyzers.graph.matching import Matching
+from profplug.analyzers.graph.pairs import match_nccl
+from profplug.analyzers.graph.rankmodel import QUEUE_TOL_NS, RankModel
+
+__all__ = ["DROP_ALL", "DROP_DEVICE", "DROP_NONE", "QUEUE_TOL_NS", "DropSpec", "Model",
+           "build_model", "coupled", "only", "replay_only"]
+NONE_I = -1
+
+
+@dataclass
+class Model:
+    """Flat arrays over all ranks; ``a_*`` per API call, ``o_*`` per GPU op (global index)."""
+
+    a_rank: np.ndarray
+    a_start: np.ndarray  # recorded start ns
+    a_end: np.ndarray
+    a_dur: np.ndarray  # cost of a call that waits for nothing (recorded: end - start)
+    a_top: np.ndarray  # top-level ancestor (itself when top-level)
+    a_prev: np.ndarray  # top-level: the previous top-level call on its thread, -1 first
+    a_gap: np.ndarray  # top-level: host time since the previous top-level call's end
+    a_gap_drop: np.ndarray  # a_gap in the drop replay: less the dropped calls' host work
+    a_base: np.ndarray  # the call's cost when it does not wait
+    a_wake: np.ndarray  # return latency after the awaited work is done
+    a_omin: np.ndarray  # cost when dropped (0 for a synchronize: the call is gone)
+    a_blocking: np.ndarray  # bool: a host-blocking call (sync or blocking copy)
+    a_dropped: np.ndarray  # bool: made non-blocking in the drop replay
+    wait_call: np.ndarray  # (wait_call[k], wait_op[k]): blocking call waits for op
+    wait_op: np.ndarray
+    threads: list[np.ndarray]  # top-level calls per host thread, in order
+    thread_key: list[tuple[int, int]]  # (rank, tid)
+    o_rank: np.ndarray
+    o_local: np.ndarray  # index of the op in its rank's timeline
+    o_start: np.ndarray
+    o_end: np.ndarray
+    o_top: np.ndarray  # top-level call whose start (+ o_off) is the op's launch; -1 none
+    o_off: np.ndarray  # launch - that call's start; unlinked: the recorded start
+    o_lat: np.ndarray
+    o_gap: np.ndarray
+    o_prev: np.ndarray  # previous op on the same stream, -1 first
+    o_peer: np.ndarray  # matched NCCL kernel on another rank, -1 none
+    o_xfer: np.ndarray  # matched: time from the later start of the pair to this op's end
+    o_clock: np.ndarray  # matched: peer clock minus this rank's clock (ns)
+    dep_op: np.ndarray  # (dep_op[k], dep_on[k]): op waits for op (cudaStreamWaitEvent)
+    dep_on: np.ndarray
+    rank_a: dict[int, tuple[int, int]]  # rank -> [lo, hi) slice of api indices
+    rank_o: dict[int, tuple[int, int]]
+    assumptions: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    # the ops stream by stream (each stream's ops in order, as o_prev chains them)
+    o_order: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    # per call its top-level sync kind (classify.top_level_kinds: the stall analysis's own)
+    a_kind: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
+
+    @property
+    def n_events(self) -> int:
+        return int(self.a_start.size + self.o_start.size)
+
+
+def _host_seqs(b: RankModel) -> tuple[list[tuple[int, np.ndarray]], np.ndarray, np.ndarray,
+                                      np.ndarray]:
+    """Per thread its top-level calls in order; per call (local) the previous top-level call,
+    the host gap before it, and that gap in the drop replay."""
+    tl = b.tl
+    n = tl.api_start_ns.size
+    gap = np.zeros(n, dtype=np.int64)
+    prev = np.full(n, -1, dtype=np.int64)
+    seqs = []
+    for t, seq in groups(tl.api_tid, np.nonzero(b.is_top)[0]):
+        seq = seq[np.argsort(tl.api_start_ns[seq], kind="stable")]
+        gap[seq[1:]] = tl.api_start_ns[seq[1:]] - tl.api_end_ns[seq[:-1]]
+        prev[seq[1:]] = seq[:-1]
+        seqs.append((t, seq))
+    # the cuts are non-zero only at dropped calls (``drop_cuts``): before a dropped call its
+    # own ``pre``, after it (the next call on its thread) its ``post``, written in place
+    # (no per-call temporary: the model's build is a worker's peak, docs/scale.md)
+    cut, post = drop_cuts(tl, [s for _, s in seqs], b.dropped & b.is_top)
+    for _, seq in seqs:
+        pos = np.flatnonzero(b.dropped[seq[:-1]])
+        cut[seq[pos + 1]] += post[seq[pos]]
+    del post
+    np.subtract(gap, cut, out=cut)
+    np.maximum(cut, 0, out=cut)
+    return seqs, prev, gap, cut
+
+
+def build_model(timelines: list[Timeline], drop: DropSpec | None = None, *,
+                matching: Matching | None = None) -> Model:
+    """The dependency model of all ranks (see the module docstring); ``matching``: the NCCL
+    kernels matched across the ranks with GPU work, when the caller has it. The ``policy``
+    drop falls back to every device-wide synchronize when no rank has one in a pipeline
+    send/recv (``dropset.resolve``; ``whatif`` also reports that)."""
+    drop, _ = resolve(timelines, drop or DropSpec())
+    rms = [RankModel(tl, drop) for tl in timelines]
+    m = _joined(timelines, rms, matching)
+    # the ranks' parts go first (the loops' names with them, in ``_joined``): each wide
+    # array is then freed as its narrow copy is made
+    del rms
+    return _narrowed(m)
+
+
+def _joined(timelines: list[Timeline], rms: list[RankModel], matching: Matching | None
+            ) -> Model:
+    """The ranks' parts joined into one :class:`Model` (global indices), not narrowed."""
+    a_base = np.cumsum([0] + [b.tl.api_start_ns.size for b in rms]).tolist()
+    o_base = np.cumsum([0] + [b.tl.n_gpu for b in rms]).tolist()
+    notes = [n for b in rms for n in b.notes]
+    warns = [n for b in rms for n in b.warns]
+
+    def cat(parts: list[np.ndarray], dtype: type = np.int64) -> np.ndarray:
+        if len(parts) == 1:  # one rank: its array as it is (read only: it may be the trace's)
+            one = parts[0].view()
+            one.flags.writeable = False
+            return one
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+    def shift(x: np.ndarray, base: int) -> np.ndarray:  # x: indices, -1 for none
+        return x if base == 0 else np.where(x >= 0, x + base, -1)
+
+    def plus(x: np.ndarray, base: int) -> np.ndarray:
+        return x if base == 0 else x + base
+
+    threads: list[np.ndarray] = []
+    thread_key: list[tuple[int, int]] = []
+    prevs, gaps, gaps_drop = [], [], []
+    for k, b in enumerate(rms):
+        seqs, prev, gap, gap_drop = _host_seqs(b)
+        for t, seq in seqs:
+            threads.append(plus(seq, a_base[k]))
+            thread_key.append((b.tl.rank, int(t)))
+        prevs.append(shift(prev, a_base[k]))
+        gaps.append(gap)
+        gaps_drop.append(gap_drop)
+    o_top, o_off = [], []
+    for k, b in enumerate(rms):
+        linked = b.o_api >= 0
+        top = np.full(b.o_api.size, -1, dtype=np.int64)
+        top[linked] = b.top[b.o_api[linked]]
+        off = b.tl.gpu_start_ns.copy()
+        off[linked] = b.launch[linked] - b.tl.api_start_ns[top[linked]]
+        o_top.append(shift(top, a_base[k]))
+        o_off.append(off)
+    o_start = cat([b.tl.gpu_start_ns for b in rms])
+    o_end = cat([b.tl.gpu_end_ns for b in rms])
+    # Matched NCCL kernels end together (the transfer completes on both sides); ``clock``:
+    # the partner's clock minus this rank's (pairs.py), so only durations and order are used.
+    peer, clock = match_nccl(timelines, o_base, int(o_start.size), notes, warns, matching)
+    paired = peer >= 0
+    clock, xfer, n_late = coupled(o_start, o_end, o_start[np.maximum(peer, 0)], paired, clock)
+    if n_late:
+        notes.append(f"{n_late} NCCL kernel(s) ended before their partner started "
+                     "on the aligned clock: each such pair's clock offset is taken so that the "
+                     "partner started as the kernel ended")
+    return Model(
+        a_rank=cat([_same(b.tl.api_start_ns.size, b.tl.rank) for b in rms]),
+        a_start=cat([b.tl.api_start_ns for b in rms]),
+        a_end=cat([b.tl.api_end_ns for b in rms]),
+        a_dur=cat([b.tl.api_end_ns - b.tl.api_start_ns for b in rms]),
+        a_top=cat([plus(b.top, a_base[k]) for k, b in enumerate(rms)]), a_prev=cat(prevs),
+        a_gap=cat(gaps), a_gap_drop=cat(gaps_drop),
+        a_base=cat([b.base for b in rms]),
+        a_wake=cat([b.wake for b in rms]), a_omin=cat([b.omin for b in rms]),
+        a_blocking=cat([b.blocking for b in rms], bool),
+        a_dropped=cat([b.dropped for b in rms], bool),
+        wait_call=cat([plus(b.wait_call, a_base[k]) for k, b in enumerate(rms)]),
+        wait_op=cat([plus(b.wait_op, o_base[k]) for k, b in enumerate(rms)]),
+        threads=threads, thread_key=thread_key,
+        o_rank=cat([_same(b.tl.n_gpu, b.tl.rank) for b in rms]),
+        o_local=cat([np.arange(b.tl.n_gpu) for b in rms]),
+        o_start=o_start, o_end=o_end, o_top=cat(o_top), o_off=cat(o_off),
+        o_lat=cat([b.lat for b in rms]), o_gap=cat([b.gap for b in rms]),
+        o_prev=cat([shift(b.prev, o_base[k]) for k, b in enumerate(rms)]),
+        o_peer=peer, o_xfer=xfer, o_clock=clock,
+        dep_op=cat([plus(b.dep_op, o_base[k]) for k, b in enumerate(rms)]),
+        dep_on=cat([plus(b.dep_on, o_base[k]) for k, b in enumerate(rms)]),
+        rank_a={b.tl.rank: (a_base[k], a_base[k + 1]) for k, b in enumerate(rms)},
+        rank_o={b.tl.rank: (o_base[k], o_base[k + 1]) for k, b in enumerate(rms)},
+        assumptions=notes, warnings=warns,
+        o_order=cat([plus(b.stream_order, o_base[k]) for k, b in enumerate(rms)]),
+        a_kind=cat([b.kind for b in rms], np.int8))
+
+
+def _same(n: int, value: int) -> np.ndarray:
+    """``n`` times ``value`` (int64), as a read-only view of one number."""
+    return np.broadcast_to(np.int64(value), (n,))
+
+
+def _narrowed(m: Model) -> Model:
+    """``m`` with its index arrays in 4 bytes where every node id fits (``graph.node_ids``),
+    and each delay array (``_DELAYS``) in 4 bytes where all its values are under 2^30 ns
+    (~1.07 s) in magnitude, so that the sum of two never overflows: a worker holds one
+    rank's model beside its graph (docs/scale.md). Whoever adds three or more of them, or
+    writes into one, casts to int64 first (the graph's weights are int64)."""
+    for k in _DELAYS:
+        a = getattr(m, k)
+        if a.dtype == np.int64 and a.size and max(-int(a.min()), int(a.max())) < _DELAY_MAX:
+            setattr(m, k, a.astype(np.int32))
+    if 2 * m.a_start.size + 2 * m.o_start.size + 1 >= 2**31:
+        return m
+    for k in (*_INDICES, "wait_call", "wait_op", "dep_op", "dep_on"):
+        a = getattr(m, k)
+        if a.dtype == np.int64:
+            setattr(m, k, a.astype(np.int32))
+    m.threads = [t.astype(np.int32) if t.dtype == np.int64 else t for t in m.threads]
+    return m
+
+
+# the model's per-call and per-op delays (ns), each narrowed to int32 when it fits
+_DELAYS = ("a_dur", "a_gap", "a_gap_drop", "a_base", "a_wake", "a_omin", "o_off", "o_lat",
+           "o_gap", "o_xfer", "o_clock")
+_DELAY_MAX = 2**30
+
+
+# what the graph holds once built (``graph.build_graph``): the replays and the per-rank
+# results read none of them
+def coupled(o_start: np.ndarray, o_end: np.ndarray, p_start: np.ndarray, paired: np.ndarray,
+            clock: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Per op, its clock offset to its partner and its transfer (ns), and how many ended
+    before their partner started. ``p_start``: the partner's recorded start (any value where
+    not ``paired``); ``clock``: the partner's clock minus the op's (``pairs.match_nccl``).
+    A partner that started (on the aligned clock) after the kernel ended: the clocks or the
+    pairing are off by that much for this pair; its offset is taken so that the partner
+    started as the kernel ended, and the recorded run stays a fixed point. The transfer
+    runs from the later of the two starts to the op's end."""
+    late = paired & (p_start - clock > o_end)
+    if late.any():
+        clock = np.where(late, p_start - o_end, clock)
+    later = np.maximum(o_start, p_start - clock)
+    return clock, np.where(paired, np.maximum(o_end - later, 0), 0), int(late.sum())
+
+
+_IN_GRAPH = ("a_rank", "a_dur", "a_prev", "a_gap", "a_gap_drop", "a_base", "a_wake", "a_omin",
+             "a_blocking", "wait_call", "wait_op", "o_top", "o_off", "o_lat", "o_gap", "o_xfer",
+             "o_clock", "dep_op", "dep_on")
+
+
+def replay_only(m: Model, keep: tuple[str, ...] = ()) -> Model:
+    """``m`` without the arrays that only its graph is built from (``_IN_GRAPH``: ~70 of
+    its ~100 bytes per event), once its graphs are built: what ``simulate.replay`` on a
+    given graph and the what-if's per-rank results read stays, and ``keep`` (e.g. what
+    ``graph.dropped_graph`` reads: ``a_gap_drop``, ``a_omin``). The client's memory is the
+    limit of a run-level what-if (docs/scale.md)."""
+    out = object.__new__(Model)  # dataclasses.replace's fields, without its __init__
+    state = dict(m.__dict__)
+    for k in _IN_GRAPH:
+        if k not in keep:
+            state[k] = _empty(state[k].dtype)
+    out.__dict__.update(state)
+    return out
+
+
+def only(m: Model, keep: tuple[str, ...]) -> Model:
+    """``m`` with only the arrays named in ``keep`` (``threads`` among them: its thread
+    lists), the rest empty: for a pass that reads a few of them, such as a worker's
+    reductions (``spread.REDUCE_READS``), once the graph is built (a worker's peak:
+    docs/scale.md)."""
+    out = object.__new__(Model)
+    state = dict(m.__dict__)
+    for k, v in m.__dict__.items():
+        if isinstance(v, np.ndarray) and k not in keep:
+            state[k] = _empty(v.dtype)
+    if "threads" not in keep:
+        state["threads"], state["thread_key"] = [], []
+    out.__dict__.update(state)
+    return out
+
+
+# the model's index arrays that a replay and the per-rank results read (-1: none)
+_INDICES = ("a_top", "a_prev", "o_top", "o_prev", "o_peer", "o_order", "o_local")
+
+
+@cache
+def _empty(dtype: np.dtype) -> np.ndarray:
+    """A shared, read-only empty array of ``dtype`` (nothing in it to write)."""
+    out = np.zeros(0, dtype=dtype)
+    out.flags.writeable = False
+    return out

@@ -1,0 +1,383 @@
+"""The report of a run, as a value: every rank's stall analysis, and analyses of the whole run.
+
+``analyze(paths)`` is the library entry point behind ``profplug report``; the JSON schema
+(``version`` 1) is documented in README.md and is stable. Per-rank results are ``ranks``;
+run-level results (``whatif``, ``cross_rank``) are ``run``, each under its key, in the report and in its
+JSON. ``render.registry`` turns a report into a table, JSON, CSV or HTML.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from profplug.analyzers.core.classify import tables_kept
+from profplug.analyzers.core.errors import ProfplugError, one_line
+from profplug.analyzers.core.memtrim import trim_large
+from profplug.analyzers.core.optional import isolated, label
+from profplug.analyzers.core.timeline import Timeline, links_kept
+from profplug.analyzers.graph.matching import matches_kept
+from profplug.analyzers.readers import clocks
+from profplug.analyzers.readers.base import ReadOptions
+from profplug.analyzers.report.finding import headline, no_steps_warning
+from profplug.analyzers.scale import run_level as remote
+from profplug.analyzers.scale.dispatch import Backend, LocalBackend
+from profplug.analyzers.scale.load import LoadedRanks, PathsLike, as_paths, load_ranks
+from profplug.analyzers.scale.placement import Spreading, scratch_cache, spread_drop, spreading
+from profplug.analyzers.scale.rankpool import analyze_ranks
+from profplug.analyzers.scale.result_cache import MISS, ResultCache
+from profplug.analyzers.stalls.gaps import CAUSES
+from profplug.analyzers.stalls.rank import RankStalls, StallOptions, flat_dict
+from profplug.analyzers.stalls.sanity import check_sum_rule
+from profplug.analyzers.steps import observer
+from profplug.analyzers.steps.rule import DEFAULT_STEPS, StepRule
+from profplug.analyzers.steps.runstep import run_step, whatif_steps
+from profplug.analyzers.whatif.result import WhatIfResult
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+SCHEMA_VERSION = 1
+
+
+class RunAnalysis(Protocol):
+    """The result of an analysis over all ranks of a run (what-if, cross-rank; A/B next).
+
+    A result may also add fields to each rank's JSON object: ``rank_fields(rank)`` (placed
+    after ``idle_us``) and ``step_fields(rank)`` (into the rank's ``steps`` object); the
+    cross-rank result does (``comm_transfer_us``, ``comm_wait_us``, ``bubble_us``).
+    """
+
+    key: ClassVar[str]  # its key in Report.run and in the JSON report
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON object (plain dict, list, str, number, bool or None values)."""
+        ...
+
+
+# A run-level analysis: every rank's timeline and the stall options in, a result out (None:
+# nothing to add, e.g. skipped as too costly). One with ``uses_rank_stalls = True`` also gets
+# the ranks' stall analyses (``ranks=``). Any exception it raises becomes one warning line of
+# the report (``isolate``): the per-rank report stands without it.
+RunAnalyzer = Callable[..., "RunAnalysis | None"]
+
+
+@dataclass
+class Report:
+    ranks: list[RankStalls]
+    options: StallOptions = field(default_factory=StallOptions)
+    meta: dict[str, Any] = field(default_factory=dict)  # run.json, when present
+    run: dict[str, RunAnalysis] = field(default_factory=dict)  # run-level results, by key
+    warnings: list[str] = field(default_factory=list)  # about the run, not one rank's trace
+    lost: list[str] = field(default_factory=list)  # files lost with their worker (also warned)
+    command: str = "report"  # the command whose page this is: its title ("profplug whatif")
+
+    def rank(self, r: int) -> RankStalls:
+        for x in self.ranks:
+            if x.rank == r:
+                return x
+        raise KeyError(r)
+
+    def add(self, result: RunAnalysis) -> None:
+        """Attach a run-level result under its key."""
+        self.run[result.key] = result
+
+    def headline(self) -> str:
+        """The finding in one sentence (``headline.headline``); a window that never opened
+        (run.json) instead, when no trace has GPU work to blame."""
+        never = observer.no_window(self.meta)
+        if never and not any(r.has_gpu_work for r in self.ranks):
+            return never
+        res = self.run.get("whatif")
+        return headline(self.ranks, res if isinstance(res, WhatIfResult) else None)
+
+    def to_dict(self) -> dict[str, Any]:
+        w = self.run.get("whatif")
+        pred = {} if not isinstance(w, WhatIfResult) else {"predicted_step": whatif_steps(w)[1]}
+        return {"version": SCHEMA_VERSION, "headline": self.headline(),
+                "step": run_step(self.ranks), **pred, "warnings": list(self.warnings),
+                "tolerance_us": self.options.tolerance_ns / 1000.0,
+                "ranks": [self._rank_json(r) for r in self.ranks],
+                **{key: a.to_dict() for key, a in self.run.items()}}
+
+    def _rank_json(self, r: RankStalls) -> dict[str, Any]:
+        """A rank's JSON: ``rank_dict``, plus the fields run-level results add to it."""
+        d = rank_dict(r)
+        for a in self.run.values():
+            fields_of = getattr(a, "rank_fields", None)
+            if fields_of is None or not r.has_gpu_work:
+                continue
+            extra = fields_of(r.rank)
+            keys = list(d)
+            at = keys.index("idle_us") + 1
+            d = {**{k: d[k] for k in keys[:at]}, **extra, **{k: d[k] for k in keys[at:]}}
+            if d.get("steps") is not None:
+                d["steps"] = {**d["steps"], **a.step_fields(r.rank)}  # type: ignore[attr-defined]
+        return d
+
+
+def rank_dict(r: RankStalls) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "rank": r.rank, "source": r.source, "files": r.files, "rank_rule": r.rank_rule,
+        "steps_rule": r.steps_rule,
+        "has_gpu_work": r.has_gpu_work, **asdict(r.gpu_time()),
+        "idle_by_cause_us": {k: round(v, 3) for k, v in r.idle_by_cause_us().items()},
+        "other_reasons": r.other_reasons,
+        "stream_wait_us": round(r.stream_wait_us, 3),
+        "stream_waits": [asdict(s) for s in r.stream_waits],
+        "syncs": [asdict(s) for s in r.syncs],
+        "callsites": [asdict(c) for c in r.callsites],
+        "steps": None if r.steps is None else r.steps.json_dict(),
+        "devices": [flat_dict(x) for x in r.devices],
+        "warnings": r.warnings, "skipped": r.skipped,
+    }
+    return d
+
+
+def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | None = None,
+                      run: Iterable[RunAnalyzer] = (), steps: StepRule = DEFAULT_STEPS,
+                      ranks: list[RankStalls] | None = None,
+                      results: ResultCache | None = None) -> Report:
+    """Every rank's stall analysis, then each run-level analysis of ``run`` over all ranks.
+
+    A run-level analysis that fails (any exception; a ProfplugError such as the what-if of
+    traces without GPU work, or a bug) leaves one warning line naming it, not an exception
+    (``isolate``); so do the call sites of a rank. ``steps``: the step rule the timelines
+    were read with (for the warning when no steps were found). ``ranks``: the stall
+    analyses when they were made where the ranks were read (``load.load_ranks``).
+    ``results``: where run-level results are kept between runs (``resultcache``).
+    """
+    opt = options or StallOptions()
+    tls = list(timelines)
+    if ranks is None:
+        ranks = analyze_ranks(tls, opt)  # big runs: a process per rank
+    check_sum_rule(ranks)  # never print figures that do not add up
+    rep = Report(ranks, opt)
+    no_steps = no_steps_warning(rep.ranks, steps)
+    if no_steps:
+        rep.warnings.append(no_steps)
+    rep.warnings += callsite_failures(rep.ranks)
+    # once for the cross-rank analysis and the what-if: the matching, launch calls, kinds
+    with matches_kept(), links_kept(), tables_kept():
+        n_events = sum(tl.n_events for tl in tls)
+        for analysis in run:
+            kw = {"ranks": rep.ranks} if getattr(analysis, "uses_rank_stalls", False) else {}
+            result = MISS if results is None else results.get(analysis)
+            failed = None
+            if result is MISS:
+                result, failed = isolated(label(analysis), analysis, tls, opt, **kw)
+                if failed is None and results is not None:
+                    results.put(analysis, result)
+            if failed is not None:
+                rep.warnings.append(failed)
+            elif result is not None:
+                rep.add(result)
+            trim_large(n_events)  # its graph and replay: the next starts from what is live
+    return rep
+
+
+def callsite_failures(ranks: list[RankStalls]) -> list[str]:
+    """The ranks' call-site failures (``RankStalls.callsites_failed``) as one warning."""
+    failed = [(r.rank, r.callsites_failed) for r in ranks if r.callsites_failed]
+    if not failed:
+        return []
+    which = ", ".join(str(rk) for rk, _ in failed)
+    return [f"rank{'s' if len(failed) > 1 else ''} {which}: {failed[0][1]}"]
+
+
+def analyze(paths: PathsLike, options: StallOptions | None = None, *,
+            jobs: int | None = None, read: ReadOptions | None = None,
+            step_range: str | None = None, run: Iterable[RunAnalyzer] = (),
+            backend: Backend | None = None, progress: bool | None = None,
+            keep_gaps: bool = True, gaps_per_device: int | None = None) -> Report:
+    """Read the traces under ``paths`` (a path, str or Path, or several) and attribute every
+    rank's GPU idle time.
+
+    ``run``: run-level analyses to add, e.g. ``[whatif_analysis()]`` (``profplug.analyzers.
+    whatif``); ``read``: options for the trace readers (the nsys executable, the step rule,
+    the cache); ``step_range``: the host range that marks a step, its name or ``re:REGEX``
+    (as ``--step-range``; default ``ProfilerStep#N``, else ``profplug.step``). Each rank is
+    read and analyzed on ``backend`` (``dispatch``; default: the local pool of ``jobs``
+    processes); its Timeline comes back only when ``run`` has an analysis. ``keep_gaps``
+    False: the ranks come without their idle gaps (``RankStalls.gaps`` empty: for a JSON,
+    table or CSV report without run-level analyses, which never read them);
+    ``gaps_per_device``: with at most so many per device, the longest, where no run-level
+    analysis here reads them (``gaps.longest``: what a page draws).
+    """
+    files = as_paths(paths)
+    read = (read or ReadOptions()).with_step_range(step_range)
+    opt = options or StallOptions()
+    run = list(run)
+    spread = spreading(run, keep_gaps, files)
+    if spread is not None:  # the run-level analyses where the ranks are read
+        backend = backend or LocalBackend(jobs)
+        with scratch_cache(read, backend) as rd:  # its second round reads each file again
+            got = load_ranks(files, read=rd, stall=opt, keep_timelines=False, backend=backend,
+                             progress=progress, keep_gaps=keep_gaps,
+                             extra=remote.first_round(spread_drop(spread)),
+                             gaps_per_device=gaps_per_device)
+            rep = _spread_report(got, opt, run, spread, read.steps, backend)
+            if rep is None:  # the analyses need the timelines after all: the ranks read
+                # again, analyzed with their gaps (the what-if's direct cost)
+                got = load_ranks(files, read=rd, backend=backend, progress=False)
+                results = None if got.cache_keys is None or got.cache_dir is None or \
+                    rd is not read else ResultCache(got.cache_dir, got.cache_keys,
+                                                    (opt, read.steps))
+                rep = analyze_timelines(got.timelines, opt, run, read.steps, results=results)
+        return _finished(rep, got, files)
+    # an analysis of runs without GPU work only (``host_only``) does not make the timelines
+    # travel back: when every rank turns out to have none, they are read again (then small)
+    need = [a for a in run if not getattr(a, "without_gpu_only", False)]
+    got = load_ranks(files, read=read, stall=opt, keep_timelines=bool(need), backend=backend,
+                     jobs=jobs, progress=progress, keep_gaps=keep_gaps or bool(need),
+                     gaps_per_device=None if need else gaps_per_device)
+    tls = got.timelines
+    if len(need) < len(run) and not need:
+        if got.stalls and not any(r.has_gpu_work for r in got.stalls):
+            tls = load_ranks(files, read=read, backend=backend, jobs=jobs,
+                             progress=False).timelines
+        else:
+            run = need  # they would find GPU work: nothing to add
+    results = None if got.cache_keys is None or got.cache_dir is None else \
+        ResultCache(got.cache_dir, got.cache_keys, (opt, read.steps))
+    rep = analyze_timelines(tls, opt, run, read.steps, ranks=got.stalls, results=results)
+    return _finished(rep, got, files)
+
+
+def _finished(rep: Report, got: LoadedRanks, files: list[Path]) -> Report:
+    """The report with the files lost with their worker and the run's own warnings."""
+    rep.lost = got.lost
+    rep.warnings[:0] = got.lost
+    rep.meta = find_run_meta(files)
+    rep.warnings += observer.meta_warnings(rep.meta)
+    mixed = clocks.sources_warning(rep.ranks, "cross_rank" in rep.run
+                                   or any("different clocks" in w for w in rep.warnings))
+    if mixed is not None:
+        rep.warnings.append(mixed)
+    return rep
+
+
+def _spread_report(got: LoadedRanks, opt: StallOptions, run: list[RunAnalyzer],
+                   spread: Spreading, steps: StepRule, backend: Backend) -> Report | None:
+    """The report of ranks read with ``remote.Facts``; None when the analyses need the
+    timelines after all (a run without GPU work; a what-if whose ranks' coupled replay has
+    a cycle, within the size it runs at in one process)."""
+    facts = [f for _, fs in got.extras for f in fs or []]  # type: ignore[attr-defined]
+    if not facts:
+        return None
+    limit = getattr(spread.whatif, "max_events", None)
+    tasks = {f.rank: task for task, fs in got.extras for f in fs or []}  # type: ignore[attr-defined]
+    out = remote.spread_remote(
+        facts, tasks, backend, opt, [r.rank for r in got.stalls],
+        cross=spread.cross is not None, n_events=got.n_events,
+        drop=getattr(spread.whatif, "spread_drop", None),
+        cycle_falls_back=limit is None or got.n_events <= limit, lanes=spread.lanes)
+    if out.fallback:
+        return None
+    rep = analyze_timelines([], opt, (), steps, ranks=got.stalls)
+    for analysis in run:
+        if analysis is spread.cross:
+            result, failed = out.cross
+        elif analysis is spread.whatif:
+            result, failed = out.whatif
+        else:
+            continue  # for runs without GPU work only: this one has some
+        if failed is not None:
+            rep.warnings.append(failed)
+        elif result is not None:
+            rep.add(result)  # type: ignore[arg-type]
+    return rep
+
+
+MAX_META_DEPTH = 32  # run.json nests 3 deep; deeper: ignored, as unreadable
+RUN_SUBDIRS = ("kineto", "nsys")  # where ``profplug run`` puts traces, beside run.json
+
+
+def find_run_meta(paths: PathsLike) -> dict[str, Any]:
+    """The ``run.json`` that ``profplug run`` wrote for these traces, if any.
+
+    Only where ``profplug run`` puts it: in the directory given, beside the trace file, or
+    one level up when the traces are in its ``kineto/`` or ``nsys/`` folder. A run.json
+    further up belongs to something else (it would add foreign metadata and missing ranks).
+    An unreadable one (bad JSON, nested too deep) is ignored; one with a number out of range
+    (:func:`observer.bad_number`) is a ProfplugError naming the file and the field.
+    """
+    import json
+
+    from profplug.analyzers.core.jsondepth import deeper_than
+
+    for f in run_json_paths(paths):
+        if f.is_file():
+            try:
+                meta = json.loads(f.read_text())
+            except (OSError, ValueError, RecursionError):
+                return {}
+            if deeper_than(meta, MAX_META_DEPTH):  # the page's tables would recurse
+                return {}
+            bad = observer.bad_number(meta)
+            if bad is not None:  # it would overflow, or print 10^400 us: one line
+                raise ProfplugError(f"{one_line(f)}: {one_line(bad)}")
+            return meta if isinstance(meta, dict) else {}
+    return {}
+
+
+def run_json_paths(paths: PathsLike) -> list[Path]:
+    """Where :func:`find_run_meta` looks for run.json, in its order (an output written over
+    one of them would destroy an input: ``outpaths``)."""
+    out: list[Path] = []
+    for p in as_paths(paths):
+        d = p if p.is_dir() else p.parent
+        out += [c / "run.json" for c in ((d, d.parent) if d.name in RUN_SUBDIRS else (d,))]
+    return out
+
+
+# ---------------------------------------------------------------- DataFrames (lazy pandas)
+def ranks_frame(rep: Report) -> pd.DataFrame:
+    """One row per rank: window, busy, compute, comm, idle and idle by cause (us); with the
+    cross-rank analysis also comm_transfer_us, comm_wait_us and bubble_us."""
+    import pandas as pd
+
+    rows = []
+    for r in rep.ranks:
+        row = {"rank": r.rank, "source": r.source, "window_us": r.total("window_us"),
+               "busy_us": r.total("busy_us"), "compute_us": r.total("compute_us"),
+               "comm_us": r.total("comm_us"), "idle_us": r.total("idle_us"),
+               "stream_wait_us": r.stream_wait_us,
+               "step_us": r.steps.period_us if r.steps and r.steps.n_steps else None}
+        row.update({f"{c}_us": v for c, v in r.idle_by_cause_us().items()})
+        for a in rep.run.values():  # e.g. cross_rank: comm_transfer_us, comm_wait_us, bubble
+            fields_of = getattr(a, "rank_fields", None)
+            if fields_of is not None and r.has_gpu_work:
+                row.update(fields_of(r.rank))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def syncs_frame(rep: Report) -> pd.DataFrame:
+    import pandas as pd
+
+    return pd.DataFrame([{"rank": r.rank, **asdict(s)} for r in rep.ranks for s in r.syncs])
+
+
+def callsites_frame(rep: Report) -> pd.DataFrame:
+    import pandas as pd
+
+    return pd.DataFrame([{"rank": r.rank, **asdict(c)} for r in rep.ranks for c in r.callsites])
+
+
+def gaps_frame(rep: Report) -> pd.DataFrame:
+    """Every idle gap: rank, device, start/end (ns), duration (us), cause, API, call site."""
+    import pandas as pd
+
+    frames = []
+    for r in rep.ranks:
+        g = r.gaps
+        api = [r.call_api[c] if c >= 0 else "" for c in g.call]
+        site = [r.call_site[c] if c >= 0 else "" for c in g.call]
+        frames.append(pd.DataFrame({
+            "rank": r.rank, "device": g.device, "start_ns": g.start_ns, "end_ns": g.end_ns,
+            "dur_us": (g.end_ns - g.start_ns) / 1000.0,
+            "cause": [CAUSES[c] for c in g.cause], "api": api, "callsite": site}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

@@ -192,7 +192,7 @@ def worker(case_file: str) -> int:
 
 
 def _run(python: str, case_file: Path, cwd: Path) -> dict[str, dict[str, float]]:
-    env = {**os.environ, "PYTHONPATH": str(cwd)}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # python's own install
     out = subprocess.run([python, str(Path(__file__).resolve()), "--worker", str(case_file)],
                          capture_output=True, text=True, cwd=cwd, env=env, check=False)
     if out.returncode:

@@ -113,7 +113,9 @@ def capture(args: argparse.Namespace) -> int:
     bind = ["taskset", "-c", args.cpu_bind] if args.cpu_bind else []
     if args.no_aslr:  # every process (and its children) with the same address layout
         bind = ["setarch", platform.machine(), "-R", *bind]
-    pp = [*bind, sys.executable, "-m", "profplug", "run"]
+    # -P: the installed profplug, not the checkout's profplug/ in the working directory
+    profplug = [sys.executable, "-P", "-m", "profplug"]
+    pp = [*bind, *profplug, "run"]
     job = [sys.executable, str(EXAMPLE)] if args.nproc <= 1 else [
         sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(args.nproc),
         str(EXAMPLE)]
@@ -149,7 +151,7 @@ def capture(args: argparse.Namespace) -> int:
                             continue
                         name, d = f"ab/{shape.name}", out / "ab" / shape.name
                         n = args.skip + args.ab_steps + 5
-                        cmd = [*bind, sys.executable, "-m", "profplug", "ab", "-o", str(d),
+                        cmd = [*bind, *profplug, "ab", "-o", str(d),
                                "--policies", "device,event", "--rounds", str(args.ab_rounds),
                                "--skip", str(args.skip), "--steps", str(args.ab_steps),
                                "--force", "--", *job, *shape.args(), "--steps", str(n)]

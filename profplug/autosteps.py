@@ -258,10 +258,6 @@ def patch_megatron_steps() -> None:
     hooks.when_imported(MEGATRON_WRAPPER_MODULE, _patch_megatron_class)
 
 
-def megatron_steps() -> Target:
-    return _megatron
-
-
 def unpatch() -> None:
     """Restore every attribute profplug replaced; forget the step functions."""
     global _megatron_wanted

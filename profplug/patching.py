@@ -111,10 +111,6 @@ def unpatch_megatron() -> None:
     _wrappers.clear()
 
 
-def megatron_patched() -> bool:
-    return bool(_replaced)
-
-
 def _short_path(path: str) -> str:
     """A call site's file, shortened: relative to site-packages or the working directory."""
     marker = os.sep + "site-packages" + os.sep

@@ -19,7 +19,9 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile \
   --target /tmp/pp . >>"$LOG" 2>&1 || step "profplug install FAILED"
 export PYTHONPATH=/tmp/pp:/tmp/site
-PP="python3 -m profplug"
+# -P: the install in /tmp/pp, not the checkout's profplug/ in the working directory
+# (which has no profplug.analyzers: that ships only in an install)
+PP="python3 -P -m profplug"
 TR="python3 -m torch.distributed.run --nproc-per-node 2"
 MODEL=${MODEL:-"--hidden 1024 --heads 8 --layers 8 --batch 8"}
 ONLY=${ONLY:-all}

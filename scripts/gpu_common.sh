@@ -26,4 +26,6 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile \
   --target /tmp/pp . >>"$LOG" 2>&1 || say "profplug install FAILED"
 export PYTHONPATH=/tmp/pp:/tmp/site
-PP="python3 -m profplug"
+# -P: the install in /tmp/pp, not the checkout's profplug/ in the working directory
+# (which has no profplug.analyzers: that ships only in an install)
+PP="python3 -P -m profplug"

@@ -7,12 +7,14 @@ rank 0 waits in the barrier, rank 1 in the ``recv`` that rank 0's ``send`` would
 This barrier counts arrivals in the process group's store instead, polling with a deadline:
 when every rank came, the caller may align further with a collective (all came, so all will
 call it); when the deadline passes, the caller opens its window without the others and says
-which ranks never came.
+which ranks never came. :class:`Alignment` is a rank's side of it: how many meetings it
+reached, and whether the last one had everyone.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from typing import Any
 
@@ -53,3 +55,51 @@ def store_barrier(dist: Any, key: str, timeout: float) -> list[int] | None:
     except Exception:  # no store (a custom backend), or it went with its host: unaligned
         return None
     return []
+
+
+class Alignment:
+    """The window's meetings of one rank (``PROFPLUG_ALIGN``): each one a new store key."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.meetings = 0  # reached so far: the key of the next one
+        self.aligned = False  # the last meeting had every rank
+        self.missing: list[int] = []  # the ranks that never reached the last meeting
+
+    def meet(self, rank: int) -> None:
+        """Wait for the other ranks (never a bare collective: a rank that never comes, as a
+        step function only some ranks call, would hang the others); on NCCL, an all-reduce
+        and a synchronize after it so that the windows open together."""
+        dist = sys.modules.get("torch.distributed")
+        if not self.enabled or dist is None or not dist.is_available():
+            return
+        if not dist.is_initialized() or dist.get_world_size() < 2:
+            return
+        self.meetings += 1
+        timeout = timeout_s()
+        missing = store_barrier(dist, str(self.meetings), timeout)
+        if missing is None:
+            return  # no store to count in: the window opens unaligned
+        if missing:
+            self.missing = missing
+            self.aligned = False
+            sys.stderr.write(
+                f"profplug: warning: rank {rank}: rank(s) {missing} never reached the "
+                f"profiling window's barrier within {timeout:g} s ({ENV}): the "
+                "window opened without them (a step function that only some ranks "
+                "call?)\n")
+            sys.stderr.flush()
+            return
+        if "nccl" in str(dist.get_backend()).lower():
+            _all_reduce_and_sync(dist)
+        self.aligned = True
+
+
+def _all_reduce_and_sync(dist: Any) -> None:
+    import torch
+
+    from profplug.p2p import original_synchronize
+
+    flag = torch.zeros(1, device=torch.device("cuda", torch.cuda.current_device()))
+    dist.all_reduce(flag)
+    original_synchronize()()  # the host waits too: windows open together

@@ -26,7 +26,6 @@ LAUNCHER_MODULES = frozenset(
     {"torch.distributed.run", "torch.distributed.launch", "profplug", "profplug.cli.main"}
 )
 _FLAGS_WITH_VALUE = frozenset({"-X", "-W", "-Q"})
-_session = None
 
 
 def is_launcher(argv: Sequence[str]) -> bool:
@@ -51,7 +50,6 @@ def is_launcher(argv: Sequence[str]) -> bool:
 
 
 def _on_torch(config: Config) -> None:
-    global _session
     import profplug.steps as steps
     from profplug.analyzers.core.ranges import rank_mark
     from profplug.annotation import mark
@@ -64,11 +62,11 @@ def _on_torch(config: Config) -> None:
         from profplug.patching import patch_synchronize
 
         patch_synchronize()
-    _session = Session(config)
-    steps.add_listener(_session.on_step_begin, _session.on_step_end, _session.on_switch)
-    steps.on_activity = _session.on_activity
-    install(_session)
-    exitcode.install(_session)
+    session = Session(config)  # the rank's one session: its hooks below keep it
+    steps.add_listener(session.on_step_begin, session.on_step_end, session.on_switch)
+    steps.on_activity = session.on_activity
+    install(session)
+    exitcode.install(session.end)
     try:
         from profplug.session import switcher
 

@@ -1,5 +1,6 @@
 """The exit status a rank asked for: ``sys.exit(n)`` (argparse's errors, a job's own exit
-codes) and the ``exit``/``quit`` builtins, recorded on the session before they raise.
+codes) and the ``exit``/``quit`` builtins, recorded on the session's
+:class:`~profplug.session.statusfile.ProcessEnd` before they raise.
 
 Python gives atexit handlers no way to learn the status of a ``SystemExit`` that is ending
 the process, so the calls that raise it are wrapped instead. Not seen: ``raise
@@ -15,7 +16,10 @@ import functools
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from profplug.session.statusfile import ProcessEnd
 
 _installed: list[tuple[Any, str, Any]] = []
 
@@ -46,15 +50,15 @@ class _Quitter:
         self._original(code)
 
 
-def install(session: Any) -> None:
+def install(end: ProcessEnd) -> None:
     """Record the status of ``sys.exit``/``exit``/``quit`` calls on the main thread as
-    ``session.exit_code`` (in a thread, ``sys.exit`` only ends that thread)."""
+    ``end.exit_code`` (in a thread, ``sys.exit`` only ends that thread)."""
     if _installed:
         return
 
     def record(code: object) -> None:
         if threading.current_thread() is threading.main_thread():
-            session.exit_code = status_of(code)
+            end.exit_code = status_of(code)
 
     original_exit = sys.exit
 

@@ -302,6 +302,13 @@ def run(opts: RunOptions) -> int:
     rc = _run_forwarding_signals(cmd, env, got, pid, quiet=nsys is not None)
     info.update(ended=time.time(), exit_status=rc, job_pid=pid[0] if pid else None,
                 signals=[signal.Signals(s).name for s in got])
+    traces = _collect_traces(opts, nsys, info)
+    write_run_json(opts.out, info)
+    return _summarize(opts, traces, rc)
+
+
+def _collect_traces(opts: RunOptions, nsys: str | None, info: dict[str, Any]) -> list[Path]:
+    """The run's traces (nsys's report exported to SQLite first), noted in ``info``."""
     traces: list[Path] = [opts.out / "kineto"] if opts.trace == "kineto" else []
     if nsys:
         rep = opts.out / "nsys" / "report.nsys-rep"
@@ -312,7 +319,13 @@ def run(opts: RunOptions) -> int:
         traces = [sqlite]
         info["nsys_report"] = str(rep)
     info["traces"] = [str(p) for p in traces]
-    write_run_json(opts.out, info)
+    return traces
+
+
+def _summarize(opts: RunOptions, traces: list[Path], rc: int) -> int:
+    """After the job: the report, what went wrong and the observer effect on stderr; the
+    exit status (the job's, or ``NO_WINDOW_EXIT`` when it succeeded but nothing was
+    profiled)."""
     run_json = json.loads((opts.out / "run.json").read_text())
     missing = run_json.get("missing_ranks")
     if missing:
@@ -333,8 +346,8 @@ def run(opts: RunOptions) -> int:
     nothing = run_json.get("no_window") or no_trace
     if nothing and rc == 0:  # a failed job: its failure is the news
         print(f"profplug: {nothing}", file=sys.stderr)
-        rc = outcome.NO_WINDOW_EXIT
-    elif no_trace and opts.report:
+        return outcome.NO_WINDOW_EXIT
+    if no_trace and opts.report:
         print("profplug: no trace was written; no report", file=sys.stderr)
     return rc
 
@@ -344,7 +357,7 @@ def _report(traces: list[Path], html: Path) -> None:
         print(f"profplug: no trace to report: {', '.join(map(str, traces))} was not written",
               file=sys.stderr)
         return
-    from profplug.analyzers.commands.report import run_report
+    from profplug.analyzers.commands.common import run_report
 
     try:
         run_report(traces, html=html)

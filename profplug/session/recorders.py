@@ -1,5 +1,7 @@
 """What records a rank's window: Kineto (torch.profiler's engine), nsys (cudaProfilerApi) or
-nothing (``--trace none``: the window is only timed).
+nothing (``--trace none``: the window is only timed). Each is a :class:`Recorder`: what
+differs between them (a trace file to write, a capture range that cannot be reopened, a host
+clock) lives in its class, not in the session (:mod:`profplug.session.core`).
 
 Kineto configuration (the observer effect is the product's problem, so it is kept small):
 - activities: CPU always (torch only turns ``record_function`` ranges into ``user_annotation``
@@ -65,12 +67,47 @@ def distributed_info() -> dict[str, Any] | None:
     return info
 
 
-class KinetoRecorder:
+class Recorder:
+    """What the session asks of a recorder; the defaults are a profiler that writes no file."""
+
+    traced = True  # a profiler records the window (its observer effect is measured)
+    meets_before_stop = False  # the ranks meet before the window's stop
+
+    def __init__(self) -> None:
+        self.running = False
+        self.wall_s: float | None = None  # the window's host time, where measured
+
+    def prepare(self) -> None:
+        """Get ready ahead of the window (the step before it)."""
+
+    def start(self, metadata: dict[str, Any]) -> None:
+        self.running = True
+
+    def stop(self, metadata: dict[str, Any], sync: bool = True) -> Any:
+        """End the window; ``sync`` waits for queued GPU work first (not from a signal)."""
+        self.running = False
+        return None
+
+    def finish(self, metadata: dict[str, Any], path: Path, sync: bool = True) -> bool:
+        """Stop and keep the window; whether a trace file was written at ``path``."""
+        self.stop(metadata, sync)
+        return False
+
+    def give_up(self) -> None:
+        """A window discarded for a later one: stop it, drop what it recorded."""
+        if self.running:
+            self.stop({}, sync=True)
+
+    def write_empty(self, path: Path, metadata: dict[str, Any]) -> bool:
+        """At exit, when no window was kept: whether an empty trace was written at ``path``."""
+        return False
+
+
+class KinetoRecorder(Recorder):
     """Start/stop Kineto through torch's low-level profiler API (needed for record scopes)."""
 
-    name = "kineto"
-
     def __init__(self, cpu_ops: bool = False) -> None:
+        super().__init__()
         from torch._C._profiler import (
             ProfilerActivity,
             ProfilerConfig,
@@ -92,7 +129,6 @@ class KinetoRecorder:
         except TypeError:  # torch without trace ids
             self.config = ProfilerConfig(ProfilerState.KINETO, *flags, exp)
         self.prepared = False
-        self.running = False
 
     def prepare(self) -> None:
         """Initialise Kineto/CUPTI ahead of the window (the slow part of a start)."""
@@ -128,6 +164,13 @@ class KinetoRecorder:
         finally:
             _tprof._run_on_profiler_stop()
 
+    def finish(self, metadata: dict[str, Any], path: Path, sync: bool = True) -> bool:
+        result = self.stop(metadata, sync)
+        if result is None:
+            return False
+        self.save(result, path)
+        return True
+
     @staticmethod
     def save(result: Any, path: Path) -> None:
         """Write ``result`` as gzipped Chrome-trace JSON, atomically (tmp + rename)."""
@@ -144,27 +187,26 @@ class KinetoRecorder:
                 if p.exists():
                     p.unlink()
 
-    @staticmethod
-    def save_empty(path: Path, metadata: dict[str, Any]) -> None:
+    def write_empty(self, path: Path, metadata: dict[str, Any]) -> bool:
         """A valid trace with no events: the rank never reached its window."""
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
         with gzip.open(tmp, "wt") as f:
             json.dump({"traceEvents": [], "schemaVersion": 1, **metadata}, f)
         os.replace(tmp, path)
+        return True
 
 
-class NsysRecorder:
-    """Open/close an nsys capture range (``--capture-range=cudaProfilerApi``)."""
+class NsysRecorder(Recorder):
+    """Open/close an nsys capture range (``--capture-range=cudaProfilerApi``). The first rank
+    to stop ends the capture for all: the ranks meet first. A capture range cannot be
+    reopened: a window given up keeps it open."""
 
-    name = "nsys"
+    meets_before_stop = True
 
     def __init__(self) -> None:
+        super().__init__()
         self.cuda = torch.cuda.is_available()
-        self.running = False
-
-    def prepare(self) -> None:
-        pass
 
     def start(self, metadata: dict[str, Any]) -> None:
         if self.cuda:
@@ -184,20 +226,19 @@ class NsysRecorder:
         self.running = False
         return None
 
+    def give_up(self) -> None:
+        """Keep the capture open: the next window records into it."""
 
-class NullRecorder:
+
+class NullRecorder(Recorder):
     """``--trace none``: no profiler; the window is still opened (after the alignment
     barrier) and timed on the host, up to the end of its GPU work (``wall_s``)."""
 
-    name = "none"
+    traced = False
 
     def __init__(self) -> None:
-        self.running = False
+        super().__init__()
         self.t0 = 0.0
-        self.wall_s: float | None = None
-
-    def prepare(self) -> None:
-        pass
 
     def start(self, metadata: dict[str, Any]) -> None:
         self.running = True
@@ -213,3 +254,12 @@ class NullRecorder:
         self.wall_s = time.perf_counter() - self.t0
         self.running = False
         return None
+
+
+def recorder_for(trace: str, cpu_ops: bool = False) -> Recorder:
+    """The recorder of ``--trace`` ``kineto``, ``nsys`` or ``none``."""
+    if trace == "kineto":
+        return KinetoRecorder(cpu_ops=cpu_ops)
+    if trace == "nsys":
+        return NsysRecorder()
+    return NullRecorder()

@@ -14,19 +14,22 @@ import signal
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from profplug.session.core import Session
 
 GRACE_S = 2.0
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
-def install(session: Any) -> None:
+def install(session: Session) -> None:
     """Register the flush paths for ``session`` (signals only from the main thread)."""
     atexit.register(session.flush, "exit")
     previous_hook = sys.excepthook
 
     def excepthook(tp: Any, value: Any, tb: Any) -> None:
-        session.exception = f"{tp.__name__}: {value}"
+        session.end.exception = f"{tp.__name__}: {value}"
         session.flush("exception")
         previous_hook(tp, value, tb)
 
@@ -40,7 +43,7 @@ def install(session: Any) -> None:
     def handler(signum: int, frame: Any) -> None:
         if flushing:
             return  # a second signal while flushing must not cut the trace short
-        session.signal = signum
+        session.end.signal = signum
         flushing.append(True)
         try:
             session.flush(f"signal {signum}", from_signal=True)
@@ -61,7 +64,7 @@ def install(session: Any) -> None:
     _start_watcher(session)
 
 
-def _start_watcher(session: Any) -> None:
+def _start_watcher(session: Session) -> None:
     r, w = os.pipe()
     os.set_blocking(w, False)
     try:
@@ -85,7 +88,7 @@ def _start_watcher(session: Any) -> None:
             time.sleep(GRACE_S)
             if session.flush_started:
                 continue
-            session.signal = sig
+            session.end.signal = sig
             session.flush(f"signal {sig} (main thread busy)", from_signal=True)
             os._exit(128 + sig)
 

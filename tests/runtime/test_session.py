@@ -31,7 +31,7 @@ def test_the_jobs_steps_replace_a_window_opened_by_megatron_steps(session_for, t
     fwd = autosteps.step_wrapper(lambda: None, autosteps.Target("m:f", steps.MEGATRON))
     fwd()
     fwd()  # auto step 1 opened the window
-    assert s.recorder.running and s.first_step == 1
+    assert s.recorder.running and s.window.first_step == 1
     for _ in range(4):
         with profplug.step():
             fwd()
@@ -45,6 +45,34 @@ def test_the_jobs_steps_replace_a_window_opened_by_megatron_steps(session_for, t
     assert (w["step_source"], w["first_step"], w["steps"]) == ("manual", 1, 2)
     assert w["discarded"] == [{"window": "2 steps from megatron (manual took control)",
                                "steps": 1, "first_step": 1}]
+
+
+@pytest.mark.parametrize(("trace", "still_running"), [("nsys", True), ("kineto", False)])
+def test_a_window_given_up_keeps_only_an_nsys_capture_open(
+        session_for, tmp_path, trace, still_running) -> None:
+    s = session_for(tmp_path, trace=trace, skip=1, steps=2)
+    fwd = autosteps.step_wrapper(lambda: None, autosteps.Target("m:f", steps.MEGATRON))
+    fwd()
+    fwd()  # auto step 1 opened the window
+    with profplug.step():  # the job's steps take over: the window is given up
+        assert s.recorder.running is still_running and s.window.first_step is None
+    s.flush()
+    status = json.loads((tmp_path / "status" / "rank0.json").read_text())
+    assert [d["window"] for d in status["window"]["discarded"]] == [
+        "2 steps from megatron (manual took control)"]
+
+
+def test_only_nsys_ranks_meet_again_before_the_window_stops(session_for, tmp_path) -> None:
+    met: dict[str, list[int]] = {}
+    for trace in ("nsys", "kineto", "none"):
+        s = session_for(tmp_path / trace, trace=trace, skip=1, steps=2)
+        s.alignment.meet = lambda rank, t=trace: met.setdefault(t, []).append(steps.count())
+        for _ in range(4):
+            profplug.step()
+        s.flush()
+    # steps seen at each meeting: the begin of step 1 (the window's first); for nsys, the
+    # end of step 2 (its last) too, before the capture ends for all ranks
+    assert met == {"nsys": [2, 3], "kineto": [2], "none": [2]}
 
 
 def test_trace_none_times_the_window_and_writes_no_trace(session_for, tmp_path) -> None:
@@ -64,13 +92,13 @@ def test_trace_none_times_the_window_and_writes_no_trace(session_for, tmp_path) 
 def test_status_records_the_exit_code_of_sys_exit(session_for, tmp_path) -> None:
     s = session_for(tmp_path, trace="none")
     original = sys.exit
-    exitcode.install(s)
+    exitcode.install(s.end)
     try:
         with pytest.raises(SystemExit):
             sys.exit(2)
     finally:
         exitcode.uninstall()
-    assert s.exit_code == 2 and sys.exit is original
+    assert s.end.exit_code == 2 and sys.exit is original
     s.flush()
     status = json.loads((tmp_path / "status" / "rank0.json").read_text())
     assert (status["status"], status["exit_code"], status["signal"]) == ("exit", 2, None)
@@ -84,7 +112,7 @@ def test_on_a_signal_the_status_is_written_before_the_recorder_stops(
     monkeypatch.setattr(s.recorder, "stop",
                         lambda *a, **k: written.append(json.loads(path.read_text())["status"]))
     s.recorder.running = True
-    s.signal = 15
+    s.end.signal = 15
     s.flush("signal 15", from_signal=True)
     status = json.loads(path.read_text())
     assert (status["status"], status["signal"], status["exit_code"]) == ("signal", 15, None)

@@ -178,7 +178,7 @@ def test_session_times_exactly_the_window_steps(session_for, tmp_path, monkeypat
     for pause in pauses:
         with profplug.step():
             now[0] += round(pause * 1e9)
-    assert s.timer is None  # closed with the window
+    assert s.clocks.window is None  # closed with the window
     s.flush()
     status = json.loads((tmp_path / "status" / "rank0.json").read_text())
     timing = status["timing"]
@@ -211,7 +211,7 @@ def test_a_window_given_up_for_a_higher_step_source_is_not_timed(session_for, tm
     fwd = autosteps.step_wrapper(lambda: None, autosteps.Target("m:f", steps.MEGATRON))
     fwd()
     fwd()
-    assert s.timer is not None and s.timer.marks == 1
+    assert s.clocks.window is not None and s.clocks.window.marks == 1
     for _ in range(4):
         with profplug.step():
             fwd()

@@ -233,25 +233,44 @@ def spread_remote(facts: Sequence[RankFacts], tasks: dict[int, RankTask], backen
             any(f.sites is not None for f in facts):
         facts, drop, out.whatif = _resolved(facts, tasks, backend, drop)
     if wants_whatif and drop is not None:
-        reds = [f.whatif for f in facts]
-        bad = next((r for r in reds if isinstance(r, str)), None)
-        if bad is not None or any(r is None for r in reds):
-            out.whatif = (None, bad or "what-if: a rank's reduction did not come back")
-        else:
-            ops = [f.view.op_index for f in facts]
-            parts = [a.partners for a in p.asks] if p is not None else \
-                partners(m, _start_of(facts))
-            try:
-                wp = spread.plan(reds, m, parts, ops,  # type: ignore[arg-type]
-                                 [f.view.tl.gpu_start_ns for f in facts],
-                                 [f.view.tl.gpu_end_ns for f in facts], drop, options)
-            except ProfplugError as exc:
-                if cycle_falls_back:
-                    out.fallback = True
-                    return out
-                out.whatif = (None, failure(WHATIF, exc))
+        try:
+            wp, failed = _whatif_plan(facts, m, p, drop, options)
+        except ProfplugError as exc:
+            if cycle_falls_back:
+                out.fallback = True
+                return out
+            wp, failed = None, failure(WHATIF, exc)
+        if failed is not None:
+            out.whatif = (None, failed)
     if p is None and wp is None:
         return out
+    _second_round(out, p, wp, facts, tasks, backend, all_ranks, n_events, t0, lanes)
+    return out
+
+
+def _whatif_plan(facts: list[RankFacts], m: object, p: Plan | None, drop: DropSpec,
+                 options: StallOptions) -> tuple[spread.WhatIfPlan | None, str | None]:
+    """The what-if's plan from the ranks' reductions, or the line saying why there is none
+    (a rank's reduction failed or did not come back); a ProfplugError from the joined
+    graph's solve (a cycle) goes to the caller."""
+    reds = [f.whatif for f in facts]
+    bad = next((r for r in reds if isinstance(r, str)), None)
+    if bad is not None or any(r is None for r in reds):
+        return None, bad or "what-if: a rank's reduction did not come back"
+    ops = [f.view.op_index for f in facts]
+    parts = [a.partners for a in p.asks] if p is not None else partners(m, _start_of(facts))
+    wp = spread.plan(reds, m, parts, ops,  # type: ignore[arg-type]
+                     [f.view.tl.gpu_start_ns for f in facts],
+                     [f.view.tl.gpu_end_ns for f in facts], drop, options)
+    return wp, None
+
+
+def _second_round(out: Spread, p: Plan | None, wp: spread.WhatIfPlan | None,
+                  facts: list[RankFacts],
+                  tasks: dict[int, RankTask], backend: Backend, all_ranks: list[int],
+                  n_events: int, t0: float, lanes: bool) -> None:
+    """Round two: each file's ranks' asks sent to where the file is read, the parts back,
+    and the results joined into ``out``."""
     by_file: dict[int, tuple[list[RankAsk], list[spread.WhatIfAsk]]] = defaultdict(
         lambda: ([], []))
     for ask in p.asks if p is not None else []:
@@ -272,7 +291,7 @@ def spread_remote(facts: Sequence[RankFacts], tasks: dict[int, RankTask], backen
             out.cross = (None, f"cross-rank analysis {why}")
         if wp is not None:
             out.whatif = (None, f"{WHATIF} {why}")
-        return out
+        return
     got: dict[int, tuple[RankPart | None, object]] = {}
     rows: dict[int, LaneRow | None] = {}
     for r in results:
@@ -284,7 +303,6 @@ def spread_remote(facts: Sequence[RankFacts], tasks: dict[int, RankTask], backen
         out.cross = _cross(p, facts, got, lost, all_ranks, t0, lane, rows)
     if wp is not None:
         out.whatif = _whatif(wp, facts, got, lost, all_ranks, n_events)
-    return out
 
 
 def _resolved(facts: list[RankFacts], tasks: dict[int, RankTask], backend: Backend,

@@ -357,7 +357,7 @@ def _report(traces: list[Path], html: Path) -> None:
         print(f"profplug: no trace to report: {', '.join(map(str, traces))} was not written",
               file=sys.stderr)
         return
-    from profplug.analyzers.commands.common import run_report
+    from profplug.analyzers.commands.report import run_report
 
     try:
         run_report(traces, html=html)

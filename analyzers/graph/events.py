@@ -65,12 +65,6 @@ class Graph:
     def source(self) -> int:
         return 2 * self.n_a + 2 * self.n_o
 
-    def call_start(self, a: np.ndarray | int) -> np.ndarray | int:
-        return a
-
-    def call_end(self, a: np.ndarray | int) -> np.ndarray | int:
-        return self.n_a + a
-
     def op_start(self, o: np.ndarray | int) -> np.ndarray | int:
         return 2 * self.n_a + o
 

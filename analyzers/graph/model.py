@@ -46,7 +46,6 @@ from profplug.analyzers.graph.rankmodel import QUEUE_TOL_NS, RankModel
 
 __all__ = ["DROP_ALL", "DROP_DEVICE", "DROP_NONE", "QUEUE_TOL_NS", "DropSpec", "Model",
            "build_model", "coupled", "only", "replay_only"]
-NONE_I = -1
 
 
 @dataclass

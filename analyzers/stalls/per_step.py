@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 from profplug.analyzers.core.timeline import Timeline, launch_times, launch_tops
@@ -30,9 +29,6 @@ from profplug.analyzers.stalls.gaps import Gaps
 from profplug.analyzers.steps import stats as stepstats
 
 I64_MAX, I64_MIN = int(np.iinfo(np.int64).max), int(np.iinfo(np.int64).min)
-
-if TYPE_CHECKING:
-    from profplug.analyzers.stalls.gaps import DeviceIntervals
 
 
 @dataclass
@@ -140,11 +136,6 @@ def step_spans(tl: Timeline, launch: np.ndarray | None = None) -> StepSpans:
     return StepSpans(span_s, span_e, order[idx], int(n), none, last_e)
 
 
-def step_stats(tl: Timeline, gaps: Gaps, intervals: dict[int, DeviceIntervals],
-               causes: Sequence[str]) -> StepStats | None:
-    return step_stats_and_starts(tl, gaps, intervals, causes)[0]
-
-
 def series_len(n_steps: int) -> int:
     """How many complete steps the per-step series holds: all but the last from 2 on."""
     return n_steps - 1 if n_steps >= 2 else n_steps
@@ -191,13 +182,6 @@ def center_by_key(span_s: np.ndarray, span_e: np.ndarray, gap_start_ns: np.ndarr
     sel = (k >= 0) & (k < n) & (key >= 0)
     table = _sum_at(key[sel] * n + k[sel], values_ns[sel], n_keys * n).reshape(n_keys, n)
     return stepstats.center_rows(table / 1000.0, basis)
-
-
-def step_stats_and_starts(tl: Timeline, gaps: Gaps, intervals: dict[int, DeviceIntervals],
-                          causes: Sequence[str]) -> tuple[StepStats | None, np.ndarray]:
-    """:func:`step_stats`, and the GPU start (first op, ns) of each complete step."""
-    stats, sp = step_stats_and_spans(tl, gaps, causes)
-    return stats, (sp.span_s if sp is not None else np.zeros(0, dtype=np.int64))
 
 
 def step_stats_and_spans(tl: Timeline, gaps: Gaps, causes: Sequence[str], *,

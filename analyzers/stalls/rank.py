@@ -174,15 +174,6 @@ def _sums(cause: np.ndarray, dur: np.ndarray, total: int | None = None) -> list[
     return [int(x) for x in np.bincount(cause, dur, minlength=len(CAUSES))[:len(CAUSES)]]
 
 
-def _match_calls(gap_start: np.ndarray, c_start: np.ndarray, c_end: np.ndarray, tol: int
-                 ) -> np.ndarray:
-    """Per gap, the index of a call whose [start-tol, end+tol] holds the gap start, else -1.
-
-    Among several, the latest-starting one. Calls need not be sorted.
-    """
-    return _Calls(c_start, c_end).match(gap_start, tol)
-
-
 CLOSING_REASON = "device sync after the last step (profiler closing its window)"
 MAX_DEVICES = 4096  # distinct GPU device ids per rank: far beyond any node
 
@@ -203,7 +194,8 @@ class _Calls:
         self.reach = np.maximum.accumulate(self.e) if self.e.size else self.e
 
     def match(self, gap_start: np.ndarray, tol: int) -> np.ndarray:
-        """As :func:`_match_calls`."""
+        """Per gap, the index (into the calls as given) of a call whose [start-tol, end+tol]
+        holds the gap's start (ns), else -1; among several, the latest-starting one."""
         if self.s.size == 0 or gap_start.size == 0:
             return _NO_CALL[:gap_start.size] if gap_start.size <= _NO_CALL.size else \
                 np.full(gap_start.size, -1, dtype=np.int64)

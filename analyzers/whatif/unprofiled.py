@@ -72,12 +72,6 @@ def _mean(per_rank: dict[int, float]) -> float:
     return sum(per_rank.values()) / max(len(per_rank), 1)
 
 
-def _device_us(tls: list[Timeline], s: float, options: StallOptions | None,
-               ranks: list[RankStalls] | None = None) -> float:
-    """The pipeline's step (mean over ranks) replayed at host scale ``s``, nothing dropped."""
-    return _mean(_device_replay(tls, s, options, ranks))
-
-
 def fit_host_scale(tls: list[Timeline], step_us: float, options: StallOptions | None = None,
                    rel_tol: float = 1e-3, max_iter: int = 20,
                    ranks: list[RankStalls] | None = None) -> tuple[float, float]:

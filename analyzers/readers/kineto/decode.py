@@ -28,7 +28,7 @@ class Args(msgspec.Struct, gc=False):
     cuda_sync_kind: str | None = None
     wait_on_stream: Int64 | None = None
     wait_on_cuda_event_record_corr_id: Int64 | None = None
-    wait_on_cuda_event_id: Int64 | None = None  # the CUDA event's id (kineto.link_stream_waits)
+    wait_on_cuda_event_id: Int64 | None = None  # the CUDA event's id (kineto.waitlinks)
     # record_param_comms (commops.param_comms); Any: never a reason to leave the fast path
     collective_name: Any = msgspec.field(default=None, name="Collective name")
     group_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")

@@ -137,8 +137,7 @@ class _Rows:
             self.relative = _relative_style(events)
             if self.relative is None:
                 return
-        relative = self.relative
-        gpu_cats = GPU_CATS
+        relative, gpu_cats = self.relative, GPU_CATS
         c = self.b.cols
         gs, ge, gd, gst, gk, gn, gc = (c[k] for k in _GPU_COLUMNS)
         as_, ae, at, an, ac = (c[k] for k in _API_COLUMNS)
@@ -155,9 +154,7 @@ class _Rows:
                     else EPOCH_US_THRESHOLD <= ts < MAX_EPOCH_TS_US):  # NaN too
                 self.skip(_skip_reason(ts, dur, relative))
                 continue
-            cat = lower.get(e.cat)
-            if cat is None:
-                cat = lower[e.cat] = e.cat.lower()
+            cat = lower.get(e.cat) or lower.setdefault(e.cat, e.cat.lower())
             if cat == "cpu_op" and not (e.name.startswith("ProfilerStep#")
                                         or e.name == PARAM_COMMS):
                 continue  # the most common event; only steps and comm params matter
@@ -179,11 +176,10 @@ class _Rows:
                 gn.append(sym(e.name) if name_id is None else name_id)
                 gc.append(args.correlation if args.correlation is not None else -1)
             elif cat in API_CATS:
-                tid = e.tid
                 name_id = ids.get(e.name)
                 as_.append(start)
                 ae.append(end)
-                at.append(tid if type(tid) is int else _as_int(tid))
+                at.append(e.tid if type(e.tid) is int else _as_int(e.tid))
                 an.append(sym(e.name) if name_id is None else name_id)
                 ac.append(args.correlation if args.correlation is not None else -1)
             elif cat in ANN_CATS or cat == "cpu_op":

@@ -127,7 +127,7 @@ def by_device(tl: Timeline) -> list[tuple[int, Any]]:
     slice, views and no copies; several: one sort, not a mask per device)."""
     one = tl.gpu_device.size and tl.gpu_device.min() == tl.gpu_device.max()
     out = [(int(tl.gpu_device[0]), slice(None))] if one else groups(tl.gpu_device)
-    if len(out) > MAX_DEVICES:  # ~0.3 ms per device: 160k ids took minutes
+    if len(out) > MAX_DEVICES:  # each device costs a pass of its own: refused before them
         raise TraceError(f"{', '.join(tl.files)}: {len(out):,} distinct GPU device ids on "
                          f"rank {tl.rank} (more than {MAX_DEVICES:,}): not a trace of real GPUs")
     return out

@@ -28,11 +28,11 @@ def link_stream_waits(tl: Timeline, event_id: np.ndarray) -> int:
     - ``gsync_wait_stream`` stays -1: the trace does not say which stream the record was on.
 
     Checked against Nsight Systems exports of the same workloads, whose CUDA_EVENT table has
-    the record's event id and stream (``sample_traces/*nsys``, 668 stream waits): the rule
-    picks the true record in 628, and in the other 40 a record on the same stream right after
-    it with no op launched in between (the same awaited work). The stream of the op launched
-    last before the record, the other candidate, is not the record's stream in about a third
-    of them, so it is not used.
+    the record's event id and stream (``sample_traces/*nsys``; the counts:
+    ``benchmarks/2026-12-03/README.md``): the rule picks the true record, or a record on the
+    same stream right after it with no op launched in between (the same awaited work). The
+    stream of the op launched last before the record, the other candidate, is often not the
+    record's stream, so it is not used.
     """
     if tl.gsync_kind.size == 0 or tl.api_corr.size == 0:
         return 0

@@ -50,14 +50,6 @@ class SyncCalls:
                    [tl.names[n] for n in tl.api_name[row].tolist()])
 
 
-def top_level_kinds(tl: Timeline) -> np.ndarray:
-    """Per API call, its top-level sync kind: the strongest among itself and the calls nested
-    in it (``classify.top_level_kinds``; a nested call's time is its top-level call's)."""
-    kinds = classify.kinds_for_symbols(tl.names)
-    return classify.top_level_kinds(
-        kinds[tl.api_name] if tl.api_name.size else np.zeros(0, dtype=np.int8), tl.api_tops())
-
-
 class CauseRule:
     """Charges gaps by where their start falls (ns, within ``tol``): a device-wide sync,
     else an event sync, else (the host recorded, not blocked) host-bound; ``other`` where a
@@ -166,9 +158,10 @@ class Attribution:
 def attribute(tl: Timeline, tolerance_ns: int, *, api_kind: np.ndarray | None = None,
               launch: np.ndarray | None = None) -> Attribution:
     """Charge every idle gap of ``tl`` (``tolerance_ns``: the host/GPU clock slack, ns).
-    ``api_kind`` (:func:`top_level_kinds`) and ``launch`` (the ops' launch times,
+    ``api_kind`` (``classify.call_kinds``) and ``launch`` (the ops' launch times,
     ``per_step.step_spans``): when the caller knows them (the what-if's replays)."""
-    api_kind = top_level_kinds(tl) if api_kind is None else api_kind
+    api_kind = classify.call_kinds(tl.names, tl.api_name, tl.api_tops()) if api_kind is None \
+        else api_kind
     calls = SyncCalls.of(tl, api_kind)
     rule = CauseRule(tl, calls, int(tolerance_ns))
     sel = by_device(tl)

@@ -73,7 +73,7 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bo
     time), without ``stalls.detail`` (no call sites, sync/stream-wait stats, outlier texts,
     NCCL time: ``comm`` empty and every busy ns counted as compute; the steps' means and
     host-range figures left empty). ``api_kind``: the calls' top-level sync kinds
-    (``classify.top_level_kinds``) and ``launch``: the ops' launch times
+    (``classify.call_kinds``) and ``launch``: the ops' launch times
     (``per_step.step_spans``), when the caller knows them (the what-if's replays of an
     analyzed timeline)."""
     opt = options or StallOptions()

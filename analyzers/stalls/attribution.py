@@ -126,7 +126,8 @@ def by_device(tl: Timeline) -> list[tuple[int, Any]]:
 
 
 def _joined(parts: list[tuple[np.ndarray, ...]]) -> Gaps:
-    """The devices' gap columns as one Gaps (one device, the usual: its arrays, no copy)."""
+    """The devices' gap columns (start/end ns, device, cause, call) as one Gaps (one device,
+    the usual: its arrays, no copy)."""
     if len(parts) == 1:
         return Gaps(*parts[0])
     if parts:

@@ -215,10 +215,10 @@ def _by_pid(d: dict[str, np.ndarray]) -> dict[int, dict[str, np.ndarray]]:
 
 @dataclass
 class Tables:
-    """An export's rows, absurd ones dropped: host calls per process (``api_of``), GPU work,
-    GPU-side syncs, NVTX ranges (``ann``) and the rank marks among them (pid: rank);
-    ``bad_pids``: per dropped row its pid (-(pid + 1): out of range); ``no_pid``: the GPU
-    rows without a process."""
+    """An export's rows (times int64 ns), absurd ones dropped: host calls per process
+    (``api_of``), GPU work, GPU-side syncs, NVTX ranges (``ann``) and the rank marks among
+    them (pid: rank); ``bad_pids``: per dropped row its pid (-(pid + 1): out of range);
+    ``no_pid``: the GPU rows without a process."""
 
     syms: _Symbols
     api_of: dict[int, dict[str, np.ndarray]]
@@ -231,6 +231,7 @@ class Tables:
 
 
 def read_tables(ex: Export, fx: Fetcher) -> Tables:
+    """Every table the analysis reads of ``ex``, the big ones on ``fx``'s threads."""
     # NVTX is read on its own connection while the pool reads the big tables.
     nvtx = fx.background(lambda c: _nvtx_rows(ex, fx, c))
     for spec in _specs(ex).values():  # the threads read ahead while this one works

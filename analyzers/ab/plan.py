@@ -9,8 +9,8 @@ Separate runs (``schedule``): rounds x labels, each round one run of every label
   run's teardown) then falls on every label alike instead of on the first one named.
 - ``random``: every round in an order shuffled with ``random.Random(seed)`` (the seed is
   recorded in ``ab.json``, so the order can be reproduced).
-- ``interleaved``: every round in the order given (ABAB...; the default before round 2 of
-  the A/B: any position effect becomes a policy effect).
+- ``interleaved``: every round in the order given (ABAB...; the order of older A/Bs, kept
+  to repeat them: any position effect becomes a policy effect).
 
 Switched runs (``switched_orders``): each run alternates the labels in blocks of steps; run
 ``r``'s block order is the labels rotated by ``r`` (the same Latin square).

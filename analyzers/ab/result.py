@@ -83,7 +83,8 @@ class AbResult:
     warnings: list[str] = field(default_factory=list)
     whatif: dict[str, Any] | None = None
     resamples: int = 0
-    # round 2 (all optional on read): the design, the position effect, the reach check
+    # the design, the position effect, the reach check: optional on read (an ab.json from
+    # before them has none)
     design: str = "separate"  # separate | switched (--switch-every)
     switch_every: int | None = None
     discard_after_switch: int | None = None

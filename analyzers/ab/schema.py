@@ -22,7 +22,8 @@ import msgspec
 from profplug.analyzers.ab.plan import BASELINE
 from profplug.analyzers.core.errors import ProfplugError, one_line
 
-MAX_AB_JSON_BYTES = 256 << 20  # an A/B of 20 rounds x 3 policies x 8 ranks x 1000 steps: ~20 MB
+MAX_AB_JSON_BYTES = 256 << 20  # far above a large A/B (20 rounds x 3 policies x 8 ranks x
+# 1000 steps), far below what would exhaust memory on reading
 MAX_ROUNDS = 100_000
 MAX_STEP_US = 3.6e9  # one hour
 MIN_STEP_US = 1e-3  # one nanosecond: 5e-324 made medians and ratios overflow to inf
@@ -165,8 +166,8 @@ def _odd_value(doc: Any) -> str | None:
         if isinstance(v, dict):
             todo.extend((x, f"{at}.{k}" if at else str(k), depth + 1) for k, x in v.items())
         elif isinstance(v, list):  # a list's numbers come from msgspec: finite (1e400 is
-            # refused as out of range), so only its containers are walked (10^7 step times
-            # took 24 s as (value, path) pairs)
+            # refused as out of range), so only its containers are walked (a (value, path)
+            # pair per step time made the check the slowest part of reading a long A/B)
             todo.extend((x, f"{at}[{i}]", depth + 1) for i, x in enumerate(v)
                         if isinstance(x, (dict, list)))
     return None

@@ -14,8 +14,8 @@ memory), so the unit of replication is the round, not the step:
   policies by round index (which cancels drift slower than a round): the percentile
   bootstrap resampling rounds, and Student's t on the per-round log ratios. With a handful
   of rounds the bootstrap alone is too narrow (it cannot see beyond the spread it was
-  given): on one H200 an A/A check, Megatron-Core at PP=1 where the policies run the same
-  code, came out "2% slower" with it (bootstrap 0.951-0.989, t 0.946-1.003). With fewer
+  given): an A/A check, where the policies run the same code, can come out "slower" with
+  it while t's interval holds 1.0 (``benchmarks/2026-12-03/README.md``). With fewer
   paired rounds, the ratio alone (:func:`speedup_ci`);
 - rounds needed when the CI contains 1.0: the CI's half-width (in log ratio) scales as
   t(n-1)/sqrt(n), so it would exclude 1.0 after the first n where that half-width falls

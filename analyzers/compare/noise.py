@@ -6,7 +6,7 @@ called a difference only when it is beyond *both*:
 - the runs' **per-step spread**: the larger of the two runs' scaled MAD
   (:func:`stepstats.scaled_mad`) relative to its center. Two repeats of one job differ from
   run to run by about as much as their steps differ from each other (the shipped repeats of
-  the decode loop: 6,466 vs 7,137 us/step, steps spread by 8-14%), and one run cannot measure
+  the decode loop: ``benchmarks/2026-12-03/README.md``), and one run cannot measure
   the run-to-run part: ``profplug ab`` does, over rounds;
 - the **bootstrap CI** of the relative difference of the centers: each run's steps resampled
   in circular blocks of :func:`block_length` consecutive steps (steps of one run are

@@ -30,7 +30,7 @@ from profplug.analyzers.compare.answer import Answer, mismatches, whatif_answer
 from profplug.analyzers.compare.guard import guard, with_caveat
 from profplug.analyzers.compare.noise import NoiseTest, ranks_noise, runs_noise
 from profplug.analyzers.stalls.gaps import CAUSES
-from profplug.analyzers.stalls.rank import GPU_TIME_FIELDS, GpuTime, RankStalls, flat_dict
+from profplug.analyzers.stalls.result import GPU_TIME_FIELDS, GpuTime, RankStalls, flat_dict
 from profplug.analyzers.steps.runstep import compare_steps_line, run_step
 
 if TYPE_CHECKING:

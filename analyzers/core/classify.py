@@ -112,3 +112,11 @@ def top_level_kinds(api_kind: np.ndarray, api_top: np.ndarray) -> np.ndarray:
     out = _BY_STRENGTH[best]
     out[api_top != np.arange(n)] = NONE
     return out
+
+
+def call_kinds(names: list[str], api_name: np.ndarray, api_top: np.ndarray) -> np.ndarray:
+    """Per host API call (its symbol ``api_name`` in ``names``), the sync kind of its
+    top-level call, on the top-level call only (:func:`top_level_kinds`; ``api_top``: the
+    nesting column, ``Timeline.api_tops()``)."""
+    own = kinds_for_symbols(names)[api_name] if api_name.size else np.zeros(0, dtype=np.int8)
+    return top_level_kinds(own, api_top)

@@ -5,8 +5,8 @@ of each column once they are joined), but glibc keeps freed heap memory mapped: 
 left between live allocations count in the process's resident set until reused. A worker's
 peak is the read's high-water mark plus the analysis' temporaries, so the reader and
 ``dispatch.run_task`` call :func:`trim` where a phase ends, and the next phase starts from
-the memory that is really live (on the 477 MB benchmark trace: ~30 MB less). A no-op where
-the C library has no ``malloc_trim`` (macOS, musl).
+the memory that is really live (what it saves: ``benchmarks/2026-12-03/README.md``). A no-op
+where the C library has no ``malloc_trim`` (macOS, musl).
 """
 
 from __future__ import annotations
@@ -37,9 +37,10 @@ def trim() -> None:
         fn(0)
 
 
-# events (API calls + GPU ops) from which a run-level analysis trims between its phases: its
-# freed arrays are then tens of MB (~300 B per event); below, the trim's few milliseconds
-# would cost more than they give back (a 2-rank what-if takes ~10 ms in all)
+# events (API calls + GPU ops) from which a run-level analysis trims between its phases:
+# a trim costs about the same whatever is freed, and what a phase frees grows with its
+# events, so below this the trim costs more than it gives back (a small run's whole
+# analysis is short)
 TRIM_EVENTS = 200_000
 
 

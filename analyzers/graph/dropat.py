@@ -26,9 +26,8 @@ def site_counts(tl: Timeline, kinds: str) -> Counter[str]:
     call site of one rank has, in the order the sites first appear (where the rank is read:
     ``whatif.spread``)."""
     count: Counter[str] = Counter()
-    kind = classify.top_level_kinds(  # top-level calls, as the report's call sites
-        classify.kinds_for_symbols(tl.names)[tl.api_name] if tl.api_name.size else
-        np.zeros(0, dtype=np.int8), tl.api_tops())
+    # top-level calls, as the report's call sites
+    kind = classify.call_kinds(tl.names, tl.api_name, tl.api_tops())
     want = (kind == classify.DEVICE) if kinds in (DROP_DEVICE, DROP_POLICY) else \
         (kind == classify.DEVICE) | (kind == classify.EVENT)
     idx = np.nonzero(want)[0]

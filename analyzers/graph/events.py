@@ -65,12 +65,6 @@ class Graph:
     def source(self) -> int:
         return 2 * self.n_a + 2 * self.n_o
 
-    def call_start(self, a: np.ndarray | int) -> np.ndarray | int:
-        return a
-
-    def call_end(self, a: np.ndarray | int) -> np.ndarray | int:
-        return self.n_a + a
-
     def op_start(self, o: np.ndarray | int) -> np.ndarray | int:
         return 2 * self.n_a + o
 
@@ -84,81 +78,118 @@ def build_graph(m: Model, drop: bool, forced: np.ndarray | None = None,
     with them; ``forced``: ops (bool mask) replayed with their recorded duration; ``into``:
     only the edges into nodes ``[lo, hi)`` (a part of the graph, in the same order)."""
     n_a, n_o = int(m.a_start.size), int(m.o_start.size)
-    ix = node_ids(2 * n_a + 2 * n_o + 1)
     tops = np.nonzero(m.a_top == np.arange(n_a))[0]
-    has_prev = m.a_prev[tops] >= 0
-    first, later = tops[~has_prev], tops[has_prev]
-    del has_prev
     dropped = m.a_dropped if drop else np.zeros(n_a, dtype=bool)
     keep = ~dropped[m.wait_call]
     paired = m.o_peer >= 0
     if forced is not None:
         paired &= ~forced
-    n_hp = int(np.count_nonzero(m.o_prev >= 0))
-    # the columns made once, each block written in place (no block kept to be joined: a
-    # worker's peak, docs/scale.md); with ``into``, sized for all and cut to what is in
-    total = (2 * tops.size + int(np.count_nonzero(keep)) + 2 * n_o + n_hp + m.dep_op.size
-             + int(np.count_nonzero(paired)))
-    g = Graph(n_a, n_o, np.empty(total, dtype=ix), np.empty(total, dtype=ix),
-              np.empty(total, dtype=np.int64), np.empty(total, dtype=np.int8))
-    src_node = g.source
-    at = 0
+    out = _Writer(_empty_graph(m, int(tops.size), keep, paired), into)
+    # blocks by the nodes their edges go into: calls' starts, calls' ends, ops' starts, ends
+    if out.wanted(0, n_a):
+        _call_start_edges(out, m, tops, drop)
+    if out.wanted(n_a, 2 * n_a):
+        _call_end_edges(out, m, tops, dropped, keep)
+    del tops
+    ops = np.arange(n_o)
+    if out.wanted(2 * n_a, 2 * n_a + n_o):
+        _op_start_edges(out, m, ops)
+    if out.wanted(2 * n_a + n_o, 2 * n_a + 2 * n_o):
+        _op_end_edges(out, m, ops, paired)
+    return out.finish()
 
-    def add(s: np.ndarray | int, d: np.ndarray, w: np.ndarray, kind: int) -> None:
-        nonlocal at
-        if into is not None:
-            inside = (d >= into[0]) & (d < into[1])
+
+def _empty_graph(m: Model, n_tops: int, keep: np.ndarray, paired: np.ndarray) -> Graph:
+    """The graph's columns for all its edges, unwritten: made once, each block written in
+    place (no block kept to be joined: a worker's peak, docs/scale.md). ``keep``: per wait,
+    whether its ``sync`` edge is made; ``paired``: per op, whether it has a ``peer`` edge."""
+    n_a, n_o = int(m.a_start.size), int(m.o_start.size)
+    ix = node_ids(2 * n_a + 2 * n_o + 1)
+    n_hp = int(np.count_nonzero(m.o_prev >= 0))
+    total = (2 * n_tops + int(np.count_nonzero(keep)) + 2 * n_o + n_hp + m.dep_op.size
+             + int(np.count_nonzero(paired)))
+    return Graph(n_a, n_o, np.empty(total, dtype=ix), np.empty(total, dtype=ix),
+                 np.empty(total, dtype=np.int64), np.empty(total, dtype=np.int8))
+
+
+class _Writer:
+    """Writes blocks of edges of one kind into a graph's columns in turn; ``into``: only the
+    edges into nodes ``[lo, hi)``, the columns cut to them at the end."""
+
+    def __init__(self, g: Graph, into: tuple[int, int] | None) -> None:
+        self.g, self.into, self.at = g, into, 0
+
+    def wanted(self, lo: int, hi: int) -> bool:
+        """Whether edges into nodes ``[lo, hi)`` are asked for: ``into`` skips the blocks it
+        would cut away whole (their temporaries are never made)."""
+        return self.into is None or (lo < self.into[1] and self.into[0] < hi)
+
+    def add(self, s: np.ndarray | int, d: np.ndarray, w: np.ndarray, kind: int) -> None:
+        """Edges ``s`` -> ``d`` of weight ``w`` (ns), all of ``kind``."""
+        if self.into is not None:
+            inside = (d >= self.into[0]) & (d < self.into[1])
             if not inside.all():
                 s = s if isinstance(s, int) else s[inside]
                 d, w = d[inside], w[inside]
+        g, at = self.g, self.at
         hi = at + d.size
         g.src[at:hi], g.dst[at:hi], g.w[at:hi], g.kind[at:hi] = s, d, w, kind
         g.parts.append((kind, at, hi))
-        at = hi
+        self.at = hi
 
-    calls_s, calls_e, ops_s, ops_e = (0, n_a), (n_a, 2 * n_a), (2 * n_a, 2 * n_a + n_o), \
-        (2 * n_a + n_o, 2 * n_a + 2 * n_o)
+    def finish(self) -> Graph:
+        g = self.g
+        if self.at < g.w.size:  # ``into``: one column at a time cut to its edges
+            for name in ("src", "dst", "w", "kind"):
+                setattr(g, name, getattr(g, name)[:self.at].copy())
+        return g
 
-    def wanted(nodes: tuple[int, int]) -> bool:
-        """Whether edges into ``nodes`` ([lo, hi) ids) are asked for: ``into`` skips the
-        blocks it would cut away whole (their temporaries are never made)."""
-        return into is None or (nodes[0] < into[1] and into[0] < nodes[1])
 
-    if wanted(calls_s):
-        add(src_node, first, m.a_start[first], ANCHOR)
-        gap = m.a_gap_drop if drop else m.a_gap
-        add(n_a + m.a_prev[later], later, gap[later], HOST)
-    del first, later
-    if wanted(calls_e):
-        waits = np.zeros(n_a, dtype=bool)
-        waits[m.wait_call] = True
-        cost = np.where(dropped, m.a_omin, np.where(waits, m.a_base, m.a_dur))
-        add(tops, n_a + tops, cost[tops], CALL)
-        del cost, waits
-        wc, wo = m.wait_call[keep], m.wait_op[keep]
-        add(2 * n_a + n_o + wo, n_a + wc, m.a_wake[wc], SYNC)
-        del wc, wo
-    del tops
-    ops = np.arange(n_o)
-    if wanted(ops_s):
-        linked = m.o_top >= 0
-        lk, un = ops[linked], ops[~linked]
-        add(m.o_top[lk], 2 * n_a + lk, m.o_off[lk] + m.o_lat[lk], LAUNCH)
-        add(src_node, 2 * n_a + un, m.o_off[un] + m.o_lat[un], ANCHOR)
-        del lk, un, linked
-        hp = ops[m.o_prev >= 0]
-        add(2 * n_a + n_o + m.o_prev[hp], 2 * n_a + hp, m.o_gap[hp], STREAM)
-        del hp
-        add(2 * n_a + n_o + m.dep_on, 2 * n_a + m.dep_op, m.o_gap[m.dep_op], STREAM_WAIT)
-    if wanted(ops_e):
-        add(2 * n_a + ops, 2 * n_a + n_o + ops,
+def _call_start_edges(out: _Writer, m: Model, tops: np.ndarray, drop: bool) -> None:
+    """Into the top-level calls' starts: ``anchor`` (a thread's first call) and ``host``."""
+    has_prev = m.a_prev[tops] >= 0
+    first, later = tops[~has_prev], tops[has_prev]
+    del has_prev
+    out.add(out.g.source, first, m.a_start[first], ANCHOR)
+    gap = m.a_gap_drop if drop else m.a_gap
+    out.add(out.g.n_a + m.a_prev[later], later, gap[later], HOST)
+
+
+def _call_end_edges(out: _Writer, m: Model, tops: np.ndarray, dropped: np.ndarray,
+                    keep: np.ndarray) -> None:
+    """Into the top-level calls' ends: ``call`` (its cost) and the kept waits' ``sync``."""
+    n_a, n_o = out.g.n_a, out.g.n_o
+    waits = np.zeros(n_a, dtype=bool)
+    waits[m.wait_call] = True
+    cost = np.where(dropped, m.a_omin, np.where(waits, m.a_base, m.a_dur))
+    out.add(tops, n_a + tops, cost[tops], CALL)
+    del cost, waits
+    wc, wo = m.wait_call[keep], m.wait_op[keep]
+    out.add(2 * n_a + n_o + wo, n_a + wc, m.a_wake[wc], SYNC)
+
+
+def _op_start_edges(out: _Writer, m: Model, ops: np.ndarray) -> None:
+    """Into the ops' starts: ``launch`` (``anchor`` for an op no call launched), ``stream``
+    and ``stream_wait``."""
+    n_a, n_o = out.g.n_a, out.g.n_o
+    linked = m.o_top >= 0
+    lk, un = ops[linked], ops[~linked]
+    out.add(m.o_top[lk], 2 * n_a + lk, m.o_off[lk] + m.o_lat[lk], LAUNCH)
+    out.add(out.g.source, 2 * n_a + un, m.o_off[un] + m.o_lat[un], ANCHOR)
+    del lk, un, linked
+    hp = ops[m.o_prev >= 0]
+    out.add(2 * n_a + n_o + m.o_prev[hp], 2 * n_a + hp, m.o_gap[hp], STREAM)
+    del hp
+    out.add(2 * n_a + n_o + m.dep_on, 2 * n_a + m.dep_op, m.o_gap[m.dep_op], STREAM_WAIT)
+
+
+def _op_end_edges(out: _Writer, m: Model, ops: np.ndarray, paired: np.ndarray) -> None:
+    """Into the ops' ends: ``run`` (a paired NCCL kernel: its transfer) and ``peer``."""
+    n_a, n_o = out.g.n_a, out.g.n_o
+    out.add(2 * n_a + ops, 2 * n_a + n_o + ops,
             np.where(paired, m.o_xfer, m.o_end - m.o_start), RUN)
-        pp = ops[paired]
-        add(2 * n_a + m.o_peer[pp], 2 * n_a + n_o + pp, m.o_xfer[pp] - m.o_clock[pp], PEER)
-    if at < total:  # ``into``: one column at a time cut to its edges
-        for name in ("src", "dst", "w", "kind"):
-            setattr(g, name, getattr(g, name)[:at].copy())
-    return g
+    pp = ops[paired]
+    out.add(2 * n_a + m.o_peer[pp], 2 * n_a + n_o + pp, m.o_xfer[pp] - m.o_clock[pp], PEER)
 
 
 def node_ids(n_nodes: int) -> type[np.signedinteger]:

@@ -5,9 +5,9 @@ of the predicted run.
 A synchronize is rarely called bare: profplug's patch makes every ``torch.cuda.synchronize()``
 the range ``profplug.synchronize <file>:<line> <function>``, ``profplug.p2p`` wraps it in
 ``profplug.sync.device``, users wrap it in ``record_function``. That range, and the Python
-that enters it, exist only because of the call; without the call they are gone too. On H200
-traces of the decode loop (``docs/whatif.md``, Validation) this host work was 2-4x the
-synchronize's own non-blocking cost: ~21 us per call under Kineto, ~12 us under Nsight.
+that enters it, exist only because of the call; without the call they are gone too, and
+this host work can cost more than the synchronize's own non-blocking time (``docs/whatif.md``,
+Validation; figures: ``benchmarks/2026-12-03/README.md``), so it is dropped with the call.
 
 Per dropped top-level call, on its host thread:
 
@@ -33,9 +33,9 @@ from profplug.analyzers.core.timeline import KIND_MEMCPY, Timeline, groups
 
 I64_MAX, I64_MIN = int(np.iinfo(np.int64).max), int(np.iinfo(np.int64).min)
 
-# An own range holds at most this much host time besides the call: the wrappers seen cost
-# 7-16 us (fast host) to 34 us (slow host) under Kineto/Nsight; a range with more is a block
-# of other work that happens to contain only this CUDA call, not a wrapper.
+# An own range holds at most this much host time besides the call: several times what a
+# wrapper costs on a slow host (benchmarks/2026-12-03/README.md); a range with more is a
+# block of other work that happens to contain only this CUDA call, not a wrapper.
 OWN_RANGE_MAX_NS = 100_000
 
 

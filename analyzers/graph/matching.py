@@ -54,7 +54,7 @@ from profplug.analyzers.core.timeline import (
     launch_calls,
 )
 from profplug.analyzers.graph.coupling import Edges, couple, couple_two
-from profplug.analyzers.readers.clocks import MEDIAN_END, ONE_FILE, ONE_REPORT, SINGLE, align
+from profplug.analyzers.readers.clocks import MEDIAN_END, ONE_REPORT, SINGLE, align
 from profplug.analyzers.readers.commops import group_members
 
 R_DESCRIBED = ("peer in profplug range", "record_param_comms peer",
@@ -69,7 +69,6 @@ C_NAME = "collective: k-th kernel of the same name on every rank"
 COLL_RULES = (C_SEQ, C_GROUP, C_NAME)
 RULES = (*P2P_RULES, *COLL_RULES)
 CLOCK_ONE = ONE_REPORT
-CLOCK_FILE = ONE_FILE
 CLOCK_SINGLE = SINGLE
 CLOCK_MEDIAN = MEDIAN_END
 

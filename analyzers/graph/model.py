@@ -46,7 +46,6 @@ from profplug.analyzers.graph.rankmodel import QUEUE_TOL_NS, RankModel
 
 __all__ = ["DROP_ALL", "DROP_DEVICE", "DROP_NONE", "QUEUE_TOL_NS", "DropSpec", "Model",
            "build_model", "coupled", "only", "replay_only"]
-NONE_I = -1
 
 
 @dataclass
@@ -140,38 +139,58 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None, *,
     return _narrowed(m)
 
 
-def _joined(timelines: list[Timeline], rms: list[RankModel], matching: Matching | None
-            ) -> Model:
-    """The ranks' parts joined into one :class:`Model` (global indices), not narrowed."""
-    a_base = np.cumsum([0] + [b.tl.api_start_ns.size for b in rms]).tolist()
-    o_base = np.cumsum([0] + [b.tl.n_gpu for b in rms]).tolist()
-    notes = [n for b in rms for n in b.notes]
-    warns = [n for b in rms for n in b.warns]
+def _cat(parts: list[np.ndarray], dtype: type = np.int64) -> np.ndarray:
+    """The ranks' parts of one array joined (one rank: its array as it is, read only: it may
+    be the trace's)."""
+    if len(parts) == 1:
+        one = parts[0].view()
+        one.flags.writeable = False
+        return one
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
 
-    def cat(parts: list[np.ndarray], dtype: type = np.int64) -> np.ndarray:
-        if len(parts) == 1:  # one rank: its array as it is (read only: it may be the trace's)
-            one = parts[0].view()
-            one.flags.writeable = False
-            return one
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
 
-    def shift(x: np.ndarray, base: int) -> np.ndarray:  # x: indices, -1 for none
-        return x if base == 0 else np.where(x >= 0, x + base, -1)
+def _shift(x: np.ndarray, base: int) -> np.ndarray:
+    """Local indices ``x`` (-1: none) made global by the rank's ``base``."""
+    return x if base == 0 else np.where(x >= 0, x + base, -1)
 
-    def plus(x: np.ndarray, base: int) -> np.ndarray:
-        return x if base == 0 else x + base
 
+def _plus(x: np.ndarray, base: int) -> np.ndarray:
+    """Local indices ``x`` (none -1) made global by the rank's ``base``."""
+    return x if base == 0 else x + base
+
+
+@dataclass
+class _Host:
+    """The ranks' host threads joined (global call indices): per thread its top-level calls
+    in order and its (rank, tid); per call the previous top-level call and the host gap
+    before it (ns), as recorded and in the drop replay."""
+
+    threads: list[np.ndarray]
+    thread_key: list[tuple[int, int]]
+    prev: np.ndarray
+    gap: np.ndarray
+    gap_drop: np.ndarray
+
+
+def _host(rms: list[RankModel], a_base: list[int]) -> _Host:
     threads: list[np.ndarray] = []
     thread_key: list[tuple[int, int]] = []
     prevs, gaps, gaps_drop = [], [], []
     for k, b in enumerate(rms):
         seqs, prev, gap, gap_drop = _host_seqs(b)
         for t, seq in seqs:
-            threads.append(plus(seq, a_base[k]))
+            threads.append(_plus(seq, a_base[k]))
             thread_key.append((b.tl.rank, int(t)))
-        prevs.append(shift(prev, a_base[k]))
+        prevs.append(_shift(prev, a_base[k]))
         gaps.append(gap)
         gaps_drop.append(gap_drop)
+    return _Host(threads, thread_key, _cat(prevs), _cat(gaps), _cat(gaps_drop))
+
+
+def _launches(rms: list[RankModel], a_base: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Per op (global), the top-level call that launched it (global index, -1: none) and its
+    launch offset (ns): its launching call's start to its launch; an op no call launched:
+    its recorded start."""
     o_top, o_off = [], []
     for k, b in enumerate(rms):
         linked = b.o_api >= 0
@@ -179,12 +198,18 @@ def _joined(timelines: list[Timeline], rms: list[RankModel], matching: Matching 
         top[linked] = b.top[b.o_api[linked]]
         off = b.tl.gpu_start_ns.copy()
         off[linked] = b.launch[linked] - b.tl.api_start_ns[top[linked]]
-        o_top.append(shift(top, a_base[k]))
+        o_top.append(_shift(top, a_base[k]))
         o_off.append(off)
-    o_start = cat([b.tl.gpu_start_ns for b in rms])
-    o_end = cat([b.tl.gpu_end_ns for b in rms])
-    # Matched NCCL kernels end together (the transfer completes on both sides); ``clock``:
-    # the partner's clock minus this rank's (pairs.py), so only durations and order are used.
+    return _cat(o_top), _cat(o_off)
+
+
+def _nccl(timelines: list[Timeline], o_start: np.ndarray, o_end: np.ndarray, o_base: list[int],
+          notes: list[str], warns: list[str], matching: Matching | None
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per op (global): its matched NCCL partner (-1: none), the clock offset (ns) and the
+    transfer (ns). Matched NCCL kernels end together (the transfer completes on both sides);
+    the clock offset: the partner's clock minus this rank's (pairs.py), so only durations
+    and order are used."""
     peer, clock = match_nccl(timelines, o_base, int(o_start.size), notes, warns, matching)
     paired = peer >= 0
     clock, xfer, n_late = coupled(o_start, o_end, o_start[np.maximum(peer, 0)], paired, clock)
@@ -192,33 +217,48 @@ def _joined(timelines: list[Timeline], rms: list[RankModel], matching: Matching 
         notes.append(f"{n_late} NCCL kernel(s) ended before their partner started "
                      "on the aligned clock: each such pair's clock offset is taken so that the "
                      "partner started as the kernel ended")
+    return peer, clock, xfer
+
+
+def _joined(timelines: list[Timeline], rms: list[RankModel], matching: Matching | None
+            ) -> Model:
+    """The ranks' parts joined into one :class:`Model` (global indices), not narrowed."""
+    a_base = np.cumsum([0] + [b.tl.api_start_ns.size for b in rms]).tolist()
+    o_base = np.cumsum([0] + [b.tl.n_gpu for b in rms]).tolist()
+    notes = [n for b in rms for n in b.notes]
+    warns = [n for b in rms for n in b.warns]
+    host = _host(rms, a_base)
+    o_top, o_off = _launches(rms, a_base)
+    o_start = _cat([b.tl.gpu_start_ns for b in rms])
+    o_end = _cat([b.tl.gpu_end_ns for b in rms])
+    peer, clock, xfer = _nccl(timelines, o_start, o_end, o_base, notes, warns, matching)
     return Model(
-        a_rank=cat([_same(b.tl.api_start_ns.size, b.tl.rank) for b in rms]),
-        a_start=cat([b.tl.api_start_ns for b in rms]),
-        a_end=cat([b.tl.api_end_ns for b in rms]),
-        a_dur=cat([b.tl.api_end_ns - b.tl.api_start_ns for b in rms]),
-        a_top=cat([plus(b.top, a_base[k]) for k, b in enumerate(rms)]), a_prev=cat(prevs),
-        a_gap=cat(gaps), a_gap_drop=cat(gaps_drop),
-        a_base=cat([b.base for b in rms]),
-        a_wake=cat([b.wake for b in rms]), a_omin=cat([b.omin for b in rms]),
-        a_blocking=cat([b.blocking for b in rms], bool),
-        a_dropped=cat([b.dropped for b in rms], bool),
-        wait_call=cat([plus(b.wait_call, a_base[k]) for k, b in enumerate(rms)]),
-        wait_op=cat([plus(b.wait_op, o_base[k]) for k, b in enumerate(rms)]),
-        threads=threads, thread_key=thread_key,
-        o_rank=cat([_same(b.tl.n_gpu, b.tl.rank) for b in rms]),
-        o_local=cat([np.arange(b.tl.n_gpu) for b in rms]),
-        o_start=o_start, o_end=o_end, o_top=cat(o_top), o_off=cat(o_off),
-        o_lat=cat([b.lat for b in rms]), o_gap=cat([b.gap for b in rms]),
-        o_prev=cat([shift(b.prev, o_base[k]) for k, b in enumerate(rms)]),
+        a_rank=_cat([_same(b.tl.api_start_ns.size, b.tl.rank) for b in rms]),
+        a_start=_cat([b.tl.api_start_ns for b in rms]),
+        a_end=_cat([b.tl.api_end_ns for b in rms]),
+        a_dur=_cat([b.tl.api_end_ns - b.tl.api_start_ns for b in rms]),
+        a_top=_cat([_plus(b.top, a_base[k]) for k, b in enumerate(rms)]), a_prev=host.prev,
+        a_gap=host.gap, a_gap_drop=host.gap_drop,
+        a_base=_cat([b.base for b in rms]),
+        a_wake=_cat([b.wake for b in rms]), a_omin=_cat([b.omin for b in rms]),
+        a_blocking=_cat([b.blocking for b in rms], bool),
+        a_dropped=_cat([b.dropped for b in rms], bool),
+        wait_call=_cat([_plus(b.wait_call, a_base[k]) for k, b in enumerate(rms)]),
+        wait_op=_cat([_plus(b.wait_op, o_base[k]) for k, b in enumerate(rms)]),
+        threads=host.threads, thread_key=host.thread_key,
+        o_rank=_cat([_same(b.tl.n_gpu, b.tl.rank) for b in rms]),
+        o_local=_cat([np.arange(b.tl.n_gpu) for b in rms]),
+        o_start=o_start, o_end=o_end, o_top=o_top, o_off=o_off,
+        o_lat=_cat([b.lat for b in rms]), o_gap=_cat([b.gap for b in rms]),
+        o_prev=_cat([_shift(b.prev, o_base[k]) for k, b in enumerate(rms)]),
         o_peer=peer, o_xfer=xfer, o_clock=clock,
-        dep_op=cat([plus(b.dep_op, o_base[k]) for k, b in enumerate(rms)]),
-        dep_on=cat([plus(b.dep_on, o_base[k]) for k, b in enumerate(rms)]),
+        dep_op=_cat([_plus(b.dep_op, o_base[k]) for k, b in enumerate(rms)]),
+        dep_on=_cat([_plus(b.dep_on, o_base[k]) for k, b in enumerate(rms)]),
         rank_a={b.tl.rank: (a_base[k], a_base[k + 1]) for k, b in enumerate(rms)},
         rank_o={b.tl.rank: (o_base[k], o_base[k + 1]) for k, b in enumerate(rms)},
         assumptions=notes, warnings=warns,
-        o_order=cat([plus(b.stream_order, o_base[k]) for k, b in enumerate(rms)]),
-        a_kind=cat([b.kind for b in rms], np.int8))
+        o_order=_cat([_plus(b.stream_order, o_base[k]) for k, b in enumerate(rms)]),
+        a_kind=_cat([b.kind for b in rms], np.int8))
 
 
 def _same(n: int, value: int) -> np.ndarray:

@@ -53,12 +53,10 @@ class RankModel:
     def __init__(self, tl: Timeline, drop: DropSpec) -> None:
         self.tl = tl
         n_a = tl.api_start_ns.size
-        kinds = classify.kinds_for_symbols(tl.names)
         self.top = tl.api_tops()
         # the report's kinds: a top-level call is the strongest sync among itself and the
         # calls nested in it, a nested call none (classify.top_level_kinds)
-        self.kind = classify.top_level_kinds(
-            kinds[tl.api_name] if n_a else np.zeros(0, dtype=np.int8), self.top)
+        self.kind = classify.call_kinds(tl.names, tl.api_name, self.top)
         self.is_top = self.top == np.arange(n_a)
         self.notes: list[str] = []  # trace-specific assumptions
         self.warns: list[str] = []

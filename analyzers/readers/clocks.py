@@ -60,7 +60,29 @@ def align(timelines: list[Timeline], edges: np.ndarray) -> Alignment:
     if all(tl.files == timelines[0].files for tl in timelines):  # true of the format in hand
         return Alignment(off, ONE_REPORT if timelines[0].source == "nsys" else ONE_FILE)
     clocks = [clock_of(tl) for tl in timelines]
-    # per pair of positions (in the order first matched), the end differences of its edges
+    out = Alignment(off, MEDIAN_END)
+    roots = _offsets(timelines, _pair_medians(timelines, edges), clocks, out)
+    first = timelines[roots[0]]
+    for i, tl in enumerate(timelines):
+        if abs(off[i]) > NOTE_OFFSET_NS:
+            out.notes.append(f"rank {tl.rank}: clock offset {off[i] / 1000:+.1f} us against "
+                             f"rank {first.rank} (median end difference of matched "
+                             "kernels); cross-rank times use aligned clocks")
+    unlinked = [r for r in roots[1:] if clocks[r] != clocks[roots[0]]]
+    if unlinked:
+        other = timelines[unlinked[0]]
+        out.refused = (f"ranks {first.rank} and {other.rank} are on different clocks "
+                       f"({clocks[roots[0]]}; {clocks[unlinked[0]]}) and no matched NCCL "
+                       "kernel links them to align them: not joined across ranks")
+    return out
+
+
+def _pair_medians(timelines: list[Timeline], edges: np.ndarray
+                  ) -> dict[tuple[int, int], tuple[int, int, int]]:
+    """Per pair of positions (a, b) linked by ``edges`` (in the order first matched): the
+    median of the end differences a - b of its matched kernels (ns), their median absolute
+    deviation around it (the residual, ns) and their count."""
+    n = len(timelines)
     e = edges[edges[:, 0] < edges[:, 2]] if edges.size else edges.reshape(-1, 6)
     base = np.cumsum([0] + [tl.n_gpu for tl in timelines])
     end = np.concatenate([tl.gpu_end_ns for tl in timelines]).astype(np.int64)
@@ -69,21 +91,29 @@ def align(timelines: list[Timeline], edges: np.ndarray) -> Alignment:
     order = np.argsort(key, kind="stable")
     ks = key[order]
     cut = np.flatnonzero(np.append(True, ks[1:] != ks[:-1])) if ks.size else ks  # no edge
-    med: dict[tuple[int, int], tuple[int, int, int]] = {}  # median, residual, pairs
+    med: dict[tuple[int, int], tuple[int, int, int]] = {}
     for i in np.argsort(order[cut], kind="stable").tolist():  # first matched first
         lo, hi = int(cut[i]), int(cut[i + 1]) if i + 1 < cut.size else int(ks.size)
         arr = diff[order[lo:hi]]
         m = int(stepstats.median(arr))
         med[(int(ks[lo]) // n, int(ks[lo]) % n)] = (m, int(stepstats.median(np.abs(arr - m))),
                                                     arr.size)
+    return med
+
+
+def _offsets(timelines: list[Timeline], med: dict[tuple[int, int], tuple[int, int, int]],
+             clocks: list[str], out: Alignment) -> list[int]:
+    """Fills ``out.offset_ns`` (ns): from each root (the lowest rank not yet reached), the
+    ranks its pairs (:func:`_pair_medians`) reach, each put on its neighbour's clock, with
+    the residual and a note per change of clock. Returns the roots, in rank order."""
+    off = out.offset_ns
     adj: dict[int, list[tuple[int, int, int, int]]] = defaultdict(list)
     for (a, b), (d, res, cnt) in med.items():  # aligned b = b + d puts b's ends on a's
         adj[a].append((b, d, res, cnt))
         adj[b].append((a, -d, res, cnt))
-    done = [False] * n
+    done = [False] * len(timelines)
     roots: list[int] = []
-    out = Alignment(off, MEDIAN_END)
-    for root in sorted(range(n), key=lambda i: timelines[i].rank):
+    for root in sorted(range(len(timelines)), key=lambda i: timelines[i].rank):
         if done[root]:
             continue
         done[root] = True
@@ -101,19 +131,7 @@ def align(timelines: list[Timeline], edges: np.ndarray) -> Alignment:
                             f"rank {timelines[b].rank} ({clocks[b]}) put on rank "
                             f"{timelines[a].rank}'s clock ({clocks[a]}) from {cnt} matched "
                             f"NCCL kernel(s): residual +-{res / 1000:.1f} us")
-    first = timelines[roots[0]]
-    for i, tl in enumerate(timelines):
-        if abs(off[i]) > NOTE_OFFSET_NS:
-            out.notes.append(f"rank {tl.rank}: clock offset {off[i] / 1000:+.1f} us against "
-                             f"rank {first.rank} (median end difference of matched "
-                             "kernels); cross-rank times use aligned clocks")
-    unlinked = [r for r in roots[1:] if clocks[r] != clocks[roots[0]]]
-    if unlinked:
-        other = timelines[unlinked[0]]
-        out.refused = (f"ranks {first.rank} and {other.rank} are on different clocks "
-                       f"({clocks[roots[0]]}; {clocks[unlinked[0]]}) and no matched NCCL "
-                       "kernel links them to align them: not joined across ranks")
-    return out
+    return roots
 
 
 def sources_warning(ranks: list[Any], joined: bool) -> str | None:

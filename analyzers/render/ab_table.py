@@ -4,6 +4,7 @@ output check, the verdicts, failed runs. Fits an 80-column terminal; times in us
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from profplug.analyzers.ab.overlay import line as whatif_line
@@ -74,7 +75,17 @@ def design_lines(res: AbResult) -> list[str]:
 def render_ab_table(res: AbResult, out: TextIO) -> None:
     """The terminal view of an A/B."""
     w = out.write
-    n_runs, failed = len(res.runs), len(res.failed_runs)
+    _header(res, w)
+    w("\n")
+    _policies(res, w)
+    if any(len(s.ranks) > 1 for s in res.summary):
+        _ranks(res, w)
+    w("\n")
+    _notes(res, w)
+
+
+def _header(res: AbResult, w: Callable[[str], object]) -> None:
+    """What was run: the policies, rounds, order, the timed window and the clock."""
     order = f"random order (seed {res.seed})" if res.order == "random" else res.order
     if res.design == "switched":
         order = (f"switched every {res.switch_every} steps inside each run, block order "
@@ -83,10 +94,14 @@ def render_ab_table(res: AbResult, out: TextIO) -> None:
     w(f"profplug ab: {' vs '.join(res.policies)}, {res.rounds} {unit}, {order}\n")
     window = (f"steps {res.skip}..{res.skip + res.steps - 1} of each run"
               if res.skip is not None and res.steps else "each run's window")
-    for ln in _wrap(f"{n_runs} runs, {failed} failed; {window}; step time: "
-                    f"{CLOCKS.get(res.clock, res.clock)}, per step the slowest rank", "", ""):
+    for ln in _wrap(f"{len(res.runs)} runs, {len(res.failed_runs)} failed; {window}; step "
+                    f"time: {CLOCKS.get(res.clock, res.clock)}, per step the slowest rank",
+                    "", ""):
         w(ln + "\n")
-    w("\n")
+
+
+def _policies(res: AbResult, w: Callable[[str], object]) -> None:
+    """Per policy: rounds ok, median step and CI (us), speedup over device and CI."""
     w(f"{'policy':<8} {'ok':>5} {'median us':>11} {'95% CI us':>17} {'speedup':>8} "
       f"{'95% CI':>13}\n")
     for s in res.summary:
@@ -104,40 +119,37 @@ def render_ab_table(res: AbResult, out: TextIO) -> None:
     else:
         w("(median over rounds of each run's median step; CI: bootstrap over rounds;\n"
           " speedup CI paired by round: the wider of bootstrap and t on log ratios)\n")
-    if any(len(s.ranks) > 1 for s in res.summary):
-        w(f"\n{'rank':>4} {'policy':<8} {'median us':>11} {'95% CI us':>17}\n")
-        ranks = sorted({k.rank for s in res.summary for k in s.ranks})
-        for rank in ranks:
-            for s in res.summary:
-                k = next((k for k in s.ranks if k.rank == rank), None)
-                if k is not None:
-                    w(f"{rank:>4} {s.policy:<8} {_us(k.median_step_us):>11} "
-                      f"{_ci(k.ci95_us):>17}\n")
-    w("\n")
-    for ln in _wrap(outputs_line(res)):
-        w(ln + "\n")
+
+
+def _ranks(res: AbResult, w: Callable[[str], object]) -> None:
+    """Per rank and policy: the median step and its CI (us)."""
+    w(f"\n{'rank':>4} {'policy':<8} {'median us':>11} {'95% CI us':>17}\n")
+    for rank in sorted({k.rank for s in res.summary for k in s.ranks}):
+        for s in res.summary:
+            k = next((k for k in s.ranks if k.rank == rank), None)
+            if k is not None:
+                w(f"{rank:>4} {s.policy:<8} {_us(k.median_step_us):>11} "
+                  f"{_ci(k.ci95_us):>17}\n")
+
+
+def _notes(res: AbResult, w: Callable[[str], object]) -> None:
+    """The output check, verdicts, design notes, what-if, failed runs and warnings."""
+    lines = [*_wrap(outputs_line(res))]
     for s in res.summary:
         if s.verdict:
-            for ln in _wrap(s.verdict, "verdict: ", "  "):
-                w(ln + "\n")
-    for line in res.not_reached:
-        for ln in _wrap(line):
-            w(ln + "\n")
-    for line in design_lines(res):
-        for ln in _wrap(line):
-            w(ln + "\n")
+            lines += _wrap(s.verdict, "verdict: ", "  ")
+    for line in [*res.not_reached, *design_lines(res)]:
+        lines += _wrap(line)
     if res.stopped:
-        for ln in _wrap(f"stopped: {res.stopped}"):
-            w(ln + "\n")
+        lines += _wrap(f"stopped: {res.stopped}")
     if res.whatif is not None:
-        for ln in _wrap(whatif_line(res.whatif)):
-            w(ln + "\n")
+        lines += _wrap(whatif_line(res.whatif))
     for r in res.failed_runs:
         why = "; ".join(r.get("reasons") or []) or f"exit status {r.get('exit_status')}"
-        for ln in _wrap(f"failed: run {r['index']} (round {r['round']}, {r['policy']}): {why}"):
-            w(ln + "\n")
+        lines += _wrap(f"failed: run {r['index']} (round {r['round']}, {r['policy']}): {why}")
     if res.interrupted:
-        w("interrupted: the remaining runs were not started\n")
+        lines.append("interrupted: the remaining runs were not started")
     for msg in res.warnings:
-        for ln in _wrap(msg, "warning: ", "  "):
-            w(ln + "\n")
+        lines += _wrap(msg, "warning: ", "  ")
+    for ln in lines:
+        w(ln + "\n")

@@ -18,6 +18,7 @@ from profplug.analyzers.steps.runstep import run_step
 from profplug.analyzers.steps.stats import center, outlier_mask
 
 if TYPE_CHECKING:
+    from profplug.analyzers.compare.answer import Answer
     from profplug.analyzers.compare.reports import Comparison
     from profplug.analyzers.report.analysis import Report
 
@@ -131,43 +132,18 @@ def figure_svg(cmp: Comparison) -> str:
         vals += [ans.predicted_lo_us, ans.predicted_hi_us, ans.measured_us]
     lo, hi, sx = scale(vals, right=EDGE_W)
     key_a, key_b = keys_of(cmp)
-
-    rows: list[tuple[str, str]] = []
-    out: list[str] = []
-
-    def strip(y: float, x: np.ndarray, key: str, name: str, med: float) -> None:
-        if x.size == 0:
-            return
-        # the line: the run's step (runstep: the slowest rank's median step), as "measured"
-        # and the text; the points: the per-step series of the slowest rank
-        q1, q3 = (min(max(float(v), lo), hi) for v in np.percentile(x, [25, 75]))
-        out.append(f'<rect x="{sx(q1):.1f}" y="{y - 7}" width="{max(1.0, sx(q3) - sx(q1)):.1f}"'
-                   f' height="14" fill="{COLORS[key]}" fill-opacity="0.25"/>')
-        out.extend(f'<circle cx="{sx(float(v)):.1f}" cy="{y}" r="2.6" fill="{COLORS[key]}">'
-                   f"<title>{e(name)}: {float(v):,.1f} us</title></circle>"
-                   for v in x if lo <= v <= hi)
-        out.append(edge_marks(y, x, lo, hi, sx, COLORS[key], name))
-        out.append(f'<line x1="{sx(med):.1f}" y1="{y - 10}" x2="{sx(med):.1f}" y2="{y + 10}" '
-                   f'stroke="{COLORS[key]}" stroke-width="3" data-median-us="{med:.3f}">'
-                   f"<title>{e(name)}: median {med:,.1f} us (outlier steps left out)</title></line>")
-
+    rows: list[tuple[str, str]] = [("A: steps", key_a)]
     y = TOP + ROW_H / 2
-    rows.append(("A: steps", key_a))
-    strip(y, xa, key_a, f"{cmp.label_a} step", _run_step_us(cmp.report_a, xa))
+    out = [_strip_svg(y, xa, (lo, hi, sx), COLORS[key_a], f"{cmp.label_a} step",
+                      _run_step_us(cmp.report_a, xa))]
     if ans is not None:
         y += ROW_H
         rows.append(("A: what-if", "predicted"))
-        c = COLORS["predicted"]
-        out.append(f'<rect x="{sx(ans.predicted_lo_us):.1f}" y="{y - 6}" width="'
-                   f'{sx(ans.predicted_hi_us) - sx(ans.predicted_lo_us):.1f}" height="12" '
-                   f'fill="{c}" fill-opacity="0.2" stroke="{c}"><title>band ±'
-                   f"{ans.band_pct:.0f}%</title></rect>")
-        out.append(f'<circle cx="{sx(ans.predicted_us):.1f}" cy="{y}" r="6" fill="{c}" '
-                   f'class="predicted"><title>predicted {ans.predicted_us:,.1f} us</title>'
-                   "</circle>")
+        out.append(_prediction_svg(ans, y, sx))
     y += ROW_H
     rows.append(("B: steps", key_b))
-    strip(y, xb, key_b, f"{cmp.label_b} step", _run_step_us(cmp.report_b, xb))
+    out.append(_strip_svg(y, xb, (lo, hi, sx), COLORS[key_b], f"{cmp.label_b} step",
+                          _run_step_us(cmp.report_b, xb)))
     if ans is not None:
         c = COLORS["measured"]
         out.append(f'<line x1="{sx(ans.measured_us):.1f}" y1="{TOP}" x2="{sx(ans.measured_us):.1f}"'
@@ -180,6 +156,40 @@ def figure_svg(cmp: Comparison) -> str:
             f'data-axis-lo-us="{lo:.3f}" data-axis-hi-us="{hi:.3f}" '
             'role="img" aria-label="per-step times of both runs and the prediction">'
             + labels + "".join(out) + axis + "</svg>")
+
+
+def _strip_svg(y: float, x: np.ndarray, axis: tuple[float, float, Callable[[float], float]],
+               color: str, name: str, med: float) -> str:
+    """One run's row at height ``y``: its per-step series ``x`` (us; the slowest rank's) as
+    points over their quartile box, the steps off the ``axis`` (lo, hi, us -> x) marked at
+    its edge, and the run's step ``med`` (runstep: the slowest rank's median step, as
+    "measured" and the text) as a line."""
+    if x.size == 0:
+        return ""
+    lo, hi, sx = axis
+    q1, q3 = (min(max(float(v), lo), hi) for v in np.percentile(x, [25, 75]))
+    out = [f'<rect x="{sx(q1):.1f}" y="{y - 7}" width="{max(1.0, sx(q3) - sx(q1)):.1f}"'
+           f' height="14" fill="{color}" fill-opacity="0.25"/>']
+    out.extend(f'<circle cx="{sx(float(v)):.1f}" cy="{y}" r="2.6" fill="{color}">'
+               f"<title>{e(name)}: {float(v):,.1f} us</title></circle>"
+               for v in x if lo <= v <= hi)
+    out.append(edge_marks(y, x, lo, hi, sx, color, name))
+    out.append(f'<line x1="{sx(med):.1f}" y1="{y - 10}" x2="{sx(med):.1f}" y2="{y + 10}" '
+               f'stroke="{color}" stroke-width="3" data-median-us="{med:.3f}">'
+               f"<title>{e(name)}: median {med:,.1f} us (outlier steps left out)</title></line>")
+    return "".join(out)
+
+
+def _prediction_svg(ans: Answer, y: float, sx: Callable[[float], float]) -> str:
+    """A's what-if row at height ``y``: the predicted step (us) and its band."""
+    c = COLORS["predicted"]
+    return (f'<rect x="{sx(ans.predicted_lo_us):.1f}" y="{y - 6}" width="'
+            f'{sx(ans.predicted_hi_us) - sx(ans.predicted_lo_us):.1f}" height="12" '
+            f'fill="{c}" fill-opacity="0.2" stroke="{c}"><title>band ±'
+            f"{ans.band_pct:.0f}%</title></rect>"
+            f'<circle cx="{sx(ans.predicted_us):.1f}" cy="{y}" r="6" fill="{c}" '
+            f'class="predicted"><title>predicted {ans.predicted_us:,.1f} us</title>'
+            "</circle>")
 
 
 def answer_html(cmp: Comparison) -> str:

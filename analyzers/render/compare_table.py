@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, TextIO
 from profplug.analyzers.render.against_table import render_against_table
 from profplug.analyzers.render.text import PrintableWriter
 from profplug.analyzers.stalls.gaps import CAUSES
-from profplug.analyzers.stalls.rank import GPU_TIME_FIELDS
+from profplug.analyzers.stalls.result import GPU_TIME_FIELDS
 
 if TYPE_CHECKING:
     from profplug.analyzers.compare.reports import Comparison, RankComparison, RankSide

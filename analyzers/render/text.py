@@ -33,7 +33,7 @@ _LONG_WORD = 256  # a text with a longer word is wrapped by _greedy
 def wrap(text: str, width: int, initial_indent: str = "", subsequent_indent: str = ""
          ) -> list[str]:
     """``textwrap.wrap``, in time linear in ``text``: textwrap breaks a long word by slicing
-    what is left of it once per line (a 10 MB name in a headline took minutes), so a text
+    what is left of it once per line (quadratic in a long word's length), so a text
     with a word longer than ``_LONG_WORD`` is wrapped greedily here instead (long words
     broken at the line's end, as textwrap does; runs of spaces become one)."""
     if len(text) <= _LONG_WORD or not re.search(rf"\S{{{_LONG_WORD + 1}}}", text):

@@ -5,6 +5,7 @@ Fits an 80-column terminal. Times in us per step (or per GPU window when there a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from profplug.analyzers.render.text import wrap
@@ -31,21 +32,42 @@ def _wrap(text: str, first: str, indent: str) -> list[str]:
 def render_whatif_table(res: WhatIfResult, out: TextIO) -> None:
     """The terminal view: one row per rank, then idle by cause, assumptions, warnings."""
     w = out.write
+    _head(res, w)
+    _rank_rows(res, w)
+    _rank_notes(res, w)
+    w("\nGPU idle by cause, recorded -> predicted (us per step or window)\n")
+    for r in res.ranks:
+        parts = [f"{c} {_n(r.recorded_idle_by_cause_us.get(c, 0.0))}->{_n(v)}"
+                 for c, v in r.predicted_idle_by_cause_us.items()]
+        for line in _wrap(", ".join(parts), f"{r.rank:>4} ", "     "):
+            w(line + "\n")
+    w("\nassumptions\n")
+    for a in res.assumptions:
+        for line in _wrap(a, "- ", "  "):
+            w(line + "\n")
+
+
+def _head(res: WhatIfResult, w: Callable[[str], object]) -> None:
+    """The finding, what was dropped, the warnings (first: they say how far to trust what
+    follows), the drop note and the replay's size and time."""
     from profplug.analyzers.report.finding import finding
 
     if res.ranks:  # the finding first, in the report's words
         for line in _wrap(finding(res), "", ""):
             w(line + "\n")
         w("\n")
-    for line in _wrap(f"profplug what-if: without {res.dropped()}", "", "  "):
-        w(line + "\n")
-    for line in warning_lines(res):  # first: they say how far to trust what follows
-        w(line + "\n")
+    lines = [*_wrap(f"profplug what-if: without {res.dropped()}", "", "  "),
+             *warning_lines(res)]
     if res.drop_note:
-        for line in _wrap(res.drop_note, "note: ", "  "):
-            w(line + "\n")
+        lines += _wrap(res.drop_note, "note: ", "  ")
+    for line in lines:
+        w(line + "\n")
     w(f"{res.n_events:,} events replayed in {res.replay_s:.2f} s; err = the replay of the "
       "trace as\nrecorded vs the trace itself\n\n")
+
+
+def _rank_rows(res: WhatIfResult, w: Callable[[str], object]) -> None:
+    """One row per rank (us per step or window), and what the columns are."""
     w(f"{'rank':>4} {'per':>4} {'recorded':>8} {'replayed':>8} {'err%':>5} "
       f"{'predicted':>9} {'+-%':>5} {'saving':>8} {'%':>4} {'direct':>7} {'indirect':>8}\n")
     for r in res.ranks:
@@ -58,37 +80,31 @@ def render_whatif_table(res: WhatIfResult, out: TextIO) -> None:
       "trace has no steps; +-%: the error band of the prediction, from the replay error\n"
       "and the measured validation, docs/whatif.md; saving = recorded - predicted,\n"
       "direct = idle in the dropped syncs, indirect = saving - direct: docs/costs.md)\n")
+
+
+def _rank_notes(res: WhatIfResult, w: Callable[[str], object]) -> None:
+    """The data-flow bound, the band for a separate run and the idle between steps (us)."""
+    lines: list[str] = []
     stepped = [r for r in res.ranks if r.bound_us > 0]
     if stepped:
         text = "; ".join(
             f"rank {r.rank} {_n(r.bound_us)} (own host {_n(r.host_cadence_us)})"
             + (f", binds: the replay gave {_n(r.replay_predicted_us)}" if r.bound_binds else "")
             for r in stepped)
-        for line in _wrap(f"{text} (docs/whatif.md, \"The data-flow bound\")",
-                          "data-flow bound: ", "  "):
-            w(line + "\n")
+        lines += _wrap(f"{text} (docs/whatif.md, \"The data-flow bound\")",
+                       "data-flow bound: ", "  ")
     if all(r.run_band_pct for r in res.ranks):
         text = ", ".join(f"rank {r.rank} +-{r.run_band_pct:.0f}%" for r in res.ranks)
-        for line in _wrap(f"{text} (the host's speed is drawn per process)",
-                          "band for a separate run: ", "  "):
-            w(line + "\n")
+        lines += _wrap(f"{text} (the host's speed is drawn per process)",
+                       "band for a separate run: ", "  ")
     for r in res.ranks:
         if r.between_steps_idle_us:
-            for line in _wrap(f"rank {r.rank}: {_n(r.between_steps_idle_us)} us in the "
-                              "recorded run's outlier steps beyond the step time (a pause "
-                              "between groups of steps, a slow first step): not step time, "
-                              "not in the prediction", "between steps: ", "  "):
-                w(line + "\n")
-    w("\nGPU idle by cause, recorded -> predicted (us per step or window)\n")
-    for r in res.ranks:
-        parts = [f"{c} {_n(r.recorded_idle_by_cause_us.get(c, 0.0))}->{_n(v)}"
-                 for c, v in r.predicted_idle_by_cause_us.items()]
-        for line in _wrap(", ".join(parts), f"{r.rank:>4} ", "     "):
-            w(line + "\n")
-    w("\nassumptions\n")
-    for a in res.assumptions:
-        for line in _wrap(a, "- ", "  "):
-            w(line + "\n")
+            lines += _wrap(f"rank {r.rank}: {_n(r.between_steps_idle_us)} us in the "
+                           "recorded run's outlier steps beyond the step time (a pause "
+                           "between groups of steps, a slow first step): not step time, "
+                           "not in the prediction", "between steps: ", "  ")
+    for line in lines:
+        w(line + "\n")
 
 
 def warnings_of(res: WhatIfResult) -> list[str]:

@@ -68,24 +68,3 @@ def enclosing(tl: Timeline, start_ns: np.ndarray, end_ns: np.ndarray, tid: np.nd
             labels[(a, o)] = label
         out[k] = label
     return out
-    names = tl.names
-    for t in np.unique(tid):
-        sel_ann = np.nonzero(tl.ann_tid == t)[0]
-        if sel_ann.size == 0:
-            continue
-        order = sel_ann[np.argsort(tl.ann_start_ns[sel_ann], kind="stable")]
-        a_s, a_e, a_n = tl.ann_start_ns[order], tl.ann_end_ns[order], tl.ann_name[order]
-        calls = np.nonzero(tid == t)[0]
-        ends = end_ns[calls]
-        firsts = np.searchsorted(a_s, start_ns[calls], side="right") - 1
-        inner = last_at_least(a_e, firsts, ends)
-        outer = last_at_least(a_e, inner - 1, ends)  # -1 -> -2: none
-        outer[inner < 0] = -1
-        for k, i, o in zip(calls.tolist(), inner.tolist(), outer.tolist(), strict=True):
-            if i < 0:
-                continue
-            label = without_payload(names[a_n[i]])
-            if label in PHASES and o >= 0:
-                label = f"{without_payload(names[a_n[o]])} > {label}"
-            out[k] = label
-    return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+from profplug.analyzers.stalls import intervals
 
 CAUSES = ("device_sync", "event_sync", "host_bound", "other")
 C_DEVICE, C_EVENT, C_HOST, C_OTHER = range(4)
@@ -82,12 +83,13 @@ class Spans:
 
 @dataclass
 class DeviceIntervals:
+    """One device's GPU window, busy time and idle gaps (int64 ns; gaps sorted)."""
+
     window_start_ns: int
     window_end_ns: int
     busy_ns: int
-    gap_start_ns: np.ndarray  # int64, sorted
+    gap_start_ns: np.ndarray
     gap_end_ns: np.ndarray
-    gap_after_op: np.ndarray  # index (into the device's sorted ops) of the op ending the gap
 
     @property
     def window_ns(self) -> int:
@@ -103,40 +105,18 @@ class DeviceIntervals:
 
     def idle_within(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         """Idle ns (sum of gap overlap) inside each interval [start, end)."""
-        gs, ge = self.gap_start_ns, self.gap_end_ns
-        if gs.size == 0:
-            return np.zeros(np.shape(start), dtype=np.int64)
-        cum = np.concatenate(([0], np.cumsum(ge - gs)))
-
-        def idle_before(t: np.ndarray) -> np.ndarray:
-            # idle time in [-inf, t): full gaps ending before t, plus the part of one gap
-            i = np.searchsorted(ge, t, side="right")  # gaps fully before t
-            full = cum[i]
-            j = np.minimum(i, gs.size - 1)
-            partial = np.where((i < gs.size) & (gs[j] < t), t - gs[j], 0)
-            return full + partial
-
-        s = np.asarray(start, dtype=np.int64)
-        e = np.maximum(np.asarray(end, dtype=np.int64), s)
-        return idle_before(e) - idle_before(s)
+        return intervals.within(self.gap_start_ns, self.gap_end_ns, start, end)
 
 
 def device_intervals(start_ns: np.ndarray, end_ns: np.ndarray) -> DeviceIntervals:
-    """Busy time and idle gaps of one device's GPU work (any order, any overlap)."""
-    if start_ns.size == 0:
+    """Busy time and idle gaps of one device's GPU work (ns; any order, any overlap): the
+    union of the ops, a zero-length op included (``intervals.union``'s ``points``)."""
+    busy_s, busy_e = intervals.union(start_ns, end_ns, points=True)
+    if busy_s.size == 0:
         z = np.zeros(0, dtype=np.int64)
-        return DeviceIntervals(0, 0, 0, z, z, z)
-    order = start_ns.argsort(kind="stable")
-    s = start_ns[order]
-    e = np.maximum(end_ns[order], s)
-    reach = np.maximum.accumulate(e)  # latest end among ops started so far
-    prev_reach = reach[:-1]
-    is_gap = s[1:] > prev_reach
-    gap_idx = np.nonzero(is_gap)[0] + 1  # op that ends each gap
-    gap_start = prev_reach[gap_idx - 1]
-    gap_end = s[gap_idx]
-    window_start, window_end = int(s[0]), int(reach[-1])
+        return DeviceIntervals(0, 0, 0, z, z)
+    gap_start, gap_end = intervals.holes(busy_s, busy_e)
+    window_start, window_end = int(busy_s[0]), int(busy_e[-1])
     idle = int((gap_end - gap_start).sum())
     return DeviceIntervals(window_start, window_end, (window_end - window_start) - idle,
-                           gap_start.astype(np.int64, copy=False),
-                           gap_end.astype(np.int64, copy=False), order[gap_idx])
+                           gap_start, gap_end)

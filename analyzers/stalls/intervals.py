@@ -1,4 +1,6 @@
-"""Interval arithmetic on int64 ns arrays: unions, and how much of a union lies in windows."""
+"""Interval arithmetic on int64 ns arrays: unions, the holes between them, differences, and how much of a
+union lies in windows. ``gaps.device_intervals`` (a device's busy time and idle gaps) and
+``crossrank.bubbles`` build on these."""
 
 from __future__ import annotations
 
@@ -7,10 +9,17 @@ import numpy as np
 I64 = np.int64
 
 
-def union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The union of intervals [start, end) as disjoint, sorted intervals (empty ones dropped)."""
-    keep = end > start
-    s, e = start[keep], end[keep]
+def union(start: np.ndarray, end: np.ndarray, *, points: bool = False
+          ) -> tuple[np.ndarray, np.ndarray]:
+    """The union of intervals [start, end) (ns, any order, any overlap) as disjoint, sorted
+    intervals. Empty ones are dropped; ``points``: kept (an end before its start read as the
+    start), so that a zero-length op at t still bounds the idle around it: [0, 5) [7, 7)
+    [9, 12) gives [0, 5) [7, 7) [9, 12), the idle being 5..7 and 7..9, not 5..9."""
+    if points:
+        s, e = start, np.maximum(end, start)
+    else:
+        keep = end > start
+        s, e = start[keep], end[keep]
     if s.size == 0:
         z = np.zeros(0, dtype=I64)
         return z, z
@@ -22,6 +31,12 @@ def union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     first = np.nonzero(new)[0]
     last = np.append(first[1:], s.size) - 1
     return s[first].astype(I64), reach[last].astype(I64)
+
+
+def holes(us: np.ndarray, ue: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The holes between the disjoint sorted intervals (us, ue) (ns): from each one's end to
+    the next one's start."""
+    return ue[:-1], us[1:]
 
 
 def difference(a_s: np.ndarray, a_e: np.ndarray, b_s: np.ndarray, b_e: np.ndarray
@@ -39,12 +54,6 @@ def difference(a_s: np.ndarray, a_e: np.ndarray, b_s: np.ndarray, b_e: np.ndarra
 
     keep = inside(a_s, a_e) & ~inside(b_s, b_e)
     return union(lo[keep], hi[keep])
-
-
-def measure(start: np.ndarray, end: np.ndarray) -> int:
-    """Total length of the union of [start, end)."""
-    s, e = union(start, end)
-    return int((e - s).sum())
 
 
 def within(us: np.ndarray, ue: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

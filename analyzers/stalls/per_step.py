@@ -21,8 +21,7 @@ need not add up to the step's); the means stay beside them (``*_mean``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 from profplug.analyzers.core.timeline import Timeline, launch_times, launch_tops
@@ -30,9 +29,6 @@ from profplug.analyzers.stalls.gaps import Gaps
 from profplug.analyzers.steps import stats as stepstats
 
 I64_MAX, I64_MIN = int(np.iinfo(np.int64).max), int(np.iinfo(np.int64).min)
-
-if TYPE_CHECKING:
-    from profplug.analyzers.stalls.gaps import DeviceIntervals
 
 
 @dataclass
@@ -140,11 +136,6 @@ def step_spans(tl: Timeline, launch: np.ndarray | None = None) -> StepSpans:
     return StepSpans(span_s, span_e, order[idx], int(n), none, last_e)
 
 
-def step_stats(tl: Timeline, gaps: Gaps, intervals: dict[int, DeviceIntervals],
-               causes: Sequence[str]) -> StepStats | None:
-    return step_stats_and_starts(tl, gaps, intervals, causes)[0]
-
-
 def series_len(n_steps: int) -> int:
     """How many complete steps the per-step series holds: all but the last from 2 on."""
     return n_steps - 1 if n_steps >= 2 else n_steps
@@ -193,31 +184,20 @@ def center_by_key(span_s: np.ndarray, span_e: np.ndarray, gap_start_ns: np.ndarr
     return stepstats.center_rows(table / 1000.0, basis)
 
 
-def step_stats_and_starts(tl: Timeline, gaps: Gaps, intervals: dict[int, DeviceIntervals],
-                          causes: Sequence[str]) -> tuple[StepStats | None, np.ndarray]:
-    """:func:`step_stats`, and the GPU start (first op, ns) of each complete step."""
-    stats, sp = step_stats_and_spans(tl, gaps, causes)
-    return stats, (sp.span_s if sp is not None else np.zeros(0, dtype=np.int64))
-
-
-def step_stats_and_spans(tl: Timeline, gaps: Gaps, causes: Sequence[str], *,
-                         launch: np.ndarray | None = None, brief: bool = False
-                         ) -> tuple[StepStats | None, StepSpans | None]:
-    """:func:`step_stats`, and the complete steps' spans; ``launch``: as in
-    :func:`step_spans`; ``brief``: the step time, its outliers and series, the idle per step
-    and the GPU span only (the host ranges' figures, the step numbers and the means left
-    empty: the what-if reads none of them)."""
+def step_time(tl: Timeline, gaps: Gaps, causes: Sequence[str], *,
+              launch: np.ndarray | None = None) -> tuple[StepStats | None, StepSpans | None]:
+    """The complete steps' spans (:func:`step_spans`; ``launch`` as there) and the figures
+    that every analysis reads of them: the step time (us), its outliers and series, the idle
+    per step by cause, the mean GPU span. The host ranges' figures, the step numbers and the
+    means stay empty (:func:`step_detail` adds them). None, None: no step ranges or no GPU
+    work."""
     if tl.step_start_ns.size == 0 or tl.n_gpu == 0:
         return None, None
     sp = step_spans(tl, launch)
-    n = sp.n_ranges
     if sp.rows.size == 0:
-        return (StepStats(0, int(n), 0.0, 0.0, [], [], {c: 0.0 for c in causes}, 0.0, 0.0,
-                          idle_per_step_us_mean={c: 0.0 for c in causes}), sp)
-    span_s, span_e, rows = sp.span_s, sp.span_e, sp.rows
-    k = gap_steps(span_s, span_e, gaps.start_ns)
-    in_step = k >= 0
-    dur = gaps.end_ns - gaps.start_ns
+        return (StepStats(0, int(sp.n_ranges), 0.0, 0.0, [], [], {c: 0.0 for c in causes}, 0.0,
+                          0.0, idle_per_step_us_mean={c: 0.0 for c in causes}), sp)
+    span_s, span_e = sp.span_s, sp.span_e
     period = (span_s[1:] - span_s[:-1] if span_s.size >= 2 else span_e - span_s).astype(np.float64)
     period_us = period / 1000.0
     summary = stepstats.summarize(period_us)
@@ -225,43 +205,49 @@ def step_stats_and_spans(tl: Timeline, gaps: Gaps, causes: Sequence[str], *,
     basis[summary.outliers] = False
     # every cause at once: its idle summed over the complete steps, and its per-step series'
     # statistic (center_by_key: one table, one median per cause)
-    med = center_by_key(span_s, span_e, gaps.start_ns, dur, gaps.cause.astype(np.int64),
-                        len(causes), basis, k)
-    per_cause = {c: round(float(med[ci]), 3) for ci, c in enumerate(causes)}
+    med = center_by_key(span_s, span_e, gaps.start_ns, gaps.end_ns - gaps.start_ns,
+                        gaps.cause.astype(np.int64), len(causes), basis)
     span = span_e - span_s  # its mean: np.mean's float64 sum over the count
-    gpu_span_us_mean = round(float(np.add.reduce(span, dtype=np.float64) / span.size) / 1000.0, 3)
-    # each period is whole ns: x / 1000 is already its value rounded to 3 decimals
-    # (round(x / 1000, 3) gives the same double) below 2^40 ns (18 min); past that, rounded
-    exact = period_us.size == 0 or float(np.abs(period).max()) < 2.0 ** 40
-    period_us_per_step = period_us.tolist() if exact else \
-        [round(x / 1000.0, 3) for x in period.tolist()]
-    between_us = between_steps_us(period_us, summary)
-    if brief:
-        return StepStats(
-            n_steps=int(rows.size), n_dropped=int(n - rows.size), step_us_mean=0.0,
-            step_us_p50=0.0, step_us=[], step_numbers=[], idle_per_step_us=per_cause,
-            gpu_span_us_mean=gpu_span_us_mean, period_us=round(summary.value, 3),
-            period_us_per_step=period_us_per_step, outlier_steps=list(summary.outliers),
-            between_steps_idle_us=between_us), sp
-    total = np.zeros(len(causes), dtype=np.int64)
-    np.add.at(total, gaps.cause[in_step], dur[in_step])
-    per_cause_mean = {c: round(float(total[ci]) / 1000.0 / rows.size, 3)
-                      for ci, c in enumerate(causes)}
-    step_ns = (tl.step_end_ns - tl.step_start_ns)[rows]
     return StepStats(
-        n_steps=int(rows.size), n_dropped=int(n - rows.size),
-        step_us_mean=round(float(step_ns.mean()) / 1000.0, 3),
+        n_steps=int(sp.rows.size), n_dropped=int(sp.n_ranges - sp.rows.size), step_us_mean=0.0,
+        step_us_p50=0.0, step_us=[], step_numbers=[],
+        idle_per_step_us={c: round(float(med[ci]), 3) for ci, c in enumerate(causes)},
+        gpu_span_us_mean=round(float(np.add.reduce(span, dtype=np.float64) / span.size) / 1000.0,
+                               3),
+        period_us=round(summary.value, 3), period_us_per_step=_series_us(period, period_us),
+        outlier_steps=list(summary.outliers),
+        between_steps_idle_us=between_steps_us(period_us, summary)), sp
+
+
+def _series_us(period: np.ndarray, period_us: np.ndarray) -> list[float]:
+    """The periods (ns, whole) in us, rounded to 3 decimals: ``period_us`` as it is below
+    2^40 ns (x / 1000 of a whole x is then already the double round(x / 1000, 3) gives);
+    past that (18 min), each rounded."""
+    if period_us.size == 0 or float(np.abs(period).max()) < 2.0 ** 40:
+        return period_us.tolist()
+    return [round(x / 1000.0, 3) for x in period.tolist()]
+
+
+def step_detail(stats: StepStats, tl: Timeline, gaps: Gaps, sp: StepSpans,
+                causes: Sequence[str]) -> StepStats:
+    """``stats`` (:func:`step_time`'s, over ``sp``) with the figures the report adds: the
+    step ranges' host durations (us: mean, median, each), the trace's step numbers, the mean
+    period and the mean idle per step by cause (us)."""
+    rows = sp.rows
+    if rows.size == 0:
+        return stats
+    in_step = gap_steps(sp.span_s, sp.span_e, gaps.start_ns) >= 0
+    total = np.zeros(len(causes), dtype=np.int64)
+    np.add.at(total, gaps.cause[in_step], (gaps.end_ns - gaps.start_ns)[in_step])
+    step_ns = (tl.step_end_ns - tl.step_start_ns)[rows]
+    return replace(
+        stats, step_us_mean=round(float(step_ns.mean()) / 1000.0, 3),
         step_us_p50=round(stepstats.median(step_ns.astype(np.float64)) / 1000.0, 3),
         step_us=[round(x / 1000.0, 3) for x in step_ns.tolist()],  # plain floats: the same
         step_numbers=tl.step_num[rows].astype(np.int64).tolist(),
-        idle_per_step_us=per_cause,
-        gpu_span_us_mean=gpu_span_us_mean,
-        period_us=round(summary.value, 3),
-        period_us_mean=round(_period_ns(span_s, span_e) / 1000.0, 3),
-        idle_per_step_us_mean=per_cause_mean,
-        period_us_per_step=period_us_per_step,
-        outlier_steps=list(summary.outliers),
-        between_steps_idle_us=between_us), sp
+        period_us_mean=round(_period_ns(sp.span_s, sp.span_e) / 1000.0, 3),
+        idle_per_step_us_mean={c: round(float(total[ci]) / 1000.0 / rows.size, 3)
+                               for ci, c in enumerate(causes)})
 
 
 def between_steps_us(period_us: np.ndarray, summary: stepstats.StepSummary) -> float:

@@ -1,7 +1,7 @@
 """The last index up to i whose value is at least x", for many queries at once.
 
 Behind two lookups of the analysis: the latest-starting sync call that still runs when a gap
-starts (``stalls._match_calls``) and the innermost annotations that enclose a call
+starts (``callmatch.SortedCalls``) and the innermost annotations that enclose a call
 (``callsites.enclosing``). Walking back one item at a time is O(n) per query, O(n^2) in all
 when one long call or a deep nest of ranges sits behind every query; here a max segment
 tree is climbed and descended for every query together with numpy: O((n + q) log n), and a

@@ -36,7 +36,7 @@ class StreamWaitStat:
     stall_us: float
     gpu_idle_us: float
     record_only: int = 0  # not linked: the record call is known, its stream is not (Kineto
-    # of torch 2.11: readers.kineto.link_stream_waits)
+    # of torch 2.11: readers.kineto.waitlinks)
 
 
 def stream_waits(tl: Timeline, intervals: dict[int, DeviceIntervals]) -> list[StreamWaitStat]:

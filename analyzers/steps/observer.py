@@ -13,8 +13,8 @@ real one: a warning says so.
 Which untraced steps: those before the window when there are at least
 :data:`MIN_BEFORE_STEPS` of them, else those after it. The steps right after the window are
 not a clean baseline: the profiler exports its trace inside the job's process then (Kineto
-writes and compresses the JSON), and on an H200 decode loop (hidden 1024) the steps after the
-window ran at ~1,050 us against ~410 us before it and 670 us traced. Both medians stay in the
+writes and compresses the JSON), and those steps can be slower than the traced ones
+(``benchmarks/2026-12-03/README.md``). Both medians stay in the
 JSON (``untraced_before_us``, ``untraced_after_us``; ``untraced_from`` says which one is the
 figure).
 """

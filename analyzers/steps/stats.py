@@ -1,6 +1,6 @@
 """The one per-step statistic every command uses, and the outlier-step rule.
 
-Real jobs have odd steps: one 385 ms stall among 7 ms steps (lazy allocations, GC pauses,
+Real jobs have odd steps: one stall many times the usual step (lazy allocations, GC pauses,
 barriers, a new request batch). A mean over steps then describes no step of the job, so
 every per-step figure profplug prints (step time, idle per step by cause, direct/indirect
 cost, saving, the what-if's recorded and predicted step, compare's deltas, ab's overhead, the

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.stalls.gaps import CAUSES, Gaps
-from profplug.analyzers.stalls.per_step import per_step_ns, step_stats_and_spans
+from profplug.analyzers.stalls.per_step import per_step_ns, step_time
 from profplug.analyzers.stalls.rank import RankStalls
 from profplug.analyzers.steps import stats as stepstats
 
@@ -68,7 +68,7 @@ def replayed_ns(tl: Timeline, basis: str, recorded: RankStalls) -> float:
     only the replay's steps (their spans and last-op ends) or its GPU window, not the idle
     gaps by cause, so the replay as recorded is not analyzed a second time."""
     z = np.zeros(0, dtype=np.int64)
-    steps, sp = step_stats_and_spans(tl, Gaps(z, z, z, z.astype(np.int8), z), CAUSES)
+    steps, sp = step_time(tl, Gaps(z, z, z, z.astype(np.int8), z), CAUSES)
     window_us = 0.0
     for d in np.unique(tl.gpu_device):
         sel = tl.gpu_device == d

@@ -1,29 +1,25 @@
 """``--unprofiled``: the step time users run at, from a traced run and one unprofiled number.
 
 Under a profiler the host is slower (CUPTI's cost per CUDA call, ``record_function`` ranges,
-observers on every op): 33-83% slower steps on the H200 samples. The trace cannot say by how
-much, so the calibration comes from an unprofiled run of the same job *with* its
-synchronizes (what users run today: ``profplug ab``'s device median, or the job's own
-timing): the host scale ``s`` at which the replay of the traced run, nothing dropped, takes
-that step time. The prediction without the synchronizes is made at the same ``s``
-(``HostCosts(s, s)``): the profiler's cost is taken as proportional to the host's work, and
-the same with and without the synchronizes (the calls and ranges are the same, less the
-dropped ones).
+observers on every op), by an amount the trace cannot say, so the calibration comes from an
+unprofiled run of the same job *with* its synchronizes (what users run today: ``profplug
+ab``'s device median, or the job's own timing): the host scale ``s`` at which the replay of
+the traced run, nothing dropped, takes that step time. The prediction without the
+synchronizes is made at the same ``s`` (``HostCosts(s, s)``): the profiler's cost is taken as
+proportional to the host's work, and the same with and without the synchronizes (the calls
+and ranges are the same, less the dropped ones).
 
-Validated (``docs/whatif.md``) against ``profplug ab`` on the 1-GPU H200 grid: calibrated on
-ab's device median, the traced device runs predicted ab's event median within 6.3% on every
-tuning shape (Kineto and Nsight), and within 3.8% on two of the three held-out ones (the
-third: ab's own rounds ran in different host modes). A fixed profiler cost per CUDA call
-instead of a proportional one, or scaling the gaps alone, predicted the same (summed |error|
-over the 10 tuning cells 22.3, 21.9 and 21.8 points; ``benchmarks/whatif_calibration.py``).
+Validated (``docs/whatif.md``) against ``profplug ab`` on the 1-GPU H200 grid, calibrated on
+ab's device median (the errors: ``benchmarks/2026-12-03/README.md``). A fixed profiler cost
+per CUDA call instead of a proportional one, or scaling the gaps alone, predicted as well
+(``benchmarks/whatif_calibration.py``): the proportional cost, the simplest, is kept.
 The band adds the calibration's term: the prediction's change across the unprofiled step's
 95% CI when it is given (``step_ci_us``), else ``UNPROFILED_BAND_PCT``. When the measured
 run it is held against is paired with the calibration step (``ratio_ci``: ab's speedup CI,
 each round's device and event steps from the same rounds, or the same process under
 ``--switch-every``), the term is that ratio's half-width instead: given the device median
 the prediction starts from, the event median lies where the measured ratio puts it, and the
-device step's own spread from round to round (up to 59% on the grid) is not in the
-comparison.
+device step's own spread from round to round (large on a VM) is not in the comparison.
 
 What the profiler changes on the GPU: a NCCL kernel that waited for a slower, profiled peer
 is not GPU work to keep. Kernels paired across ranks get their wait from the replay; an
@@ -70,12 +66,6 @@ def _device_replay(tls: list[Timeline], s: float, options: StallOptions | None,
 def _mean(per_rank: dict[int, float]) -> float:
     """The pipeline's step the fit aims at: the mean over ranks of their replays."""
     return sum(per_rank.values()) / max(len(per_rank), 1)
-
-
-def _device_us(tls: list[Timeline], s: float, options: StallOptions | None,
-               ranks: list[RankStalls] | None = None) -> float:
-    """The pipeline's step (mean over ranks) replayed at host scale ``s``, nothing dropped."""
-    return _mean(_device_replay(tls, s, options, ranks))
 
 
 def fit_host_scale(tls: list[Timeline], step_us: float, options: StallOptions | None = None,

@@ -185,67 +185,95 @@ class EventArray:
 
     # ------------------------------------------------------------------ exact path
     def _slow(self, final: bool) -> None:
-        buf, end, pos = self.buf, len(self.buf), self.pos
+        """Scan the buffer exactly from ``pos``, item by item, until its bytes end, the array
+        closes, or the scan is between items past the piece that failed (the fast path's)."""
+        end, pos = len(self.buf), self.pos
         batch: list[Event] = []
         while True:
-            if self.item < 0:  # between items
-                pos = skip_between(buf, pos, end)
-                if pos >= end:
+            if self.item < 0:
+                pos = self._open_item(pos, end, final)
+                if self.item < 0:
                     break
-                if pos >= self.slow_until and pos > 1 and not final \
-                        and buf[pos] != _CLOSE_ARRAY:
-                    break  # past the piece that failed: back to the fast path
-                c = buf[pos]
-                if c == _CLOSE_ARRAY:
-                    ends = _really_ends(buf, pos, end, final)
-                    if ends is None:  # what follows is not read yet
-                        break
-                    if ends:
-                        self.closed, self.rest = True, bytes(buf[pos + 1:])
-                        pos = end
-                        break
-                    # a stray ']' with events after it: skipped like any junk between items
-                self.item, self.dropping, self.resynced_to = pos, False, pos
-                # the rest of a bad event (a bracket closed it early) is not counted again
-                self.quiet = self.after_bad and c != OPEN
-                self.scalar = c != OPEN and c != 0x5B and c != QUOTE
-                self.scan = Scan(0, c == QUOTE)
-                if c == QUOTE:
-                    pos += 1
-            if self.scalar:
-                e = scalar_end(buf, pos, end)
-                pos, closed = e, e < end or final
-            else:
-                stop = self._event_start(pos, end)
-                pos, closed = self.scan.run(buf, pos, stop)
-                if not closed and stop < end:  # a new event begins inside this one
-                    self._broken()
-                    pos = self.next_start
-                    continue
-            if closed:
-                if not self.scalar and buf[self.item] == OPEN and buf[pos - 1] == _CLOSE_ARRAY:
-                    # an event that lost its '}' ran into the array's ']'?
-                    ends = _really_ends(buf, pos - 1, end, final)
-                    if ends is None:  # undecided: scan this ']' again with more bytes
-                        pos, self.scan.depth = pos - 1, 1
-                        break
-                    if ends:
-                        self._broken()
-                        self.closed, self.rest = True, bytes(buf[pos:])
-                        pos = end
-                        break
-                self._close(batch, pos)
-                continue
-            if not self.scalar and self._resync(pos):  # long, unclosed, a cut inside
-                self._broken()
-                pos = self.resynced_to
-                continue
-            if pos - self.item > MAX_EVENT:
-                self.dropping = True
-            break
+            pos, more = self._scan_item(batch, pos, end, final)
+            if not more:
+                break
         self._emit(batch)
+        self._drop_scanned(pos, final)
+
+    def _open_item(self, pos: int, end: int, final: bool) -> int:
+        """Between items: open the next one at or after ``pos`` (``item`` >= 0) and return
+        where its scan starts; else (``item`` stays -1) where the scan stops: the bytes end,
+        it is past the failed piece, or at a ']' that closes the array (``closed``) or may
+        (undecided until more is read)."""
+        buf = self.buf
+        pos = skip_between(buf, pos, end)
+        if pos >= end:
+            return pos
+        if pos >= self.slow_until and pos > 1 and not final and buf[pos] != _CLOSE_ARRAY:
+            return pos  # past the piece that failed: back to the fast path
+        c = buf[pos]
+        if c == _CLOSE_ARRAY:
+            ends = _really_ends(buf, pos, end, final)
+            if ends is None:  # what follows is not read yet
+                return pos
+            if ends:
+                self.closed, self.rest = True, bytes(buf[pos + 1:])
+                return end
+            # a stray ']' with events after it: skipped like any junk between items
+        self.item, self.dropping, self.resynced_to = pos, False, pos
+        # the rest of a bad event (a bracket closed it early) is not counted again
+        self.quiet = self.after_bad and c != OPEN
+        self.scalar = c != OPEN and c != 0x5B and c != QUOTE
+        self.scan = Scan(0, c == QUOTE)
+        return pos + 1 if c == QUOTE else pos
+
+    def _scan_item(self, batch: list[Event], pos: int, end: int, final: bool
+                   ) -> tuple[int, bool]:
+        """Scan the open item on from ``pos``; (where the scan is, whether to go on with the
+        next item). A closed item is decoded into ``batch``; one a new event begins inside,
+        or long with a cut inside, is broken there; one still open waits for more bytes."""
+        if self.scalar:
+            e = scalar_end(self.buf, pos, end)
+            pos, closed = e, e < end or final
+        else:
+            stop = self._event_start(pos, end)
+            pos, closed = self.scan.run(self.buf, pos, stop)
+            if not closed and stop < end:  # a new event begins inside this one
+                self._broken()
+                return self.next_start, True
+        if closed:
+            return self._item_closed(batch, pos, end, final)
+        if not self.scalar and self._resync(pos):  # long, unclosed, a cut inside
+            self._broken()
+            return self.resynced_to, True
+        if pos - self.item > MAX_EVENT:
+            self.dropping = True
+        return pos, False
+
+    def _item_closed(self, batch: list[Event], pos: int, end: int, final: bool
+                     ) -> tuple[int, bool]:
+        """The open item's brackets closed at ``pos``: as :meth:`_scan_item`. An event whose
+        last ']' may be the array's (it lost its '}') ends the array when that ']' does."""
+        buf = self.buf
+        if not self.scalar and buf[self.item] == OPEN and buf[pos - 1] == _CLOSE_ARRAY:
+            ends = _really_ends(buf, pos - 1, end, final)
+            if ends is None:  # undecided: scan this ']' again with more bytes
+                self.scan.depth = 1
+                return pos - 1, False
+            if ends:
+                self._broken()
+                self.closed, self.rest = True, bytes(buf[pos:])
+                return end, False
+        self._close(batch, pos)
+        return pos, True
+
+    def _drop_scanned(self, pos: int, final: bool) -> None:
+        """Drop the bytes scanned before ``pos`` (those of an open item too once it passed
+        MAX_EVENT: its scan state is kept), the positions shifted with them; hand back to the
+        fast path when between items."""
+        buf = self.buf
         keep = pos if self.item < 0 or self.dropping else self.item
-        if self.item >= 0 and self.dropping:  # drop the oversized item's bytes, keep its state
+        if self.item >= 0 and self.dropping:
             self.item = pos
         shift = keep - 1
         if shift > 0:

@@ -28,7 +28,7 @@ class Args(msgspec.Struct, gc=False):
     cuda_sync_kind: str | None = None
     wait_on_stream: Int64 | None = None
     wait_on_cuda_event_record_corr_id: Int64 | None = None
-    wait_on_cuda_event_id: Int64 | None = None  # the CUDA event's id (kineto.link_stream_waits)
+    wait_on_cuda_event_id: Int64 | None = None  # the CUDA event's id (kineto.waitlinks)
     # record_param_comms (commops.param_comms); Any: never a reason to leave the fast path
     collective_name: Any = msgspec.field(default=None, name="Collective name")
     group_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
@@ -66,11 +66,6 @@ class Header(msgspec.Struct):
     schemaVersion: Any = None
 
 
-class Trace(Header):
-    traceEvents: list[Event] = []
-
-
-_TRACE_DECODER = msgspec.json.Decoder(Trace)
 _EVENTS_DECODER = msgspec.json.Decoder(list[Event])
 _EXACT_EVENTS_DECODER = msgspec.json.Decoder(list[ExactEvent])
 # an epoch-us ts (16+ digits) with a fraction, or as many digits with an exponent
@@ -78,8 +73,6 @@ _EXACT_EVENTS_DECODER = msgspec.json.Decoder(list[ExactEvent])
 EPOCH_FRACTION = re.compile(rb'"ts"\s*:\s*(?:\d{16,}\.\d|\d\.\d{15,}[eE])')
 _ANY_DECODER = msgspec.json.Decoder()
 
-
-Skipped = dict[str, int]  # reason -> events
 
 # Reasons an event is skipped (counted in Timeline.skipped).
 INVALID_JSON = "invalid JSON"

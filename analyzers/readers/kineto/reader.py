@@ -31,8 +31,9 @@ from profplug.analyzers.core.timeline import (
     TimelineBuilder,
 )
 from profplug.analyzers.readers import commops
-from profplug.analyzers.readers.kineto.decode import Event, Header
+from profplug.analyzers.readers.kineto.decode import Args, Event, Header
 from profplug.analyzers.readers.kineto.stream import EventStream
+from profplug.analyzers.readers.kineto.waitlinks import link_stream_waits
 from profplug.analyzers.readers.limits import max_decompressed
 from profplug.analyzers.steps.rule import DEFAULT_STEPS, StepRule, apply_steps
 
@@ -73,6 +74,33 @@ def _as_int(x: int | str, default: int = -1) -> int:
 
 _NARROW = {"gpu_kind": np.int8, "gsync_kind": np.int8, "gpu_name": np.int32,
            "api_name": np.int32, "ann_name": np.int32}
+_GPU_COLUMNS = ("gpu_start_ns", "gpu_end_ns", "gpu_device", "gpu_stream", "gpu_kind",
+                "gpu_name", "gpu_corr")
+_API_COLUMNS = ("api_start_ns", "api_end_ns", "api_tid", "api_name", "api_corr")
+_FLUSH_BY = ("gpu_start_ns", "api_start_ns", "ann_start_ns", "gsync_start_ns")
+_NO_ARGS = Args()  # an event without args: every field None
+
+
+def _relative_style(events: list[Event]) -> bool | None:
+    """Whether most complete events' ts are relative to a base (else epoch us); None: no
+    complete event with a ts to tell."""
+    stamps = [e.ts for e in events if e.ts is not None and e.ph == "X"]
+    if not stamps:
+        return None
+    return 2 * sum(ts >= EPOCH_US_THRESHOLD for ts in stamps) < len(stamps)
+
+
+def _skip_reason(ts: float | None, dur: float | None, relative: bool) -> str:
+    """Why an event's ts (us) or dur (us) is refused: missing, a duration out of range, a
+    ts in the other style (a mixed trace would make a 10^15 us window), or out of range
+    (int64 ns would overflow)."""
+    if ts is None or dur is None:
+        return "missing ts/dur"
+    if not 0 <= dur <= MAX_EVENT_DUR_US:  # also NaN
+        return "negative or absurd duration"
+    other = EPOCH_US_THRESHOLD <= ts < MAX_EPOCH_TS_US if relative \
+        else -EPOCH_US_THRESHOLD < ts < EPOCH_US_THRESHOLD
+    return MIXED if other else OUT_OF_RANGE
 
 
 class _Rows:
@@ -102,21 +130,18 @@ class _Rows:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
 
     def feed(self, events: list[Event]) -> None:
-        b = self.b
-        if self.relative is None:  # the style of most timestamps in the first batch
-            stamps = [e.ts for e in events if e.ts is not None and e.ph == "X"]
-            if not stamps:
+        """Rows from one batch of decoded events: GPU ops, runtime calls, annotations (steps
+        and comm params among the cpu_ops), GPU-side syncs; the rest skipped with a reason
+        or (other cpu_ops, metadata) left out. Times in ns, before the base is added."""
+        if self.relative is None:
+            self.relative = _relative_style(events)
+            if self.relative is None:
                 return
-            self.relative = 2 * sum(ts >= EPOCH_US_THRESHOLD for ts in stamps) < len(stamps)
-        relative = self.relative
-        gpu_cats = GPU_CATS
-        c = b.cols
-        gs, ge, gd, gst, gk, gn, gc = (c["gpu_start_ns"], c["gpu_end_ns"], c["gpu_device"],
-                                       c["gpu_stream"], c["gpu_kind"], c["gpu_name"],
-                                       c["gpu_corr"])
-        as_, ae, at, an, ac = (c["api_start_ns"], c["api_end_ns"], c["api_tid"],
-                               c["api_name"], c["api_corr"])
-        sym, ids = b.sym, b._ids
+        relative, gpu_cats = self.relative, GPU_CATS
+        c = self.b.cols
+        gs, ge, gd, gst, gk, gn, gc = (c[k] for k in _GPU_COLUMNS)
+        as_, ae, at, an, ac = (c[k] for k in _API_COLUMNS)
+        sym, ids = self.b.sym, self.b._ids
         lower: dict[str, str] = {}
         for e in events:
             if e.ph != "X":
@@ -124,23 +149,12 @@ class _Rows:
                     self.skip(BEGIN_END)
                 continue
             ts, dur = e.ts, e.dur
-            if ts is None or dur is None:
-                self.skip("missing ts/dur")
+            if ts is None or dur is None or not 0 <= dur <= MAX_EVENT_DUR_US or not (
+                    -EPOCH_US_THRESHOLD < ts < EPOCH_US_THRESHOLD if relative
+                    else EPOCH_US_THRESHOLD <= ts < MAX_EPOCH_TS_US):  # NaN too
+                self.skip(_skip_reason(ts, dur, relative))
                 continue
-            if not 0 <= dur <= MAX_EVENT_DUR_US:  # also NaN
-                self.skip("negative or absurd duration")
-                continue
-            if not (-EPOCH_US_THRESHOLD < ts < EPOCH_US_THRESHOLD if relative
-                    else EPOCH_US_THRESHOLD <= ts < MAX_EPOCH_TS_US):  # or NaN
-                # the other style (a mixed trace would make a 10^15 us window), or int64 ns
-                # overflow
-                other = EPOCH_US_THRESHOLD <= ts < MAX_EPOCH_TS_US if relative \
-                    else -EPOCH_US_THRESHOLD < ts < EPOCH_US_THRESHOLD
-                self.skip(MIXED if other else OUT_OF_RANGE)
-                continue
-            cat = lower.get(e.cat)
-            if cat is None:
-                cat = lower[e.cat] = e.cat.lower()
+            cat = lower.get(e.cat) or lower.setdefault(e.cat, e.cat.lower())
             if cat == "cpu_op" and not (e.name.startswith("ProfilerStep#")
                                         or e.name == PARAM_COMMS):
                 continue  # the most common event; only steps and comm params matter
@@ -150,39 +164,29 @@ class _Rows:
                 whole = int(ts)
                 start = whole * 1000 + round((ts - whole) * 1000)
             end = start + round(dur * 1000.0)
-            args = e.args
+            args = e.args if e.args is not None else _NO_ARGS
             kind = gpu_cats.get(cat)
             if kind is not None:
-                dev = args.device if args is not None and args.device is not None \
-                    else _as_int(e.pid)
-                stream = args.stream if args is not None and args.stream is not None \
-                    else _as_int(e.tid)
-                corr = args.correlation if args is not None and args.correlation is not None \
-                    else -1
                 gs.append(start)
                 ge.append(end)
-                gd.append(dev)
-                gst.append(stream)
+                gd.append(args.device if args.device is not None else _as_int(e.pid))
+                gst.append(args.stream if args.stream is not None else _as_int(e.tid))
                 gk.append(kind)
                 name_id = ids.get(e.name)
                 gn.append(sym(e.name) if name_id is None else name_id)
-                gc.append(corr)
+                gc.append(args.correlation if args.correlation is not None else -1)
             elif cat in API_CATS:
-                corr = args.correlation if args is not None and args.correlation is not None \
-                    else -1
-                tid = e.tid
                 name_id = ids.get(e.name)
                 as_.append(start)
                 ae.append(end)
-                at.append(tid if type(tid) is int else _as_int(tid))
+                at.append(e.tid if type(e.tid) is int else _as_int(e.tid))
                 an.append(sym(e.name) if name_id is None else name_id)
-                ac.append(corr)
+                ac.append(args.correlation if args.correlation is not None else -1)
             elif cat in ANN_CATS or cat == "cpu_op":
                 self._annotation(e, cat, start, end)
             elif cat == "cuda_sync":
                 self._gsync(e, start, end)
-        if len(gs) >= FLUSH_ROWS or len(as_) >= FLUSH_ROWS \
-                or len(c["ann_start_ns"]) >= FLUSH_ROWS or len(c["gsync_start_ns"]) >= FLUSH_ROWS:
+        if any(len(c[k]) >= FLUSH_ROWS for k in _FLUSH_BY):
             self.pack()
 
     def _annotation(self, e: Event, cat: str, start: int, end: int) -> None:
@@ -247,89 +251,6 @@ class _Rows:
             tl.warnings.append("no baseTimeNanoseconds: times are relative to this rank's own "
                                "base, not comparable across ranks")
         return tl
-
-
-RECORD_CALLS = ("cudaEventRecord", "cudaEventRecordWithFlags", "hipEventRecord",
-                "hipEventRecordWithFlags")
-WAIT_CALLS = ("cudaStreamWaitEvent", "hipStreamWaitEvent")
-
-
-def link_stream_waits(tl: Timeline, event_id: np.ndarray) -> int:
-    """Fill ``gsync_wait_corr`` of the stream waits whose record correlation is missing;
-    returns how many were linked.
-
-    torch 2.11's Kineto writes every ``Stream Wait Event`` with
-    ``wait_on_cuda_event_record_corr_id: -1`` and ``wait_on_stream: -1``, but with
-    ``wait_on_cuda_event_id`` (``event_id``, per gsync row). Its ``cudaEventRecord`` /
-    ``cudaEventRecordWithFlags`` calls carry only ``cbid`` and ``correlation``: no event id,
-    no stream, and there is no GPU-side record of the record. So:
-
-    - the record is the last ``cudaEventRecord*`` call on the waiting call's own host thread
-      started before the ``cudaStreamWaitEvent`` call (same correlation as the wait);
-    - unless that record call was already taken by an earlier wait on another event id
-      (then it is not this event's record: the wait stays unlinked and is counted so);
-    - ``gsync_wait_stream`` stays -1: the trace does not say which stream the record was on.
-
-    Checked against Nsight Systems exports of the same workloads, whose CUDA_EVENT table has
-    the record's event id and stream (``sample_traces/*nsys``, 668 stream waits): the rule
-    picks the true record in 628, and in the other 40 a record on the same stream right after
-    it with no op launched in between (the same awaited work). The stream of the op launched
-    last before the record, the other candidate, is not the record's stream in about a third
-    of them, so it is not used.
-    """
-    if tl.gsync_kind.size == 0 or tl.api_corr.size == 0:
-        return 0
-    sel = np.nonzero((tl.gsync_kind == SYNC_STREAM_WAIT_EVENT) & (tl.gsync_wait_corr < 0)
-                     & (tl.gsync_corr >= 0))[0]
-    if sel.size == 0:
-        return 0
-    ids = {i for i, n in enumerate(tl.names) if n in RECORD_CALLS}
-    wids = {i for i, n in enumerate(tl.names) if n in WAIT_CALLS}
-    if not ids or not wids:
-        return 0
-    is_wait = np.isin(tl.api_name, list(wids))
-    w_rows = np.nonzero(is_wait)[0]
-    order = np.argsort(tl.api_corr[w_rows], kind="stable")
-    w_corr = tl.api_corr[w_rows][order]
-    w_rows = w_rows[order]
-    if w_corr.size == 0:
-        return 0
-    k = np.minimum(np.searchsorted(w_corr, tl.gsync_corr[sel]), w_corr.size - 1)
-    has = w_corr[k] == tl.gsync_corr[sel]  # the wait's own call
-    sel, call = sel[has], w_rows[k[has]]
-    if sel.size == 0:
-        return 0
-    # record calls and the waits' calls, sorted by (thread, start); a wait's record is the
-    # last record call before it in its thread's block
-    rec = np.nonzero(np.isin(tl.api_name, list(ids)))[0]
-    if rec.size == 0:
-        return 0
-    r_ord = np.lexsort((rec, tl.api_start_ns[rec], tl.api_tid[rec]))
-    rec = rec[r_ord]
-    r_tid, r_t = tl.api_tid[rec], tl.api_start_ns[rec]
-    q_tid, q_t = tl.api_tid[call], tl.api_start_ns[call]
-    j = np.full(sel.size, -1, dtype=np.int64)
-    for t in np.unique(q_tid).tolist():
-        a, b = np.searchsorted(r_tid, t, "left"), np.searchsorted(r_tid, t, "right")
-        qi = np.nonzero(q_tid == t)[0]
-        jj = np.searchsorted(r_t[a:b], q_t[qi], side="left") - 1
-        j[qi] = np.where(jj >= 0, a + jj, -1)
-    ev = event_id[sel] if event_id.size == tl.gsync_kind.size else np.full(sel.size, -1)
-    # one event id per record call: the first wait (in host order) that takes it says which;
-    # a later wait on another id does not link to it
-    w_ord = np.lexsort((q_t, j))
-    owner: dict[int, int] = {}
-    ok = j >= 0
-    for i in w_ord.tolist():
-        r = int(j[i])
-        if r < 0:
-            continue
-        e = int(ev[i])
-        first = owner.setdefault(r, e)
-        if e >= 0 and first >= 0 and e != first:
-            ok[i] = False
-    tl.gsync_wait_corr[sel[ok]] = tl.api_corr[rec[j[ok]]]
-    return int(ok.sum())
 
 
 TIME_COLUMNS = tuple(n for n in Timeline._ARRAYS if n.endswith("_ns"))

@@ -14,6 +14,7 @@ import threading
 import warnings
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
@@ -141,62 +142,93 @@ class Fetcher:
         n = len(exprs)
         if lo is None or hi is None:
             return lambda: empty(n)
-        # Fewer digits, faster text: "start" relative to the first row, "end" as a duration.
+        span = int(hi) - int(lo) + 1
+        split = not serial and self.workers > 1 and span >= PARALLEL_MIN_ROWS
+        q = _Blocks.plan(conn, table, exprs, where, int(lo), span,
+                         self.workers if split else 0)
+        if not split:
+            c = conn
+            return lambda: q.gather([q.one(a, c) for a in q.blocks])
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="nsys-read")
+        futs = [self._pool.submit(self._one_here, q, a) for a in q.blocks]
+        return lambda: q.gather([f.result() for f in futs])
+
+    def _one_here(self, q: _Blocks, a: int) -> list[np.ndarray] | int:
+        """Block ``a`` of ``q`` on this (pool) thread's own connection."""
+        return q.one(a, self._thread_conn())
+
+
+@dataclass
+class _Blocks:
+    """One table's integer columns read in blocks of ``step`` rowids (``blocks``: their first
+    rowids) over ``span`` rowids from ``lo``. ``base``: the first row's start, subtracted in
+    SQL and added back (fewer digits, faster text: "start" relative to it, "end" as a
+    duration), None: the columns as they are. ``dest``: a split table's columns, each block
+    copied to its rowid offset (no concatenation; rows missing from the rowid range
+    squeezed out at the end), None: blocks concatenated."""
+
+    table: str
+    query: str
+    n: int
+    lo: int
+    span: int
+    step: int
+    blocks: list[int]
+    base: int | None
+    dest: list[np.ndarray] | None
+
+    @classmethod
+    def plan(cls, conn: sqlite3.Connection, table: str, exprs: list[str], where: str, lo: int,
+             span: int, workers: int) -> _Blocks:
+        """The blocks of ``table``'s rows ``where``; ``workers``: the threads a split table
+        is read on (0: not split, read on the calling thread)."""
         base = conn.execute(f"SELECT start FROM {table} LIMIT 1").fetchone()[0] \
             if exprs[:2] == ["start", '"end"'] else None
         if not isinstance(base, int):  # NULL or a corrupt cell: no relative trick
             base = None
+        n = len(exprs)
         if base is not None:
             exprs = [f"start - {int(base)}", '"end" - start', *exprs[2:]]
         sel = ", ".join(f"group_concat({e}, ',')" for e in exprs)
         cond = f" AND ({where})" if where else ""
         query = f"SELECT {sel} FROM {table} WHERE rowid BETWEEN ? AND ?{cond}"
-        span = int(hi) - int(lo) + 1
-        split = not serial and self.workers > 1 and span >= PARALLEL_MIN_ROWS
         # Split: about four blocks per thread, so the threads end together.
-        step = max(MIN_CHUNK_ROWS, min(CHUNK_ROWS, -(-span // (4 * self.workers)))) \
-            if split else CHUNK_ROWS
-        blocks = list(range(int(lo), int(hi) + 1, step))
-
-        # Split tables: each block copies its rows to its rowid offset in ``dest`` (no
-        # concatenation); rows missing from the rowid range are squeezed out at the end.
+        step = max(MIN_CHUNK_ROWS, min(CHUNK_ROWS, -(-span // (4 * workers)))) \
+            if workers else CHUNK_ROWS
         dest = [np.empty(span, dtype=I64) for _ in range(n)] \
-            if split and not where and span <= MAX_DEST_ROWS else None
+            if workers and not where and span <= MAX_DEST_ROWS else None
+        return cls(table, query, n, lo, span, step, list(range(lo, lo + span, step)), base,
+                   dest)
 
-        def one(a: int, c: sqlite3.Connection | None = None) -> list[np.ndarray] | int:
-            c = c or self._thread_conn()
-            row = c.execute(query, (a, a + step - 1)).fetchone()
-            cols = [_parse(x) for x in row]
-            if len({x.size for x in cols}) != 1:
-                raise sqlite3.DatabaseError(f"{table}: a column holds NULL or non-integer "
-                                            "values")
-            if dest is None:
-                return cols
-            off = a - int(lo)
-            for d, x in zip(dest, cols, strict=True):
-                d[off:off + x.size] = x
-            return cols[0].size
+    def one(self, a: int, c: sqlite3.Connection) -> list[np.ndarray] | int:
+        """The block from rowid ``a`` on ``c``: its columns, or (``dest``) its row count."""
+        row = c.execute(self.query, (a, a + self.step - 1)).fetchone()
+        cols = [_parse(x) for x in row]
+        if len({x.size for x in cols}) != 1:
+            raise sqlite3.DatabaseError(f"{self.table}: a column holds NULL or non-integer "
+                                        "values")
+        if self.dest is None:
+            return cols
+        off = a - self.lo
+        for d, x in zip(self.dest, cols, strict=True):
+            d[off:off + x.size] = x
+        return cols[0].size
 
-        def gather(parts: list[list[np.ndarray] | int]) -> list[np.ndarray]:
-            if dest is None:
-                out = [np.concatenate([p[i] for p in parts if not isinstance(p, int)])
-                       for i in range(n)]
-            elif sum(int(p) for p in parts if isinstance(p, int)) == span:
-                out = dest
-            else:
-                keep = np.concatenate([np.arange(a - int(lo), a - int(lo) + int(k))
-                                       for a, k in zip(blocks, parts, strict=True)
-                                       if isinstance(k, int)])
-                out = [d[keep] for d in dest]
-            if base is not None:
-                out[0] += int(base)
-                out[1] += out[0]
-            return out
-
-        if not split:
-            c = conn
-            return lambda: gather([one(a, c) for a in blocks])
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="nsys-read")
-        futs = [self._pool.submit(one, a) for a in blocks]
-        return lambda: gather([f.result() for f in futs])
+    def gather(self, parts: list[list[np.ndarray] | int]) -> list[np.ndarray]:
+        """The blocks' parts (:meth:`one`'s, in block order) as whole columns."""
+        dest = self.dest
+        if dest is None:
+            out = [np.concatenate([p[i] for p in parts if not isinstance(p, int)])
+                   for i in range(self.n)]
+        elif sum(int(p) for p in parts if isinstance(p, int)) == self.span:
+            out = dest
+        else:
+            keep = np.concatenate([np.arange(a - self.lo, a - self.lo + int(k))
+                                   for a, k in zip(self.blocks, parts, strict=True)
+                                   if isinstance(k, int)])
+            out = [d[keep] for d in dest]
+        if self.base is not None:
+            out[0] += int(self.base)
+            out[1] += out[0]
+        return out

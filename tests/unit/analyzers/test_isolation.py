@@ -23,7 +23,7 @@ PLANTS = {
     "whatif": ("profplug.analyzers.report.registry.whatif", "what-if failed"),
     "cross_rank": ("profplug.analyzers.crossrank.analysis.cross_rank",
                    "cross-rank analysis failed"),
-    "callsites": ("profplug.analyzers.stalls.rank.enclosing", "call sites failed"),
+    "callsites": ("profplug.analyzers.stalls.detail.enclosing", "call sites failed"),
 }
 
 

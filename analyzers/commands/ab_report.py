@@ -86,8 +86,8 @@ STEP_SERIES = ("step_us", "host_step_us")  # per rank: one number per step, the 
 
 def ab_json_text(res: AbResult) -> str:
     """``ab.json``: the JSON renderer's document (indented, no NaN), each rank's step series
-    on one line, encoded by msgspec (10^7 step times took 47 s through ``json`` at one line
-    each; a series that is not all finite numbers goes through ``json``, which refuses it)."""
+    on one line, encoded by msgspec (``json`` at one line each is far slower on long series;
+    a series that is not all finite numbers goes through ``json``, which refuses it)."""
     doc = res.to_dict()
     token = f"@steps-{os.urandom(8).hex()}-"  # not in any string of the document
     series: list[bytes] = []

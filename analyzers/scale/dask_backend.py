@@ -159,9 +159,9 @@ def probe(address: str, host: str, port: int, timeout: float, args: dict[str, An
 
 
 def _packed(fn: TaskFn, task: RankTask) -> FileResult:
-    """``fn(task)`` on a worker, its Timelines as npz bytes (no pickle). Uncompressed: zlib
-    made a 477 MB trace's Timeline 5x smaller (42 -> 8.5 MB) but cost 2.1 s of the worker's
-    CPU, about half its parse, to save ~30 ms on a 10 Gb/s network (docs/scale.md)."""
+    """``fn(task)`` on a worker, its Timelines as npz bytes (no pickle). Uncompressed:
+    compressing costs the worker more CPU than the smaller transfer saves on a cluster's
+    network (benchmarks/2026-12-03/README.md, "Figures moved from code comments")."""
     res = fn(task)
     blobs: list[Any] = []
     for tl in res.timelines:
@@ -181,7 +181,7 @@ def unpack(res: FileResult) -> FileResult:
 
 # a LocalCluster's settings: a task of a worker that died goes to another worker once
 # (``ALLOWED_FAILURES``); no GPU monitoring (NVML), which the analysis never reads and which
-# costs each worker ~19 MB on a GPU machine (an H200 host: 98 -> 79 MB idle; docs/scale.md)
+# costs each worker memory on a GPU machine
 LOCAL_CONFIG = {"distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
                 "distributed.diagnostics.nvml": False}
 

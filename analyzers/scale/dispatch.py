@@ -118,7 +118,7 @@ def run_task(task: RankTask) -> FileResult:
         trim()  # what the read freed: the analysis starts from the timelines alone
         if entry is not None and kept is None:
             # loaded after the read, not before: their decoding's peak is under the read's,
-            # and the read's is not raised by them (a 478 MB rank's Dask worker: +15 MB)
+            # and the read's is not raised by them
             kept = load_stalls(entry)
         if kept is not None:
             stalls = kept

@@ -142,7 +142,7 @@ class Parts:
             if tl.rank not in by_rank and tl.rank not in wi:
                 continue
             # the what-if first: its big arrays on a heap that the cross-rank part's many
-            # small objects have not cut up yet (a 478 MB rank's worker: 270 -> 255 MB)
+            # small objects have not cut up yet (a lower worker peak)
             whatif = _guarded(spread.rank_whatif, tl, wi[tl.rank]) if tl.rank in wi else None
             _trim(tl)
             part = row = None

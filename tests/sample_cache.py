@@ -36,7 +36,7 @@ from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.report.run_meta import find_run_meta
 from profplug.analyzers.scale import load as load_mod
 from profplug.analyzers.scale.load import LoadedRanks
-from profplug.analyzers.stalls.rank import RankStalls, StallOptions, analyze_rank
+from profplug.analyzers.stalls.rank import RankResult, StallOptions, analyze_rank
 from profplug.analyzers.whatif import DropSpec, WhatIfResult
 from profplug.analyzers.whatif import whatif as run_whatif
 
@@ -127,7 +127,7 @@ _LOAD_RANKS = load_mod.load_ranks  # likewise
 
 @functools.cache
 def _stalls(cwd: str, key: tuple[str, ...], read: ReadOptions | None,
-            tolerance_ns: int) -> tuple[RankStalls, ...]:
+            tolerance_ns: int) -> tuple[RankResult, ...]:
     opt = StallOptions(tolerance_ns=tolerance_ns)
     return tuple(analyze_rank(t, opt) for t in _read(cwd, key, read))
 

@@ -32,7 +32,7 @@ from profplug.analyzers.report.analysis import analyze
 from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.report.run_meta import find_run_meta
 from profplug.analyzers.scale.pathargs import run_paths
-from profplug.analyzers.stalls.rank import RankStalls, StallOptions
+from profplug.analyzers.stalls.rank import RankResult, StallOptions
 from profplug.analyzers.whatif import (
     DropSpec,
     WhatIfResult,
@@ -104,7 +104,7 @@ def _compare_with_ab(run_a: str, run_b: str, *, fmt: str, output: Path | None,
     opt = options or StallOptions()
 
     def at_ab_speed(timelines: list[Timeline], o: StallOptions,
-                    ranks: list[RankStalls] | None) -> WhatIfResult:
+                    ranks: list[RankResult] | None) -> WhatIfResult:
         return whatif_unprofiled(timelines, dev_us, DropSpec(), o, step_ci_us=dev_ci,
                                  ratio_ci=ratio)
 

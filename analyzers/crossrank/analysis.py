@@ -31,13 +31,13 @@ from profplug.analyzers.crossrank.per_rank import (
 from profplug.analyzers.crossrank.result import CriticalPath, CrossRankResult, us
 from profplug.analyzers.crossrank.swimlane import Swimlane, swimlane
 from profplug.analyzers.graph.matching import RULES, match
-from profplug.analyzers.stalls.rank import RankStalls, StallOptions, analyze_rank
+from profplug.analyzers.stalls.rank import RankResult, StallOptions, analyze_rank
 
 TOP_CALLSITES = 5
 
 
 def cross_rank(timelines: list[Timeline], options: StallOptions | None = None,
-               ranks: list[RankStalls] | None = None) -> CrossRankResult:
+               ranks: list[RankResult] | None = None) -> CrossRankResult:
     """The cross-rank analysis of one run (every rank's timeline), in this process: each
     rank's parts (``parts``) in turn, then joined.
 
@@ -154,7 +154,7 @@ def applies(timelines: list[Timeline]) -> bool:
 
 
 def _run(timelines: list[Timeline], options: StallOptions,
-         ranks: list[RankStalls] | None) -> CrossRankResult | None:
+         ranks: list[RankResult] | None) -> CrossRankResult | None:
     """:func:`cross_rank`, or None for a run it does not apply to (:func:`applies`)."""
     return cross_rank(timelines, options, ranks) if applies(timelines) else None
 

@@ -42,7 +42,7 @@ from profplug.analyzers.scale.placement import (
     spread_drop,
 )
 from profplug.analyzers.scale.result_cache import MISS, ResultCache
-from profplug.analyzers.stalls.rank import RankStalls, StallOptions, flat_dict
+from profplug.analyzers.stalls.rank import RankResult, StallOptions, flat_dict
 from profplug.analyzers.stalls.sanity import check_sum_rule
 from profplug.analyzers.steps import observer
 from profplug.analyzers.steps.rule import DEFAULT_STEPS, StepRule
@@ -80,7 +80,7 @@ RunAnalyzer = AnalysisSpec | Callable[..., "RunAnalysis | None"]
 
 @dataclass
 class Report:
-    ranks: list[RankStalls]
+    ranks: list[RankResult]
     options: StallOptions = field(default_factory=StallOptions)
     meta: dict[str, Any] = field(default_factory=dict)  # run.json, when present
     run: dict[str, RunAnalysis] = field(default_factory=dict)  # run-level results, by key
@@ -88,7 +88,7 @@ class Report:
     lost: list[str] = field(default_factory=list)  # files lost with their worker (also warned)
     command: str = "report"  # the command whose page this is: its title ("profplug whatif")
 
-    def rank(self, r: int) -> RankStalls:
+    def rank(self, r: int) -> RankResult:
         for x in self.ranks:
             if x.rank == r:
                 return x
@@ -116,7 +116,7 @@ class Report:
                 "ranks": [self._rank_json(r) for r in self.ranks],
                 **{key: a.to_dict() for key, a in self.run.items()}}
 
-    def _rank_json(self, r: RankStalls) -> dict[str, Any]:
+    def _rank_json(self, r: RankResult) -> dict[str, Any]:
         """A rank's JSON: ``rank_dict``, plus the fields run-level results add to it."""
         d = rank_dict(r)
         for a in self.run.values():
@@ -132,7 +132,7 @@ class Report:
         return d
 
 
-def rank_dict(r: RankStalls) -> dict[str, Any]:
+def rank_dict(r: RankResult) -> dict[str, Any]:
     d: dict[str, Any] = {
         "rank": r.rank, "source": r.source, "files": r.files, "rank_rule": r.rank_rule,
         "steps_rule": r.steps_rule,
@@ -152,7 +152,7 @@ def rank_dict(r: RankStalls) -> dict[str, Any]:
 
 def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | None = None,
                       run: Iterable[RunAnalyzer] = (), steps: StepRule = DEFAULT_STEPS,
-                      ranks: list[RankStalls] | None = None,
+                      ranks: list[RankResult] | None = None,
                       results: ResultCache | None = None) -> Report:
     """Every rank's stall analysis, then each run-level analysis of ``run`` over all ranks,
     in one process.
@@ -171,7 +171,7 @@ def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | Non
     return rep
 
 
-def ranks_report(ranks: list[RankStalls], options: StallOptions, steps: StepRule) -> Report:
+def ranks_report(ranks: list[RankResult], options: StallOptions, steps: StepRule) -> Report:
     """The report of the ranks' stall analyses, checked to add up, with its warnings (no
     steps found, call sites that failed); no run-level analysis yet."""
     check_sum_rule(ranks)  # never print figures that do not add up
@@ -209,8 +209,8 @@ def _add(rep: Report, result: RunAnalysis | None, failed: str | None) -> None:
         rep.add(result)
 
 
-def callsite_failures(ranks: list[RankStalls]) -> list[str]:
-    """The ranks' call-site failures (``RankStalls.callsites_failed``) as one warning."""
+def callsite_failures(ranks: list[RankResult]) -> list[str]:
+    """The ranks' call-site failures (``RankResult.callsites_failed``) as one warning."""
     failed = [(r.rank, r.callsites_failed) for r in ranks if r.callsites_failed]
     if not failed:
         return []
@@ -234,7 +234,7 @@ def analyze(paths: PathsLike, options: StallOptions | None = None, *,
     (``dispatch``; default: the local pool of ``jobs`` processes), where its ranks' stall
     analyses and the run-level analyses' parts are made (``scale.placement``: each
     analysis in one process, by rank, or in rounds). ``keep_gaps`` False: the ranks come
-    without their idle gaps (``RankStalls.gaps`` empty: for a JSON, table or CSV report
+    without their idle gaps (``RankResult.gaps`` empty: for a JSON, table or CSV report
     without run-level analyses, which never read them); ``gaps_per_device``: with at most so
     many per device, the longest, where no run-level analysis here reads them
     (``gaps.longest``: what a page draws).

@@ -19,7 +19,7 @@ from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.crossrank.analysis import CROSS_RANK_SPEC
 from profplug.analyzers.graph.dropset import DROP_ALL, DROP_DEVICE, DROP_POLICY, DropSpec
 from profplug.analyzers.stalls.hostonly import HOST_ONLY_SPEC
-from profplug.analyzers.stalls.rank import RankStalls, StallOptions
+from profplug.analyzers.stalls.rank import RankResult, StallOptions
 from profplug.analyzers.whatif.predict import whatif, whatif_analysis
 from profplug.analyzers.whatif.result import WhatIfResult
 
@@ -45,7 +45,7 @@ def check_drop(drop: DropSpec) -> DropSpec:
 
 def whatif_if_cheap(timelines: list[Timeline], options: StallOptions,
                     drop: DropSpec | None = None,
-                    ranks: list[RankStalls] | None = None) -> WhatIfResult | None:
+                    ranks: list[RankResult] | None = None) -> WhatIfResult | None:
     """The what-if of a report by default (None without GPU work): run when the run has at most
     ``WHATIF_AUTO_MAX_EVENTS`` API calls + GPU ops (~2 us each); else a ProfplugError saying
     so, which the report keeps as a warning."""
@@ -67,7 +67,7 @@ def whatif_spec(asked: Asked) -> AnalysisSpec | None:
         return whatif_analysis(drop)
 
     def cheap(timelines: list[Timeline], options: StallOptions,
-              ranks: list[RankStalls] | None) -> WhatIfResult | None:
+              ranks: list[RankResult] | None) -> WhatIfResult | None:
         return whatif_if_cheap(timelines, options, drop, ranks)
 
     return AnalysisSpec(name="whatif", label="what-if", run=cheap, in_parts=WHATIF, drop=drop,

@@ -6,7 +6,7 @@ and yields their results as they finish: :class:`LocalBackend` (this process, or
 local processes: the default) and ``daskpool.DaskBackend`` (the workers of a Dask cluster)
 are siblings behind one protocol; the analyses never know where they ran.
 
-What travels back (a :class:`FileResult`): per rank the ``RankStalls`` (per-gap and
+What travels back (a :class:`FileResult`): per rank the ``RankResult`` (per-gap and
 per-sync-call rows, never per event; its idle gaps only with ``keep_gaps``) and, only when
 ``keep_timeline`` is set, the Timeline
 (run-level analyses, the what-if and the cross-rank matching, read every event), and
@@ -38,7 +38,7 @@ from profplug.analyzers.readers.corrcheck import correlation_check
 from profplug.analyzers.readers.registry import reader_for
 from profplug.analyzers.scale.result_cache import load_stalls, save_stalls, stalls_entry
 from profplug.analyzers.stalls.gaps import NO_GAPS, longest
-from profplug.analyzers.stalls.rank import RankStalls, StallOptions, analyze_rank
+from profplug.analyzers.stalls.rank import RankResult, StallOptions, analyze_rank
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class RankTask:
     read: ReadOptions
     stall: StallOptions | None = None  # None: read only (no per-rank analysis)
     keep_timeline: bool = True  # send the Timelines back (run-level analyses need them)
-    # send each rank's idle gaps back (RankStalls.gaps: one row per gap; the HTML timeline,
+    # send each rank's idle gaps back (RankResult.gaps: one row per gap; the HTML timeline,
     # gaps_frame and the cross-rank swimlane read them); False: an empty Gaps
     keep_gaps: bool = True
     # a run-level analysis's per-rank part, run on the file's timelines where they were
@@ -73,7 +73,7 @@ class FileResult:
 
     path: str
     size_bytes: int
-    stalls: list[RankStalls] = field(default_factory=list)
+    stalls: list[RankResult] = field(default_factory=list)
     timelines: list[Timeline] = field(default_factory=list)
     n_ranks: int = 0
     cached: bool = False  # read from the per-rank cache
@@ -146,7 +146,7 @@ def run_task(task: RankTask) -> FileResult:
                       n_events=sum(t.n_events for t in tls), parts=parts)
 
 
-def _parts_need_read(task: RankTask, kept: list[RankStalls]) -> bool:
+def _parts_need_read(task: RankTask, kept: list[RankResult]) -> bool:
     """Whether the parts of ``task`` need the file read though its ranks' stall analyses
     were kept: a part that applies to any run, or one that applies to runs without GPU work
     while a rank of the file has none (a part of a rank with GPU work is then None)."""
@@ -154,7 +154,7 @@ def _parts_need_read(task: RankTask, kept: list[RankStalls]) -> bool:
                for _, _, applies in task.parts)
 
 
-def _as_sent(task: RankTask, stalls: list[RankStalls]) -> list[RankStalls]:
+def _as_sent(task: RankTask, stalls: list[RankResult]) -> list[RankResult]:
     """The stalls as they travel: none unless the task sends them; without their gaps
     unless it keeps them, and then at most ``gaps_per_device`` per device."""
     if not task.send_stalls:
@@ -250,19 +250,19 @@ def gather(tasks: Sequence[RankTask], backend: Backend, *, fn: TaskFn = run_task
 # ``analyze_rank`` is pure Python and numpy over one Timeline, so ranks are independent. When
 # the ranks read in one process are big (``PARALLEL_MIN_ROWS`` host calls + GPU ops or more),
 # several, and the platform can fork, each is analyzed in a forked child (which sees the
-# Timelines without copying them) and only its small RankStalls comes back.
+# Timelines without copying them) and only its small RankResult comes back.
 PARALLEL_MIN_ROWS = 4_000_000  # smaller runs are analyzed in this process
 
 _WORK: list[Timeline] = []  # the Timelines a forked child analyzes, by index
 
 
-def _one(args: tuple[int, StallOptions]) -> RankStalls:
+def _one(args: tuple[int, StallOptions]) -> RankResult:
     i, opt = args
     return analyze_rank(_WORK[i], opt)
 
 
 def analyze_ranks(timelines: list[Timeline], opt: StallOptions, *,
-                  jobs: int | None = None) -> list[RankStalls]:
+                  jobs: int | None = None) -> list[RankResult]:
     """``[analyze_rank(t, opt) for t in timelines]``, on up to ``jobs`` processes."""
     global _WORK
     n = min(len(timelines), jobs or usable_cpus())

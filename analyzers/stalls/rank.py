@@ -37,11 +37,11 @@ from profplug.analyzers.stalls.result import (
     CallsiteStat,
     DeviceStalls,
     GpuTime,
-    RankStalls,
+    RankResult,
     flat_dict,
 )
 
-__all__ = ["GPU_TIME_FIELDS", "CallsiteStat", "DeviceStalls", "GpuTime", "RankStalls",
+__all__ = ["GPU_TIME_FIELDS", "CallsiteStat", "DeviceStalls", "GpuTime", "RankResult",
            "StallOptions", "analyze_rank", "flat_dict", "rank_stalls"]
 
 DEFAULT_TOLERANCE_NS = 2_000
@@ -67,7 +67,7 @@ class StallOptions:
 
 def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bool = False,
                  api_kind: np.ndarray | None = None, launch: np.ndarray | None = None
-                 ) -> RankStalls:
+                 ) -> RankResult:
     """Attribute every idle gap of one rank's timeline (see the module docstring). ``brief``:
     the attribution only (``stalls.attribution``: GPU window and busy time, gaps, the step
     time), without ``stalls.detail`` (no call sites, sync/stream-wait stats, outlier texts,
@@ -81,15 +81,15 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bo
     return rank_stalls(tl, att, None if brief else detail(tl, att))
 
 
-def rank_stalls(tl: Timeline, att: Attribution, more: Detail | None) -> RankStalls:
-    """The RankStalls of ``tl`` from its attribution and, unless brief (None), its detail."""
+def rank_stalls(tl: Timeline, att: Attribution, more: Detail | None) -> RankResult:
+    """The RankResult of ``tl`` from its attribution and, unless brief (None), its detail."""
     devices = att.devices
     if more is not None:  # NCCL time split off the busy time
         devices = [replace(d, gpu=GpuTime.of(att.intervals[d.device], more.comm_ns[d.device]))
                    for d in devices]
     sp = att.spans
     z = np.zeros(0, dtype=np.int64)
-    return RankStalls(
+    return RankResult(
         rank=tl.rank, source=tl.source, files=list(tl.files), rank_rule=tl.rank_rule,
         steps_rule=tl.steps_rule, devices=devices,
         syncs=more.syncs if more else [], callsites=more.callsites if more else [],

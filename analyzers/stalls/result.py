@@ -1,4 +1,4 @@
-"""What the stall analysis of one rank returns: :class:`RankStalls` (``*_us`` in us,
+"""What the stall analysis of one rank returns: :class:`RankResult` (``*_us`` in us,
 ``*_ns`` in int64 ns), its devices' :class:`GpuTime`, its call sites' :class:`CallsiteStat`.
 """
 
@@ -72,7 +72,7 @@ class CallsiteStat:
 
 
 @dataclass
-class RankStalls:
+class RankResult:
     rank: int
     source: str
     files: list[str]

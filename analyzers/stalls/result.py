@@ -73,6 +73,9 @@ class CallsiteStat:
 
 @dataclass
 class RankResult:
+    """One rank's whole result (``analyze_rank``): its devices' GPU time and idle by cause,
+    the syncs and call sites, the steps and the idle gaps; times in us, gaps in ns."""
+
     rank: int
     source: str
     files: list[str]

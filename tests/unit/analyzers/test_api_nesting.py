@@ -8,8 +8,7 @@ from pathlib import Path
 import numpy as np
 from profplug.analyzers.core.timeline import Timeline, top_level
 from profplug.analyzers.readers.kineto.reader import read_kineto
-
-from tests.synth import KinetoTrace
+from synth import KinetoTrace
 
 
 def test_top_level_by_hand() -> None:

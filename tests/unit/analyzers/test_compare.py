@@ -13,14 +13,12 @@ import pytest
 import sample_cache
 from profplug.analyzers.compare.reports import compare, comparison_frame
 from profplug.analyzers.report.analysis import analyze
-from synth import KinetoTrace
-from unit.analyzers.test_compare_synth import (
-    N_STEPS,
-    sample_device_event_pairs,
-    write_run,
-)
+from sample_cache import sample_device_event_pairs
+from synth import N_STEPS, KinetoTrace, write_run
 
 from profplug.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
@@ -181,3 +179,9 @@ def test_sample_device_vs_event(pair: tuple[Path, Path]) -> None:
         # run-to-run noise (sample_traces/README.md), so no speed claim there
         if "pp2_infer" in str(dev) and rc.a.step_us is not None and rc.b.step_us is not None:
             assert rc.b.step_us <= rc.a.step_us * 1.05
+
+
+def test_docs_say_compare_uses_the_gpu_period() -> None:
+    doc = (ROOT / "docs" / "html-and-compare.md").read_text()
+    faster = doc[doc.index("**Faster run**"):doc.index("**diff**")]
+    assert "period_us" in faster and "step_us_mean" not in faster

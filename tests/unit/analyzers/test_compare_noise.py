@@ -16,7 +16,7 @@ from profplug.analyzers.compare.reports import compare
 from profplug.analyzers.report.analysis import analyze
 from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.whatif import DropSpec, whatif_unprofiled
-from unit.analyzers.test_compare_synth import write_run
+from synth import write_run
 
 from profplug.cli.main import main
 

@@ -19,13 +19,8 @@ from profplug.analyzers.render.html import script_json, timeline_data
 from profplug.analyzers.render.registry import render_text
 from profplug.analyzers.report.analysis import Report, RunAnalysis, analyze
 from profplug.analyzers.stalls.gaps import CAUSES
-from synth import KinetoTrace
-from unit.analyzers.test_compare_synth import (
-    N_STEPS,
-    build_rank,
-    sample_run_dirs,
-    write_run,
-)
+from sample_cache import sample_run_dirs
+from synth import N_STEPS, KinetoTrace, build_rank, write_run
 
 EVIL = "<script>alert(1)</script>"
 SUMMARY_KEYS = ["window_us", "step_us", "busy_us", "compute_us", "comm_us", "idle_us",
@@ -350,3 +345,14 @@ def test_many_ranks_share_the_gap_budget_and_the_page_stays_small(tmp_path: Path
     assert len(data["timeline"]["gaps"]["device_sync"]["s"]) == 12 * 2000
     assert page.count("drew the 2,000 longest of 2,499 gaps") == 12
     assert len(page.encode()) <= MAX_PAGE
+
+
+def test_compare_page_shows_the_share_as_a_percentage(tmp_path: Path) -> None:
+    # given the synthetic device/event runs (share 1.5 = 150%, as the verdict says)
+    a, b = analyze(write_run(tmp_path, "device")), analyze(write_run(tmp_path, "event"))
+    page = render_text(compare(a, b, "device", "event"), "html")
+    verdicts = page[page.index('id="verdicts"'):]
+    verdicts = verdicts[:verdicts.index("</table>")]
+    # then the cell shows 150% and keeps the JSON's fraction in data-v
+    assert re.findall(r'<td data-v="1.5">([^<]*)</td>', verdicts) == ["150%", "150%"]
+    assert "= 150% of it" in verdicts

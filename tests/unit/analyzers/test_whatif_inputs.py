@@ -11,8 +11,7 @@ from profplug.analyzers import whatif_paths
 from profplug.analyzers.core.errors import ProfplugError
 from profplug.analyzers.whatif import DropSpec
 from profplug.analyzers.whatif.peers import PEERS_MISSING
-from synth import KinetoTrace
-from unit.analyzers.test_compare_synth import write_run
+from synth import KinetoTrace, write_run
 
 from profplug.cli.main import main
 

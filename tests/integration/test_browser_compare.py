@@ -18,7 +18,6 @@ pytestmark = pytest.mark.browser
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 
 
-@pytest.mark.skipif(not (SAMPLES / "pp2_infer_kineto").is_dir(), reason="no samples")
 def test_compare_page_first_figure_is_the_answer(chromium: Any, tmp_path: Path
                                                  ) -> None:
     # given `profplug compare device event --whatif` on the shipped decode-loop runs
@@ -57,7 +56,6 @@ def test_compare_page_first_figure_is_the_answer(chromium: Any, tmp_path: Path
     assert d["b"]["step"]["us"] == pytest.approx(answer["measured_us"], abs=1e-3)
 
 
-@pytest.mark.skipif(not (SAMPLES / "ab_h200_decode_loop").is_dir(), reason="no samples")
 def test_compare_with_ab_page_first_figure(chromium: Any, tmp_path: Path
                                            ) -> None:
     # given `profplug compare TRACED AB_DIR` (B measured by profplug ab: its CI)

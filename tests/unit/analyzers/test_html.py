@@ -323,7 +323,7 @@ def test_metadata_is_collapsed_with_readable_dates(tmp_path: Path) -> None:
     page = render(analyze([d]))
     # then it is one collapsed <details> at the end, dates in UTC, the command on one line
     meta = page[page.index('<details class="meta">'):]
-    assert meta.index("<summary>Run metadata (run.json)</summary>") >= 0
+    assert "<summary>Run metadata (run.json)</summary>" in meta
     assert "NVIDIA_REQUIRE_CUDA" in meta and "NVIDIA_REQUIRE_CUDA" not in page[:page.index(
         '<details class="meta">')]
     assert "2026-11-29 17:12:06 UTC" in meta and "2026-11-29 17:12:15 UTC" in meta

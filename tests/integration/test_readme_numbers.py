@@ -6,7 +6,7 @@ A number carries a marker right after it, ``6,133<!-- n:ID -->`` (invisible once
 which shipped run (``sample_traces/`` or ``benchmarks/``) prints it (``report:``, ``ab:``,
 ``compare:A|B``, ``observer:``: the observer effect the report prints from run.json), where
 in that command's JSON (``reduce``, ``over``, ``scale``: :func:`_value`), and in what format. Numbers that the
-robust per-step statistic (issue 25) will move are
+robust per-step statistic will move are
 marked ``moves_with``: regenerate them at merge with
 ``PROFPLUG_README_UPDATE=1 .venv/bin/python -m pytest tests/integration/test_readme_numbers.py``,
 which rewrites the marked numbers in the pages from the code (and still fails once, so that

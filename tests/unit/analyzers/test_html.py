@@ -277,7 +277,7 @@ def test_whatif_result_gets_its_own_section(tmp_path: Path) -> None:
     assert external_loads(page) == []
 
 
-MAX_PAGE = 2_000_000  # bytes (issue #17: pages with a plotting library inlined were ~5 MB)
+MAX_PAGE = 2_000_000  # bytes (pages with a plotting library inlined were ~5 MB)
 
 
 def test_page_is_small_and_the_timeline_opens_on_a_few_steps(run_dir: Path) -> None:

@@ -1,5 +1,5 @@
 """What the what-if is given: ``--drop-at`` as the report prints the call site (or a unique
-part of it), and a warning first when peer ranks are missing (issue #17, items 2 and 3)."""
+part of it), and a warning first when peer ranks are missing."""
 
 from __future__ import annotations
 

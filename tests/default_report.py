@@ -20,5 +20,6 @@ def default_report(timelines: list[Timeline]) -> Report:
         assert sum_rule_broken(r) is None
     for fmt in FORMATS:
         assert render_text(rep, fmt)
-    assert [w for w in rep.warnings if " failed (" in w] == []
+    failed = [w for w in rep.warnings if " failed (" in w]
+    assert failed == [], failed
     return rep

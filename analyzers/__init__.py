@@ -21,7 +21,7 @@ from typing import Any
 
 _WHERE = {
     "CAUSES": "stalls.gaps",
-    "RankStalls": "stalls.rank", "StallOptions": "stalls.rank", "analyze_rank": "stalls.rank",
+    "RankResult": "stalls.rank", "StallOptions": "stalls.rank", "analyze_rank": "stalls.rank",
     "ReadOptions": "readers.base",
     "Timeline": "core.timeline",
     "load_timelines": "scale.load",

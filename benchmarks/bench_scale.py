@@ -21,7 +21,7 @@ cached re-run, per-worker and client memory; and the cache on one big trace.
    last table is the goals: figure, bound, met. Each big-trace case runs ``--repeat``
    times (default 3): its least wall and CPU time (the run the machine's other load slowed
    least) and its most memory.
-4. The size of what travels back per rank: the pickled RankStalls, the Timeline as
+4. The size of what travels back per rank: the pickled RankResult, the Timeline as
    compressed npz (what ``--dask`` sends when run-level analyses are on) and uncompressed.
 
 Columns: wall s (spawn to exit); s/GB = wall / GB of trace; cpu s = user+sys of the tree;
@@ -162,7 +162,7 @@ def travel_sizes(f: Path) -> str:
     tl.save(raw, compress=False)
     events = tl.n_gpu + tl.api_start_ns.size + tl.ann_start_ns.size
     return (f"per rank ({f.stat().st_size / 1e6:.0f} MB trace, {events:,} events): "
-            f"RankStalls pickled {len(pickle.dumps(st)) / 1e3:,.0f} KB; Timeline npz "
+            f"RankResult pickled {len(pickle.dumps(st)) / 1e3:,.0f} KB; Timeline npz "
             f"compressed {comp.tell() / 1e6:.1f} MB, uncompressed {raw.tell() / 1e6:.1f} MB")
 
 

@@ -39,7 +39,7 @@ from profplug.analyzers.report.analysis import Report, analyze_timelines
 from profplug.analyzers.report.run_meta import find_run_meta
 from profplug.analyzers.scale import load as load_mod
 from profplug.analyzers.scale.load import SKIP_NAMES, LoadedRanks
-from profplug.analyzers.stalls.rank import RankStalls, StallOptions, analyze_rank
+from profplug.analyzers.stalls.rank import RankResult, StallOptions, analyze_rank
 from profplug.analyzers.whatif import DropSpec, WhatIfResult
 from profplug.analyzers.whatif import whatif as run_whatif
 
@@ -154,7 +154,7 @@ _LOAD_RANKS = load_mod.load_ranks  # likewise
 
 @functools.cache
 def _stalls(cwd: str, key: tuple[str, ...], read: ReadOptions | None,
-            tolerance_ns: int) -> tuple[RankStalls, ...]:
+            tolerance_ns: int) -> tuple[RankResult, ...]:
     opt = StallOptions(tolerance_ns=tolerance_ns)
     return tuple(analyze_rank(t, opt) for t in _read(cwd, key, read))
 

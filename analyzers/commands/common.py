@@ -41,7 +41,7 @@ from profplug.analyzers.scale.load import PathsLike, load_timelines
 from profplug.analyzers.scale.pathargs import check_paths, run_paths, split_paths
 from profplug.analyzers.scale.placement import spreading
 from profplug.analyzers.stalls.hostonly import host_only
-from profplug.analyzers.stalls.rank import RankStalls, StallOptions
+from profplug.analyzers.stalls.rank import RankResult, StallOptions
 from profplug.analyzers.steps.observer import untraced_step_us
 from profplug.analyzers.whatif import (
     DROP_ALL,
@@ -101,7 +101,7 @@ def _progress(quiet: bool) -> bool | None:
 
 def whatif_if_cheap(timelines: list[Timeline], options: StallOptions,
                     drop: DropSpec | None = None,
-                    ranks: list[RankStalls] | None = None) -> WhatIfResult | None:
+                    ranks: list[RankResult] | None = None) -> WhatIfResult | None:
     """The what-if of a report by default (None without GPU work): run when the run has at most
     ``WHATIF_AUTO_MAX_EVENTS`` API calls + GPU ops (~2 us each); else a ProfplugError saying
     so, which the report keeps as a warning."""
@@ -129,7 +129,7 @@ def report_analyses(whatif: bool | None, cross_rank: bool = True,
     drop = check_drop(drop or DropSpec())
 
     def cheap(timelines: list[Timeline], options: StallOptions,
-              ranks: list[RankStalls] | None = None) -> WhatIfResult | None:
+              ranks: list[RankResult] | None = None) -> WhatIfResult | None:
         return whatif_if_cheap(timelines, options, drop, ranks)
 
     cheap.uses_rank_stalls = True  # type: ignore[attr-defined]

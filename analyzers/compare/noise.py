@@ -33,7 +33,7 @@ from profplug.analyzers.steps.stats import center, scaled_mad
 
 if TYPE_CHECKING:
     from profplug.analyzers.report.analysis import Report
-    from profplug.analyzers.stalls.rank import RankStalls
+    from profplug.analyzers.stalls.rank import RankResult
 
 RESAMPLES = 2_000
 SEED = 20_261_201
@@ -41,7 +41,7 @@ LEVEL = 0.95
 MIN_STEPS = 3  # fewer steps in a run: no test (no spread to speak of)
 
 
-def rank_step_us(r: RankStalls) -> tuple[np.ndarray, str]:
+def rank_step_us(r: RankResult) -> tuple[np.ndarray, str]:
     """One rank's per-step times (us) and their basis: ``"gpu period"`` (the diff of the
     complete steps' GPU starts), else ``"host step"`` (the step ranges), else empty."""
     starts = np.asarray(r.step_starts_ns, dtype=float)
@@ -164,7 +164,7 @@ def runs_noise(rep_a: Report, rep_b: Report) -> NoiseTest | None:
     return noise_test(xa, xb, ba)
 
 
-def ranks_noise(ra: RankStalls, rb: RankStalls) -> NoiseTest | None:
+def ranks_noise(ra: RankResult, rb: RankResult) -> NoiseTest | None:
     """:func:`noise_test` of one rank in two runs."""
     xa, ba = rank_step_us(ra)
     xb, bb = rank_step_us(rb)

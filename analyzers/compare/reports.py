@@ -30,7 +30,7 @@ from profplug.analyzers.compare.answer import Answer, mismatches, whatif_answer
 from profplug.analyzers.compare.guard import guard, with_caveat
 from profplug.analyzers.compare.noise import NoiseTest, ranks_noise, runs_noise
 from profplug.analyzers.stalls.gaps import CAUSES
-from profplug.analyzers.stalls.rank import GPU_TIME_FIELDS, GpuTime, RankStalls, flat_dict
+from profplug.analyzers.stalls.rank import GPU_TIME_FIELDS, GpuTime, RankResult, flat_dict
 from profplug.analyzers.steps.runstep import compare_steps_line, run_step
 
 if TYPE_CHECKING:
@@ -130,7 +130,7 @@ def _side_dict(side: RankSide | None) -> dict[str, Any] | None:
     return None if side is None else flat_dict(side)
 
 
-def rank_side(r: RankStalls) -> RankSide:
+def rank_side(r: RankResult) -> RankSide:
     """The numbers of one rank, rounded like the JSON report (us)."""
     steps = r.steps if r.steps is not None and r.steps.n_steps else None
     counts = {"device": 0, "event": 0, "stream_wait": 0}

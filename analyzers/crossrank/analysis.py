@@ -31,13 +31,13 @@ from profplug.analyzers.crossrank.per_rank import (
 from profplug.analyzers.crossrank.result import CriticalPath, CrossRankResult, us
 from profplug.analyzers.crossrank.swimlane import Swimlane, swimlane
 from profplug.analyzers.graph.matching import RULES, match
-from profplug.analyzers.stalls.rank import RankStalls, StallOptions, analyze_rank
+from profplug.analyzers.stalls.rank import RankResult, StallOptions, analyze_rank
 
 TOP_CALLSITES = 5
 
 
 def cross_rank(timelines: list[Timeline], options: StallOptions | None = None,
-               ranks: list[RankStalls] | None = None) -> CrossRankResult:
+               ranks: list[RankResult] | None = None) -> CrossRankResult:
     """The cross-rank analysis of one run (every rank's timeline), in this process: each
     rank's parts (``parts``) in turn, then joined.
 
@@ -160,7 +160,7 @@ def cross_rank_analysis() -> Callable[..., CrossRankResult | None]:
     cannot apply to (:func:`applies`: one rank, or no NCCL kernel) is skipped: no
     ``cross_rank`` key, no cost (``benchmarks/bench_analyzer.py`` measures both)."""
     def run(timelines: list[Timeline], options: StallOptions,
-            ranks: list[RankStalls] | None = None) -> CrossRankResult | None:
+            ranks: list[RankResult] | None = None) -> CrossRankResult | None:
         if not applies(timelines):
             return None
         return cross_rank(timelines, options, ranks)

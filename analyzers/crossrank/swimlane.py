@@ -30,7 +30,7 @@ from profplug.analyzers.crossrank.lanes import (
 )
 from profplug.analyzers.graph.matching import Matching
 from profplug.analyzers.stalls.gaps import CAUSES
-from profplug.analyzers.stalls.rank import RankStalls
+from profplug.analyzers.stalls.rank import RankResult
 
 OP_KINDS = ("compute", "transfer", "peer_wait", "comm_unmatched")
 MAX_QUEUE_POINTS = 4000  # per rank
@@ -61,7 +61,7 @@ def _us(x: np.ndarray, origin: int) -> list[float]:
 
 
 def swimlane(timelines: list[Timeline], m: Matching, bubbles: list[RankBubbles],
-             stalls: list[RankStalls], paths: list[StepPath], drains: list[RankDrain],
+             stalls: list[RankResult], paths: list[StepPath], drains: list[RankDrain],
              steps: int = LANE_STEPS, max_ops: int | None = None) -> Swimlane | None:
     """The swimlane of ``steps`` steps from the middle of ``paths`` (see the docstring), in
     this process: each rank's row (``lanes``), then :func:`joined_lanes`; ``max_ops``:

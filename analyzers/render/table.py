@@ -17,7 +17,7 @@ from profplug.analyzers.steps.runstep import run_step, step_words
 
 if TYPE_CHECKING:
     from profplug.analyzers.report.analysis import Report
-    from profplug.analyzers.stalls.rank import RankStalls
+    from profplug.analyzers.stalls.rank import RankResult
 
 WIDTH = 80
 TOP_CALLSITES = 5
@@ -93,7 +93,7 @@ def input_warnings(rep: Report) -> list[str]:
     return out
 
 
-def _rank_detail(r: RankStalls, out: TextIO) -> None:
+def _rank_detail(r: RankResult, out: TextIO) -> None:
     w = out.write
     w(f"\n── rank {r.rank} " + "─" * (WIDTH - 9 - len(str(r.rank))) + "\n")
     steps = f"steps: {r.steps_rule}" if r.steps_rule else "no steps"

@@ -2,7 +2,7 @@
 since each run's first GPU op, the step starts, and the view it opens on (a few steps).
 
 GPU time is drawn by quantity, in the palette's colours as on the page's other figures: the
-busy spans as ``compute``, over them the rank's NCCL time (``comm``: ``RankStalls.comm``;
+busy spans as ``compute``, over them the rank's NCCL time (``comm``: ``RankResult.comm``;
 ``transfer`` where the cross-rank analysis split it), over that its NCCL peer wait
 (``peer_wait``: ``crossrank.bubbles``' waits), then the idle gaps by cause. ``spans`` holds
 the NCCL and peer-wait spans, ``parts`` the quantities drawn (for the legend).
@@ -25,7 +25,7 @@ from profplug.analyzers.stalls.gaps import CAUSES, Spans
 
 if TYPE_CHECKING:
     from profplug.analyzers.report.analysis import Report
-    from profplug.analyzers.stalls.rank import RankStalls
+    from profplug.analyzers.stalls.rank import RankResult
 
 MAX_GAPS_PER_ROW = 5000
 MAX_GAPS_TOTAL = 24_000  # ~1.5 MB of page data
@@ -167,7 +167,7 @@ def initial_view(steps: list[float], n: int = VIEW_STEPS) -> list[float] | None:
     return [steps[first], steps[last]] if last > first else None
 
 
-def _row(r: RankStalls, dev: int, ws: int, we: int, origin: int, y: int, max_gaps: int,
+def _row(r: RankResult, dev: int, ws: int, we: int, origin: int, y: int, max_gaps: int,
          busy: dict[str, list[float]], gaps: dict[str, dict[str, list[Any]]],
          api_ids: list[int], site_ids: list[int]) -> str:
     g = r.gaps

@@ -35,7 +35,7 @@ from profplug.analyzers.scale.load import (
 from profplug.analyzers.scale.placement import Spreading, scratch_cache, spread_drop, spreading
 from profplug.analyzers.scale.rankpool import analyze_ranks
 from profplug.analyzers.scale.result_cache import MISS, ResultCache
-from profplug.analyzers.stalls.rank import RankStalls, StallOptions, flat_dict
+from profplug.analyzers.stalls.rank import RankResult, StallOptions, flat_dict
 from profplug.analyzers.stalls.sanity import check_sum_rule
 from profplug.analyzers.steps import observer
 from profplug.analyzers.steps.rule import DEFAULT_STEPS, StepRule
@@ -73,7 +73,7 @@ RunAnalyzer = Callable[..., "RunAnalysis | None"]
 
 @dataclass
 class Report:
-    ranks: list[RankStalls]
+    ranks: list[RankResult]
     options: StallOptions = field(default_factory=StallOptions)
     meta: dict[str, Any] = field(default_factory=dict)  # run.json, when present
     run: dict[str, RunAnalysis] = field(default_factory=dict)  # run-level results, by key
@@ -81,7 +81,7 @@ class Report:
     lost: list[str] = field(default_factory=list)  # files lost with their worker (also warned)
     command: str = "report"  # the command whose page this is: its title ("profplug whatif")
 
-    def rank(self, r: int) -> RankStalls:
+    def rank(self, r: int) -> RankResult:
         for x in self.ranks:
             if x.rank == r:
                 return x
@@ -109,7 +109,7 @@ class Report:
                 "ranks": [self._rank_json(r) for r in self.ranks],
                 **{key: a.to_dict() for key, a in self.run.items()}}
 
-    def _rank_json(self, r: RankStalls) -> dict[str, Any]:
+    def _rank_json(self, r: RankResult) -> dict[str, Any]:
         """A rank's JSON: ``rank_dict``, plus the fields run-level results add to it."""
         d = rank_dict(r)
         for a in self.run.values():
@@ -125,7 +125,7 @@ class Report:
         return d
 
 
-def rank_dict(r: RankStalls) -> dict[str, Any]:
+def rank_dict(r: RankResult) -> dict[str, Any]:
     d: dict[str, Any] = {
         "rank": r.rank, "source": r.source, "files": r.files, "rank_rule": r.rank_rule,
         "steps_rule": r.steps_rule,
@@ -145,7 +145,7 @@ def rank_dict(r: RankStalls) -> dict[str, Any]:
 
 def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | None = None,
                       run: Iterable[RunAnalyzer] = (), steps: StepRule = DEFAULT_STEPS,
-                      ranks: list[RankStalls] | None = None,
+                      ranks: list[RankResult] | None = None,
                       results: ResultCache | None = None) -> Report:
     """Every rank's stall analysis, then each run-level analysis of ``run`` over all ranks.
 
@@ -185,8 +185,8 @@ def analyze_timelines(timelines: Iterable[Timeline], options: StallOptions | Non
     return rep
 
 
-def callsite_failures(ranks: list[RankStalls]) -> list[str]:
-    """The ranks' call-site failures (``RankStalls.callsites_failed``) as one warning."""
+def callsite_failures(ranks: list[RankResult]) -> list[str]:
+    """The ranks' call-site failures (``RankResult.callsites_failed``) as one warning."""
     failed = [(r.rank, r.callsites_failed) for r in ranks if r.callsites_failed]
     if not failed:
         return []
@@ -208,7 +208,7 @@ def analyze(paths: PathsLike, options: StallOptions | None = None, *,
     (as ``--step-range``; default ``ProfilerStep#N``, else ``profplug.step``). Each rank is
     read and analyzed on ``backend`` (``dispatch``; default: the local pool of ``jobs``
     processes); its Timeline comes back only when ``run`` has an analysis. ``keep_gaps``
-    False: the ranks come without their idle gaps (``RankStalls.gaps`` empty: for a JSON,
+    False: the ranks come without their idle gaps (``RankResult.gaps`` empty: for a JSON,
     table or CSV report without run-level analyses, which never read them);
     ``gaps_per_device``: with at most so many per device, the longest, where no run-level
     analysis here reads them (``gaps.longest``: what a page draws).

@@ -26,7 +26,7 @@ from profplug.analyzers.steps.rule import DEFAULT_STEPS, StepRule
 from profplug.analyzers.whatif.peers import PEERS_MISSING
 
 if TYPE_CHECKING:
-    from profplug.analyzers.stalls.rank import RankStalls
+    from profplug.analyzers.stalls.rank import RankResult
     from profplug.analyzers.whatif.result import RankWhatIf, WhatIfResult
 
 SMALL_PCT = 10.0  # below this share of the step, also say what the idle mostly is
@@ -50,7 +50,7 @@ def _share(x: float, whole: float) -> float:
     return 100.0 * x / whole if whole > 0 else 0.0
 
 
-def _per_step(r: RankStalls) -> tuple[float, dict[str, float], str]:
+def _per_step(r: RankResult) -> tuple[float, dict[str, float], str]:
     """(step or window us, idle by cause per step or window, "step" | "GPU window")."""
     if r.steps is not None and r.steps.n_steps:
         return r.steps.period_us, r.steps.idle_per_step_us, "step"
@@ -61,11 +61,11 @@ def _unit(per: str) -> str:
     return "us/step" if per == "step" else "us"
 
 
-def _device_calls(r: RankStalls) -> int:
+def _device_calls(r: RankResult) -> int:
     return sum(s.count for s in r.syncs if s.kind == "device")
 
 
-def top_device_site(r: RankStalls) -> str | None:
+def top_device_site(r: RankResult) -> str | None:
     """The call site of device-wide synchronizes that caused the most idle (display name)."""
     sites = [c for c in r.callsites if classify.sync_kind(c.api) == classify.DEVICE]
     if not sites:
@@ -76,7 +76,7 @@ def top_device_site(r: RankStalls) -> str | None:
     return "unannotated calls" if best.callsite == UNANNOTATED else display_name(best.callsite)
 
 
-def _dominant_idle(ranks: list[RankStalls]) -> str:
+def _dominant_idle(ranks: list[RankResult]) -> str:
     """What the GPU's time is mostly, on the rank that idles most (no device-sync cost)."""
     r = max(ranks, key=lambda x: x.total("idle_us") / max(x.total("window_us"), 1e-9))
     whole, idle, per = _per_step(r)
@@ -94,7 +94,7 @@ def _dominant_idle(ranks: list[RankStalls]) -> str:
             f"{per})")
 
 
-def headline(ranks: list[RankStalls], whatif: WhatIfResult | None = None) -> str:
+def headline(ranks: list[RankResult], whatif: WhatIfResult | None = None) -> str:
     """The run's finding in one sentence (see the module docstring)."""
     gpu = [r for r in ranks if r.has_gpu_work]
     if not gpu:
@@ -125,7 +125,7 @@ def _subject(res: WhatIfResult) -> str:
             if res.drop_note else "Device-wide synchronizes")
 
 
-def _with_whatif(gpu: list[RankStalls], res: WhatIfResult) -> str:
+def _with_whatif(gpu: list[RankResult], res: WhatIfResult) -> str:
     # the rank where the dropped calls left the GPU idle most (measured); on a tie (none
     # measured), the one the replay saves most on
     w: RankWhatIf = max(res.ranks, key=lambda x: (x.direct_us, x.saving_us))
@@ -181,7 +181,7 @@ def finding(res: WhatIfResult, w: RankWhatIf | None = None, site: str | None = N
     return s
 
 
-def no_steps_warning(ranks: list[RankStalls], rule: StepRule = DEFAULT_STEPS) -> str | None:
+def no_steps_warning(ranks: list[RankResult], rule: StepRule = DEFAULT_STEPS) -> str | None:
     """One line when ranks with GPU work have no steps, with the ways to mark them."""
     missing = [r.rank for r in ranks if r.has_gpu_work and r.steps is None]
     if not missing:

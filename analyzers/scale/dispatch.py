@@ -6,7 +6,7 @@ and yields their results as they finish: :class:`LocalBackend` (this process, or
 local processes: the default) and ``daskpool.DaskBackend`` (the workers of a Dask cluster)
 are siblings behind one protocol; the analyses never know where they ran.
 
-What travels back (a :class:`FileResult`): per rank the ``RankStalls`` (per-gap and
+What travels back (a :class:`FileResult`): per rank the ``RankResult`` (per-gap and
 per-sync-call rows, never per event; its idle gaps only with ``keep_gaps``) and, only when
 ``keep_timeline`` is set, the Timeline
 (run-level analyses, the what-if and the cross-rank matching, read every event), and
@@ -37,7 +37,7 @@ from profplug.analyzers.readers.registry import reader_for
 from profplug.analyzers.scale.rankpool import analyze_ranks
 from profplug.analyzers.scale.result_cache import load_stalls, save_stalls, stalls_entry
 from profplug.analyzers.stalls.gaps import NO_GAPS, longest
-from profplug.analyzers.stalls.rank import RankStalls, StallOptions
+from profplug.analyzers.stalls.rank import RankResult, StallOptions
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class RankTask:
     read: ReadOptions
     stall: StallOptions | None = None  # None: read only (no per-rank analysis)
     keep_timeline: bool = True  # send the Timelines back (run-level analyses need them)
-    # send each rank's idle gaps back (RankStalls.gaps: one row per gap; the HTML timeline,
+    # send each rank's idle gaps back (RankResult.gaps: one row per gap; the HTML timeline,
     # gaps_frame and the cross-rank swimlane read them); False: an empty Gaps
     keep_gaps: bool = True
     # a run-level analysis's per-rank part, run on the file's timelines where they were
@@ -69,7 +69,7 @@ class FileResult:
 
     path: str
     size_bytes: int
-    stalls: list[RankStalls] = field(default_factory=list)
+    stalls: list[RankResult] = field(default_factory=list)
     timelines: list[Timeline] = field(default_factory=list)
     n_ranks: int = 0
     cached: bool = False  # read from the per-rank cache
@@ -136,7 +136,7 @@ def run_task(task: RankTask) -> FileResult:
                       n_events=sum(t.n_events for t in tls))
 
 
-def _as_sent(task: RankTask, stalls: list[RankStalls]) -> list[RankStalls]:
+def _as_sent(task: RankTask, stalls: list[RankResult]) -> list[RankResult]:
     """The stalls as they travel: none unless the task sends them; without their gaps
     unless it keeps them, and then at most ``gaps_per_device`` per device."""
     if not task.send_stalls:

@@ -19,7 +19,7 @@ from profplug.analyzers.readers.nsys.source import EXPORT_SUFFIXES, REPORT_SUFFI
 from profplug.analyzers.readers.registry import SUFFIXES, reader_for
 from profplug.analyzers.scale.dispatch import Backend, LocalBackend, RankTask, gather
 from profplug.analyzers.scale.progress import Progress
-from profplug.analyzers.stalls.rank import RankStalls, StallOptions
+from profplug.analyzers.stalls.rank import RankResult, StallOptions
 from profplug.analyzers.steps.rule import check_matched
 
 SKIP_NAMES = ("run.json", "ab.json")  # what profplug run / profplug ab write beside traces
@@ -179,7 +179,7 @@ class LoadedRanks:
     """Every rank of a run, sorted by rank: its stall analysis (when asked for), its
     Timeline (when kept), and the files lost with their worker (one line each)."""
 
-    stalls: list[RankStalls]
+    stalls: list[RankResult]
     timelines: list[Timeline]
     lost: list[str]
     # every file's per-rank cache key, in run order, and the cache's folder; None when the
@@ -261,8 +261,8 @@ def load_timelines(paths: PathsLike, *, jobs: int | None = None,
                       progress=progress).timelines
 
 
-def _check_unique_ranks(timelines: Sequence[Timeline | RankStalls]) -> None:
-    seen: dict[int, Timeline | RankStalls] = {}
+def _check_unique_ranks(timelines: Sequence[Timeline | RankResult]) -> None:
+    seen: dict[int, Timeline | RankResult] = {}
     for t in timelines:
         if t.rank in seen:
             a, b = seen[t.rank], t

@@ -1,6 +1,6 @@
 """Analysis results in the per-rank cache: a report on unchanged traces skips its analyses.
 
-Per file, its ranks' stall analyses (``ranks-<key>.json``: the RankStalls, numpy arrays
+Per file, its ranks' stall analyses (``ranks-<key>.json``: the RankResult, numpy arrays
 as base64 of their bytes with their dtype and shape) under the file's entry key, the
 analyzer's fingerprint and the stall options (``stalls_entry``): a hit skips the per-rank
 analysis, and a per-rank report (no run-level analysis) does not even load the timelines.
@@ -49,7 +49,7 @@ from profplug.analyzers.readers.cache import open_entry, reader_fingerprint, wri
 from profplug.analyzers.stalls.gaps import CAUSES, Gaps, Spans
 
 if TYPE_CHECKING:
-    from profplug.analyzers.stalls.rank import RankStalls, StallOptions
+    from profplug.analyzers.stalls.rank import RankResult, StallOptions
 
 MISS = object()  # what ``get`` returns for a result not in the cache
 _NONE = "none"  # the type of a cached None (the analysis had nothing to add)
@@ -99,10 +99,10 @@ _ENC = msgspec.json.Encoder(enc_hook=_enc)
 
 
 @cache
-def _stalls_decoder() -> msgspec.json.Decoder[list[RankStalls]]:
-    from profplug.analyzers.stalls.rank import RankStalls
+def _stalls_decoder() -> msgspec.json.Decoder[list[RankResult]]:
+    from profplug.analyzers.stalls.rank import RankResult
 
-    return msgspec.json.Decoder(list[RankStalls], dec_hook=_dec)
+    return msgspec.json.Decoder(list[RankResult], dec_hook=_dec)
 
 
 def stalls_entry(cache_dir: str | Path, file_key: str, options: StallOptions) -> Path:
@@ -117,7 +117,7 @@ def _key_of(entry: Path) -> bytes:
     return entry.name.rpartition("-")[2].removesuffix(".json").encode()
 
 
-def load_stalls(entry: Path) -> list[RankStalls] | None:
+def load_stalls(entry: Path) -> list[RankResult] | None:
     """The stall analyses kept in ``entry``; None when missing, damaged, not a regular
     file, of another key than its name's, or not holding together (a miss)."""
     data = open_entry(entry)
@@ -139,7 +139,7 @@ def _columns(*arrays: object) -> bool:
                for a in arrays) and len({a.size for a in arrays}) <= 1  # type: ignore[union-attr]
 
 
-def stalls_problem(s: RankStalls) -> str | None:
+def stalls_problem(s: RankResult) -> str | None:
     """Why ``s`` (decoded from an entry) is not a stall analysis the analyzer could have
     made, None when it is: its gaps, spans and steps columns 1-D integers of one length per
     table, gap causes within ``CAUSES``, charged calls within the sync calls."""
@@ -160,7 +160,7 @@ def stalls_problem(s: RankStalls) -> str | None:
     return None
 
 
-def save_stalls(entry: Path, stalls: list[RankStalls]) -> None:
+def save_stalls(entry: Path, stalls: list[RankResult]) -> None:
     """Keep ``stalls`` when they decode back to themselves (the same JSON encoded again)."""
     try:
         data = _ENC.encode(stalls)

@@ -49,7 +49,7 @@ from profplug.analyzers.graph.dropat import site_counts
 from profplug.analyzers.graph.model import DropSpec
 from profplug.analyzers.graph.pathgraph import partners
 from profplug.analyzers.scale.dispatch import Backend, RankTask, gather
-from profplug.analyzers.stalls.rank import RankStalls, StallOptions
+from profplug.analyzers.stalls.rank import RankResult, StallOptions
 from profplug.analyzers.whatif import in_parts as spread
 from profplug.analyzers.whatif.result import RankWhatIf, WhatIfResult
 
@@ -130,7 +130,7 @@ class Parts:
     def takes_stalls(self) -> bool:
         return self.lane is not None
 
-    def __call__(self, timelines: list[Timeline], stalls: list[RankStalls] | None = None
+    def __call__(self, timelines: list[Timeline], stalls: list[RankResult] | None = None
                  ) -> list[PartOut]:
         by_rank = {a.rank: a for a in self.asks}
         wi = {a.rank: a for a in self.whatifs}
@@ -158,7 +158,7 @@ class Parts:
         return out
 
     def _spans(self, timelines: list[Timeline], by_rank: dict[int, RankAsk],
-               stalls: list[RankStalls]) -> dict[int, tuple[tuple[np.ndarray, int, int],
+               stalls: list[RankResult]) -> dict[int, tuple[tuple[np.ndarray, int, int],
                                                         tuple[np.ndarray, ...]]]:
         """Per rank asked for a swimlane row: its span (``lanes.lane_span``) and its gaps
         there (from its stall analysis)."""

@@ -24,7 +24,7 @@ class Gaps:
     end_ns: np.ndarray
     device: np.ndarray
     cause: np.ndarray  # index into CAUSES
-    call: np.ndarray  # index into the rank's sync calls (RankStalls.call_*), -1 none
+    call: np.ndarray  # index into the rank's sync calls (RankResult.call_*), -1 none
     # per device, the gaps left out of these rows (:func:`longest`): their count and their
     # summed duration (ns); empty: every gap is here
     left: dict[int, tuple[int, int]] = field(default_factory=dict)
@@ -58,7 +58,7 @@ def longest(g: Gaps, k: int) -> Gaps:
 @dataclass
 class Spans:
     """Disjoint time spans of a rank (columnar, int64 ns, sorted per device): its NCCL time
-    (``RankStalls.comm``), its NCCL peer wait (``crossrank.bubbles``); drawn by the page's
+    (``RankResult.comm``), its NCCL peer wait (``crossrank.bubbles``); drawn by the page's
     timeline in their quantity's colour."""
 
     start_ns: np.ndarray

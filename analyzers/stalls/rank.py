@@ -111,7 +111,7 @@ class CallsiteStat:
 
 
 @dataclass
-class RankStalls:
+class RankResult:
     rank: int
     source: str
     files: list[str]
@@ -225,7 +225,7 @@ class _Calls:
 
 def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bool = False,
                  api_kind: np.ndarray | None = None, launch: np.ndarray | None = None
-                 ) -> RankStalls:
+                 ) -> RankResult:
     """Attribute every idle gap of one rank's timeline (see the module docstring); ``brief``:
     the GPU window and busy time, gaps and the step time only (no call sites, sync/stream-wait
     stats, outlier texts, NCCL time: ``comm`` empty and every busy ns counted as compute;
@@ -354,7 +354,7 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bo
             idle_per_call, n_steps, steps, sp, gaps)
         callsites = stats or []
     waits = [] if brief else stream_waits(tl, per_dev_intervals)
-    return RankStalls(
+    return RankResult(
         rank=tl.rank, source=tl.source, files=list(tl.files), rank_rule=tl.rank_rule,
         steps_rule=tl.steps_rule, devices=devices, syncs=syncs, callsites=callsites, stream_waits=waits, steps=steps,
         other_reasons=other_reasons, warnings=list(tl.warnings), skipped=dict(tl.skipped),

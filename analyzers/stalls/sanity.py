@@ -12,12 +12,12 @@ import math
 from collections.abc import Iterable
 
 from profplug.analyzers.core.errors import TraceError
-from profplug.analyzers.stalls.rank import RankStalls
+from profplug.analyzers.stalls.rank import RankResult
 
 TOLERANCE_US = 0.01  # the per-device figures are rounded to 1 ns each
 
 
-def sum_rule_broken(r: RankStalls) -> str | None:
+def sum_rule_broken(r: RankResult) -> str | None:
     """What breaks the sum rule on one rank, or None."""
     for d in r.devices:
         causes, g = d.idle_by_cause_us, d.gpu
@@ -39,7 +39,7 @@ def sum_rule_broken(r: RankStalls) -> str | None:
     return None
 
 
-def check_sum_rule(ranks: Iterable[RankStalls]) -> None:
+def check_sum_rule(ranks: Iterable[RankResult]) -> None:
     """Raise TraceError for the first rank whose figures break the sum rule."""
     for r in ranks:
         why = sum_rule_broken(r)

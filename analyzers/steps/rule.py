@@ -35,7 +35,7 @@ from profplug.analyzers.core.timeline import STEP_RE, Timeline
 
 
 class StepsFound(Protocol):
-    """What :func:`check_matched` reads of a rank (a Timeline or a ``stalls.rank.RankStalls``)."""
+    """What :func:`check_matched` reads of a rank (a Timeline or a ``stalls.rank.RankResult``)."""
 
     @property
     def rank(self) -> int: ...

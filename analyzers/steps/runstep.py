@@ -24,7 +24,7 @@ class _StepTimes(Protocol):
 
 
 class RankSteps(Protocol):
-    """What the run's step reads of one rank's result (a ``stalls.rank.RankStalls``)."""
+    """What the run's step reads of one rank's result (a ``stalls.rank.RankResult``)."""
 
     @property
     def rank(self) -> int: ...

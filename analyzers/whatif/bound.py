@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 from profplug.analyzers.core.timeline import Timeline
-from profplug.analyzers.stalls.rank import RankStalls
+from profplug.analyzers.stalls.rank import RankResult
 from profplug.analyzers.steps import stats as stepstats
 from profplug.analyzers.whatif import step_figures as stepfigure
 from profplug.analyzers.whatif.result import RankWhatIf
@@ -31,7 +31,7 @@ from profplug.analyzers.whatif.result import RankWhatIf
 BINDS_PCT = 2.0
 
 
-def host_cadence_us(predicted: Timeline, recorded: RankStalls) -> float:
+def host_cadence_us(predicted: Timeline, recorded: RankResult) -> float:
     """The median (over ``recorded``'s non-outlier steps) of the predicted timeline's
     start-to-start step periods on the host, us; 0.0 without at least 3 steps."""
     s = np.sort(predicted.step_start_ns)

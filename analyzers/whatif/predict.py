@@ -28,7 +28,7 @@ from profplug.analyzers.graph.dropat import resolve_callsite
 from profplug.analyzers.graph.events import DROPPED_GRAPH_READS, build_graph, dropped_graph
 from profplug.analyzers.graph.model import DropSpec, Model, build_model, replay_only
 from profplug.analyzers.stalls.gaps import CAUSES, NO_GAPS
-from profplug.analyzers.stalls.rank import RankStalls, StallOptions, analyze_rank
+from profplug.analyzers.stalls.rank import RankResult, StallOptions, analyze_rank
 from profplug.analyzers.whatif import step_figures as stepfigure
 from profplug.analyzers.whatif.bands import set_bands, withhold_bands
 from profplug.analyzers.whatif.bound import apply_bound, bound_note, host_cadence_us
@@ -185,13 +185,13 @@ def _links(m: Model, r: Replay, rank: int, keep: np.ndarray
     return m.a_kind[alo:ahi][keep], launch
 
 
-def _time_ns(rs: RankStalls, basis: str, recorded: RankStalls | None = None) -> float:
+def _time_ns(rs: RankResult, basis: str, recorded: RankResult | None = None) -> float:
     """The report's step time (basis "step"; a replay's over ``recorded``'s steps), else
     the GPU window; ns (``stepfigure``)."""
     return stepfigure.step_ns(rs, basis, recorded)
 
 
-def _idle(rs: RankStalls, basis: str) -> dict[str, float]:
+def _idle(rs: RankResult, basis: str) -> dict[str, float]:
     if basis == "step" and rs.steps is not None and rs.steps.n_steps:
         return {c: round(rs.steps.idle_per_step_us.get(c, 0.0), 3) for c in CAUSES}
     return {c: round(v, 3) for c, v in rs.idle_by_cause_us().items()}
@@ -207,7 +207,7 @@ class _Replayed:
     (``step`` or ``window``), its steps, its recorded and replayed time, the idle the replay
     drops directly (ns), its idle by cause (us)."""
 
-    rs: RankStalls
+    rs: RankResult
     basis: str
     n_steps: int
     rec_ns: float
@@ -216,7 +216,7 @@ class _Replayed:
     idle_us: dict[str, float]
 
 
-def _recorded_side(tl: Timeline, m: Model, opt: StallOptions, rs: RankStalls | None
+def _recorded_side(tl: Timeline, m: Model, opt: StallOptions, rs: RankResult | None
                    ) -> _Replayed:
     """The recorded side of a rank's result but its replayed time (``replayed_ns``: nan
     until :func:`_replayed` sets it): its stall analysis needs no replay, so that a worker
@@ -244,7 +244,7 @@ def _recorded_side(tl: Timeline, m: Model, opt: StallOptions, rs: RankStalls | N
 
 
 def _replayed(tl: Timeline, m: Model, rec: Replay, opt: StallOptions,
-              side: RankStalls | _Replayed | None) -> _Replayed:
+              side: RankResult | _Replayed | None) -> _Replayed:
     """The recorded side of a rank's result (``rec``: the replay as recorded; ``side``: the
     stall analysis, or :func:`_recorded_side` already made), so that the replay and the
     analysis's gaps can go before the other replay is made (a worker's peak:
@@ -271,7 +271,7 @@ def _main_thread(m: Model, rank: int) -> np.ndarray:
 
 
 def _rank_result(tl: Timeline, m: Model, rec: Replay | _Replayed, drp: Replay,
-                 opt: StallOptions, rs: RankStalls | None = None) -> RankWhatIf:
+                 opt: StallOptions, rs: RankResult | None = None) -> RankWhatIf:
     """A rank's result from both replays (or the recorded side already made)."""
     r = rec if isinstance(rec, _Replayed) else _replayed(tl, m, rec, opt, rs)
     rs, basis, n_steps, rec_ns, replayed = r.rs, r.basis, r.n_steps, r.rec_ns, r.replayed_ns
@@ -305,7 +305,7 @@ def _rank_result(tl: Timeline, m: Model, rec: Replay | _Replayed, drp: Replay,
 
 def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
            options: StallOptions | None = None, *, host: HostCosts | None = None,
-           ranks: list[RankStalls] | None = None) -> WhatIfResult:
+           ranks: list[RankResult] | None = None) -> WhatIfResult:
     """Replay the run as recorded and without the dropped synchronizes; compare per rank.
 
     ``host``: the predicted run's host costs relative to the trace's (default: the same);
@@ -316,7 +316,7 @@ def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
 
 
 def _whatif(timelines: list[Timeline], drop: DropSpec | None, options: StallOptions | None,
-            host: HostCosts | None, ranks: list[RankStalls] | None) -> WhatIfResult:
+            host: HostCosts | None, ranks: list[RankResult] | None) -> WhatIfResult:
     opt = options or StallOptions()
     if not timelines or not any(t.n_gpu for t in timelines):
         raise ProfplugError("what-if: no GPU work in the given traces")
@@ -377,7 +377,7 @@ def whatif_analysis(drop: DropSpec | None = None
     ``analyze(paths, run=[whatif_analysis()])`` puts its result in ``Report.run["whatif"]``.
     """
     def run(timelines: list[Timeline], options: StallOptions,
-            ranks: list[RankStalls] | None = None) -> WhatIfResult:
+            ranks: list[RankResult] | None = None) -> WhatIfResult:
         return whatif(timelines, drop, options, ranks=ranks)
 
     run.uses_rank_stalls = True  # type: ignore[attr-defined]

@@ -21,21 +21,21 @@ import numpy as np
 from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.stalls.gaps import CAUSES, Gaps
 from profplug.analyzers.stalls.per_step import per_step_ns, step_stats_and_spans
-from profplug.analyzers.stalls.rank import RankStalls
+from profplug.analyzers.stalls.rank import RankResult
 from profplug.analyzers.steps import stats as stepstats
 
 
-def has_steps(rs: RankStalls) -> bool:
+def has_steps(rs: RankResult) -> bool:
     return rs.steps is not None and rs.steps.n_steps > 0
 
 
-def end_periods_ns(rs: RankStalls) -> np.ndarray:
+def end_periods_ns(rs: RankResult) -> np.ndarray:
     """Per complete step from the second on: its last op's end minus the previous step's."""
     reach = np.maximum.accumulate(rs.step_last_ns)
     return (reach[1:] - reach[:-1]).astype(np.float64)  # np.diff
 
 
-def end_basis(recorded: RankStalls) -> np.ndarray:
+def end_basis(recorded: RankResult) -> np.ndarray:
     """Which end-to-end periods (:func:`end_periods_ns`) are in the basis: not those that
     overlap a recorded outlier step's period (step i's first op to step i+1's: the end-to-end
     periods of steps i and i+1)."""
@@ -47,7 +47,7 @@ def end_basis(recorded: RankStalls) -> np.ndarray:
     return keep
 
 
-def step_ns(rs: RankStalls, basis: str, recorded: RankStalls | None = None) -> float:
+def step_ns(rs: RankResult, basis: str, recorded: RankResult | None = None) -> float:
     """The step (basis "step") or the GPU window, in ns, of the trace (``recorded`` None)
     or of a replay of ``recorded`` (see the module docstring)."""
     if basis != "step" or not has_steps(rs):
@@ -63,7 +63,7 @@ def step_ns(rs: RankStalls, basis: str, recorded: RankStalls | None = None) -> f
     return rec_ns - stepstats.center(shorter, end_basis(recorded))
 
 
-def replayed_ns(tl: Timeline, basis: str, recorded: RankStalls) -> float:
+def replayed_ns(tl: Timeline, basis: str, recorded: RankResult) -> float:
     """:func:`step_ns` of a replayed timeline without its stall analysis: the figure needs
     only the replay's steps (their spans and last-op ends) or its GPU window, not the idle
     gaps by cause, so the replay as recorded is not analyzed a second time."""
@@ -87,7 +87,7 @@ def replayed_ns(tl: Timeline, basis: str, recorded: RankStalls) -> float:
     return rec_ns - stepstats.center(shorter, end_basis(recorded))
 
 
-def direct_ns(rs: RankStalls, basis: str, charged: np.ndarray,
+def direct_ns(rs: RankResult, basis: str, charged: np.ndarray,
               blocked_ns: np.ndarray | None = None) -> float:
     """GPU idle per step (or per window) in the gaps ``charged`` (a mask over ``rs.gaps``).
     ``blocked_ns``: per sync call (``rs.call_*``), the time it blocked the host: the idle

@@ -41,7 +41,7 @@ from profplug.analyzers.core.errors import ProfplugError, one_line
 from profplug.analyzers.core.timeline import Timeline, links_kept
 from profplug.analyzers.graph.matching import matches_kept
 from profplug.analyzers.graph.model import DROP_NONE, DropSpec
-from profplug.analyzers.stalls.rank import RankStalls, StallOptions, analyze_rank
+from profplug.analyzers.stalls.rank import RankResult, StallOptions, analyze_rank
 from profplug.analyzers.whatif.costs import HostCosts, comm_floors
 from profplug.analyzers.whatif.predict import whatif
 from profplug.analyzers.whatif.result import RankWhatIf, WhatIfResult
@@ -60,7 +60,7 @@ def host_costs(tls: list[Timeline], s: float) -> HostCosts:
 
 
 def _device_replay(tls: list[Timeline], s: float, options: StallOptions | None,
-                   ranks: list[RankStalls] | None = None) -> dict[int, float]:
+                   ranks: list[RankResult] | None = None) -> dict[int, float]:
     """Each rank's step replayed at host scale ``s`` (one ``s`` for every rank), nothing
     dropped."""
     res = whatif(tls, DropSpec(kinds=DROP_NONE), options, host=host_costs(tls, s), ranks=ranks)
@@ -73,14 +73,14 @@ def _mean(per_rank: dict[int, float]) -> float:
 
 
 def _device_us(tls: list[Timeline], s: float, options: StallOptions | None,
-               ranks: list[RankStalls] | None = None) -> float:
+               ranks: list[RankResult] | None = None) -> float:
     """The pipeline's step (mean over ranks) replayed at host scale ``s``, nothing dropped."""
     return _mean(_device_replay(tls, s, options, ranks))
 
 
 def fit_host_scale(tls: list[Timeline], step_us: float, options: StallOptions | None = None,
                    rel_tol: float = 1e-3, max_iter: int = 20,
-                   ranks: list[RankStalls] | None = None) -> tuple[float, float]:
+                   ranks: list[RankResult] | None = None) -> tuple[float, float]:
     """(s, the replayed step at s): the host scale at which the traced run, nothing dropped,
     replays at ``step_us`` (regula falsi on s; the step grows with s). ``ranks``: the
     timelines' stall analyses, made once here when not given (every step of the search
@@ -91,7 +91,7 @@ def fit_host_scale(tls: list[Timeline], step_us: float, options: StallOptions | 
 
 def fit_per_rank(tls: list[Timeline], step_us: float, options: StallOptions | None = None,
                  rel_tol: float = 1e-3, max_iter: int = 20,
-                 ranks: list[RankStalls] | None = None) -> tuple[float, dict[int, float]]:
+                 ranks: list[RankResult] | None = None) -> tuple[float, dict[int, float]]:
     """:func:`fit_host_scale`, with each rank's own replayed step at that one scale."""
     if ranks is None:
         ranks = _recorded(tls, options)
@@ -125,7 +125,7 @@ def fit_per_rank(tls: list[Timeline], step_us: float, options: StallOptions | No
     return s, at
 
 
-def _recorded(tls: list[Timeline], options: StallOptions | None) -> list[RankStalls]:
+def _recorded(tls: list[Timeline], options: StallOptions | None) -> list[RankResult]:
     """The recorded timelines' stall analyses (what every replay of the fit compares with)."""
     return [analyze_rank(tl, options, brief=True) for tl in tls if tl.n_gpu]
 
@@ -143,7 +143,7 @@ def _rank(r: RankWhatIf, step_us: float, replayed_us: float, cal_pct: float) -> 
 
 def calibration_band(tls: list[Timeline], res: WhatIfResult, step_ci_us: tuple[float, float],
                      drop: DropSpec | None = None, options: StallOptions | None = None,
-                     ranks: list[RankStalls] | None = None) -> dict[int, float]:
+                     ranks: list[RankResult] | None = None) -> dict[int, float]:
     """Per rank, +-% of the prediction that the calibration step's uncertainty carries: the
     prediction made at each end of ``step_ci_us`` (the unprofiled device step's 95% CI),
     its largest distance from ``res``'s, over ``res``'s prediction."""

@@ -31,7 +31,7 @@ LOG: list[Path] = []  # where _spy writes the analyzing process's pid
 _REAL = rankpool._one
 
 
-def _spy(args: tuple[int, StallOptions]) -> rankpool.RankStalls:
+def _spy(args: tuple[int, StallOptions]) -> rankpool.RankResult:
     with open(LOG[0], "a") as f:
         f.write(f"{os.getpid()}\n")
     return _REAL(args)

@@ -11,22 +11,15 @@ from profplug.analyzers.stalls.sanity import sum_rule_broken
 
 FORMATS = ("table", "json", "csv", "html")
 
-# Optional analyses whose failure on a fuzzed trace is tolerated (still isolated: one warning
-# line) until their own fix lands. The what-if's replay fails on nested host calls
-# (whatif/simulate.py, rewritten on the nesting column in another branch): empty this set
-# once that branch is merged.
-KNOWN_FAILING = frozenset({"what-if"})
-
 
 def default_report(timelines: list[Timeline]) -> Report:
     """The report, rendered in every format; its sum rule holds and no optional analysis
-    failed (but those in ``KNOWN_FAILING``: each at most one warning line)."""
+    failed (a failed one is isolated as a warning line ``<analysis> failed (...)``)."""
     rep = analyze_timelines(timelines, run=report_analyses(None))
     for r in rep.ranks:
         assert sum_rule_broken(r) is None
     for fmt in FORMATS:
         assert render_text(rep, fmt)
     failed = [w for w in rep.warnings if " failed (" in w]
-    assert all(w.split(" failed (")[0].split(": ")[-1] in KNOWN_FAILING for w in failed), failed
-    assert len(failed) <= len(KNOWN_FAILING)
+    assert failed == [], failed
     return rep

@@ -270,3 +270,14 @@ def nsys_ring(path: Path, *, profplug_names: bool, compute: bool = False) -> Pat
                              json_text=f'{{"Peer rank": {peer}}}')
             p.launch(at + 2, start, end - start, name=NCCL_SENDRECV, stream=20)
     return ex.write(path)
+
+
+def sync_loop_export(path: Path, n: int = 5) -> Path:
+    """An export at ``path`` of one process: ``n`` steps of a 50 us kernel and a device-wide
+    synchronize (``synth.sync_loop`` as Nsight records it)."""
+    ex = NsysExport()
+    p = ex.process()
+    for k in range(n):
+        p.launch(100.0 * k, 100.0 * k + 2, 50.0)
+        p.runtime("cudaDeviceSynchronize", 100.0 * k + 3, 60.0)
+    return ex.write(path)

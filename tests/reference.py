@@ -1,9 +1,11 @@
-"""The reference a spread report is checked against: the same report made in one process
-(every timeline read into it, then the run-level analyses), its page; and a spy on what
-reaches the client in each round."""
+"""What a report is checked against: the same report made in one process (every timeline
+read into it, then the run-level analyses), its JSON and its page with the timings blanked
+(the one thing that differs between two makings of one report); and a spy on what reaches
+the client in each round of a spread report."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -30,6 +32,11 @@ def one_process(paths: list[Path], run: Iterable[object], monkeypatch: pytest.Mo
 def blank(text: str) -> str:
     """A JSON report or a page with its timings blanked."""
     return _TIMES.sub(lambda m: (m.group(1) or "replayed in ") + "0", text)
+
+
+def report_json(rep: object) -> str:
+    """The JSON of a report (keys sorted), its timings blanked."""
+    return blank(json.dumps(rep.to_dict(), sort_keys=True))  # type: ignore[attr-defined]
 
 
 def page(rep: object) -> str:

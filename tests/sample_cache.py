@@ -12,7 +12,9 @@ input would fail loudly instead of changing what the next test sees.
 - ``stalls(run)``: its per-rank report alone (no run-level analysis, as ``analyze(run)``);
 - ``whatif(run, drop)``: its what-if; ``cross_rank(run)``: its cross-rank analysis;
 - ``reading_once(monkeypatch)``: the CLI's own reading of sample traces goes through the
-  cache for the rest of a test (``main(["report", run, ...])`` reads each run once).
+  cache for the rest of a test (``main(["report", run, ...])`` reads each run once);
+- ``sample_run_dirs()``: every sample run's directory; ``sample_device_event_pairs()``: the
+  (device run, event run) pairs among them.
 """
 
 from __future__ import annotations
@@ -30,12 +32,13 @@ from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.crossrank import CrossRankResult
 from profplug.analyzers.crossrank import cross_rank as run_cross_rank
 from profplug.analyzers.readers.base import ReadOptions
+from profplug.analyzers.readers.registry import SUFFIXES
 from profplug.analyzers.report import analysis as report_mod
 from profplug.analyzers.report.analysis import Report, analyze_timelines
 from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.report.run_meta import find_run_meta
 from profplug.analyzers.scale import load as load_mod
-from profplug.analyzers.scale.load import LoadedRanks
+from profplug.analyzers.scale.load import SKIP_NAMES, LoadedRanks
 from profplug.analyzers.stalls.rank import RankResult, StallOptions, analyze_rank
 from profplug.analyzers.whatif import DropSpec, WhatIfResult
 from profplug.analyzers.whatif import whatif as run_whatif
@@ -43,6 +46,30 @@ from profplug.analyzers.whatif import whatif as run_whatif
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"
 _READ = load_mod.load_timelines  # the real reader, whatever a test patches
+
+
+def sample_run_dirs() -> list[Path]:
+    """Directories under sample_traces/ that hold traces (each is one run)."""
+    if not SAMPLES.is_dir():
+        return []
+    out = []
+    for d in sorted(p for p in SAMPLES.rglob("*") if p.is_dir()):
+        if any(f.is_file() and f.name.endswith(SUFFIXES) and f.name not in SKIP_NAMES
+               for f in d.iterdir()):
+            out.append(d)
+    return out
+
+
+def sample_device_event_pairs() -> list[tuple[Path, Path]]:
+    """(device run, event run) pairs: sibling sample dirs named *device* and *event*."""
+    runs = sample_run_dirs()
+    pairs = []
+    for dv in runs:
+        if "device" in dv.name:
+            ev = dv.with_name(dv.name.replace("device", "event"))
+            if ev in runs:
+                pairs.append((dv, ev))
+    return pairs
 
 
 def _frozen(tl: Timeline) -> Timeline:

@@ -163,7 +163,8 @@ def _delta(a: RankSide, b: RankSide) -> dict[str, float]:
             d[f"{c}_per_step_us"] = round(b.idle_per_step_us[c] - a.idle_per_step_us[c], 3)
     for k in a.sync_counts.keys() | b.sync_counts.keys():
         d[f"{k}_syncs"] = b.sync_counts.get(k, 0) - a.sync_counts.get(k, 0)
-    return d
+    # keys sorted: the sync kinds come from a set, whose order follows PYTHONHASHSEED
+    return dict(sorted(d.items()))
 
 
 def compare_rank(rank: int, a: RankSide | None, b: RankSide | None, label_a: str,

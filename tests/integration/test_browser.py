@@ -2,119 +2,32 @@
 headline is the first thing on the page, the timeline and bars render (their colours are on
 the screenshot) and the timeline opens on a few steps, and a hostile trace runs no script.
 
-Chromium comes from Debian's ``chromium`` package; the set-up installs it when missing
-(CI runs as root). The test is skipped, with the reason, only when that is impossible.
+Chromium is the ``chromium`` fixture (tests/integration/conftest.py): Debian's ``chromium``
+package, installed when missing (CI runs as root); the tests are skipped, with the reason,
+only when that is impossible.
 """
 
 from __future__ import annotations
 
 import html
-import io
 import json
-import os
 import re
-import shutil
-import struct
-import subprocess
-import zlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 from profplug.analyzers.compare.reports import compare
 from profplug.analyzers.render.html import COLORS, render_html
 from profplug.analyzers.report.analysis import analyze
-from unit.analyzers.test_compare_synth import build_rank, sample_run_dirs, write_run
+from sample_cache import sample_run_dirs
+from synth import build_rank, write_run
 
 from profplug.cli.main import main
 
 pytestmark = pytest.mark.browser
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run",
-         "--disable-default-apps", "--enable-logging=stderr", "--v=0",
-         "--virtual-time-budget=10000"]
 HOSTILE = ("<img src=x onerror=\"document.documentElement.setAttribute('data-pwned','1')\">"
            "<script>document.documentElement.setAttribute('data-pwned','1')</script>")
-
-
-def _install_chromium() -> str | None:
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        return None
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for cmd in (["apt-get", "install", "-y", "-q", "chromium"],
-                ["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "chromium"]):
-        subprocess.run(cmd, env=env, capture_output=True, timeout=600, check=False)
-        if shutil.which("chromium"):
-            break
-    return shutil.which("chromium")
-
-
-@pytest.fixture(scope="session")
-def chromium() -> str:
-    path = shutil.which("chromium") or shutil.which("chromium-browser") or _install_chromium()
-    if path is None:
-        pytest.skip("chromium is not installed and `apt-get install -y chromium` is not "
-                    "possible here (needs root and apt)")
-    return path
-
-
-def open_page(chromium: str, page: Path, tmp: Path, *args: str) -> subprocess.CompletedProcess:
-    profile = tmp / f"profile-{len(list(tmp.glob('profile-*')))}"
-    return subprocess.run([chromium, *FLAGS, f"--user-data-dir={profile}", *args,
-                           page.as_uri()], capture_output=True, text=True, timeout=60,
-                          check=False)
-
-
-def console_errors(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines()
-            if "Uncaught" in line or ("CONSOLE" in line and "ERROR" in line)]
-
-
-def read_png(data: bytes) -> tuple[int, int, int, bytes]:
-    """(width, height, channels, raw pixel rows) of an 8-bit RGB/RGBA PNG."""
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    pos, idat = 8, b""
-    w = h = ch = 0
-    while pos < len(data):
-        (n,) = struct.unpack(">I", data[pos:pos + 4])
-        kind, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + n]
-        if kind == b"IHDR":
-            w, h, depth, color = struct.unpack(">IIBB", body[:10])
-            assert depth == 8 and color in (2, 6)
-            ch = 3 if color == 2 else 4
-        elif kind == b"IDAT":
-            idat += body
-        pos += 12 + n
-    raw = zlib.decompress(idat)
-    stride = w * ch
-    out = io.BytesIO()
-    prev = bytearray(stride)
-    for y in range(h):
-        f = raw[y * (stride + 1)]
-        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
-        for i in range(stride):
-            a = line[i - ch] if i >= ch else 0
-            b = prev[i]
-            c = prev[i - ch] if i >= ch else 0
-            if f == 1:
-                line[i] = (line[i] + a) & 255
-            elif f == 2:
-                line[i] = (line[i] + b) & 255
-            elif f == 3:
-                line[i] = (line[i] + (a + b) // 2) & 255
-            elif f == 4:
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-        out.write(line)
-        prev = line
-    return w, h, ch, out.getvalue()
-
-
-def colour_pixels(png: bytes, hex_colour: str) -> int:
-    _w, _h, ch, px = read_png(png)
-    rgb = bytes(int(hex_colour[i:i + 2], 16) for i in (1, 3, 5))
-    return sum(1 for i in range(0, len(px), ch) if px[i:i + 3] == rgb)
 
 
 def _run(tmp: Path) -> list[Path]:
@@ -124,7 +37,7 @@ def _run(tmp: Path) -> list[Path]:
     return (decode or runs)[:1] if runs else [write_run(tmp, "device")]
 
 
-def test_compare_page_renders_without_errors(chromium: str, tmp_path: Path) -> None:
+def test_compare_page_renders_without_errors(chromium: Any, tmp_path: Path) -> None:
     # given the compare page of a device run and an event run (synthetic)
     a = analyze([write_run(tmp_path, "device")])
     b = analyze([write_run(tmp_path, "event")])
@@ -132,7 +45,7 @@ def test_compare_page_renders_without_errors(chromium: str, tmp_path: Path) -> N
     with page.open("w") as f:
         render_html(a, f, compare=compare(a, b, "device", "event"))
     # when Chromium loads it and dumps the DOM after the scripts ran
-    res = open_page(chromium, page, tmp_path, "--dump-dom")
+    res = chromium.open(page, tmp_path, "--dump-dom")
     dom = res.stdout
     # then no script error, the timeline drawn, the bars there
     html_tag = re.search(r"<html[^>]*>", dom)
@@ -140,44 +53,44 @@ def test_compare_page_renders_without_errors(chromium: str, tmp_path: Path) -> N
     assert "data-errors" not in html_tag.group(0), html_tag.group(0)
     assert 'data-rendered="1"' in html_tag.group(0)
     assert '<svg id="bars"' in dom and 'id="timeline"' in dom
-    assert console_errors(res.stderr) == []
+    assert chromium.console_errors(res.stderr) == []
 
 
-def test_screenshot_shows_the_plots(chromium: str, tmp_path: Path) -> None:
+def test_screenshot_shows_the_plots(chromium: Any, tmp_path: Path) -> None:
     # given a report of the synthetic device run (a known, large device_sync share)
     page = tmp_path / "report.html"
     with page.open("w") as f:
         render_html(analyze([write_run(tmp_path, "device")]), f)
     shot = tmp_path / "shot.png"
     # when screenshotted
-    res = open_page(chromium, page, tmp_path, f"--screenshot={shot}",
+    res = chromium.open(page, tmp_path, f"--screenshot={shot}",
                     "--window-size=1200,2200", "--hide-scrollbars")
     assert shot.is_file(), res.stderr[-2000:]
     png = shot.read_bytes()
     # then the plot colours are on it (nothing else on the page uses them)
     # compute (timeline and bars)
-    assert colour_pixels(png, COLORS["compute"]) > 2000
-    assert colour_pixels(png, COLORS["device_sync"]) > 500
-    assert console_errors(res.stderr) == []
+    assert chromium.colour_pixels(png, COLORS["compute"]) > 2000
+    assert chromium.colour_pixels(png, COLORS["device_sync"]) > 500
+    assert chromium.console_errors(res.stderr) == []
 
 
-def test_sample_run_screenshot_shows_the_plots(chromium: str, tmp_path: Path) -> None:
+def test_sample_run_screenshot_shows_the_plots(chromium: Any, tmp_path: Path) -> None:
     # given the report of a real sample run (the synthetic run when none is shipped)
     page = tmp_path / "report.html"
     with page.open("w") as f:
         render_html(analyze(_run(tmp_path)), f)
     shot = tmp_path / "shot.png"
-    res = open_page(chromium, page, tmp_path, f"--screenshot={shot}",
+    res = chromium.open(page, tmp_path, f"--screenshot={shot}",
                     "--window-size=1200,2200", "--hide-scrollbars")
     assert shot.is_file(), res.stderr[-2000:]
     # then compute and host-bound idle (the bulk of a real decode window) are drawn
     png = shot.read_bytes()
-    assert colour_pixels(png, COLORS["compute"]) > 2000
-    assert colour_pixels(png, COLORS["host_bound"]) > 500
-    assert console_errors(res.stderr) == []
+    assert chromium.colour_pixels(png, COLORS["compute"]) > 2000
+    assert chromium.colour_pixels(png, COLORS["host_bound"]) > 500
+    assert chromium.console_errors(res.stderr) == []
 
 
-def test_hostile_trace_runs_no_script(chromium: str, tmp_path: Path) -> None:
+def test_hostile_trace_runs_no_script(chromium: Any, tmp_path: Path) -> None:
     # given a trace whose kernel and annotation names are HTML that would run script
     d = tmp_path / "evil"
     d.mkdir()
@@ -186,7 +99,7 @@ def test_hostile_trace_runs_no_script(chromium: str, tmp_path: Path) -> None:
     with page.open("w") as f:
         render_html(analyze([d]), f)
     # when the browser opens it
-    res = open_page(chromium, page, tmp_path, "--dump-dom")
+    res = chromium.open(page, tmp_path, "--dump-dom")
     html_tag = re.search(r"<html[^>]*>", res.stdout)
     # then nothing ran, the page still rendered, and the name shows as text
     assert html_tag is not None and "data-pwned" not in html_tag.group(0)
@@ -194,7 +107,7 @@ def test_hostile_trace_runs_no_script(chromium: str, tmp_path: Path) -> None:
     assert "&lt;script&gt;document.documentElement" in res.stdout
 
 
-def test_headline_of_a_real_sample_reads_from_the_dom(chromium: str, tmp_path: Path) -> None:
+def test_headline_of_a_real_sample_reads_from_the_dom(chromium: Any, tmp_path: Path) -> None:
     # given the page `profplug report` writes for a real sample run (the what-if included)
     run = _run(tmp_path)
     page, doc = tmp_path / "report.html", tmp_path / "report.json"
@@ -202,7 +115,7 @@ def test_headline_of_a_real_sample_reads_from_the_dom(chromium: str, tmp_path: P
                  str(doc)]) == 0
     headline = json.loads(doc.read_text())["headline"]
     # when Chromium has run its scripts
-    res = open_page(chromium, page, tmp_path, "--dump-dom")
+    res = chromium.open(page, tmp_path, "--dump-dom")
     dom = res.stdout
     # then the headline is the page's first paragraph after the title, as in the JSON
     m = re.search(r'<div id="headline"><p>(.*?)</p>', dom, re.S)
@@ -226,7 +139,7 @@ def test_headline_of_a_real_sample_reads_from_the_dom(chromium: str, tmp_path: P
     html_tag = re.search(r"<html[^>]*>", dom)
     assert html_tag is not None and 'data-rendered="1"' in html_tag.group(0)
     assert "data-errors" not in html_tag.group(0)
-    assert console_errors(res.stderr) == []
+    assert chromium.console_errors(res.stderr) == []
 
 
 HOVER = """<script>
@@ -247,14 +160,14 @@ HOVER = """<script>
 </script></body>"""
 
 
-def test_hovering_a_gap_names_its_sync_and_call_site(chromium: str, tmp_path: Path) -> None:
+def test_hovering_a_gap_names_its_sync_and_call_site(chromium: Any, tmp_path: Path) -> None:
     # given the synthetic device run's page, with a script hovering a device_sync gap
     page = tmp_path / "report.html"
     with page.open("w") as f:
         render_html(analyze([write_run(tmp_path, "device")]), f)
     page.write_text(page.read_text().replace("</body>", HOVER))
     # when Chromium runs it
-    res = open_page(chromium, page, tmp_path, "--dump-dom")
+    res = chromium.open(page, tmp_path, "--dump-dom")
     # then the tooltip shows the gap's cause, duration, API and call site, as text
     tip = re.search(r'<div id="tl-tip"[^>]*>(.*?)</div>', res.stdout, re.S)
     assert tip is not None, res.stdout[-3000:]
@@ -264,7 +177,7 @@ def test_hovering_a_gap_names_its_sync_and_call_site(chromium: str, tmp_path: Pa
         "call site: profplug.recv_from_prev_pipeline_rank_ > profplug.sync.device")
 
 
-def test_cross_rank_section_draws_its_plots(chromium: str, tmp_path: Path) -> None:
+def test_cross_rank_section_draws_its_plots(chromium: Any, tmp_path: Path) -> None:
     # given the report page of a synthetic 4-stage pipeline with the cross-rank analysis and a
     # hostile annotation around one of rank 0's launches
     from pipeline_synth import PipelineSpec, write
@@ -280,7 +193,7 @@ def test_cross_rank_section_draws_its_plots(chromium: str, tmp_path: Path) -> No
     page.write_text(render_text(analyze([tmp_path / "run"], run=[cross_rank_analysis()]),
                                 "html"))
     # when Chromium loads it
-    res = open_page(chromium, page, tmp_path, "--dump-dom")
+    res = chromium.open(page, tmp_path, "--dump-dom")
     dom = res.stdout
     html_tag = re.search(r"<html[^>]*>", dom)
     # then no error, nothing hostile ran, and the swimlane, queue and lead plots are there
@@ -301,7 +214,7 @@ HOSTILE_DIR = ('<span style="font-size:90px;color:red">big<img src=x onerror="do
                "documentElement.setAttribute('data-pwned','1')\">")
 
 
-def test_hostile_run_label_is_text_on_the_compare_page(chromium: str, tmp_path: Path
+def test_hostile_run_label_is_text_on_the_compare_page(chromium: Any, tmp_path: Path
                                                        ) -> None:
     # given `profplug compare` of two runs, run A in a directory named like HTML (its label)
     a = tmp_path / HOSTILE_DIR
@@ -313,7 +226,7 @@ def test_hostile_run_label_is_text_on_the_compare_page(chromium: str, tmp_path: 
     assert main(["compare", str(a), str(b), "--html", str(page), "-o",
                  str(tmp_path / "cmp.txt")]) == 0
     # when Chromium renders the page and runs its scripts
-    res = open_page(chromium, page, tmp_path, "--dump-dom")
+    res = chromium.open(page, tmp_path, "--dump-dom")
     dom = res.stdout
     html_tag = re.search(r"<html[^>]*>", dom)
     assert html_tag is not None, res.stderr[-2000:]
@@ -324,5 +237,5 @@ def test_hostile_run_label_is_text_on_the_compare_page(chromium: str, tmp_path: 
     assert not re.search(r"<span[^>]*font-size:\s*90px", dom)
     # and the label is on the page as text (the run sections, the bars' row names)
     assert dom.count(html.escape(HOSTILE_DIR, quote=False)) >= 2
-    assert console_errors(res.stderr) == []
-    assert console_errors(res.stderr) == []
+    assert chromium.console_errors(res.stderr) == []
+    assert chromium.console_errors(res.stderr) == []

@@ -8,9 +8,9 @@ import html
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
-from integration.test_browser import chromium, open_page  # noqa: F401  (fixture)
 
 from profplug.cli.main import main
 
@@ -18,8 +18,7 @@ pytestmark = pytest.mark.browser
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 
 
-@pytest.mark.skipif(not (SAMPLES / "pp2_infer_kineto").is_dir(), reason="no samples")
-def test_compare_page_first_figure_is_the_answer(chromium: str, tmp_path: Path  # noqa: F811
+def test_compare_page_first_figure_is_the_answer(chromium: Any, tmp_path: Path
                                                  ) -> None:
     # given `profplug compare device event --whatif` on the shipped decode-loop runs
     a, b = SAMPLES / "pp2_infer_kineto/device", SAMPLES / "pp2_infer_kineto/event"
@@ -28,7 +27,7 @@ def test_compare_page_first_figure_is_the_answer(chromium: str, tmp_path: Path  
                  "-o", str(doc)]) == 0
     answer = json.loads(doc.read_text())["answer"]
     # when Chromium has loaded the page
-    dom = open_page(chromium, page, tmp_path, "--dump-dom").stdout
+    dom = chromium.open(page, tmp_path, "--dump-dom").stdout
     # then its first figure is the answer: predicted vs measured and the error, as in the JSON
     fig = re.search(r"<figure ([^>]*)>", dom)
     assert fig is not None and 'id="answer-figure"' in fig.group(1)
@@ -57,8 +56,7 @@ def test_compare_page_first_figure_is_the_answer(chromium: str, tmp_path: Path  
     assert d["b"]["step"]["us"] == pytest.approx(answer["measured_us"], abs=1e-3)
 
 
-@pytest.mark.skipif(not (SAMPLES / "ab_h200_decode_loop").is_dir(), reason="no samples")
-def test_compare_with_ab_page_first_figure(chromium: str, tmp_path: Path  # noqa: F811
+def test_compare_with_ab_page_first_figure(chromium: Any, tmp_path: Path
                                            ) -> None:
     # given `profplug compare TRACED AB_DIR` (B measured by profplug ab: its CI)
     ab = SAMPLES / "ab_h200_decode_loop"
@@ -66,7 +64,7 @@ def test_compare_with_ab_page_first_figure(chromium: str, tmp_path: Path  # noqa
     assert main(["compare", str(ab / "traced_device"), str(ab), "--html", str(page), "-f",
                  "json", "-o", str(doc)]) == 0
     answer = json.loads(doc.read_text())["answer"]
-    dom = open_page(chromium, page, tmp_path, "--dump-dom").stdout
+    dom = chromium.open(page, tmp_path, "--dump-dom").stdout
     # then the first figure is the prediction against ab's CI (the error as the JSON has it:
     # -1.2% with the merged code of 2026-12-01), measured inside the band
     fig = re.search(r"<figure ([^>]*)>", dom)

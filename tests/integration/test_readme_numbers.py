@@ -63,9 +63,6 @@ SWITCH_LINE = re.compile(r"^(\| (tune|held-out) \| kineto \| h\S+ \| \d+ \(|"
                          r"(tune|held-out) kineto \(same process\): )")
 SAMPLE_LINE = re.compile(r"^(\| (kineto|nsys) \| pp2_\w+ \| |samples (kineto|nsys)( --unprofiled)?: )")
 
-pytestmark = pytest.mark.skipif(not SAMPLES.is_dir(), reason="no sample traces")
-
-
 @cache
 def _doc(source: str, tmp: str) -> dict[str, Any]:
     kind, sample = source.split(":", 1)
@@ -357,7 +354,6 @@ def _check_lines(printed: list[str], pattern: re.Pattern[str], stop: str, after:
     assert shown == printed
 
 
-@pytest.mark.skipif(not GRID.is_dir(), reason="no grid data")
 def test_whatif_kineto_grid_rows_are_what_the_table_prints(capsys: pytest.CaptureFixture[str]
                                                            ) -> None:
     """The validation table's Kineto rows and lines are what ``whatif_grid.py table`` prints

@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-import pytest
 from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.stalls.rank import analyze_rank
 
@@ -25,7 +24,6 @@ def _replicate():
     return mod.replicate
 
 
-@pytest.mark.skipif(not RUN.is_dir(), reason="sample traces not present")
 def test_tiled_real_trace_keeps_its_step() -> None:
     replicate = _replicate()
     for tl in load_timelines([RUN], progress=False):

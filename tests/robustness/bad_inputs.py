@@ -130,7 +130,7 @@ CASES: list[Case] = [
     Case("no rank anywhere (.json.gz)", _no_rank_json_gz, 0, "rank from file order"),
 ]
 
-# Round 2 (issue #18): hostile tokens, bombs, huge numbers, odd exports. "says" is the line
+# hostile_inputs: hostile tokens, bombs, huge numbers, odd exports. "says" is the line
 # the table shows: a skip count, a warning, or the report line that proves the outcome.
 K16 = b'"ts": 16,'
 CASES += [

@@ -1,4 +1,4 @@
-"""Round 2 of bad inputs (issue #18): hostile tokens, bombs, huge numbers, odd exports.
+"""Hostile bad inputs: hostile tokens, bombs, huge numbers, odd exports.
 
 Small, deterministic versions of the attacks in scripts/attacks.py; each is a ``Case`` of
 ``bad_inputs`` (built in a directory, run through ``profplug report``, checked by

@@ -1,7 +1,8 @@
-"""Issue #40 (robustness, round 4): trace oddities that gave wrong numbers with exit 0.
-
-Nsight NVTX ranges range-checked as Kineto's events are (item 8); a Kineto GPU op whose
-``device`` / ``stream`` is a string keeps its correlation (item 10).
+"""Trace oddities that gave wrong numbers with exit 0: Nsight NVTX step ranges are
+range-checked as Kineto's events are; a Kineto GPU op whose ``device`` / ``stream`` is a
+string keeps its correlation, one whose correlation is no integer is skipped with the
+reason; launches sharing correlation ids are refused (all) or warned of (some); a GPU clock
+hours early is refused, and one early on most ops is said.
 """
 
 from __future__ import annotations

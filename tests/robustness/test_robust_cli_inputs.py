@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from bad_inputs import CASES, Case, report_argv, run_case
+from synth import KinetoTrace, one_error
 
 from profplug.cli.main import main
 
@@ -53,3 +55,23 @@ def test_bad_input_in_a_process_of_its_own(tmp_path: Path, case: Case) -> None:
 
 def test_the_cases_run_in_a_process_exist() -> None:
     assert sorted(IN_A_PROCESS) == sorted(c.name for c in CASES if c.name in IN_A_PROCESS)
+
+
+def test_out_of_memory_names_the_inputs(monkeypatch, capsys) -> None:
+    import profplug.cli.main as cli
+
+    def boom(**_: Any) -> None:
+        raise MemoryError
+
+    monkeypatch.setattr(cli, "app", boom)
+    assert cli.main(["ab-report", "x"]) == 3
+    assert "out of memory (the inputs need more" in capsys.readouterr().err
+
+
+def test_absurdly_many_devices_are_one_line(tmp_path: Path, capsys) -> None:
+    t = KinetoTrace(rank=0)
+    for k in range(5000):
+        t.gpu(10.0 * k, 5.0, device=k)
+    p = t.write(tmp_path / "rank0.json")
+    assert main(["report", str(p), "--jobs", "1"]) == 3
+    assert "5,000 distinct GPU device ids on rank 0 (more than 4,096)" in one_error(capsys)

@@ -1,4 +1,4 @@
-"""Issue #27, item 1: ranks on clocks that cannot be put on one axis are never joined.
+"""Ranks on clocks that cannot be put on one axis are never joined.
 
 A Kineto trace (wall clock, epoch ns) and an Nsight export (its session's clock) marked as
 two ranks, or two Kineto ranks of which one lacks ``baseTimeNanoseconds``, made a cross-rank
@@ -56,7 +56,7 @@ def test_kineto_and_nsight_ranks_without_nccl_are_not_joined(tmp_path, capsys) -
     # when reported with the cross-rank analysis
     rep = analyze([tmp_path], jobs=1, run=report_analyses(False))
     # then they are not joined (no NCCL kernel: the cross-rank analysis does not apply and
-    # is skipped, issue 23); each rank's own figures stand
+    # is skipped); each rank's own figures stand
     assert "cross_rank" not in rep.run
     for r in rep.ranks:
         assert r.devices[0].gpu.window_us == 950.0  # first start 2 us to last end 952 us
@@ -103,7 +103,7 @@ def test_matched_nccl_kernels_align_different_clocks_with_the_residual(tmp_path)
 
 def test_mixed_sources_without_a_cross_rank_join_say_the_clocks_cannot_be_compared(
         tmp_path, capsys) -> None:
-    # issue #40 item 25: a Kineto rank and an Nsight rank, no NCCL kernel to align them
+    # a Kineto rank and an Nsight rank, no NCCL kernel to align them
     _kineto(tmp_path / "rank0.json", 0)
     _nsys(tmp_path / "rank1.sqlite", 1)
     rep = analyze([tmp_path], jobs=1, run=report_analyses(None))

@@ -1,8 +1,12 @@
-"""Analysis loops stay O(n log n) on the patterns that made them quadratic (issue #18, item 4).
+"""Work stays bounded on the inputs made to blow it up: analysis loops stay O(n log n) on the
+patterns that made them quadratic, the per-device work is linear in the devices, a long
+label is one string for all its calls, wrapping a megabyte word is linear, and a
+catastrophic step-range regex runs under a budget (or in RE2).
 
 Checked by operation count, not time: every Python line the analyzer runs is counted
 (``sys.settrace``) at n and 4n; a linear analysis grows ~4x, a quadratic one ~16x. Numpy
-calls count as one line, so the bound is on Python-level loops, which is what regressed.
+calls count as one line, so the bound is on Python-level loops, which is what regressed;
+the per-device work counts the array elements its ufuncs read.
 """
 
 from __future__ import annotations
@@ -13,8 +17,16 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import numpy as np
+import pytest
+from profplug.analyzers.core import saferegex
 from profplug.analyzers.core.timeline import Timeline, TimelineBuilder
+from profplug.analyzers.crossrank import cross_rank
+from profplug.analyzers.stalls.callsites import enclosing
 from profplug.analyzers.stalls.rank import analyze_rank
+from synth import KinetoTrace, one_error
+
+from profplug.cli.main import main
 
 ANALYZERS = str(Path(analyze_rank.__code__.co_filename).parent)
 US = 1000
@@ -117,3 +129,82 @@ def test_call_sites_of_many_threads_stay_on_their_thread() -> None:
     got = {c.callsite: c.count for c in r.callsites}
     assert got == {"site0 > profplug.sync.device": 66, "site1 > profplug.sync.device": 67,
                    "site2 > profplug.sync.device": 67, "unannotated": 200, "outer": 1}
+
+
+def test_a_long_annotation_label_is_one_string_for_all_its_calls() -> None:
+    b = TimelineBuilder()
+    name = "x" * 100_000
+    b.ann(0, 1000 * US, 1, name)
+    for k in range(50):
+        b.api((10 * k + 1) * US, (10 * k + 2) * US, 1, "cudaDeviceSynchronize", -1)
+    tl = b.build(rank=0, source="kineto", files=["synthetic"])
+    labels = enclosing(tl, tl.api_start_ns, tl.api_end_ns, tl.api_tid)
+    assert labels[0] == name and all(x is labels[0] for x in labels)
+
+
+class _Counted(np.ndarray):
+    """An array that counts the elements every ufunc on it (or on slices of it) reads."""
+
+    seen = 0
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kw: Any) -> Any:
+        _Counted.seen += sum(x.size for x in inputs if isinstance(x, np.ndarray))
+        plain = [x.view(np.ndarray) if isinstance(x, _Counted) else x for x in inputs]
+        return getattr(ufunc, method)(*plain, **kw)
+
+
+def _devices_work(n: int) -> int:
+    b = TimelineBuilder()
+    for k in range(n):  # each kernel on its own device
+        b.gpu(10 * k * US, (10 * k + 5) * US, k, 7, 0, "k", -1)
+        b.api((10 * k + 5) * US, (10 * k + 9) * US, 1, "cudaDeviceSynchronize", -1)
+    tl = b.build(rank=0, source="kineto", files=["synthetic"])
+    tl.gpu_device = tl.gpu_device.view(_Counted)
+    _Counted.seen = 0
+    r = analyze_rank(tl)
+    assert len(r.devices) == n
+    cross_rank([tl])
+    return _Counted.seen
+
+
+def test_work_per_device_is_linear_in_the_devices() -> None:
+    # a mask per device read n elements n times (160k devices: killed at 120 s)
+    small, big = _devices_work(200), _devices_work(800)
+    assert big <= 5 * small, (small, big)
+
+
+def test_wrapping_a_long_word_is_textwraps_result() -> None:
+    import textwrap
+
+    from profplug.analyzers.render.text import wrap
+
+    for text in ("a b " + "x" * 1000 + " c dd", "hello " + "y" * 300 + " tail end" * 9,
+                 "z" * 257, "short text only"):
+        for kw in ({}, {"initial_indent": "warning: ", "subsequent_indent": "  "}):
+            assert wrap(text, 80, **kw) == textwrap.wrap(text, 80, **kw)
+    lines = wrap("x" * (1 << 20), 80)  # textwrap: quadratic in the word
+    assert len(lines) == (1 << 20) // 80 + 1 and "".join(lines) == "x" * (1 << 20)
+
+
+def test_a_catastrophic_step_range_regex_is_bounded(tmp_path: Path, capsys,
+                                                    monkeypatch) -> None:
+    t = KinetoTrace(rank=0)
+    t.annotation("a" * 34 + "b", 0, 100)
+    t.launch(1, 2, 5)
+    p = t.write(tmp_path / "rank0.json")
+    # without RE2: Python's re in a child process under a budget, and a line saying so
+    monkeypatch.setattr(saferegex, "_re2", None)
+    monkeypatch.setattr(saferegex, "BUDGET_S", 1.0)
+    monkeypatch.setattr(saferegex.search_all, "__defaults__", (1.0, saferegex._scan_re))
+    assert main(["report", str(p), "--step-range", "re:(a+)+$", "--jobs", "1"]) == 2
+    assert "took over 1 s (catastrophic backtracking?)" in one_error(capsys)
+    # a regex that ends: the same steps with or without the budget
+    assert saferegex.search_all(r"a{3}(b)", ["aaab", "ab"]) == [(0, "b")]
+
+
+@pytest.mark.skipif(saferegex._re2 is None, reason="google-re2 not installed")
+def test_with_re2_a_catastrophic_regex_is_linear() -> None:
+    assert saferegex.search_all("(a+)+$", ["a" * 5000 + "b", "aa"]) == [(1, "aa")]
+    names = ["decode_step 12", "step 3", "prefill", "decode_step x"]
+    rx = r"decode_step (\d+)|step (\d+)"
+    assert saferegex.search_all(rx, names) == saferegex._scan_re(rx, names)

@@ -1,4 +1,4 @@
-"""Issue #40 items 13, 17, 23: ``--dask ADDRESS`` fails in one line, at once or within the
+"""``--dask ADDRESS`` fails in one line, at once or within the
 connect timeout, never with a traceback or a hang; out of memory on a worker is exit 3, as
 in a local process."""
 

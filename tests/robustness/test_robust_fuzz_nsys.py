@@ -5,7 +5,7 @@ without an optional analysis failing (``default_report``).
 Seed: sample_traces/pp2_infer_nsys/device/report.sqlite.gz (a real 2x H200 export).
 Mutations: flipped bytes, a cut file, a dropped table, a row field set to NULL / text /
 bad UTF-8 / a blob / a huge or negative integer / a float, StringIds rows deleted, flipped
-bytes in the .gz, and (round 2) a table replaced by an endless recursive VIEW of its name.
+bytes in the .gz, and a table replaced by an endless recursive VIEW of its name.
 Bounded: 60 examples (each through the default report), about 20 s.
 """
 

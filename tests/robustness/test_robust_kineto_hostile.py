@@ -1,4 +1,4 @@
-"""Kineto reader vs hostile bytes (issue #18 items 1, 3, 5, 6, 10): one bad token costs one
+"""Kineto reader vs hostile bytes: one bad token costs one
 event, work is linear in the file (counted, not timed), memory is bounded (checked under an
 address-space limit), huge numbers and deep nesting are skipped or ignored with a reason.
 """

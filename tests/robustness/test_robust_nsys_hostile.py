@@ -1,6 +1,6 @@
-"""Nsight reader vs hostile or odd exports (issue #18 items 2, 3, 7, 9, 10): views named like
-tables, runaway queries, StringIds without its index, hot WAL / rollback journals, stale or
-partial exports beside a report, .sqlite.gz bombs and SIGTERM while one is unpacked.
+"""Nsight reader vs hostile or odd exports: views named like tables, runaway queries,
+StringIds without its index, hot WAL / rollback journals, stale or partial exports beside a
+report, .sqlite.gz bombs and SIGTERM while one is unpacked.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Traces are untrusted input: no eval/pickle/shell on them; SQLite opened read-only."""
+"""Traces are untrusted input: no eval/pickle/shell on them; SQLite opened read-only; a
+command suggested for pasting quotes the paths it names."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import gzip
 import hashlib
 import os
 import re
+import shlex
 import sqlite3
 from pathlib import Path
 
@@ -13,6 +15,9 @@ import pytest
 from profplug.analyzers.readers.nsys.reader import read_nsys
 from profplug.analyzers.readers.nsys.source import open_export
 from profplug.analyzers.report.analysis import analyze
+from synth import one_error
+
+from profplug.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED_GZ = ROOT / "sample_traces" / "pp2_infer_nsys" / "device" / "report.sqlite.gz"
@@ -76,3 +81,19 @@ def test_export_connection_is_read_only(export: Path) -> None:
     finally:
         ex.conn.close()
     assert len(read_nsys(export)) == 2  # a read-only file reads fine
+
+
+def test_the_suggested_nsys_command_is_shell_quoted(tmp_path: Path, capsys,
+                                                    monkeypatch) -> None:
+    d = tmp_path / "$(touch pwned);x"
+    d.mkdir()
+    rep = d / "a b;touch pwned2.nsys-rep"
+    rep.write_bytes(b"not really a report")
+    monkeypatch.setenv("PROFPLUG_NSYS", str(tmp_path / "no-nsys"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert main(["report", str(rep)]) == 3
+    line = one_error(capsys)
+    cmd = line.split("or export it yourself: ", 1)[1]
+    # then the pasted command is one nsys call whose arguments are the two paths, verbatim
+    assert shlex.split(cmd) == ["nsys", "export", "--type", "sqlite", "--output",
+                                str(rep.with_suffix(".sqlite")), str(rep)]

@@ -176,7 +176,7 @@ def test_each_failed_rank_gets_a_line(tmp_path) -> None:
 
 @pytest.mark.slow
 def test_a_step_fn_only_rank_0_calls_opens_its_window_without_a_deadlock(tmp_path) -> None:
-    """Issue #40 item 15: ``--step-fn torch.distributed:send`` where rank 1 only receives.
+    """``--step-fn torch.distributed:send`` where rank 1 only receives.
     Rank 0's window barrier waits for rank 1 up to PROFPLUG_ALIGN_TIMEOUT_S, then opens
     without it, naming it; the job ends (a collective barrier hung until killed)."""
     import os

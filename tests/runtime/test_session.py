@@ -6,8 +6,8 @@ from __future__ import annotations
 import gzip
 import json
 import sys
-import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -15,7 +15,7 @@ import profplug
 import profplug.steps as steps
 from profplug import autosteps
 from profplug.config import Config
-from profplug.session import exitcode, outcome
+from profplug.session import exitcode, outcome, recorders
 from profplug.session.core import Session
 
 
@@ -75,18 +75,24 @@ def test_only_nsys_ranks_meet_again_before_the_window_stops(session_for, tmp_pat
     assert met == {"nsys": [2, 3], "kineto": [2], "none": [2]}
 
 
-def test_trace_none_times_the_window_and_writes_no_trace(session_for, tmp_path) -> None:
+def test_trace_none_times_the_window_and_writes_no_trace(session_for, tmp_path,
+                                                         monkeypatch) -> None:
+    # given a host clock that only moves inside the steps, step k taking 2**k s
+    clock = SimpleNamespace(now=0.0)
+    monkeypatch.setattr(recorders, "time", SimpleNamespace(perf_counter=lambda: clock.now))
     s = session_for(tmp_path, trace="none", skip=2, steps=3)
-    for _ in range(8):
+    for k in range(8):
         with profplug.step():
-            time.sleep(0.01)
+            clock.now += 2.0 ** k
     s.flush()
     assert not (tmp_path / "kineto").exists()
     status = json.loads((tmp_path / "status" / "rank0.json").read_text())
     w = status["window"]
     assert (status["status"], status["trace"], w["mode"], w["first_step"], w["steps"]) == (
         "finished", None, "steps", 2, 3)
-    assert 0.03 <= w["wall_s"] < 1.0
+    # then the window's wall time is exactly steps 2, 3 and 4's: 4 + 8 + 16 s (any other
+    # set of steps sums to another number)
+    assert w["wall_s"] == 28.0
 
 
 def test_status_records_the_exit_code_of_sys_exit(session_for, tmp_path) -> None:

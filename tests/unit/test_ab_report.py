@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from profplug.analyzers.render.registry import render_text
-from unit.analyzers.test_ab_analyze import analyze, make_runs
+from synth import ab_result, ab_runs
 
 from profplug.cli.main import main
 
@@ -21,7 +21,7 @@ def _write(out: Path, res) -> dict:
 
 
 def test_the_same_runs_give_the_same_ab_json(tmp_path, capsys) -> None:
-    res = analyze(make_runs(rounds=4), rounds=4)
+    res = ab_result(ab_runs(rounds=4), rounds=4)
     doc = _write(tmp_path / "ab", res)
     assert main(["ab-report", str(tmp_path / "ab")]) == 0
     assert json.loads((tmp_path / "ab" / "ab.json").read_text()) == doc
@@ -32,7 +32,7 @@ def test_the_same_runs_give_the_same_ab_json(tmp_path, capsys) -> None:
 
 def test_an_old_ab_json_gets_the_current_statistics_page_and_table(tmp_path, capsys) -> None:
     """As a shipped sample made before the 3-round rule: a 2-round 'CI' and a verdict."""
-    res = analyze(make_runs(rounds=2), rounds=2)
+    res = ab_result(ab_runs(rounds=2), rounds=2)
     res.whatif = {"run": "runs/pp2", "predicted_step_us": 1010.0, "recorded_step_us": 2400.0,
                   "band_pct": 4.0, "predicted_speedup": 2.4, "prediction_in_ci": True,
                   "measured_ci95_us": [1000.0, 1020.0]}
@@ -60,13 +60,13 @@ def test_an_old_ab_json_gets_the_current_statistics_page_and_table(tmp_path, cap
 def test_differing_outputs_in_the_stored_runs_exit_1(tmp_path, capsys) -> None:
     changed = [f"1-{i}" for i in range(22)]
     changed[3] = "planted"
-    _write(tmp_path / "ab", analyze(make_runs(digests={(4, 1): changed})))
+    _write(tmp_path / "ab", ab_result(ab_runs(digests={(4, 1): changed})))
     assert main(["ab-report", str(tmp_path / "ab")]) == 1
     assert "OUTPUTS DIFFER: run 4 (round 1, event)" in capsys.readouterr().err
 
 
 def test_an_interrupted_ab_keeps_its_status(tmp_path) -> None:
-    _write(tmp_path / "ab", analyze(make_runs(rounds=3), interrupted=143))
+    _write(tmp_path / "ab", ab_result(ab_runs(rounds=3), interrupted=143))
     assert main(["ab-report", str(tmp_path / "ab")]) == 143
 
 
@@ -81,6 +81,6 @@ def test_usage_errors(tmp_path, capsys) -> None:
     (bad / "ab.json").write_text(json.dumps({"version": 9, "runs": [], "policies": ["device"]}))
     assert main(["ab-report", str(bad)]) == 2
     assert "version 9" in capsys.readouterr().err
-    _write(tmp_path / "ab", analyze(make_runs()))
+    _write(tmp_path / "ab", ab_result(ab_runs()))
     assert main(["ab-report", str(tmp_path / "ab"), "--whatif", "/nonexistent/run"]) == 2
     assert "/nonexistent/run: no such file or directory" in capsys.readouterr().err

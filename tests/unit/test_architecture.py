@@ -1,7 +1,9 @@
-"""The layout holds: the analyzer never imports torch, profplug.session or profplug.cli; no
-import cycle anywhere in profplug; no two rooms import each other, and each imports only the
-layers below it; run-level analyses are described by data (no attribute hung on a
-function); no module over 400 lines.
+"""The layout holds: the analyzer never imports torch, profplug.session or profplug.cli; dask is
+optional (only ``analyzers/scale/dask_backend.py`` imports it, every other analyzer module
+imports with dask blocked, and a whole local report runs and loads no dask); no import cycle
+anywhere in profplug; no two rooms import each other, and each imports only the layers below
+it; run-level analyses are described by data (no attribute hung on a function); no module
+over 400 lines.
 
 Rooms: profplug/ (the plugin, the CLI, the session) is one; under analyzers/, each
 subpackage (or top-level module) is one.
@@ -19,6 +21,8 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+
+from pipeline_synth import PipelineSpec, write
 
 ROOT = Path(__file__).resolve().parents[2]
 # source folder -> the package it is installed as (pyproject's package-dir)
@@ -209,6 +213,40 @@ def import_blocked(mods: list[str], path: list[str]) -> dict[str, object]:
     return json.loads(res.stdout)
 
 
+# the packages only the dask backend may import, and a local report with them blocked
+DASK = ("dask", "distributed")
+ALLOWED = {"profplug.analyzers.scale.dask_backend"}  # the one module that talks to Dask
+
+BLOCKED_RUN = """
+import importlib.abc, json, sys
+BLOCKED = {blocked!r}
+
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if any(name == b or name.startswith(b + ".") for b in BLOCKED):
+            raise ImportError(f"blocked: {{name}}")
+        return None
+
+sys.meta_path.insert(0, Block())
+import importlib
+for m in {mods!r}:
+    importlib.import_module(m)
+from profplug.analyzers.commands.report import run_report
+from pathlib import Path
+code = run_report({paths!r}, fmt="json", output=Path({out!r}), jobs=2, quiet=True)
+loaded = sorted(n for n in sys.modules if any(n == b or n.startswith(b + ".") for b in BLOCKED))
+print(json.dumps({{"code": code, "loaded": loaded}}))
+"""
+
+
+def dask_importers(folder: Path, package: str) -> list[str]:
+    """``module:line`` for every import of dask outside ALLOWED."""
+    mods = modules(folder, package)
+    return [f"{name}:{line}" for name, path in mods.items() if name not in ALLOWED
+            for target, line in imports(path, name, set(mods))
+            if any(target == d or target.startswith(d + ".") for d in DASK)]
+
+
 # ------------------------------------------------------------------------------------ tests
 def test_analyzer_never_imports_torch_session_or_cli() -> None:
     assert forbidden_imports(ROOT / "analyzers", "profplug.analyzers") == []
@@ -304,3 +342,32 @@ def test_the_checks_catch_planted_violations(tmp_path: Path) -> None:
     res = import_blocked(["plant.ok", "plant.bad"], [str(tmp_path)])
     assert list(res["failed"]) == ["plant.bad"]  # type: ignore[arg-type]
     assert "blocked: torch" in res["failed"]["plant.bad"]  # type: ignore[index]
+
+
+def test_only_the_dask_backend_imports_dask() -> None:
+    assert dask_importers(ROOT / "analyzers", "profplug.analyzers") == []
+    assert dask_importers(ROOT / "profplug", "profplug") == []
+
+
+def test_the_dask_check_catches_a_planted_import(tmp_path: Path) -> None:
+    pkg = tmp_path / "analyzers"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sneaky.py").write_text("def f():\n    from distributed import Client\n")
+    (pkg / "scale").mkdir()
+    (pkg / "scale" / "__init__.py").write_text("")
+    (pkg / "scale" / "dask_backend.py").write_text("import dask\n")
+    assert dask_importers(pkg, "profplug.analyzers") == ["profplug.analyzers.sneaky:2"]
+
+
+def test_a_local_report_runs_with_dask_blocked(tmp_path: Path) -> None:
+    files, _ = write(PipelineSpec(stages=2, steps=2), tmp_path / "run")
+    mods = sorted(m for m in modules(ROOT / "analyzers", "profplug.analyzers")
+                  if m not in ALLOWED)
+    code = BLOCKED_RUN.format(blocked=DASK, mods=mods, paths=[str(f) for f in files],
+                              out=str(tmp_path / "r.json"))
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, cwd=ROOT)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout.splitlines()[-1]) == {"code": 0, "loaded": []}
+    assert [r["rank"] for r in json.loads((tmp_path / "r.json").read_text())["ranks"]] == [0, 1]

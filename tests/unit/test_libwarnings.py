@@ -31,7 +31,6 @@ def test_a_library_warning_becomes_our_line(capfd: pytest.CaptureFixture[str]) -
     assert err[1].endswith(": twice")
 
 
-@pytest.mark.skipif(not ALEXNET.is_dir(), reason="no public traces")
 def test_alexnet_report_has_no_library_warning(capfd: pytest.CaptureFixture[str]) -> None:
     assert main(["report", str(ALEXNET), "--whatif"]) == 0
     out = capfd.readouterr()

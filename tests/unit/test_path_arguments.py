@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from unit.analyzers.test_compare_synth import write_run
+from synth import write_run
 
 from profplug.cli.main import main
 

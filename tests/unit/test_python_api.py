@@ -9,7 +9,7 @@ from profplug.analyzers import analyze, load_timelines, whatif_paths
 from profplug.analyzers.core.errors import TraceError
 from profplug.analyzers.report.run_meta import find_run_meta
 from profplug.analyzers.scale.load import as_paths, trace_files
-from unit.analyzers.test_compare_synth import write_run
+from synth import write_run
 
 
 def test_as_paths_takes_one_path_or_several() -> None:

@@ -1,4 +1,4 @@
-"""Set-up as a new user meets it (issue #17 item 7): the README says how to get a CPU torch
+"""Set-up as a new user meets it: the README says how to get a CPU torch
 on a stock machine, and every command that starts torchrun uses the venv's own."""
 
 from __future__ import annotations

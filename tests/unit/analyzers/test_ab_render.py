@@ -7,7 +7,7 @@ import re
 from profplug.analyzers.ab import AbResult
 from profplug.analyzers.render.ab_html import plot_data
 from profplug.analyzers.render.registry import formats, render_text
-from unit.analyzers.test_ab_analyze import analyze, make_runs
+from synth import ab_result, ab_runs
 
 
 def test_formats_are_table_and_json() -> None:
@@ -15,7 +15,7 @@ def test_formats_are_table_and_json() -> None:
 
 
 def test_table_fits_80_columns_and_holds_every_part() -> None:
-    res = analyze(make_runs(failed={4}))
+    res = ab_result(ab_runs(failed={4}))
     res.warnings.append("a warning long enough to need wrapping " * 4)
     text = render_text(res, "table")
     assert max(len(line) for line in text.splitlines()) <= 80
@@ -27,7 +27,7 @@ def test_table_fits_80_columns_and_holds_every_part() -> None:
 
 
 def test_html_page_has_its_plots_and_escapes_every_string() -> None:
-    res = analyze(make_runs(failed={4}))
+    res = ab_result(ab_runs(failed={4}))
     res.command = ["python", "<script>alert(1)</script>"]
     res.warnings.append('<img src=x onerror="alert(2)">')
     page = render_text(res, "html")
@@ -46,7 +46,7 @@ def test_html_page_has_its_plots_and_escapes_every_string() -> None:
 
 
 def test_the_svgs_draw_a_box_per_run_a_row_per_policy_and_no_ci_without_rounds() -> None:
-    res = analyze(make_runs(rounds=4), rounds=4)
+    res = ab_result(ab_runs(rounds=4), rounds=4)
     page = render_text(res, "html")
     runs = re.search(r'<svg id="ab-plot-runs".*?</svg>', page, re.S).group(0)
     assert runs.count("<rect") == 12 and runs.count('data-policy="event"') == 4
@@ -54,17 +54,17 @@ def test_the_svgs_draw_a_box_per_run_a_row_per_policy_and_no_ci_without_rounds()
     assert ci.count('class="ci"') == 3 and ci.count("<circle") == 12
     sp = re.search(r'<svg id="ab-plot-speedup".*?</svg>', page, re.S).group(0)
     assert sp.count('class="ci"') == 2 and "no difference" in sp
-    few = render_text(analyze(make_runs(rounds=2), rounds=2), "html")
+    few = render_text(ab_result(ab_runs(rounds=2), rounds=2), "html")
     ci2 = re.search(r'<svg id="ab-plot-ci".*?</svg>', few, re.S).group(0)
     assert 'class="ci"' not in ci2 and "too few rounds for a CI" in ci2
 
 
 def test_a_hostile_policy_or_label_is_escaped_in_the_svgs() -> None:
-    runs = make_runs(policies=["device", "event"])
+    runs = ab_runs(policies=["device", "event"])
     for r in runs:
         if r["policy"] == "event":
             r["policy"] = 'ev"><script>x</script>'
-    res = analyze(runs, policies=["device", 'ev"><script>x</script>'])
+    res = ab_result(runs, policies=["device", 'ev"><script>x</script>'])
     page = render_text(res, "html")
     assert "<script" not in page and "&lt;script&gt;" in page
 
@@ -72,13 +72,13 @@ def test_a_hostile_policy_or_label_is_escaped_in_the_svgs() -> None:
 def test_the_page_of_a_long_ab_stays_small() -> None:
     """3 policies x 30 rounds x 2 ranks x 200 steps: the page's size follows the runs and
     bins, not the steps (with a plotting library inlined it was ~5 MB)."""
-    res = analyze(make_runs(rounds=30, steps=200), rounds=30)
+    res = ab_result(ab_runs(rounds=30, steps=200), rounds=30)
     size = len(render_text(res, "html").encode())
     assert size < 150_000, size
 
 
 def test_plot_data_carries_the_whatif_lines() -> None:
-    res = analyze(make_runs())
+    res = ab_result(ab_runs())
     res.whatif = {"predicted_step_us": 1000.0, "recorded_step_us": 2400.0,
                   "measured_policy": "event", "predicted_band_us": [900.0, 1100.0],
                   "traced": {"predicted_step_us": 1200.0}}

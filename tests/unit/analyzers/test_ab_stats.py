@@ -1,5 +1,6 @@
 """The A/B statistics on synthetic data of known spread: medians, the coverage of the
-bootstrap CIs over rounds, pairing by round, and the rounds-needed estimate."""
+bootstrap CIs over rounds, pairing by round, the rounds-needed estimate, and the position
+effect (the first run of a round slower) told apart from a policy effect."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import math
 
 import numpy as np
 import pytest
-from profplug.analyzers.ab import analyze_ab, stats
+from profplug.analyzers.ab import analyze_ab, schedule, stats
+from profplug.analyzers.ab.plan import positions
+from synth import ab_run
 
 B = 2000  # resamples in the coverage loops (the product uses 10,000)
 
@@ -154,3 +157,31 @@ def test_a_clear_speedup_stays_resolved_with_the_t_interval() -> None:
     s, lo, hi, _ = stats.speedup_ci(device, event)
     assert lo is not None and hi is not None and stats.resolved(lo, hi)
     assert lo <= 1.022 and hi >= 1.10 and abs(s - 498.48 / 461.04) < 1e-9
+
+
+def test_a_planted_position_effect_is_estimated_and_no_policy_difference_claimed() -> None:
+    """A/A, 4 rounds, counterbalanced, the first run of every round exactly 30% slower and
+    rounds at different host speeds: the position effect is +30% (to rounding), the
+    policies are not told apart."""
+    plan, runs = schedule(["device", "device2"], 4), []
+    for k, ((rnd, label), pos) in enumerate(zip(plan, positions(plan), strict=True)):
+        jitter = 1 + 0.01 * ((3 * k) % 5 - 2)  # -2%..+2%, fixed
+        base = 1000.0 * (1 + 0.1 * rnd) * (1.3 if pos == 0 else 1.0) * jitter
+        runs.append(ab_run(k, rnd, label, [base] * 10, pos))
+    res = analyze_ab(runs, policies=["device", "device2"], rounds=4, resamples=500)
+    pe = res.position_effect
+    assert pe is not None and pe["rounds"] == 4 and abs(pe["first_run_pct"] - 30.0) < 2.0
+    lo, hi = pe["ci95_pct"]
+    assert pe["resolved"] and 0.0 < lo < 30.0 < hi
+    assert pe["line"] == (f"first run of a round: {pe['first_run_pct']:+.1f}% (95% CI "
+                          f"{lo:+.1f}..{hi:+.1f}%, 4 rounds)")
+    assert res.policy("device2").resolved is False
+    # the old default (device always first) turns the same effect into a policy effect
+    plan = schedule(["device", "device2"], 4, "interleaved")
+    old = [ab_run(k, rnd, lb, [1000.0 * (1 + 0.1 * rnd) * (1.3 if lb == "device" else 1.0)
+                             * (1 + 0.001 * k)] * 10, int(lb != "device"))
+           for k, (rnd, lb) in enumerate(plan)]
+    res = analyze_ab(old, policies=["device", "device2"], rounds=4, order="interleaved",
+                     resamples=500)
+    assert res.policy("device2").resolved is True  # wrong, and why the default changed
+    assert "not separable" in res.position_effect["line"]

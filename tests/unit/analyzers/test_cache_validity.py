@@ -27,7 +27,7 @@ from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.scale import result_cache as resultcache
 from profplug.analyzers.scale.load import load_ranks, trace_files
 from profplug.analyzers.stalls.rank import StallOptions
-from test_dispatch import report_json
+from reference import report_json
 
 
 @pytest.fixture

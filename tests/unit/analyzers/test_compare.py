@@ -4,20 +4,21 @@ numbers equal to the two reports' JSON, a plain verdict per rank."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import sample_cache
 from profplug.analyzers.compare.reports import compare, comparison_frame
 from profplug.analyzers.report.analysis import analyze
-from synth import KinetoTrace
-from unit.analyzers.test_compare_synth import (
-    N_STEPS,
-    sample_device_event_pairs,
-    write_run,
-)
+from sample_cache import sample_device_event_pairs
+from synth import N_STEPS, KinetoTrace, write_run
 
 from profplug.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
@@ -85,6 +86,28 @@ def test_json_numbers_equal_the_reports(runs: tuple[Path, Path], tmp_path: Path,
             assert side["host_blocked_us"] == sum(
                 s["host_blocked_us"] for s in r["syncs"] if s["kind"] in ("device", "event"))
         assert rc["delta"]["step_us"] == round(rc["b"]["step_us"] - rc["a"]["step_us"], 3)
+
+
+def test_the_json_is_the_same_bytes_whatever_the_hash_seed(runs: tuple[Path, Path],
+                                                           tmp_path: Path) -> None:
+    # given one comparison written by three processes whose string hashes differ (seeds
+    # under which a set of the sync kinds iterates in three different orders), without the
+    # what-if (its replay's wall time is in the JSON)
+    dev, evt = runs
+    texts = []
+    for seed in ("0", "1", "2"):
+        out = tmp_path / f"c{seed}.json"
+        res = subprocess.run([sys.executable, "-m", "profplug", "compare", str(dev), str(evt),
+                              "--no-whatif", "-f", "json", "-o", str(out)],
+                             capture_output=True, text=True,
+                             env={**os.environ, "PYTHONHASHSEED": seed}, timeout=120)
+        assert res.returncode == 0, res.stderr
+        texts.append(out.read_text())
+    # then the three documents are byte-identical, the delta's sync kinds in sorted order
+    assert texts[1] == texts[0] and texts[2] == texts[0]
+    delta = json.loads(texts[0])["ranks"][0]["delta"]
+    assert [k for k in delta if k.endswith("_syncs")] == ["device_syncs", "event_syncs",
+                                                         "stream_wait_syncs"]
 
 
 def test_table_says_who_is_faster(runs: tuple[Path, Path],
@@ -156,3 +179,9 @@ def test_sample_device_vs_event(pair: tuple[Path, Path]) -> None:
         # run-to-run noise (sample_traces/README.md), so no speed claim there
         if "pp2_infer" in str(dev) and rc.a.step_us is not None and rc.b.step_us is not None:
             assert rc.b.step_us <= rc.a.step_us * 1.05
+
+
+def test_docs_say_compare_uses_the_gpu_period() -> None:
+    doc = (ROOT / "docs" / "html-and-compare.md").read_text()
+    faster = doc[doc.index("**Faster run**"):doc.index("**diff**")]
+    assert "period_us" in faster and "step_us_mean" not in faster

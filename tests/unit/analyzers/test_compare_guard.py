@@ -1,4 +1,4 @@
-"""compare questions what it is given, before the answer (issue 41, item 3): the same run
+"""compare questions what it is given, before the answer: the same run
 twice is an A/A; an A without a device-wide synchronize in its send/recv has a what-if that
 predicts nothing. Both on the shipped pp2 Kineto samples."""
 

@@ -16,7 +16,7 @@ from profplug.analyzers.report.analysis import analyze
 from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.whatif import DropSpec, whatif_unprofiled
-from unit.analyzers.test_compare_synth import write_run
+from synth import write_run
 
 from profplug.cli.main import main
 
@@ -84,7 +84,6 @@ def test_whatif_answer_on_synthetic_runs(tmp_path: Path) -> None:
     assert doc["verdict"].startswith("event faster: B - A = ")
 
 
-@pytest.mark.skipif(not (SAMPLES / "pp2_infer_repeats").is_dir(), reason="no samples")
 def test_aa_repeats_no_difference_beyond_the_noise(capsys: pytest.CaptureFixture[str]
                                                    ) -> None:
     # given two repeats of one device run (the shipped kineto2 and kineto3: 6,504 vs 7,137
@@ -101,7 +100,6 @@ def test_aa_repeats_no_difference_beyond_the_noise(capsys: pytest.CaptureFixture
     assert "warning" not in out  # the same command, ranks and steps
 
 
-@pytest.mark.skipif(not (SAMPLES / "pp2_infer_kineto").is_dir(), reason="no samples")
 def test_unrelated_runs_are_named_before_the_answer() -> None:
     # given the 2-rank decode loop and the 1-rank three_waits run
     a = analyze([SAMPLES / "pp2_infer_kineto/device"])
@@ -114,7 +112,6 @@ def test_unrelated_runs_are_named_before_the_answer() -> None:
     assert "(decode: 2, waits: 1)" in lines[1] and "(decode: 20, waits: 10 steps" in lines[2]
 
 
-@pytest.mark.skipif(not (SAMPLES / "ab_h200_decode_loop").is_dir(), reason="no samples")
 def test_compare_with_an_ab_dir_uses_its_ci(tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     # given the traced device run and the ab directory of the same job

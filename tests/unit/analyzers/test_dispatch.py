@@ -3,9 +3,7 @@ a file whose worker dies twice is left out with a one-line warning, the rest sta
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import signal
 from pathlib import Path
 
@@ -22,13 +20,7 @@ from profplug.analyzers.scale.dispatch import FileResult, LocalBackend, RankTask
 from profplug.analyzers.scale.load import load_ranks
 from profplug.analyzers.scale.progress import Progress
 from profplug.analyzers.stalls.rank import StallOptions
-
-TIMES = re.compile(r'"(replay_s|analysis_s)": [0-9.eE+-]+')  # wall times inside the JSON
-
-
-def report_json(rep: object) -> str:
-    """The JSON report with its wall-time fields zeroed (they differ from run to run)."""
-    return TIMES.sub(r'"\1": 0', json.dumps(rep.to_dict(), sort_keys=True))  # type: ignore[attr-defined]
+from reference import report_json
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,8 @@ from profplug.analyzers import analyze
 from profplug.analyzers.core.errors import ProfplugError
 from profplug.analyzers.render.registry import render_text
 from profplug.analyzers.whatif import whatif_analysis
-from synth import KinetoTrace
-from unit.analyzers.test_compare_synth import sample_run_dirs, write_run
+from sample_cache import sample_run_dirs
+from synth import KinetoTrace, write_run
 
 from profplug.cli.main import main
 

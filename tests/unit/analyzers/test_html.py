@@ -19,13 +19,8 @@ from profplug.analyzers.render.registry import render_text
 from profplug.analyzers.report.analysis import Report, RunAnalysis, analyze
 from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.stalls.gaps import CAUSES
-from synth import KinetoTrace
-from unit.analyzers.test_compare_synth import (
-    N_STEPS,
-    build_rank,
-    sample_run_dirs,
-    write_run,
-)
+from sample_cache import sample_run_dirs
+from synth import N_STEPS, KinetoTrace, build_rank, write_run
 
 EVIL = "<script>alert(1)</script>"
 SUMMARY_KEYS = ["window_us", "step_us", "busy_us", "compute_us", "comm_us", "idle_us",
@@ -282,7 +277,7 @@ def test_whatif_result_gets_its_own_section(tmp_path: Path) -> None:
     assert external_loads(page) == []
 
 
-MAX_PAGE = 2_000_000  # bytes (issue #17: pages with a plotting library inlined were ~5 MB)
+MAX_PAGE = 2_000_000  # bytes (pages with a plotting library inlined were ~5 MB)
 
 
 def test_page_is_small_and_the_timeline_opens_on_a_few_steps(run_dir: Path) -> None:
@@ -328,7 +323,7 @@ def test_metadata_is_collapsed_with_readable_dates(tmp_path: Path) -> None:
     page = render(analyze([d]))
     # then it is one collapsed <details> at the end, dates in UTC, the command on one line
     meta = page[page.index('<details class="meta">'):]
-    assert meta.index("<summary>Run metadata (run.json)</summary>") >= 0
+    assert "<summary>Run metadata (run.json)</summary>" in meta
     assert "NVIDIA_REQUIRE_CUDA" in meta and "NVIDIA_REQUIRE_CUDA" not in page[:page.index(
         '<details class="meta">')]
     assert "2026-11-29 17:12:06 UTC" in meta and "2026-11-29 17:12:15 UTC" in meta
@@ -350,3 +345,14 @@ def test_many_ranks_share_the_gap_budget_and_the_page_stays_small(tmp_path: Path
     assert len(data["timeline"]["gaps"]["device_sync"]["s"]) == 12 * 2000
     assert page.count("drew the 2,000 longest of 2,499 gaps") == 12
     assert len(page.encode()) <= MAX_PAGE
+
+
+def test_compare_page_shows_the_share_as_a_percentage(tmp_path: Path) -> None:
+    # given the synthetic device/event runs (share 1.5 = 150%, as the verdict says)
+    a, b = analyze(write_run(tmp_path, "device")), analyze(write_run(tmp_path, "event"))
+    page = render_text(compare(a, b, "device", "event"), "html")
+    verdicts = page[page.index('id="verdicts"'):]
+    verdicts = verdicts[:verdicts.index("</table>")]
+    # then the cell shows 150% and keeps the JSON's fraction in data-v
+    assert re.findall(r'<td data-v="1.5">([^<]*)</td>', verdicts) == ["150%", "150%"]
+    assert "= 150% of it" in verdicts

@@ -190,3 +190,41 @@ def test_run_directory_skips_run_json_status_files_and_ab_json(tmp_path: Path) -
     (tmp_path / "ab.json").write_text('{"version": 1, "runs": []}')  # profplug ab's result
     (tl,) = load_timelines([tmp_path], jobs=1)
     assert tl.files == [str(tmp_path / "kineto" / "rank0.json.gz")]
+
+
+def test_epoch_us_with_ns_decimals_are_exact(tmp_path: Path) -> None:
+    # given older torch's epoch microseconds with nanosecond decimals (float64 is 0.25 us
+    # apart there): two kernels exactly 1000.250 us apart, each 0.375 us long
+    base = 1_764_000_000_000_000
+    ev = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "dur": 0.375,
+           "args": {"device": 0, "stream": 7}} for _ in range(2)]
+    text = json.dumps({"traceEvents": ev}).replace('"dur"', '"ts": TS, "dur"')
+    text = text.replace("TS", f"{base}.125", 1).replace("TS", f"{base + 1000}.375", 1)
+    p = tmp_path / "rank0.json"
+    p.write_text(text)
+    tl = read_kineto(p)
+    # then every nanosecond is kept
+    assert tl.gpu_start_ns.tolist() == [base * 1000 + 125, (base + 1000) * 1000 + 375]
+    assert int(tl.gpu_start_ns[1] - tl.gpu_start_ns[0]) == 1_000_250
+    assert (tl.gpu_end_ns - tl.gpu_start_ns).tolist() == [375, 375]
+
+
+def test_epoch_us_with_an_exponent_are_exact(tmp_path: Path) -> None:
+    ev = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 0, "dur": 1.0,
+           "args": {"device": 0, "stream": 7}} for _ in range(2)]
+    text = json.dumps({"traceEvents": ev}).replace('"ts": 0', '"ts": 1.764000000000000125e15',
+                                                   1).replace('"ts": 0',
+                                                              '"ts": 1.764000000001000375e15')
+    p = tmp_path / "rank0.json"
+    p.write_text(text)
+    tl = read_kineto(p)
+    assert int(tl.gpu_start_ns[1] - tl.gpu_start_ns[0]) == 1_000_250
+
+
+def test_a_kineto_begin_end_sync_is_counted(tmp_path: Path) -> None:
+    t = KinetoTrace(rank=0)
+    t.launch(0, 2, 50)
+    t.events += [{"ph": ph, "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1,
+                  "tid": 1, "ts": ts} for ph, ts in (("B", 3.0), ("E", 60.0))]
+    tl = read_kineto(t.write(tmp_path / "rank0.json"))
+    assert tl.skipped == {"begin/end pair (ph B/E), not read": 1}

@@ -18,6 +18,7 @@ from profplug.analyzers.core.errors import TraceError
 from profplug.analyzers.core.timeline import launch_times
 from profplug.analyzers.readers.nsys.reader import RULE_MARK, RULE_ORDER, read_nsys
 from profplug.analyzers.report.analysis import rank_dict
+from profplug.analyzers.stalls.rank import analyze_rank
 from synth import KinetoTrace, check_sums
 
 Recorder = Any  # KinetoTrace or NsysProcess: same recording methods
@@ -390,3 +391,51 @@ def test_threaded_read_with_rowid_gaps(tmp_path: Path, monkeypatch: pytest.Monke
     # then the gaps are squeezed out exactly as the serial read does
     assert [timeline_fields(t) for t in threaded] == [timeline_fields(t) for t in serial]
     assert [t.api_start_ns.size for t in threaded] == [left[t.metadata["pid"]] for t in serial]
+
+
+def _process(ex: NsysExport, t0: float, vm: int = 0, pid: int = 4242) -> None:
+    p = ex.process(pid=pid)
+    p.vm = vm
+    for k in range(12):
+        p.launch(t0 + 100.0 * k, t0 + 100.0 * k + 2, 50.0)
+        p.runtime("cudaDeviceSynchronize", t0 + 100.0 * k + 3, 60.0)
+
+
+def test_one_pid_on_two_hosts_is_two_ranks(tmp_path: Path) -> None:
+    # given one export holding two processes with pid 4242 on two VMs (globalPid top bits)
+    ex = NsysExport()
+    _process(ex, 0.0, vm=0)
+    _process(ex, 5000.0, vm=1)
+    tls = read_nsys(ex.write(tmp_path / "r.sqlite"))
+    # then they are two ranks of 1,152 us each, not one of 6,152 us with phantom idle time
+    assert len(tls) == 2
+    for tl in tls:
+        r = analyze_rank(tl)
+        assert r.devices[0].gpu.window_us == 1150.0
+        assert r.devices[0].idle_by_cause_us["host_bound"] == 0.0
+        assert tl.metadata["pid"] == 4242
+
+
+def test_a_null_global_pid_is_counted_not_a_rank(tmp_path: Path) -> None:
+    ex = NsysExport()
+    _process(ex, 0.0)
+    db = ex.write(tmp_path / "r.sqlite")
+    con = sqlite3.connect(db)
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET globalPid = NULL WHERE rowid = 3")
+    con.commit()
+    con.close()
+    (tl,) = read_nsys(db)
+    assert tl.n_gpu == 11 and tl.skipped == {"no process (NULL globalPid)": 1}
+
+
+def test_a_sync_whose_name_id_dangles_is_warned(tmp_path: Path) -> None:
+    ex = NsysExport()
+    _process(ex, 0.0)
+    db = ex.write(tmp_path / "r.sqlite")
+    con = sqlite3.connect(db)
+    con.execute("DELETE FROM StringIds WHERE value LIKE 'cudaDeviceSynchronize%'")
+    con.commit()
+    con.close()
+    (tl,) = read_nsys(db)
+    (w,) = [w for w in tl.warnings if "StringIds" in w]
+    assert w.startswith("12 host call(s) named by an id missing from StringIds")

@@ -13,8 +13,7 @@ from profplug.analyzers.commands.whatif import unprofiled_step_us
 from profplug.analyzers.core.errors import ProfplugError
 from profplug.analyzers.render.registry import PAGE, render_text
 from profplug.analyzers.steps.observer import observer_from_ranks
-from synth import KinetoTrace
-from unit.analyzers.test_compare_synth import write_run
+from synth import KinetoTrace, write_run
 
 from profplug.cli.main import main
 

@@ -1,7 +1,7 @@
 """One run, one step time and one band in every command: ``report``, ``whatif``, ``ab``'s
 overlay (``ab --whatif`` / ``ab-report``) and ``whatif --unprofiled`` (times in us).
 
-The run: ``test_outlier_steps``'s trace with the planted 5,100 us step, on 2 ranks.
+The run: ``synth.planted_trace``, the planted 5,100 us step among 100 us ones, on 2 ranks.
 """
 
 from __future__ import annotations
@@ -14,23 +14,18 @@ from profplug.analyzers import analyze
 from profplug.analyzers.ab.overlay import whatif_overlay
 from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.whatif import whatif, whatif_analysis, whatif_unprofiled
-from synth import KinetoTrace
-from unit.analyzers.test_outlier_steps import LONG, STALL, N, P, step
+from synth import PLANTED_PERIOD, planted_trace
 
 from profplug.cli.main import main
+
+P = PLANTED_PERIOD
 
 
 def run(tmp: Path) -> Path:
     d = tmp / "run"
     d.mkdir()
     for rank in (0, 1):
-        tr = KinetoTrace(rank=rank, pid=4000 + rank)
-        t = 1000.0
-        for k in range(N):
-            long = k == LONG
-            step(tr, k, t, 70.0 + (STALL if long else 0.0), P + (STALL if long else 0.0))
-            t += P + (STALL if long else 0.0)
-        tr.write(d / f"rank{rank}.json")
+        planted_trace(rank).write(d / f"rank{rank}.json")
     return d
 
 

@@ -2,10 +2,11 @@
 median over the non-outlier steps, the outliers are listed (what took the time, where), and
 the finding line does not move (times in us, answers by hand).
 
-The trace: ``N`` steps of ``P`` = 100 us as in ``test_compare_synth`` (compute 50 us at
-t+2, NCCL 20 us at t+52, a ``cudaDeviceSynchronize`` [t+5, t+75] inside the recv from rank
-1, so each step has a 30 us device_sync gap, t+72 .. t+102). Step ``LONG`` is planted: its
-synchronize waits 5,000 us longer, so its period is 5,100 us and its gap 5,030 us.
+The trace: ``synth.planted_trace``, ``N`` steps of ``P`` = 100 us as in compare's device run
+(compute 50 us at t+2, NCCL 20 us at t+52, a ``cudaDeviceSynchronize`` [t+5, t+75] inside
+the recv from rank 1, so each step has a 30 us device_sync gap, t+72 .. t+102). Step
+``LONG`` is planted: its synchronize waits 5,000 us longer, so its period is 5,100 us and
+its gap 5,030 us.
 """
 
 from __future__ import annotations
@@ -17,32 +18,24 @@ import pytest
 from profplug.analyzers import analyze
 from profplug.analyzers.render.registry import render_text
 from profplug.analyzers.whatif import whatif_analysis
-from synth import KinetoTrace
+from synth import (
+    PLANTED_AT,
+    PLANTED_PERIOD,
+    PLANTED_STALL,
+    PLANTED_STEPS,
+    KinetoTrace,
+    planted_step,
+    planted_trace,
+)
 
-N, P, LONG, STALL = 9, 100.0, 4, 5_000.0
-RECV = "profplug.recv_from_prev_pipeline_rank_ peer=1"
+N, P, LONG, STALL = PLANTED_STEPS, PLANTED_PERIOD, PLANTED_AT, PLANTED_STALL
 SITE = "recv_from_prev_pipeline_rank_ > sync.device"
 
 
-def step(tr: KinetoTrace, k: int, t: float, sync_us: float = 70.0, p: float = P) -> None:
-    tr.annotation(f"ProfilerStep#{k}", t, p)
-    tr.launch(at=t + 1, start=t + 2, dur=50)
-    tr.launch(at=t + 3, start=t + 52, dur=20, name="ncclDevKernel_SendRecv(x)", stream=9)
-    tr.annotation(RECV, t + 4, sync_us + 2)
-    tr.annotation("profplug.sync.device", t + 4.5, sync_us + 1)
-    tr.runtime("cudaDeviceSynchronize", t + 5, sync_us)
-
-
 def trace(tmp: Path, planted: bool) -> Path:
-    tr = KinetoTrace(rank=0)
-    t = 1000.0
-    for k in range(N):
-        long = planted and k == LONG
-        step(tr, k, t, 70.0 + (STALL if long else 0.0), P + (STALL if long else 0.0))
-        t += P + (STALL if long else 0.0)
     d = tmp / ("planted" if planted else "plain")
     d.mkdir()
-    tr.write(d / "rank0.json")
+    planted_trace(planted=planted).write(d / "rank0.json")
     return d
 
 
@@ -109,7 +102,7 @@ def test_idle_between_groups_of_steps_is_not_step_time(tmp_path: Path) -> None:
     for g in range(GROUPS):
         t0 = 1000.0 + g * (PER_GROUP * P + IDLE)
         for j in range(PER_GROUP):
-            step(tr, k, t0 + j * P)
+            planted_step(tr, k, t0 + j * P)
             k += 1
     d = tmp_path / "tiled"
     d.mkdir()
@@ -146,7 +139,7 @@ def test_a_host_stall_names_where_the_host_was(tmp_path: Path) -> None:
             tr.runtime("cudaEventQuery", t + 81, 1)  # the host is recorded, not blocked
             t += P + STALL
             continue
-        step(tr, k, t)
+        planted_step(tr, k, t)
         t += P
     d = tmp_path / "host"
     d.mkdir()

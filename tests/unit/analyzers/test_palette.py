@@ -10,7 +10,6 @@ import re
 import shutil
 from pathlib import Path
 
-import pytest
 from profplug.analyzers.render.palette import COLORS, RANK_COLORS, policy_color
 from profplug.analyzers.stalls.gaps import CAUSES
 
@@ -36,7 +35,6 @@ def _pages(tmp: Path) -> dict[str, str]:
     return {n: (tmp / f"{n}.html").read_text() for n in ("report", "compare", "ab")}
 
 
-@pytest.mark.skipif(not (SAMPLES / "ab_h200_decode_loop").is_dir(), reason="no samples")
 def test_one_colour_per_quantity_across_pages(tmp_path: Path) -> None:
     pages = _pages(tmp_path)
     colour_of: dict[str, set[str]] = {}

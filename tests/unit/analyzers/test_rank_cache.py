@@ -14,7 +14,7 @@ from profplug.analyzers.report.analysis import analyze
 from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.scale.load import load_ranks
 from profplug.analyzers.stalls.rank import StallOptions
-from test_dispatch import TIMES, report_json
+from reference import blank, report_json
 
 
 def test_second_report_reads_the_cache_and_is_the_same(run4: list[Path], tmp_path: Path,
@@ -141,7 +141,7 @@ def test_cli_cache_quiet_and_bad_dask_address(run4: list[Path], tmp_path: Path,
         first = capsys.readouterr()
         assert main([*cmd, "--cache", str(store), "--quiet"]) == 0
         again = capsys.readouterr()
-        assert TIMES.sub("", again.out) == TIMES.sub("", first.out)
+        assert blank(again.out) == blank(first.out)
         assert "reading traces" not in first.err + again.err
     # one entry per trace, shared by the commands; the stall analyses of its ranks
     assert len(list(store.glob("*.npz"))) == 4 and len(list(store.glob("ranks-*.json"))) == 4

@@ -20,7 +20,7 @@ from profplug.analyzers.scale.load import load_ranks
 from profplug.analyzers.stalls.rank import StallOptions
 from profplug.analyzers.steps.rule import DEFAULT_STEPS
 from profplug.analyzers.whatif import DropSpec
-from test_dispatch import report_json
+from reference import report_json
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """One numbering for steps in the JSON: the trace's own step numbers (``ProfilerStep#N``'s
-N), never an index into a series (issue 41, item 5).
+N), never an index into a series.
 
-The trace: ``test_outlier_steps``'s steps, numbered from ``FIRST`` = 5, with the planted
+The trace: ``synth.planted_trace``'s steps, numbered from ``FIRST`` = 5, with the planted
 long step at index ``LONG`` = 4, so its number is 9.
 """
 
@@ -12,22 +12,16 @@ from pathlib import Path
 
 from profplug.analyzers import analyze
 from profplug.analyzers.render.registry import render_text
-from synth import KinetoTrace
-from unit.analyzers.test_outlier_steps import LONG, STALL, N, P, step
+from synth import PLANTED_AT, PLANTED_PERIOD, PLANTED_STALL, planted_trace
 
 FIRST = 5
+P, LONG, STALL = PLANTED_PERIOD, PLANTED_AT, PLANTED_STALL
 
 
 def numbered_trace(tmp: Path) -> Path:
-    tr = KinetoTrace(rank=0)
-    t = 1000.0
-    for k in range(N):
-        long = k == LONG
-        step(tr, FIRST + k, t, 70.0 + (STALL if long else 0.0), P + (STALL if long else 0.0))
-        t += P + (STALL if long else 0.0)
     d = tmp / "numbered"
     d.mkdir()
-    tr.write(d / "rank0.json")
+    planted_trace(first=FIRST).write(d / "rank0.json")
     return d
 
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from synth import KinetoTrace
-from test_stalls import run
+from synth import KinetoTrace, analyze_traces
 
 
 def stepped_trace(n_steps: int = 3, with_sync: bool = True) -> KinetoTrace:
@@ -27,7 +26,7 @@ def stepped_trace(n_steps: int = 3, with_sync: bool = True) -> KinetoTrace:
 
 
 def test_steps_are_counted_and_incomplete_ones_dropped(tmp_path: Path) -> None:
-    r = run(tmp_path, stepped_trace()).rank(0)
+    r = analyze_traces(tmp_path, stepped_trace()).rank(0)
     s = r.steps
     assert s is not None
     assert (s.n_steps, s.n_dropped) == (3, 1)
@@ -43,7 +42,7 @@ def test_steps_are_counted_and_incomplete_ones_dropped(tmp_path: Path) -> None:
 
 
 def test_callsite_idle_per_step(tmp_path: Path) -> None:
-    r = run(tmp_path, stepped_trace()).rank(0)
+    r = analyze_traces(tmp_path, stepped_trace()).rank(0)
     (c,) = r.callsites
     assert (c.count, c.idle_caused_us, c.idle_per_step_us) == (3, 9.0, 3.0)
 
@@ -53,7 +52,7 @@ def test_profplug_step_ranges_are_steps(tmp_path: Path) -> None:
     for k in range(4):
         t.annotation("profplug.step", 10.0 * k, 9)
         t.launch(10.0 * k, 10.0 * k + 1, 5)
-    s = run(tmp_path, t).rank(0).steps
+    s = analyze_traces(tmp_path, t).rank(0).steps
     assert s is not None and s.n_steps == 4 and s.step_numbers == [0, 1, 2, 3]
 
 
@@ -74,7 +73,7 @@ def wait_trace(linked: bool = True) -> KinetoTrace:
 
 
 def test_stream_wait_stall_is_measured_when_linked(tmp_path: Path) -> None:
-    r = run(tmp_path, wait_trace()).rank(0)
+    r = analyze_traces(tmp_path, wait_trace()).rank(0)
     (w,) = r.stream_waits
     assert (w.stream, w.count, w.linked) == (13, 1, 1)
     # could run at max(prev end 5, launch 6) = 6, awaited work ends at 30
@@ -86,7 +85,7 @@ def test_stream_wait_stall_is_measured_when_linked(tmp_path: Path) -> None:
 
 
 def test_unlinked_stream_wait_is_counted_not_guessed(tmp_path: Path) -> None:
-    r = run(tmp_path, wait_trace(linked=False)).rank(0)
+    r = analyze_traces(tmp_path, wait_trace(linked=False)).rank(0)
     (w,) = r.stream_waits
     assert (w.count, w.linked, w.stall_us) == (1, 0, 0.0)
 
@@ -102,7 +101,7 @@ def test_stream_wait_gpu_idle_part(tmp_path: Path) -> None:
     c = t.next_corr() + 50
     t.runtime("cudaLaunchKernel", 4, 1, corr=c)
     t.gpu(12, 2, stream=13, corr=c)  # really starts at 12
-    r = run(tmp_path, t).rank(0)
+    r = analyze_traces(tmp_path, t).rank(0)
     (w,) = r.stream_waits
     assert w.stall_us == 6.0  # could run at 4, awaited end 10
     assert w.gpu_idle_us == 0.0
@@ -119,7 +118,7 @@ def test_stream_wait_overlapping_whole_gpu_idle(tmp_path: Path) -> None:
     c = t.next_corr() + 50
     t.runtime("cudaLaunchKernel", 4, 1, corr=c)
     t.gpu(18, 2, stream=13, corr=c)
-    r = run(tmp_path, t).rank(0)
+    r = analyze_traces(tmp_path, t).rank(0)
     (w,) = r.stream_waits
     assert w.stall_us == 14.0  # could run at 4 (its launch), awaited work ends at 18
     assert w.gpu_idle_us == 4.0  # the whole GPU idled 2-8; 4-8 lies in the stall
@@ -127,7 +126,7 @@ def test_stream_wait_overlapping_whole_gpu_idle(tmp_path: Path) -> None:
 
 def test_step_period_is_first_op_to_next_first_op(tmp_path: Path) -> None:
     # steps every 20 us; the last step's span ends at its last op (15 us in), the period not
-    s = run(tmp_path, stepped_trace()).rank(0).steps
+    s = analyze_traces(tmp_path, stepped_trace()).rank(0).steps
     assert s is not None
     assert s.period_us == 20.0
     assert s.gpu_span_us_mean == pytest.approx((20 + 20 + 15) / 3, abs=1e-3)
@@ -139,7 +138,7 @@ def test_sync_after_the_last_step_is_the_profiler_closing_not_the_app(tmp_path: 
     t.launch(39.5, 40, 5)
     t.runtime("cudaDeviceSynchronize", 42, 10)
     t.launch(50, 52, 1)
-    r = run(tmp_path, t).rank(0)
+    r = analyze_traces(tmp_path, t).rank(0)
     assert r.idle_by_cause_us()["device_sync"] == 0.0
     assert r.other_reasons == {"device sync after the last step (profiler closing its window)": 1}
     assert r.idle_by_cause_us()["other"] == 7.0  # gap 45-52

@@ -15,9 +15,7 @@ from profplug.analyzers.core.errors import ProfplugError
 from profplug.analyzers.readers.kineto.reader import read_kineto
 from profplug.analyzers.render.registry import render_text
 from profplug.analyzers.whatif import DropSpec, whatif
-from synth import KinetoTrace
-
-NCCL = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
+from synth import KinetoTrace, two_ranks
 
 
 def _sync(t: KinetoTrace, at: float, until: float) -> None:
@@ -50,33 +48,6 @@ def two_streams(tmp: Path, gpu_records: bool = True) -> Path:
         t.launch(T + 6, T + 105, 20.0, name="main_kernel", stream=7)
         _sync(t, T + 8, T + 130)
     return t.write(tmp / ("streams.json" if gpu_records else "streams_norec.json"))
-
-
-def two_ranks(tmp: Path, skew: float = 0.0) -> list[Path]:
-    """Rank 0: C (100 us) then a send; rank 1: a recv then D (50 us); transfer 10 us.
-
-    ``skew``: rank 1's clock reads this much later than rank 0's.
-    """
-    r0, r1 = KinetoTrace(rank=0), KinetoTrace(rank=1)
-    r0.annotation("ProfilerStep#0", 0, 130)
-    r0.annotation("ProfilerStep#1", 130, 130)
-    r1.annotation("ProfilerStep#0", 0, 180)
-    r1.annotation("ProfilerStep#1", 180, 130)
-    # rank 0: C at T+5, its NCCL kernel waits for C (stream wait, no GPU record)
-    for T, c_start in ((0.0, 5.0), (130.0, 135.0)):
-        r0.launch(T, c_start, 100.0, name="compute_c", stream=7)
-        r0.runtime("cudaStreamWaitEvent", T + 2, 1.0)
-        r0.launch(T + 4, c_start + 100, 10.0, name=NCCL, stream=20)
-        _sync(r0, T + 6, c_start + 115)
-    # rank 1: recv at T+5 runs until the pair completes; D waits for the recv
-    for T, r_end in ((0.0, 115.0), (180.0, 245.0)):
-        r1.launch(T, T + 5, r_end - T - 5, name=NCCL, stream=20)
-        r1.runtime("cudaStreamWaitEvent", T + 2, 1.0)
-        r1.launch(T + 4, r_end, 50.0, name="compute_d", stream=7)
-        _sync(r1, T + 6, r_end + 55)
-    for ev in r1.events:
-        ev["ts"] += skew
-    return [r0.write(tmp / "r0.json"), r1.write(tmp / "r1.json")]
 
 
 def _run(paths: list[Path], drop: DropSpec | None = None):

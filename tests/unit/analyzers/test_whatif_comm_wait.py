@@ -15,8 +15,7 @@ import pytest
 from profplug.analyzers.readers.kineto.reader import read_kineto
 from profplug.analyzers.whatif import HostCosts, build_model
 from profplug.analyzers.whatif.costs import comm_floors
-from synth import KinetoTrace
-from unit.analyzers.test_whatif import two_ranks
+from synth import KinetoTrace, two_ranks
 
 NCCL = "ncclDevKernel_SendRecv(x)"
 

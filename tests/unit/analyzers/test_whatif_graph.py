@@ -23,24 +23,7 @@ from profplug.analyzers.render.whatif_table import render_whatif_table
 from profplug.analyzers.report.analysis import analyze_timelines
 from profplug.analyzers.whatif import whatif, whatif_analysis
 from profplug.analyzers.whatif.simulate import replay
-from synth import KinetoTrace
-from unit.analyzers.test_whatif import two_ranks
-
-
-def nested(t: KinetoTrace | object, steps: int = 3) -> None:
-    """Steps of 100 us on one stream: a cudaLaunchKernel [T, T+4] whose kernel (T+5..T+65)
-    is launched by the driver call nested in it (cuLaunchKernelEx [T+1, T+3], same
-    correlation); a cudaDeviceSynchronize [T+6, T+70] with a nested cuCtxSynchronize; host
-    work until T+100."""
-    for i in range(steps):
-        T = 100.0 * i
-        t.annotation(f"ProfilerStep#{i}", T, 100.0)  # type: ignore[attr-defined]
-        c = t.runtime("cudaLaunchKernel", T, 4.0)  # type: ignore[attr-defined]
-        t.runtime("cuLaunchKernelEx", T + 1, 2.0, corr=c,  # type: ignore[attr-defined]
-                  cat="cuda_driver")
-        t.gpu(T + 5, 60.0, corr=c)  # type: ignore[attr-defined]
-        t.runtime("cudaDeviceSynchronize", T + 6, 64.0)  # type: ignore[attr-defined]
-        t.runtime("cuCtxSynchronize", T + 7, 62.0, cat="cuda_driver")  # type: ignore[attr-defined]
+from synth import KinetoTrace, nested, two_ranks
 
 
 @pytest.mark.parametrize("fmt", ["kineto", "nsys"])

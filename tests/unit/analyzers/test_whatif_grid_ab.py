@@ -1,4 +1,4 @@
-"""``benchmarks/grid_ab.py``: issue 16's validation table from grid rows and ab ground truth."""
+"""``benchmarks/grid_ab.py``: the what-if's validation table from grid rows and ab ground truth."""
 
 from __future__ import annotations
 

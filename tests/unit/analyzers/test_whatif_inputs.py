@@ -1,5 +1,7 @@
 """What the what-if is given: ``--drop-at`` as the report prints the call site (or a unique
-part of it), and a warning first when peer ranks are missing (issue #17, items 2 and 3)."""
+part of it), a warning first when peer ranks are missing, and a trace of GPU kernels without
+a host call (captured with CUDA activities only, or an Nsight export without its runtime
+table) going through the default report like any other."""
 
 from __future__ import annotations
 
@@ -7,12 +9,15 @@ import json
 from pathlib import Path
 
 import pytest
+from default_report import default_report
+from nsys_synth import NsysExport
 from profplug.analyzers import whatif_paths
 from profplug.analyzers.core.errors import ProfplugError
+from profplug.analyzers.readers.kineto.reader import read_kineto
+from profplug.analyzers.readers.nsys.reader import read_nsys
 from profplug.analyzers.whatif import DropSpec
 from profplug.analyzers.whatif.peers import PEERS_MISSING
-from synth import KinetoTrace
-from unit.analyzers.test_compare_synth import write_run
+from synth import KinetoTrace, write_run
 
 from profplug.cli.main import main
 
@@ -102,3 +107,23 @@ def test_a_lone_rank_running_nccl_without_world_size_warns(tmp_path: Path) -> No
     t.launch(12, 13, 10)
     res = whatif_paths(t.write(tmp_path / "trace.json"))
     assert res.warnings[0].startswith(f"{PEERS_MISSING} (rank 0 alone runs NCCL kernels)")
+
+
+@pytest.mark.parametrize("fmt", ["kineto", "nsys"])
+def test_kernels_without_host_calls_go_through_the_default_report(tmp_path: Path,
+                                                                  fmt: str) -> None:
+    # given a rank's GPU kernels and no host call at all
+    if fmt == "kineto":
+        k = KinetoTrace(rank=0)
+        for i in range(5):
+            k.gpu(100.0 * i, 50.0)
+        tl = read_kineto(k.write(tmp_path / "rank0.json"))
+    else:
+        ex = NsysExport()
+        p = ex.process()
+        for i in range(5):
+            p.gpu(100.0 * i, 50.0)
+        (tl,) = read_nsys(ex.write(tmp_path / "r.sqlite"))
+    assert tl.n_gpu == 5 and tl.api_start_ns.size == 0
+    # then the default report (the what-if included) makes every format, no analysis failed
+    default_report([tl])

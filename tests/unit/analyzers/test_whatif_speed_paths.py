@@ -24,8 +24,7 @@ from profplug.analyzers.stalls.rank import analyze_rank
 from profplug.analyzers.steps import stats as stepstats
 from profplug.analyzers.whatif import predict
 from profplug.analyzers.whatif.simulate import Replay, replay
-from synth import KinetoTrace
-from unit.analyzers.test_whatif_graph import nested
+from synth import KinetoTrace, nested
 
 
 def _nested(tmp_path: Path) -> list[Timeline]:

@@ -1,21 +1,19 @@
-"""Rough edges a new user hit (issue #17 items 5 and 8): each one's fix, from the outside."""
+"""Flags and their values on the command line: ``--help`` shows no type after a flag; a
+flag given a value (``--strict true``) gets a hint, and ``profplug run`` does not run the
+value as the command; a number out of its range (``--tolerance-us``, ``--unprofiled``) is one
+line and exit 2, whatever the format."""
 
 from __future__ import annotations
 
-import re
+import json
 from pathlib import Path
 
 import pytest
-from profplug.analyzers.compare.reports import compare
 from profplug.analyzers.core.errors import ProfplugError
-from profplug.analyzers.render.registry import render_text
-from profplug.analyzers.report.analysis import analyze
 from profplug.analyzers.stalls.rank import StallOptions
-from unit.analyzers.test_compare_synth import write_run
+from synth import one_error, sync_loop, write_run
 
 from profplug.cli.main import main
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("command", ["report", "compare", "whatif", "run"])
@@ -57,18 +55,40 @@ def test_negative_tolerance_is_refused(value: str, tmp_path: Path,
         StallOptions(tolerance_ns=-1)
 
 
-def test_compare_page_shows_the_share_as_a_percentage(tmp_path: Path) -> None:
-    # given the synthetic device/event runs (share 1.5 = 150%, as the verdict says)
-    a, b = analyze(write_run(tmp_path, "device")), analyze(write_run(tmp_path, "event"))
-    page = render_text(compare(a, b, "device", "event"), "html")
-    verdicts = page[page.index('id="verdicts"'):]
-    verdicts = verdicts[:verdicts.index("</table>")]
-    # then the cell shows 150% and keeps the JSON's fraction in data-v
-    assert re.findall(r'<td data-v="1.5">([^<]*)</td>', verdicts) == ["150%", "150%"]
-    assert "= 150% of it" in verdicts
+@pytest.mark.parametrize(("args", "says"), [
+    (["--tolerance-us", "1e16"], "--tolerance-us must be a number >= 0 and at most 3.6e9"),
+    (["--tolerance-us", "nan"], "--tolerance-us must be a number >= 0 and at most 3.6e9"),
+])
+def test_absurd_tolerances_are_one_line(tmp_path: Path, capsys, args: list[str],
+                                        says: str) -> None:
+    p = sync_loop(tmp_path / "rank0.json")
+    assert main(["report", str(p), *args]) == 2
+    assert says in one_error(capsys)
 
 
-def test_docs_say_compare_uses_the_gpu_period() -> None:
-    doc = (ROOT / "docs" / "html-and-compare.md").read_text()
-    faster = doc[doc.index("**Faster run**"):doc.index("**diff**")]
-    assert "period_us" in faster and "step_us_mean" not in faster
+@pytest.mark.parametrize("value", ["1e308", "nan", "inf", "-5", "0"])
+def test_absurd_unprofiled_step_times_are_one_line(tmp_path: Path, capsys, value: str) -> None:
+    p = sync_loop(tmp_path / "rank0.json")
+    for fmt in ("table", "json"):
+        assert main(["whatif", str(p), "--unprofiled", value, "-f", fmt]) == 2
+        line = one_error(capsys)
+        assert "--unprofiled takes the measured unprofiled step time in us" in line
+        assert "int64" not in line
+
+
+@pytest.mark.parametrize("value", ["1e-308", "5e-324", "0.0001"])
+def test_unprofiled_below_a_nanosecond_is_one_line(tmp_path: Path, capsys, value: str) -> None:
+    trace = sync_loop(tmp_path / "rank0.json")
+    assert main(["whatif", str(trace), "--unprofiled", value, "-f", "json"]) == 2
+    assert "--unprofiled takes" in one_error(capsys)
+
+
+def test_unprofiled_at_a_nanosecond_gives_finite_json(tmp_path: Path, capsys) -> None:
+    trace = sync_loop(tmp_path / "rank0.json")
+    assert main(["whatif", str(trace), "--unprofiled", "0.001", "-f", "json"]) == 0
+    # strict JSON: json.loads alone would take Infinity and NaN
+    json.loads(capsys.readouterr().out, parse_constant=_not_json)
+
+
+def _not_json(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")

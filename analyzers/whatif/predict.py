@@ -152,6 +152,16 @@ def _with(tl: Timeline, **changes: object) -> Timeline:
     return out
 
 
+def launch_times(a_start: np.ndarray, top: np.ndarray, own: np.ndarray) -> np.ndarray:
+    """Each op's launch time (ns): the start of its top-level launch call (``top`` >= 0, an
+    index into ``a_start``), else ``own`` (its own start: an op no host call launched, as
+    every op of a trace without host calls)."""
+    out = own.copy()
+    has = top >= 0
+    out[has] = a_start[top[has]]
+    return out
+
+
 def _links(m: Model, r: Replay, rank: int, keep: np.ndarray
            ) -> tuple[np.ndarray | None, np.ndarray | None]:
     """The predicted timeline's (kept calls') top-level sync kinds and its ops' launch times,
@@ -181,7 +191,7 @@ def _links(m: Model, r: Replay, rank: int, keep: np.ndarray
     sb = s[b]
     if not ((sb >= e[a]) & (sb > s[a])).all():
         return None, None
-    launch = np.where(linked, r.a_start[np.maximum(ot, 0)], r.o_start[olo:ohi])
+    launch = launch_times(r.a_start, ot, r.o_start[olo:ohi])
     return m.a_kind[alo:ahi][keep], launch
 
 
@@ -228,8 +238,7 @@ def _recorded_side(tl: Timeline, m: Model, opt: StallOptions, rs: RankResult | N
     if rs is None:  # the model's kinds and launches are the analysis's own
         ot = m.o_top[olo:ohi]
         rs = analyze_rank(tl, opt, brief=True, api_kind=m.a_kind[alo:ahi],
-                          launch=np.where(ot >= 0, m.a_start[np.maximum(ot, 0)],
-                                          m.o_start[olo:ohi]))
+                          launch=launch_times(m.a_start, ot, m.o_start[olo:ohi]))
     basis = "step" if rs.steps is not None and rs.steps.n_steps else "window"
     n_steps = rs.steps.n_steps if basis == "step" and rs.steps is not None else 1
     # direct: gaps charged (by the stall analysis) to a call the replay drops

@@ -45,9 +45,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from profplug.analyzers.core.timeline import Timeline
-from profplug.analyzers.scale.load import load_timelines
-from profplug.analyzers.stalls.rank import analyze_rank
+try:
+    from profplug.analyzers.core.timeline import Timeline
+    from profplug.analyzers.scale.load import load_timelines
+    from profplug.analyzers.stalls.rank import analyze_rank
+except ModuleNotFoundError:  # a --baseline checkout from before the packages by idea
+    from profplug.analyzers.load import load_timelines  # type: ignore[no-redef]
+    from profplug.analyzers.stalls import analyze_rank  # type: ignore[no-redef]
+    from profplug.analyzers.timeline import Timeline  # type: ignore[no-redef]
 from profplug.analyzers.whatif import whatif
 
 NCCL = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"

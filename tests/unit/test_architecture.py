@@ -181,7 +181,8 @@ def hung_attributes(folder: Path) -> list[str]:
     return out
 
 
-BLOCKED_IMPORT = """
+# the start of a script run in a fresh interpreter where the ``BLOCKED`` packages cannot load
+BLOCKER = """
 import importlib, importlib.abc, json, sys
 BLOCKED = {blocked!r}
 
@@ -190,7 +191,9 @@ class Block(importlib.abc.MetaPathFinder):
         if any(name == b or name.startswith(b + ".") for b in BLOCKED):
             raise ImportError(f"blocked: {{name}}")
         return None
+"""
 
+BLOCKED_IMPORT = BLOCKER + """
 sys.path[:0] = {path!r}
 sys.meta_path.insert(0, Block())
 failed = {{}}
@@ -217,18 +220,8 @@ def import_blocked(mods: list[str], path: list[str]) -> dict[str, object]:
 DASK = ("dask", "distributed")
 ALLOWED = {"profplug.analyzers.scale.dask_backend"}  # the one module that talks to Dask
 
-BLOCKED_RUN = """
-import importlib.abc, json, sys
-BLOCKED = {blocked!r}
-
-class Block(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if any(name == b or name.startswith(b + ".") for b in BLOCKED):
-            raise ImportError(f"blocked: {{name}}")
-        return None
-
+BLOCKED_RUN = BLOCKER + """
 sys.meta_path.insert(0, Block())
-import importlib
 for m in {mods!r}:
     importlib.import_module(m)
 from profplug.analyzers.commands.report import run_report

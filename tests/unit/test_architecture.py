@@ -294,6 +294,34 @@ def test_the_room_and_attribute_checks_catch_planted_violations(tmp_path: Path) 
     assert hung_attributes(pkg) == ["analyzers/core/hung.py:5 run.label"]
 
 
+def listed_packages(pyproject: str) -> set[str]:
+    """The packages pyproject.toml's ``[tool.setuptools] packages`` installs."""
+    import tomllib
+
+    return set(tomllib.loads(pyproject)["tool"]["setuptools"]["packages"])
+
+
+def unlisted_packages(packages: dict[Path, str], listed: set[str]) -> list[str]:
+    """Every package (a folder with ``__init__.py``) that a plain install would leave out."""
+    found = {name for folder, package in packages.items()
+             for name, path in modules(folder, package).items() if path.name == "__init__.py"}
+    return sorted(found - listed)
+
+
+def test_every_package_is_installed() -> None:
+    listed = listed_packages((ROOT / "pyproject.toml").read_text())
+    assert {"profplug.analyzers.core", "profplug.analyzers.readers.kineto"} <= listed
+    assert unlisted_packages(PACKAGES, listed) == []
+
+
+def test_the_install_check_catches_a_planted_unlisted_package(tmp_path: Path) -> None:
+    (tmp_path / "analyzers" / "newidea").mkdir(parents=True)
+    (tmp_path / "analyzers" / "__init__.py").write_text("")
+    (tmp_path / "analyzers" / "newidea" / "__init__.py").write_text("")
+    got = unlisted_packages({tmp_path / "analyzers": "profplug.analyzers"}, {"profplug.analyzers"})
+    assert got == ["profplug.analyzers.newidea"]
+
+
 def test_no_module_over_400_lines() -> None:
     assert long_modules([ROOT / "profplug", ROOT / "analyzers"]) == []
 

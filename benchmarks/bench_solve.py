@@ -1,4 +1,4 @@
-"""The client's solve of the what-if's joined reduced graphs (``whatif/reduced.solve``), by the
+"""The client's solve of the what-if's joined reduced graphs (``whatif/joined_replay.solve``), by the
 solver's two passes (``graph/longest_path``): Kahn's order on Python lists
 (``longest_path``) against the level-by-level numpy pass (``longest_path_by_levels``), time
 and traced peak.
@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 from profplug.analyzers.graph import longest_path as longestpath
-from profplug.analyzers.graph import reduced
 from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.whatif import in_parts as spread
+from profplug.analyzers.whatif import joined_replay as reduced
 
 
 def joined_graph(run: Path, ranks: int) -> dict[str, Any]:

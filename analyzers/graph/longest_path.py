@@ -1,8 +1,8 @@
 """The what-if's one longest-path solver: over a graph of ``n`` nodes and edges ``src -> dst``
 of weight ``w``, each node's time is the latest of (its predecessor's time + the edge's
 weight) over its in-edges, the sources at 0 (all times int64 ns; ``MIN_NS``: no path
-reaches it). The replay (``simulate``, ``fixedpoint``, ``fold``, ``streamruns``), the joined
-reduced graphs (``reduced``) and the critical path (``crossrank.pathgraph``) all solve with it,
+reaches it). The replay (``simulate``, ``fixedpoint``, ``visited``, ``streamruns``), the joined
+reduced graphs (``joined_replay``) and the critical path (``crossrank.pathgraph``) all solve with it,
 each in the shape it holds the problem:
 
 - :class:`Kahn`: Kahn's order on Python lists, one visit per edge (a long chain of waits
@@ -15,7 +15,7 @@ each in the shape it holds the problem:
 - :func:`acyclic`: whether Kahn's order takes every node (the fixed-point check: no pass
   needed when the recorded times solve an acyclic graph);
 - :func:`jump`: chains of single predecessors in closed form by pointer jumping: sums and
-  maxes along a chain (``fold``, ``streamruns``), a chain's first node (``pathgraph``);
+  maxes along a chain (``visited``, ``streamruns``), a chain's first node (``pathgraph``);
 - :func:`first_in_edges`: per node the in-edge that comes first by given keys, so that the
   edge that gives a node its time (its *binding* edge) is chosen by one rule of ties.
 

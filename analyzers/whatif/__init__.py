@@ -2,7 +2,7 @@
 
 ``predict`` runs it (``whatif``) on the run's dependency graph (``graph/``: ``model``,
 ``events``, ``dropset``), ``simulate`` replays it as one longest-path pass (the solver:
-``graph.longest_path``; ``fold``, ``streamruns``, ``fixedpoint`` shrink what it visits), ``bands`` sets
+``graph.longest_path``; ``visited``, ``streamruns``, ``fixedpoint`` shrink what it visits), ``bands`` sets
 each rank's error band and ``bound`` the data-flow bound, ``costs.HostCosts`` replays at other
 host costs, ``unprofiled`` predicts at an unprofiled run's host speed (``whatif_unprofiled``),
 ``in_parts`` runs it where the ranks are read, ``against`` lines a prediction up with a

@@ -3,7 +3,7 @@ results (docs/scale.md, "The what-if where the ranks are read").
 
 1. **Reductions** (:func:`rank_reductions`, where a rank is read): its model on its own,
    its recorded and dropped graphs reduced to where their times meet, its NCCL kernels'
-   ends cut (``reduced``); whether it has a synchronize inside a pipeline send/recv (the
+   ends cut (``joined_replay``); whether it has a synchronize inside a pipeline send/recv (the
    ``policy`` rule's fallback looks at every rank), its notes and warnings.
 2. **Solve** (:func:`plan`, the client): the drop rule resolved over the ranks, the
    matched kernels' ``run`` and ``peer`` edges (the partner each kernel is replayed
@@ -41,15 +41,7 @@ from profplug.analyzers.graph.pathgraph import Partners, _alone
 from profplug.analyzers.stalls.rank import StallOptions, analyze_rank
 from profplug.analyzers.whatif.bands import set_bands, withhold_bands
 from profplug.analyzers.whatif.bound import apply_bound, bound_note
-from profplug.analyzers.whatif.peers import peers_warning, world_size
-from profplug.analyzers.whatif.predict import (
-    _RESULTS_READ,
-    ASSUMPTIONS,
-    _rank_result,
-    _recorded_side,
-    _replayed,
-)
-from profplug.analyzers.whatif.reduced import (
+from profplug.analyzers.whatif.joined_replay import (
     Link,
     Reduced,
     anchored,
@@ -57,6 +49,14 @@ from profplug.analyzers.whatif.reduced import (
     reanchored,
     reduce,
     solve,
+)
+from profplug.analyzers.whatif.peers import peers_warning, world_size
+from profplug.analyzers.whatif.predict import (
+    _RESULTS_READ,
+    ASSUMPTIONS,
+    _rank_result,
+    _recorded_side,
+    _replayed,
 )
 from profplug.analyzers.whatif.result import RankWhatIf, WhatIfResult
 from profplug.analyzers.whatif.simulate import replay, times_only
@@ -96,7 +96,7 @@ def _nothing_dropped(m: Model) -> Model:
 
 
 # what a rank's reductions read of its model once its graph is built: the sizes, the
-# passes' thread lists and stream order (``fold._visited``), the dropped graph's inputs
+# passes' thread lists and stream order (``visited._visited``), the dropped graph's inputs
 REDUCE_READS = ("a_start", "o_start", "threads", "o_order", "a_dropped", *DROPPED_GRAPH_READS)
 
 

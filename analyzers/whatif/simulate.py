@@ -4,7 +4,7 @@ in topological order (all times int64 ns).
 Each node's time is the latest of (predecessor's time + edge weight) over its incoming edges;
 the edge that gave it is its *binding* edge (``Replay.bind``), from which the critical path
 is read (``critical.py``). Kahn's order (the what-if's solver: ``longestpath.Kahn``, over
-the nodes the fold leaves: ``fold``): a node is timed once all its predecessors are, so
+the nodes the fold leaves: ``visited``): a node is timed once all its predecessors are, so
 every node is timed exactly once, in O(nodes + edges).
 
 A cycle is a contradictory pairing: two NCCL kernels that each need the other's start
@@ -27,7 +27,13 @@ from profplug.analyzers.graph.events import PEER, Graph, build_graph, dropped_gr
 from profplug.analyzers.graph.longest_path import MIN_NS, Kahn, first_in_edges
 from profplug.analyzers.graph.model import Model
 from profplug.analyzers.whatif.fixedpoint import recorded_fixed_point
-from profplug.analyzers.whatif.fold import _CHUNK, _numbering, _single_in_edges, _visited, numbered
+from profplug.analyzers.whatif.visited import (
+    _CHUNK,
+    _numbering,
+    _single_in_edges,
+    _visited,
+    numbered,
+)
 
 
 @dataclass

@@ -5,7 +5,7 @@ where times from different sources meet.
 An op whose start has exactly two predecessors, its launch (a host call's start) and the
 previous op's end on its stream, and whose end has one (its duration: not a matched NCCL
 kernel), starts at ``max(H + lam, e_prev + gap)``, where ``H`` is the host node its
-launching call's start folds onto (``fold._fold``: the last point where the host
+launching call's start folds onto (``visited._fold``: the last point where the host
 waited). Along a run of such ops that share ``H``, after a *head* op (any other op) whose end
 is ``S`` plus a constant, the recurrence ``e_p = max(H + lam_p + d_p, e_(p-1) + gap_p + d_p)``
 unrolls to

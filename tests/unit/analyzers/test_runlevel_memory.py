@@ -128,7 +128,7 @@ def test_the_kept_launch_links_go_with_their_timeline(tmp_path: Path) -> None:
 
 
 def test_the_binding_closure_finds_the_folds_in_edges_again(tmp_path: Path) -> None:
-    from profplug.analyzers.whatif.fold import _fold, _single_in_edges
+    from profplug.analyzers.whatif.visited import _fold, _single_in_edges
 
     m = build_model(_timelines(tmp_path))
     g = build_graph(m, drop=True)

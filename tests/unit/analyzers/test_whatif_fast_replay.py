@@ -14,11 +14,12 @@ from profplug.analyzers.graph import longest_path as longestpath
 from profplug.analyzers.graph.events import ANCHOR, CALL, LAUNCH, PEER, RUN, Graph, build_graph
 from profplug.analyzers.graph.model import build_model
 from profplug.analyzers.scale.load import load_timelines
-from profplug.analyzers.whatif import fixedpoint, fold, simulate, streamruns
+from profplug.analyzers.whatif import fixedpoint, simulate, streamruns
+from profplug.analyzers.whatif import visited as fold
 from profplug.analyzers.whatif.fixedpoint import recorded_fixed_point
-from profplug.analyzers.whatif.fold import _fold
 from profplug.analyzers.whatif.simulate import _recorded_times, longest_path, replay
 from profplug.analyzers.whatif.streamruns import stream_runs
+from profplug.analyzers.whatif.visited import _fold
 
 
 def _pipeline(tmp_path: Path):

@@ -1,4 +1,4 @@
-"""The what-if where the ranks are read (``whatif/spread.py``, ``whatif/reduced.py``): each
+"""The what-if where the ranks are read (``whatif/spread.py``, ``whatif/joined_replay.py``): each
 rank's graph reduced to where its times meet, the coupled replay solved on the joined
 reductions, each rank's result from its own graph anchored at the solved times. Its
 result is the one-process what-if's, field by field, on synthetic pipelines (tp 1-3, both
@@ -20,10 +20,11 @@ from profplug.analyzers.graph.dropset import policy_mask
 from profplug.analyzers.graph.events import build_graph
 from profplug.analyzers.report.analysis import analyze_timelines
 from profplug.analyzers.scale.load import load_timelines
-from profplug.analyzers.whatif import DropSpec, reduced, whatif
+from profplug.analyzers.whatif import DropSpec, whatif
 from profplug.analyzers.whatif import in_parts as sp
+from profplug.analyzers.whatif import joined_replay as reduced
+from profplug.analyzers.whatif.joined_replay import Link, Reduced, reduce, solve
 from profplug.analyzers.whatif.predict import _with
-from profplug.analyzers.whatif.reduced import Link, Reduced, reduce, solve
 from profplug.analyzers.whatif.result import WhatIfResult
 
 SAMPLES = Path(__file__).resolve().parents[3] / "sample_traces"
@@ -175,7 +176,7 @@ def test_a_wrong_solved_time_changes_the_result(tmp_path: Path) -> None:
 def test_a_graph_without_edges_is_anchored() -> None:
     # keep_edges' copy loop does not run on an empty column: the anchors are still added
     from profplug.analyzers.graph.events import ANCHOR, Graph
-    from profplug.analyzers.whatif.reduced import anchored, reanchored
+    from profplug.analyzers.whatif.joined_replay import anchored, reanchored
 
     none = np.zeros(0, np.int32)
     g = anchored(Graph(0, 1, none, none, np.zeros(0, np.int64), np.zeros(0, np.int8)),

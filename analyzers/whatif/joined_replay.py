@@ -6,7 +6,7 @@ The run's replay is one longest-path problem (``simulate``) whose only edges bet
 are the ``peer`` edges into a matched NCCL kernel's end (``graph``). Cut every NCCL kernel's
 end from its ``run`` edge (:func:`cut`): the rank's graph then takes nothing from outside
 but those ends' times, and the pass over it visits only the nodes where times meet
-(``fold._visited``: 1-3% of the nodes on the samples; the rest are a root's time plus
+(``visited._visited``: 1-3% of the nodes on the samples; the rest are a root's time plus
 a constant, or a stream run's closed form). Those nodes, their edges and one node per
 kernel start (from its root) are the rank's :class:`Reduced` graph (:func:`reduce`).
 
@@ -27,7 +27,7 @@ import numpy as np
 from profplug.analyzers.graph.events import ANCHOR, RUN, Graph, keep_edges
 from profplug.analyzers.graph.longest_path import longest_path, longest_path_by_levels
 from profplug.analyzers.graph.model import Model
-from profplug.analyzers.whatif.fold import _visited, numbered
+from profplug.analyzers.whatif.visited import _visited, numbered
 
 
 @dataclass

@@ -114,48 +114,74 @@ def stream_runs(g: Graph, root: np.ndarray, off: np.ndarray,
         if not (order[np.maximum(at[idx] - 1, 0)] == prev[idx]).all():  # (same sizes)
             order = None
         del at
+    cols = {"run": run, "c": c, "lam": lam, "h": h, "prev": prev}
+    del run, c, lam, h, prev  # the callee lets each go once read (a worker's peak)
     if order is not None and order.size == n_o:
-        del prev, idx
-        # the derived ops in stream order first; then each per-op column taken in that
-        # order (the durations only there) and let go before the scans (a worker's peak:
-        # docs/scale.md)
-        idx, head, rid, at_first = _in_order(order, der)
-        r_i = run[idx]
-        del run
-        di = _at(g.w, r_i)
-        di[r_i < 0] = 0
-        del r_i
-        cv = c[idx]
-        del c
-        cv += di
-        z = lam[idx]
-        del lam
-        z += di  # lam + d: the run's prefix max's terms
-        hn = h[idx]
-        del h
-        big_d, mx = _scans_in_order(cv, z, rid, at_first, idx, n_o)
-        del cv, z, rid, at_first
+        del idx  # found again, in stream order
+        idx, head, big_d, mx, di, hn = _derived_in_order(g, order, der, cols, n_o)
     else:
-        d = _at(g.w, run)
-        d[run < 0] = 0
-        del run
-        c += d
-        lam += d  # lam + d: the run's prefix max's terms
-        idx, head, big_d, mx = _runs_linked(idx, der, prev, c, lam)
-        del c, lam, prev
-        di, hn = d[idx], h[idx]
-        del d, h
+        idx, head, big_d, mx, di, hn = _derived_linked(g, idx, der, cols)
+    return _runs(g, root, off, o_s0, o_e0, (idx, head, big_d, mx, di, hn))
+
+
+def _runs(g: Graph, root: np.ndarray, off: np.ndarray, o_s0: int, o_e0: int,
+          found: Derived) -> Runs:
+    """The runs of the derived ops ``found``, each solved from its head's start node (its
+    root and offset); none when a head's root or a host root is itself derived (not the
+    expected shape: solved by node)."""
+    idx, head, big_d, mx, di, hn = found
     e_head = o_e0 + head
     s_node, sigma = root[e_head], off[e_head]
     derived = np.zeros(g.n_nodes, dtype=bool)
     derived[o_s0 + idx] = True
-    if derived[s_node].any() or derived[hn].any():  # not the expected shape: solve by node
-        return none
+    if derived[s_node].any() or derived[hn].any():
+        return no_runs()
     del derived
     big_d -= di  # D - d: the offsets of both terms
     mx += big_d
     big_d += sigma
     return Runs(o_s0 + idx, hn, s_node, mx, big_d)
+
+
+Derived = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _derived_in_order(g: Graph, order: np.ndarray, der: np.ndarray,
+                      cols: dict[str, np.ndarray], n_o: int) -> Derived:
+    """The derived ops in stream order (``idx``), their runs' heads, ``D`` and prefix max,
+    durations and host roots, from the per-op columns of ``cols`` (``run``: run edge,
+    ``c``: queue gap, ``lam``: launch time, ``h``: host root), each taken in that order and
+    let go before the scans."""
+    del cols["prev"]
+    idx, head, rid, at_first = _in_order(order, der)
+    r_i = cols.pop("run")[idx]
+    di = _at(g.w, r_i)
+    di[r_i < 0] = 0
+    del r_i
+    cv = cols.pop("c")[idx]
+    cv += di
+    z = cols.pop("lam")[idx]
+    z += di  # lam + d: the run's prefix max's terms
+    hn = cols.pop("h")[idx]
+    big_d, mx = _scans_in_order(cv, z, rid, at_first, idx, n_o)
+    return idx, head, big_d, mx, di, hn
+
+
+def _derived_linked(g: Graph, idx: np.ndarray, der: np.ndarray,
+                    cols: dict[str, np.ndarray]) -> Derived:
+    """As :func:`_derived_in_order`, the runs followed along each op's stream predecessor
+    (``prev``) when the stream order is not known."""
+    run = cols.pop("run")
+    d = _at(g.w, run)
+    d[run < 0] = 0
+    del run
+    c, lam = cols.pop("c"), cols.pop("lam")
+    c += d
+    lam += d  # lam + d: the run's prefix max's terms
+    idx, head, big_d, mx = _runs_linked(idx, der, cols.pop("prev"), c, lam)
+    del c, lam
+    di, hn = d[idx], cols.pop("h")[idx]
+    return idx, head, big_d, mx, di, hn
 
 
 def _runs_linked(idx: np.ndarray, der: np.ndarray, prev: np.ndarray, c: np.ndarray,

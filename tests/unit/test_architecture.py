@@ -20,6 +20,7 @@ import ast
 import json
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 
 from pipeline_synth import PipelineSpec, write
@@ -138,6 +139,12 @@ def long_modules(folders: list[Path]) -> list[str]:
             for f in sorted(d.rglob("*.py")) if (n := len(f.read_text().splitlines())) > MAX_LINES]
 
 
+@cache
+def project_graph() -> dict[str, set[str]]:
+    """The import graph of profplug and its analyzer, read once for all the checks."""
+    return import_graph(PACKAGES)
+
+
 def room(module: str) -> str:
     """The room of a module: ``profplug`` outside the analyzer, else its analyzer subpackage
     (or top-level module) without the ``profplug.analyzers.`` prefix."""
@@ -252,19 +259,19 @@ def test_every_analyzer_module_imports_with_torch_session_and_cli_blocked() -> N
 
 
 def test_no_import_cycle_in_profplug() -> None:
-    graph = import_graph(PACKAGES)
+    graph = project_graph()
     assert "profplug.analyzers.stalls.rank" in graph and "profplug.cli.report" in graph
     assert cycles(graph) == []
 
 
 def test_no_two_rooms_import_each_other() -> None:
-    rooms = room_graph(import_graph(PACKAGES))
+    rooms = room_graph(project_graph())
     assert {"core", "whatif", "crossrank", "scale", "report", "profplug"} <= set(rooms)
     assert cycles(rooms) == []
 
 
 def test_each_room_imports_only_the_layers_below_it() -> None:
-    rooms = room_graph(import_graph(PACKAGES))
+    rooms = room_graph(project_graph())
     assert set(rooms) - {"analyzers"} <= {r for layer in LAYERS for r in layer}
     assert against_layers(rooms, LAYERS) == []
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from profplug.analyzers.core.analysis_spec import AnalysisSpec, as_spec
 from profplug.analyzers.core.classify import tables_kept
@@ -49,9 +49,6 @@ from profplug.analyzers.steps.rule import DEFAULT_STEPS, StepRule
 from profplug.analyzers.steps.runstep import run_step, whatif_steps
 from profplug.analyzers.whatif.predict import whatif
 from profplug.analyzers.whatif.result import WhatIfResult
-
-if TYPE_CHECKING:
-    pass
 
 SCHEMA_VERSION = 1
 
@@ -282,9 +279,8 @@ def _run_specs(rep: Report, specs: list[AnalysisSpec], where: Placement, got: Lo
     memos of one report shared by all: the matching, launch calls, kinds)."""
     with matches_kept(), links_kept(), tables_kept():
         for spec in specs:
-            if spec in where.by_rank and spec.join is not None:
-                _add(rep, *isolated(spec.label, spec.join, got.parts.get(spec.name, []),
-                                    rep.ranks))
+            if spec in where.by_rank:
+                _join(rep, spec, got)
             else:
                 run_whole(rep, [spec], tls, results)
 
@@ -326,9 +322,14 @@ def _rounds_report(got: LoadedRanks, opt: StallOptions, specs: list[AnalysisSpec
         elif spec is rounds.whatif:
             _add(rep, *out.whatif)
         elif spec.join is not None:
-            _add(rep, *isolated(spec.label, spec.join, got.parts.get(spec.name, []),
-                                rep.ranks))
+            _join(rep, spec, got)
     return rep
+
+
+def _join(rep: Report, spec: AnalysisSpec, got: LoadedRanks) -> None:
+    """A by-rank analysis's result from the parts its ranks sent, into ``rep``."""
+    if spec.join is not None:
+        _add(rep, *isolated(spec.label, spec.join, got.parts.get(spec.name, []), rep.ranks))
 
 
 def whatif_paths(paths: PathsLike, drop: DropSpec | None = None,

@@ -256,8 +256,8 @@ def test_switching_inside_runs_resolves_what_separate_runs_cannot(tmp_path) -> N
     ev = doc["summary"]["event"]
     lo, hi = ev["speedup_ci95"]
     assert doc["design"] == "switched" and ev["speedup_rounds"] == 3
-    # the CI (4 decimals) holds the truth and excludes 1.0; its width went to 0.081 in a
-    # whole-suite run on 2 cores and to 0.14 with other suites on them: bounded at 0.12
+    # the CI (4 decimals) holds the truth and excludes 1.0, and is narrow; its width grows
+    # with the machine's load (other tests' processes on the same cores): bounded at 0.12
     assert 1.0 < lo <= round(1 / 0.9, 4) <= hi and hi - lo <= 0.12, ev
     assert [r["block_order"] for r in doc["runs"]] == [["device", "event"],
                                                        ["event", "device"],

@@ -73,6 +73,11 @@ OPTIONAL = ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
             "NVTX_EVENTS", "PROCESSES", "ThreadNames")
 
 
+TIMED = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL",
+         "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+         "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "NVTX_EVENTS")  # (start, end, ...) rows
+
+
 def _ns(us: float) -> int:
     return round(us * 1000)
 
@@ -188,6 +193,7 @@ class NsysExport:
     api_suffix: bool = True  # runtime names like cudaDeviceSynchronize_v3020
     registered: bool = False  # NVTX texts in StringIds (textId) instead of text
     omit: set[str] = field(default_factory=set)  # optional tables to leave out
+    base_ns: int = 0  # added, as an integer, to every start and end (epoch-scale times)
     rows: dict[str, list[tuple[Any, ...]]] = field(default_factory=dict)
     processes: list[NsysProcess] = field(default_factory=list)
     _strings: dict[str, int] = field(default_factory=dict)
@@ -228,6 +234,9 @@ class NsysExport:
         for t, rows in self.rows.items():
             if t in self.omit or not rows:
                 continue
+            if self.base_ns and t in TIMED:
+                rows = [(r[0] + self.base_ns, None if r[1] is None else r[1] + self.base_ns,
+                         *r[2:]) for r in rows]
             marks = ",".join("?" * len(rows[0]))
             con.executemany(f"INSERT INTO {t} VALUES ({marks})", rows)
         con.executemany("INSERT INTO StringIds VALUES (?, ?)",

@@ -184,10 +184,11 @@ RECV = "profplug.recv_from_prev_pipeline_rank_"
 
 
 def build_rank(kind: str, rank: int, kernel: str = "gemm_kernel",
-               annotation: str = RECV, n_steps: int = N_STEPS, t0: float = 1000.0
-               ) -> KinetoTrace:
-    """One rank of the ``device`` or ``event`` run (above)."""
-    tr = KinetoTrace(rank=rank, pid=4000 + rank)
+               annotation: str = RECV, n_steps: int = N_STEPS, t0: float = 1000.0,
+               tr: Any = None) -> Any:
+    """One rank of the ``device`` or ``event`` run (above), recorded into ``tr`` (a
+    ``KinetoTrace`` by default; an ``nsys_synth.NsysProcess`` records the same)."""
+    tr = KinetoTrace(rank=rank, pid=4000 + rank) if tr is None else tr
     p = PERIOD[kind]
     for k in range(n_steps):
         t = t0 + k * p

@@ -6,16 +6,17 @@ Times in us, taken from each run's report (so they equal its JSON report). Defin
   when the rank has no step ranges. Speed is compared only on step time: profiling windows
   of two runs hold different amounts of work, so their lengths say nothing about speed.
 - ``faster``: the label of the run with the smaller ``step_us``; ``diff_us`` = slower step -
-  faster step (>= 0); ``diff_pct`` = ``diff_us`` / slower step * 100 (the time saved).
+  faster step (>= 0); ``diff_pct`` = ``diff_us`` / slower step * 100 (the time saved): every
+  percentage of a difference in compare is of the slower run's step, and says so.
 - ``device_sync_share`` = device_sync idle per step of the slower run /  ``diff_us``: how
   much of the step-time difference the slower run's device-wide-sync idle accounts for. It
   can exceed 1 (the other run may spend part of that time idle for other causes) and is
   ``None`` when the steps are equally long or unknown.
 - ``host_blocked_us``: host time inside blocking sync calls (device + event kinds).
-- deltas are ``b - a``.
+- deltas are ``b - a``, worked out in whole ns (``noise.ns``) and divided last.
 - ``noise``: per rank and for the pipeline, the difference tested against the runs' per-step
   spread and a block bootstrap over steps (``comparenoise``); when it is not beyond the noise
-  the verdict is "no difference beyond the noise (+-X%)" and no share of it is printed.
+  the verdict is "no difference beyond the noise: B - A = ..." and no share of it is printed.
 - ``against``: A's what-if lined up with B by call, per rank (``whatif/against.py``);
 - ``answer``: A's what-if prediction against B's measured step (``compareanswer``), and
   ``mismatches``: how the runs differ besides the policy (command, ranks, steps, shape).
@@ -28,7 +29,13 @@ from typing import TYPE_CHECKING, Any
 
 from profplug.analyzers.compare.answer import Answer, mismatches, whatif_answer
 from profplug.analyzers.compare.guard import guard, with_caveat
-from profplug.analyzers.compare.noise import NoiseTest, ranks_noise, runs_noise
+from profplug.analyzers.compare.noise import (
+    NoiseTest,
+    ns,
+    ranks_noise,
+    runs_noise,
+    shown_diff_us,
+)
 from profplug.analyzers.stalls.gaps import CAUSES
 from profplug.analyzers.stalls.result import GPU_TIME_FIELDS, GpuTime, RankResult, flat_dict
 from profplug.analyzers.steps.runstep import compare_steps_line, run_step
@@ -67,6 +74,12 @@ class RankComparison:
     delta: dict[str, float]  # b - a, for every number both sides have
     noise: NoiseTest | None = None  # the step-time difference against the noise
 
+    def shown_diff_us(self) -> float | None:
+        """|B - A| of the two steps as the text prints them (``noise.shown_diff_us``)."""
+        if self.a is None or self.b is None or self.a.step_us is None or self.b.step_us is None:
+            return None
+        return abs(shown_diff_us(self.a.step_us, self.b.step_us))
+
     def verdict(self, label_a: str, label_b: str) -> str:
         """One plain sentence: who is faster and by how much, or that the difference is
         within the noise (then no share of it)."""
@@ -79,7 +92,8 @@ class RankComparison:
         if self.faster is None:
             return "same step time"
         slower = label_b if self.faster == label_a else label_a
-        s = (f"{self.faster} faster by {self.diff_us:,.1f} us/step ({self.diff_pct:.1f}%)")
+        s = (f"{self.faster} faster by {self.shown_diff_us():,.1f} us/step "
+             f"({self.diff_pct:.1f}% of {slower}'s step)")
         if self.device_sync_share is not None:
             s += f"; {slower}'s device_sync idle = {100 * self.device_sync_share:.0f}% of it"
         return s
@@ -149,18 +163,23 @@ def rank_side(r: RankResult) -> RankSide:
         host_blocked_us=round(blocked, 3))
 
 
+def diff_us(a_us: float, b_us: float) -> float:
+    """B - A of two figures in us (3 decimals: whole ns), subtracted in whole ns."""
+    return (ns(b_us) - ns(a_us)) / 1000.0
+
+
 def _delta(a: RankSide, b: RankSide) -> dict[str, float]:
     d: dict[str, float] = {}
     if a.step_us is not None and b.step_us is not None:
-        d["step_us"] = round(b.step_us - a.step_us, 3)
+        d["step_us"] = diff_us(a.step_us, b.step_us)
     for k in GPU_TIME_FIELDS:
-        d[k] = round(getattr(b.gpu, k) - getattr(a.gpu, k), 3)
+        d[k] = diff_us(getattr(a.gpu, k), getattr(b.gpu, k))
     for k in SIDE_NUMBERS:
-        d[k] = round(getattr(b, k) - getattr(a, k), 3)
+        d[k] = diff_us(getattr(a, k), getattr(b, k))
     for c in CAUSES:
-        d[f"{c}_us"] = round(b.idle_by_cause_us[c] - a.idle_by_cause_us[c], 3)
+        d[f"{c}_us"] = diff_us(a.idle_by_cause_us[c], b.idle_by_cause_us[c])
         if a.idle_per_step_us is not None and b.idle_per_step_us is not None:
-            d[f"{c}_per_step_us"] = round(b.idle_per_step_us[c] - a.idle_per_step_us[c], 3)
+            d[f"{c}_per_step_us"] = diff_us(a.idle_per_step_us[c], b.idle_per_step_us[c])
     for k in a.sync_counts.keys() | b.sync_counts.keys():
         d[f"{k}_syncs"] = b.sync_counts.get(k, 0) - a.sync_counts.get(k, 0)
     # keys sorted: the sync kinds come from a set, whose order follows PYTHONHASHSEED
@@ -173,12 +192,13 @@ def compare_rank(rank: int, a: RankSide | None, b: RankSide | None, label_a: str
         return RankComparison(rank, a, b, None, None, None, None, {})
     faster: str | None = None
     diff = pct = share = None
-    if a.step_us is not None and b.step_us is not None and a.step_us != b.step_us:
+    if a.step_us is not None and b.step_us is not None and ns(a.step_us) != ns(b.step_us):
         slow = a if a.step_us > b.step_us else b
-        slow_us, fast_us = max(a.step_us, b.step_us), min(a.step_us, b.step_us)
+        slow_ns = max(ns(a.step_us), ns(b.step_us))
         faster = label_b if slow is a else label_a
-        diff = round(slow_us - fast_us, 3)
-        pct = round(100.0 * diff / slow_us, 3) if slow_us > 0 else None
+        diff = abs(ns(b.step_us) - ns(a.step_us)) / 1000.0
+        pct = round(100.0 * abs(ns(b.step_us) - ns(a.step_us)) / slow_ns, 3) \
+            if slow_ns > 0 else None
         if slow.idle_per_step_us is not None and diff > 0:
             share = round(slow.idle_per_step_us["device_sync"] / diff, 4)
     return RankComparison(rank, a, b, faster, diff, pct, share, _delta(a, b))
@@ -201,7 +221,10 @@ def compare(rep_a: Report, rep_b: Report, label_a: str = "A", label_b: str = "B"
             if rc.noise is not None and not rc.noise.resolved:
                 rc.device_sync_share = None  # no share of a non-difference
     warns, caveat = guard(rep_a, rep_b, label_a, label_b)  # before the answer (compareguard)
-    return Comparison(label_a, label_b, rep_a, rep_b, ranks, runs_noise(rep_a, rep_b),
+    sa, sb = run_step(rep_a.ranks), run_step(rep_b.ranks)
+    steps = (sa["us"], sb["us"]) if (sa["basis"] == sb["basis"] == "step" and sa["us"]
+                                     and sb["us"]) else None  # B - A of the printed steps
+    return Comparison(label_a, label_b, rep_a, rep_b, ranks, runs_noise(rep_a, rep_b, steps),
                       with_caveat(whatif_answer(rep_a, rep_b), caveat),
                       [*warns, *mismatches(rep_a, rep_b, label_a, label_b)])
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from profplug.analyzers.compare.noise import pipeline_step_us
+from profplug.analyzers.render.against_html import against_html
 from profplug.analyzers.render.escape import e
 from profplug.analyzers.render.palette import COLORS, legend_html, run_keys
 from profplug.analyzers.steps.runstep import run_step
@@ -193,7 +194,8 @@ def _prediction_svg(ans: Answer, y: float, sx: Callable[[float], float]) -> str:
 
 
 def answer_html(cmp: Comparison) -> str:
-    """Mismatch warnings, the answer, the step-time verdict and the figure, in that order."""
+    """Mismatch warnings, the answer, the step-time verdict and the figure, in that order;
+    then, as in the terminal, A's what-if lined up with B (the segments)."""
     out = ['<section id="answer"><h2>Answer</h2>']
     if cmp.mismatches:
         out.append('<ul class="warn" id="mismatches">'
@@ -213,8 +215,8 @@ def answer_html(cmp: Comparison) -> str:
     if cmp.noise is not None:
         n = cmp.noise
         out.append(f'<p class="sub" id="run-steps">{e(cmp.steps_line())}; per-step spread '
-                   f"(each step's slowest rank, {e(n.basis)}) ±{n.spread_a_pct:.1f}% / "
-                   f"±{n.spread_b_pct:.1f}%. One run each: the run-to-run spread is not in "
+                   f"(each step's slowest rank, {e(n.basis)}) ±{n.spread_a_us:,.1f} / "
+                   f"±{n.spread_b_us:,.1f} us. One run each: the run-to-run spread is not in "
                    "this test; <code>profplug ab</code> measures it.</p>")
     svg = figure_svg(cmp)
     if svg:
@@ -228,6 +230,8 @@ def answer_html(cmp: Comparison) -> str:
                    "(its value beside it)"
                    "</figcaption></figure>")
     out.append("</section>")
+    if cmp.against is not None:  # A's what-if lined up with B: the top segments per rank
+        out.append(against_html(cmp.against, top=3))
     return "".join(out)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING, TextIO
 
+from profplug.analyzers.compare.noise import shown_diff_us
 from profplug.analyzers.render.against_table import render_against_table
 from profplug.analyzers.render.text import PrintableWriter
 from profplug.analyzers.stalls.gaps import CAUSES
@@ -36,6 +37,7 @@ def _clip(s: str, n: int) -> str:
 
 
 def _rows(rc: RankComparison) -> list[tuple[str, float | None, float | None, float | None]]:
+    """(label, A, B, B - A) per row; a time's B - A is that of the two values as printed."""
     a, b = rc.a, rc.b
     per_step = (a is not None and b is not None and a.idle_per_step_us is not None
                 and b.idle_per_step_us is not None)
@@ -63,7 +65,9 @@ def _rows(rc: RankComparison) -> list[tuple[str, float | None, float | None, flo
     out = []
     for label, key in spec:
         va, vb = get(a, key), get(b, key)
-        out.append((label, va, vb, None if va is None or vb is None else vb - va))
+        count = label.endswith(("syncs", "waits"))
+        out.append((label, va, vb, None if va is None or vb is None else
+                    vb - va if count else shown_diff_us(va, vb)))
     return out
 
 
@@ -71,6 +75,17 @@ def _wrap(text: str) -> str:
     """``text`` in lines of at most 80 columns, continuation lines indented, newline-ended."""
     return "\n".join(textwrap.wrap(text, 80, subsequent_indent="  ",
                                     break_on_hyphens=False)) + "\n"
+
+
+def _clauses(text: str) -> list[str]:
+    """``text`` split at each "; " outside parentheses."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += (ch == "(") - (ch == ")")
+        if depth == 0 and text.startswith("; ", i):
+            out.append(text[start:i])
+            start = i + 2
+    return [*out, text[start:]]
 
 
 def render_compare_table(cmp: Comparison, out: TextIO) -> None:
@@ -86,7 +101,7 @@ def render_compare_table(cmp: Comparison, out: TextIO) -> None:
     if cmp.noise is not None:
         n = cmp.noise
         w(_wrap(f"  ({cmp.steps_line()}; per-step spread (each step's slowest rank, "
-                f"{n.basis}) ±{n.spread_a_pct:.1f}% / ±{n.spread_b_pct:.1f}%; one run each: "
+                f"{n.basis}) ±{n.spread_a_us:,.1f} / ±{n.spread_b_us:,.1f} us; one run each: "
                 "the run-to-run spread is not in it, `profplug ab` measures it)"))
     if cmp.against is not None:  # A's what-if lined up with B: the top segments per rank
         w("\n")
@@ -95,8 +110,12 @@ def render_compare_table(cmp: Comparison, out: TextIO) -> None:
     w("\nverdict per rank\n")
     for rc in cmp.ranks:
         head = f"  rank {rc.rank}: "
-        parts = rc.verdict(cmp.label_a, cmp.label_b).split("; ")
-        w(head + f";\n{' ' * len(head)}".join(parts) + "\n")
+        parts = _clauses(rc.verdict(cmp.label_a, cmp.label_b))
+        for i, part in enumerate(parts):  # a clause a line, each wrapped at 80 columns
+            w("\n".join(textwrap.wrap(part + (";" if i < len(parts) - 1 else ""), 80,
+                                      initial_indent=head if i == 0 else " " * len(head),
+                                      subsequent_indent=" " * len(head),
+                                      break_on_hyphens=False)) + "\n")
     for rc in cmp.ranks:
         w(f"\n── rank {rc.rank} " + "─" * (80 - 9 - len(str(rc.rank))) + "\n")
         w(f"{'':<22} {la:>{LABEL_W}} {lb:>{LABEL_W}} {'delta':>{LABEL_W}}\n")

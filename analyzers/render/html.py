@@ -158,14 +158,17 @@ def compare_html(cmp: Comparison) -> str:
 
     out = ['<h2>Comparison</h2><p class="sub">A = <b>' + e(cmp.label_a) + "</b>, B = <b>"
            + e(cmp.label_b) + "</b>; delta = B - A; idle by cause per step when both runs "
-           "have steps. device_sync share = device_sync idle per step of the slower run / "
-           "step-time difference.</p>"]
+           "have steps; diff % = the step-time difference / the slower run's step. "
+           "device_sync share = device_sync idle per step of the slower run / step-time "
+           "difference.</p>"]
     rows = [f'<tr data-rank="{rc.rank}">' + _num(rc.rank, "d")
             + f'<td class="t faster">{e(rc.verdict(cmp.label_a, cmp.label_b))}</td>'
-            + _num(rc.diff_us) + _num(rc.diff_pct) + _num(rc.device_sync_share, ".0%")
+            + _num(rc.shown_diff_us() if rc.faster else None) + _num(rc.diff_pct)
+            + _num(rc.device_sync_share, ".0%")
             + "</tr>" for rc in cmp.ranks]
     out.append('<table id="verdicts"><thead><tr><th>rank</th><th class="t">verdict</th>'
-               "<th>diff us/step</th><th>diff %</th><th>device_sync share</th></tr></thead>"
+               "<th>diff us/step</th><th>diff % of the slower step</th>"
+               "<th>device_sync share</th></tr></thead>"
                "<tbody>" + "".join(rows) + "</tbody></table>")
     for rc in cmp.ranks:
         body = "".join(_cmp_row(lab, va, vb, d) for lab, va, vb, d in _rows(rc))

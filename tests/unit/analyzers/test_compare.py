@@ -38,7 +38,8 @@ def test_device_vs_event_exact(runs: tuple[Path, Path]) -> None:
         assert (rc.faster, rc.diff_us, rc.diff_pct, rc.device_sync_share) == (
             "event", 20.0, 20.0, 1.5)
         assert rc.verdict("device", "event") == (
-            "event faster by 20.0 us/step (20.0%); device's device_sync idle = 150% of it")
+            "event faster by 20.0 us/step (20.0% of device's step); device's device_sync "
+            "idle = 150% of it")
         d = rc.delta
         assert d["step_us"] == -20.0
         assert d["device_sync_per_step_us"] == -30.0
@@ -115,7 +116,7 @@ def test_table_says_who_is_faster(runs: tuple[Path, Path],
     dev, evt = runs
     assert main(["compare", str(dev), str(evt)]) == 0
     out = capsys.readouterr().out
-    assert ("rank 0: event faster by 20.0 us/step (20.0%);\n"
+    assert ("rank 0: event faster by 20.0 us/step (20.0% of device's step);\n"
             "          device's device_sync idle = 150% of it\n") in out
     assert max(len(line) for line in out.splitlines()) <= 80
     step = next(line for line in out.splitlines() if line.startswith("step us"))

@@ -24,30 +24,53 @@ SAMPLES = Path(__file__).resolve().parents[3] / "sample_traces"
 
 
 def test_equal_steps_differ_beyond_the_floor() -> None:
-    # given 10 steps of 100 us against 10 steps of 80 us (no spread: the 2% floor)
-    t = noise_test([100.0] * 10, [80.0] * 10)
-    # then B is 20% faster, the CI is a point, the noise the floor, and it is a difference
+    # given 10 steps of 100 us against 10 steps of 80 us, in ns (no spread: the 2% floor)
+    t = noise_test([100_000] * 10, [80_000] * 10)
+    # then B - A = -20 us, 20% of A's step (the slower), the CI a point, the noise the
+    # larger floor (2% of 100 us), and it is a difference
     assert t is not None
-    assert (t.center_a_us, t.center_b_us, t.diff_pct, t.ci95_pct) == (
-        100.0, 80.0, -20.0, (-20.0, -20.0))
+    assert (t.step_a_us, t.step_b_us, t.diff_us, t.slower, t.diff_pct, t.ci95_us) == (
+        100.0, 80.0, -20.0, "A", -20.0, (-20.0, -20.0))
+    assert (t.spread_a_us, t.spread_b_us, t.noise_us) == pytest.approx((2.0, 1.6, 2.0))
     assert t.noise_pct == pytest.approx(2.0) and t.resolved
-    assert t.sentence("A", "B") == "B faster: B - A = -20.0 us/step (-20.0% of A; noise ±2.0%)"
+    assert t.sentence("A", "B") == (
+        "B faster: B - A = -20.0 us/step (-20.0% of A's step; noise ±2.0%)")
 
 
 def test_a_shift_inside_the_step_spread_is_no_difference() -> None:
     # given steps alternating 90/110 us (median 100, MAD 10: spread 14.826%) and the same
-    # steps 10 us slower (+10%)
-    a = np.array([90.0, 110.0] * 10)
+    # steps 10 us slower (B: median 110, the slower step)
+    a = np.array([90_000, 110_000] * 10)
     assert spread_pct(a) == pytest.approx(14.826)
-    t = noise_test(a, a + 10.0)
-    # then the 10% is inside the per-step spread: no winner
-    assert t is not None and t.diff_pct == pytest.approx(10.0)
-    assert not t.resolved and t.noise_pct >= 14.826
-    assert t.sentence("A", "B") == f"no difference beyond the noise (±{t.noise_pct:.1f}%)"
+    t = noise_test(a, a + 10_000)
+    # then the 10 us (9.1% of B's step) is inside the per-step spread (14.826 us): no winner
+    assert t is not None and t.diff_us == 10.0 and t.diff_pct == pytest.approx(100 / 11)
+    assert not t.resolved and t.noise_us >= 14.826
+    assert t.sentence("A", "B") == (f"no difference beyond the noise: B - A = +10.0 us/step "
+                                    f"(+9.1% of B's step; noise ±{t.noise_pct:.1f}%)")
+
+
+def test_the_noise_is_the_pairs_whichever_run_is_a() -> None:
+    # given two noisy series of different lengths (a drifting one and a jittery one, ns)
+    rng = np.random.default_rng(7)
+    a = (100_000 + np.cumsum(rng.integers(-900, 1000, 40))).astype(np.int64)
+    b = (93_000 + rng.integers(-6_000, 6_000, 27)).astype(np.int64)
+    ab, ba = noise_test(a, b), noise_test(b, a)
+    assert ab is not None and ba is not None
+    # then swapping them mirrors the difference and its CI and keeps the noise and the base
+    assert ba.diff_us == -ab.diff_us and ba.diff_pct == -ab.diff_pct
+    assert ba.ci95_us == (-ab.ci95_us[1], -ab.ci95_us[0])
+    assert (ba.noise_us, ba.noise_pct, ba.resolved) == (ab.noise_us, ab.noise_pct, ab.resolved)
+    assert {ab.slower, ba.slower} == {"A", "B"}
+    # and, the runs named, the same sentence with the signs of B - A turned
+    flip = str.maketrans("+-", "-+")
+    (head_ab, tail_ab), (head_ba, tail_ba) = (x.split(" = ") for x in (
+        ab.sentence("a", "b"), ba.sentence("b", "a")))
+    assert head_ab == head_ba and tail_ab == tail_ba.translate(flip)
 
 
 def test_too_few_steps_no_test_and_block_length() -> None:
-    assert noise_test([1.0, 2.0], [1.0, 2.0, 3.0]) is None
+    assert noise_test([1_000, 2_000], [1_000, 2_000, 3_000]) is None
     assert [block_length(n) for n in (1, 3, 4, 15, 16, 42, 43, 91)] == [1, 1, 2, 2, 3, 3, 4, 4]
 
 
@@ -86,14 +109,14 @@ def test_whatif_answer_on_synthetic_runs(tmp_path: Path) -> None:
 
 def test_aa_repeats_no_difference_beyond_the_noise(capsys: pytest.CaptureFixture[str]
                                                    ) -> None:
-    # given two repeats of one device run (the shipped kineto2 and kineto3: 6,504 vs 7,137
+    # given two repeats of one device run (the shipped kineto2 and kineto3: 6,484 vs 7,137
     # us/step median, steps spread by 8-14%)
     a = SAMPLES / "pp2_infer_repeats/kineto2/device"
     b = SAMPLES / "pp2_infer_repeats/kineto3/device"
     assert main(["compare", str(a), str(b), "--no-whatif"]) == 0
     out = capsys.readouterr().out
     # then no winner, per pipeline and per rank, and no cost share of a non-difference
-    assert "step time: no difference beyond the noise (±17.7%)" in out
+    assert "step time: no difference beyond the noise: B - A = +653.3 us/step" in out
     assert "rank 0: no difference beyond the noise" in out
     assert "rank 1: no difference beyond the noise" in out
     assert "faster" not in out and "of it" not in out

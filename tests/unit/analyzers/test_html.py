@@ -243,12 +243,13 @@ def test_compare_renders_both_runs(tmp_path: Path) -> None:
     rows = summary_rows(page)
     assert sorted(rows) == [("device", 0), ("device", 1), ("event", 0), ("event", 1)]
     assert float(rows[("event", 0)][0]) == 390.0
-    verdict = "event faster by 20.0 us/step (20.0%); device&#x27;s device_sync idle = 150% of it"
+    verdict = ("event faster by 20.0 us/step (20.0% of device&#x27;s step); device&#x27;s "
+               "device_sync idle = 150% of it")
     # the finding first: the pipeline's step time against the noise (the synthetic steps are
     # all alike, so the noise is the 2% floor of the per-step spread); then the ranks
     headline = page[page.index('id="headline"'):page.index("</div>")]
-    assert ('<p id="verdict">step time: event faster: B - A = -20.1 us/step (-20.1% of A; '
-            "noise ±2.0%)</p>") in headline
+    assert ('<p id="verdict">step time: event faster: B - A = -20.0 us/step (-20.0% of '
+            "device&#x27;s step; noise ±2.0%)</p>") in headline
     assert headline.count(verdict) == 0 and page.count(verdict) == 2  # the verdicts table
     assert page.index('id="headline"') < page.index('id="verdicts"')
     # the header counts ranks per run, not "4 rank(s)"

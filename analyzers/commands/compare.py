@@ -21,6 +21,7 @@ from profplug.analyzers.compare.ab_runs import (
 from profplug.analyzers.compare.against_run import (
     compare_against,
 )
+from profplug.analyzers.compare.process_speed import withhold_against
 from profplug.analyzers.compare.reports import Comparison, compare
 from profplug.analyzers.core.analysis_spec import AnalysisSpec
 from profplug.analyzers.core.errors import one_line
@@ -79,8 +80,9 @@ def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | No
     finally:
         backend.close()
     cmp = compare(rep_a, rep_b, labels[0] or run_label(run_a), labels[1] or run_label(run_b))
-    cmp.against = compare_against(rep_a.run.get("whatif"), paths_a, paths_b, cmp.label_b, opt,
-                                  read)  # A's what-if lined up with B by call (timelines)
+    cmp.against = withhold_against(  # A's what-if lined up with B by call (timelines)
+        compare_against(rep_a.run.get("whatif"), paths_a, paths_b, cmp.label_b, opt, read),
+        cmp.speed, cmp.label_a, cmp.label_b, say=False)  # the warnings say it once
     if fmt != "table":  # the table leads with them itself
         for m in cmp.mismatches:
             print(f"profplug: warning: {one_line(m)}", file=sys.stderr)

@@ -15,7 +15,9 @@ from profplug.analyzers.compare.against_run import (
     load_other,
     other_paths,
 )
+from profplug.analyzers.compare.process_speed import process_speed, withhold_against
 from profplug.analyzers.core.errors import ProfplugError, one_line
+from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.render.registry import check_format, render_text
 from profplug.analyzers.render.timeline_data import GAPS_KEPT
@@ -35,7 +37,7 @@ from profplug.analyzers.whatif import (
     whatif_analysis,
     whatif_unprofiled,
 )
-from profplug.analyzers.whatif.against import WhatIfAgainst, against
+from profplug.analyzers.whatif.against import AgainstResult, WhatIfAgainst, against
 from profplug.analyzers.whatif.unprofiled import MAX_STEP_US, MIN_STEP_US, parse_ci
 
 UNPROFILED_AUTO = "auto"
@@ -81,6 +83,18 @@ def _spread_whatif(files: list[Path], drop: DropSpec, opt: StallOptions,
                                  "what-if: not run"))
     res.warnings[:0] = rep.lost  # files lost with their worker
     return res, rep
+
+
+def _against(res: WhatIfResult, timelines: list[Timeline], other: list[Timeline],
+             files: list[Path], against_run: str, opt: StallOptions) -> AgainstResult:
+    """``res`` lined up with the measured run, not judged when the two runs' processes ran
+    at different speeds (their run.json: ``compare/process_speed.py``)."""
+    label_b = label_of(against_run)
+    speed = process_speed(find_run_meta(files), find_run_meta(other_paths(against_run)))
+    out = withhold_against(against(res, timelines, other, label_b, opt), speed,
+                           label_of(str(files[0])), label_b)
+    assert out is not None
+    return out
 
 
 def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "table",
@@ -133,7 +147,7 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
             rep.meta = find_run_meta(files)
             rep.add(res)
     out = res if other is None or against_run is None else WhatIfAgainst(
-        res, against(res, timelines, other, label_of(against_run), opt))
+        res, _against(res, timelines, other, files, against_run, opt))
     write_text(render_text(out, fmt), output)
     if html is not None:
         rep.command = "whatif"

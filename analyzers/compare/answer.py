@@ -49,6 +49,7 @@ class Answer:
     measured_by: str  # "step spread" | "95% CI over N rounds"
     error_pct: float  # (predicted - measured) / measured * 100
     caveat: str = ""  # why B may not be the run A's what-if predicts
+    withheld: str = ""  # why the prediction is not judged against B ("": it is)
 
     @property
     def predicted_lo_us(self) -> float:
@@ -59,8 +60,10 @@ class Answer:
         return self.predicted_us * (1.0 + self.band_pct / 100.0)
 
     @property
-    def within_band(self) -> bool:
-        """Whether the measured step lies inside the prediction's band."""
+    def within_band(self) -> bool | None:
+        """Whether the measured step lies inside the prediction's band (None: withheld)."""
+        if self.withheld:
+            return None
         return self.predicted_lo_us <= self.measured_us <= self.predicted_hi_us
 
     def to_dict(self) -> dict[str, Any]:
@@ -75,7 +78,9 @@ class Answer:
                 f"(±{self.band_pct:.0f}%: {self.predicted_lo_us:,.0f}-"
                 f"{self.predicted_hi_us:,.0f}); {label_b} measured {self.measured_us:,.0f} "
                 f"us/step ({self.measured_by} {self.measured_lo_us:,.0f}-"
-                f"{self.measured_hi_us:,.0f}): error {self.error_pct:+.1f}%"
+                f"{self.measured_hi_us:,.0f}): "
+                + (f"not judged, {self.withheld}" if self.withheld
+                   else f"error {self.error_pct:+.1f}%")
                 + (f" ({self.caveat})" if self.caveat else ""))
 
 

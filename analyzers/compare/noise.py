@@ -171,12 +171,15 @@ class NoiseTest:
         """The percentages' base in words: "device's step"."""
         return f"{label_b if self.slower == 'B' else label_a}'s step"
 
-    def sentence(self, label_a: str, label_b: str) -> str:
-        """"B faster: B - A = -X us/step (-Y% of A's step; noise ±Z%)", or "no difference
-        beyond the noise: B - A = ... (...; noise ±Z%)"; A's step is the slower one."""
+    def difference(self, label_a: str, label_b: str) -> str:
+        """"B - A = -X us/step (-Y% of A's step; noise ±Z%)" (A's step the slower one)."""
         d = shown_diff_us(self.step_a_us, self.step_b_us)
-        of = (f"B - A = {d:+,.1f} us/step ({self.diff_pct:+.1f}% of "
-              f"{self.base(label_a, label_b)}; noise ±{self.noise_pct:.1f}%)")
+        return (f"B - A = {d:+,.1f} us/step ({self.diff_pct:+.1f}% of "
+                f"{self.base(label_a, label_b)}; noise ±{self.noise_pct:.1f}%)")
+
+    def sentence(self, label_a: str, label_b: str) -> str:
+        """"B faster: B - A = ...", or "no difference beyond the noise: B - A = ..."."""
+        of = self.difference(label_a, label_b)
         if not self.resolved:
             return "no difference beyond the noise: " + of
         return f"{label_b if self.diff_us < 0 else label_a} faster: " + of

@@ -17,6 +17,9 @@ Times in us, taken from each run's report (so they equal its JSON report). Defin
 - ``noise``: per rank and for the pipeline, the difference tested against the runs' per-step
   spread and a block bootstrap over steps (``comparenoise``); when it is not beyond the noise
   the verdict is "no difference beyond the noise: B - A = ..." and no share of it is printed.
+- ``speed``: whether the two processes ran at one speed (run.json's traced and untraced
+  steps, ``process_speed``); when they did not, no verdict names a winner, the answer does
+  not judge the prediction, and a warning says why;
 - ``against``: A's what-if lined up with B by call, per rank (``whatif/against.py``);
 - ``answer``: A's what-if prediction against B's measured step (``compareanswer``), and
   ``mismatches``: how the runs differ besides the policy (command, ranks, steps, shape).
@@ -24,7 +27,7 @@ Times in us, taken from each run's report (so they equal its JSON report). Defin
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from profplug.analyzers.compare.answer import Answer, mismatches, whatif_answer
@@ -36,6 +39,7 @@ from profplug.analyzers.compare.noise import (
     runs_noise,
     shown_diff_us,
 )
+from profplug.analyzers.compare.process_speed import ProcessSpeed, process_speed
 from profplug.analyzers.stalls.gaps import CAUSES
 from profplug.analyzers.stalls.result import GPU_TIME_FIELDS, GpuTime, RankResult, flat_dict
 from profplug.analyzers.steps.runstep import compare_steps_line, run_step
@@ -46,6 +50,7 @@ if TYPE_CHECKING:
     from profplug.analyzers.whatif.against import AgainstResult
 
 SIDE_NUMBERS = ("stream_wait_us", "host_blocked_us")  # besides the GPU time
+NO_WINNER = "no winner, the processes ran at different speeds"  # process_speed.py
 
 
 @dataclass
@@ -73,6 +78,7 @@ class RankComparison:
     device_sync_share: float | None  # slower run's device_sync idle per step / diff_us
     delta: dict[str, float]  # b - a, for every number both sides have
     noise: NoiseTest | None = None  # the step-time difference against the noise
+    speeds_differ: bool = False  # the runs' processes ran at different speeds: no winner
 
     def shown_diff_us(self) -> float | None:
         """|B - A| of the two steps as the text prints them (``noise.shown_diff_us``)."""
@@ -87,6 +93,11 @@ class RankComparison:
             return f"only in {label_a if self.b is None else label_b}"
         if self.a.step_us is None or self.b.step_us is None:
             return "no step ranges: speed not compared"
+        if self.speeds_differ:
+            d = shown_diff_us(self.a.step_us, self.b.step_us)
+            return (f"{NO_WINNER}: " + (self.noise.difference(label_a, label_b)
+                                        if self.noise is not None
+                                        else f"B - A = {d:+,.1f} us/step"))
         if self.noise is not None and not self.noise.resolved:
             return self.noise.sentence(label_a, label_b)
         if self.faster is None:
@@ -110,11 +121,15 @@ class Comparison:
     answer: Answer | None = None  # A's what-if against B's measured step
     mismatches: list[str] = field(default_factory=list)
     against: AgainstResult | None = None  # A's what-if lined up with B by call (against.py)
+    speed: ProcessSpeed | None = None  # the two processes' speeds (run.json; process_speed)
 
     def verdict(self) -> str:
-        """The pipeline's verdict: who is faster beyond the noise, or that nobody is."""
+        """The pipeline's verdict: who is faster beyond the noise, or that nobody is (also
+        when the two processes ran at different speeds)."""
         if self.noise is None:
             return "too few steps to compare step times"
+        if self.speed is not None and self.speed.differs:
+            return f"{NO_WINNER}: {self.noise.difference(self.label_a, self.label_b)}"
         return self.noise.sentence(self.label_a, self.label_b)
 
     def steps_line(self) -> str:
@@ -128,6 +143,9 @@ class Comparison:
                     **self.answer.to_dict(),
                     "sentence": self.answer.sentence(self.label_a, self.label_b)},
                 "noise": None if self.noise is None else self.noise.to_dict(),
+                "speed": None if self.speed is None else {
+                    **self.speed.to_dict(),
+                    "sentence": self.speed.sentence(self.label_a, self.label_b)},
                 "verdict": self.verdict(), "mismatches": list(self.mismatches),
                 "against": None if self.against is None else self.against.to_dict(),
                 "a": {"label": self.label_a, "step": run_step(self.report_a.ranks),
@@ -215,18 +233,27 @@ def compare(rep_a: Report, rep_b: Report, label_a: str = "A", label_b: str = "B"
              for k in sorted(sides_a.keys() | sides_b.keys())]
     by_a = {r.rank: r for r in rep_a.ranks}
     by_b = {r.rank: r for r in rep_b.ranks}
+    speed = process_speed(rep_a.meta, rep_b.meta)  # run.json's untraced and traced steps
+    differ = speed is not None and speed.differs
     for rc in ranks:
         if rc.rank in by_a and rc.rank in by_b:
             rc.noise = ranks_noise(by_a[rc.rank], by_b[rc.rank])
-            if rc.noise is not None and not rc.noise.resolved:
+            rc.speeds_differ = differ
+            if differ or (rc.noise is not None and not rc.noise.resolved):
                 rc.device_sync_share = None  # no share of a non-difference
     warns, caveat = guard(rep_a, rep_b, label_a, label_b)  # before the answer (compareguard)
+    if differ:
+        assert speed is not None
+        warns.append(speed.sentence(label_a, label_b))
     sa, sb = run_step(rep_a.ranks), run_step(rep_b.ranks)
     steps = (sa["us"], sb["us"]) if (sa["basis"] == sb["basis"] == "step" and sa["us"]
                                      and sb["us"]) else None  # B - A of the printed steps
+    answer = with_caveat(whatif_answer(rep_a, rep_b), caveat)
+    if differ and answer is not None:
+        answer = replace(answer, withheld="the processes ran at different speeds")
     return Comparison(label_a, label_b, rep_a, rep_b, ranks, runs_noise(rep_a, rep_b, steps),
-                      with_caveat(whatif_answer(rep_a, rep_b), caveat),
-                      [*warns, *mismatches(rep_a, rep_b, label_a, label_b)])
+                      answer, [*warns, *mismatches(rep_a, rep_b, label_a, label_b)],
+                      speed=speed)
 
 
 def comparison_frame(cmp: Comparison) -> pd.DataFrame:

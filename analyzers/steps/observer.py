@@ -66,14 +66,23 @@ def _series(timing: Any) -> list[float]:
     return [float(x) for x in timing.get("step_us") or [] if isinstance(x, (int, float))]
 
 
-def _rank(r: dict[str, Any]) -> dict[str, Any] | None:
-    traced = _series(r.get("timing"))
+def rank_series(r: dict[str, Any]) -> tuple[list[float], list[float], str]:
+    """One rank record's traced steps, the untraced steps that are its baseline (the
+    module docstring) and where those come from ("before" | "after"), us."""
     untraced_rec = r.get("untraced")
     untraced_rec = untraced_rec if isinstance(untraced_rec, dict) else {}
     before, after = _series(untraced_rec.get("before")), _series(untraced_rec.get("after"))
     use, source = (before, "before") if len(before) >= MIN_BEFORE_STEPS else (after, "after")
     if not use and before:
         use, source = before, "before"
+    return _series(r.get("timing")), use, source
+
+
+def _rank(r: dict[str, Any]) -> dict[str, Any] | None:
+    traced, use, source = rank_series(r)
+    untraced_rec = r.get("untraced")
+    untraced_rec = untraced_rec if isinstance(untraced_rec, dict) else {}
+    before, after = _series(untraced_rec.get("before")), _series(untraced_rec.get("after"))
     if not traced or not use:
         return None
     clocks = {t.get("clock") for t in (r.get("timing"), untraced_rec.get("before"),

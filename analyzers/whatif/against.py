@@ -100,6 +100,7 @@ class RankAgainst:
     measured_host_us: float | None = None
     segments: list[Segment] = field(default_factory=list)
     repeated: frozenset[str] = frozenset()  # calls made more than once a step
+    withheld: bool = False  # not judged: the runs' processes ran at different speeds
 
     @property
     def error_pct(self) -> float | None:
@@ -109,8 +110,8 @@ class RankAgainst:
 
     @property
     def inside(self) -> bool | None:
-        """Whether the measured step lies inside the prediction's band."""
-        if self.predicted_us is None or self.measured_us is None:
+        """Whether the measured step lies inside the prediction's band (None: not judged)."""
+        if self.predicted_us is None or self.measured_us is None or self.withheld:
             return None
         lo, hi = (self.predicted_us * (1.0 + s * self.band_pct / 100.0) for s in (-1, 1))
         return lo <= self.measured_us <= hi

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import sample_cache
 from nsys_synth import NsysExport
-from profplug.analyzers.compare.noise import rank_step_ns, shown_diff_us
+from profplug.analyzers.compare.noise import ns, rank_step_ns, shown_diff_us
 from profplug.analyzers.compare.reports import Comparison, compare
 from profplug.analyzers.render.registry import render
 from profplug.analyzers.report.analysis import Report, analyze
@@ -63,6 +63,16 @@ def check_printed_arithmetic(cmp: Comparison) -> None:
     assert cmp.noise is not None and cmp.noise.diff_pct == pytest.approx(
         100.0 * (cmp.noise.step_b_us - cmp.noise.step_a_us)
         / max(cmp.noise.step_a_us, cmp.noise.step_b_us))
+    # the JSON's B - A is its steps' difference, in whole ns; and the rank that is the
+    # slowest in both runs has the pipeline's difference
+    doc = {k: v for k, v in cmp.to_dict().items() if k in ("a", "b", "noise")}
+    step_a, step_b = doc["a"]["step"], doc["b"]["step"]
+    assert ns(doc["noise"]["diff_us"]) == ns(step_b["us"]) - ns(step_a["us"])
+    slow_a = max(step_a["per_rank_us"], key=lambda k: step_a["per_rank_us"][k])
+    slow_b = max(step_b["per_rank_us"], key=lambda k: step_b["per_rank_us"][k])
+    if slow_a == slow_b:
+        rc = next(r for r in cmp.ranks if str(r.rank) == slow_a)
+        assert rc.delta["step_us"] == doc["noise"]["diff_us"]
     for rc in cmp.ranks:
         row = re.search(rf"── rank {rc.rank} ─+ .*? step us {NUM} {NUM} {NUM}", text)
         assert row is not None
@@ -100,6 +110,7 @@ def test_twelve_100us_steps_against_twelve_80us_steps_at_epoch_scale_differ_by_2
         for r in rep.ranks:
             x, basis = rank_step_ns(r)
             assert basis == "gpu period" and x.dtype == np.int64 and set(x.tolist()) == {period}
+            assert r.steps is not None and set(r.steps.period_us_per_step) == {period / 1000}
     # and B - A is exactly -20.0 us, 20% of the device run's step, in either order
     cmp, back = compare(dev, evt, "device", "event"), compare(evt, dev, "event", "device")
     assert cmp.noise is not None and back.noise is not None

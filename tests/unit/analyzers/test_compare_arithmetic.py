@@ -92,6 +92,9 @@ def check_mirrored(ab: Comparison, ba: Comparison) -> None:
     assert (m.diff_us, m.diff_pct, m.ci95_us) == (-n.diff_us, -n.diff_pct,
                                                   (-n.ci95_us[1], -n.ci95_us[0]))
     assert m.base(ba.label_a, ba.label_b) == n.base(ab.label_a, ab.label_b)
+    # the printed verdicts: the same words and noise, the signs of B - A turned
+    (head_ab, tail_ab), (head_ba, tail_ba) = (c.verdict().split(" = ", 1) for c in (ab, ba))
+    assert head_ab == head_ba and tail_ab == tail_ba.translate(str.maketrans("+-", "-+"))
     for x, y in zip(ab.ranks, ba.ranks, strict=True):
         assert (y.faster, y.diff_us, y.diff_pct) == (x.faster, x.diff_us, x.diff_pct)
         if x.noise is not None:

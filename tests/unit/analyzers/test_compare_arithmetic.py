@@ -139,14 +139,18 @@ def test_the_difference_is_of_the_printed_steps_when_rounding_parts_them() -> No
         float(f"{3_826.75:.1f}") - float(f"{5_899.25:.1f}"))
 
 
-PP2 = [(d, d.with_name("event")) for d in sorted(SAMPLES.glob("pp2_*/**/device"))
-       if d.with_name("event").is_dir()]  # every two-GPU device run and its event run
+PAIRS = [(d, d.with_name("event")) for d in sorted(SAMPLES.glob("**/device"))
+         if d.with_name("event").is_dir()]  # every shipped device run and its event run
 
 
-@pytest.mark.parametrize("pair", PP2, ids=lambda p: str(p[0].parent.relative_to(SAMPLES)))
+def test_the_shipped_pairs_include_every_two_gpu_pair() -> None:
+    assert sum(p[0].relative_to(SAMPLES).parts[0].startswith("pp2_") for p in PAIRS) == 8
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=lambda p: str(p[0].parent.relative_to(SAMPLES)))
 def test_sample_pairs_print_b_minus_a_of_their_steps_in_both_orders(
         pair: tuple[Path, Path]) -> None:
-    # given a shipped two-GPU device run and its event run
+    # given a shipped device run and its event run (the two-GPU ones and the H200 PP=1)
     dev, evt = (sample_cache.stalls(p) for p in pair)
     ab, ba = compare(dev, evt, "device", "event"), compare(evt, dev, "event", "device")
     # then each order prints B - A of its printed steps, and the two orders mirror

@@ -4,10 +4,10 @@
 # local stages, launch-bound hidden 1024): three traced Kineto runs per policy, each with the
 # untraced steps run.json records before its window (--skip 30: 14 of them); every device x
 # event pair compared, the two A/A pairs (runs 1 and 2 of one policy), and `profplug ab` (5
-# runs, switched) as the unprofiled truth. What to read: per pair, speed.factor / differs /
-# verdict (summary.txt): pairs whose traced and untraced ratios disagree beyond their noise
-# name no winner; the A/A pairs should not be flagged more often than pairs of one policy
-# drift apart. Needs .whl carried (as gpu_session.sh). Results: $OUT/log.txt,
+# runs, switched) as the unprofiled truth. What to read: per pair, both signs (observer F,
+# untraced U with the syncs) / differs / verdict (summary.txt): pairs whose observer effects
+# differ, or whose untraced steps differ where the syncs do not explain it, name no winner;
+# the A/A pairs should not be flagged more often than pairs of one policy drift apart. Needs .whl carried (as gpu_session.sh). Results: $OUT/log.txt,
 # $OUT/summary.txt, $OUT/speed.tgz.part-*.
 #   BUDGET_S=540 bash scripts/gpu_process_speed.sh
 set -u
@@ -43,7 +43,10 @@ w = Path(sys.argv[1])
 for f in sorted((w / "cmp").glob("*.json")):
     d = json.loads(f.read_text())
     s = d.get("speed") or {}
-    print(f"{f.stem:8} factor {s.get('factor')} noise {s.get('noise_factor')} "
+    print(f"{f.stem:8} observer F {s.get('factor')} noise {s.get('noise_factor')} "
+          f"{s.get('observer_differs')}; untraced U {s.get('untraced_factor')} noise "
+          f"{s.get('untraced_noise_factor')} syncs {s.get('device_syncs_per_step_a')}/"
+          f"{s.get('device_syncs_per_step_b')} {s.get('untraced_differs')}; "
           f"differs {s.get('differs')} | {d.get('verdict')}")
 ab = w / "ab" / "ab.json"
 if ab.exists():

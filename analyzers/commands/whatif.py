@@ -15,6 +15,7 @@ from profplug.analyzers.compare.against_run import (
     load_other,
     other_paths,
 )
+from profplug.analyzers.compare.answer import device_syncs_per_step
 from profplug.analyzers.compare.process_speed import process_speed, withhold_against
 from profplug.analyzers.core.errors import ProfplugError, one_line
 from profplug.analyzers.core.timeline import Timeline
@@ -28,7 +29,7 @@ from profplug.analyzers.scale.dispatch import Backend
 from profplug.analyzers.scale.load import PathsLike, load_timelines
 from profplug.analyzers.scale.pathargs import check_paths, split_paths
 from profplug.analyzers.scale.placement import spreading
-from profplug.analyzers.stalls.rank import StallOptions
+from profplug.analyzers.stalls.rank import StallOptions, analyze_rank
 from profplug.analyzers.steps.observer import untraced_step_us
 from profplug.analyzers.whatif import (
     DropSpec,
@@ -88,9 +89,14 @@ def _spread_whatif(files: list[Path], drop: DropSpec, opt: StallOptions,
 def _against(res: WhatIfResult, timelines: list[Timeline], other: list[Timeline],
              files: list[Path], against_run: str, opt: StallOptions) -> AgainstResult:
     """``res`` lined up with the measured run, not judged when the two runs' processes ran
-    at different speeds (their run.json: ``compare/process_speed.py``)."""
+    at different speeds (their run.json and device-wide synchronizes per step:
+    ``compare/process_speed.py``)."""
+    def syncs(run: list[Timeline]) -> dict[int, float]:
+        return device_syncs_per_step(analyze_rank(tl, opt) for tl in run if tl.n_gpu)
+
     label_b = label_of(against_run)
-    speed = process_speed(find_run_meta(files), find_run_meta(other_paths(against_run)))
+    speed = process_speed(find_run_meta(files), find_run_meta(other_paths(against_run)),
+                          lambda: (syncs(timelines), syncs(other)))
     out = withhold_against(against(res, timelines, other, label_b, opt), speed,
                            label_of(str(files[0])), label_b)
     assert out is not None

@@ -30,7 +30,10 @@ from profplug.analyzers.steps.runstep import run_step
 from profplug.analyzers.steps.stats import center
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from profplug.analyzers.report.analysis import Report
+    from profplug.analyzers.stalls.result import RankResult
 
 SHAPE_RATIO = 1.5  # GPU compute time per step differing by more: another shape
 
@@ -119,17 +122,18 @@ def whatif_answer(rep_a: Report, rep_b: Report) -> Answer | None:
     y = float(step["us"]) if step["basis"] == "step" and step["us"] else center(steps)
     s = spread_pct(steps) / 100.0
     ans = _answer(pred, y, y * (1.0 - s), y * (1.0 + s), "step spread")
-    da, db = device_syncs_per_step(rep_a), device_syncs_per_step(rep_b)
+    da, db = device_syncs_per_step(rep_a.ranks), device_syncs_per_step(rep_b.ranks)
     if ans is not None and da and db and max(db.values()) >= 0.5 * max(da.values()):
         ans = replace(ans, caveat=f"but B still makes {syncs_words(db)}: it is not the run "
                       "the what-if predicts")
     return ans
 
 
-def device_syncs_per_step(rep: Report) -> dict[int, float]:
-    """Per rank with steps, its device-wide synchronize calls per step."""
+def device_syncs_per_step(ranks: Iterable[RankResult]) -> dict[int, float]:
+    """Per rank with steps, its device-wide synchronize calls per step (a full analysis's
+    ranks: a brief one counts no syncs)."""
     return {r.rank: sum(s.count for s in r.syncs if s.kind == "device") / r.steps.n_steps
-            for r in rep.ranks if r.steps is not None and r.steps.n_steps}
+            for r in ranks if r.steps is not None and r.steps.n_steps}
 
 
 def syncs_words(per_rank: dict[int, float]) -> str:

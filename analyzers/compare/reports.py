@@ -18,8 +18,9 @@ Times in us, taken from each run's report (so they equal its JSON report). Defin
   spread and a block bootstrap over steps (``comparenoise``); when it is not beyond the noise
   the verdict is "no difference beyond the noise: B - A = ..." and no share of it is printed.
 - ``speed``: whether the two processes ran at one speed (run.json's traced and untraced
-  steps, ``process_speed``); when they did not, no verdict names a winner, the answer does
-  not judge the prediction, and a warning says why;
+  steps, the runs' device-wide synchronizes per step: ``process_speed``); when they did
+  not, no verdict names a winner, the answer does not judge the prediction, and a warning
+  says why;
 - ``against``: A's what-if lined up with B by call, per rank (``whatif/against.py``);
 - ``answer``: A's what-if prediction against B's measured step (``compareanswer``), and
   ``mismatches``: how the runs differ besides the policy (command, ranks, steps, shape).
@@ -30,7 +31,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from profplug.analyzers.compare.answer import Answer, mismatches, whatif_answer
+from profplug.analyzers.compare.answer import (
+    Answer,
+    device_syncs_per_step,
+    mismatches,
+    whatif_answer,
+)
 from profplug.analyzers.compare.guard import guard, with_caveat
 from profplug.analyzers.compare.noise import (
     NoiseTest,
@@ -233,7 +239,8 @@ def compare(rep_a: Report, rep_b: Report, label_a: str = "A", label_b: str = "B"
              for k in sorted(sides_a.keys() | sides_b.keys())]
     by_a = {r.rank: r for r in rep_a.ranks}
     by_b = {r.rank: r for r in rep_b.ranks}
-    speed = process_speed(rep_a.meta, rep_b.meta)  # run.json's untraced and traced steps
+    speed = process_speed(rep_a.meta, rep_b.meta, lambda: (  # run.json's steps, the syncs
+        device_syncs_per_step(rep_a.ranks), device_syncs_per_step(rep_b.ranks)))
     differ = speed is not None and speed.differs
     for rc in ranks:
         if rc.rank in by_a and rc.rank in by_b:

@@ -75,7 +75,7 @@ def test_a_runs_synchronizes_per_step_are_a_ranks_not_the_sum() -> None:
     # of its 2 ranks) as B, against a device run with a what-if as A
     a = sample_cache.report("pp2_infer_kineto/device")
     b = sample_cache.stalls("pp2_infer_repeats/kineto2/device")
-    per = device_syncs_per_step(b)
+    per = device_syncs_per_step(b.ranks)
     assert len(per) == 2 and len({round(v, 1) for v in per.values()}) == 1
     cmp = compare(a, b, "device", "again")
     # then the answer's caveat counts a rank's synchronizes per step, on each rank

@@ -108,6 +108,10 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
                             f"(from {MIN_STEP_US:g}, 1 ns, to {MAX_STEP_US:g}, one hour; got "
                             f"{unprofiled_us:g})")
     ci = parse_ci(unprofiled_ci, unprofiled_us)
+    if unprofiled_us is not None and against_run is not None:
+        raise ProfplugError("--against holds the traced prediction against a traced run; "
+                            "--unprofiled predicts an unprofiled step (set it against "
+                            "`profplug ab`: `profplug compare RUN AB_DIR`): give one of them")
     opt = options or StallOptions()
     files = check_paths(paths)
     other = None if against_run is None else load_other(other_paths(against_run), read)
@@ -136,6 +140,8 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
         res, against(res, timelines, other, label_of(against_run), opt))
     write_text(render_text(out, fmt), output)
     if html is not None:
+        if isinstance(out, WhatIfAgainst):  # the page holds what the terminal shows
+            rep.add(out.against)
         rep.command = "whatif"
         write_page(rep, html)
     return 0

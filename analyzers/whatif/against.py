@@ -20,8 +20,9 @@ out): per segment, its median duration in each run (over the steps that hold bot
 anchors) and the difference, predicted - measured. The segment with the largest |difference|
 is where the prediction and the measurement part most (``RankAgainst.finding``).
 
-Per rank also the step: the what-if's ``predicted_us`` and its band against OTHER's report
-step (``StepStats.period_us``, what ``profplug report`` prints): error % = (predicted -
+Per rank also the step: the what-if's ``predicted_us`` and its band for a separate traced
+run (OTHER is one: ``figures.Target.TRACED``, the host's speed drawn per process) against
+OTHER's report step (``StepStats.period_us``, what ``profplug report`` prints): error % = (predicted -
 measured) / measured * 100; inside = the measured step lies in the band. Times in us.
 """
 
@@ -41,6 +42,8 @@ from profplug.analyzers.graph import dropset
 from profplug.analyzers.graph.model import DropSpec, build_model
 from profplug.analyzers.stalls.rank import StallOptions, analyze_rank
 from profplug.analyzers.steps.stats import outlier_mask
+from profplug.analyzers.whatif import figures
+from profplug.analyzers.whatif.figures import Target
 from profplug.analyzers.whatif.predict import _main_thread, _predicted_timeline
 from profplug.analyzers.whatif.result import WhatIfResult
 from profplug.analyzers.whatif.simulate import replay, times_only
@@ -92,7 +95,7 @@ class RankAgainst:
 
     rank: int
     predicted_us: float | None  # the what-if's predicted step (None: no step basis)
-    band_pct: float  # +- around predicted_us (error_band_pct)
+    band_pct: float  # +- around predicted_us for a separate traced run (run_band_pct)
     measured_us: float | None  # OTHER's report step (period_us); None: no steps
     n_steps: int  # steady steps lined up (the smaller count of the two runs)
     # the host step (step start to the next step's start), median over those steps
@@ -155,6 +158,7 @@ class AgainstResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"measured": self.label, "statistic": "median over the steady steps",
+                "band_for": figures.TARGET_WORDS[Target.TRACED],
                 "ranks": [r.to_dict() for r in self.ranks], "warnings": list(self.warnings)}
 
 
@@ -266,7 +270,8 @@ def against(res: WhatIfResult, timelines: list[Timeline], other: list[Timeline],
                 for x in (pa, ma)]
         out.append(RankAgainst(
             rank=r, predicted_us=w.predicted_us if w is not None and w.basis == "step"
-            else None, band_pct=(w.error_band_pct or 0.0) if w is not None else 0.0,
+            else None, band_pct=(figures.band_pct(w, Target.TRACED) or 0.0) if w is not None
+            else 0.0,
             measured_us=_measured_step_us(measured[r], opt), n_steps=n,
             predicted_host_us=host[0], measured_host_us=host[1], segments=segs, repeated=rep))
         if not segs:

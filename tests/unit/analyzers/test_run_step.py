@@ -117,8 +117,8 @@ def test_ab_report_labels_a_stored_whatif_whose_run_is_gone(tmp_path: Path,
     assert w["recomputed"] is False
     assert w["predicted_step_us"] == before["predicted_step_us"]  # kept as stored
     text = "".join(capsys.readouterr().out.split())  # wrapped lines: also inside the path
-    # the sample's ab.json predates the version stamp: "an older profplug"
-    assert "".join(f"stored in ab.json by an older profplug (not recomputed: {gone} not "
+    # the sample's ab.json names the version that stored it
+    assert "".join(f"stored in ab.json by {before['stored_by']} (not recomputed: {gone} not "
                    "found)".split()) in text
 
 

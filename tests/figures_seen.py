@@ -27,7 +27,6 @@ step, ``--unprofiled``; ``b:``: run B of a compare):
 from __future__ import annotations
 
 import html as htmllib
-import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -298,16 +297,6 @@ def page_text(page: str) -> str:
     return htmllib.unescape(re.sub(r"<[^>]+>", " ", page))
 
 
-PAGE_PRED = re.compile(r"(" + NUM + r") ± (" + NUM + r")%")
-
-
-def page(text_html: str, where: str, seen: Seen, dropped: set[int], ns: str = "") -> str:
-    """The page's findings and its what-if/against tables' bands."""
-    text = page_text(text_html)
-    finding(text, where, seen, ns, "traced", dropped)
-    return text
-
-
 def answer_text(text: str, where: str, seen: Seen, target: str) -> None:
     """compare's answer: "X's what-if predicted P us/step (±B%: ...)"."""
     m = re.search(r"what-if predicted (" + NUM + r") us/step \(±(\d+)%", re.sub(r"\s+", " ", text))
@@ -355,7 +344,3 @@ def ab_json(doc: dict[str, Any], where: str, seen: Seen) -> None:
         seen.add("u:pred_rank", str(w["predicted_rank"]), where)
     seen.add("u:band:unprofiled", w.get("band_pct"), where)
     seen.add("u:speedup", w.get("predicted_speedup"), where)
-
-
-def loads(text: str) -> Any:
-    return json.loads(text)

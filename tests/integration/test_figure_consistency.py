@@ -192,3 +192,15 @@ def test_every_output_of_the_ab_sample_states_each_figure_once(
     _page_whatif(cpage, "compare TRACED AB page", seen, "u:")
     bad = seen.disagreements()
     assert not bad, "\n".join(bad)
+
+
+def test_the_check_tells_a_rounded_figure_from_another_value() -> None:
+    seen = fs.Seen()
+    seen.add("pred_step", "3,921", "headline")
+    seen.add("pred_step", 3920.543, "json")
+    seen.add("band:traced", "36", "headline")
+    seen.add("band:traced", "35.6", "table")
+    assert seen.disagreements() == []
+    seen.add("pred_step", "4,032", "another headline")
+    seen.add("band:traced", "29.0", "--against")
+    assert [d.split(":")[0] for d in seen.disagreements()] == ["band", "pred_step"]

@@ -117,6 +117,11 @@ def finding(text: str, where: str, seen: Seen, ns: str, own: str, dropped_all: s
 
 def report_json(doc: dict[str, Any], where: str, seen: Seen, ns: str = "") -> None:
     seen.add(f"{ns}run_step", doc.get("step", {}).get("us"), where)
+    if doc.get("headline"):
+        finding(doc["headline"], where + " headline", seen, ns, "traced", dropped_all(doc))
+    top = doc.get("predicted_step") or {}
+    if top.get("us") is not None and not top.get("nothing_to_drop"):
+        seen.add(f"{ns}pred_step", top["us"], where + " predicted_step")
     for r in doc["ranks"]:
         k = r["rank"]
         st = r.get("steps") or {}

@@ -73,6 +73,9 @@ def _traced_outputs(a: Path, seen: fs.Seen, tmp: Path) -> tuple[dict, set[int]]:
     _page_whatif(page, "report page", seen)
     wj = json.loads(_run(["whatif", str(a), "-f", "json"], tmp / "w.json"))
     fs.whatif_json(wj["whatif"], "whatif json", seen, "", dropped)
+    if not wj["predicted_step"].get("nothing_to_drop"):
+        seen.add("pred_step", wj["predicted_step"]["us"], "whatif json predicted_step")
+    seen.add("run_step", wj["step"]["us"], "whatif json step")
     fs.report_text(_run(["whatif", str(a)], tmp / "w.txt"), "whatif table", seen, dropped)
     return rep, dropped
 

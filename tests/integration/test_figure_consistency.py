@@ -184,6 +184,13 @@ def test_every_output_of_the_ab_sample_states_each_figure_once(
     fs.finding(ut, "whatif --unprofiled table", seen, "uw:", "unprofiled", set())
     seen.check(f"median step of {dev:,.0f} us" not in ut,
                "whatif --unprofiled calls the given step the trace's median step")
+    # calibrated on the A/B itself: ab's prediction, with ab's band
+    aj = json.loads(_run(["whatif", str(traced), "--unprofiled", str(ab), "-f", "json"],
+                         tmp_path / "ua.json"))
+    fs.whatif_json(aj["whatif"], "whatif --unprofiled AB_DIR json", seen, "u:", set())
+    at = _run(["whatif", str(traced), "--unprofiled", str(ab)], tmp_path / "ua.txt")
+    fs.finding(at, "whatif --unprofiled AB_DIR table", seen, "u:", "unprofiled", set())
+    fs.whatif_text(at, "whatif --unprofiled AB_DIR table", seen, "u:", set())
     cj = json.loads(_run(["compare", str(traced), str(ab), "-f", "json"], tmp_path / "c.json"))
     seen.add("u:pred_step", cj["answer"]["predicted_us"], "compare TRACED AB json")
     seen.add("u:band:unprofiled", cj["answer"]["band_pct"], "compare TRACED AB json")

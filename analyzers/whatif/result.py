@@ -79,18 +79,28 @@ class WhatIfResult:
                 return x
         raise KeyError(r)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The ``whatif`` object of the JSON report (docs/whatif.md)."""
+    def predicted_step(self) -> dict[str, Any]:
+        """The run's predicted step (``runstep``'s step object) with the prediction's figures
+        (``figures``: its rank, band and what it is for, the speedup, nothing to drop): the
+        JSON's ``predicted_step``, at the top of a report and in its ``whatif``."""
         from profplug.analyzers.steps.runstep import whatif_steps
 
-        step, predicted = whatif_steps(self)
+        _, predicted = whatif_steps(self)
         pred = figures.prediction(self)
         target = figures.own_target(self)
         predicted.update({"nothing_to_drop": pred is None and bool(self.ranks),
                           **(pred.to_dict() if pred is not None else
                              {"rank": None, "band_pct": None, "target": target.value,
                               "band_for": figures.TARGET_WORDS[target], "speedup": None})})
-        return {"version": SCHEMA_VERSION, "step": step, "predicted_step": predicted,
+        return predicted
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``whatif`` object of the JSON report (docs/whatif.md)."""
+        from profplug.analyzers.steps.runstep import whatif_steps
+
+        step, _ = whatif_steps(self)
+        target = figures.own_target(self)
+        return {"version": SCHEMA_VERSION, "step": step, "predicted_step": self.predicted_step(),
                 "drop": self.drop, "dropped": self.dropped(),
                 "drop_note": self.drop_note, "statistic": STATISTIC,
                 "callsite": self.callsite,

@@ -1,12 +1,13 @@
 """The finding of a run in one sentence, and the run-level warnings of a report.
 
-``headline(ranks, whatif)`` picks the rank where device-wide synchronizes cost the most and
-says what they cost per step (or per GPU window without steps):
+``headline(ranks, whatif)`` says what device-wide synchronizes cost per step (or per GPU
+window without steps), on the rank where they cost the most:
 
 - with the what-if: what it dropped (by default the synchronizes inside the pipeline
-  send/recv, ``whatif.dropset``), the saving of replaying without them (recorded - predicted
-  step), split into direct (GPU idle in the dropped synchronizes) and indirect (the rest),
-  and the predicted step time with event-based waits and its error band (docs/costs.md);
+  send/recv, ``whatif.dropset``), the GPU idle measured in them, then the pipeline's
+  prediction as ``whatif.figures`` makes it (the slowest predicted rank, named, its step,
+  the speedup over the run's step, its band for the target it is held against), and the
+  warnings that change it; nothing to drop when dropping them moves no step;
 - without it: the direct cost, and how to get the rest (``profplug whatif``);
 - with no device-wide synchronize (or no saving): what the GPU's idle time is mostly.
 

@@ -141,6 +141,7 @@ def test_every_output_of_a_pair_states_each_figure_once(pair: tuple[Path, Path],
     seen.add("b:run_step", cj["b"]["step"]["us"], "compare json")
     if cj.get("answer"):
         seen.add("pred_step", cj["answer"]["predicted_us"], "compare json answer")
+        seen.add("pred_rank", str(cj["answer"]["rank"]), "compare json answer")
         seen.add("band:traced", cj["answer"]["band_pct"], "compare json answer")
     if cj.get("against"):
         fs.against_json(cj["against"], "compare json against", seen)
@@ -193,6 +194,7 @@ def test_every_output_of_the_ab_sample_states_each_figure_once(
     fs.whatif_text(at, "whatif --unprofiled AB_DIR table", seen, "u:", set())
     cj = json.loads(_run(["compare", str(traced), str(ab), "-f", "json"], tmp_path / "c.json"))
     seen.add("u:pred_step", cj["answer"]["predicted_us"], "compare TRACED AB json")
+    seen.add("u:pred_rank", str(cj["answer"]["rank"]), "compare TRACED AB json")
     seen.add("u:band:unprofiled", cj["answer"]["band_pct"], "compare TRACED AB json")
     ct = _run(["compare", str(traced), str(ab)], tmp_path / "c.txt")
     fs.answer_text(ct, "compare TRACED AB table", seen, "unprofiled")

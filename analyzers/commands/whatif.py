@@ -65,8 +65,8 @@ def unprofiled_step_us(value: str | float | None, paths: PathsLike) -> float | N
     try:
         return float(value)
     except ValueError:
-        raise ProfplugError(f"--unprofiled takes a step time in us or 'auto', got "
-                            f"{one_line(value)!r}") from None
+        raise ProfplugError(f"--unprofiled takes a step time in us, 'auto' or a profplug ab "
+                            f"directory, got {one_line(value)!r}") from None
 
 
 def ab_calibration(value: str | float | None

@@ -4,9 +4,10 @@ each figure a user reads the same way (to its printed precision).
 For each device/event pair of ``sample_traces/`` (and the Megatron-Core PP=2 client in
 ``/work/shared/traces/mcore_pp2_client`` when present): ``report`` (table, JSON, CSV, the
 HTML's text), ``whatif`` (table, JSON), ``whatif --against EVENT`` (table, JSON, the HTML's
-text), ``whatif --unprofiled`` (table, JSON) and ``compare DEVICE EVENT`` (table, JSON, the
-HTML's text); for the A/B sample, ``ab-report`` (table, JSON, the page's text),
-``whatif --unprofiled`` at ab's device median and ``compare TRACED AB_DIR``. Every output
+text), ``whatif --unprofiled`` (table, JSON, the HTML's text) and ``compare DEVICE EVENT``
+(table, JSON, the HTML's text); for the A/B sample, ``ab-report`` (table, JSON, the page's
+text), ``whatif --unprofiled`` at ab's device median and at the ab directory itself, and
+``compare TRACED AB_DIR`` (table, JSON, the page's text). Every output
 runs in this process through the command line's own entry (``main``), each run read once.
 The figures (``tests/figures_seen.py``): each rank's step and the run's, the synchronize idle
 per step and per call site, the stream waits, the pipeline's predicted step, its rank, its
@@ -134,6 +135,9 @@ def test_every_output_of_a_pair_states_each_figure_once(pair: tuple[Path, Path],
     fs.whatif_text(ut, "whatif --unprofiled table", seen, "u:", set())
     seen.check(f"median step of {float(u):,.0f} us" not in ut,
                "whatif --unprofiled calls the given step the trace's median step")
+    upage = fs.page_text(_page(["whatif", a, "--unprofiled", u], tmp_path, "u"))
+    fs.finding(upage, "whatif --unprofiled page", seen, "u:", "unprofiled", set())
+    _page_whatif(upage, "whatif --unprofiled page", seen, "u:")
     # compare
     cj = json.loads(_run(["compare", a, b, "-f", "json"], tmp_path / "c.json"))
     fs.report_json(cj["a"]["report"], "compare json (A's report)", seen)

@@ -302,17 +302,19 @@ def page_text(page: str) -> str:
     return htmllib.unescape(re.sub(r"<[^>]+>", " ", page))
 
 
-def answer_text(text: str, where: str, seen: Seen, target: str) -> None:
-    """compare's answer: "X's what-if predicted P us/step (±B%: ...)"."""
+def answer_text(text: str, where: str, seen: Seen, target: str) -> bool:
+    """compare's answer: "X's what-if predicted P us/step (±B%: ...)"; whether it is there."""
     m = re.search(r"what-if predicted (" + NUM + r") us/step \(±(\d+)%", re.sub(r"\s+", " ", text))
     if m:
         ns = "u:" if target == "unprofiled" else ""
         seen.add(f"{ns}pred_step", m.group(1), where)
         seen.add(f"{ns}band:{target}", m.group(2), where)
+    return m is not None
 
 
 def compare_steps(text: str, where: str, seen: Seen) -> None:
-    """compare's B - A against the two steps it prints."""
+    """compare's B - A (when its verdict gives one) against the two steps it prints (that
+    line must be there: a changed wording fails here rather than leave them unchecked)."""
     flat = re.sub(r"\s+", " ", text)
     m = re.search(r"the run's step: A (" + NUM + r") us/step.*? vs B (" + NUM + r") us/step",
                   flat)
@@ -320,6 +322,7 @@ def compare_steps(text: str, where: str, seen: Seen) -> None:
     if m:
         seen.add("run_step", m.group(1), where)
         seen.add("b:run_step", m.group(2), where)
+    seen.check(bool(m), f"{where}: no \"the run's step: A ... vs B ...\" line to check")
     if m and d:
         dec = max(len(x.split(".")[1]) if "." in x else 0 for x in m.group(1, 2))
         a, b = num(m.group(1))[0], num(m.group(2))[0]

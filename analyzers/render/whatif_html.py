@@ -76,7 +76,8 @@ def render_against_html(res: AgainstResult, out: TextIO) -> None:
         return "-" if x is None else f"{x:,.1f}"
 
     rows = "".join(
-        f"<tr><td>{r.rank}</td><td>{n(r.predicted_us)} &plusmn; {r.band_pct:.1f}%</td>"
+        f"<tr><td>{r.rank}</td><td>{n(r.predicted_us)}"
+        + ("" if r.band_pct is None else f" &plusmn; {r.band_pct:.1f}%") + "</td>"
         f"<td>{n(r.measured_us)}</td><td>"
         + ("-" if r.error_pct is None else f"{r.error_pct:+.1f}%") + "</td><td>"
         + ("-" if r.inside is None else ("yes" if r.inside else "no"))

@@ -95,7 +95,7 @@ class RankAgainst:
 
     rank: int
     predicted_us: float | None  # the what-if's predicted step (None: no step basis)
-    band_pct: float  # +- around predicted_us for a separate traced run (run_band_pct)
+    band_pct: float | None  # +- around predicted_us for a separate traced run; None: none
     measured_us: float | None  # OTHER's report step (period_us); None: no steps
     n_steps: int  # steady steps lined up (the smaller count of the two runs)
     # the host step (step start to the next step's start), median over those steps
@@ -113,7 +113,7 @@ class RankAgainst:
     @property
     def inside(self) -> bool | None:
         """Whether the measured step lies inside the prediction's band."""
-        if self.predicted_us is None or self.measured_us is None:
+        if self.predicted_us is None or self.measured_us is None or self.band_pct is None:
             return None
         lo, hi = (self.predicted_us * (1.0 + s * self.band_pct / 100.0) for s in (-1, 1))
         return lo <= self.measured_us <= hi
@@ -256,6 +256,10 @@ def against(res: WhatIfResult, timelines: list[Timeline], other: list[Timeline],
     measured = {tl.rank: tl for tl in other if tl.n_gpu}
     ranks = sorted(predicted.keys() & measured.keys())
     warnings = []
+    nothing = figures.nothing_to_drop(res)
+    if nothing:  # no prediction to judge: the segments still show where the runs part
+        warnings.append(f"dropping {res.dropped()} changes no step in the replay: nothing "
+                        "to drop, no prediction to judge against the measured step")
     if set(predicted) != set(measured):
         warnings.append(f"{label} has ranks {sorted(measured)}, the what-if "
                         f"{sorted(predicted)}: compared ranks {ranks}")
@@ -270,8 +274,9 @@ def against(res: WhatIfResult, timelines: list[Timeline], other: list[Timeline],
                 for x in (pa, ma)]
         out.append(RankAgainst(
             rank=r, predicted_us=w.predicted_us if w is not None and w.basis == "step"
-            else None, band_pct=(figures.band_pct(w, Target.TRACED) or 0.0) if w is not None
-            else 0.0,
+            and not nothing else None,
+            band_pct=figures.band_pct(w, Target.TRACED) if w is not None and not nothing
+            else None,
             measured_us=_measured_step_us(measured[r], opt), n_steps=n,
             predicted_host_us=host[0], measured_host_us=host[1], segments=segs, repeated=rep))
         if not segs:

@@ -150,7 +150,8 @@ def test_every_output_of_a_pair_states_each_figure_once(pair: tuple[Path, Path],
     if cj.get("against"):
         fs.against_json(cj["against"], "compare json against", seen)
     ct = _run(["compare", a, b], tmp_path / "c.txt")
-    fs.answer_text(ct, "compare table", seen, "traced")
+    seen.check(fs.answer_text(ct, "compare table", seen, "traced") == bool(cj.get("answer")),
+               "compare table: its answer line and the JSON's answer disagree")
     fs.against_text(ct, "compare table", seen)
     fs.compare_steps(ct, "compare table", seen)
     cpage = fs.page_text(_page(["compare", a, b], tmp_path, "c"))

@@ -22,7 +22,9 @@ from profplug.analyzers.ab.analyze import too_few
 from profplug.analyzers.ab.result import AbResult
 from profplug.analyzers.core.errors import ProfplugError
 from profplug.analyzers.steps.stats import STATISTIC
+from profplug.analyzers.whatif import figures
 
+CALIBRATION_SLACK = 0.005  # a stored calibration step this far from ab's: another A/B's
 MEASURED = ("event", "none")  # the policies a prediction without device syncs stands for
 # what attach() adds: dropped first, so attaching a stored overlay again starts afresh
 ATTACHED = ("measured_policy", "predicted_band_us", "measured_median_step_us",
@@ -51,12 +53,11 @@ def whatif_overlay(paths: Sequence[Path], run: str,
     ratio = (float(ratio_ci[0]), float(ratio_ci[1])) if ratio_ci and len(ratio_ci) == 2 \
         else None
     cal = overlay(whatif_unprofiled(tls, device_step_us, step_ci_us=ci, ratio_ci=ratio), run)
-    keep = ("recorded_step_us", "predicted_step_us", "band_pct", "predicted_speedup")
+    keep = ("recorded_step_us", "predicted_step_us", "band_pct", "band_for",
+            "predicted_speedup")
     return {**cal, "calibrated_on_us": round(device_step_us, 3),
             "recorded_step_us": traced["recorded_step_us"],
             "traced": {k: traced[k] for k in keep},
-            "predicted_speedup": (round(device_step_us / cal["predicted_step_us"], 4)
-                                  if cal["predicted_step_us"] > 0 else None),
             "warnings": [*traced["warnings"], *cal["warnings"]], "stored_by": _made_by()}
 
 
@@ -95,16 +96,28 @@ def restored(result: AbResult, stored: dict[str, Any]) -> dict[str, Any]:
             return calibrated(result, run)
         except (ProfplugError, OSError) as exc:
             why = f"{run} does not read: {exc}"
-    return {**stored, "recomputed": False, "not_recomputed": why}
+    kept = {**stored, "recomputed": False, "not_recomputed": why}
+    cal, dev = stored.get("calibrated_on_us"), result.policy("device").median_step_us
+    if isinstance(cal, (int, float)) and dev and abs(cal - dev) > CALIBRATION_SLACK * dev:
+        kept["warnings"] = [*(stored.get("warnings") or []),
+                            f"{figures.STORED} calibrated on a device step of {cal:,.1f} us, "
+                            f"not on this A/B's {dev:,.1f} us: not this A/B's prediction"]
+    return kept
 
 
 def overlay(res: Any, run: str) -> dict[str, Any]:
-    """The pipeline's recorded and predicted step (us) of a ``WhatIfResult``, with the
-    slowest rank's error band."""
-    ranks = [r for r in res.ranks if r.basis == "step"] or list(res.ranks)
-    slow = max(ranks, key=lambda r: r.predicted_us, default=None)
+    """The pipeline's recorded and predicted step (us) of a ``WhatIfResult``, its band and
+    speedup, as every output states them (``whatif.figures``: the slowest predicted rank's
+    prediction, its band for the what-if's own target). Nothing to drop: no prediction
+    (``predicted_step_us`` the replay, ``band_pct`` and ``predicted_speedup`` None,
+    ``nothing_to_drop`` true)."""
+    ranks = figures.stepped(res)
+    pred = figures.prediction(res)
+    slow = figures.pipeline_rank(res)
     recorded = max((r.recorded_us for r in ranks), default=0.0)
-    predicted = slow.predicted_us if slow is not None else 0.0
+    predicted = pred.predicted_us if pred is not None else (
+        slow.predicted_us if slow is not None else 0.0)
+    target = figures.own_target(res)
     return {
         "run": run,
         "drop": res.drop,
@@ -113,12 +126,16 @@ def overlay(res: Any, run: str) -> dict[str, Any]:
         "statistic": STATISTIC,  # of the steps: recorded and predicted as in the report
         "recorded_step_us": round(recorded, 3),
         "predicted_step_us": round(predicted, 3),
-        "band_pct": getattr(slow, "error_band_pct", 0.0) if slow is not None else 0.0,
-        "predicted_speedup": round(recorded / predicted, 4) if predicted > 0 else None,
+        "predicted_rank": None if slow is None else slow.rank,
+        "band_pct": None if pred is None else pred.band_pct,
+        "band_for": figures.TARGET_WORDS[target],
+        "nothing_to_drop": pred is None,
+        "predicted_speedup": None if pred is None or pred.speedup is None
+        else round(pred.speedup, 4),
         "max_model_error_pct": round(res.max_model_error_pct, 2),
         "ranks": [{"rank": r.rank, "recorded_us": round(r.recorded_us, 3),
                    "predicted_us": round(r.predicted_us, 3),
-                   "band_pct": getattr(r, "error_band_pct", 0.0)} for r in res.ranks],
+                   "band_pct": figures.band_pct(r, target)} for r in res.ranks],
         "warnings": list(res.warnings),
     }
 
@@ -131,6 +148,9 @@ def attach(result: AbResult, ov: dict[str, Any]) -> None:
     measured = result.policy(policy) if policy else None
     device = result.policy("device")
     ov["measured_policy"] = policy
+    if ov.get("nothing_to_drop"):  # no prediction to set against the measurement
+        result.whatif = ov
+        return
     pred, band = ov["predicted_step_us"], float(ov.get("band_pct") or 0.0)
     ov["predicted_band_us"] = [round(pred * (1 - band / 100), 3),
                                round(pred * (1 + band / 100), 3)]
@@ -160,14 +180,22 @@ def line(ov: dict[str, Any]) -> str:
     cal = ov.get("calibrated_on_us")
     how = (f"at the unprofiled device step {cal:,.1f} us" if cal
            else "at the traced host speed")
-    band = f" +-{ov['band_pct']:.0f}%" if ov.get("band_pct") else ""
+    band = (f" +-{ov['band_pct']:.0f}% for {ov.get('band_for') or 'an unprofiled run'}"
+            if ov.get("band_pct") else "")
     if ov.get("recomputed") is False:
         by = ov.get("stored_by")
         how += (f"; stored in ab.json by {by if isinstance(by, str) else 'an older profplug'} "
                 f"(not recomputed: {ov.get('not_recomputed')})")
+    notes = "".join(f"; warning: {w}" for w in
+                    figures.answer_warnings(list(ov.get("warnings") or [])))
+    if ov.get("nothing_to_drop"):
+        return (f"what-if ({ov['run']}, traced run, {how}): dropping "
+                f"{ov.get('dropped') or 'the device syncs'} changes no step in the replay: "
+                f"nothing to drop, no speedup predicted{notes}")
     head = (f"what-if ({ov['run']}, traced device run, {how}): predicted "
-            f"{ov['predicted_step_us']:,.1f} us/step{band} without "
-            f"{ov.get('dropped') or 'device syncs'}")
+            f"{ov['predicted_step_us']:,.1f} us/step"
+            + (f" on rank {ov['predicted_rank']}" if ov.get("predicted_rank") is not None
+               else "") + f"{band} without {ov.get('dropped') or 'device syncs'}{notes}")
     if ov.get("measured_median_step_us") is None:
         return head + " (no measured event/none runs to compare)"
     med, ci = ov["measured_median_step_us"], ov.get("measured_ci95_us")

@@ -10,6 +10,13 @@ from pathlib import Path
 from profplug.analyzers.commands.libwarnings import own_warnings
 from profplug.analyzers.commands.outpaths import check_outputs, stdout_or
 from profplug.analyzers.commands.output import open_backend, progress_flag, write_page, write_text
+from profplug.analyzers.compare.ab_runs import (
+    device_step,
+    is_ab_dir,
+    load_ab,
+    pick_policy,
+    speedup_ci,
+)
 from profplug.analyzers.compare.against_run import (
     label_of,
     load_other,
@@ -61,8 +68,20 @@ def unprofiled_step_us(value: str | float | None, paths: PathsLike) -> float | N
     try:
         return float(value)
     except ValueError:
-        raise ProfplugError(f"--unprofiled takes a step time in us or 'auto', got "
-                            f"{one_line(value)!r}") from None
+        raise ProfplugError(f"--unprofiled takes a step time in us, 'auto' or a profplug ab "
+                            f"directory, got {one_line(value)!r}") from None
+
+
+def ab_calibration(value: str | float | None
+                   ) -> tuple[float, tuple[float, float] | None, tuple[float, float] | None] | None:
+    """``--unprofiled AB_DIR``: ab's device median, its 95% CI and the measured policy's
+    paired speedup CI (the calibration ``ab --whatif`` and ``compare RUN AB_DIR`` make, so
+    all three give one prediction one band); None: not an ab directory."""
+    if not isinstance(value, str) or not is_ab_dir(value):
+        return None
+    doc = load_ab(Path(value))
+    step, ci = device_step(doc)
+    return step, ci, speedup_ci(doc, pick_policy(doc))
 
 
 @own_warnings
@@ -116,11 +135,16 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
     ``unprofiled_us``: the job's measured step time without a profiler (with its
     synchronizes): predict at that run's host speed (``whatif_unprofiled``); ``"auto"``: the
     untraced median step ``profplug run`` recorded in run.json (:func:`unprofiled_step_us`);
-    ``unprofiled_ci``: its 95% CI, ``"LO,HI"`` us (the band as ``ab --whatif`` sets it).
+    ``unprofiled_ci``: its 95% CI, ``"LO,HI"`` us (the band as ``ab --whatif`` sets it);
+    ``unprofiled_us`` a ``profplug ab`` directory: its device median, CI and paired speedup
+    CI (:func:`ab_calibration`).
     ``against_run``: a traced run of the other policy to line the prediction up with
     (``whatif/against.py``): the ``against`` key / section after the what-if's.
     """
     drop = check_drop(drop or DropSpec())
+    cal = ab_calibration(unprofiled_us)
+    if cal is not None:
+        unprofiled_us = cal[0]
     unprofiled_us = unprofiled_step_us(unprofiled_us, split_paths(paths))
     check_format(WhatIfResult, fmt)
     if unprofiled_us is not None and not MIN_STEP_US <= unprofiled_us <= MAX_STEP_US:  # NaN
@@ -128,6 +152,15 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
                             f"(from {MIN_STEP_US:g}, 1 ns, to {MAX_STEP_US:g}, one hour; got "
                             f"{unprofiled_us:g})")
     ci = parse_ci(unprofiled_ci, unprofiled_us)
+    ratio = None
+    if cal is not None:  # ab's device median, its CI and its paired speedup CI
+        if unprofiled_ci is not None:
+            raise ProfplugError("--unprofiled-ci: --unprofiled AB_DIR takes ab's own CI")
+        _, ci, ratio = cal
+    if unprofiled_us is not None and against_run is not None:
+        raise ProfplugError("--against holds the traced prediction against a traced run; "
+                            "--unprofiled predicts an unprofiled step (set it against "
+                            "`profplug ab`: `profplug compare RUN AB_DIR`): give one of them")
     opt = options or StallOptions()
     files = check_paths(paths)
     other = None if against_run is None else load_other(other_paths(against_run), read)
@@ -147,7 +180,8 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
         res, rep = spread
     else:
         res = whatif(timelines, drop, opt) if unprofiled_us is None \
-            else whatif_unprofiled(timelines, unprofiled_us, drop, opt, step_ci_us=ci)
+            else whatif_unprofiled(timelines, unprofiled_us, drop, opt, step_ci_us=ci,
+                                   ratio_ci=ratio)
         if html is not None:
             rep = analyze_timelines(timelines, opt, steps=(read or ReadOptions()).steps)
             rep.meta = find_run_meta(files)
@@ -156,6 +190,8 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
         res, _against(res, timelines, other, files, against_run, opt))
     write_text(render_text(out, fmt), output)
     if html is not None:
+        if isinstance(out, WhatIfAgainst):  # the page holds what the terminal shows
+            rep.add(out.against)
         rep.command = "whatif"
         write_page(rep, html)
     return 0

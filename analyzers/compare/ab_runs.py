@@ -19,6 +19,8 @@ from profplug.analyzers.ab.result import SCHEMA_VERSION
 from profplug.analyzers.compare.answer import Answer, whatif_answer_ab
 from profplug.analyzers.compare.guard import guard, with_caveat
 from profplug.analyzers.core.errors import ProfplugError
+from profplug.analyzers.whatif import figures
+from profplug.analyzers.whatif.result import WhatIfResult
 
 if TYPE_CHECKING:
     from profplug.analyzers.report.analysis import Report
@@ -113,6 +115,10 @@ def compare_ab(rep_a: Report, doc: dict[str, Any], label_a: str, label_b: str,
                policy: str, calibrated_on_us: float) -> AbComparison:
     ans = whatif_answer_ab(rep_a, doc, policy)
     if ans is None:
+        w = rep_a.run.get("whatif")
+        if isinstance(w, WhatIfResult) and w.ranks and figures.nothing_to_drop(w):
+            raise ProfplugError(f"{label_a}: dropping {w.dropped()} changes no step in its "
+                                "replay: nothing to drop, no prediction to set against ab")
         raise ProfplugError(f"{label_a}: no per-step what-if to compare with ab (does the run "
                             "have step ranges?)")
     warns, caveat = guard(rep_a, None, label_a, label_b)

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 from profplug.analyzers.compare.noise import pipeline_step_us, spread_pct
 from profplug.analyzers.steps.runstep import run_step
 from profplug.analyzers.steps.stats import center
+from profplug.analyzers.whatif import figures
+from profplug.analyzers.whatif.result import WhatIfResult
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -89,18 +91,18 @@ class Answer:
 
 def _prediction(rep_a: Report, separate: bool = False
                 ) -> tuple[int, float, float, float] | None:
-    """(rank, recorded, predicted, band) of the slowest predicted rank; None: no what-if
-    with per-step predictions. ``separate``: B is one separate run (a traced run), so the
-    band is the one for a separate run (``run_band_pct``: the host's speed per process)."""
+    """(rank, recorded, predicted, band) of A's what-if, the pipeline's prediction
+    (``whatif.figures``: the slowest predicted rank); None: no what-if with per-step
+    predictions, nothing to drop, or the band withheld. ``separate``: B is one separate
+    traced run, so the band for a separate traced run; else the what-if's own (against an
+    ab directory: calibrated on ab's device step, the band for an unprofiled run)."""
     w = rep_a.run.get("whatif")
-    ranks = [r for r in getattr(w, "ranks", []) if getattr(r, "basis", "") == "step"]
-    if not ranks:
+    if not isinstance(w, WhatIfResult) or not any(r.basis == "step" for r in w.ranks):
         return None
-    r = max(ranks, key=lambda x: x.predicted_us)
-    if r.error_band_pct is None:  # withheld: peer ranks missing, the prediction unreliable
+    p = figures.prediction(w, figures.Target.TRACED if separate else None)
+    if p is None or p.band_pct is None:  # withheld: peer ranks missing
         return None
-    band = float(r.run_band_pct or r.error_band_pct) if separate else float(r.error_band_pct)
-    return r.rank, float(r.recorded_us), float(r.predicted_us), band
+    return p.rank, p.recorded_us, p.predicted_us, p.band_pct
 
 
 def _answer(pred: tuple[int, float, float, float], y: float, lo: float, hi: float,

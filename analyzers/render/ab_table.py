@@ -1,5 +1,5 @@
-"""Terminal table of an A/B: per policy median step and CI, speedup and CI, per rank, the
-output check, the verdicts, failed runs. Fits an 80-column terminal; times in us per step.
+"""Terminal table of an A/B: the verdicts first, then per policy median step and CI, speedup
+and CI, per rank, the output check, the what-if, failed runs. Fits an 80-column terminal; times in us per step.
 """
 
 from __future__ import annotations
@@ -76,6 +76,10 @@ def render_ab_table(res: AbResult, out: TextIO) -> None:
     """The terminal view of an A/B."""
     w = out.write
     _header(res, w)
+    for s in res.summary:  # the answer first, then the table it comes from
+        if s.verdict:
+            for ln in _wrap(s.verdict, "verdict: ", "  "):
+                w(ln + "\n")
     w("\n")
     _policies(res, w)
     if any(len(s.ranks) > 1 for s in res.summary):
@@ -133,11 +137,8 @@ def _ranks(res: AbResult, w: Callable[[str], object]) -> None:
 
 
 def _notes(res: AbResult, w: Callable[[str], object]) -> None:
-    """The output check, verdicts, design notes, what-if, failed runs and warnings."""
+    """The output check, design notes, what-if, failed runs and warnings."""
     lines = [*_wrap(outputs_line(res))]
-    for s in res.summary:
-        if s.verdict:
-            lines += _wrap(s.verdict, "verdict: ", "  ")
     for line in [*res.not_reached, *design_lines(res)]:
         lines += _wrap(line)
     if res.stopped:

@@ -38,12 +38,14 @@ def render_against_table(res: AgainstResult, out: TextIO, top: int | None = None
     for r in res.ranks:
         err = "-" if r.error_pct is None else f"{r.error_pct:+.1f}"
         inside = "-" if r.inside is None else ("yes" if r.inside else "no")
-        w(f"{r.rank:>4} {_n(r.predicted_us):>10} {r.band_pct:>5.1f} {_n(r.measured_us):>10} "
+        band = "-" if r.band_pct is None else f"{r.band_pct:.1f}"
+        w(f"{r.rank:>4} {_n(r.predicted_us):>10} {band:>5} {_n(r.measured_us):>10} "
           f"{err:>6} {inside:>6} {_n(r.predicted_host_us):>10} {_n(r.measured_host_us):>10} "
           f"{r.n_steps:>5}\n")
-    w("(us per step; predicted/measured: the report's step time, the GPU period; host:\n"
-      "step start to the next step's start; medians over the steady steps lined up by\n"
-      "index; diff = predicted - measured)\n")
+    w("(us per step; predicted/measured: the report's step time, the GPU period; +-%:\n"
+      "the band for a separate traced run, which inside judges; host: step start to\n"
+      "the next step's start; medians over the steady steps lined up by index; diff =\n"
+      "predicted - measured)\n")
     for r in res.ranks:
         finding = r.finding()
         if finding is None:

@@ -46,13 +46,16 @@ Renderer = Callable[[Any, TextIO], None]
 PAGE = "html"  # written with --html, not chosen with --format
 # Run-level results whose page section goes right after the summary, in this order (the
 # others follow the notes): the what-if holds the answer, then the cross-rank bubbles.
-TOP_SECTIONS = ("host_only", "whatif", "cross_rank")
+TOP_SECTIONS = ("host_only", "whatif", "against", "cross_rank")
 
 
 def _report_table(rep: Report, out: TextIO) -> None:
     table.render_table(rep, out)
     for result in rep.run.values():
-        if renderer_for(type(result), "table") is not None:
+        if isinstance(result, WhatIfResult):  # its finding is the report's headline
+            out.write("\n")
+            whatif_table.render_whatif_table(result, out, lead=False)
+        elif renderer_for(type(result), "table") is not None:
             out.write("\n")
             render(result, "table", out)
 
@@ -99,6 +102,7 @@ RENDERERS: dict[tuple[type, str], Renderer] = {
     (WhatIfAgainst, "json"): jsonout.render_json,
     (AgainstResult, "table"): against_table.render_against_table,
     (AgainstResult, "json"): jsonout.render_run_json,
+    (AgainstResult, "html"): whatif_html.render_against_html,
     (AbResult, "table"): ab_table.render_ab_table,
     (AbResult, "json"): jsonout.render_json,
     (AbResult, "html"): ab_html.render_ab_html,

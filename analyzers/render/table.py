@@ -127,11 +127,13 @@ def _rank_detail(r: RankResult, out: TextIO) -> None:
     for reason, n in r.other_reasons.items():
         w(f"other: {n} gap(s): {reason}\n")
     if r.stream_waits:
-        n = sum(s.count for s in r.stream_waits)
+        n = sum(s.count for s in r.stream_waits)  # GPU-side records
+        calls = sum(s.count for s in r.syncs if s.kind == "stream_wait")  # as the sync table
         linked = sum(s.linked for s in r.stream_waits)
         idle = sum(s.gpu_idle_us for s in r.stream_waits)
-        w(f"stream waits: {n} ({linked} linked to their event), stream stalled "
-          f"{_num(r.stream_wait_us)} us, of which whole-GPU idle {_num(idle)} us\n")
+        rec = f"{calls} calls, {n} with a GPU-side record" if calls != n else str(n)
+        _para(out, f"stream waits: {rec} ({linked} linked to their event), stream stalled "
+              f"{_num(r.stream_wait_us)} us, of which whole-GPU idle {_num(idle)} us")
         if linked < n:
             rec = sum(s.record_only for s in r.stream_waits)
             w(f"  {n - linked} wait(s) could not be linked to the awaited event"

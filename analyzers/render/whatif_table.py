@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from profplug.analyzers.render.text import wrap
+from profplug.analyzers.whatif import figures
 
 if TYPE_CHECKING:
     from profplug.analyzers.whatif.result import WhatIfResult
@@ -29,10 +30,11 @@ def _wrap(text: str, first: str, indent: str) -> list[str]:
     return wrap(text, WIDTH, initial_indent=first, subsequent_indent=indent)
 
 
-def render_whatif_table(res: WhatIfResult, out: TextIO) -> None:
-    """The terminal view: one row per rank, then idle by cause, assumptions, warnings."""
+def render_whatif_table(res: WhatIfResult, out: TextIO, lead: bool = True) -> None:
+    """The terminal view: one row per rank, then idle by cause, assumptions, warnings.
+    ``lead``: the finding first (not in a report, whose headline it is already)."""
     w = out.write
-    _head(res, w)
+    _head(res, w, lead)
     _rank_rows(res, w)
     _rank_notes(res, w)
     w("\nGPU idle by cause, recorded -> predicted (us per step or window)\n")
@@ -47,12 +49,12 @@ def render_whatif_table(res: WhatIfResult, out: TextIO) -> None:
             w(line + "\n")
 
 
-def _head(res: WhatIfResult, w: Callable[[str], object]) -> None:
+def _head(res: WhatIfResult, w: Callable[[str], object], lead: bool = True) -> None:
     """The finding, what was dropped, the warnings (first: they say how far to trust what
     follows), the drop note and the replay's size and time."""
     from profplug.analyzers.report.finding import finding
 
-    if res.ranks:  # the finding first, in the report's words
+    if res.ranks and lead:  # the finding first, in the report's words
         for line in _wrap(finding(res), "", ""):
             w(line + "\n")
         w("\n")
@@ -68,18 +70,25 @@ def _head(res: WhatIfResult, w: Callable[[str], object]) -> None:
 
 def _rank_rows(res: WhatIfResult, w: Callable[[str], object]) -> None:
     """One row per rank (us per step or window), and what the columns are."""
+    target = figures.own_target(res)
     w(f"{'rank':>4} {'per':>4} {'recorded':>8} {'replayed':>8} {'err%':>5} "
       f"{'predicted':>9} {'+-%':>5} {'saving':>8} {'%':>4} {'direct':>7} {'indirect':>8}\n")
     for r in res.ranks:
         per = "step" if r.basis == "step" else "win"
         w(f"{r.rank:>4} {per:>4} {_n(r.recorded_us):>8} {_n(r.replayed_us):>8} "
-          f"{r.model_error_pct:>+5.1f} {_n(r.predicted_us):>9} {_band(r.error_band_pct):>5} "
+          f"{r.model_error_pct:>+5.1f} {_n(r.predicted_us):>9} "
+          f"{_band(figures.band_pct(r, target)):>5} "
           f"{_n(r.saving_us):>8} {r.saving_pct:>4.0f} {_n(r.direct_us):>7} "
           f"{_n(r.indirect_us):>8}\n")
-    w("(us per step: the median over the non-outlier steps; or per GPU window when the\n"
-      "trace has no steps; +-%: the error band of the prediction, from the replay error\n"
-      "and the measured validation, docs/whatif.md; saving = recorded - predicted,\n"
-      "direct = idle in the dropped syncs, indirect = saving - direct: docs/costs.md)\n")
+    recorded = ("recorded: the given unprofiled step; " if res.calibrated_on_us is not None
+                else "")
+    for line in _wrap(
+            f"(us per step: the median over the non-outlier steps; or per GPU window when the "
+            f"trace has no steps; {recorded}+-%: the band for {figures.TARGET_WORDS[target]}, "
+            "from the replay error and the measured validation, docs/whatif.md; saving = "
+            "recorded - predicted, direct = idle in the dropped syncs, indirect = saving - "
+            "direct: docs/costs.md)", "", ""):
+        w(line + "\n")
 
 
 def _rank_notes(res: WhatIfResult, w: Callable[[str], object]) -> None:
@@ -93,10 +102,11 @@ def _rank_notes(res: WhatIfResult, w: Callable[[str], object]) -> None:
             for r in stepped)
         lines += _wrap(f"{text} (docs/whatif.md, \"The data-flow bound\")",
                        "data-flow bound: ", "  ")
-    if all(r.run_band_pct for r in res.ranks):
-        text = ", ".join(f"rank {r.rank} +-{r.run_band_pct:.0f}%" for r in res.ranks)
-        lines += _wrap(f"{text} (the host's speed is drawn per process)",
-                       "band for a separate run: ", "  ")
+    if res.calibrated_on_us is None and all(r.error_band_pct for r in res.ranks):
+        text = ", ".join(f"rank {r.rank} +-{r.error_band_pct:.1f}%" for r in res.ranks)
+        lines += _wrap(f"{text} (a run at this trace's host speed; a separate run draws its "
+                       "own)", f"band for {figures.TARGET_WORDS[figures.Target.REPLAY]}: ",
+                       "  ")
     for r in res.ranks:
         if r.between_steps_idle_us:
             lines += _wrap(f"rank {r.rank}: {_n(r.between_steps_idle_us)} us in the "

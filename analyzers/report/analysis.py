@@ -46,7 +46,7 @@ from profplug.analyzers.stalls.rank import RankResult, StallOptions, flat_dict
 from profplug.analyzers.stalls.sanity import check_sum_rule
 from profplug.analyzers.steps import observer
 from profplug.analyzers.steps.rule import DEFAULT_STEPS, StepRule
-from profplug.analyzers.steps.runstep import run_step, whatif_steps
+from profplug.analyzers.steps.runstep import run_step
 from profplug.analyzers.whatif.predict import whatif
 from profplug.analyzers.whatif.result import WhatIfResult
 
@@ -106,7 +106,7 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         w = self.run.get("whatif")
-        pred = {} if not isinstance(w, WhatIfResult) else {"predicted_step": whatif_steps(w)[1]}
+        pred = {} if not isinstance(w, WhatIfResult) else {"predicted_step": w.predicted_step()}
         return {"version": SCHEMA_VERSION, "headline": self.headline(),
                 "step": run_step(self.ranks), **pred, "warnings": list(self.warnings),
                 "tolerance_us": self.options.tolerance_ns / 1000.0,

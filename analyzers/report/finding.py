@@ -1,12 +1,13 @@
 """The finding of a run in one sentence, and the run-level warnings of a report.
 
-``headline(ranks, whatif)`` picks the rank where device-wide synchronizes cost the most and
-says what they cost per step (or per GPU window without steps):
+``headline(ranks, whatif)`` says what device-wide synchronizes cost per step (or per GPU
+window without steps), on the rank where they cost the most:
 
 - with the what-if: what it dropped (by default the synchronizes inside the pipeline
-  send/recv, ``whatif.dropset``), the saving of replaying without them (recorded - predicted
-  step), split into direct (GPU idle in the dropped synchronizes) and indirect (the rest),
-  and the predicted step time with event-based waits and its error band (docs/costs.md);
+  send/recv, ``whatif.dropset``), the GPU idle measured in them, then the pipeline's
+  prediction as ``whatif.figures`` makes it (the slowest predicted rank, named, its step,
+  the speedup over the run's step, its band for the target it is held against), and the
+  warnings that change it; nothing to drop when dropping them moves no step;
 - without it: the direct cost, and how to get the rest (``profplug whatif``);
 - with no device-wide synchronize (or no saving): what the GPU's idle time is mostly.
 
@@ -23,11 +24,12 @@ from profplug.analyzers.core import classify
 from profplug.analyzers.stalls.callsites import UNANNOTATED, display_name
 from profplug.analyzers.stalls.gaps import CAUSES
 from profplug.analyzers.steps.rule import DEFAULT_STEPS, StepRule
+from profplug.analyzers.whatif import figures
 from profplug.analyzers.whatif.peers import PEERS_MISSING
 
 if TYPE_CHECKING:
     from profplug.analyzers.stalls.rank import RankResult
-    from profplug.analyzers.whatif.result import RankWhatIf, WhatIfResult
+    from profplug.analyzers.whatif.result import WhatIfResult
 
 SMALL_PCT = 10.0  # below this share of the step, also say what the idle mostly is
 TINY_PCT = 0.5  # below this, the synchronizes cost nothing worth a number
@@ -126,59 +128,71 @@ def _subject(res: WhatIfResult) -> str:
 
 
 def _with_whatif(gpu: list[RankResult], res: WhatIfResult) -> str:
-    # the rank where the dropped calls left the GPU idle most (measured); on a tie (none
-    # measured), the one the replay saves most on
-    w: RankWhatIf = max(res.ranks, key=lambda x: (x.direct_us, x.saving_us))
-    r = next((x for x in gpu if x.rank == w.rank), None)
-    per = "step" if w.basis == "step" else "GPU window"
-    unit = _unit(per)
-    if w.saving_pct < TINY_PCT and w.direct_us <= TINY_PCT / 100 * w.recorded_us:
-        most = (f"under 1 {unit} on every rank" if w.saving_us < 1 else
-                f"at most {w.saving_us:,.0f} {unit}, {_pct(w.saving_pct)} of the {per}, on "
-                f"rank {w.rank}")
-        return (f"{_subject(res)} cost nothing measurable here ({most}); "
-                f"{_dominant_idle(gpu)}.")
+    pred = figures.prediction(res)
+    if pred is None:  # dropping the calls changed no step
+        return f"{nothing_to_drop(res)}; {_dominant_idle(gpu)}."
+    r = next((x for x in gpu if x.rank == pred.idle_rank), None)
     site = top_device_site(r) if r is not None else None
-    s = finding(res, w, site)
-    if w.saving_pct < SMALL_PCT and w.direct_us <= 0:
+    s = finding(res, site=site)
+    w = res.rank(pred.rank)
+    if w.saving_pct < SMALL_PCT and pred.direct_us <= 0:
         s = s[:-1] + f"; {_dominant_idle(gpu)}."
     return s
 
 
-def finding(res: WhatIfResult, w: RankWhatIf | None = None, site: str | None = None) -> str:
+def nothing_to_drop(res: WhatIfResult) -> str:
+    """The sentence of a what-if whose dropped calls change no step (no prediction)."""
+    w = figures.idle_rank(res)
+    most = ("" if w is None or w.direct_us < 0.5 else
+            f": rank {w.rank}'s GPU idles {w.direct_us:,.0f} us/step in them")
+    return (f"{_subject(res)}: dropping them changes no step in the replay{most}; nothing to "
+            "drop, so no speedup is predicted")
+
+
+def finding(res: WhatIfResult, site: str | None = None,
+            target: figures.Target | None = None) -> str:
     """The what-if's finding, the same words in report, whatif, compare and the page: what
-    was measured (GPU idle in the dropped calls, per step and as a share of the step), then
-    the prediction as a prediction with its band for a separate run, then where to measure
-    it without a profiler. ``w``: the rank to speak of (default: the most idle measured)."""
-    if w is None:
-        w = max(res.ranks, key=lambda x: (x.direct_us, x.saving_us))
-    per = "step" if w.basis == "step" else "GPU window"
+    was measured (GPU idle in the dropped calls on the rank where it is largest, per step
+    and as a share of that rank's traced step), then the pipeline's prediction (its rank,
+    the largest predicted step: ``whatif.figures``) with its band for ``target`` (default:
+    the what-if's own), the caveats that change it, and where to measure it without a
+    profiler."""
+    pred = figures.prediction(res, target)
+    if pred is None:
+        return nothing_to_drop(res) + "."
+    per = "step" if pred.basis == "step" else "GPU window"
     unit = _unit(per)
-    of = f"median step of {w.recorded_us:,.0f} us" if per == "step" else per
+    cal = pred.calibrated
+    of = (f"{'traced ' if cal else ''}median step of {pred.idle_step_us:,.0f} us"
+          if per == "step" else per)
     at = f" at {site}" if site else ""
     subject = _subject(res).lower() if res.callsite is None else _subject(res)
-    if w.direct_us >= 0.5:
-        s = (f"Measured: {subject} left rank {w.rank}'s GPU idle {w.direct_us:,.0f} {unit} "
-             f"({_pct(_share(w.direct_us, w.recorded_us))} of its {of}){at}.")
+    if pred.direct_us >= 0.5:
+        s = (f"Measured{' in the trace' if cal else ''}: {subject} left rank "
+             f"{pred.idle_rank}'s GPU idle {pred.direct_us:,.0f} {unit} "
+             f"({_pct(_share(pred.direct_us, pred.idle_step_us))} of its {of}){at}.")
     else:  # no gap starts inside them: what they cost shows only after them
-        s = (f"Measured: {subject} left no GPU idle inside them on rank {w.rank} (its "
+        s = (f"Measured: {subject} left no GPU idle inside them (rank {pred.idle_rank}'s "
              f"{of}): the GPU idles after them, waiting for launches.")
-    withheld = [x for x in res.warnings if x.startswith(PEERS_MISSING)]
-    if withheld:
+    if pred.withheld:
         return s + (f" Prediction withheld: {PEERS_MISSING} (the replay cannot free the "
                     "waits of ranks it does not see); give every rank's trace, or measure "
                     "with `profplug ab`.")
-    band = w.run_band_pct or w.error_band_pct
-    speedup = w.recorded_us / w.predicted_us if w.predicted_us > 0 else 0.0
     why = []
-    if w.bound_binds:
+    if res.rank(pred.rank).bound_binds:
         why.append("held to the data-flow bound: the hosts' own work sets the step")
     if res.max_model_error_pct > 5.0:
         why.append(f"model error up to {res.max_model_error_pct:.1f}%")
-    s += (f" Predicted with event-based waits: {w.predicted_us:,.0f} {unit} ({speedup:.2f}x,"
-          f" +-{band:.0f}% for a separate run{'; ' + '; '.join(why) if why else ''}); "
-          "`profplug ab` measures it without a profiler.")
-    return s
+    speedup = pred.speedup or 0.0
+    base = (f"the given unprofiled step of {pred.run_step_us:,.1f} us" if cal
+            else "the run's step")
+    on = f" on rank {pred.rank}, the slowest" if pred.n_ranks > 1 else ""
+    s += (f" Predicted with event-based waits: {pred.predicted_us:,.0f} {unit}{on} "
+          f"({speedup:.2f}x {base}; +-{pred.band_pct:.0f}% for "
+          f"{pred.target_words}{'; ' + '; '.join(why) if why else ''})")
+    for c in pred.caveats:
+        s += f"; warning: {c}"
+    return s + ("." if cal else "; `profplug ab` measures it without a profiler.")
 
 
 def no_steps_warning(ranks: list[RankResult], rule: StepRule = DEFAULT_STEPS) -> str | None:

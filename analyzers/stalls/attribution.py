@@ -105,6 +105,36 @@ class CauseRule:
             reasons[reason] = int(where.sum())
 
 
+def split_at_return(gs: np.ndarray, ge: np.ndarray, cause: np.ndarray, call: np.ndarray,
+                    blocked_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The idle charged to a sync call is at most the time the call blocked the host
+    (``blocked_ns``, per call): a call's gaps (those starting inside it) that sum to more,
+    a gap that went on long after the call returned, are each cut at their share of it,
+    and the rest of each is the host's (``host_bound``: the GPU waits for a launch). So
+    the report's sync idle and the what-if's direct cost are one figure (the what-if's cap,
+    ``whatif.step_figures.direct_ns``, is the same rule). Gaps stay in time order."""
+    charged = np.nonzero(call >= 0)[0]
+    if charged.size == 0:
+        return gs, ge, cause, call
+    c = call[charged]
+    dur = ge[charged] - gs[charged]
+    total = np.bincount(c, dur, minlength=blocked_ns.size).astype(np.float64)
+    over = total > blocked_ns
+    if not over[c].any():
+        return gs, ge, cause, call
+    scale = np.ones(blocked_ns.size)
+    scale[over] = np.maximum(blocked_ns[over], 0) / total[over]
+    keep = np.floor(dur * scale[c]).astype(np.int64)
+    cut = keep < dur
+    split = charged[cut]
+    at = gs[split] + keep[cut]
+    new_end = ge.copy()
+    new_end[split] = at
+    pos = split + 1  # each rest right after its gap
+    return (np.insert(gs, pos, at), np.insert(new_end, pos, ge[split]),
+            np.insert(cause, pos, np.int8(C_HOST)), np.insert(call, pos, -1))
+
+
 def _sums(cause: np.ndarray, dur: np.ndarray, total: int | None = None) -> list[int]:
     """Per cause, the sum of the gaps' ``dur`` (ns, exact): one bincount, exact while the
     total is below 2^53 ns; ``total``: that sum, of positive gaps (a device's idle), if known."""
@@ -174,11 +204,14 @@ def attribute(tl: Timeline, tolerance_ns: int, *, api_kind: np.ndarray | None = 
         iv = intervals[dev] = device_intervals(tl.gpu_start_ns[ops], tl.gpu_end_ns[ops])
         gs, ge = iv.gap_start_ns, iv.gap_end_ns
         cause, call = rule.charge(gs, reasons)
+        n_gaps = int(gs.size)
+        gs, ge, cause, call = split_at_return(gs, ge, cause, call,
+                                              calls.end_ns - calls.start_ns)
         sums = _sums(cause, ge - gs, iv.window_ns - iv.busy_ns)  # the gaps' total: the idle
         devices.append(DeviceStalls(device=dev, gpu=GpuTime.of(iv),
                                     idle_by_cause_us={c: us(v) for c, v in zip(CAUSES, sums,
                                                                                strict=True)},
-                                    n_gaps=int(gs.size)))
+                                    n_gaps=n_gaps))
         parts.append((gs, ge, np.full(gs.size, dev, dtype=np.int64), cause, call))
     gaps = _joined(parts)
     del parts  # joined: the parts are not held through the rest (a worker's peak memory)

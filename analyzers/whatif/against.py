@@ -20,8 +20,9 @@ out): per segment, its median duration in each run (over the steps that hold bot
 anchors) and the difference, predicted - measured. The segment with the largest |difference|
 is where the prediction and the measurement part most (``RankAgainst.finding``).
 
-Per rank also the step: the what-if's ``predicted_us`` and its band against OTHER's report
-step (``StepStats.period_us``, what ``profplug report`` prints): error % = (predicted -
+Per rank also the step: the what-if's ``predicted_us`` and its band for a separate traced
+run (OTHER is one: ``figures.Target.TRACED``, the host's speed drawn per process) against
+OTHER's report step (``StepStats.period_us``, what ``profplug report`` prints): error % = (predicted -
 measured) / measured * 100; inside = the measured step lies in the band. Times in us.
 """
 
@@ -41,6 +42,8 @@ from profplug.analyzers.graph import dropset
 from profplug.analyzers.graph.model import DropSpec, build_model
 from profplug.analyzers.stalls.rank import StallOptions, analyze_rank
 from profplug.analyzers.steps.stats import outlier_mask
+from profplug.analyzers.whatif import figures
+from profplug.analyzers.whatif.figures import Target
 from profplug.analyzers.whatif.predict import _main_thread, _predicted_timeline
 from profplug.analyzers.whatif.result import WhatIfResult
 from profplug.analyzers.whatif.simulate import replay, times_only
@@ -92,7 +95,7 @@ class RankAgainst:
 
     rank: int
     predicted_us: float | None  # the what-if's predicted step (None: no step basis)
-    band_pct: float  # +- around predicted_us (error_band_pct)
+    band_pct: float | None  # +- around predicted_us for a separate traced run; None: none
     measured_us: float | None  # OTHER's report step (period_us); None: no steps
     n_steps: int  # steady steps lined up (the smaller count of the two runs)
     # the host step (step start to the next step's start), median over those steps
@@ -111,7 +114,8 @@ class RankAgainst:
     @property
     def inside(self) -> bool | None:
         """Whether the measured step lies inside the prediction's band (None: not judged)."""
-        if self.predicted_us is None or self.measured_us is None or self.withheld:
+        if (self.predicted_us is None or self.measured_us is None or self.band_pct is None
+                or self.withheld):
             return None
         lo, hi = (self.predicted_us * (1.0 + s * self.band_pct / 100.0) for s in (-1, 1))
         return lo <= self.measured_us <= hi
@@ -156,6 +160,7 @@ class AgainstResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"measured": self.label, "statistic": "median over the steady steps",
+                "band_for": figures.TARGET_WORDS[Target.TRACED],
                 "ranks": [r.to_dict() for r in self.ranks], "warnings": list(self.warnings)}
 
 
@@ -253,6 +258,10 @@ def against(res: WhatIfResult, timelines: list[Timeline], other: list[Timeline],
     measured = {tl.rank: tl for tl in other if tl.n_gpu}
     ranks = sorted(predicted.keys() & measured.keys())
     warnings = []
+    nothing = figures.nothing_to_drop(res)
+    if nothing:  # no prediction to judge: the segments still show where the runs part
+        warnings.append(f"dropping {res.dropped()} changes no step in the replay: nothing "
+                        "to drop, no prediction to judge against the measured step")
     if set(predicted) != set(measured):
         warnings.append(f"{label} has ranks {sorted(measured)}, the what-if "
                         f"{sorted(predicted)}: compared ranks {ranks}")
@@ -267,7 +276,9 @@ def against(res: WhatIfResult, timelines: list[Timeline], other: list[Timeline],
                 for x in (pa, ma)]
         out.append(RankAgainst(
             rank=r, predicted_us=w.predicted_us if w is not None and w.basis == "step"
-            else None, band_pct=(w.error_band_pct or 0.0) if w is not None else 0.0,
+            and not nothing else None,
+            band_pct=figures.band_pct(w, Target.TRACED) if w is not None and not nothing
+            else None,
             measured_us=_measured_step_us(measured[r], opt), n_steps=n,
             predicted_host_us=host[0], measured_host_us=host[1], segments=segs, repeated=rep))
         if not segs:

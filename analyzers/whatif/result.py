@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 from profplug.analyzers.steps.stats import STATISTIC
+from profplug.analyzers.whatif import figures
 
 SCHEMA_VERSION = 1
 
@@ -44,6 +45,8 @@ class RankWhatIf:
     bound_us: float = 0.0
     bound_binds: bool = False
     replay_predicted_us: float = 0.0
+    # --unprofiled: the rank's step in the trace (recorded_us is then the given step)
+    traced_us: float | None = None
 
 
 @dataclass
@@ -76,17 +79,34 @@ class WhatIfResult:
                 return x
         raise KeyError(r)
 
+    def predicted_step(self) -> dict[str, Any]:
+        """The run's predicted step (``runstep``'s step object) with the prediction's figures
+        (``figures``: its rank, band and what it is for, the speedup, nothing to drop): the
+        JSON's ``predicted_step``, at the top of a report and in its ``whatif``."""
+        from profplug.analyzers.steps.runstep import whatif_steps
+
+        _, predicted = whatif_steps(self)
+        pred = figures.prediction(self)
+        target = figures.own_target(self)
+        predicted.update({"nothing_to_drop": pred is None and bool(self.ranks),
+                          **(pred.to_dict() if pred is not None else
+                             {"rank": None, "band_pct": None, "target": target.value,
+                              "band_for": figures.TARGET_WORDS[target], "speedup": None})})
+        return predicted
+
     def to_dict(self) -> dict[str, Any]:
         """The ``whatif`` object of the JSON report (docs/whatif.md)."""
         from profplug.analyzers.steps.runstep import whatif_steps
 
-        step, predicted = whatif_steps(self)
-        return {"version": SCHEMA_VERSION, "step": step, "predicted_step": predicted,
+        step, _ = whatif_steps(self)
+        target = figures.own_target(self)
+        return {"version": SCHEMA_VERSION, "step": step, "predicted_step": self.predicted_step(),
                 "drop": self.drop, "dropped": self.dropped(),
                 "drop_note": self.drop_note, "statistic": STATISTIC,
                 "callsite": self.callsite,
                 "n_events": self.n_events, "replay_s": round(self.replay_s, 3),
                 "max_model_error_pct": round(self.max_model_error_pct, 2),
-                "ranks": [asdict(r) for r in self.ranks],
+                "ranks": [{**asdict(r), "band_pct": figures.band_pct(r, target)}
+                          for r in self.ranks],
                 "assumptions": list(self.assumptions), "warnings": list(self.warnings)}
 

@@ -59,8 +59,14 @@ def _device_replay(tls: list[Timeline], s: float, options: StallOptions | None,
                    ranks: list[RankResult] | None = None) -> dict[int, float]:
     """Each rank's step replayed at host scale ``s`` (one ``s`` for every rank), nothing
     dropped."""
-    res = whatif(tls, DropSpec(kinds=DROP_NONE), options, host=host_costs(tls, s), ranks=ranks)
-    return {r.rank: r.predicted_us for r in res.ranks}
+    return {r.rank: r.predicted_us for r in _device_ranks(tls, s, options, ranks)}
+
+
+def _device_ranks(tls: list[Timeline], s: float, options: StallOptions | None,
+                  ranks: list[RankResult] | None = None) -> list[RankWhatIf]:
+    """Each rank's replay at host scale ``s``, nothing dropped (its idle by cause too)."""
+    return whatif(tls, DropSpec(kinds=DROP_NONE), options, host=host_costs(tls, s),
+                  ranks=ranks).ranks
 
 
 def _mean(per_rank: dict[int, float]) -> float:
@@ -120,15 +126,26 @@ def _recorded(tls: list[Timeline], options: StallOptions | None) -> list[RankRes
     return [analyze_rank(tl, options, brief=True) for tl in tls if tl.n_gpu]
 
 
-def _rank(r: RankWhatIf, step_us: float, replayed_us: float, cal_pct: float) -> RankWhatIf:
+def _rank(r: RankWhatIf, step_us: float, replayed_us: float, cal_pct: float,
+          idle: dict[str, float] | None = None) -> RankWhatIf:
+    """A rank at the unprofiled step: ``recorded_us`` the given step, ``replayed_us`` the
+    calibrated replay (its misfit, the model error, widens the band: a band is never
+    narrower than the calibration's miss), ``recorded_idle_by_cause_us`` the calibrated
+    replay's (``idle``), ``traced_us`` the trace's step."""
     saving = step_us - r.predicted_us
+    misfit = round(100.0 * (replayed_us - step_us) / step_us, 2)
+
+    def widened(band: float | None) -> float | None:
+        return None if band is None else round(band + cal_pct + abs(misfit), 1)
+
     return replace(
         r, recorded_us=round(step_us, 3), replayed_us=round(replayed_us, 3),
-        model_error_pct=round(100.0 * (replayed_us - step_us) / step_us, 2),
+        model_error_pct=misfit, traced_us=r.recorded_us,
         saving_us=round(saving, 3), saving_pct=round(100.0 * saving / step_us, 2),
         indirect_us=round(saving - r.direct_us, 3),
-        error_band_pct=None if r.error_band_pct is None else round(r.error_band_pct + cal_pct, 1),
-        run_band_pct=None if r.run_band_pct is None else round(r.run_band_pct + cal_pct, 1))
+        recorded_idle_by_cause_us=dict(idle) if idle is not None
+        else r.recorded_idle_by_cause_us,
+        error_band_pct=widened(r.error_band_pct), run_band_pct=widened(r.run_band_pct))
 
 
 def calibration_band(tls: list[Timeline], res: WhatIfResult, step_ci_us: tuple[float, float],
@@ -171,8 +188,15 @@ def _unprofiled(tls: list[Timeline], step_us: float, drop: DropSpec | None,
                 options: StallOptions | None, step_ci_us: tuple[float, float] | None,
                 ratio_ci: tuple[float, float] | None = None) -> WhatIfResult:
     ranks = _recorded(tls, options)
+    ci_note = None
+    if step_ci_us is not None and not step_ci_us[0] <= step_us <= step_ci_us[1]:
+        ci_note = (f"unprofiled-ci: the given 95% CI {step_ci_us[0]:,.1f}-"
+                   f"{step_ci_us[1]:,.1f} us does not hold the given step {step_us:,.1f} us: "
+                   f"not used (the band carries +-{UNPROFILED_BAND_PCT:.0f}% instead)")
+        step_ci_us = None
     s, replayed_by_rank = fit_per_rank(tls, step_us, options, ranks=ranks)
     replayed = _mean(replayed_by_rank)
+    idle = {r.rank: r.predicted_idle_by_cause_us for r in _device_ranks(tls, s, options, ranks)}
     res = whatif(tls, drop, options, host=host_costs(tls, s), ranks=ranks)
     paired = ratio_pct(ratio_ci)
     if paired is not None:
@@ -180,8 +204,8 @@ def _unprofiled(tls: list[Timeline], step_us: float, drop: DropSpec | None,
     else:
         cal = (calibration_band(tls, res, step_ci_us, drop, options, ranks) if step_ci_us
                else {r.rank: UNPROFILED_BAND_PCT for r in res.ranks})
-    ranks = [_rank(r, step_us, replayed_by_rank.get(r.rank, replayed), cal[r.rank])
-             for r in res.ranks]
+    ranks = [_rank(r, step_us, replayed_by_rank.get(r.rank, replayed), cal[r.rank],
+                   idle.get(r.rank)) for r in res.ranks]
     each = ", ".join(f"rank {k} {v:,.1f}" for k, v in sorted(replayed_by_rank.items()))
     note = (f"unprofiled: the host's costs of every rank are scaled by {s:.3f} (one scale "
             f"for all ranks), at which the traced run replays at the given unprofiled step "
@@ -196,11 +220,11 @@ def _unprofiled(tls: list[Timeline], step_us: float, drop: DropSpec | None,
         note += (f"; the band carries the prediction's change over the step's 95% CI "
                  f"({step_ci_us[0]:,.1f}-{step_ci_us[1]:,.1f} us): up to "
                  f"{max(cal.values(), default=0.0):.1f}%")
-    warnings = list(res.warnings)
+    warnings = list(res.warnings) + ([ci_note] if ci_note else [])
     if s in (S_MIN, S_MAX):
         warnings.append(f"unprofiled: no host scale in [{S_MIN}, {S_MAX}] replays the trace "
                         f"at {step_us:,.1f} us (the GPU work alone takes longer, or the "
-                        "number is not this job's)")
+                        "number is not this job's): the band carries the replay's miss")
     return replace(res, ranks=ranks, assumptions=[*res.assumptions, note], warnings=warnings,
                    calibrated_on_us=round(step_us, 3),
                    max_model_error_pct=max((abs(r.model_error_pct) for r in ranks),

@@ -41,7 +41,8 @@ def whatif(
         "--unprofiled", help="The job's measured step time without a profiler, with its "
                              "synchronizes (us): predict the step users run at. 'auto': the "
                              "untraced median step that `profplug run` recorded around its "
-                             "window (run.json).")] = None,
+                             "window (run.json); a `profplug ab` directory: its device "
+                             "median, CI and paired speedup CI, as `ab --whatif`.")] = None,
     unprofiled_ci: Annotated[str | None, typer.Option(
         "--unprofiled-ci", metavar="LO,HI",
         help="That step's 95% CI (us), e.g. `profplug ab`'s device CI: the band then carries "

@@ -126,8 +126,9 @@ def test_headline_of_a_real_sample_reads_from_the_dom(chromium: Any, tmp_path: P
         assert re.match(r"Measured: device-wide synchronizes in the pipeline send/recv left "
                         r"rank \d's GPU idle [\d,]+ us/step \([\d.]+% of its median step of "
                         r"[\d,]+ us\) at recv_from_prev_pipeline_rank_ > sync\.device\. "
-                        r"Predicted with event-based waits: [\d,]+ us/step \(1\.\d\dx, "
-                        r"\+-\d+% for a separate run\); `profplug ab` measures it without a "
+                        r"Predicted with event-based waits: [\d,]+ us/step on rank \d, the "
+                        r"slowest \(1\.\d\dx the run's step; \+-\d+% for a separate traced "
+                        r"run\); `profplug ab` measures it without a "
                         r"profiler\.$", headline), headline
     # and the timeline opened on the view the page data asked for (a few steps), drawn
     view = re.search(r'id="timeline"[^>]*data-view="([^"]+)"', dom) or \

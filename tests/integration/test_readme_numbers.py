@@ -73,7 +73,7 @@ def _doc(source: str, tmp: str) -> dict[str, Any]:
         return json.loads(out.with_suffix(".json").read_text())
     if kind == "ab":  # ab-report rewrites DIR/ab.json: on a copy
         _copy(sample, out)
-        assert main(["ab-report", str(out)]) == 0
+        assert main(["ab-report", str(out)]) in (0, 5)  # 5: a run failed, the rest used
         return json.loads((out / "ab.json").read_text())
     if kind == "compare":  # 'compare:A|B': profplug compare A B (B an ab dir: on a copy)
         a, b = sample.split("|")
@@ -273,7 +273,7 @@ def test_a_planted_wrong_number_fails_the_check(tmp_path: Path,
     tmp = str(tmp_path_factory.mktemp("planted"))
     assert doc_problems(README, text, phrases, tmp)[0] == []  # the real one passes
     sentence = "on rank 1 the GPU idles 154 us per step"
-    block = "   1 step  5,899.3  5,899.3  +0.0   3,920.5  29.0  1,978.8   34   154.3  1,824.5"
+    block = "   1 step  5,899.3  5,899.3  +0.0   3,920.5  35.6  1,978.8   34   154.3  1,824.5"
     extra = "is tested against the event run:"
     assert text.count(sentence) == 1 and text.count(block) == 1 and text.count(extra) == 1
     planted = (text.replace(sentence, sentence.replace("154", "155"))

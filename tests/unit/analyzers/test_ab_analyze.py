@@ -151,14 +151,18 @@ def test_ab_json_schema() -> None:
 def test_the_whatif_prediction_against_the_measured_event_runs() -> None:
     res = ab_result(ab_runs())
     wi = SimpleNamespace(drop="device-sync", max_model_error_pct=0.4, warnings=[], ranks=[
-        SimpleNamespace(rank=0, basis="step", recorded_us=2400.0, predicted_us=1005.0,
-                        error_band_pct=8.0),
-        SimpleNamespace(rank=1, basis="step", recorded_us=2410.0, predicted_us=1015.0,
-                        error_band_pct=9.0)])
+        SimpleNamespace(rank=0, basis="step", recorded_us=2400.0, replayed_us=2400.0,
+                        predicted_us=1005.0, direct_us=90.0, dropped_calls=20,
+                        error_band_pct=8.0, run_band_pct=20.0),
+        SimpleNamespace(rank=1, basis="step", recorded_us=2410.0, replayed_us=2410.0,
+                        predicted_us=1015.0, direct_us=80.0, dropped_calls=20,
+                        error_band_pct=9.0, run_band_pct=21.0)], calibrated_on_us=None)
     attach(res, overlay(wi, "runs/traced"))
     ov = res.whatif
     assert ov["predicted_step_us"] == 1015.0 and ov["recorded_step_us"] == 2410.0
-    assert ov["band_pct"] == 9.0 and ov["predicted_band_us"] == [923.65, 1106.35]
+    # the slowest predicted rank's band for a separate traced run (a traced what-if's own)
+    assert ov["predicted_rank"] == 1 and ov["band_for"] == "a separate traced run"
+    assert ov["band_pct"] == 21.0 and ov["predicted_band_us"] == [801.85, 1228.15]
     assert ov["measured_policy"] == "event" and ov["prediction_in_ci"] is True
     assert ov["band_overlaps_ci"] is True
     assert ov["predicted_speedup"] == pytest.approx(2410 / 1015, abs=1e-4)

@@ -117,8 +117,8 @@ def test_ab_report_labels_a_stored_whatif_whose_run_is_gone(tmp_path: Path,
     assert w["recomputed"] is False
     assert w["predicted_step_us"] == before["predicted_step_us"]  # kept as stored
     text = "".join(capsys.readouterr().out.split())  # wrapped lines: also inside the path
-    # the sample's ab.json predates the version stamp: "an older profplug"
-    assert "".join(f"stored in ab.json by an older profplug (not recomputed: {gone} not "
+    # the sample's ab.json names the version that stored it
+    assert "".join(f"stored in ab.json by {before['stored_by']} (not recomputed: {gone} not "
                    "found)".split()) in text
 
 
@@ -138,3 +138,14 @@ def test_unprofiled_calibration_moves_every_rank(tmp_path: Path) -> None:
     assert "every rank" in hi.assumptions[-1] and "one scale for all ranks" in \
         hi.assumptions[-1]
     assert hi.to_dict()["step"]["basis"] == "unprofiled step"
+
+
+def test_b_minus_a_is_the_difference_of_the_two_printed_steps() -> None:
+    from profplug.analyzers.steps.runstep import step_difference
+
+    a = {"us": 100.0, "basis": "step"}
+    b = {"us": 80.0, "basis": "step"}
+    d = step_difference(a, b, noise_pct=3.0)
+    assert d == {"b_minus_a_us": -20.0, "pct_of_a": -20.0, "noise_pct": 3.0}
+    assert step_difference(a, {"us": 80.0, "basis": "window"}) is None
+    assert step_difference(a, {"us": None, "basis": "step"}) is None

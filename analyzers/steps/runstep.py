@@ -107,17 +107,3 @@ def compare_steps_line(step_a: dict[str, Any], step_b: dict[str, Any]) -> str:
     """compare's line of the two runs' steps (their JSON ``a.step`` and ``b.step``)."""
     return f"the run's step: A {step_words(step_a)} vs B {step_words(step_b)}"
 
-
-def step_difference(step_a: dict[str, Any], step_b: dict[str, Any],
-                    noise_pct: float | None = None) -> dict[str, Any] | None:
-    """B - A of two runs' steps (their step objects, ``run_step``): exactly the difference
-    of the two steps as they are printed (``us``, 3 decimals, in integer ns until the last
-    division), that difference as % of A, and the pair's noise (+-% of A; the caller's,
-    ``compare``: a property of the pair, the same whichever order). None: either has no
-    step, or they are not on one basis."""
-    a, b = step_a.get("us"), step_b.get("us")
-    if a is None or b is None or step_a.get("basis") != step_b.get("basis"):
-        return None
-    diff_ns = round(float(b) * 1000) - round(float(a) * 1000)
-    return {"b_minus_a_us": diff_ns / 1000, "pct_of_a": round(100.0 * diff_ns / (float(a) * 1000), 3)
-            if a else None, "noise_pct": noise_pct}

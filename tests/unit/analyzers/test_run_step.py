@@ -139,13 +139,3 @@ def test_unprofiled_calibration_moves_every_rank(tmp_path: Path) -> None:
         hi.assumptions[-1]
     assert hi.to_dict()["step"]["basis"] == "unprofiled step"
 
-
-def test_b_minus_a_is_the_difference_of_the_two_printed_steps() -> None:
-    from profplug.analyzers.steps.runstep import step_difference
-
-    a = {"us": 100.0, "basis": "step"}
-    b = {"us": 80.0, "basis": "step"}
-    d = step_difference(a, b, noise_pct=3.0)
-    assert d == {"b_minus_a_us": -20.0, "pct_of_a": -20.0, "noise_pct": 3.0}
-    assert step_difference(a, {"us": 80.0, "basis": "window"}) is None
-    assert step_difference(a, {"us": None, "basis": "step"}) is None

@@ -1,0 +1,203 @@
+"""Declared sync sites (``profplug.sites``) on a pipeline module built here: the policy applied
+to the synchronizes inside a site and nowhere else, on a CUDA stub (the event policy's real
+path needs a GPU); the site annotated; patched where imported by name; reversible."""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import torch
+from profplug.analyzers.core import ranges
+from profplug.analyzers.core.errors import ProfplugError
+
+import profplug
+from profplug import policy, sites, syncpoint
+from profplug.libraries import transformers_moved
+from profplug.session.launch import RunOptions
+
+PIPE = '''
+import torch
+from torch.cuda import synchronize as sync_by_name
+
+
+class Stage:
+    def communicate(self, tensor, *, peer):
+        # transformers: batch_isend_irecv, req.wait(), then a device-wide synchronize
+        torch.cuda.synchronize()
+        return tensor + 0
+
+
+def send(tensor):
+    torch.cuda.synchronize()
+    sync_by_name()
+    return tensor
+
+
+def elsewhere():
+    torch.cuda.synchronize()
+'''
+
+
+class FakeEvent:
+    def __init__(self) -> None:
+        self.streams: list[object] = []
+        self.done = False
+
+    def record(self, stream: object = None) -> None:
+        self.streams.append(stream)
+
+    def query(self) -> bool:
+        return self.done
+
+
+@pytest.fixture
+def cuda(monkeypatch):
+    """torch.cuda as if a GPU were in use: synchronizes counted, events and streams faked."""
+    device_syncs: list[object] = []
+    events: list[FakeEvent] = []
+
+    def synchronize(device=None):
+        device_syncs.append(device)
+
+    def event():
+        events.append(FakeEvent())
+        return events[-1]
+
+    monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "Event", event)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: ("stream", device))
+    monkeypatch.setattr(syncpoint, "_pending", type(syncpoint._pending)())
+    monkeypatch.setattr(syncpoint, "_free_events", [])
+    policy.reset()
+    yield device_syncs, events
+    profplug.unpatch()
+    policy.reset()
+
+
+@pytest.fixture
+def pipe(cuda):
+    """The module ``sitepipe`` (and ``siteuser``, which imported ``send`` by name)."""
+    mod = types.ModuleType("sitepipe")
+    exec(compile(PIPE, "sitepipe.py", "exec"), mod.__dict__)
+    user = types.ModuleType("siteuser")
+    user.send = mod.send
+    sys.modules["sitepipe"], sys.modules["siteuser"] = mod, user
+    yield mod, user, cuda
+    sys.modules.pop("sitepipe", None)
+    sys.modules.pop("siteuser", None)
+
+
+def test_the_device_policy_keeps_a_sites_synchronizes(pipe) -> None:
+    mod, user, (device_syncs, events) = pipe
+    profplug.sync_site("sitepipe:send")
+    t = torch.ones(3)
+    assert user.send(t) is t and len(device_syncs) == 2 and not events
+    assert policy.counts()["device"] == {"p2p_calls": 1, "device_syncs": 2, "event_waits": 0,
+                                         "current_policy_calls": 0}
+
+
+def test_the_event_policy_replaces_them_with_an_event_that_keeps_the_tensors(pipe) -> None:
+    mod, _, (device_syncs, events) = pipe
+    policy.set_policy("event")
+    sites.declare("sitepipe:Stage.communicate")
+    t = torch.ones(3)
+    out = mod.Stage().communicate(t, peer=1)
+    assert device_syncs == [] and len(events) == 1
+    assert events[0].streams == [("stream", None)]  # on the current stream
+    (event, kept), = syncpoint._pending
+    assert event is events[0] and kept[0] is t and kept[1] is out  # argument and result
+    assert policy.counts()["event"]["event_waits"] == 1
+    events[0].done = True
+    mod.Stage().communicate(t, peer=1)  # the completed event is reused, its tensors freed
+    assert len(events) == 1 and len(syncpoint._pending) == 1
+
+
+def test_the_none_policy_drops_them_and_synchronizes_elsewhere_stay(pipe) -> None:
+    mod, _, (device_syncs, events) = pipe
+    policy.set_policy("none")
+    sites.declare("sitepipe:send")
+    mod.send(torch.ones(2))
+    assert device_syncs == [] and events == []
+    mod.elsewhere()  # not a site: the job's own synchronize is kept under any policy
+    assert device_syncs == [None]
+    assert policy.counts()["none"] == {"p2p_calls": 1, "device_syncs": 0, "event_waits": 0,
+                                       "current_policy_calls": 0}
+
+
+def test_a_site_is_patched_where_imported_idempotently_and_reversibly(pipe) -> None:
+    mod, user, (device_syncs, _) = pipe
+    original, by_name = mod.send, mod.sync_by_name
+    first = sites.declare("sitepipe:send")
+    assert sites.declare("sitepipe:send") is first and first.patched
+    assert mod.send is user.send and mod.send.__wrapped__ is original
+    assert mod.sync_by_name is torch.cuda.synchronize  # profplug's, where imported by name
+    assert torch.cuda.synchronize.__wrapped__ is by_name
+    profplug.unpatch()
+    assert mod.send is original and user.send is original
+    assert torch.cuda.synchronize is by_name and mod.sync_by_name is by_name
+    mod.send(torch.ones(1))
+    assert len(device_syncs) == 2 and sites.states() == []
+
+
+def test_a_site_missing_from_its_module_says_so(pipe) -> None:
+    state = sites.declare("sitepipe:recv")
+    assert not state.patched and state.error == "sitepipe has no attribute 'recv'"
+    assert sites.states() == [{"name": "sitepipe:recv", "origin": "declared",
+                               "patched": False, "calls": 0, "error": state.error}]
+
+
+def test_a_site_is_annotated_with_its_name(pipe, tmp_path) -> None:
+    mod, _, _ = pipe
+    sites.declare("sitepipe:send")
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        mod.send(torch.ones(1))
+    names = {e.name for e in prof.events()}
+    assert ranges.sync_site_range("sitepipe:send") in names and ranges.SYNC_DEVICE in names
+
+
+def test_a_site_declared_before_its_module_is_imported_waits_for_it(cuda, tmp_path,
+                                                                    monkeypatch) -> None:
+    (tmp_path / "latepipe.py").write_text(PIPE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    state = sites.declare("latepipe:send")
+    assert not state.patched
+    import latepipe  # type: ignore[import-not-found]
+
+    try:
+        assert state.patched and getattr(latepipe.send, "__profplug__", False)
+    finally:
+        sys.modules.pop("latepipe", None)
+
+
+@pytest.mark.parametrize("spec", ["job.py:send", "__main__:send", "nocolon", "a:1x"])
+def test_a_sync_site_that_is_no_module_function_is_a_one_line_error(spec) -> None:
+    with pytest.raises(ProfplugError, match=r"^--sync-site: "):
+        RunOptions(out=Path("o"), command=["x"], sync_sites=[spec]).config()
+
+
+def test_sync_sites_reach_the_ranks_through_the_environment() -> None:
+    from profplug.config import Config
+
+    cfg = RunOptions(out=Path("o"), command=["x"], sync_sites=["a.b:f", "c:K.m", "a.b:f"]
+                     ).config()
+    assert cfg.sync_sites == ("a.b:f", "c:K.m")
+    assert Config.from_env(cfg.to_env()).sync_sites == ("a.b:f", "c:K.m")
+
+
+def test_a_transformers_whose_pipeline_moved_gets_one_line(tmp_path) -> None:
+    moved = types.SimpleNamespace(__version__="6.1.0", __file__=str(tmp_path / "__init__.py"))
+    line = transformers_moved(moved)
+    assert line is not None and "\n" not in line
+    assert line.startswith("profplug: transformers 6.1.0: no "
+                           "transformers.distributed.pipeline_parallel (profplug reads "
+                           "transformers 5.23, 5.24, 5.25)")
+    assert transformers_moved(types.SimpleNamespace(__version__="5.24.1", __file__="")) is None
+    (tmp_path / "distributed").mkdir()
+    (tmp_path / "distributed" / "pipeline_parallel.py").write_text("")
+    assert transformers_moved(moved) is None  # still where profplug reads it: patched

@@ -18,7 +18,7 @@ from profplug import policy, sites, syncpoint
 from profplug.libraries import transformers_moved
 from profplug.session.launch import RunOptions
 
-PIPE = '''
+PIPE = """
 import torch
 from torch.cuda import synchronize as sync_by_name
 
@@ -38,7 +38,7 @@ def send(tensor):
 
 def elsewhere():
     torch.cuda.synchronize()
-'''
+"""
 
 
 class FakeEvent:
@@ -92,12 +92,16 @@ def pipe(cuda):
 
 
 def test_the_device_policy_keeps_a_sites_synchronizes(pipe) -> None:
-    mod, user, (device_syncs, events) = pipe
+    _, user, (device_syncs, events) = pipe
     profplug.sync_site("sitepipe:send")
     t = torch.ones(3)
     assert user.send(t) is t and len(device_syncs) == 2 and not events
-    assert policy.counts()["device"] == {"p2p_calls": 1, "device_syncs": 2, "event_waits": 0,
-                                         "current_policy_calls": 0}
+    assert policy.counts()["device"] == {
+        "p2p_calls": 1,
+        "device_syncs": 2,
+        "event_waits": 0,
+        "current_policy_calls": 0,
+    }
 
 
 def test_the_event_policy_replaces_them_with_an_event_that_keeps_the_tensors(pipe) -> None:
@@ -108,7 +112,7 @@ def test_the_event_policy_replaces_them_with_an_event_that_keeps_the_tensors(pip
     out = mod.Stage().communicate(t, peer=1)
     assert device_syncs == [] and len(events) == 1
     assert events[0].streams == [("stream", None)]  # on the current stream
-    (event, kept), = syncpoint._pending
+    ((event, kept),) = syncpoint._pending
     assert event is events[0] and kept[0] is t and kept[1] is out  # argument and result
     assert policy.counts()["event"]["event_waits"] == 1
     events[0].done = True
@@ -124,8 +128,12 @@ def test_the_none_policy_drops_them_and_synchronizes_elsewhere_stay(pipe) -> Non
     assert device_syncs == [] and events == []
     mod.elsewhere()  # not a site: the job's own synchronize is kept under any policy
     assert device_syncs == [None]
-    assert policy.counts()["none"] == {"p2p_calls": 1, "device_syncs": 0, "event_waits": 0,
-                                       "current_policy_calls": 0}
+    assert policy.counts()["none"] == {
+        "p2p_calls": 1,
+        "device_syncs": 0,
+        "event_waits": 0,
+        "current_policy_calls": 0,
+    }
 
 
 def test_a_site_is_patched_where_imported_idempotently_and_reversibly(pipe) -> None:
@@ -146,8 +154,15 @@ def test_a_site_is_patched_where_imported_idempotently_and_reversibly(pipe) -> N
 def test_a_site_missing_from_its_module_says_so(pipe) -> None:
     state = sites.declare("sitepipe:recv")
     assert not state.patched and state.error == "sitepipe has no attribute 'recv'"
-    assert sites.states() == [{"name": "sitepipe:recv", "origin": "declared",
-                               "patched": False, "calls": 0, "error": state.error}]
+    assert sites.states() == [
+        {
+            "name": "sitepipe:recv",
+            "origin": "declared",
+            "patched": False,
+            "calls": 0,
+            "error": state.error,
+        }
+    ]
 
 
 def test_a_site_is_annotated_with_its_name(pipe, tmp_path) -> None:
@@ -161,8 +176,9 @@ def test_a_site_is_annotated_with_its_name(pipe, tmp_path) -> None:
     assert ranges.sync_site_range("sitepipe:send") in names and ranges.SYNC_DEVICE in names
 
 
-def test_a_site_declared_before_its_module_is_imported_waits_for_it(cuda, tmp_path,
-                                                                    monkeypatch) -> None:
+def test_a_site_declared_before_its_module_is_imported_waits_for_it(
+    cuda, tmp_path, monkeypatch
+) -> None:
     (tmp_path / "latepipe.py").write_text(PIPE)
     monkeypatch.syspath_prepend(str(tmp_path))
     state = sites.declare("latepipe:send")
@@ -184,8 +200,7 @@ def test_a_sync_site_that_is_no_module_function_is_a_one_line_error(spec) -> Non
 def test_sync_sites_reach_the_ranks_through_the_environment() -> None:
     from profplug.config import Config
 
-    cfg = RunOptions(out=Path("o"), command=["x"], sync_sites=["a.b:f", "c:K.m", "a.b:f"]
-                     ).config()
+    cfg = RunOptions(out=Path("o"), command=["x"], sync_sites=["a.b:f", "c:K.m", "a.b:f"]).config()
     assert cfg.sync_sites == ("a.b:f", "c:K.m")
     assert Config.from_env(cfg.to_env()).sync_sites == ("a.b:f", "c:K.m")
 
@@ -194,9 +209,11 @@ def test_a_transformers_whose_pipeline_moved_gets_one_line(tmp_path) -> None:
     moved = types.SimpleNamespace(__version__="6.1.0", __file__=str(tmp_path / "__init__.py"))
     line = transformers_moved(moved)
     assert line is not None and "\n" not in line
-    assert line.startswith("profplug: transformers 6.1.0: no "
-                           "transformers.distributed.pipeline_parallel (profplug reads "
-                           "transformers 5.23, 5.24, 5.25)")
+    assert line.startswith(
+        "profplug: transformers 6.1.0: no "
+        "transformers.distributed.pipeline_parallel (profplug reads "
+        "transformers 5.23, 5.24, 5.25)"
+    )
     assert transformers_moved(types.SimpleNamespace(__version__="5.24.1", __file__="")) is None
     (tmp_path / "distributed").mkdir()
     (tmp_path / "distributed" / "pipeline_parallel.py").write_text("")

@@ -28,13 +28,32 @@ EXAMPLE = ROOT / "examples" / "hf_pipeline_generate.py"
 TORCHRUN = str(Path(sys.executable).parent / "torchrun")
 SITE = "transformers.distributed.pipeline_parallel:PipelineStage."
 # 2 generate() calls of 6 tokens: 12 model forwards, each one step on each rank
-JOB = [TORCHRUN, "--nproc-per-node", "2", str(EXAMPLE), "--calls", "2", "--new-tokens", "6",
-       "--hidden", "32", "--layers", "2", "--vocab", "64"]
+JOB = [
+    TORCHRUN,
+    "--nproc-per-node",
+    "2",
+    str(EXAMPLE),
+    "--calls",
+    "2",
+    "--new-tokens",
+    "6",
+    "--hidden",
+    "32",
+    "--layers",
+    "2",
+    "--vocab",
+    "64",
+]
 
 
 def _profplug(folder: Path, *args: str) -> None:
-    res = subprocess.run([sys.executable, "-m", "profplug", *args, "--", *JOB],
-                         capture_output=True, text=True, cwd=ROOT, timeout=500)
+    res = subprocess.run(
+        [sys.executable, "-m", "profplug", *args, "--", *JOB],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=500,
+    )
     (folder / "rc").write_text(str(res.returncode))
     (folder / "stdout").write_text(res.stdout)
     (folder / "stderr").write_text(res.stderr)
@@ -43,8 +62,11 @@ def _profplug(folder: Path, *args: str) -> None:
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``profplug run`` (Kineto, the device policy): steps 2..5 in the window."""
-    folder = shared_job(tmp_path_factory, "hf_run", lambda f: _profplug(
-        f, "run", "-o", str(f / "run"), "--skip", "2", "--steps", "4"))
+    folder = shared_job(
+        tmp_path_factory,
+        "hf_run",
+        lambda f: _profplug(f, "run", "-o", str(f / "run"), "--skip", "2", "--steps", "4"),
+    )
     assert (folder / "rc").read_text() == "0", (folder / "stderr").read_text()[-3000:]
     return folder / "run"
 
@@ -54,9 +76,26 @@ def ab(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """``profplug ab``, 3 policies switched every 3 steps, 2 runs (block orders rotated, so
     a step runs under different policies in the two runs); steps 2..10 timed (a block of
     each policy in them), 0-1 and 11 digested."""
-    folder = shared_job(tmp_path_factory, "hf_ab", lambda f: _profplug(
-        f, "ab", "-o", str(f / "ab"), "--policies", "device,event,none", "--rounds", "2",
-        "--switch-every", "3", "--skip", "2", "--steps", "9"))
+    folder = shared_job(
+        tmp_path_factory,
+        "hf_ab",
+        lambda f: _profplug(
+            f,
+            "ab",
+            "-o",
+            str(f / "ab"),
+            "--policies",
+            "device,event,none",
+            "--rounds",
+            "2",
+            "--switch-every",
+            "3",
+            "--skip",
+            "2",
+            "--steps",
+            "9",
+        ),
+    )
     assert (folder / "rc").read_text() == "0", (folder / "stderr").read_text()[-3000:]
     return json.loads((folder / "ab" / "ab.json").read_text())
 
@@ -76,7 +115,8 @@ def test_its_communication_is_annotated_with_megatrons_range_names(traced: Path)
     for rank, p2p in ((0, sends), (1, recvs)):
         names = _annotations(traced, rank)
         assert [n for n in names if n.startswith("profplug.") and "pipeline" in n] == (
-            p2p + bcast) * 4  # each window step: its send or recv, then the broadcast
+            p2p + bcast
+        ) * 4  # each window step: its send or recv, then the broadcast
         assert names.count("profplug.step") == 4
 
 
@@ -88,7 +128,7 @@ def test_the_analyzer_reads_its_sends_recvs_and_broadcasts_with_their_peers(trac
     for rank, kind, peer in ((0, COMM_SEND, 1), (1, COMM_RECV, 0)):
         tl = read_kineto(traced / "kineto" / f"rank{rank}.json.gz")
         ours = tl.comm_src == 0  # profplug's ranges (COMM_SOURCES[0])
-        got = sorted(zip(tl.comm_kind[ours].tolist(), tl.comm_peer[ours].tolist()))
+        got = sorted(zip(tl.comm_kind[ours].tolist(), tl.comm_peer[ours].tolist(), strict=True))
         assert got == sorted([(kind, peer)] * 4 + [(COMM_COLL, 1)] * 4)
         assert np.all(tl.step_end_ns > tl.step_start_ns) and tl.step_start_ns.size == 4
 
@@ -105,7 +145,8 @@ def test_its_steps_are_found_one_per_model_forward(traced: Path) -> None:
         # 12 forwards: one send or recv each, one broadcast each, on every rank
         assert {n: (s["patched"], s["calls"], s["error"]) for n, s in sites.items()} == {
             SITE + "communicate": (True, 12, None),
-            SITE + "broadcast_from_last": (True, 12, None)}
+            SITE + "broadcast_from_last": (True, 12, None),
+        }
 
 
 @pytest.mark.slow
@@ -120,6 +161,7 @@ def test_every_policy_reached_the_job_and_outputs_are_identical(ab: dict) -> Non
             # a send or recv and a broadcast per step, under the policy of the step's block
             assert sum(counts[p]["p2p_calls"] for p in counts) == 24
             assert all(counts[p]["p2p_calls"] > 0 for p in ("device", "event", "none"))
-            assert all(counts[p]["device_syncs"] == counts[p]["event_waits"] == 0
-                       for p in counts)  # gloo: no synchronize to replace
+            assert all(
+                counts[p]["device_syncs"] == counts[p]["event_waits"] == 0 for p in counts
+            )  # gloo: no synchronize to replace
     assert {r["block_order"][0] for r in runs} == {"device", "event"}  # rotated

@@ -122,9 +122,11 @@ def activate(environ: dict[str, str] | None = None) -> bool:
     from profplug.session import hooks
 
     hooks.when_imported("torch", lambda _m: _on_torch(config))
-    # a library's top package: its declarations then wait for their own modules
-    for name, package in (("megatron", "megatron"), ("transformers", "transformers")):
+    from profplug.libraries import LIBRARIES  # stdlib only, as this module
+
+    for name, lib in LIBRARIES.items():  # at its top package: then it waits for its modules
         if name in config.patches:
+            package = lib.module.partition(".")[0]
             hooks.when_imported(package, functools.partial(_on_library, name))
     for spec in config.sync_sites:
         hooks.when_imported(spec.rpartition(":")[0], functools.partial(_on_sync_site, spec))

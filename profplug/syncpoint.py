@@ -129,7 +129,9 @@ def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
         call = getattr(_local, "site", None)
         if call is not None:  # a declared site's synchronize: the policy decides
             _steps.on_activity()
-            kept = after_wait(_policy.get(), [], torch.cuda.is_initialized(), device=device)
+            policy = _policy.get()  # device: the call as written, whatever CUDA's state
+            on_cuda = policy == "device" or torch.cuda.is_initialized()
+            kept = after_wait(policy, [], on_cuda, device=device)
             if kept is not None:
                 call.kept.append(kept)
             return None

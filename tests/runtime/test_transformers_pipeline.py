@@ -61,11 +61,14 @@ def _profplug(folder: Path, *args: str) -> None:
 
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``profplug run`` (Kineto, the device policy): steps 2..5 in the window."""
+    """``profplug run`` (Kineto, the device policy): steps 2..5 in the window; two sync sites
+    declared on the command line (one that exists and is called while the model loads, one
+    that does not exist)."""
+    sites = ["--sync-site", SITE + "layer_range_for_rank", "--sync-site", SITE + "missing"]
     folder = shared_job(
         tmp_path_factory,
         "hf_run",
-        lambda f: _profplug(f, "run", "-o", str(f / "run"), "--skip", "2", "--steps", "4"),
+        lambda f: _profplug(f, "run", "-o", str(f / "run"), "--skip", "2", "--steps", "4", *sites),
     )
     assert (folder / "rc").read_text() == "0", (folder / "stderr").read_text()[-3000:]
     return folder / "run"
@@ -134,14 +137,28 @@ def test_the_analyzer_reads_its_sends_recvs_and_broadcasts_with_their_peers(trac
 
 
 @pytest.mark.slow
+def test_sync_sites_declared_on_the_command_line_reach_every_rank(traced: Path) -> None:
+    run = json.loads((traced / "run.json").read_text())
+    assert run["env"]["PROFPLUG_SYNC_SITE"] == f"{SITE}layer_range_for_rank,{SITE}missing"
+    assert run["warnings"] == [
+        f"--sync-site {SITE}missing: transformers.distributed.pipeline_parallel has no "
+        "attribute 'PipelineStage.missing'; no policy applied there"
+    ]
+    for rank in run["ranks"]:
+        sites = {s["name"]: s for s in rank["sync_sites"]}
+        declared = sites[SITE + "layer_range_for_rank"]
+        assert declared["origin"] == "declared" and declared["patched"] and declared["calls"]
+
+
+@pytest.mark.slow
 def test_its_steps_are_found_one_per_model_forward(traced: Path) -> None:
     run = json.loads((traced / "run.json").read_text())
-    assert run["warnings"] == [] and run["no_window"] is None
+    assert run["no_window"] is None
     for rank in run["ranks"]:
         window = rank["window"]
         assert window["step_source"] == "transformers" and window["first_step"] == 2
         assert rank["versions"]["transformers"].startswith("5.")
-        sites = {s["name"]: s for s in rank["sync_sites"]}
+        sites = {s["name"]: s for s in rank["sync_sites"] if s["origin"] == "transformers"}
         # 12 forwards: one send or recv each, one broadcast each, on every rank
         assert {n: (s["patched"], s["calls"], s["error"]) for n, s in sites.items()} == {
             SITE + "communicate": (True, 12, None),

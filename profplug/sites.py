@@ -77,16 +77,21 @@ _states: dict[str, SiteState] = {}
 _replaced: list[tuple[Any, str, Any, Any, str]] = []
 
 
-def _resolve(module: ModuleType, qualname: str) -> tuple[Any, str, Any]:
-    """(owner, attribute, stored value) of ``qualname`` in ``module``; AttributeError."""
+_ABSENT = object()  # the owner had no attribute of its own: unpatching deletes profplug's
+
+
+def _resolve(module: ModuleType, qualname: str) -> tuple[Any, str, Any, Any]:
+    """(owner, attribute, value as stored, what to restore: the value, or ``_ABSENT`` for a
+    method a class inherits) of ``qualname`` in ``module``; AttributeError."""
     *path, name = qualname.split(".")
     owner: Any = module
     for part in path:
         owner = getattr(owner, part)
-    raw = owner.__dict__[name] if name in getattr(owner, "__dict__", {}) else None
-    if raw is None:
-        raise AttributeError(name)
-    return owner, name, raw
+    for holder in owner.__mro__ if isinstance(owner, type) else (owner,):
+        if name in getattr(holder, "__dict__", {}):
+            raw = holder.__dict__[name]
+            return owner, name, raw, raw if holder is owner else _ABSENT
+    raise AttributeError(name)
 
 
 def _tensors(values: Any) -> list[Any]:
@@ -151,7 +156,7 @@ def install(state: SiteState, module: ModuleType) -> None:
         return
     _, qualname = parse_step_fn(state.site.target)
     try:
-        owner, name, raw = _resolve(module, qualname)
+        owner, name, raw, restore = _resolve(module, qualname)
     except AttributeError:
         state.error = f"{module.__name__} has no attribute {qualname!r}"
         return
@@ -170,7 +175,7 @@ def install(state: SiteState, module: ModuleType) -> None:
         new = type(raw)(new)
     target = state.site.target
     setattr(owner, name, new)
-    _replaced.append((owner, name, raw, new, target))
+    _replaced.append((owner, name, restore, new, target))
     if owner is module:  # a module-level function: where it was imported by name too
         for other in list(sys.modules.values()):
             d = getattr(other, "__dict__", None)
@@ -218,7 +223,10 @@ def unpatch(origin: str | None = None) -> None:
         if target not in gone:
             kept.append((owner, name, original, new, target))
         elif getattr(owner, "__dict__", {}).get(name) is new:
-            setattr(owner, name, original)
+            if original is _ABSENT:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
     _replaced[:] = reversed(kept)
     for t in gone:
         del _states[t]

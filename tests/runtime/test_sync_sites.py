@@ -151,6 +151,19 @@ def test_a_site_is_patched_where_imported_idempotently_and_reversibly(pipe) -> N
     assert len(device_syncs) == 2 and sites.states() == []
 
 
+def test_an_inherited_method_is_patched_on_the_class_named_and_removed_after(pipe) -> None:
+    mod, _, (device_syncs, _) = pipe
+    mod.Sub = type("Sub", (mod.Stage,), {})
+    policy.set_policy("none")
+    sites.declare("sitepipe:Sub.communicate")
+    t = torch.ones(2)
+    mod.Sub().communicate(t, peer=0)
+    mod.Stage().communicate(t, peer=0)  # the base class is not the site: its sync stays
+    assert device_syncs == [None] and "communicate" in mod.Sub.__dict__
+    profplug.unpatch()
+    assert "communicate" not in mod.Sub.__dict__
+
+
 def test_a_site_missing_from_its_module_says_so(pipe) -> None:
     state = sites.declare("sitepipe:recv")
     assert not state.patched and state.error == "sitepipe has no attribute 'recv'"

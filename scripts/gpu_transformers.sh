@@ -23,7 +23,9 @@
 #   profplug run, Kineto and Nsight, and a short switched profplug ab: the annotations
 #   (Megatron's range names), the steps (one per forward) and identical outputs on a real
 #   CUDA build; the policies have no synchronize to act on there.
-# two-gpu: NCCL, one stage per GPU, the synchronize after every send/recv:
+# two-gpu: NCCL, one stage per GPU, the synchronize after every send/recv (SECTIONS, default
+#   all three, run in this order in one call: analyze reads what traced and ab wrote; it can
+#   also be run here afterwards on the unpacked hf.tgz):
 #   traced    profplug run, Kineto and Nsight, --sync device and --sync event
 #   ab        profplug ab, switched every 10 steps, ROUNDS (8) runs, the traced Kineto device
 #             run's what-if drawn against it
@@ -32,10 +34,12 @@
 # (run.json, ab.json, status files, the analyses; traces when small enough).
 set -u
 MODE=${1:-two-gpu}
-BUDGET_S=${BUDGET_S:-560}
+BUDGET_S=${BUDGET_S:-570}
+SECTIONS=${SECTIONS:-"traced ab analyze"}
 ROUNDS=${ROUNDS:-8}
 W=/tmp/hf
 . "$(dirname "$0")/gpu_common.sh"
+has() { case " $SECTIONS " in *" $1 "*) return 0;; esac; return 1; }
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl-hf/*.whl >>"$LOG" 2>&1 || say "transformers wheels FAILED"
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
@@ -82,16 +86,18 @@ if [ "$MODE" = one-gpu ]; then
 elif [ "$NGPU" -lt 2 ]; then
   say "two-gpu needs 2 GPUs, this machine has $NGPU: run 'one-gpu' here"
 else
-  for tr in kineto nsys; do
-    for s in device event; do
-      run "traced_${tr}_$s" 120 $PP run -o "$W/$tr/$s" --trace $tr --nsys "$NSYS" --sync $s \
-        --skip 10 --steps 40 -- $TR $JOB
+  if has traced; then
+    for tr in kineto nsys; do
+      for s in device event; do
+        run "traced_${tr}_$s" 120 $PP run -o "$W/$tr/$s" --trace $tr --nsys "$NSYS" \
+          --sync $s --skip 10 --steps 40 -- $TR $JOB
+      done
     done
-  done
-  summary "$W/kineto/device"
-  run "ab_switched" 300 $PP ab -o "$W/ab" --rounds "$ROUNDS" --switch-every 10 --skip 10 \
-    --steps 100 --whatif "$W/kineto/device" -- $TR $JOB
-  for tr in kineto nsys; do
+    summary "$W/kineto/device"
+  fi
+  has ab && run "ab_switched" 330 $PP ab -o "$W/ab" --rounds "$ROUNDS" --switch-every 10 \
+    --skip 10 --steps 100 --whatif "$W/kineto/device" -- $TR $JOB
+  has analyze && for tr in kineto nsys; do
     [ -d "$W/$tr/device" ] || continue
     run "compare_${tr}_ab" 120 $PP compare "$W/$tr/device" "$W/ab" --nsys "$NSYS"
     run "whatif_${tr}_against" 120 $PP whatif "$W/$tr/device" --against "$W/$tr/event" \

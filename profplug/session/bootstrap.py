@@ -84,13 +84,6 @@ def _on_torch(config: Config) -> None:
         mark(rank_mark(rank))
 
 
-def _on_library(name: str, module: ModuleType) -> None:
-    """A built-in declaration, once the job imports its library (torch is whole by then)."""
-    from profplug.patching import patch_library
-
-    patch_library(name)
-
-
 def _on_sync_site(spec: str, module: ModuleType) -> None:
     from profplug.sites import declare
 
@@ -122,12 +115,12 @@ def activate(environ: dict[str, str] | None = None) -> bool:
     from profplug.session import hooks
 
     hooks.when_imported("torch", lambda _m: _on_torch(config))
-    from profplug.libraries import LIBRARIES  # stdlib only, as this module
+    from profplug.libraries import LIBRARIES
+    from profplug.patching import patch_library  # stdlib only until a module is imported
 
-    for name, lib in LIBRARIES.items():  # at its top package: then it waits for its modules
-        if name in config.patches:
-            package = lib.module.partition(".")[0]
-            hooks.when_imported(package, functools.partial(_on_library, name))
+    for name in LIBRARIES:  # each waits for its own modules (a namespace package, as
+        if name in config.patches:  # ``megatron``, runs no hook of its own)
+            patch_library(name)
     for spec in config.sync_sites:
         hooks.when_imported(spec.rpartition(":")[0], functools.partial(_on_sync_site, spec))
     for spec in config.step_fns:  # before the job can bind the function by name

@@ -21,6 +21,7 @@ step functions (``profplug.sites``, ``profplug.autosteps``), one :class:`Library
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from dataclasses import dataclass
@@ -66,52 +67,56 @@ MEGATRON = Library(
     step_overrides=True,
 )
 
-_peers: dict[tuple[int, str], tuple[Any, int]] = {}  # (id(stage), operation) -> (stage, peer)
+# (id(stage), operation, bytes) -> (stage, its Range): a call is named by one dict look-up
+_named: dict[tuple[int, str, int], tuple[Any, Any]] = {}
 
 
-def _peer(stage: Any, operation: str) -> int:
-    import torch.distributed as dist
-
-    hit = _peers.get((id(stage), operation))
+def _named_range(stage: Any, operation: str, nbytes: int) -> Any:
+    """The cached range of a stage's send, recv (with the peer's global rank) or broadcast
+    (with its root and group)."""
+    key = (id(stage), operation, nbytes)
+    hit = _named.get(key)
     if hit is None or hit[0] is not stage:
-        local = stage.pp_next_rank if operation == "send_forward" else stage.pp_prev_rank
-        hit = _peers[(id(stage), operation)] = (stage, dist.get_global_rank(stage.pp_group, local))
+        import torch.distributed as dist
+
+        from profplug.analyzers.core import ranges
+        from profplug.p2p import outer_range, ranks_of
+
+        group = stage.pp_group
+        if operation == "broadcast":
+            root = dist.get_global_rank(group, stage.pp_size - 1)
+            rng = outer_range(ranges.BROADCAST, nbytes, root, ranks_of(group))
+        else:
+            send = operation == "send_forward"
+            peer = dist.get_global_rank(group, stage.pp_next_rank if send else stage.pp_prev_rank)
+            rng = outer_range(ranges.SEND if send else ranges.RECV, nbytes, peer)
+        if len(_named) > 1024:
+            _named.clear()
+        hit = _named[key] = (stage, rng)
     return hit[1]
 
 
 def _communicate_range(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``PipelineStage.communicate(self, operation, *, device, dtype, tensor, shape)``."""
-    from profplug.analyzers.core import ranges
-    from profplug.p2p import outer_range
-
     stage, operation = args[0], (args[1] if len(args) > 1 else kwargs.get("operation"))
-    dtype = kwargs.get("dtype")
     if operation == "send_forward" and not stage.pp_is_last_stage:
         tensor = kwargs.get("tensor")
         n = tensor.numel() if tensor is not None else 0
-        return outer_range(ranges.SEND, n * dtype.itemsize, _peer(stage, operation))
-    if operation == "recv_forward" and not stage.pp_is_first_stage:
-        n = 1
-        for d in kwargs.get("shape") or ():
-            n *= int(d)
-        return outer_range(ranges.RECV, n * dtype.itemsize, _peer(stage, operation))
-    return None  # no communication (or one transformers refuses)
+    elif operation == "recv_forward" and not stage.pp_is_first_stage:
+        n = math.prod(kwargs.get("shape") or ())
+    else:
+        return None  # no communication (or one transformers refuses)
+    return _named_range(stage, operation, n * kwargs["dtype"].itemsize)
 
 
 def _broadcast_range(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``PipelineStage.broadcast_from_last(self, tensor, *, dtype, device)``."""
-    import torch.distributed as dist
-
-    from profplug.analyzers.core import ranges
-    from profplug.p2p import outer_range, ranks_of
-
     stage = args[0]
     if stage.pp_size <= 1:
         return None
     tensor = args[1] if len(args) > 1 else kwargs.get("tensor")
     nbytes = tensor.numel() * kwargs["dtype"].itemsize if tensor is not None else 0
-    root = dist.get_global_rank(stage.pp_group, stage.pp_size - 1)
-    return outer_range(ranges.BROADCAST, nbytes, root, ranks_of(stage.pp_group))
+    return _named_range(stage, "broadcast", nbytes)
 
 
 _TPP = names.TRANSFORMERS_MODULE

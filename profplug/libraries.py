@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,8 @@ class Library:
     sites: tuple[SyncSite, ...]
     step_fns: tuple[str, ...]  # MODULE:QUALNAME whose outermost calls are steps
     step_overrides: bool = False  # a method: its overrides in subclasses are steps too
+    # run on the top package once imported: one line if the pipeline is not where it is read
+    moved: Callable[[Any], str | None] | None = None
 
 
 def _no_range(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -136,6 +139,7 @@ TRANSFORMERS = Library(
         ),
     ),
     (f"{_TPP}:{names.TRANSFORMERS_STEP_FN}",),
+    moved=lambda module: transformers_moved(module),
 )
 
 LIBRARIES = {lib.name: lib for lib in (MEGATRON, TRANSFORMERS)}

@@ -47,8 +47,8 @@ def patch_library(name: str, steps: bool = True) -> None:
         sites.declare(site)
     if fresh:  # after the sites' own hooks: they have run when this one does
         hooks.when_imported(lib.module, functools.partial(_check_sites, name))
-        if name == "transformers":
-            hooks.when_imported("transformers", _check_transformers)
+        if lib.moved is not None:
+            hooks.when_imported(lib.module.partition(".")[0], functools.partial(_moved, name))
     if steps:  # autosteps imports torch: not before the step functions' module is imported
         step_module = lib.step_fns[0].rpartition(":")[0]
         hooks.when_imported(step_module, functools.partial(_library_steps, name))
@@ -74,10 +74,11 @@ def _check_sites(name: str, module: ModuleType) -> None:
         print(line, file=sys.stderr)
 
 
-def _check_transformers(module: ModuleType) -> None:
-    from profplug.libraries import transformers_moved
+def _moved(name: str, package: ModuleType) -> None:
+    from profplug.libraries import LIBRARIES
 
-    line = transformers_moved(module)
+    check = LIBRARIES[name].moved
+    line = check(package) if check is not None else None
     if line:
         print(line, file=sys.stderr)
 

@@ -231,3 +231,32 @@ def test_a_transformers_whose_pipeline_moved_gets_one_line(tmp_path) -> None:
     (tmp_path / "distributed").mkdir()
     (tmp_path / "distributed" / "pipeline_parallel.py").write_text("")
     assert transformers_moved(moved) is None  # still where profplug reads it: patched
+
+
+def test_a_job_importing_a_moved_transformers_is_told_in_one_line(tmp_path) -> None:
+    """profplug's start-up hook in a process that imports a transformers without the
+    pipeline module profplug reads (a fake one here; no torch needed)."""
+    import os
+    import subprocess
+
+    from profplug.session.launch import SITECUSTOMIZE_DIR
+
+    pkg = tmp_path / "transformers"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("__version__ = '6.1.0'\n")
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{SITECUSTOMIZE_DIR}{os.pathsep}{tmp_path}",
+        "PROFPLUG_OUT": str(tmp_path / "out"),
+    }
+    env.pop("PROFPLUG_OWNER_PID", None)
+    res = subprocess.run(
+        [sys.executable, "-c", "import transformers"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert res.returncode == 0, res.stderr
+    fake = types.SimpleNamespace(__version__="6.1.0", __file__=str(pkg / "__init__.py"))
+    assert res.stderr.splitlines() == [transformers_moved(fake)]

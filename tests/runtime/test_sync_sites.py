@@ -260,3 +260,64 @@ def test_a_job_importing_a_moved_transformers_is_told_in_one_line(tmp_path) -> N
     assert res.returncode == 0, res.stderr
     fake = types.SimpleNamespace(__version__="6.1.0", __file__=str(pkg / "__init__.py"))
     assert res.stderr.splitlines() == [transformers_moved(fake)]
+
+
+class _OnDevice(torch.Tensor):
+    """A CPU tensor that stays put when asked to move (``.to(cuda)`` on a CPU build)."""
+
+    def to(self, *args, **kwargs):  # type: ignore[override]
+        return self
+
+
+@pytest.mark.parametrize("sync", ["device", "event", "none"])
+def test_transformers_communicate_follows_the_policy_on_a_cuda_stub(
+    cuda, monkeypatch, sync
+) -> None:
+    """transformers' own ``PipelineStage.communicate`` (its NCCL path: the device is CUDA),
+    with torch.distributed faked where it names it: the synchronize it makes after the wait
+    is the policy's; the call is named as Megatron's send, with the peer's global rank."""
+    pp = pytest.importorskip("transformers.distributed.pipeline_parallel")
+    from profplug import libraries
+    from profplug.patching import patch_library
+
+    device_syncs, events = cuda
+    waits: list[int] = []
+    work = types.SimpleNamespace(wait=lambda: waits.append(1))
+    fake_dist = types.SimpleNamespace(
+        P2POp=lambda op, tensor, peer, group=None: (op, tensor, peer),
+        isend="isend",
+        irecv="irecv",
+        get_global_rank=lambda group, rank: rank + 4,
+        batch_isend_irecv=lambda ops: [work],
+    )
+    monkeypatch.setattr(pp, "dist", fake_dist)
+    monkeypatch.setattr(torch.distributed, "get_global_rank", fake_dist.get_global_rank)
+    monkeypatch.setattr(libraries, "_named", {})
+    patch_library("transformers", steps=False)
+    stage = pp.PipelineStage.__new__(pp.PipelineStage)
+    stage.__dict__.update(
+        pp_rank=0,
+        pp_size=2,
+        pp_group=object(),
+        pp_is_first_stage=True,
+        pp_is_last_stage=False,
+        pp_prev_rank=None,
+        pp_next_rank=1,
+        comm_on_cpu=False,
+    )
+    hidden = torch.Tensor._make_subclass(_OnDevice, torch.ones(2, 3))
+    policy.set_policy(sync)
+    assert (
+        stage.communicate(
+            "send_forward", device=torch.device("cuda", 0), dtype=torch.float32, tensor=hidden
+        )
+        is None
+    )
+    assert waits == [1]  # transformers waited, then synchronized as the policy says
+    assert len(device_syncs) == (sync == "device") and len(events) == (sync == "event")
+    if sync == "event":
+        ((_, kept),) = syncpoint._pending
+        assert any(t is hidden for t in kept)
+    (rng,) = (r for _, r in libraries._named.values())
+    assert rng.name == "profplug.send_to_next_pipeline_rank peer=5"
+    assert policy.counts()[sync]["p2p_calls"] == 1

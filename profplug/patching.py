@@ -42,7 +42,7 @@ def patch_library(name: str, steps: bool = True) -> None:
     from profplug.session import hooks
 
     lib = LIBRARIES[name]
-    fresh = [s for s in lib.sites if s.target not in {t["name"] for t in sites.states()}]
+    fresh = [s for s in lib.sites if not sites.declared(s.target)]
     for site in lib.sites:
         sites.declare(site)
     if fresh:  # after the sites' own hooks: they have run when this one does

@@ -208,9 +208,17 @@ def _on_import(state: SiteState, module: ModuleType) -> None:
     install(state, module)
 
 
+def declared(target: str) -> bool:
+    """Whether ``MODULE:QUALNAME`` is declared in this process."""
+    return target in _states
+
+
 def states() -> list[dict[str, Any]]:
-    """What became of each declared site in this process (for the status file)."""
-    return [s.as_dict() for s in _states.values()]
+    """What became of each site in this process (for the status file): every one declared
+    for the job, and a library's once the job imported its module."""
+    return [
+        s.as_dict() for s in _states.values() if s.site.origin == "declared" or s.patched or s.error
+    ]
 
 
 def unpatch(origin: str | None = None) -> None:

@@ -9,7 +9,8 @@ MODULE is imported and whole (now, if it is):
 - annotate each call: a range around it, ``profplug.sync_site MODULE:QUALNAME`` unless the
   declaration names the call itself (a built-in one: Megatron's send/recv/broadcast names,
   with the peer);
-- apply the sync policy to every ``torch.cuda.synchronize()`` made inside the call
+- apply the sync policy to every ``torch.cuda.synchronize()`` (or
+  ``torch.accelerator.synchronize()``) made inside the call
   (:func:`profplug.syncpoint.after_wait`: ``device`` keeps it, ``event`` replaces it with
   an event on the current stream that keeps the call's tensor arguments and result alive
   until the communication is done, ``none`` drops it) and count the call as the policy

@@ -17,8 +17,9 @@ The patched ``torch.cuda.synchronize`` (:func:`patch`) has two uses, each turned
 own patch: inside a declared sync site (``profplug.sites``: the call is the pipeline's) it is
 :func:`after_wait` under the policy in force; elsewhere, with call-site ranges on (the
 ``synchronize`` patch), it is the range ``profplug.synchronize <file>:<line> <function>``
-around the original. Otherwise it calls the original. It is installed once, on
-``torch.cuda`` and in the modules the sites' code lives in that imported the name.
+around the original. Otherwise it calls the original. ``torch.accelerator.synchronize`` (the
+device-agnostic spelling) is patched for the sites too. Both are installed once, on their
+modules and in the modules the sites' code lives in that imported them by name.
 """
 
 from __future__ import annotations
@@ -47,9 +48,10 @@ _pending: collections.deque[tuple[Any, list[torch.Tensor]]] = collections.deque(
 _free_events: list[Any] = []
 
 _original: Callable[..., Any] | None = None  # torch's synchronize while profplug's is in place
+_accel_original: Callable[..., Any] | None = None  # torch.accelerator's, likewise
 _call_site_ranges = False  # the ``synchronize`` patch: a range per call site
 _sites_use = False  # declared sync sites need the interception
-_replaced: list[tuple[dict[str, Any], str]] = []  # (module globals, name) set to ours
+_replaced: list[tuple[dict[str, Any], str, Any]] = []  # (module globals, name, original)
 _local = threading.local()  # .site: the innermost declared site running on this thread
 
 
@@ -120,6 +122,28 @@ def _short_path(path: str) -> str:
     return path[len(cwd) :] if path.startswith(cwd) else path
 
 
+def _in_site(call: Any, device: Any) -> None:
+    """A synchronize made inside a declared site's call: the policy decides."""
+    _steps.on_activity()
+    policy = _policy.get()  # device: the call as written, whatever CUDA's state
+    on_cuda = policy == "device" or torch.cuda.is_initialized()
+    kept = after_wait(policy, [], on_cuda, device=device)
+    if kept is not None:
+        call.kept.append(kept)
+
+
+def _wrap_accelerator(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def synchronize(device: Any = None) -> None:
+        call = getattr(_local, "site", None)
+        if call is None:
+            return original(device)
+        return _in_site(call, device)
+
+    synchronize.__profplug__ = True  # type: ignore[attr-defined]
+    return synchronize
+
+
 def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
     getframe = sys._getframe
     sites: dict[tuple[Any, int], Any] = {}
@@ -128,13 +152,7 @@ def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
     def synchronize(device: Any = None) -> None:
         call = getattr(_local, "site", None)
         if call is not None:  # a declared site's synchronize: the policy decides
-            _steps.on_activity()
-            policy = _policy.get()  # device: the call as written, whatever CUDA's state
-            on_cuda = policy == "device" or torch.cuda.is_initialized()
-            kept = after_wait(policy, [], on_cuda, device=device)
-            if kept is not None:
-                call.kept.append(kept)
-            return None
+            return _in_site(call, device)
         if not _call_site_ranges:
             return original(device)
         frame = getframe(1)
@@ -163,17 +181,34 @@ def patch(call_site_ranges: bool | None = None, for_sites: bool | None = None) -
     if _original is None and not getattr(torch.cuda.synchronize, "__profplug__", False):
         _original = torch.cuda.synchronize
         torch.cuda.synchronize = _wrap(_original)
+    _patch_accelerator()
+
+
+def _patch_accelerator() -> None:
+    global _accel_original
+    accel = getattr(torch, "accelerator", None)
+    fn = getattr(accel, "synchronize", None)
+    if _accel_original is None and fn is not None and not getattr(fn, "__profplug__", False):
+        _accel_original = fn
+        accel.synchronize = _wrap_accelerator(fn)  # type: ignore[union-attr]
 
 
 def cover(namespace: dict[str, Any]) -> None:
-    """Replace, in a module's globals, every name bound to torch's synchronize (``from
+    """Replace, in a module's globals, every name bound to torch's synchronizes (``from
     torch.cuda import synchronize``) with profplug's."""
-    if _original is None:
-        return
+    ours = {
+        id(orig): (orig, new)
+        for orig, new in (
+            (_original, torch.cuda.synchronize),
+            (_accel_original, getattr(getattr(torch, "accelerator", None), "synchronize", None)),
+        )
+        if orig is not None
+    }
     for name, value in list(namespace.items()):
-        if value is _original:
-            namespace[name] = torch.cuda.synchronize
-            _replaced.append((namespace, name))
+        hit = ours.get(id(value))
+        if hit is not None and hit[0] is value:
+            namespace[name] = hit[1]
+            _replaced.append((namespace, name, value))
 
 
 def unpatch(call_site_ranges: bool = False, for_sites: bool = False) -> None:
@@ -185,11 +220,14 @@ def unpatch(call_site_ranges: bool = False, for_sites: bool = False) -> None:
         _sites_use = False
     if _original is None or _call_site_ranges or _sites_use:
         return
-    ours = torch.cuda.synchronize
-    if getattr(ours, "__profplug__", False):
+    global _accel_original
+    if getattr(torch.cuda.synchronize, "__profplug__", False):
         torch.cuda.synchronize = _original
+    accel = getattr(torch, "accelerator", None)
+    if _accel_original is not None and getattr(accel.synchronize, "__profplug__", False):
+        accel.synchronize = _accel_original  # type: ignore[union-attr]
     while _replaced:
-        namespace, name = _replaced.pop()
+        namespace, name, original = _replaced.pop()
         if getattr(namespace.get(name), "__profplug__", False):
-            namespace[name] = _original
-    _original = None
+            namespace[name] = original
+    _original = _accel_original = None

@@ -38,6 +38,11 @@ def send(tensor):
 
 def elsewhere():
     torch.cuda.synchronize()
+
+
+def device_agnostic(tensor):
+    torch.accelerator.synchronize()
+    return tensor
 """
 
 
@@ -67,6 +72,11 @@ def cuda(monkeypatch):
         return events[-1]
 
     monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
+    monkeypatch.setattr(
+        torch.accelerator,
+        "synchronize",
+        lambda device=None: device_syncs.append(("accelerator", device)),
+    )
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.cuda, "Event", event)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: ("stream", device))
@@ -134,6 +144,19 @@ def test_the_none_policy_drops_them_and_synchronizes_elsewhere_stay(pipe) -> Non
         "event_waits": 0,
         "current_policy_calls": 0,
     }
+
+
+@pytest.mark.parametrize("sync", ["device", "event", "none"])
+def test_torch_accelerator_synchronize_in_a_site_is_the_policys_too(pipe, sync) -> None:
+    mod, _, (device_syncs, events) = pipe
+    policy.set_policy(sync)
+    sites.declare("sitepipe:device_agnostic")
+    mod.device_agnostic(torch.ones(1))
+    assert device_syncs == ([None] if sync == "device" else [])  # device: as torch.cuda's
+    assert len(events) == (sync == "event")
+    profplug.unpatch()
+    torch.accelerator.synchronize()  # torch's again (the fixture's stand-in)
+    assert device_syncs[-1] == ("accelerator", None)
 
 
 def test_a_site_is_patched_where_imported_idempotently_and_reversibly(pipe) -> None:

@@ -316,7 +316,10 @@ def test_transformers_communicate_follows_the_policy_on_a_cuda_stub(
     monkeypatch.setattr(pp, "dist", fake_dist)
     monkeypatch.setattr(torch.distributed, "get_global_rank", fake_dist.get_global_rank)
     monkeypatch.setattr(libraries, "_named", {})
+    original = pp.PipelineStage.__dict__["communicate"]
     patch_library("transformers", steps=False)
+    patch_library("transformers", steps=False)  # idempotent: wrapped once
+    assert pp.PipelineStage.__dict__["communicate"].__wrapped__ is original
     stage = pp.PipelineStage.__new__(pp.PipelineStage)
     stage.__dict__.update(
         pp_rank=0,
@@ -344,3 +347,5 @@ def test_transformers_communicate_follows_the_policy_on_a_cuda_stub(
     (rng,) = (r for _, r in libraries._named.values())
     assert rng.name == "profplug.send_to_next_pipeline_rank peer=5"
     assert policy.counts()[sync]["p2p_calls"] == 1
+    profplug.unpatch()
+    assert pp.PipelineStage.__dict__["communicate"] is original

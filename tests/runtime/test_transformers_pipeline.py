@@ -28,8 +28,10 @@ EXAMPLE = ROOT / "examples" / "hf_pipeline_generate.py"
 TORCHRUN = str(Path(sys.executable).parent / "torchrun")
 SITE = "transformers.distributed.pipeline_parallel:PipelineStage."
 # 2 generate() calls of 6 tokens: 12 model forwards, each one step on each rank
+# --standalone: a free rendezvous port, not 29500, which another job on the machine may hold
 JOB = [
     TORCHRUN,
+    "--standalone",
     "--nproc-per-node",
     "2",
     str(EXAMPLE),

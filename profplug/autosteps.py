@@ -279,11 +279,6 @@ def patch_library_steps(lib: Library) -> None:
                                 functools.partial(_patch_function, target))
 
 
-def library_targets(name: str) -> list[Target]:
-    """The step targets of a built-in declaration (empty: not patched)."""
-    return list(_libraries.get(name, (None, []))[1])
-
-
 def unpatch() -> None:
     """Restore every attribute profplug replaced; forget the step functions."""
     _libraries.clear()

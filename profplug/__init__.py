@@ -1,7 +1,8 @@
 """profplug: what device-wide synchronizes cost pipeline-parallel PyTorch inference.
 
 ``import profplug`` is cheap and never imports torch: the runtime API (``annotate``,
-``patch``, ``step``, ``digest``, ``current_policy``, ``p2p``) loads torch/nvtx on first use;
+``patch``, ``sync_site``, ``step``, ``digest``, ``current_policy``, ``p2p``) loads torch/nvtx
+on first use;
 the offline analyzer lives in ``profplug.analyzers``.
 """
 
@@ -15,6 +16,7 @@ _LAZY = {
     "annotate": "profplug.annotation",
     "patch": "profplug.patching",
     "unpatch": "profplug.patching",
+    "sync_site": "profplug.patching",
     "step": "profplug.steps",
     "digest": "profplug.digests",
     "current_policy": "profplug.policy",

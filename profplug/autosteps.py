@@ -7,12 +7,16 @@ is one step.
   no change. MODULE may be the script itself (``__main__``, its path, or the module of
   ``python -m``): its function is wrapped once the script's body defines it
   (:mod:`profplug.scriptsteps`). MODULE may be a file path of a module the job imports.
-- ``patch_megatron_steps()``: ``run_one_forward_step`` of Megatron-Core's
-  ``AbstractModelInferenceWrapper`` and of every subclass that overrides it (found at patch
-  time, and when later subclasses are created, through the base's ``__init_subclass__``).
-  Both the static controller and the dynamic engine call it once per forward step. Its
-  ``dummy_forward`` (the dynamic engine's forward on an expert-parallel rank without
-  requests) is a step too, so every rank counts the same steps and windows stay aligned.
+- ``patch_library_steps(library)``: a built-in declaration's step functions
+  (``profplug.libraries``), at the ``library`` source level. A plain function (transformers'
+  ``pipeline_parallel_naive_forward``) is patched as a ``--step-fn`` is; methods with
+  ``step_overrides`` are patched on their class and on every subclass that overrides them
+  (found at patch time, and when later subclasses are created, through the base's
+  ``__init_subclass__``): Megatron-Core's ``AbstractModelInferenceWrapper.
+  run_one_forward_step``, which both the static controller and the dynamic engine call once
+  per forward step, and its ``dummy_forward`` (the dynamic engine's forward on an
+  expert-parallel rank without requests), so every rank counts the same steps and windows
+  stay aligned.
 
 Calls nested in a call of the same or a higher source are part of the enclosing step (a
 subclass override calling ``super().run_one_forward_step``). Calls made while the current
@@ -31,18 +35,16 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 import profplug.steps as _steps
 from profplug import scriptsteps
-from profplug.analyzers.core.names import (
-    MEGATRON_STEP_METHODS,
-    MEGATRON_WRAPPER_CLASS,
-    MEGATRON_WRAPPER_MODULE,
-)
 from profplug.config import parse_step_fn
+
+if TYPE_CHECKING:
+    from profplug.libraries import Library
 
 
 @dataclass
@@ -51,6 +53,7 @@ class Target:
 
     name: str  # "MODULE:QUALNAME"
     level: int
+    source: str | None = None  # the library, at the library level
     patched: bool = False
     calls: int = 0
     error: str | None = None
@@ -67,9 +70,7 @@ _targets: dict[str, Target] = {}
 # (owner, attribute, original value or _ABSENT) for every attribute profplug set.
 _replaced: list[tuple[Any, str, Any]] = []
 _ABSENT = object()
-_megatron = Target(f"{MEGATRON_WRAPPER_MODULE}:{MEGATRON_WRAPPER_CLASS}."
-                   f"{MEGATRON_STEP_METHODS[0]}", _steps.MEGATRON)
-_megatron_wanted = False
+_libraries: dict[str, tuple[Library, list[Target]]] = {}  # library name -> its step targets
 
 
 def _capturing() -> bool:
@@ -80,7 +81,7 @@ def _capturing() -> bool:
 
 def step_wrapper(fn: Callable[..., Any], target: Target) -> Callable[..., Any]:
     """``fn`` with each outermost call (per source level) made one step."""
-    level = target.level
+    level, source = target.level, target.source
     if inspect.iscoroutinefunction(fn):
         @functools.wraps(fn)
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -90,7 +91,7 @@ def step_wrapper(fn: Callable[..., Any], target: Target) -> Callable[..., Any]:
                 return await fn(*args, **kwargs)
             outer, _active = _active, level
             try:
-                with _steps.begin(level):
+                with _steps.begin(level, source):
                     return await fn(*args, **kwargs)
             finally:
                 _active = outer
@@ -106,7 +107,7 @@ def step_wrapper(fn: Callable[..., Any], target: Target) -> Callable[..., Any]:
             return fn(*args, **kwargs)
         outer, _active = _active, level
         try:
-            with _steps.begin(level):
+            with _steps.begin(level, source):
                 return fn(*args, **kwargs)
         finally:
             _active = outer
@@ -208,11 +209,12 @@ def targets() -> list[dict[str, Any]]:
     return [t.as_dict() for t in _targets.values()]
 
 
-# -- Megatron-Core ---------------------------------------------------------------------------
-def _wrap_megatron_override(cls: type) -> None:
-    for name in MEGATRON_STEP_METHODS:
+# -- built-in declarations (profplug.libraries) ----------------------------------------------
+def _wrap_overrides(cls: type, targets: list[Target]) -> None:
+    for target in targets:
+        name = target.name.rpartition(".")[2]
         if name in cls.__dict__:
-            _wrap_attribute(cls, name, _megatron)
+            _wrap_attribute(cls, name, target)
 
 
 def _subclasses(cls: type) -> list[type]:
@@ -224,14 +226,19 @@ def _subclasses(cls: type) -> list[type]:
     return out
 
 
-def _patch_megatron_class(module: ModuleType) -> None:
-    base = getattr(module, MEGATRON_WRAPPER_CLASS, None)
-    if not _megatron_wanted or base is None:  # None: the module is still being imported
+def _patch_class(lib_name: str, module: ModuleType) -> None:
+    """The library's step methods on their class, its subclasses and those created later."""
+    if lib_name not in _libraries:
+        return  # unpatched in the meantime
+    targets = _libraries[lib_name][1]
+    base_name = parse_step_fn(targets[0].name)[1].split(".")[0]
+    base = getattr(module, base_name, None)
+    if base is None:  # the module is still being imported
         return
     if getattr(base.__dict__.get("__init_subclass__"), "__profplug_step__", None):
         return  # already patched
     for cls in (base, *_subclasses(base)):
-        _wrap_megatron_override(cls)
+        _wrap_overrides(cls, targets)
     previous = base.__dict__.get("__init_subclass__")
 
     def init_subclass(cls: type, **kwargs: Any) -> None:
@@ -239,29 +246,42 @@ def _patch_megatron_class(module: ModuleType) -> None:
             previous.__get__(None, cls)(**kwargs)
         else:
             super(base, cls).__init_subclass__(**kwargs)
-        if _megatron_wanted:
-            _wrap_megatron_override(cls)
+        if lib_name in _libraries:
+            _wrap_overrides(cls, targets)
 
-    init_subclass.__profplug_step__ = _megatron  # type: ignore[attr-defined]
+    init_subclass.__profplug_step__ = targets[0]  # type: ignore[attr-defined]
     base.__init_subclass__ = classmethod(init_subclass)  # type: ignore[assignment]
     _replaced.append((base, "__init_subclass__", _ABSENT if previous is None else previous))
-    _megatron.patched = True
+    for t in targets:
+        t.patched = True
 
 
-def patch_megatron_steps() -> None:
-    """Each outermost ``run_one_forward_step`` (or ``dummy_forward``) call on a Megatron-Core
-    inference wrapper is one step; applied when the wrapper module is imported (now, if it already is)."""
-    global _megatron_wanted
+def _patch_function(target: Target, module: ModuleType) -> None:
+    if not target.patched:
+        _apply(target, module)
+
+
+def patch_library_steps(lib: Library) -> None:
+    """Each outermost call of the library's step functions is one step; applied when their
+    module is imported (now, if it already is)."""
     from profplug.session import hooks
 
-    _megatron_wanted = True
-    hooks.when_imported(MEGATRON_WRAPPER_MODULE, _patch_megatron_class)
+    if lib.name in _libraries:
+        return
+    targets = [Target(spec, _steps.LIBRARY, lib.name) for spec in lib.step_fns]
+    _libraries[lib.name] = (lib, targets)
+    module_name = parse_step_fn(lib.step_fns[0])[0]
+    if lib.step_overrides:
+        hooks.when_imported(module_name, functools.partial(_patch_class, lib.name))
+    else:
+        for target in targets:
+            hooks.when_imported(parse_step_fn(target.name)[0],
+                                functools.partial(_patch_function, target))
 
 
 def unpatch() -> None:
     """Restore every attribute profplug replaced; forget the step functions."""
-    global _megatron_wanted
-    _megatron_wanted = False
+    _libraries.clear()
     while _replaced:
         owner, name, original = _replaced.pop()
         if original is _ABSENT:
@@ -271,4 +291,3 @@ def unpatch() -> None:
             setattr(owner, name, original)
     _targets.clear()
     scriptsteps.stop()
-    _megatron.patched = False

@@ -5,7 +5,8 @@
 | ``PROFPLUG_OUT`` | directory (unset) | set: every Python process of the job activates profplug |
 | ``PROFPLUG_TRACE`` | ``kineto`` / ``nsys`` / ``none`` (``kineto``) | how ranks record; ``none``: patches, sync policy, steps and status only, no profiler |
 | ``PROFPLUG_SYNC`` | ``device`` / ``event`` / ``none`` / ``keep`` (unset) | default ``sync=`` policy of ``profplug.p2p``; unset or ``keep`` = ``device`` (Megatron's behaviour) |
-| ``PROFPLUG_PATCH`` | comma list of ``megatron``, ``synchronize`` (``megatron,synchronize``) | patches applied at start-up; ``none`` = no patch. ``megatron`` also makes each ``run_one_forward_step`` of Megatron-Core's inference wrappers one step |
+| ``PROFPLUG_PATCH`` | comma list of ``megatron``, ``transformers``, ``synchronize`` (all three) | patches applied at start-up; ``none`` = no patch. ``megatron`` and ``transformers`` are the built-in sync sites and steps (``profplug.libraries``): each ``run_one_forward_step`` of Megatron-Core's inference wrappers, or each ``pipeline_parallel_naive_forward`` of transformers, is one step |
+| ``PROFPLUG_SYNC_SITE`` | comma list of ``MODULE:QUALNAME`` (unset) | declared sync sites (``profplug.sites``): each call annotated, the sync policy applied to the synchronizes inside it (``profplug run --sync-site``) |
 | ``PROFPLUG_STEP_FN`` | comma list of ``MODULE:QUALNAME`` (unset); MODULE a name, ``__main__`` or a ``.py`` path | functions whose outermost calls are steps, patched when MODULE is imported, or when the script defines them (``profplug run --step-fn``) |
 | ``PROFPLUG_SKIP`` | int >= 0 (``10``) | steps before the window |
 | ``PROFPLUG_STEPS`` | int >= 1 (``50``) | steps in the window |
@@ -19,8 +20,8 @@
 
 Ranks read their rank from ``RANK`` (torchrun), else ``torch.distributed``, else 0.
 Steps come from ``--step-fn`` functions, else ``profplug.step()`` in the job, else
-Megatron-Core's ``run_one_forward_step``: the first step of a higher source restarts the
-count (see ``profplug.steps``).
+Megatron-Core's ``run_one_forward_step`` or transformers' ``pipeline_parallel_naive_forward``:
+the first step of a higher source restarts the count (see ``profplug.steps``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ ENV_TRACE = "PROFPLUG_TRACE"
 ENV_SYNC = "PROFPLUG_SYNC"
 ENV_PATCH = "PROFPLUG_PATCH"
 ENV_STEP_FN = "PROFPLUG_STEP_FN"
+ENV_SYNC_SITE = "PROFPLUG_SYNC_SITE"
 ENV_SKIP = "PROFPLUG_SKIP"
 ENV_STEPS = "PROFPLUG_STEPS"
 ENV_CPU_OPS = "PROFPLUG_CPU_OPS"
@@ -47,7 +49,7 @@ ENV_SWITCH_ORDER = "PROFPLUG_SWITCH_ORDER"
 SYNC_POLICIES = ("device", "event", "none")
 SYNC_CHOICES = ("keep", *SYNC_POLICIES)
 TRACES = ("kineto", "nsys", "none")
-PATCHES = ("megatron", "synchronize")
+PATCHES = ("megatron", "transformers", "synchronize")
 STEP_TIMINGS = ("off", "host", "events")
 DEFAULT_SKIP = 10
 DEFAULT_STEPS = 50
@@ -105,6 +107,17 @@ def parse_step_fns(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
+def parse_sync_sites(text: str) -> tuple[str, ...]:
+    """``"a:f, b:C.m"`` -> ("a:f", "b:C.m"): module names (not paths), each checked by
+    :func:`parse_step_fn`."""
+    names = tuple(p.strip() for p in text.split(",") if p.strip())
+    for name in names:
+        module, _ = parse_step_fn(name)
+        if is_step_fn_path(module) or module == "__main__":
+            raise ValueError(f"{name}: a sync site's MODULE must be an importable module name")
+    return tuple(dict.fromkeys(names))
+
+
 def _int(environ: Mapping[str, str], key: str, default: int, minimum: int) -> int:
     raw = environ.get(key, "")
     try:
@@ -125,6 +138,7 @@ class Config:
     sync: str = "keep"
     patches: tuple[str, ...] = PATCHES
     step_fns: tuple[str, ...] = ()
+    sync_sites: tuple[str, ...] = ()
     skip: int = DEFAULT_SKIP
     steps: int = DEFAULT_STEPS
     cpu_ops: bool = False
@@ -154,6 +168,7 @@ class Config:
             sync=sync,
             patches=parse_patches(env.get(ENV_PATCH, ",".join(PATCHES))),
             step_fns=parse_step_fns(env.get(ENV_STEP_FN, "")),
+            sync_sites=parse_sync_sites(env.get(ENV_SYNC_SITE, "")),
             skip=_int(env, ENV_SKIP, DEFAULT_SKIP, 0),
             steps=_int(env, ENV_STEPS, DEFAULT_STEPS, 1),
             cpu_ops=env.get(ENV_CPU_OPS, "0").strip() in ("1", "true", "yes"),
@@ -179,6 +194,8 @@ class Config:
             env[ENV_DIGEST] = "1"
         if self.step_fns:
             env[ENV_STEP_FN] = ",".join(self.step_fns)
+        if self.sync_sites:
+            env[ENV_SYNC_SITE] = ",".join(self.sync_sites)
         if self.out:
             env[ENV_OUT] = self.out
         return env

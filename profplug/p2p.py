@@ -5,20 +5,19 @@ plus a keyword ``sync``:
 
 - ``device``: Megatron's behaviour: ``torch.cuda.synchronize()`` after ``req.wait()`` in
   send/recv (broadcast never synchronizes, as in Megatron).
-- ``event``: no device-wide synchronize. ``req.wait()`` makes the current stream wait on the
-  NCCL stream (stream order); profplug records an event on the current stream and keeps the
-  tensors alive until that event completes, so a buffer is never freed/reused while NCCL
-  still reads or writes it, whatever stream allocated it.
-- ``none``: ``req.wait()`` only (tensor lifetime left to torch's own work stash).
+- ``event``: no device-wide synchronize; an event on the current stream keeps the tensors
+  alive until the communication is done.
+- ``none``: ``req.wait()`` only.
 
-CPU tensors (gloo) make no CUDA call under any policy; the phase ranges still appear.
+The phase after the wait is :func:`profplug.syncpoint.after_wait`, the same for every
+declared sync site. CPU tensors (gloo) make no CUDA call under any policy; the phase ranges
+still appear.
 ``pp_group=None`` uses Megatron's ``parallel_state`` when it is initialized, else the
 default (WORLD) group with ring neighbours, so the functions also work without Megatron.
 """
 
 from __future__ import annotations
 
-import collections
 import sys
 from typing import Any
 
@@ -30,6 +29,7 @@ from profplug import policy as _policy
 from profplug.analyzers.core import ranges
 from profplug.annotation import annotate
 from profplug.config import sync_policy
+from profplug.syncpoint import after_wait, original_synchronize  # noqa: F401 (a public name here)
 
 __all__ = [
     "broadcast_from_last_pipeline_stage",
@@ -41,15 +41,10 @@ __all__ = [
 
 _POST = annotate(ranges.POST)
 _WAIT = annotate(ranges.WAIT)
-_SYNC_DEVICE = annotate(ranges.SYNC_DEVICE)
-_SYNC_EVENT = annotate(ranges.SYNC_EVENT)
 
 _COUNTS = _policy.COUNTS  # per policy: what it touched (profplug.policy)
 _outer: dict[tuple[Any, ...], Any] = {}  # (name, bytes, peer[, group]) -> cached Range
 _group_ranks: dict[int, tuple[Any, tuple[int, ...]]] = {}  # id(group) -> (group, global ranks)
-# (event, tensors) kept alive until the event (recorded after the wait) has completed.
-_pending: collections.deque[tuple[Any, tuple[torch.Tensor, ...]]] = collections.deque()
-_free_events: list[Any] = []
 
 
 def default_sync() -> str:
@@ -62,12 +57,6 @@ def default_sync() -> str:
 def set_default_sync(policy: str | None) -> None:
     """Set the process-wide default policy; ``None`` re-reads ``PROFPLUG_SYNC``."""
     _policy.set_policy(policy)
-
-
-def original_synchronize() -> Any:
-    """``torch.cuda.synchronize`` as torch defines it, even while profplug patches it."""
-    fn = torch.cuda.synchronize
-    return fn.__wrapped__ if getattr(fn, "__profplug__", False) else fn
 
 
 def _parallel_state() -> Any:
@@ -97,32 +86,13 @@ def _neighbour(pp_group: Any, offset: int) -> int:
     return int(ranks[(pp_group.rank() + offset) % pp_group.size()])
 
 
-def _release_completed() -> None:
-    while _pending and _pending[0][0].query():
-        _free_events.append(_pending.popleft()[0])
-
-
 def _sync(policy: str, tensors: tuple[torch.Tensor, ...], device_sync: bool = True) -> None:
-    """The phase after ``req.wait()``; CUDA calls only for CUDA tensors."""
-    on_cuda = tensors[0].is_cuda
-    if policy == "device":
-        if device_sync:
-            with _SYNC_DEVICE:
-                if on_cuda:
-                    _COUNTS["device"][_policy.DEVICE_SYNC] += 1
-                    original_synchronize()()
-    elif policy == "event":
-        with _SYNC_EVENT:
-            if on_cuda:
-                _COUNTS["event"][_policy.EVENT_WAIT] += 1
-                _release_completed()
-                event = _free_events.pop() if _free_events else torch.cuda.Event()
-                event.record(torch.cuda.current_stream(tensors[0].device))
-                _pending.append((event, tensors))
+    """The phase after ``req.wait()`` (:func:`profplug.syncpoint.after_wait`)."""
+    after_wait(policy, list(tensors), tensors[0].is_cuda, device_sync, None)
 
 
-def _outer_range(name: str, nbytes: int, peer: int, group: tuple[int, ...] | None = None
-                 ) -> Any:
+def outer_range(name: str, nbytes: int, peer: int, group: tuple[int, ...] | None = None
+                ) -> Any:
     """The cached range of a whole send/recv (``peer`` in its name) or broadcast (``root`` =
     ``peer`` and the group's global ranks in its name); see ``ranges.split_payload``."""
     key = (name, nbytes, peer, group)
@@ -136,7 +106,7 @@ def _outer_range(name: str, nbytes: int, peer: int, group: tuple[int, ...] | Non
     return rng
 
 
-def _ranks_of(group: Any) -> tuple[int, ...]:
+def ranks_of(group: Any) -> tuple[int, ...]:
     """The global ranks of ``group`` (WORLD when None), looked up once per group."""
     hit = _group_ranks.get(id(group))
     if hit is None or hit[0] is not group:
@@ -149,7 +119,7 @@ def _p2p(op: Any, tensor: torch.Tensor, peer: int, name: str, sync: str | None) 
     _steps.on_activity()
     policy = _policy.get() if sync is None else sync_policy(sync)
     _COUNTS[policy][_policy.P2P] += 1
-    with _outer_range(name, tensor.numel() * tensor.element_size(), peer):
+    with outer_range(name, tensor.numel() * tensor.element_size(), peer):
         with _POST:
             reqs = dist.batch_isend_irecv([dist.P2POp(op, tensor, peer)])
         with _WAIT:
@@ -232,8 +202,8 @@ def broadcast_from_last_pipeline_stage(
     else:
         tensor = torch.empty(size, dtype=dtype, device=_comm_device(group))
 
-    with _outer_range(ranges.BROADCAST, tensor.numel() * tensor.element_size(), last_rank,
-                      _ranks_of(group)):
+    with outer_range(ranges.BROADCAST, tensor.numel() * tensor.element_size(), last_rank,
+                      ranks_of(group)):
         with _POST:
             work = dist.broadcast(tensor, src=last_rank, group=group, async_op=True)
         with _WAIT:

@@ -1,180 +1,135 @@
-"""``profplug.patch()`` / ``profplug.unpatch()``: Megatron-Core p2p and ``torch.cuda.synchronize``.
+"""``profplug.patch()`` / ``profplug.unpatch()``: the pipelines' sync sites and steps, and
+``torch.cuda.synchronize``.
 
-- ``megatron``: replaces ``send_to_next_pipeline_rank``, ``recv_from_prev_pipeline_rank_`` and
-  ``broadcast_from_last_pipeline_stage`` in ``megatron.core.inference.communication_utils``
-  and in every loaded ``megatron.*`` module that imported them by name, with wrappers that
-  call :mod:`profplug.p2p` (policy from ``PROFPLUG_SYNC``, default ``device`` = Megatron's);
-  and each outermost ``run_one_forward_step`` call on Megatron-Core's inference wrappers is
-  one step (:mod:`profplug.autosteps`; a job's own ``profplug.step()`` takes precedence).
-  The tensor ``broadcast_from_last_pipeline_stage`` returns (the logits or tokens every stage
-  gets) goes to ``profplug.digest`` (a no-op unless ``profplug ab`` turned digests on).
-- ``synchronize``: wraps ``torch.cuda.synchronize`` so every call is the range
+- ``megatron``, ``transformers``: the built-in declarations (``profplug.libraries``): their
+  sync sites (``profplug.sites``: annotated, the sync policy applied, the broadcast result
+  digested) and their step functions (``profplug.autosteps``; a job's own ``profplug.step()``
+  or ``--step-fn`` takes precedence), applied when the library's modules are imported (now,
+  if they are). ``megatron`` imports Megatron-Core (a clear error if it cannot);
+  ``transformers`` waits for the job to import it.
+- ``synchronize``: every ``torch.cuda.synchronize()`` outside a sync site is the range
   ``ranges.synchronize_range(file, line, function)`` of its caller.
-
-- ``step_fns``: ``MODULE:QUALNAME`` functions whose outermost calls are steps.
+- ``sync_sites``: ``MODULE:QUALNAME`` functions whose synchronizes are the pipeline's
+  (``--sync-site``); ``step_fns``: functions whose outermost calls are steps (``--step-fn``).
 
 All are idempotent and reversible: originals are kept and restored where they were.
 """
 
 from __future__ import annotations
 
-import functools
-import os
+import importlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from types import ModuleType
-from typing import Any
 
-from profplug.analyzers.core import ranges
 from profplug.analyzers.core.errors import ProfplugError
 from profplug.analyzers.core.names import FUNCTIONS, MEGATRON_MODULE, MEGATRON_WRAPPER_MODULE
 
 __all__ = ["FUNCTIONS", "MEGATRON_MODULE", "MEGATRON_WRAPPER_MODULE"]  # their old home
-
-# (module, attribute, original) for every name profplug replaced.
-_replaced: list[tuple[ModuleType, str, Any]] = []
-_originals: dict[str, Callable[..., Any]] = {}
-_wrappers: dict[str, Callable[..., Any]] = {}
-_sync_original: Callable[..., Any] | None = None
-BROADCAST = "broadcast_from_last_pipeline_stage"
 
 
 class MegatronNotFoundError(ProfplugError, ImportError):
     """Megatron-Core cannot be imported, so there is nothing to patch."""
 
 
-def _wrap_p2p(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-    from profplug import p2p
+def patch_library(name: str, steps: bool = True) -> None:
+    """Declare a built-in library's sync sites and, with ``steps``, its step functions; one
+    line on stderr when its module is imported without them where profplug reads them."""
+    import functools
 
-    ours = getattr(p2p, name)
+    from profplug import sites
+    from profplug.libraries import LIBRARIES
+    from profplug.session import hooks
 
-    if name == BROADCAST:
-        from profplug.digests import digest
-
-        @functools.wraps(original)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            out = ours(*args, **kwargs)
-            digest(out)  # what every stage got: the step's output
-            return out
-    else:
-        @functools.wraps(original)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            return ours(*args, **kwargs)
-
-    wrapper.__profplug__ = True  # type: ignore[attr-defined]
-    return wrapper
+    lib = LIBRARIES[name]
+    fresh = [s for s in lib.sites if not sites.declared(s.target)]
+    for site in lib.sites:
+        sites.declare(site)
+    if fresh:  # after the sites' own hooks: they have run when this one does
+        hooks.when_imported(lib.module, functools.partial(_check_sites, name))
+        if lib.moved is not None:
+            hooks.when_imported(lib.module.partition(".")[0], functools.partial(_moved, name))
+    if steps:  # autosteps imports torch: not before the step functions' module is imported
+        step_module = lib.step_fns[0].rpartition(":")[0]
+        hooks.when_imported(step_module, functools.partial(_library_steps, name))
 
 
-def _megatron_modules() -> list[ModuleType]:
-    return [
-        m
-        for n, m in list(sys.modules.items())
-        if isinstance(m, ModuleType) and (n == "megatron" or n.startswith("megatron."))
-    ]
+def _library_steps(name: str, module: ModuleType) -> None:
+    from profplug.autosteps import patch_library_steps
+    from profplug.libraries import LIBRARIES
+
+    patch_library_steps(LIBRARIES[name])
+
+
+def _check_sites(name: str, module: ModuleType) -> None:
+    from profplug import sites
+    from profplug.libraries import LIBRARIES, site_missing
+
+    lib = LIBRARIES[name]
+    mine = {s.target for s in lib.sites}
+    line = site_missing(
+        lib, [s["error"] for s in sites.states() if s["name"] in mine and s["error"]]
+    )
+    if line:
+        print(line, file=sys.stderr)
+
+
+def _moved(name: str, package: ModuleType) -> None:
+    from profplug.libraries import LIBRARIES
+
+    check = LIBRARIES[name].moved
+    line = check(package) if check is not None else None
+    if line:
+        print(line, file=sys.stderr)
 
 
 def patch_megatron(steps: bool = True) -> None:
-    """Install the p2p wrappers into Megatron-Core (imports it if needed) and, with
-    ``steps``, make ``run_one_forward_step`` the step (once the wrapper module is imported)."""
+    """Declare Megatron-Core's sync sites (imports it if needed) and, with ``steps``, make
+    ``run_one_forward_step`` the step (once the wrapper module is imported)."""
     try:
-        import importlib
-
-        comm = importlib.import_module(MEGATRON_MODULE)
+        importlib.import_module(MEGATRON_MODULE)
     except ImportError as exc:
         raise MegatronNotFoundError(
             f"cannot patch Megatron-Core: importing {MEGATRON_MODULE} failed ({exc}); "
             "install megatron-core or use profplug.patch(megatron=False)"
         ) from exc
-    for name in FUNCTIONS:
-        current = comm.__dict__[name]
-        if not getattr(current, "__profplug__", False):
-            _originals[name] = current
-            _wrappers[name] = _wrap_p2p(name, current)
-    for module in _megatron_modules():
-        for name in FUNCTIONS:
-            if name in _originals and module.__dict__.get(name) is _originals[name]:
-                setattr(module, name, _wrappers[name])
-                _replaced.append((module, name, _originals[name]))
-    if steps:
-        from profplug.autosteps import patch_megatron_steps
-
-        patch_megatron_steps()
-
-
-def unpatch_megatron() -> None:
-    """Put the original Megatron functions back wherever profplug replaced them."""
-    while _replaced:
-        module, name, original = _replaced.pop()
-        if module.__dict__.get(name) is _wrappers.get(name):
-            setattr(module, name, original)
-    _originals.clear()
-    _wrappers.clear()
-
-
-def _short_path(path: str) -> str:
-    """A call site's file, shortened: relative to site-packages or the working directory."""
-    marker = os.sep + "site-packages" + os.sep
-    if marker in path:
-        return path.rsplit(marker, 1)[1]
-    cwd = os.getcwd() + os.sep
-    return path[len(cwd):] if path.startswith(cwd) else path
-
-
-def _wrap_synchronize(original: Callable[..., Any]) -> Callable[..., Any]:
-    import profplug.steps as steps
-    from profplug.annotation import annotate
-
-    getframe = sys._getframe
-    sites: dict[tuple[Any, int], Any] = {}
-
-    @functools.wraps(original)
-    def synchronize(device: Any = None) -> None:
-        frame = getframe(1)
-        key = (frame.f_code, frame.f_lineno)
-        rng = sites.get(key)
-        if rng is None:
-            code = frame.f_code
-            name = ranges.synchronize_range(_short_path(code.co_filename), key[1], code.co_name)
-            rng = sites[key] = annotate(name)
-        steps.on_activity()
-        with rng:
-            return original(device)
-
-    synchronize.__profplug__ = True  # type: ignore[attr-defined]
-    return synchronize
+    patch_library("megatron", steps)
 
 
 def patch_synchronize() -> None:
     """Make every ``torch.cuda.synchronize()`` a range named after its call site."""
-    global _sync_original
-    import torch
+    from profplug import syncpoint
 
-    if getattr(torch.cuda.synchronize, "__profplug__", False):
-        return
-    _sync_original = torch.cuda.synchronize
-    torch.cuda.synchronize = _wrap_synchronize(_sync_original)
+    syncpoint.patch(call_site_ranges=True)
 
 
 def unpatch_synchronize() -> None:
-    global _sync_original
-    if _sync_original is None:
-        return
-    import torch
-
-    if getattr(torch.cuda.synchronize, "__profplug__", False):
-        torch.cuda.synchronize = _sync_original
-    _sync_original = None
+    syncpoint = sys.modules.get("profplug.syncpoint")
+    if syncpoint is not None:
+        syncpoint.unpatch(call_site_ranges=True)
 
 
-def patch(megatron: bool = True, synchronize: bool = True,
-          step_fns: Sequence[str] = ()) -> None:
+def patch(
+    megatron: bool = True,
+    synchronize: bool = True,
+    step_fns: Sequence[str] = (),
+    transformers: bool = True,
+    sync_sites: Sequence[str] = (),
+) -> None:
     """Apply the patches (idempotent); raises :class:`MegatronNotFoundError` if asked to
-    patch Megatron-Core and it is not importable, ValueError for a malformed step function
-    name (``MODULE:QUALNAME``)."""
+    patch Megatron-Core and it is not importable, ValueError for a malformed function name
+    (``MODULE:QUALNAME``)."""
     if synchronize:
         patch_synchronize()
     if megatron:
         patch_megatron()
+    if transformers:
+        patch_library("transformers")
+    if sync_sites:
+        from profplug import sites
+
+        for spec in sync_sites:
+            sites.declare(spec)
     if step_fns:
         from profplug.autosteps import patch_step_fn
 
@@ -182,10 +137,18 @@ def patch(megatron: bool = True, synchronize: bool = True,
             patch_step_fn(spec)
 
 
+def sync_site(spec: str) -> None:
+    """Declare ``MODULE:QUALNAME`` a sync site (``profplug.sites``): its calls are annotated
+    and the sync policy applies to the synchronizes made inside them."""
+    from profplug import sites
+
+    sites.declare(spec)
+
+
 def unpatch() -> None:
     """Undo every profplug patch (idempotent)."""
-    unpatch_megatron()
+    for name in ("profplug.sites", "profplug.autosteps"):
+        module = sys.modules.get(name)
+        if module is not None:
+            module.unpatch()
     unpatch_synchronize()
-    autosteps = sys.modules.get("profplug.autosteps")
-    if autosteps is not None:
-        autosteps.unpatch()

@@ -8,8 +8,8 @@ policy reached (stdlib only: imported inside every rank).
   ``profplug ab --switch-every N`` flips it at step boundaries (:func:`switch`,
   ``profplug.session.switcher``).
 - Per policy, this rank counts what the policy touched: ``p2p_calls`` (send/recv through
-  ``profplug.p2p``, Megatron's patched functions included), ``device_syncs`` and
-  ``event_waits`` issued by them (CUDA tensors only), and ``current_policy_calls``. A counter
+  ``profplug.p2p``, and calls of every sync site: Megatron's, transformers', declared ones;
+  ``profplug.sites``), ``device_syncs`` and ``event_waits`` issued by them (CUDA only), and ``current_policy_calls``. A counter
   is one list item increment; the counts go into the rank's status file (``policy``), and
   ``profplug ab`` says loudly when a policy reached nothing in a run.
 """

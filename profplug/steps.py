@@ -16,10 +16,11 @@ other ranges; while torch.profiler records it is also a record function, enclose
 ``ProfilerStep#<index>`` record function (torch.profiler's and HTA's name for a step;
 left out while a torch.profiler session is attached, since that one names its own steps).
 
-Steps come from three sources, in rising priority: Megatron-Core's
-``run_one_forward_step`` (``MEGATRON``), ``profplug.step()`` in the job (``MANUAL``) and
-functions named with ``profplug run --step-fn`` (``STEP_FN``), see
-:mod:`profplug.autosteps`. The highest source seen so far is in control: steps begun by a
+Steps come from three sources, in rising priority: a library profplug knows
+(``LIBRARY``: Megatron-Core's ``run_one_forward_step``, transformers'
+``pipeline_parallel_naive_forward``; the source is named after the library),
+``profplug.step()`` in the job (``MANUAL``) and functions named with ``profplug run
+--step-fn`` (``STEP_FN``), see :mod:`profplug.autosteps`. The highest source seen so far is in control: steps begun by a
 lower one are ignored (a no-op step), and the first step of a higher one restarts the count
 at 0 and tells the session (``on_switch``) to discard any window the lower one opened.
 """
@@ -35,11 +36,12 @@ from profplug.analyzers.core import ranges
 Listener = Callable[[int], None]
 SwitchListener = Callable[[str, str, int], None]  # (old source, new source, steps dropped)
 
-MEGATRON, MANUAL, STEP_FN = 0, 1, 2
-SOURCES = ("megatron", "manual", "step_fn")
+LIBRARY, MANUAL, STEP_FN = 0, 1, 2
+SOURCES = ("library", "manual", "step_fn")  # LIBRARY: named after the library instead
 
 _count = 0
 _level = -1  # the source in control (index into SOURCES); -1 before the first step
+_library = SOURCES[LIBRARY]  # the library whose steps are counted at the LIBRARY level
 _open: Step | None = None
 # Listener tuples are replaced, never mutated: a step iterates them without a copy.
 _on_begin: tuple[Listener, ...] = ()
@@ -113,9 +115,12 @@ def step() -> Step:
     return begin(MANUAL)
 
 
-def begin(level: int) -> Step:
-    """Begin the next step on behalf of source ``level`` (``MEGATRON``/``MANUAL``/``STEP_FN``)."""
-    global _count, _open
+def begin(level: int, library: str | None = None) -> Step:
+    """Begin the next step on behalf of source ``level`` (``LIBRARY``/``MANUAL``/``STEP_FN``;
+    ``library``: the library's name, at the ``LIBRARY`` level)."""
+    global _count, _open, _library
+    if library is not None and level == LIBRARY and _level <= LIBRARY:
+        _library = library
     if level != _level:
         if level < _level:
             return IGNORED
@@ -142,12 +147,17 @@ def _take_control(level: int) -> None:
     close_open()
     _count = 0
     for cb in _on_switch:
-        cb(SOURCES[previous], SOURCES[level], dropped)
+        cb(_name(previous), _name(level), dropped)
+
+
+def _name(level: int) -> str:
+    return _library if level == LIBRARY else SOURCES[level]
 
 
 def source() -> str | None:
-    """The source in control (``"megatron"``, ``"manual"``, ``"step_fn"``), None before any."""
-    return SOURCES[_level] if _level >= 0 else None
+    """The source in control (the library's name, e.g. ``"megatron"``; ``"manual"``,
+    ``"step_fn"``), None before any."""
+    return _name(_level) if _level >= 0 else None
 
 
 def close_open() -> None:
@@ -195,6 +205,6 @@ def remove_listener(on_begin: Listener | None = None, on_end: Listener | None = 
 
 def _reset() -> None:
     """Back to the state of a fresh process (tests)."""
-    global _count, _level
+    global _count, _level, _library
     close_open()
-    _count, _level = 0, -1
+    _count, _level, _library = 0, -1, SOURCES[LIBRARY]

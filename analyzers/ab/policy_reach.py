@@ -1,6 +1,6 @@
 """Did each policy reach the job? Every rank counts, per sync policy, what the policy
-touched (``profplug.policy``: patched send/recv calls, device syncs and event waits they
-issued, ``profplug.current_policy()`` calls); a run record keeps them per rank
+touched (``profplug.policy``: calls of sync sites (``profplug.sites``), device syncs and
+event waits they issued, ``profplug.current_policy()`` calls); a run record keeps them per rank
 (``ranks[].policy_counts``). A policy that reached nothing in a run could not have changed
 anything in it: ``ab`` says so in one loud line and exits with ``EXIT_NOT_REACHED``.
 Records without counts (an ``ab.json`` from before the check) are not checked.
@@ -13,8 +13,9 @@ from typing import Any
 
 from profplug.analyzers.ab.plan import policy_of
 
-LOOKED_FOR = ("no patched send/recv call (profplug.p2p or Megatron-Core's), no device sync "
-              "or event wait issued, no profplug.current_policy() call")
+LOOKED_FOR = ("no sync site called (profplug.p2p, Megatron-Core's, transformers' or a "
+              "--sync-site), no device sync or event wait issued, no "
+              "profplug.current_policy() call")
 
 
 def run_labels(run: dict[str, Any]) -> list[str]:

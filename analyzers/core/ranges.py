@@ -13,6 +13,7 @@ also appears as a ``record_function`` range of the same name in Kineto traces.
 | ``profplug.sync.device`` | ``torch.cuda.synchronize()`` (policy ``device``) |
 | ``profplug.sync.event`` | the event/stream wait (policy ``event``) |
 | ``profplug.synchronize <file>:<line> <function>`` | a patched ``torch.cuda.synchronize`` call |
+| ``profplug.sync_site <MODULE>:<QUALNAME>`` | a call of a declared sync site (``--sync-site``); its synchronizes are the policy's |
 | ``profplug.step`` | one pipeline step (``profplug.step()``, a ``--step-fn`` or Megatron's ``run_one_forward_step``) |
 | ``ProfilerStep#<N>`` | the same step N, Kineto only (the name torch.profiler and HTA use); encloses ``profplug.step`` |
 | ``profplug.rank <R>`` | an NVTX mark (instant) naming the process's rank |
@@ -45,6 +46,7 @@ WAIT = "profplug.wait"
 SYNC_DEVICE = "profplug.sync.device"
 SYNC_EVENT = "profplug.sync.event"
 SYNCHRONIZE = "profplug.synchronize"  # followed by " <file>:<line> <function>"
+SYNC_SITE = "profplug.sync_site"  # followed by " <MODULE>:<QUALNAME>"
 STEP = "profplug.step"
 PROFILER_STEP = "ProfilerStep#"  # followed by the step index (Kineto only)
 RANK_MARK = "profplug.rank"  # followed by " <R>"
@@ -57,6 +59,11 @@ PHASES = frozenset({POST, WAIT, SYNC_DEVICE, SYNC_EVENT})
 def synchronize_range(filename: str, lineno: int, function: str) -> str:
     """The range name for a patched ``torch.cuda.synchronize`` called at file:line."""
     return f"{SYNCHRONIZE} {filename}:{lineno} {function}"
+
+
+def sync_site_range(target: str) -> str:
+    """The range name for a call of the declared sync site ``MODULE:QUALNAME``."""
+    return f"{SYNC_SITE} {target}"
 
 
 def profiler_step(index: int) -> str:

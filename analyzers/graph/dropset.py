@@ -14,7 +14,10 @@ profplug's own ranges (``profplug.recv_from_prev_pipeline_rank_ peer=0`` around
 ``profplug.sync.device``, ``profplug.analyzers.core.ranges``), the range of a patched
 ``torch.cuda.synchronize`` called from those functions (``profplug.synchronize
 .../communication_utils.py:NN recv_from_prev_pipeline_rank_``), or Megatron's own NVTX ranges
-(``module.function``). The enclosing range is found as call sites are
+(``module.function``). A declared sync site's range (``profplug.sync_site MODULE:QUALNAME``,
+``--sync-site``) is such a range too: its synchronizes are the ones the policy replaces.
+transformers' pipeline is annotated with Megatron's names (``profplug.patching``), so its
+synchronizes are found by the same rule. The enclosing range is found as call sites are
 (``callsites.enclosing``), over those ranges only.
 
 When no rank of the run has such a synchronize (a job with its own send/recv, or traces
@@ -38,6 +41,7 @@ import numpy as np
 from profplug.analyzers.core import classify
 from profplug.analyzers.core.memo import ScopedMemo
 from profplug.analyzers.core.names import FUNCTIONS
+from profplug.analyzers.core.ranges import SYNC_SITE
 from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.stalls.callsites import enclosing
 
@@ -88,8 +92,9 @@ def dropped_calls(tl: Timeline, kind: np.ndarray, blocking: np.ndarray, drop: Dr
 
 
 def is_pipeline_range(name: str) -> bool:
-    """Whether a host range's name names a pipeline send/recv (see the module docstring)."""
-    return _PIPELINE.search(name) is not None
+    """Whether a host range's name names a pipeline send/recv or a declared sync site (see
+    the module docstring)."""
+    return name.startswith(SYNC_SITE + " ") or _PIPELINE.search(name) is not None
 
 
 @lru_cache(maxsize=8192)  # a run's range names repeat on every rank and every what-if

@@ -43,10 +43,15 @@ def ab(
         "--whatif", metavar="RUN",
         help="a traced device run: draw its what-if prediction against the measurement")] = None,
     patch: Annotated[str, typer.Option(
-        help="patches: megatron (default), megatron,synchronize or none")] = "megatron",
+        help="patches: megatron,transformers (default), with synchronize, or none")] = (
+        "megatron,transformers"),
     step_fn: Annotated[list[str] | None, typer.Option(
         "--step-fn", metavar="MODULE:QUALNAME",
         help="each outermost call of this function is a step (repeatable)")] = None,
+    sync_site: Annotated[list[str] | None, typer.Option(
+        "--sync-site", metavar="MODULE:QUALNAME",
+        help="a function whose torch.cuda.synchronize() calls are the pipeline's: the "
+             "policies apply to them (repeatable)")] = None,
     force: Annotated[bool, typer.Option("--force", help="overwrite a non-empty DIR")] = False,
 ) -> None:
     """Run CMD rounds x policies times without a profiler, time every step, compare."""
@@ -58,7 +63,7 @@ def ab(
     rc = run_ab(AbOptions(
         out=output, command=list(command), policies=policies, rounds=rounds, skip=skip,
         steps=steps, order=order, seed=seed, switch_every=switch_every, aa=aa, patches=patch, step_fns=list(step_fn or []),
-        html=html, whatif=whatif, force=force,
+        sync_sites=list(sync_site or []), html=html, whatif=whatif, force=force,
     ))
     raise typer.Exit(code=rc)
 

@@ -21,13 +21,18 @@ def run(
     trace: Annotated[str, typer.Option(
         help="kineto (torch.profiler), nsys, or none (patches and sync policy only)")] = "kineto",
     sync: Annotated[str, typer.Option(help="p2p sync policy: keep|device|event|none")] = "keep",
-    patch: Annotated[str, typer.Option(help="patches: megatron,synchronize or none")] = (
-        "megatron,synchronize"
+    patch: Annotated[str, typer.Option(
+        help="patches: any of megatron,transformers,synchronize, or none")] = (
+        "megatron,transformers,synchronize"
     ),
     step_fn: Annotated[list[str] | None, typer.Option(
         "--step-fn", metavar="MODULE:QUALNAME",
         help="each outermost call of this function is a step (repeatable); MODULE may be "
              "__main__ or the script's path for the script's own function")] = None,
+    sync_site: Annotated[list[str] | None, typer.Option(
+        "--sync-site", metavar="MODULE:QUALNAME",
+        help="a function whose torch.cuda.synchronize() calls are the pipeline's: annotated, "
+             "the --sync policy applied (repeatable)")] = None,
     skip: Annotated[int, typer.Option(help="steps before the window")] = 10,
     steps: Annotated[int, typer.Option(help="steps in the profiling window")] = 50,
     cpu_ops: Annotated[bool, typer.Option("--cpu-ops", help="Kineto: record every CPU op")] = False,
@@ -50,7 +55,7 @@ def run(
 
     rc = launch(RunOptions(
         out=output, command=list(command), trace=trace, sync=sync, patches=patch,
-        step_fns=list(step_fn or []), skip=skip,
+        step_fns=list(step_fn or []), sync_sites=list(sync_site or []), skip=skip,
         steps=steps, cpu_ops=cpu_ops, nsys=nsys, report=not no_report, force=force,
     ))
     raise typer.Exit(code=rc)

@@ -58,8 +58,9 @@ class AbOptions:
     switch_every: int | None = None  # None: switched every DEFAULT_SWITCH_EVERY (auto)
     aa: bool = False  # --aa: --policies device,device
     seed: int | None = None
-    patches: str = "megatron"  # not synchronize: its ranges only matter to a profiler
+    patches: str = "megatron,transformers"  # not synchronize: its ranges matter to a profiler
     step_fns: list[str] = field(default_factory=list)
+    sync_sites: list[str] = field(default_factory=list)
     html: Path | None = None
     whatif: str | None = None
     force: bool = False
@@ -110,8 +111,8 @@ def collect(run_dir: Path, index: int, rnd: int, policy: str, rc: int,
         })
         if r.get("status") == "finished" and not timing.get("steps"):
             reasons.append(f"rank {r.get('rank')}: no timed step (fewer than --skip steps, or "
-                           "no steps: profplug.step(), Megatron-Core's run_one_forward_step "
-                           "or --step-fn)")
+                           "no steps: profplug.step(), Megatron-Core's run_one_forward_step, "
+                           "transformers' pipeline_parallel_naive_forward or --step-fn)")
     if "read_error" in info:
         reasons.append(f"no run.json: {info['read_error']}")
     elif not ranks and rc:
@@ -192,7 +193,8 @@ def _launch(opts: AbOptions, k: int, p: Planned) -> dict[str, Any]:
     t0 = time.monotonic()
     rc = launch_run(RunOptions(
         out=run_dir, command=list(opts.command), trace="none", sync=policy_of(order[0]),
-        patches=opts.patches, step_fns=list(opts.step_fns), skip=opts.skip,
+        patches=opts.patches, step_fns=list(opts.step_fns),
+        sync_sites=list(opts.sync_sites), skip=opts.skip,
         steps=opts.steps, report=False, step_timing=opts.timing, digest=True,
         extra_env=env))
     record = collect(run_dir, k, p.round, p.label, rc, time.monotonic() - t0)
@@ -306,7 +308,8 @@ def run_ab(opts: AbOptions) -> int:
     plan = (switched_plan(policies, opts.rounds, every) if every
             else separate_plan(policies, opts.rounds, opts.order, seed))
     RunOptions(out=opts.out, command=opts.command, trace="none", patches=opts.patches,
-               step_fns=opts.step_fns, skip=opts.skip, steps=opts.steps).config()  # checks
+               step_fns=opts.step_fns, sync_sites=opts.sync_sites, skip=opts.skip,
+               steps=opts.steps).config()  # checks
     _prepare(opts.out, opts.force)
     runs, interrupted, stopped, probe = _run_all(opts, plan, policies)
     if interrupted is not None:

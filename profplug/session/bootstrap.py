@@ -3,12 +3,13 @@
 A process activates when ``PROFPLUG_OUT`` is set, it is not a launcher (torchrun,
 ``python -m torch.distributed.run``) and no ancestor activated (``PROFPLUG_OWNER_PID``).
 Activation only registers post-import hooks: the session starts when the job imports
-torch, Megatron-Core's p2p functions are patched when it imports ``communication_utils``,
-its inference wrappers' ``run_one_forward_step`` becomes the step when it imports
-``abstract_model_inference_wrapper``, and each ``--step-fn MODULE:QUALNAME`` is patched when
-the job imports MODULE (once its body has finished: ``session.hooks``); a function of the
-script itself (``__main__``, its path) is watched for from the job's ``import torch`` on
-(``profplug.scriptsteps``).
+torch; the built-in declarations (``profplug.libraries``) and every ``--sync-site
+MODULE:QUALNAME`` are applied when the job imports their modules (Megatron-Core's p2p
+functions with ``communication_utils``, its ``run_one_forward_step`` steps with
+``abstract_model_inference_wrapper``, transformers' with ``pipeline_parallel``), and each
+``--step-fn MODULE:QUALNAME`` is patched when the job imports MODULE (once its body has
+finished: ``session.hooks``); a function of the script itself (``__main__``, its path) is
+watched for from the job's ``import torch`` on (``profplug.scriptsteps``).
 """
 
 from __future__ import annotations
@@ -83,16 +84,10 @@ def _on_torch(config: Config) -> None:
         mark(rank_mark(rank))
 
 
-def _on_megatron(module: ModuleType) -> None:
-    from profplug.patching import patch_megatron
+def _on_sync_site(spec: str, module: ModuleType) -> None:
+    from profplug.sites import declare
 
-    patch_megatron(steps=False)  # the wrapper module is still importing this one
-
-
-def _on_megatron_wrapper(module: ModuleType) -> None:
-    from profplug.autosteps import patch_megatron_steps
-
-    patch_megatron_steps()
+    declare(spec)
 
 
 def _on_step_fn_module(spec: str, module: ModuleType) -> None:
@@ -120,11 +115,14 @@ def activate(environ: dict[str, str] | None = None) -> bool:
     from profplug.session import hooks
 
     hooks.when_imported("torch", lambda _m: _on_torch(config))
-    if "megatron" in config.patches:
-        from profplug.analyzers.core.names import MEGATRON_MODULE, MEGATRON_WRAPPER_MODULE
+    from profplug.libraries import LIBRARIES
+    from profplug.patching import patch_library  # stdlib only until a module is imported
 
-        hooks.when_imported(MEGATRON_MODULE, _on_megatron)
-        hooks.when_imported(MEGATRON_WRAPPER_MODULE, _on_megatron_wrapper)
+    for name in LIBRARIES:  # each waits for its own modules (a namespace package, as
+        if name in config.patches:  # ``megatron``, runs no hook of its own)
+            patch_library(name)
+    for spec in config.sync_sites:
+        hooks.when_imported(spec.rpartition(":")[0], functools.partial(_on_sync_site, spec))
     for spec in config.step_fns:  # before the job can bind the function by name
         module = spec.rpartition(":")[0]
         if module != "__main__" and not is_step_fn_path(module):  # the script: at torch

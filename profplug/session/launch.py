@@ -29,6 +29,7 @@ from profplug.config import (
     is_step_fn_path,
     parse_patches,
     parse_step_fns,
+    parse_sync_sites,
 )
 from profplug.session import outcome, progress
 
@@ -49,8 +50,9 @@ class RunOptions:
     command: list[str]
     trace: str = "kineto"
     sync: str = "keep"
-    patches: str = "megatron,synchronize"
+    patches: str = "megatron,transformers,synchronize"
     step_fns: list[str] = field(default_factory=list)
+    sync_sites: list[str] = field(default_factory=list)
     skip: int = 10
     steps: int = 50
     cpu_ops: bool = False
@@ -76,8 +78,13 @@ class RunOptions:
             step_fns = tuple(_absolute(s) for s in parse_step_fns(",".join(self.step_fns)))
         except ValueError as exc:
             raise ProfplugError(f"--step-fn: {exc}") from None
+        try:
+            sync_sites = parse_sync_sites(",".join(self.sync_sites))
+        except ValueError as exc:
+            raise ProfplugError(f"--sync-site: {exc}") from None
         return Config(out=str(self.out.resolve()), trace=self.trace, sync=self.sync,
-                      patches=patches, step_fns=step_fns, skip=self.skip, steps=self.steps,
+                      patches=patches, step_fns=step_fns, sync_sites=sync_sites,
+                      skip=self.skip, steps=self.steps,
                       cpu_ops=self.cpu_ops, step_timing=self.step_timing, digest=self.digest)
 
 
@@ -249,7 +256,8 @@ def write_run_json(out: Path, info: dict[str, Any]) -> None:
     options = info.get("options", {})
     no_window = outcome.window_problem(ranks, options)
     info = {**info, "warnings": [*info.get("warnings", []),
-                                 *outcome.step_fn_warnings(step_fns, ranks)],
+                                 *outcome.step_fn_warnings(step_fns, ranks),
+                                 *outcome.sync_site_warnings(ranks)],
             "step_fns": outcome.step_fn_summary(step_fns, ranks),
             "no_window": no_window}
     if options.get("trace", "kineto") != "none":

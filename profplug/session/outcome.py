@@ -77,6 +77,30 @@ def step_fn_summary(requested: list[str], ranks: list[dict[str, Any]]) -> list[d
     return out
 
 
+def sync_site_warnings(ranks: list[dict[str, Any]]) -> list[str]:
+    """A warning per sync site no rank called: a declared one (``--sync-site``) never
+    called, or any whose function was not found (a library's moved functions)."""
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for r in ranks:
+        for t in r.get("sync_sites") or []:
+            by_name.setdefault(str(t.get("name")), []).append(t)
+    warnings = []
+    for name, seen in by_name.items():
+        if sum(int(t.get("calls") or 0) for t in seen):
+            continue
+        errors = sorted({t["error"] for t in seen if t.get("error")})
+        if errors:
+            why = errors[0]
+        elif seen[0].get("origin") != "declared":
+            continue  # a library's site in a job that does not use it
+        elif any(t.get("patched") for t in seen):
+            why = "never called"
+        else:
+            why = f"module {name.rpartition(':')[0]} was never imported"
+        warnings.append(f"--sync-site {name}: {why}; no policy applied there")
+    return warnings
+
+
 def step_fn_warnings(requested: list[str], ranks: list[dict[str, Any]]) -> list[str]:
     """A warning per requested ``MODULE:QUALNAME`` that no rank ever called."""
     warnings = []
@@ -164,7 +188,10 @@ def window_problem(ranks: list[dict[str, Any]], options: dict[str, Any]) -> str 
                 f"the window starts at step {skip} (--skip {skip})")
     step_fns = list(options.get("step_fns") or [])
     fns = _step_fn_reasons(step_fns, ranks) if step_fns else ["no --step-fn given"]
-    megatron = "megatron" in str(options.get("patches", "megatron"))
-    meg = "no Megatron step" if megatron else "no Megatron step (--patch without megatron)"
+    patches = str(options.get("patches", "megatron,transformers"))
+    libs = [word for lib, word in (("megatron", "Megatron"), ("transformers", "transformers"))
+            if lib in patches]
+    meg = (f"no {'/'.join(libs)} step" if libs
+           else "no library step (--patch without megatron, transformers)")
     return (f"the window never opened: no step: no profplug.step, {meg}, {'; '.join(fns)}; "
             "and no profplug p2p or synchronize call to record the whole run from")

@@ -75,6 +75,7 @@ def record(end: ProcessEnd, reason: str, cuda_calls: bool, *, trace: str | None,
     """The status file's object; nothing that could block without ``cuda_calls``."""
     status = end.status(reason)
     autosteps = sys.modules.get("profplug.autosteps")
+    sites = sys.modules.get("profplug.sites")
     return {
         "rank": rank(),
         "world_size": world_size(),
@@ -91,6 +92,7 @@ def record(end: ProcessEnd, reason: str, cuda_calls: bool, *, trace: str | None,
         "trace": trace,
         "window": window,
         "step_fns": autosteps.targets() if autosteps is not None else [],
+        "sync_sites": sites.states() if sites is not None else [],
         "versions": versions(cuda_calls) if status != "running" else None,
         "timing": timing,
         "untraced": untraced,
@@ -123,6 +125,10 @@ def versions(cuda_calls: bool = True) -> dict[str, Any]:
         "nccl": None,
         "gpu": None,
     }
+    for lib in ("transformers", "megatron.core"):  # the pipelines profplug declares
+        module = sys.modules.get(lib)
+        if module is not None:
+            v[lib] = getattr(module, "__version__", None)
     if cuda_calls and torch.cuda.is_available():
         try:
             v["nccl"] = ".".join(str(x) for x in torch.cuda.nccl.version())

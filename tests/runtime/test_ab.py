@@ -182,9 +182,9 @@ def test_a_job_the_policy_never_reaches_is_one_loud_line_exit_7_and_stops(tmp_pa
     assert res.returncode == 7, res.stderr[-3000:]
     loud = [ln for ln in res.stderr.splitlines() if "POLICY NOT REACHED" in ln]
     assert loud == ["profplug ab: POLICY NOT REACHED: run 0 (round 0, device): the device "
-                    "policy reached nothing in the job: no patched send/recv call "
-                    "(profplug.p2p or Megatron-Core's), no device sync or event wait issued, "
-                    "no profplug.current_policy() call (and 1 more) (exit status 7)"]
+                    "policy reached nothing in the job: no sync site called (profplug.p2p, "
+                    "Megatron-Core's, transformers' or a --sync-site), no device sync or event "
+                    "wait issued, no profplug.current_policy() call (and 1 more) (exit status 7)"]
     assert "no policy reached the job in the first round" in res.stderr
     doc = load(out)
     assert len(doc["runs"]) == 2 and doc["exit_status"] == 7 and len(doc["not_reached"]) == 2

@@ -145,7 +145,11 @@ def test_from_a_signal_nothing_is_read() -> None:
 
 
 def test_megatrons_broadcast_result_is_digested(monkeypatch) -> None:
-    from profplug import p2p, patching
+    """Megatron's declaration: its broadcast's result is the step's output, its sends are not."""
+    import types
+
+    from profplug import p2p, sites
+    from profplug.libraries import MEGATRON
 
     tokens = torch.tensor([5, 7])
     monkeypatch.setattr(p2p, "broadcast_from_last_pipeline_stage", lambda *a, **k: tokens)
@@ -154,13 +158,24 @@ def test_megatrons_broadcast_result_is_digested(monkeypatch) -> None:
     def original(size, dtype, tensor=None, pp_group=None):
         raise AssertionError("the wrapper calls profplug.p2p")
 
-    wrapper = patching._wrap_p2p("broadcast_from_last_pipeline_stage", original)
+    fake = types.ModuleType("fake_mcu")
+    fake.send_to_next_pipeline_rank = original
+    fake.broadcast_from_last_pipeline_stage = original
+    by_name = {s.target.rpartition(":")[2]: s for s in MEGATRON.sites}
+    states = [sites.SiteState(by_name[n]) for n in ("broadcast_from_last_pipeline_stage",
+                                                     "send_to_next_pipeline_rank")]
+    monkeypatch.setattr(sites, "_states", {s.site.target: s for s in states})
+    for state in states:
+        sites.install(state, fake)
     digests.enable(1)
     profplug.step()
-    assert wrapper([2], torch.int64) is tokens
+    assert fake.broadcast_from_last_pipeline_stage([2], torch.int64) is tokens
     assert digests.summary()["steps"][0] == one(tokens)
-    patching._wrap_p2p("send_to_next_pipeline_rank", original)(tokens)
+    fake.send_to_next_pipeline_rank(tokens)
     assert digests.summary()["calls"] == 1  # only the broadcast's result is an output
+    assert [s.calls for s in states] == [1, 1]
+    sites.unpatch()
+    assert fake.send_to_next_pipeline_rank is original
 
 
 def _session(tmp_path, monkeypatch, **kw):

@@ -28,7 +28,7 @@ def user_annotations(path: Path) -> list[str]:
 
 def test_the_jobs_steps_replace_a_window_opened_by_megatron_steps(session_for, tmp_path) -> None:
     s = session_for(tmp_path, skip=1, steps=2)
-    fwd = autosteps.step_wrapper(lambda: None, autosteps.Target("m:f", steps.MEGATRON))
+    fwd = autosteps.step_wrapper(lambda: None, autosteps.Target("m:f", steps.LIBRARY, "megatron"))
     fwd()
     fwd()  # auto step 1 opened the window
     assert s.recorder.running and s.window.first_step == 1
@@ -51,7 +51,7 @@ def test_the_jobs_steps_replace_a_window_opened_by_megatron_steps(session_for, t
 def test_a_window_given_up_keeps_only_an_nsys_capture_open(
         session_for, tmp_path, trace, still_running) -> None:
     s = session_for(tmp_path, trace=trace, skip=1, steps=2)
-    fwd = autosteps.step_wrapper(lambda: None, autosteps.Target("m:f", steps.MEGATRON))
+    fwd = autosteps.step_wrapper(lambda: None, autosteps.Target("m:f", steps.LIBRARY, "megatron"))
     fwd()
     fwd()  # auto step 1 opened the window
     with profplug.step():  # the job's steps take over: the window is given up

@@ -108,7 +108,8 @@ def test_a_step_fn_never_called_gives_no_step(tmp_path) -> None:
     res = profplug_run(out, "--no-report", "--step-fn", "__main__:never_called",
                        job=[sys.executable, str(JOBS / "shapes_main.py"), "--tokens", "3"])
     assert res.returncode == NO_WINDOW_EXIT, res.stderr[-3000:]
-    why = ("the window never opened: no step: no profplug.step, no Megatron step, --step-fn "
+    why = ("the window never opened: no step: no profplug.step, no Megatron/transformers step, "
+           "--step-fn "
            "__main__:never_called: never called; and no profplug p2p or synchronize call to "
            "record the whole run from")
     assert f"profplug: {why}" in res.stderr

@@ -47,7 +47,7 @@ def events():
 
 def auto(level: int):
     """A function whose calls are steps of source ``level`` (as a --step-fn or Megatron)."""
-    target = autosteps.Target("t:f", level)
+    target = autosteps.Target("t:f", level, "megatron" if level == steps.LIBRARY else None)
 
     def f(inner=None):
         return inner() if inner else None
@@ -56,7 +56,7 @@ def auto(level: int):
 
 
 def test_manual_steps_take_over_from_megatron_auto_steps(events) -> None:
-    fwd, target = auto(steps.MEGATRON)
+    fwd, target = auto(steps.LIBRARY)
     fwd()
     fwd()
     assert steps.source() == "megatron" and steps.count() == 2
@@ -72,7 +72,7 @@ def test_manual_steps_take_over_from_megatron_auto_steps(events) -> None:
 
 
 def test_auto_steps_never_start_once_the_job_stepped(events) -> None:
-    fwd, _ = auto(steps.MEGATRON)
+    fwd, _ = auto(steps.LIBRARY)
     profplug.step()
     fwd()
     profplug.step()
@@ -82,7 +82,7 @@ def test_auto_steps_never_start_once_the_job_stepped(events) -> None:
 
 
 def test_step_fn_beats_manual_steps_and_nested_calls_are_one_step(events) -> None:
-    fwd, _ = auto(steps.MEGATRON)
+    fwd, _ = auto(steps.LIBRARY)
     decode, _ = auto(steps.STEP_FN)
     with profplug.step():
         pass
@@ -95,7 +95,7 @@ def test_step_fn_beats_manual_steps_and_nested_calls_are_one_step(events) -> Non
 
 
 def test_a_step_fn_inside_a_megatron_step_takes_over_that_step(events) -> None:
-    fwd, _ = auto(steps.MEGATRON)
+    fwd, _ = auto(steps.LIBRARY)
     layer, _ = auto(steps.STEP_FN)
     fwd(inner=layer)
     fwd(inner=layer)
@@ -104,7 +104,7 @@ def test_a_step_fn_inside_a_megatron_step_takes_over_that_step(events) -> None:
 
 
 def test_calls_during_a_cuda_graph_capture_are_not_steps(events, monkeypatch) -> None:
-    fwd, target = auto(steps.MEGATRON)
+    fwd, target = auto(steps.LIBRARY)
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
     fwd()  # e.g. the dynamic engine capturing its CUDA graphs
@@ -139,7 +139,7 @@ def test_async_step_function_is_one_step_until_its_coroutine_ends(events) -> Non
 
 
 def test_kineto_trace_has_profiler_step_and_profplug_step_once_per_step(events, tmp_path) -> None:
-    fwd, _ = auto(steps.MEGATRON)
+    fwd, _ = auto(steps.LIBRARY)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         for _ in range(3):
             fwd()

@@ -208,7 +208,7 @@ def test_a_window_given_up_for_a_higher_step_source_is_not_timed(session_for, tm
     from profplug import autosteps
 
     s = session_for(tmp_path, skip=1, steps=2, step_timing="host")
-    fwd = autosteps.step_wrapper(lambda: None, autosteps.Target("m:f", steps.MEGATRON))
+    fwd = autosteps.step_wrapper(lambda: None, autosteps.Target("m:f", steps.LIBRARY, "megatron"))
     fwd()
     fwd()
     assert s.clocks.window is not None and s.clocks.window.marks == 1

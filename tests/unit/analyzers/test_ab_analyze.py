@@ -212,8 +212,8 @@ def test_a_policy_that_reached_nothing_is_one_loud_line_and_exit_7() -> None:
     res = analyze_ab(runs, policies=labels, rounds=3, resamples=200)
     assert res.not_reached[0] == (
         "POLICY NOT REACHED: run 1 (round 0, event): the event policy reached nothing in "
-        "the job: no patched send/recv call (profplug.p2p or Megatron-Core's), no device "
-        "sync or event wait issued, no profplug.current_policy() call")
+        "the job: no sync site called (profplug.p2p, Megatron-Core's, transformers' or a "
+        "--sync-site), no device sync or event wait issued, no profplug.current_policy() call")
     assert len(res.not_reached) == 3 and res.exit_code() == EXIT_NOT_REACHED == 7
     assert res.verdict.startswith("POLICY NOT REACHED: run 1")
     # old records (no counts) are not checked

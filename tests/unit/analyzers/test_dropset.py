@@ -51,6 +51,8 @@ def trace(tmp: Path, own: bool, recv: str | None = "profplug.recv_from_prev_pipe
     ("profplug.broadcast_from_last_pipeline_stage root=1", False),  # no sync to change
     ("my_recv_from_prev_pipeline_rank_2", False),  # not the word
     ("profplug.synchronize train.py:12 main", False),
+    ("profplug.sync_site mypipe.comm:Stage.recv", True),  # a declared sync site
+    ("profplug.sync_site", False),  # no site named
 ])
 def test_pipeline_range_names(name: str, pipeline: bool) -> None:
     assert is_pipeline_range(name) is pipeline
@@ -64,6 +66,13 @@ def test_the_policy_mask_picks_the_syncs_inside_the_recv(tmp_path: Path) -> None
     dropped = sorted(int(x) % 100 for x in starts[mask])
     assert set(names[mask]) == {"cudaDeviceSynchronize"} and dropped == [4] * N
     assert int((names == "cudaDeviceSynchronize").sum()) == 2 * N
+
+
+def test_a_declared_sync_sites_synchronizes_are_the_policys(tmp_path: Path) -> None:
+    tl = read_kineto(trace(tmp_path, own=True, recv="profplug.sync_site mypipe:Stage.recv"), 0)
+    res = whatif([tl])
+    assert res.drop == "policy" and res.drop_note is None
+    assert res.rank(0).dropped_calls == N  # the site's, not the 6 before the barrier
 
 
 def test_the_default_drop_leaves_the_jobs_own_syncs(tmp_path: Path) -> None:

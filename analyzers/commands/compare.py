@@ -7,8 +7,14 @@ import sys
 from pathlib import Path
 
 from profplug.analyzers.commands.libwarnings import own_warnings
-from profplug.analyzers.commands.outpaths import check_outputs, stdout_or
-from profplug.analyzers.commands.output import open_backend, progress_flag, write_page, write_text
+from profplug.analyzers.commands.outpaths import check_cache, check_outputs, stdout_or
+from profplug.analyzers.commands.output import (
+    open_backend,
+    output_format,
+    progress_flag,
+    write_page,
+    write_text,
+)
 from profplug.analyzers.compare.ab_runs import (
     AbComparison,
     compare_ab,
@@ -31,6 +37,7 @@ from profplug.analyzers.render.timeline_data import GAPS_KEPT
 from profplug.analyzers.report.analysis import analyze
 from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.report.run_meta import find_run_meta
+from profplug.analyzers.report.runsets import check_one_run
 from profplug.analyzers.scale.pathargs import run_paths
 from profplug.analyzers.stalls.rank import RankResult, StallOptions
 from profplug.analyzers.whatif import (
@@ -47,7 +54,7 @@ def run_label(run: str) -> str:
 
 
 @own_warnings
-def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | None = None,
+def run_compare(run_a: str, run_b: str, *, fmt: str | None = None, output: Path | None = None,
                 html: Path | None = None, options: StallOptions | None = None,
                 labels: tuple[str | None, str | None] = (None, None),
                 read: ReadOptions | None = None, whatif: bool | None = None,
@@ -58,6 +65,7 @@ def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | No
     Each run's report is the one :func:`run_report` makes (``whatif`` and ``cross_rank``
     as there).
     """
+    fmt = output_format(fmt, output)
     if is_ab_dir(run_b):  # B measured by profplug ab: the what-if against its CI
         return _compare_with_ab(run_a, run_b, fmt=fmt, output=output, html=html,
                                 options=options, labels=labels, read=read)
@@ -67,7 +75,9 @@ def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | No
     run = report_analyses(whatif, cross_rank)
     paths_a, paths_b = run_paths(run_a), run_paths(run_b)
     check_outputs((stdout_or(output), html), [*paths_a, *paths_b])
+    check_cache(None if read is None else read.cache_dir, [*paths_a, *paths_b])
     find_run_meta(paths_a), find_run_meta(paths_b)  # a bad run.json: said before the read
+    check_one_run(paths_a, "compare"), check_one_run(paths_b, "compare")
     backend = open_backend(jobs, dask)
     try:
         # each big run's run-level analyses where its ranks are read, as its report

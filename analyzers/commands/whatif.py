@@ -8,8 +8,14 @@ import sys
 from pathlib import Path
 
 from profplug.analyzers.commands.libwarnings import own_warnings
-from profplug.analyzers.commands.outpaths import check_outputs, stdout_or
-from profplug.analyzers.commands.output import open_backend, progress_flag, write_page, write_text
+from profplug.analyzers.commands.outpaths import check_cache, check_outputs, stdout_or
+from profplug.analyzers.commands.output import (
+    open_backend,
+    output_format,
+    progress_flag,
+    write_page,
+    write_text,
+)
 from profplug.analyzers.compare.against_run import (
     label_of,
     load_other,
@@ -22,6 +28,7 @@ from profplug.analyzers.render.timeline_data import GAPS_KEPT
 from profplug.analyzers.report.analysis import Report, analyze, analyze_timelines
 from profplug.analyzers.report.registry import check_drop
 from profplug.analyzers.report.run_meta import find_run_meta
+from profplug.analyzers.report.runsets import check_one_run
 from profplug.analyzers.scale.dispatch import Backend
 from profplug.analyzers.scale.load import PathsLike, load_timelines
 from profplug.analyzers.scale.pathargs import check_paths, split_paths
@@ -35,7 +42,7 @@ from profplug.analyzers.whatif import (
     whatif_analysis,
     whatif_unprofiled,
 )
-from profplug.analyzers.whatif.against import WhatIfAgainst, against
+from profplug.analyzers.whatif.against import WhatIfAgainst
 from profplug.analyzers.whatif.unprofiled import MAX_STEP_US, MIN_STEP_US, parse_ci
 
 UNPROFILED_AUTO = "auto"
@@ -83,7 +90,7 @@ def _spread_whatif(files: list[Path], drop: DropSpec, opt: StallOptions,
     return res, rep
 
 
-def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "table",
+def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str | None = None,
                output: Path | None = None, html: Path | None = None,
                options: StallOptions | None = None, jobs: int | None = None,
                unprofiled_us: float | str | None = None,
@@ -102,6 +109,7 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
     """
     drop = check_drop(drop or DropSpec())
     unprofiled_us = unprofiled_step_us(unprofiled_us, split_paths(paths))
+    fmt = output_format(fmt, output)
     check_format(WhatIfResult, fmt)
     if unprofiled_us is not None and not MIN_STEP_US <= unprofiled_us <= MAX_STEP_US:  # NaN
         raise ProfplugError("--unprofiled takes the measured unprofiled step time in us "
@@ -110,9 +118,12 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
     ci = parse_ci(unprofiled_ci, unprofiled_us)
     opt = options or StallOptions()
     files = check_paths(paths)
-    other = None if against_run is None else load_other(other_paths(against_run), read)
+    against = [] if against_run is None else other_paths(against_run)
+    check_cache(None if read is None else read.cache_dir, [*files, *against])
+    other = None if against_run is None else load_other(against, read)
     check_outputs((stdout_or(output), html), files)
     find_run_meta(files)  # a bad run.json: said before the read
+    check_one_run(files, "whatif")
     backend = open_backend(jobs, dask)
     spread: tuple[WhatIfResult, Report] | None = None
     try:

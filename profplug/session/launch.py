@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from profplug import __version__
+from profplug.analyzers.core.atomicfile import replace_text
 from profplug.analyzers.core.errors import ProfplugError, ToolMissingError
 from profplug.config import (
     ENV_OWNER_PID,
@@ -270,9 +271,7 @@ def write_run_json(out: Path, info: dict[str, Any]) -> None:
                         if (r.get("versions") or {}).get("gpu")}),
         "ranks": ranks,
     }
-    tmp = out / "run.json.tmp"
-    tmp.write_text(json.dumps(info, indent=1, default=str))
-    os.replace(tmp, out / "run.json")
+    replace_text(out / "run.json", json.dumps(info, indent=1, default=str))
 
 
 def run(opts: RunOptions) -> int:

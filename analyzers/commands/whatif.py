@@ -22,6 +22,7 @@ from profplug.analyzers.compare.against_run import (
     other_paths,
 )
 from profplug.analyzers.core.errors import ProfplugError, one_line
+from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.render.registry import check_format, render_text
 from profplug.analyzers.render.timeline_data import GAPS_KEPT
@@ -42,10 +43,31 @@ from profplug.analyzers.whatif import (
     whatif_analysis,
     whatif_unprofiled,
 )
-from profplug.analyzers.whatif.against import WhatIfAgainst
+from profplug.analyzers.whatif.against import WhatIfAgainst, against
 from profplug.analyzers.whatif.unprofiled import MAX_STEP_US, MIN_STEP_US, parse_ci
 
 UNPROFILED_AUTO = "auto"
+
+
+def _say_if_still_synchronizing(files: list[Path], other_files: list[Path],
+                                other: list[Timeline], against_run: str) -> None:
+    """``--against`` a run that still has the synchronizes the what-if drops (the same run,
+    a copy, another device run): its step is no measure of the prediction; said first."""
+    from profplug.analyzers.graph.dropset import policy_mask
+    from profplug.analyzers.scale.fingerprint import run_fingerprint
+
+    same = run_fingerprint(files)
+    if same is not None and same == run_fingerprint(other_files):
+        print(f"profplug: warning: --against {one_line(against_run)} is the same run as the "
+              "one predicted (the same traces, by content): it still synchronizes; the "
+              "error below is no measure of the prediction", file=sys.stderr)
+        return
+    n = int(sum(int(policy_mask(t).sum()) for t in other))
+    if n:
+        print(f"profplug: warning: --against {one_line(against_run)} still synchronizes: "
+              f"{n:,} device-wide synchronize(s) inside its pipeline send/recv (a device "
+              "run?); the prediction is of a run without them, so the error below is no "
+              "measure of it", file=sys.stderr)
 
 
 def unprofiled_step_us(value: str | float | None, paths: PathsLike) -> float | None:
@@ -118,9 +140,11 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str | Non
     ci = parse_ci(unprofiled_ci, unprofiled_us)
     opt = options or StallOptions()
     files = check_paths(paths)
-    against = [] if against_run is None else other_paths(against_run)
-    check_cache(None if read is None else read.cache_dir, [*files, *against])
-    other = None if against_run is None else load_other(against, read)
+    against_paths = [] if against_run is None else other_paths(against_run)
+    check_cache(None if read is None else read.cache_dir, [*files, *against_paths])
+    other = None if against_run is None else load_other(against_paths, read)
+    if other is not None and against_run is not None:
+        _say_if_still_synchronizing(files, against_paths, other, against_run)
     check_outputs((stdout_or(output), html), files)
     find_run_meta(files)  # a bad run.json: said before the read
     check_one_run(files, "whatif")

@@ -290,7 +290,8 @@ def run(opts: RunOptions) -> int:
         "command": list(opts.command),
         "launched": cmd,
         "cwd": os.getcwd(),
-        "options": {k: (str(v) if isinstance(v, Path) else v)
+        # paths stored resolved: run.json is read from other folders than this one
+        "options": {k: (os.path.realpath(v) if isinstance(v, Path) else v)
                     for k, v in asdict(opts).items() if k not in ("command", "extra_env")},
         "env": _env_summary(env),
         "python": sys.version.split()[0],
@@ -316,8 +317,8 @@ def _collect_traces(opts: RunOptions, nsys: str | None, info: dict[str, Any]) ->
             progress.run_quieted([nsys, "export", "--type", "sqlite", "--force-overwrite",
                                   "true", "-o", str(sqlite), str(rep)])
         traces = [sqlite]
-        info["nsys_report"] = str(rep)
-    info["traces"] = [str(p) for p in traces]
+        info["nsys_report"] = os.path.realpath(rep)
+    info["traces"] = [os.path.realpath(p) for p in traces]  # resolved, as the options
     return traces
 
 

@@ -10,8 +10,10 @@ until it is renamed or removed: a Ctrl-C or a ``kill`` then acts right after, on
 target with no temporary left. A write that takes long therefore delays a signal by as long;
 the files profplug writes take seconds at most.
 
-Targets that are not regular files (``-o /dev/null``, a FIFO, a terminal) are written
-directly: renaming over them would replace the device node. A symbolic link is followed
+An output the user named that is not a regular file (``-o /dev/null``, ``-o >(gzip >
+x.gz)``'s pipe, a terminal) is written into directly (``into_special``): renaming over it
+would replace the device node. Any other writer (a cache entry) replaces whatever is there,
+a FIFO planted under its name included: it never opens one. A symbolic link is followed
 (its target is replaced, the link stays); a hard link is broken: the other name keeps the
 old bytes, which is what a user who copied a report by ``ln`` expects.
 """
@@ -78,12 +80,14 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: str | os.PathLike[str], write: Callable[[BinaryIO], object]) -> None:
+def write_atomic(path: str | os.PathLike[str], write: Callable[[BinaryIO], object],
+                 into_special: bool = False) -> None:
     """``write(file)`` into a temporary beside ``path``, fsync, rename over ``path`` (see the
     module's docstring). Raises the OSError of a failed write, after removing the
-    temporary; the old ``path`` is untouched."""
+    temporary; the old ``path`` is untouched. ``into_special``: a ``path`` that is a device
+    or a pipe is written into (an output the user named), not replaced."""
     target = Path(path)
-    if _special(target):
+    if into_special and _special(target):
         with open(target, "wb") as fh:
             write(fh)
         return
@@ -106,21 +110,22 @@ def write_atomic(path: str | os.PathLike[str], write: Callable[[BinaryIO], objec
     _fsync_dir(target.parent)
 
 
-def replace_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+def replace_bytes(path: str | os.PathLike[str], data: bytes, into_special: bool = False
+                  ) -> None:
     """``path`` holds ``data``, whole (:func:`write_atomic`)."""
-    write_atomic(path, lambda fh: fh.write(data))
+    write_atomic(path, lambda fh: fh.write(data), into_special)
 
 
-def replace_text(path: str | os.PathLike[str], text: str) -> None:
+def replace_text(path: str | os.PathLike[str], text: str, into_special: bool = False) -> None:
     """``path`` holds ``text`` (UTF-8), whole (:func:`write_atomic`)."""
-    replace_bytes(path, text.encode("utf-8"))
+    replace_bytes(path, text.encode("utf-8"), into_special)
 
 
 def write_output(path: str | os.PathLike[str], text: str) -> None:
     """An output the user asked for: :func:`replace_text`, a failure as one line
     (ProfplugError) that says the old file, if any, is as it was."""
     try:
-        replace_text(path, text)
+        replace_text(path, text, into_special=True)
     except OSError as exc:
         kept = " (the file there is unchanged)" if os.path.lexists(path) else ""
         raise ProfplugError(f"{one_line(path)}: cannot write ({exc.strerror or exc}){kept}"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from profplug.analyzers.core import atomicfile
-from profplug.analyzers.core.atomicfile import TMP_PREFIX, replace_text, write_atomic
+from profplug.analyzers.core.atomicfile import TMP_PREFIX, replace_bytes, replace_text, write_atomic
 from synth import one_error, sync_loop
 
 from profplug.cli.main import main
@@ -78,9 +78,21 @@ def test_an_output_through_a_symbolic_link_replaces_its_target(tmp_path: Path) -
     assert link.is_symlink() and real.read_text() == "new"
 
 
-def test_an_output_to_a_device_is_written_into_it_not_replaced(tmp_path: Path) -> None:
-    replace_text("/dev/null", "x" * 100)  # renaming over it would replace the device node
+def test_an_output_to_a_device_or_a_pipe_is_written_into_it(tmp_path: Path) -> None:
+    atomicfile.write_output("/dev/null", "x" * 100)  # a rename would replace the device node
     assert Path("/dev/null").is_char_device()
+    read, write = os.pipe()  # -o >(gzip > x.gz): a pipe under /dev/fd
+    atomicfile.write_output(f"/dev/fd/{write}", "through the pipe")
+    os.close(write)
+    assert os.read(read, 100) == b"through the pipe"
+    os.close(read)
+
+
+def test_a_fifo_planted_under_a_cache_entry_is_replaced_not_opened(tmp_path: Path) -> None:
+    entry = tmp_path / "entry.npz"
+    os.mkfifo(entry)  # opening it to write would block for ever
+    replace_bytes(entry, b"whole")
+    assert entry.read_bytes() == b"whole" and _leftovers(tmp_path) == []
 
 
 _SLOW_WRITER = """

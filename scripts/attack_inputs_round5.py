@@ -67,11 +67,19 @@ def ab_report_sample(d: Path) -> list[Step]:
     return [Step(["ab-report", "ab"])]
 
 
-def report_cache_into_input(d: Path) -> list[Step]:
-    run = d / "D"
-    run.mkdir()
-    sync_loop(run / "rank0.json")
-    return [Step(["report", "D", "--cache", "D", "-q"]), Step(["report", "D", "-q"])]
+def report_cache_into_input(then_plain: bool) -> Build:
+    def build(d: Path) -> list[Step]:
+        run = d / "D"
+        run.mkdir()
+        sync_loop(run / "rank0.json")
+        steps = [Step(["report", "D", "--cache", "D", "-q"])]
+        return [*steps, Step(["report", "D", "-q"])] if then_plain else steps
+    return build
+
+
+def nsys_bad_path(d: Path) -> list[Step]:
+    shutil.copy(WAITS / "nsys" / "report.nsys-rep", d / "x.nsys-rep")  # no export beside
+    return [Step(["report", "x.nsys-rep", "--nsys", "/bad/path"])]
 
 
 # ------------------------------------------------------------------ 3: stored paths

@@ -58,6 +58,18 @@ def _empty_argument(argv: list[str]) -> str | None:
     return None
 
 
+def _from_ctrl_c(exc: BaseException) -> bool:
+    """Whether a KeyboardInterrupt is among the causes of ``exc``."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        seen = (seen.__cause__ or seen.__context__) if seen is not None else None
+        if seen is None:
+            return False
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; user errors print one line on stderr and return a non-zero code."""
     empty = _empty_argument(sys.argv[1:] if argv is None else list(argv))
@@ -69,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         app(args=argv, prog_name="profplug")  # standalone: exits through SystemExit
     except SystemExit as exc:
         code = exc.code
+        if code == 130 and _from_ctrl_c(exc):  # typer turns a Ctrl-C into a silent 130
+            print("profplug: interrupted", file=sys.stderr)
         return code if isinstance(code, int) else (0 if code is None else 1)
     except ProfplugError as exc:
         print(f"profplug: error: {one_line(exc)}", file=sys.stderr)

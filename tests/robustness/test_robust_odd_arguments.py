@@ -119,6 +119,15 @@ def test_a_ctrl_c_while_the_cli_imports_is_one_line() -> None:
     assert out.stderr == "profplug: interrupted\n"
 
 
+def test_a_ctrl_c_inside_a_command_is_one_line(tmp_path: Path, capsys, monkeypatch) -> None:
+    def interrupted(*args: object, **kw: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("profplug.analyzers.commands.report.run_report", interrupted)
+    assert main(["report", str(sync_loop(tmp_path / "rank0.json"))]) == 130
+    assert capsys.readouterr().err == "profplug: interrupted\n"
+
+
 def _bare_env() -> dict[str, str]:
     """site-packages on the path without their .pth files: no install's finder of
     profplug (the editable one) is active; the checkout's profplug/ is what imports."""

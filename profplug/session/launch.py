@@ -112,7 +112,7 @@ def prepare_out(out: Path, force: bool) -> None:
         clear_outputs(out, OUTPUTS)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        probe = out / f".profplug-probe-{os.getpid()}"
+        probe = out / f".profplug-probe-{os.getpid()}"  # a probe, removed at once: no output
         probe.write_text("")
         probe.unlink()
     except OSError as exc:

@@ -39,6 +39,7 @@ class Step:
     env: dict[str, str] = field(default_factory=dict)
     signal: str | None = None  # "SIGINT" / "SIGTERM"
     signal_after_s: float = 0.0
+    watch: str | None = None  # send the signal when this file (in the folder) starts to change
     python_flags: list[str] = field(default_factory=list)
 
 

@@ -112,8 +112,11 @@ def run_step(step: Step, d: Path, base: str) -> dict[str, object]:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=step.cwd or d, env=env, stdout=out, stderr=err)
         if step.signal:
-            time.sleep(step.signal_after_s)
-            proc.send_signal(getattr(signal, step.signal))
+            if step.watch:  # the moment the output starts to change: inside the replace
+                _await_change(d / step.watch, t0 + 60)
+            else:
+                time.sleep(step.signal_after_s)
+            os.kill(proc.pid, getattr(signal, step.signal))  # not send_signal: it reaps
         _, status, ru = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         wall = time.perf_counter() - t0
@@ -127,6 +130,20 @@ def run_step(step: Step, d: Path, base: str) -> dict[str, object]:
                       lines[0] if lines else ""))
     return {"exit": proc.returncode, "wall_s": wall, "rss_mb": ru.ru_maxrss / 1024,
             "traceback": "Traceback" in text, "line": first, "text": text}
+
+
+def _await_change(target: Path, deadline: float) -> None:
+    """Return as soon as ``target`` changes size or a temporary appears beside it."""
+    def state() -> tuple[int, bool]:
+        try:
+            size = target.stat().st_size
+        except OSError:
+            size = -1
+        return size, any(n.startswith(".profplug-tmp-") for n in os.listdir(target.parent))
+
+    first = state()
+    while time.perf_counter() < deadline and state() == first:
+        pass
 
 
 def row(item: str, name: str, r: dict[str, object], files: str, d: Path) -> str:
@@ -150,9 +167,9 @@ def attack(item: str, name: str, build: Build, base: str) -> str:
         return row(item, name, r, changes(before, snapshot(d)), d)
 
 
-def _report_args(out: str = "report.json", html: str = "report.html") -> list[str]:
-    return ["report", str(PP2 / "device"), "-f", "json", "-o", out, "--html", html, "-q",
-            "-j", "1"]
+def _report_args(out: str = "report.json", html: str = "report.html",
+                 src: str = str(PP2 / "device")) -> list[str]:
+    return ["report", src, "-f", "json", "-o", out, "--html", html, "-q", "-j", "1"]
 
 
 def _whole(d: Path) -> bool:
@@ -165,24 +182,29 @@ def _whole(d: Path) -> bool:
 
 
 def signal_tries(sig: str, base: str, tries: int = 12) -> str:
-    """A run's outputs replaced while SIGNAL arrives at ``tries`` delays spread over a run."""
+    """SIGNAL sent ``tries`` times at the moment report.html starts to change (its size, or
+    a temporary beside it): while an older report.json + report.html are replaced by a
+    larger pair."""
     with tempfile.TemporaryDirectory(prefix="profplug-r5-") as tmp:
         d = Path(tmp)
-        first = run_step(Step(_report_args()), d, base)
-        span = float(first["wall_s"])  # type: ignore[arg-type]
-        whole, left, codes, tb = 0, 0, set(), False
-        for k in range(tries):
-            before = snapshot(d)
-            r = run_step(Step(_report_args(), signal=sig,
-                              signal_after_s=span * (k + 0.5) / tries), d, base)
+        (d / "small").mkdir()
+        small = a5.sync_loop(d / "small" / "rank0.json")
+        whole, left, codes, tb, spans = 0, 0, set(), False, []
+        for _ in range(tries):
+            run_step(Step(_report_args(src=str(small))), d, base)  # the old outputs
+            r = run_step(Step(_report_args(), signal=sig, watch="report.html"), d, base)
             whole += _whole(d)
-            left += sum(1 for p in d.iterdir() if p.name not in ("report.json", "report.html"))
+            extra = [p.name for p in d.iterdir()
+                     if p.name not in ("report.json", "report.html", "small")]
+            left += len(extra)
+            if extra and os.environ.get("ATTACK_DEBUG"):
+                print(extra, file=sys.stderr)
             codes.add(r["exit"])
+            spans.append(float(r["wall_s"]))  # type: ignore[arg-type]
             tb = tb or bool(r["traceback"])
-            del before
         files = f"outputs whole after {whole}/{tries} tries; {left} other files left"
-        return (f"| 1 | {sig} at {tries} points of a run writing report.json + report.html | "
-                f"{'/'.join(map(str, sorted(codes)))} | {span:.2f} (one run) | - | "
+        return (f"| 1 | {sig} as report.html starts to change ({tries} tries) | "
+                f"{'/'.join(map(str, sorted(codes)))} | {max(spans):.2f} (longest) | - | "
                 f"{'yes' if tb else 'no'} | {files} | - |")
 
 
@@ -234,26 +256,32 @@ def writers_and_reader(base: str, rounds: int = 4) -> str:
 
 
 def full_disk(base: str) -> str:
-    """report.json and report.html written, then written again on a full tmpfs."""
+    """An older, smaller report.json + report.html, then a larger pair written over them on
+    a tmpfs left with no room (needs root to mount)."""
     with tempfile.TemporaryDirectory(prefix="profplug-r5-") as tmp:
         d = Path(tmp) / "small"
         d.mkdir()
+        small = a5.sync_loop(Path(tmp) / "rank0.json")
         if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(d)],
                           capture_output=True).returncode:
-            return "| 1 | report over its old outputs on a full disk | n/a: cannot mount a tmpfs (not root) | | | | | |"
+            return ("| 1 | report over its old outputs on a full disk | n/a: cannot mount a "
+                    "tmpfs (not root) | | | | | |")
         try:
-            run_step(Step(_report_args()), d, base)
-            with open(d / "filler", "wb") as f:  # fill what is left
+            run_step(Step(_report_args(src=str(small))), d, base)
+            fd = os.open(d / "filler", os.O_WRONLY | os.O_CREAT)
+            for chunk in (1 << 16, 1 << 12, 1 << 9, 1):  # fill what is left, to the last byte
                 try:
                     while True:
-                        f.write(b"\0" * 65536)
-                        f.flush()
+                        os.write(fd, b"\0" * chunk)
                 except OSError:
                     pass
+            os.close(fd)
             before = snapshot(d)
             r = run_step(Step(_report_args()), d, base)
-            return row("1", "report over its old report.json + .html on a full disk (tmpfs)",
-                       r, changes(before, snapshot(d)), d)
+            after = snapshot(d)
+            whole = "whole" if _whole(d) else "NOT whole"
+            return row("1", "a larger report.json + .html over older ones on a full tmpfs",
+                       r, f"{changes(before, after)}; outputs {whole}", d)
         finally:
             subprocess.run(["umount", str(d)], capture_output=True)
 

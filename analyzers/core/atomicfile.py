@@ -5,7 +5,7 @@ atomic), flushed to disk (``fsync``), and renamed over the target. A reader, a c
 writer, a full disk or an error part-way sees the old file or the new one, never a part of
 either; on a failure the temporary is removed and the old file is left as it was.
 
-SIGINT and SIGTERM are held back (``pthread_sigmask``) from the moment the temporary exists
+SIGINT and SIGTERM are held back (:func:`signals_held`) from the moment the temporary exists
 until it is renamed or removed: a Ctrl-C or a ``kill`` then acts right after, on a finished
 target with no temporary left. A write that takes long therefore delays a signal by as long;
 the files profplug writes take seconds at most.
@@ -25,6 +25,7 @@ import os
 import signal
 import stat
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -37,7 +38,33 @@ HELD_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
 
 @contextlib.contextmanager
 def signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM held back in this thread while inside; delivered on leaving."""
+    """SIGINT and SIGTERM held back while inside; each one that came is sent again on
+    leaving, to the handler that was there before (so SIGTERM still ends the process, and
+    SIGINT still raises KeyboardInterrupt, once the file is whole).
+
+    In the main thread by noting them in a handler of our own: a signal sent to the
+    process may be delivered to any of its threads (a BLAS pool's), and only a handler, run
+    by the main thread, catches it wherever it lands. Elsewhere (a handler can only be set
+    from the main thread) by blocking them in this thread (``pthread_sigmask``)."""
+    if threading.current_thread() is not threading.main_thread():
+        with _blocked():
+            yield
+        return
+    came: list[int] = []
+    before = {s: signal.getsignal(s) for s in HELD_SIGNALS}
+    for s in HELD_SIGNALS:
+        signal.signal(s, lambda signum, frame: came.append(signum))
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
+        for s in dict.fromkeys(came):
+            os.kill(os.getpid(), s)
+
+
+@contextlib.contextmanager
+def _blocked() -> Iterator[None]:
     try:
         old = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
     except (AttributeError, OSError, ValueError):  # a platform without it: not held

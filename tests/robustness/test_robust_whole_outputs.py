@@ -124,6 +124,32 @@ def test_a_signal_while_an_output_is_replaced_leaves_it_whole(tmp_path: Path,
     assert _leftovers(tmp_path) == []
 
 
+_OTHER_THREAD = """
+import signal, sys, threading, time
+from profplug.analyzers.core.atomicfile import write_atomic
+idle = threading.Thread(target=time.sleep, args=(30,), daemon=True)  # as a BLAS pool's
+idle.start()
+def write(fh):
+    fh.write(b"n" * 1000)
+    signal.pthread_kill(idle.ident, signal.SIGTERM)  # delivered to the other thread
+    time.sleep(0.2)
+    fh.write(b"n" * 1000)
+write_atomic(sys.argv[1], write)
+print("not reached: SIGTERM ends the process once the file is whole")
+"""
+
+
+def test_a_sigterm_landing_on_another_thread_still_waits_for_the_replace(
+        tmp_path: Path) -> None:
+    target = tmp_path / "report.json"
+    target.write_bytes(b"old")
+    out = subprocess.run([sys.executable, "-c", _OTHER_THREAD, str(target)],
+                         capture_output=True, timeout=120)
+    assert out.returncode == -signal.SIGTERM and b"not reached" not in out.stdout
+    assert target.read_bytes() == b"n" * 2000
+    assert _leftovers(tmp_path) == []
+
+
 _WRITER = """
 import json, sys
 from profplug.analyzers.core.atomicfile import replace_text

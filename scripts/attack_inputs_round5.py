@@ -41,6 +41,7 @@ class Step:
     signal_after_s: float = 0.0
     watch: str | None = None  # send the signal when this file (in the folder) starts to change
     python_flags: list[str] = field(default_factory=list)
+    own_path: bool = False  # run with its own PYTHONPATH only, never the --base install
 
 
 Build = Callable[[Path], list[Step]]
@@ -92,7 +93,7 @@ def ab_report_from_another_project(d: Path) -> list[Step]:
     doc["whatif"]["run"] = "runs/pp2"
     (ab / "ab.json").write_text(json.dumps(doc))
     shutil.copytree(PP2 / "device", d / "other" / "runs" / "pp2")
-    return [Step(["ab-report", "../project/ab", "-f", "json"], cwd=str(d / "other"))]
+    return [Step(["ab-report", "../project/ab"], cwd=str(d / "other"))]
 
 
 # ------------------------------------------------------------------ 4: accepted, wrong
@@ -138,8 +139,7 @@ def whatif_against_copy(d: Path) -> list[Step]:
 
 
 def output_json_without_format(d: Path) -> list[Step]:
-    return [Step(["report", str(PP2 / "device"), "-o", "out.json", "-q"]),
-            Step([], code="import json; json.load(open('out.json')); print('out.json is JSON')")]
+    return [Step(["report", str(PP2 / "device"), "-o", "out.json", "-q"])]
 
 
 # ------------------------------------------------------------------ 5: tracebacks
@@ -200,9 +200,7 @@ def correlation_at(value: int) -> Build:
         kernels = [e for e in doc["traceEvents"] if e["cat"] == "kernel"]
         kernels[4]["args"]["correlation"] = value
         (d / "rank0.json").write_text(json.dumps(doc))
-        return [Step(["report", "rank0.json", "-f", "json", "-o", "r.json"]),
-                Step([], code="import json; r = json.load(open('r.json'))['ranks'][0]; "
-                              "print('busy_us', r['busy_us'], 'skipped', r.get('skipped'))")]
+        return [Step(["report", "rank0.json", "-f", "json", "-o", "r.json"])]
     return build
 
 
@@ -235,14 +233,18 @@ CHECKOUT_IMPORT = ("import profplug.analyzers as a, importlib.util as u; print(a
 
 
 def from_checkout(what: str) -> Build:
+    """In a checkout's root (``$ATTACK_CHECKOUT``, else this one), nothing installed."""
     def build(d: Path) -> list[Step]:
         import sysconfig
 
         env = {"PYTHONPATH": sysconfig.get_paths()["purelib"]}  # no .pth: no install's finder
+        root = os.environ.get("ATTACK_CHECKOUT") or str(ROOT)
         if what == "import":
-            return [Step([], code=CHECKOUT_IMPORT, cwd=str(ROOT), env=env, python_flags=["-S"])]
+            return [Step([], code=CHECKOUT_IMPORT, cwd=root, env=env, python_flags=["-S"],
+                         own_path=True)]
         return [Step(["report", "sample_traces/h200_three_waits/kineto", "-f", "json", "-o",
-                      str(d / "r.json"), "-q"], cwd=str(ROOT), env=env, python_flags=["-S"])]
+                      str(d / "r.json"), "-q"], cwd=root, env=env, python_flags=["-S"],
+                     own_path=True)]
     return build
 
 

@@ -20,6 +20,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -74,8 +75,45 @@ ATTACKS: list[tuple[str, str, Build]] = [
 # the line shown for an attack whose telling line is not its first warning
 PICK = {"run.json with a 401-digit step": "run.json", "compare KINETO NSYS": "traced by",
         "a base-timed and an unbased rank, nothing to align": "mixed clocks",
-        "compare RUN HARD_LINKED_COPY": "same run",
-        "rank 0 of a device run + rank 1 of an event run (no run.json)": "apart"}
+        "compare RUN HARD_LINKED_COPY": "same run", "ab-report -f json": "analyzed again",
+        "rank 0 of a device run + rank 1 of an event run (no run.json)": "apart",
+        "report X.nsys-rep, X.sqlite.gz beside it, no nsys": "stall report",
+        "report D --cache D, then report D": "stall report"}
+
+
+def _json_doc(path: Path) -> str:
+    try:
+        json.loads(path.read_text())
+        return f"{path.name}: JSON"
+    except ValueError:
+        return f"{path.name}: not JSON ({path.read_text()[:40]!r}...)"
+    except OSError:
+        return f"{path.name}: not written"
+
+
+def _rank0(path: Path) -> str:
+    try:
+        r = json.loads(path.read_text())["ranks"][0]
+    except (OSError, ValueError, KeyError, IndexError):
+        return "no r.json"
+    return f"r.json: busy_us {r['busy_us']}, skipped {r.get('skipped')}"
+
+
+def _whatif_line(text: str) -> str:
+    flat = " ".join(ln.strip() for ln in text.splitlines())
+    pred = re.search(r"what-if \(([^,]*),.*?predicted ([\d,.]+) us/step", flat)
+    why = re.search(r"not recomputed: (.*?)\)\)", flat)
+    return (f"what-if of {pred.group(1)}: predicted {pred.group(2)} us/step"
+            + (f"; not recomputed: {why.group(1)}" if why else "; recomputed") if pred
+            else "no what-if line")
+
+
+# a summary of the attack's outcome from its folder or output, shown instead of a line
+POST = {"report -o out.json (no -f)": lambda d, t: _json_doc(d / "out.json"),
+        "Kineto correlation id 9223372036854775808": lambda d, t: _rank0(d / "r.json"),
+        "Kineto correlation id -9223372036854775809": lambda d, t: _rank0(d / "r.json"),
+        "ab-report ../ab from a project holding another runs/pp2":
+            lambda d, t: _whatif_line(t)}
 
 
 def snapshot(d: Path) -> dict[str, str]:
@@ -99,7 +137,7 @@ def changes(before: dict[str, str], after: dict[str, str]) -> str:
 def run_step(step: Step, d: Path, base: str) -> dict[str, object]:
     """One process, waited with wait4: its exit status, wall time, peak RSS and output."""
     env = {**os.environ, "TMPDIR": str(d), **step.env}
-    if base:
+    if base and not step.own_path:
         env["PYTHONPATH"] = base + (os.pathsep + env["PYTHONPATH"]
                                     if step.env.get("PYTHONPATH") else "")
     if step.code == "-file":
@@ -124,7 +162,7 @@ def run_step(step: Step, d: Path, base: str) -> dict[str, object]:
         err.seek(0)
         text = err.read().decode(errors="replace") + "\n" + out.read().decode(errors="replace")
     lines = [ln for ln in text.splitlines() if ln.strip()]
-    keys = ("error", "warning", "interrupted", "Traceback", "ERROR")
+    keys = ("error:", "warning:", "interrupted", "Traceback", "ERROR ")
     first = next((ln for ln in lines if any(k in ln for k in keys)),
                  next((ln for ln in lines if ln.startswith("profplug")),
                       lines[0] if lines else ""))
@@ -149,6 +187,8 @@ def _await_change(target: Path, deadline: float) -> None:
 def row(item: str, name: str, r: dict[str, object], files: str, d: Path) -> str:
     pick = [ln for ln in str(r["text"]).splitlines() if PICK.get(name, "\0") in ln]
     line = pick[0].strip() if pick else str(r["line"])
+    if name in POST:
+        line = POST[name](d, str(r["text"]))
     line = line.replace(str(d), "<dir>").replace(str(a5.ROOT), "<repo>")
     line = line.replace("|", "/").replace("`", "'")[:160]
     return (f"| {item} | {name} | {r['exit']} | {float(r['wall_s']):.2f} | "  # type: ignore[arg-type]
@@ -290,7 +330,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="")
     ap.add_argument("--base", default="", help="a pip --target install of another profplug")
+    ap.add_argument("--base-src", default="", help="its checkout (for the checkout attacks)")
     a = ap.parse_args()
+    if a.base_src:
+        os.environ["ATTACK_CHECKOUT"] = a.base_src
     print("| why | attack | exit | wall s | peak RSS MB | traceback | files before -> after | "
           "first line |")
     print("| --- | --- | --- | ---: | ---: | --- | --- | --- |")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from profplug.analyzers.commands.libwarnings import own_warnings
@@ -85,10 +86,11 @@ def run_compare(run_a: str, run_b: str, *, fmt: str | None = None, output: Path 
     try:
         # each big run's run-level analyses where its ranks are read, as its report
         # (``spreading``)
-        rep_a, rep_b = (_side(which, label, lambda p=p: analyze(  # type: ignore[misc]
-            p, opt, read=read, run=run, backend=backend, progress=progress_flag(quiet),
-            keep_gaps=html is not None, gaps_per_device=GAPS_KEPT))
-            for which, label, p in (("A", run_a, paths_a), ("B", run_b, paths_b)))
+        side = partial(analyze, options=opt, read=read, run=run, backend=backend,
+                       progress=progress_flag(quiet), keep_gaps=html is not None,
+                       gaps_per_device=GAPS_KEPT)
+        rep_a, rep_b = (_side(which, label, partial(side, p))
+                        for which, label, p in (("A", run_a, paths_a), ("B", run_b, paths_b)))
     finally:
         backend.close()
     cmp = compare(rep_a, rep_b, labels[0] or run_label(run_a), labels[1] or run_label(run_b))

@@ -1,3 +1,3 @@
-from profplug.cli.main import main
+from profplug.cli import main
 
 raise SystemExit(main())

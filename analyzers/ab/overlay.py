@@ -14,6 +14,7 @@ stalled step does not turn into "profiler overhead".
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -65,13 +66,17 @@ def calibrated(result: AbResult, run: str) -> dict[str, Any]:
     """The what-if of the traced run ``run`` with today's code, calibrated on the A/B's
     device median, its band carrying the event policy's paired speedup CI (``ab
     --whatif``); ProfplugError when the run does not read."""
+    from profplug.analyzers.scale.fingerprint import run_fingerprint
     from profplug.analyzers.scale.pathargs import run_paths
 
     device = result.policy("device")
     event = next((x for x in result.summary if x.policy == "event"), None)
     ratio = event.speedup_ci95 if event is not None and event.paired else None
-    return {**whatif_overlay(run_paths(run), run, device.median_step_us, device.ci95_us,
-                             ratio), "recomputed": True}
+    paths = run_paths(run)
+    return {**whatif_overlay(paths, run, device.median_step_us, device.ci95_us, ratio),
+            # where the run is, whatever the folder ab-report runs in, and which run it is
+            "run_path": ",".join(os.path.realpath(p) for p in paths),
+            "run_fingerprint": run_fingerprint(paths), "recomputed": True}
 
 
 def _made_by() -> str:
@@ -82,20 +87,43 @@ def _made_by() -> str:
     return f"profplug {__version__}"
 
 
-def restored(result: AbResult, stored: dict[str, Any]) -> dict[str, Any]:
-    """A what-if overlay read back from ``ab.json`` (``ab-report``): recomputed by
-    :func:`calibrated` when its traced run (``run``) is at hand and reads, else kept as
-    stored and marked so (``recomputed`` false, ``not_recomputed`` the reason)."""
-    run = stored.get("run")
+def stored_run_path(stored: dict[str, Any], base: Path | None) -> str | None:
+    """Where a stored overlay's traced run is: ``run_path`` (resolved when stored), else
+    (an older ab.json) ``run`` as given, a relative path taken against ``base`` (the folder
+    of ab.json), never against the folder ab-report happens to run in."""
+    path, run = stored.get("run_path"), stored.get("run")
+    if isinstance(path, str) and path:
+        return path
     if not isinstance(run, str) or not run:
+        return None
+    if base is None or Path(run).is_absolute():
+        return run
+    parts = [run] if Path(run).exists() and "," not in run else run.split(",")
+    return ",".join(str(base / p) if not Path(p).is_absolute() else p for p in parts if p)
+
+
+def restored(result: AbResult, stored: dict[str, Any],
+             base: Path | None = None) -> dict[str, Any]:
+    """A what-if overlay read back from ``ab.json`` (``ab-report``): recomputed by
+    :func:`calibrated` when its traced run is at hand (:func:`stored_run_path`), still the
+    same run (``run_fingerprint``, when stored) and reads, else kept as stored and marked
+    so (``recomputed`` false, ``not_recomputed`` the reason)."""
+    from profplug.analyzers.scale.fingerprint import run_fingerprint
+    from profplug.analyzers.scale.pathargs import split_paths
+
+    run, path = stored.get("run"), stored_run_path(stored, base)
+    if path is None:
         why = "no traced run named"
-    elif not all(Path(p).exists() for p in run.split(",") if p) and not Path(run).exists():
-        why = f"{run} not found"
+    elif not all(p.exists() for p in split_paths(path)):
+        why = f"{path} not found"
+    elif stored.get("run_fingerprint") and \
+            run_fingerprint(split_paths(path)) != stored["run_fingerprint"]:
+        why = f"{path} no longer holds the traced run (its traces' content differs)"
     else:
         try:
-            return calibrated(result, run)
+            return {**calibrated(result, path), "run": run}
         except (ProfplugError, OSError) as exc:
-            why = f"{run} does not read: {exc}"
+            why = f"{path} does not read: {exc}"
     kept = {**stored, "recomputed": False, "not_recomputed": why}
     cal, dev = stored.get("calibrated_on_us"), result.policy("device").median_step_us
     if isinstance(cal, (int, float)) and dev and abs(cal - dev) > CALIBRATION_SLACK * dev:

@@ -21,6 +21,7 @@ from profplug.analyzers.ab.result import EXIT_NO_RESULT, EXIT_NOT_REACHED, SCHEM
 from profplug.analyzers.ab.schema import read_regular, validate
 from profplug.analyzers.commands.outpaths import STDOUT, check_outputs
 from profplug.analyzers.commands.output import write_page, write_text
+from profplug.analyzers.core.atomicfile import write_output
 from profplug.analyzers.core.errors import ProfplugError, one_line
 from profplug.analyzers.render.registry import render_text
 from profplug.analyzers.scale.pathargs import run_paths
@@ -32,23 +33,26 @@ def finish_ab(out: Path, runs: Sequence[dict[str, Any]], *, policies: Sequence[s
               html: Path | None = None, whatif: str | None = None,
               stored_whatif: dict[str, Any] | None = None,
               stopped: str | None = None,
-              unknown: dict[str, Any] | None = None) -> tuple[AbResult, int]:
+              unknown: dict[str, Any] | None = None, write: bool = True,
+              fmt: str = "table") -> tuple[AbResult, int]:
     """The result of the runs and the exit code (docs/ab.md). ``stored_whatif``: a what-if
-    overlay read back from ``ab.json``, set against the measurement again (``whatif``, a
-    traced run, makes a new one instead)."""
+    overlay read back from ``ab.json`` (whose folder is ``out``), set against the
+    measurement again (``whatif``, a traced run, makes a new one instead). ``write``:
+    (re)write ``out/ab.json``; ``fmt``: what goes to stdout, the table or the JSON."""
     res = analyze_ab(runs, policies=policies, rounds=rounds, order=order, seed=seed,
                      skip=skip, steps=steps, command=command, interrupted=interrupted,
                      stopped=stopped)
     res.unknown = dict(unknown or {})
     if whatif is None and stored_whatif is not None:  # today's, when its run is at hand
-        attach(res, restored(res, stored_whatif))
+        attach(res, restored(res, stored_whatif, out))
     if whatif is not None:
         try:
             attach(res, calibrated(res, whatif))
         except ProfplugError as exc:
             res.warnings.append(f"--whatif {whatif}: {exc}")
-    replace_file(out / "ab.json", ab_json_text(res))
-    write_text(render_text(res, "table"), None)
+    if write:
+        replace_file(out / "ab.json", ab_json_text(res))
+    write_text(ab_json_text(res) if fmt == "json" else render_text(res, "table"), None)
     if html is not None:  # ab.json is kept: it is written first
         check_outputs([Path(STDOUT), html], ab_inputs(out, whatif))
         write_page(res, html)
@@ -134,22 +138,16 @@ def ab_inputs(out: Path, whatif: str | None) -> list[Path]:
 
 
 def replace_file(path: Path, text: str) -> None:
-    """Write ``path`` whole through a temporary file beside it: never through a link (a
-    hard link elsewhere keeps its bytes), never half written."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise ProfplugError(f"{one_line(path)}: cannot write ({exc.strerror or exc})") from None
+    """Write ``path`` whole through a temporary file beside it (``core.atomicfile``): a
+    hard link elsewhere keeps its bytes, never half written."""
+    write_output(path, text)
 
 
-def _load(out: Path) -> dict[str, Any]:
+def _load(out: Path, rewrite: bool) -> dict[str, Any]:
     path = out / "ab.json"
     if not out.is_dir():
         raise ProfplugError(f"{out}: no such directory (the -o DIR of a profplug ab)")
-    if path.is_symlink():  # ab-report rewrites it: never through a link, outside DIR
+    if rewrite and path.is_symlink():  # ab-report rewrites it: never through a link, outside DIR
         raise ProfplugError(f"{path}: a symbolic link; ab-report rewrites ab.json and does "
                             "not write through a link (copy the file into the directory)")
     try:
@@ -176,12 +174,17 @@ def _packed(doc: dict[str, Any]) -> None:
                     k[key] = array("d", k[key])
 
 
-def report_ab(out: Path, *, html: Path | None = None, whatif: str | None = None) -> int:
+def report_ab(out: Path, *, html: Path | None = None, whatif: str | None = None,
+              fmt: str = "table", rewrite: bool = False) -> int:
     """``profplug ab-report DIR``: analyze the runs recorded in ``DIR/ab.json`` again (the
-    current statistics, verdicts and output check), rewrite it, print the table, write
-    ``--html``; nothing runs. Returns the exit status ``ab`` would have (docs/ab.md)."""
+    current statistics, verdicts and output check), print the table (``fmt`` "json": the
+    ab.json this analysis makes), write ``--html``; nothing runs. ``DIR/ab.json`` is read
+    only, rewritten only with ``rewrite`` (``--rewrite``). Returns the exit status ``ab``
+    would have (docs/ab.md)."""
+    if fmt not in ("table", "json"):
+        raise ProfplugError(f"--format {fmt!r}: ab-report writes table or json")
     check_outputs([Path(STDOUT), html], ab_inputs(out, whatif))
-    doc = _load(out)
+    doc = _load(out, rewrite)
     if whatif is not None:
         run_paths(whatif)  # a missing path is a usage error
     interrupted = doc.get("interrupted_status")
@@ -197,7 +200,9 @@ def report_ab(out: Path, *, html: Path | None = None, whatif: str | None = None)
         order=doc.get("order") or "interleaved", seed=doc.get("seed"), skip=doc.get("skip"),
         steps=doc.get("steps"), command=list(doc.get("command") or []),
         interrupted=interrupted or None, html=html, whatif=whatif,
-        stored_whatif=doc.get("whatif"), stopped=doc.get("stopped"), unknown=doc)
+        stored_whatif=doc.get("whatif"), stopped=doc.get("stopped"), unknown=doc,
+        write=rewrite, fmt=fmt)
+    kept = "rewritten" if rewrite else "left as it was (--rewrite stores this analysis)"
     print(f"profplug ab-report: {one_line(out / 'ab.json')} analyzed again from its "
-          f"{len(doc['runs'])} runs (nothing was run)", file=sys.stderr)
+          f"{len(doc['runs'])} runs (nothing was run); {kept}", file=sys.stderr)
     return code

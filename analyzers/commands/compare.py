@@ -4,11 +4,19 @@ prediction against an ``ab`` directory's measured policies; returns the exit cod
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from profplug.analyzers.commands.libwarnings import own_warnings
-from profplug.analyzers.commands.outpaths import check_outputs, stdout_or
-from profplug.analyzers.commands.output import open_backend, progress_flag, write_page, write_text
+from profplug.analyzers.commands.outpaths import check_cache, check_outputs, stdout_or
+from profplug.analyzers.commands.output import (
+    open_backend,
+    output_format,
+    progress_flag,
+    write_page,
+    write_text,
+)
 from profplug.analyzers.compare.ab_runs import (
     AbComparison,
     compare_ab,
@@ -24,14 +32,15 @@ from profplug.analyzers.compare.against_run import (
 from profplug.analyzers.compare.process_speed import withhold_against
 from profplug.analyzers.compare.reports import Comparison, compare
 from profplug.analyzers.core.analysis_spec import AnalysisSpec
-from profplug.analyzers.core.errors import one_line
+from profplug.analyzers.core.errors import ProfplugError, one_line
 from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.render.registry import check_format, render_text
 from profplug.analyzers.render.timeline_data import GAPS_KEPT
-from profplug.analyzers.report.analysis import analyze
+from profplug.analyzers.report.analysis import Report, analyze
 from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.report.run_meta import find_run_meta
+from profplug.analyzers.report.runsets import check_one_run
 from profplug.analyzers.scale.pathargs import run_paths
 from profplug.analyzers.stalls.rank import RankResult, StallOptions
 from profplug.analyzers.whatif import (
@@ -48,7 +57,7 @@ def run_label(run: str) -> str:
 
 
 @own_warnings
-def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | None = None,
+def run_compare(run_a: str, run_b: str, *, fmt: str | None = None, output: Path | None = None,
                 html: Path | None = None, options: StallOptions | None = None,
                 labels: tuple[str | None, str | None] = (None, None),
                 read: ReadOptions | None = None, whatif: bool | None = None,
@@ -59,6 +68,7 @@ def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | No
     Each run's report is the one :func:`run_report` makes (``whatif`` and ``cross_rank``
     as there).
     """
+    fmt = output_format(fmt, output)
     if is_ab_dir(run_b):  # B measured by profplug ab: the what-if against its CI
         return _compare_with_ab(run_a, run_b, fmt=fmt, output=output, html=html,
                                 options=options, labels=labels, read=read)
@@ -67,16 +77,21 @@ def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | No
     # the same analyses as `profplug report`, so each side is that run's report
     run = report_analyses(whatif, cross_rank)
     paths_a, paths_b = run_paths(run_a), run_paths(run_b)
+    if is_ab_dir(run_a):
+        _say_ab_as_a(run_a, run_b)
     check_outputs((stdout_or(output), html), [*paths_a, *paths_b])
+    check_cache(None if read is None else read.cache_dir, [*paths_a, *paths_b])
     find_run_meta(paths_a), find_run_meta(paths_b)  # a bad run.json: said before the read
+    check_one_run(paths_a, "compare"), check_one_run(paths_b, "compare")
     backend = open_backend(jobs, dask)
     try:
         # each big run's run-level analyses where its ranks are read, as its report
         # (``spreading``)
-        rep_a, rep_b = (analyze(p, opt, read=read, run=run, backend=backend,
-                                progress=progress_flag(quiet), keep_gaps=html is not None,
-                                gaps_per_device=GAPS_KEPT)
-                        for p in (paths_a, paths_b))
+        side = partial(analyze, options=opt, read=read, run=run, backend=backend,
+                       progress=progress_flag(quiet), keep_gaps=html is not None,
+                       gaps_per_device=GAPS_KEPT)
+        rep_a, rep_b = (_side(which, label, partial(side, p))
+                        for which, label, p in (("A", run_a, paths_a), ("B", run_b, paths_b)))
     finally:
         backend.close()
     cmp = compare(rep_a, rep_b, labels[0] or run_label(run_a), labels[1] or run_label(run_b))
@@ -90,6 +105,35 @@ def run_compare(run_a: str, run_b: str, *, fmt: str = "table", output: Path | No
     if html is not None:
         write_page(cmp, html)
     return 0
+
+
+def _side(which: str, run: str, read: Callable[[], Report]) -> Report:
+    """One side's report; its error names the run (``--step-range X`` that only A has)."""
+    try:
+        return read()
+    except ProfplugError as exc:
+        msg = str(exc)
+        if run in msg:
+            raise
+        raise type(exc)(f"run {which} ({one_line(run)}): {msg}") from None
+
+
+def _say_ab_as_a(run_a: str, run_b: str) -> None:
+    """A is an ab directory: say which traces in it are run A, and the order that sets a
+    run's prediction against the A/B's measurement."""
+    import os
+    import shlex
+
+    from profplug.analyzers.scale.load import trace_files
+
+    try:
+        held = sorted({os.path.relpath(f.parent, run_a) for f in trace_files([Path(run_a)])})
+    except ProfplugError:
+        held = []
+    print(f"profplug: warning: {one_line(run_a)} is a profplug ab directory: run A is the "
+          f"traced run in it ({one_line(', '.join(held) or 'no traces')}), not its "
+          f"measurement; for the prediction against the A/B: profplug compare "
+          f"{shlex.quote(run_b)} {shlex.quote(run_a)}", file=sys.stderr)
 
 
 def _compare_with_ab(run_a: str, run_b: str, *, fmt: str, output: Path | None,

@@ -131,3 +131,30 @@ def _check_distinct(outs: list[Path]) -> None:
 def stdout_or(output: Path | None) -> Path:
     """``-o``: None is stdout (``-``), for ``check_outputs``."""
     return Path(STDOUT) if output is None else output
+
+
+def check_cache(cache_dir: str | os.PathLike[str] | None, inputs: Iterable[Path]) -> None:
+    """Refuse a ``--cache`` folder (or ``$PROFPLUG_CACHE``) that is an input, lies inside
+    one or holds one, or holds trace files of its own: the cache tags its folder as a cache
+    (``CACHEDIR.TAG``), which a listing then skips, so ``report D --cache D`` would leave D
+    unreadable as traces. Said before anything is written."""
+    folder = cache_dir if cache_dir is not None else os.environ.get("PROFPLUG_CACHE") or None
+    if folder is None:
+        return
+    from profplug.analyzers.readers.cache import is_cache_dir
+    from profplug.analyzers.scale.load import trace_files
+
+    real = Path(os.path.realpath(folder))
+    for p in inputs:
+        rp = Path(os.path.realpath(p))
+        if real == rp or rp in real.parents or real in rp.parents:
+            where = "is" if real == rp else "lies inside" if rp in real.parents else "holds"
+            raise ProfplugError(f"--cache {one_line(folder)}: {where} the input "
+                                f"{one_line(p)}; keep the cache in a folder of its own")
+    if real.is_dir() and not is_cache_dir(real):
+        try:
+            held = trace_files([real])
+        except ProfplugError:  # no trace there (the usual empty or new folder)
+            return
+        raise ProfplugError(f"--cache {one_line(folder)}: holds trace files "
+                            f"({one_line(held[0])}); keep the cache in a folder of its own")

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from profplug.analyzers.commands.outpaths import is_stdout
+from profplug.analyzers.core.atomicfile import write_output
 from profplug.analyzers.core.errors import ProfplugError, one_line
 from profplug.analyzers.render.registry import PAGE, render_text
 from profplug.analyzers.scale.dispatch import Backend, LocalBackend
@@ -17,10 +18,24 @@ def write_text(text: str, output: Path | None) -> None:
     if output is None or is_stdout(output):
         sys.stdout.write(text)
         return
-    try:
-        output.write_text(text)
-    except OSError as exc:
-        raise ProfplugError(f"{output}: cannot write ({exc.strerror or exc})") from None
+    write_output(output, text)  # whole or not at all: the old file stays on a failure
+
+
+FORMAT_OF_SUFFIX = {".json": "json", ".csv": "csv"}  # -o FILE's extension, when -f is not given
+
+
+def output_format(fmt: str | None, output: Path | None) -> str:
+    """``--format``, else the format ``-o FILE``'s extension names (``.json``, ``.csv``),
+    else the table; ``-o page.html`` is refused (the page is ``--html``)."""
+    if fmt is not None:
+        return fmt
+    if output is None or is_stdout(output):
+        return "table"
+    suffix = output.suffix.lower()
+    if suffix in (".html", ".htm"):
+        raise ProfplugError(f"-o {one_line(output)}: the HTML page is written by --html "
+                            f"{one_line(output)}; -o takes the table, JSON or CSV")
+    return FORMAT_OF_SUFFIX.get(suffix, "table")
 
 
 def write_page(result: object, path: Path) -> None:
@@ -32,6 +47,9 @@ def write_page(result: object, path: Path) -> None:
 def open_backend(jobs: int | None = None, dask: str | None = None) -> Backend:
     """The backend of a command: ``--dask ADDRESS`` (``daskpool``, imported only then), else
     the local pool of ``jobs`` processes. Close it when done."""
+    if jobs is not None and jobs < 1:
+        raise ProfplugError(f"--jobs {jobs}: give 1 or more parallel parsers (left out: one "
+                            "per usable CPU)")
     if dask is None:
         return LocalBackend(jobs)
     from profplug.analyzers.scale.dask_backend import DaskBackend

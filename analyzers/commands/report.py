@@ -8,8 +8,14 @@ import sys
 from pathlib import Path
 
 from profplug.analyzers.commands.libwarnings import own_warnings
-from profplug.analyzers.commands.outpaths import check_outputs, stdout_or
-from profplug.analyzers.commands.output import open_backend, progress_flag, write_page, write_text
+from profplug.analyzers.commands.outpaths import check_cache, check_outputs, stdout_or
+from profplug.analyzers.commands.output import (
+    open_backend,
+    output_format,
+    progress_flag,
+    write_page,
+    write_text,
+)
 from profplug.analyzers.core.errors import one_line
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.render.registry import check_format, render_text
@@ -17,6 +23,7 @@ from profplug.analyzers.render.timeline_data import GAPS_KEPT
 from profplug.analyzers.report.analysis import Report, analyze
 from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.report.run_meta import find_run_meta
+from profplug.analyzers.report.runsets import check_one_run
 from profplug.analyzers.scale.load import PathsLike
 from profplug.analyzers.scale.pathargs import check_paths
 from profplug.analyzers.stalls.rank import StallOptions
@@ -26,7 +33,7 @@ from profplug.analyzers.whatif import (
 
 
 @own_warnings
-def run_report(paths: PathsLike, *, fmt: str = "table", output: Path | None = None,
+def run_report(paths: PathsLike, *, fmt: str | None = None, output: Path | None = None,
                html: Path | None = None, options: StallOptions | None = None,
                read: ReadOptions | None = None, jobs: int | None = None,
                whatif: bool | None = None, strict: bool = False,
@@ -44,10 +51,13 @@ def run_report(paths: PathsLike, *, fmt: str = "table", output: Path | None = No
     ``dask``: read and analyze the ranks on that Dask cluster (``--dask``; default: local
     processes); ``quiet``: no progress line.
     """
+    fmt = output_format(fmt, output)
     check_format(Report, fmt)
     files = check_paths(paths)
     check_outputs((stdout_or(output), html), files)
+    check_cache(None if read is None else read.cache_dir, files)
     find_run_meta(files)  # a run.json it cannot use: said now, not after the whole read
+    check_one_run(files)
     backend = open_backend(jobs, dask)
     try:
         # the idle gaps travel back only for a page, and no more than it draws

@@ -8,8 +8,14 @@ import sys
 from pathlib import Path
 
 from profplug.analyzers.commands.libwarnings import own_warnings
-from profplug.analyzers.commands.outpaths import check_outputs, stdout_or
-from profplug.analyzers.commands.output import open_backend, progress_flag, write_page, write_text
+from profplug.analyzers.commands.outpaths import check_cache, check_outputs, stdout_or
+from profplug.analyzers.commands.output import (
+    open_backend,
+    output_format,
+    progress_flag,
+    write_page,
+    write_text,
+)
 from profplug.analyzers.compare.ab_runs import (
     device_step,
     is_ab_dir,
@@ -32,6 +38,7 @@ from profplug.analyzers.render.timeline_data import GAPS_KEPT
 from profplug.analyzers.report.analysis import Report, analyze, analyze_timelines
 from profplug.analyzers.report.registry import check_drop
 from profplug.analyzers.report.run_meta import find_run_meta
+from profplug.analyzers.report.runsets import check_one_run
 from profplug.analyzers.scale.dispatch import Backend
 from profplug.analyzers.scale.load import PathsLike, load_timelines
 from profplug.analyzers.scale.pathargs import check_paths, split_paths
@@ -49,6 +56,27 @@ from profplug.analyzers.whatif.against import AgainstResult, WhatIfAgainst, agai
 from profplug.analyzers.whatif.unprofiled import MAX_STEP_US, MIN_STEP_US, parse_ci
 
 UNPROFILED_AUTO = "auto"
+
+
+def _say_if_still_synchronizing(files: list[Path], other_files: list[Path],
+                                other: list[Timeline], against_run: str) -> None:
+    """``--against`` a run that still has the synchronizes the what-if drops (the same run,
+    a copy, another device run): its step is no measure of the prediction; said first."""
+    from profplug.analyzers.graph.dropset import policy_mask
+    from profplug.analyzers.scale.fingerprint import run_fingerprint
+
+    same = run_fingerprint(files)
+    if same is not None and same == run_fingerprint(other_files):
+        print(f"profplug: warning: --against {one_line(against_run)} is the same run as the "
+              "one predicted (the same traces, by content): it still synchronizes; the "
+              "error below is no measure of the prediction", file=sys.stderr)
+        return
+    n = int(sum(int(policy_mask(t).sum()) for t in other))
+    if n:
+        print(f"profplug: warning: --against {one_line(against_run)} still synchronizes: "
+              f"{n:,} device-wide synchronize(s) inside its pipeline send/recv (a device "
+              "run?); the prediction is of a run without them, so the error below is no "
+              "measure of it", file=sys.stderr)
 
 
 def unprofiled_step_us(value: str | float | None, paths: PathsLike) -> float | None:
@@ -122,7 +150,7 @@ def _against(res: WhatIfResult, timelines: list[Timeline], other: list[Timeline]
     return out
 
 
-def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "table",
+def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str | None = None,
                output: Path | None = None, html: Path | None = None,
                options: StallOptions | None = None, jobs: int | None = None,
                unprofiled_us: float | str | None = None,
@@ -146,6 +174,7 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
     if cal is not None:
         unprofiled_us = cal[0]
     unprofiled_us = unprofiled_step_us(unprofiled_us, split_paths(paths))
+    fmt = output_format(fmt, output)
     check_format(WhatIfResult, fmt)
     if unprofiled_us is not None and not MIN_STEP_US <= unprofiled_us <= MAX_STEP_US:  # NaN
         raise ProfplugError("--unprofiled takes the measured unprofiled step time in us "
@@ -163,9 +192,14 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
                             "`profplug ab`: `profplug compare RUN AB_DIR`): give one of them")
     opt = options or StallOptions()
     files = check_paths(paths)
-    other = None if against_run is None else load_other(other_paths(against_run), read)
+    against_paths = [] if against_run is None else other_paths(against_run)
+    check_cache(None if read is None else read.cache_dir, [*files, *against_paths])
+    other = None if against_run is None else load_other(against_paths, read)
+    if other is not None and against_run is not None:
+        _say_if_still_synchronizing(files, against_paths, other, against_run)
     check_outputs((stdout_or(output), html), files)
     find_run_meta(files)  # a bad run.json: said before the read
+    check_one_run(files, "whatif")
     backend = open_backend(jobs, dask)
     spread: tuple[WhatIfResult, Report] | None = None
     try:

@@ -1,7 +1,10 @@
 """What ``compare`` questions before it answers: a comparison that is not the one it seems.
 
-- **Same run** (:func:`same_run`): A and B read the same trace files (resolved paths): the
-  comparison is an A/A, its difference the analysis's own, not a policy's.
+- **Same run** (:func:`same_run`): A and B read the same traces (by content,
+  ``scale.fingerprint``: a copy, a hard or symbolic link, the same path): the comparison is
+  an A/A, its difference the analysis's own, not a policy's.
+- **Other tools** (:func:`tools_differ`): A traced by Kineto, B by Nsight Systems: each
+  tool's own cost and clock are in the difference.
 - **A is not a device run** (:func:`not_device_run`): A's what-if found no device-wide
   synchronize inside a pipeline send/recv to drop (``whatif.dropset``: the policy's call
   sites). It then falls back to every device-wide synchronize: fewer than one dropped per
@@ -34,9 +37,29 @@ def trace_files(rep: Report) -> frozenset[Path]:
 
 
 def same_run(rep_a: Report, rep_b: Report) -> bool:
-    """Whether A and B read the same trace files."""
-    fa = trace_files(rep_a)
-    return bool(fa) and fa == trace_files(rep_b)
+    """Whether A and B read the same traces: the same files, or the same content."""
+    from profplug.analyzers.scale.fingerprint import files_fingerprint
+
+    fa, fb = trace_files(rep_a), trace_files(rep_b)
+    if not fa or not fb:
+        return False
+    if fa == fb:
+        return True
+    key = files_fingerprint(fa)
+    return key is not None and key == files_fingerprint(fb)
+
+
+TOOL_NAMES = {"kineto": "Kineto (torch.profiler)", "nsys": "Nsight Systems"}
+
+
+def tools_differ(rep_a: Report, rep_b: Report) -> tuple[str, str] | None:
+    """The tools that traced A and B, when they are not the same one."""
+    ta = sorted({r.source for r in rep_a.ranks})
+    tb = sorted({r.source for r in rep_b.ranks})
+    if not ta or not tb or ta == tb:
+        return None
+    return (" and ".join(TOOL_NAMES.get(t, t) for t in ta),
+            " and ".join(TOOL_NAMES.get(t, t) for t in tb))
 
 
 def not_device_run(rep_a: Report) -> str:
@@ -63,9 +86,13 @@ def guard(rep_a: Report, rep_b: Report | None, label_a: str, label_b: str
     warns: list[str] = []
     what: list[str] = []
     if rep_b is not None and same_run(rep_a, rep_b):
-        warns.append(f"{label_a} and {label_b} are the same run (the same trace files): "
+        warns.append(f"{label_a} and {label_b} are the same run (the same traces, by content): "
                      "their difference is no policy's")
         what.append(SAME_RUN)
+    tools = tools_differ(rep_a, rep_b) if rep_b is not None else None
+    if tools is not None:
+        warns.append(f"{label_a} was traced by {tools[0]}, {label_b} by {tools[1]}: each "
+                     "tool's own overhead is in the difference (compare runs of one tool)")
     why = not_device_run(rep_a)
     if why == "nothing":
         line = NOT_DEVICE.format(a=label_a)

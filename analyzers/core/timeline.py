@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
 
 import numpy as np
+from profplug.analyzers.core.atomicfile import write_atomic
 from profplug.analyzers.core.memo import ScopedMemo
 
 KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET = 0, 1, 2
@@ -202,8 +203,7 @@ class Timeline:
         if not isinstance(path, (str, Path)):
             write(path, __header__=header_arr, **arrays)
             return
-        with open(path, "wb") as fh:
-            write(fh, __header__=header_arr, **arrays)
+        write_atomic(path, lambda fh: write(fh, __header__=header_arr, **arrays))
 
     @classmethod
     def load(cls, path: str | Path | BinaryIO) -> Timeline:

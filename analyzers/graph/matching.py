@@ -242,6 +242,7 @@ def _match(timelines: list[Timeline]) -> Matching:
     e = edges.array()
     clock = align(timelines, e)  # clocks.py: offsets, residual, or why not joinable
     notes += clock.notes
+    warns += clock.warnings
     paired = [set(e[e[:, 0] == i, 1].tolist()) for i in range(len(rs))]
     unmatched = [int(sum(1 for o in r.kernels.tolist() if o not in paired[i]))
                  for i, r in enumerate(rs)]

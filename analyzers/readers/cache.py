@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
+from profplug.analyzers.core import atomicfile
 from profplug.analyzers.core.timeline import COMM_KINDS, COMM_SOURCES, KIND_NAMES, Timeline
 from profplug.analyzers.readers.base import Reader, ReadOptions
 from profplug.analyzers.readers.nsys.source import REPORT_SUFFIXES, export_path
@@ -312,26 +313,15 @@ def save_entry(entry: Path, timelines: list[Timeline], path: Path | None = None,
 
 
 def write_atomic(path: Path, write: Callable[[BinaryIO], object], suffix: str) -> None:
-    """``write(file)`` into a temporary file in ``path``'s folder, then rename it to ``path``
-    (a concurrent reader sees the old entry or the new one, never a part); readable by the
-    others who share the folder (mkstemp makes it 0600). A failure leaves nothing behind
-    and is silent: a cache entry not written only makes the next run slower."""
-    tmp = None
+    """``write(file)`` into ``path`` whole (``core.atomicfile``: a concurrent reader sees the
+    old entry or the new one, never a part); readable by the others who share the folder.
+    A failure leaves nothing behind and is silent: a cache entry not written only makes the
+    next run slower. ``suffix``: kept for callers; the temporary's name ends in ``path``'s."""
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=suffix)
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-        tmp = None
+        atomicfile.write_atomic(path, write)
+        os.chmod(path, 0o644)
     except OSError:
         pass
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
 
 
 def mark(cache_dir: str | Path) -> None:

@@ -28,6 +28,10 @@ ONE_FILE = "one clock (all ranks in one trace file)"
 SINGLE = "one rank with GPU work: no clocks to align"
 MEDIAN_END = "median end difference of matched kernels, per rank"
 NOTE_OFFSET_NS = 2_000  # offsets beyond this are noted
+# Ranks of one run on the wall clock are ms apart at most (one host, or NTP); seconds apart,
+# their traces are of two runs (rank 0 of one run, rank 1 of another: a pipeline never run)
+MIXED_RUN_NS = 1_000_000_000
+TWO_RUNS = "check that every trace is of one run"
 
 
 def clock_of(tl: Timeline) -> str:
@@ -49,6 +53,7 @@ class Alignment:
     notes: list[str] = field(default_factory=list)
     refused: str | None = None  # why the ranks cannot be joined (None: they can)
     residual_ns: int = 0  # the largest residual of an alignment made
+    warnings: list[str] = field(default_factory=list)  # ranks that look like two runs
 
 
 def align(timelines: list[Timeline], edges: np.ndarray) -> Alignment:
@@ -64,6 +69,11 @@ def align(timelines: list[Timeline], edges: np.ndarray) -> Alignment:
     roots = _offsets(timelines, _pair_medians(timelines, edges), clocks, out)
     first = timelines[roots[0]]
     for i, tl in enumerate(timelines):
+        if abs(off[i]) > MIXED_RUN_NS and clocks[i] == clocks[roots[0]] == EPOCH:
+            out.warnings.append(
+                f"ranks {first.rank} and {tl.rank}: their wall clocks are "
+                f"{abs(off[i]) / 1e9:,.1f} s apart (matched NCCL kernels), as traces of two "
+                f"runs are, not one run's ranks: {TWO_RUNS}")
         if abs(off[i]) > NOTE_OFFSET_NS:
             out.notes.append(f"rank {tl.rank}: clock offset {off[i] / 1000:+.1f} us against "
                              f"rank {first.rank} (median end difference of matched "
@@ -142,9 +152,27 @@ def sources_warning(ranks: list[Any], joined: bool) -> str | None:
     by_source: dict[str, list[int]] = defaultdict(list)
     for r in ranks:
         by_source[r.source].append(r.rank)
-    if joined or len(by_source) < 2:
+    if joined:
         return None
+    if len(by_source) < 2:
+        return _unbased_warning(ranks)
     parts = "; ".join(f"{src} ranks {sorted(rs)}" for src, rs in sorted(by_source.items()))
     return (f"mixed sources ({parts}): the ranks' clocks cannot be compared (Kineto's "
             "wall clock vs an Nsight session's), so no cross-rank figure joins them "
             "(critical path, bubbles, coupled what-if); each rank's own figures stand")
+
+
+UNBASED = "no baseTimeNanoseconds"  # the Kineto reader's warning for a rank on its own clock
+
+
+def _unbased_warning(ranks: list[Any]) -> str | None:
+    """Kineto ranks on the wall clock and ranks on their own clock (no
+    ``baseTimeNanoseconds``) together, not joined: why no cross-rank figure is there."""
+    own = sorted(r.rank for r in ranks if any(str(w).startswith(UNBASED) for w in r.warnings))
+    if not own or len(own) == len(ranks):
+        return None
+    wall = sorted(r.rank for r in ranks if r.rank not in set(own))
+    return (f"mixed clocks (ranks {wall} on the wall clock, ranks {own} on their own: no "
+            "baseTimeNanoseconds) and no matched NCCL kernel to align them: no cross-rank "
+            "figure joins them (critical path, bubbles, coupled what-if); each rank's own "
+            "figures stand")

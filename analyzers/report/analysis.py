@@ -291,6 +291,11 @@ def _finished(rep: Report, got: LoadedRanks, files: list[Path]) -> Report:
     rep.warnings[:0] = got.lost
     rep.meta = find_run_meta(files)
     rep.warnings += observer.meta_warnings(rep.meta)
+    xr = rep.run.get("cross_rank")
+    if xr is not None:  # ranks of two runs: the report's own warning, first, not the section's
+        two = [w for w in getattr(xr, "warnings", []) if clocks.TWO_RUNS in w]
+        xr.warnings = [w for w in xr.warnings if w not in two]
+        rep.warnings[:0] = two
     mixed = clocks.sources_warning(rep.ranks, "cross_rank" in rep.run
                                    or any("different clocks" in w for w in rep.warnings))
     if mixed is not None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from profplug.analyzers.core.errors import ProfplugError, one_line
 from profplug.analyzers.scale.load import PathsLike, as_paths
 from profplug.analyzers.steps import observer
 
@@ -20,8 +19,8 @@ def find_run_meta(paths: PathsLike) -> dict[str, Any]:
     Only where ``profplug run`` puts it: in the directory given, beside the trace file, or
     one level up when the traces are in its ``kineto/`` or ``nsys/`` folder. A run.json
     further up belongs to something else (it would add foreign metadata and missing ranks).
-    An unreadable one (bad JSON, nested too deep) is ignored; one with a number out of range
-    (:func:`observer.bad_number`) is a ProfplugError naming the file and the field.
+    An unreadable one (bad JSON, nested too deep) is ignored; a number out of range
+    (:func:`observer.drop_bad_numbers`) is ignored alone, said by ``meta_warnings``.
     """
     import json
 
@@ -35,10 +34,12 @@ def find_run_meta(paths: PathsLike) -> dict[str, Any]:
                 return {}
             if deeper_than(meta, MAX_META_DEPTH):  # the page's tables would recurse
                 return {}
-            bad = observer.bad_number(meta)
-            if bad is not None:  # it would overflow, or print 10^400 us: one line
-                raise ProfplugError(f"{one_line(f)}: {one_line(bad)}")
-            return meta if isinstance(meta, dict) else {}
+            if not isinstance(meta, dict):
+                return {}
+            bad = observer.drop_bad_numbers(meta)  # it would overflow, or print 10^400 us
+            if bad:
+                meta[observer.IGNORED_KEY] = bad
+            return meta
     return {}
 
 

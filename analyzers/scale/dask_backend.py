@@ -19,12 +19,15 @@ a second death leaves that file's ranks out with a one-line reason, and the repo
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import io
 import json
 import logging
 import re
 import socket
 import stat
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -186,6 +189,17 @@ LOCAL_CONFIG = {"distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
                 "distributed.diagnostics.nvml": False}
 
 
+_open: weakref.WeakSet[DaskBackend] = weakref.WeakSet()
+
+
+def close_all() -> None:
+    """Close every backend still open; registered anew with each backend, after
+    distributed's own exit handlers, so that it runs before them (last in, first out)."""
+    for b in list(_open):
+        with contextlib.suppress(Exception):
+            b.close()
+
+
 class DaskBackend:
     """Tasks on the workers of a Dask cluster; a LocalCluster for ``local[:N]``."""
 
@@ -227,6 +241,9 @@ class DaskBackend:
             self.close()
             raise ProfplugError(f"--dask {address}: cannot connect ({type(exc).__name__}: "
                                 f"{str(exc)[:120]})") from None
+        _open.add(self)  # closed at exit if the caller does not (close_all)
+        atexit.unregister(close_all)
+        atexit.register(close_all)
 
     def map(self, fn: TaskFn, tasks: Sequence[RankTask]) -> Iterator[tuple[int, FileResult]]:
         """At most one task per worker thread in flight (the next one is submitted when one
@@ -289,8 +306,18 @@ class DaskBackend:
         return res
 
     def close(self) -> None:
-        client = getattr(self, "client", None)
+        """Disconnect (and stop a ``local`` cluster); again is a no-op. Also run at exit
+        for a backend the caller did not close: Dask's own exit handlers then print an
+        ERROR line and tracebacks for a client still connected."""
+        client, self.client = getattr(self, "client", None), None
+        cluster, self.cluster = getattr(self, "cluster", None), None
         if client is not None:
             client.close()
-        if self.cluster is not None:
-            self.cluster.close()
+        if cluster is not None:
+            cluster.close()
+
+    def __enter__(self) -> DaskBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

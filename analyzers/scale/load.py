@@ -282,6 +282,6 @@ def _check_unique_ranks(timelines: Sequence[Timeline | RankResult]) -> None:
     for t in timelines:
         if t.rank in seen:
             a, b = seen[t.rank], t
-            raise TraceError(f"rank {t.rank} appears twice: {', '.join(a.files)} and "
-                             f"{', '.join(b.files)}")
+            raise TraceError(f"rank {t.rank} appears twice: {', '.join(a.files)} "
+                             f"({a.rank_rule}) and {', '.join(b.files)} ({b.rank_rule})")
         seen[t.rank] = t

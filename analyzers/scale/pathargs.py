@@ -28,6 +28,9 @@ def check_paths(paths: PathsLike, error: type[ProfplugError] = TraceError) -> li
     TraceError as the readers raise by default); a missing ``true`` (``--strict true``) is
     told that flags take no value."""
     out = split_paths(paths)
+    if not out or any(not str(p) for p in as_paths(paths)):  # ",", ",,", "" from the API
+        given = ", ".join(repr(str(p)) for p in as_paths(paths)) or "none"
+        raise error(f"no trace path given ({given}): name a run's folder or its trace files")
     for p in out:
         if not p.exists():
             hint = (f" (a flag takes no value: write e.g. --strict, not --strict {p})"

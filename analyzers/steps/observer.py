@@ -32,32 +32,52 @@ OVERHEAD_WARN_PCT = 20.0  # traced steps this much slower than untraced ones: a 
 MIN_BEFORE_STEPS = 5  # untraced steps before the window that make the baseline alone
 
 
-def bad_number(meta: Any) -> str | None:
-    """Where run.json holds a number the report cannot use, and what it is; None when every
-    number is fine: each number finite and each integer within 64 bits (a 401-digit
+IGNORED_KEY = "ignored_values"  # run.json's values dropped_bad_numbers set to None, said
+
+
+def _bad(v: Any, at: str, step: bool) -> str | None:
+    """What is wrong with one scalar of run.json (None: nothing)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    if isinstance(v, int) and not -MAX_INT <= v <= MAX_INT:
+        return f"{at}: a {len(str(abs(v))) if abs(v) < 10**4000 else 'many'}-digit integer " \
+               "(beyond 64 bits)"
+    if isinstance(v, float) and not math.isfinite(v):
+        return f"{at}: {v} (not a finite number)"
+    if step and not MIN_STEP_US <= v <= MAX_STEP_US:
+        return (f"{at}: {v:g} us is not a step time (from {MIN_STEP_US:g} us, 1 ns, to "
+                f"{MAX_STEP_US:g} us, 1 day)")
+    return None
+
+
+def drop_bad_numbers(meta: Any) -> list[str]:
+    """Set each number of run.json the report cannot use to None, in place, and say where
+    and what each was: each number finite and each integer within 64 bits (a 401-digit
     ``step_us`` made float() overflow), each step time (``ranks[].timing.step_us``,
     ``ranks[].untraced.before/after.step_us``, ``observer.traced_us/untraced_us``) from 1 ns
-    to 1 day. Iterative (the depth is bounded by the caller)."""
+    to 1 day. The value alone is lost, not the run.json. Iterative (the depth is bounded by
+    the caller)."""
+    out: list[str] = []
     todo: list[tuple[Any, str, bool]] = [(meta, "", False)]
     while todo:
         v, at, step = todo.pop()
-        if isinstance(v, bool) or v is None or isinstance(v, str):
-            continue
-        if isinstance(v, int) and not -MAX_INT <= v <= MAX_INT:
-            return f"{at}: a {len(str(abs(v)))}-digit integer (beyond 64 bits)"
-        if isinstance(v, float) and not math.isfinite(v):
-            return f"{at}: {v} (not a finite number)"
-        if isinstance(v, (int, float)) and step and not MIN_STEP_US <= v <= MAX_STEP_US:
-            return (f"{at}: {v:g} us is not a step time (from {MIN_STEP_US:g} us, 1 ns, to "
-                    f"{MAX_STEP_US:g} us, 1 day)")
         if isinstance(v, dict):
-            for k, x in v.items():
-                where = f"{at}.{k}" if at else str(k)
-                todo.append((x, where, k == "step_us" or (at == "observer" and k in (
-                    "traced_us", "untraced_us"))))
+            items: list[tuple[Any, Any, str, bool]] = [
+                (k, x, f"{at}.{k}" if at else str(k), k == "step_us" or (
+                    at == "observer" and k in ("traced_us", "untraced_us")))
+                for k, x in v.items()]
         elif isinstance(v, list):
-            todo.extend((x, f"{at}[{i}]", step) for i, x in enumerate(v))
-    return None
+            items = [(i, x, f"{at}[{i}]", step) for i, x in enumerate(v)]
+        else:
+            continue
+        for k, x, where, is_step in items:
+            why = _bad(x, where, is_step)
+            if why is not None:
+                v[k] = None
+                out.append(why)
+            else:
+                todo.append((x, where, is_step))
+    return sorted(out)
 
 
 def _series(timing: Any) -> list[float]:
@@ -167,6 +187,13 @@ def meta_line(meta: dict[str, Any]) -> str | None:
 
 
 def meta_warnings(meta: dict[str, Any]) -> list[str]:
+    """The observer's warnings, after one line per run.json value ignored (``IGNORED_KEY``)."""
+    ignored = meta.get(IGNORED_KEY) if isinstance(meta, dict) else None
+    head = [f"run.json: {w}: ignored" for w in ignored[:5]] if isinstance(ignored, list) else []
+    return head + _observer_warnings(meta)
+
+
+def _observer_warnings(meta: dict[str, Any]) -> list[str]:
     """The report's run warnings from run.json (the observer effect over the threshold)."""
     out = []
     obs = from_meta(meta)

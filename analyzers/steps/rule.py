@@ -74,7 +74,7 @@ class StepRule:
         if spec.startswith(REGEX_PREFIX):
             try:
                 re.compile(spec[len(REGEX_PREFIX):])
-            except re.error as exc:
+            except (re.error, OverflowError, RecursionError) as exc:  # a{99999999999}
                 raise ProfplugError(f"--step-range {spec}: bad regular expression ({exc})"
                                     ) from None
         return cls(spec)

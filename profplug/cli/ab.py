@@ -78,9 +78,13 @@ def ab_report(
         "--whatif", metavar="RUN",
         help="a traced device run: a new what-if prediction against the measurement (else "
              "the one in ab.json, if any, is compared again)")] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table | json")] = "table",
+    rewrite: Annotated[bool, typer.Option(
+        "--rewrite", help="store this analysis in DIR/ab.json (default: read it only)")] = False,
 ) -> None:
-    """Analyze DIR/ab.json's runs again (statistics, verdicts, output check), rewrite it, print
-    the table, write --html. Runs nothing."""
+    """Analyze DIR/ab.json's runs again (statistics, verdicts, output check), print the table
+    (or -f json), write --html. Runs nothing; DIR/ab.json is rewritten only with --rewrite."""
     from profplug.analyzers.commands.ab_report import report_ab
 
-    raise typer.Exit(code=report_ab(directory, html=html, whatif=whatif))
+    raise typer.Exit(code=report_ab(directory, html=html, whatif=whatif, fmt=fmt,
+                                    rewrite=rewrite))

@@ -27,7 +27,9 @@ from profplug.cli.options import (
 def compare(
     run_a: Annotated[str, typer.Argument(help="Run A: directory, trace file, or f1,f2,...")],
     run_b: Annotated[str, typer.Argument(help="Run B: directory, trace file, or f1,f2,...")],
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table | json")] = "table",
+    fmt: Annotated[str | None, typer.Option(
+        "--format", "-f", help="table | json (default: from -o's extension, .json or .csv; else "
+                               "table)")] = None,
     output: Output = None,
     html: Html = None,
     label_a: Annotated[str | None, typer.Option("--label-a", help="Name of run A.")] = None,

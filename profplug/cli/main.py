@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
 
@@ -20,8 +21,18 @@ app = typer.Typer(
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from profplug.analyzers.core.version import __version__
+
+        print(f"profplug {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_version, help="Print the version and exit.")
+] = False) -> None:
     """What torch.cuda.synchronize() costs pipeline-parallel inference, per rank."""
 
 
@@ -36,13 +47,42 @@ def _register() -> None:
         importlib.import_module(f"profplug.cli.{name}")
 
 
+def _empty_argument(argv: list[str]) -> str | None:
+    """The error for an empty argument ('') before ``--`` (a job's own arguments may be
+    empty): typer would take it as the path ``.``, the current folder."""
+    head = argv[: argv.index("--")] if "--" in argv else argv
+    if "" in head:
+        at = head.index("")
+        after = f" after {head[at - 1]}" if at else ""
+        return "an empty argument ('')" + after + ": give a path or a value"
+    return None
+
+
+def _from_ctrl_c(exc: BaseException) -> bool:
+    """Whether a KeyboardInterrupt is among the causes of ``exc``."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        seen = (seen.__cause__ or seen.__context__) if seen is not None else None
+        if seen is None:
+            return False
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; user errors print one line on stderr and return a non-zero code."""
-    _register()
+    empty = _empty_argument(sys.argv[1:] if argv is None else list(argv))
+    if empty is not None:
+        print(f"profplug: error: {empty}", file=sys.stderr)
+        return 2
     try:
+        _register()  # inside: a Ctrl-C while the commands import is one line too
         app(args=argv, prog_name="profplug")  # standalone: exits through SystemExit
     except SystemExit as exc:
         code = exc.code
+        if code == 130 and _from_ctrl_c(exc):  # typer turns a Ctrl-C into a silent 130
+            print("profplug: interrupted", file=sys.stderr)
         return code if isinstance(code, int) else (0 if code is None else 1)
     except ProfplugError as exc:
         print(f"profplug: error: {one_line(exc)}", file=sys.stderr)

@@ -29,7 +29,9 @@ from profplug.cli.options import (
 @app.command()
 def report(
     paths: Annotated[list[Path], typer.Argument(help=RUN_PATHS)],
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table | json | csv")] = "table",
+    fmt: Annotated[str | None, typer.Option(
+        "--format", "-f", help="table | json | csv (default: from -o's extension, .json or .csv; else "
+                               "table)")] = None,
     output: Output = None,
     html: Html = None,
     tolerance_us: Tolerance = DEFAULT_TOLERANCE_US,

@@ -32,7 +32,9 @@ def whatif(
     drop_at: Annotated[str | None, typer.Option(
         "--drop-at", help="Only the syncs at this call site (as `profplug report` names "
                           "it).")] = None,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table | json")] = "table",
+    fmt: Annotated[str | None, typer.Option(
+        "--format", "-f", help="table | json (default: from -o's extension, .json or .csv; else "
+                               "table)")] = None,
     output: Output = None,
     html: Html = None,
     tolerance_us: Tolerance = DEFAULT_TOLERANCE_US,

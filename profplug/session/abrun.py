@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from profplug.analyzers.core.atomicfile import replace_text
 from profplug.analyzers.core.errors import ProfplugError
 from profplug.config import ENV_SWITCH_EVERY, ENV_SWITCH_ORDER, SYNC_POLICIES
 from profplug.session import outcome
@@ -316,7 +317,7 @@ def run_ab(opts: AbOptions) -> int:
         print(f"profplug ab: interrupted after {len(runs)} of {len(plan)} runs",
               file=sys.stderr)
     if probe is not None:
-        (opts.out / "probe_run.json").write_text(json.dumps(probe, indent=1))
+        replace_text(opts.out / "probe_run.json", json.dumps(probe, indent=1))
     _, code = finish_ab(opts.out, runs, policies=policies, rounds=opts.rounds,
                         order=opts.order, seed=seed, skip=opts.skip, steps=opts.steps,
                         command=opts.command, interrupted=interrupted, html=opts.html,

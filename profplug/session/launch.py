@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from profplug import __version__
+from profplug.analyzers.core.atomicfile import replace_text
 from profplug.analyzers.core.errors import ProfplugError, ToolMissingError
 from profplug.config import (
     ENV_OWNER_PID,
@@ -118,7 +119,7 @@ def prepare_out(out: Path, force: bool) -> None:
         clear_outputs(out, OUTPUTS)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        probe = out / f".profplug-probe-{os.getpid()}"
+        probe = out / f".profplug-probe-{os.getpid()}"  # a probe, removed at once: no output
         probe.write_text("")
         probe.unlink()
     except OSError as exc:
@@ -278,9 +279,7 @@ def write_run_json(out: Path, info: dict[str, Any]) -> None:
                         if (r.get("versions") or {}).get("gpu")}),
         "ranks": ranks,
     }
-    tmp = out / "run.json.tmp"
-    tmp.write_text(json.dumps(info, indent=1, default=str))
-    os.replace(tmp, out / "run.json")
+    replace_text(out / "run.json", json.dumps(info, indent=1, default=str))
 
 
 def run(opts: RunOptions) -> int:
@@ -299,7 +298,8 @@ def run(opts: RunOptions) -> int:
         "command": list(opts.command),
         "launched": cmd,
         "cwd": os.getcwd(),
-        "options": {k: (str(v) if isinstance(v, Path) else v)
+        # paths stored resolved: run.json is read from other folders than this one
+        "options": {k: (os.path.realpath(v) if isinstance(v, Path) else v)
                     for k, v in asdict(opts).items() if k not in ("command", "extra_env")},
         "env": _env_summary(env),
         "python": sys.version.split()[0],
@@ -325,8 +325,8 @@ def _collect_traces(opts: RunOptions, nsys: str | None, info: dict[str, Any]) ->
             progress.run_quieted([nsys, "export", "--type", "sqlite", "--force-overwrite",
                                   "true", "-o", str(sqlite), str(rep)])
         traces = [sqlite]
-        info["nsys_report"] = str(rep)
-    info["traces"] = [str(p) for p in traces]
+        info["nsys_report"] = os.path.realpath(rep)
+    info["traces"] = [os.path.realpath(p) for p in traces]  # resolved, as the options
     return traces
 
 

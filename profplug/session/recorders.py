@@ -25,6 +25,8 @@ from typing import Any
 import torch
 import torch.autograd.profiler as _tprof
 
+from profplug.analyzers.core.atomicfile import replace_bytes, write_atomic
+
 
 def _experimental_config(cuda: bool) -> Any:
     from torch._C._profiler import _ExperimentalConfig
@@ -176,24 +178,24 @@ class KinetoRecorder(Recorder):
         """Write ``result`` as gzipped Chrome-trace JSON, atomically (tmp + rename)."""
         path.parent.mkdir(parents=True, exist_ok=True)
         raw = path.with_name(path.name + f".{os.getpid()}.tmp.json")
-        gz = path.with_name(path.name + f".{os.getpid()}.tmp")
         try:
             result.save(str(raw))
-            with open(raw, "rb") as src, gzip.open(gz, "wb", compresslevel=3) as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
-            os.replace(gz, path)
+
+            def gzipped(fh: Any) -> None:
+                with open(raw, "rb") as src, gzip.GzipFile(fileobj=fh, mode="wb",
+                                                           compresslevel=3) as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+
+            write_atomic(path, gzipped)
         finally:
-            for p in (raw, gz):
-                if p.exists():
-                    p.unlink()
+            if raw.exists():
+                raw.unlink()
 
     def write_empty(self, path: Path, metadata: dict[str, Any]) -> bool:
         """A valid trace with no events: the rank never reached its window."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-        with gzip.open(tmp, "wt") as f:
-            json.dump({"traceEvents": [], "schemaVersion": 1, **metadata}, f)
-        os.replace(tmp, path)
+        doc = json.dumps({"traceEvents": [], "schemaVersion": 1, **metadata})
+        replace_bytes(path, gzip.compress(doc.encode()))
         return True
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from profplug import __version__, digests, policy
+from profplug.analyzers.core.atomicfile import replace_text
 from profplug.config import env_rank
 
 
@@ -106,9 +107,7 @@ def write(out: Path, rec: dict[str, Any]) -> None:
     path = out / "status" / f"rank{rec['rank']}.json"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(rec, indent=1))
-        os.replace(tmp, path)
+        replace_text(path, json.dumps(rec, indent=1))
     except OSError as exc:
         print(f"profplug: could not write {path}: {exc}", file=sys.stderr)
 

@@ -71,9 +71,9 @@ def _doc(source: str, tmp: str) -> dict[str, Any]:
         assert main(["report", str(_where(sample)), "-f", "json", "-o",
                      str(out.with_suffix(".json"))]) == 0
         return json.loads(out.with_suffix(".json").read_text())
-    if kind == "ab":  # ab-report rewrites DIR/ab.json: on a copy
+    if kind == "ab":  # ab-report --rewrite rewrites DIR/ab.json: on a copy
         _copy(sample, out)
-        assert main(["ab-report", str(out)]) in (0, 5)  # 5: a run failed, the rest used
+        assert main(["ab-report", str(out), "--rewrite"]) in (0, 5)  # 5: a run failed, the rest used
         return json.loads((out / "ab.json").read_text())
     if kind == "compare":  # 'compare:A|B': profplug compare A B (B an ab dir: on a copy)
         a, b = sample.split("|")
@@ -97,6 +97,9 @@ def _where(sample: str) -> Path:
 def _copy(sample: str, out: Path) -> Path:
     shutil.copytree(_where(sample), out, ignore=shutil.ignore_patterns(
         "traced_device", "timing_paired", "*.html"))
+    traced = _where(sample) / "traced_device"  # ab.json's what-if run, relative to its folder
+    if traced.is_dir():
+        (out / "traced_device").symlink_to(traced.resolve())
     return out
 
 

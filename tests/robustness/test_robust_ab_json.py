@@ -123,7 +123,9 @@ def test_a_fifo_or_dev_zero_is_refused_unread(tmp_path, capsys) -> None:
     assert "ab.json: not a regular file" in capsys.readouterr().err
     (out / "ab.json").unlink()
     (out / "ab.json").symlink_to("/dev/zero")
-    assert main(["ab-report", str(out)]) == 2  # a link: refused before it is read
+    assert main(["ab-report", str(out)]) == 2  # read through the link: not a regular file
+    assert "ab.json: not a regular file" in capsys.readouterr().err
+    assert main(["ab-report", str(out), "--rewrite"]) == 2  # never written through a link
     assert "a symbolic link" in capsys.readouterr().err
 
 
@@ -144,7 +146,8 @@ def test_a_symlinked_ab_json_is_not_rewritten_through(tmp_path, capsys) -> None:
     out = tmp_path / "ab"
     out.mkdir()
     (out / "ab.json").symlink_to(target)
-    assert main(["ab-report", str(out)]) == 2
+    assert main(["ab-report", str(out)]) == 0  # read through the link, written nowhere
+    assert main(["ab-report", str(out), "--rewrite"]) == 2
     assert "a symbolic link" in capsys.readouterr().err
     assert target.read_bytes() == before
 
@@ -195,7 +198,7 @@ def test_a_hard_linked_ab_json_leaves_the_other_link_alone(tmp_path, capsys) -> 
     out = tmp_path / "ab"
     out.mkdir()
     os.link(other, out / "ab.json")
-    assert main(["ab-report", str(out)]) == 0
+    assert main(["ab-report", str(out), "--rewrite"]) == 0
     assert other.read_bytes() == before  # rewritten by a rename, not through the link
     assert not (out / "ab.json").samefile(other)
     assert sorted(p.name for p in out.iterdir()) == ["ab.json"]  # no temporary file left

@@ -71,4 +71,5 @@ def test_an_unexported_nsys_report_names_the_export_command_and_nsys_option(
     assert f"nsys export --type sqlite --output {run}/nsys/report.sqlite" in err
     # and --nsys is an option of this command
     assert main([*argv, str(run), "--nsys", str(tmp_path / "no-bin" / "nsys")]) == 3
-    assert "nsys not found to export it" in capsys.readouterr().err
+    # the path given is named, not "not found ... (use --nsys)"
+    assert f"--nsys {tmp_path}/no-bin/nsys: no such executable" in capsys.readouterr().err

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from profplug.analyzers.core.errors import TraceError
 from profplug.analyzers.core.memtrim import trim
 from profplug.analyzers.core.timeline import (
     KIND_KERNEL,
@@ -56,6 +57,11 @@ ANN_CATS = frozenset({"user_annotation"})
 # B/E pairs of what the analysis reads (API calls, GPU ops, syncs, annotations): counted as
 # skipped, not read (torch writes X events; a B/E sync was ignored silently)
 BE_CATS = frozenset({*GPU_CATS, *API_CATS, *ANN_CATS, "cuda_sync"})
+# Categories only torch.profiler writes: a Chrome-format trace with none of them and no Kineto
+# header (a Chrome DevTools performance trace, say) is another tool's, not a run without GPU work
+KINETO_CATS = frozenset({*BE_CATS, "cpu_op", "python_function", "gpu_user_annotation",
+                         "cpu_instant_event", "overhead", "ac2g", "fwdbwd", "trace",
+                         "cuda_profiler_range", "kineto", "gpu_op"})
 SYNC_KINDS = {"Event Sync": SYNC_EVENT_SYNC, "Stream Wait Event": SYNC_STREAM_WAIT_EVENT,
               "Stream Sync": SYNC_STREAM_SYNC, "Context Sync": SYNC_CONTEXT_SYNC}
 PARAM_COMMS = "record_param_comms"  # torch's cpu_op describing a NCCL call (commops)
@@ -117,6 +123,8 @@ class _Rows:
         self.has_sync = False
         self.sync_event: list[int] = []  # per gsync row: wait_on_cuda_event_id, -1 none
         self.packed: dict[str, list[np.ndarray]] = {k: [] for k in self.b.cols}
+        self.kineto_seen = False  # an event of a Kineto category (KINETO_CATS)
+        self.other_cats: dict[str, int] = {}  # until then: the other categories seen
 
     def pack(self) -> None:
         """Move every column's rows from its Python list into a numpy array (~8 bytes a
@@ -148,6 +156,8 @@ class _Rows:
                 if e.ph == "B" and e.cat.lower() in BE_CATS:  # a pair counted once, at B
                     self.skip(BEGIN_END)
                 continue
+            if not self.kineto_seen:
+                self._note_category(e.cat)
             ts, dur = e.ts, e.dur
             if ts is None or dur is None or not 0 <= dur <= MAX_EVENT_DUR_US or not (
                     -EPOCH_US_THRESHOLD < ts < EPOCH_US_THRESHOLD if relative
@@ -189,6 +199,27 @@ class _Rows:
         if any(len(c[k]) >= FLUSH_ROWS for k in _FLUSH_BY):
             self.pack()
 
+    def _note_category(self, cat: str) -> None:
+        low = cat.lower()
+        if low in KINETO_CATS:
+            self.kineto_seen = True
+        elif len(self.other_cats) < 64 or low in self.other_cats:
+            self.other_cats[low] = self.other_cats.get(low, 0) + 1
+
+    def not_kineto(self, path: Path, header: Header) -> str | None:
+        """Why the file is another tool's Chrome-format trace (see ``KINETO_CATS``)."""
+        if self.kineto_seen or not self.other_cats or header.schemaVersion is not None \
+                or header.distributedInfo or header.deviceProperties is not None \
+                or header.baseTimeNanoseconds:
+            return None
+        top = sorted(self.other_cats.items(), key=lambda kv: -kv[1])[:3]
+        cats = ", ".join(f"{c[:40]!r}" for c, _ in top)
+        devtools = any("devtools" in c for c in self.other_cats)
+        return (f"{path}: not a Kineto trace: {'a Chrome DevTools trace; ' if devtools else ''}"
+                f"no torch.profiler header (schemaVersion, distributedInfo) and none of its "
+                f"events has a Kineto category (kernel, cuda_runtime, cpu_op...; its own: "
+                f"{cats})")
+
     def _annotation(self, e: Event, cat: str, start: int, end: int) -> None:
         """Every user annotation, and the ``ProfilerStep#N`` cpu_ops (the step rule, applied
         in :meth:`finish`, picks the steps among them); a ``record_param_comms`` cpu_op is a
@@ -221,6 +252,9 @@ class _Rows:
 
     def finish(self, path: Path, header: Header, file_index: int,
                steps: StepRule = DEFAULT_STEPS) -> Timeline:
+        why = self.not_kineto(path, header)
+        if why is not None:
+            raise TraceError(why)
         base = header.baseTimeNanoseconds or 0
         relative = bool(self.relative)
         dist = header.distributedInfo or {}
@@ -267,10 +301,13 @@ def _rank_of(path: Path, dist: dict[str, Any], file_index: int) -> tuple[int, st
     r = dist.get("rank")
     if isinstance(r, int) and not isinstance(r, bool) and 0 <= r < 2**31:
         return r, "distributedInfo.rank"
+    bad = "" if r is None else f"distributedInfo.rank {str(r)[:40]!r} is not a rank; "
     m = RANK_IN_NAME.search(path.name)
     if m:
-        return int(m.group(1)), "rank in file name"
-    return file_index, "file order (no distributedInfo.rank, no rank in the file name)"
+        return int(m.group(1)), f"rank in file name ({bad}{path.name})" if bad else \
+            "rank in file name"
+    why = bad or "no distributedInfo.rank, "
+    return file_index, f"file order ({why}no rank in the file name)"
 
 
 def read_kineto(path: str | Path, file_index: int = 0, steps: StepRule = DEFAULT_STEPS,

@@ -129,6 +129,19 @@ def export_problem(export: Path, report: Path | None = None) -> str | None:
     return f"partial (no {', '.join(missing)})" if missing else None
 
 
+def gz_export(report: Path) -> Path | None:
+    """``X.sqlite.gz`` beside the report ``X.nsys-rep`` when there is no plain ``X.sqlite``
+    and it is not older than the report (as ``profplug run`` ships a capture)."""
+    plain = export_path(report)
+    gz = plain.with_name(plain.name + ".gz")
+    try:
+        if plain.exists() or not gz.is_file():
+            return None
+        return None if gz.stat().st_mtime < report.stat().st_mtime - MTIME_SLACK_S else gz
+    except OSError:
+        return None
+
+
 def _export_report(report: Path, nsys: str | Path | None) -> Path:
     out = export_path(report)
     problem = export_problem(out, report) if out.is_file() else "missing"
@@ -141,8 +154,11 @@ def _export_report(report: Path, nsys: str | Path | None) -> Path:
         cmd = (f"nsys export --type sqlite {force}--output {shlex.quote(str(out))} "
                f"{shlex.quote(str(report))}")
         why = "" if problem == "missing" else f"its export {out.name} is {problem}; "
-        raise TraceError(f"{report}: {why}nsys not found to export it (use --nsys or "
-                         f"${NSYS_ENV}); or export it yourself: {cmd}")
+        given = (f"--nsys {nsys}" if nsys else f"${NSYS_ENV}={os.environ.get(NSYS_ENV)}"
+                 if os.environ.get(NSYS_ENV) else None)
+        where = (f"{given}: no such executable to export it" if given is not None else
+                 f"nsys not found to export it (use --nsys or ${NSYS_ENV})")
+        raise TraceError(f"{report}: {why}{where}; or export it yourself: {cmd}")
     try:
         res = subprocess.run(export_command(exe, report, out), capture_output=True, text=True,
                              timeout=3600, check=False)
@@ -175,6 +191,10 @@ def sqlite_file(path: Path, nsys: str | Path | None = None, max_bytes: int | Non
     included). ``max_bytes``: the most a ``.sqlite.gz`` may inflate to (None: the default,
     ``limits.max_decompressed``)."""
     name = path.name.lower()
+    if name.endswith(REPORT_SUFFIXES):
+        gz = gz_export(path)
+        if gz is not None:  # X.nsys-rep named, its X.sqlite.gz beside it: read that
+            path, name = gz, gz.name.lower()
     if name.endswith(REPORT_SUFFIXES):
         db = _export_report(path, nsys)
     elif name.endswith(".gz"):

@@ -30,6 +30,8 @@ def _record_failure(exc: BaseException) -> None:
     try:
         status = os.path.join(out, "status")
         os.makedirs(status, exist_ok=True)
+        # written directly, not through core.atomicfile: profplug may be what failed to
+        # import; the file is this process's own (its pid), no one else writes it
         with open(os.path.join(status, f"startup-{os.getpid()}.txt"), "w") as f:
             f.write(f"{sys.executable}\n{type(exc).__name__}: {exc}\n")
     except Exception:  # never break the user's interpreter

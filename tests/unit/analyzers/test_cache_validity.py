@@ -261,13 +261,15 @@ def test_the_cache_in_use_is_left_out_before_it_is_tagged(run4: list[Path]) -> N
     assert trace_files([d], cache_dir=d / "c") == run4
 
 
-def test_the_cli_second_run_with_the_cache_inside_the_traces(run4: list[Path]) -> None:
+def test_the_cli_refuses_a_cache_inside_the_traces_before_writing(run4: list[Path]) -> None:
+    """The library leaves a tagged cache out of a listing (above); the CLI does not make one
+    inside an input at all: a later reader without profplug would take it for the run's."""
     d = run4[0].parent
     cmd = [sys.executable, "-m", "profplug", "report", str(d), "--cache", str(d / ".cache"),
            "--jobs", "1", "-f", "json"]
-    runs = [subprocess.run(cmd, capture_output=True, text=True, timeout=120) for _ in "ab"]
-    assert [r.returncode for r in runs] == [0, 0], runs[1].stderr
-    assert json.loads(runs[0].stdout)["ranks"] == json.loads(runs[1].stdout)["ranks"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "lies inside the input" in r.stderr
+    assert r.stderr.count("\n") == 1 and not (d / ".cache").exists()
 
 
 # ---------------------------------------------------------------- 20: entries validated

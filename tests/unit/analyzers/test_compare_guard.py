@@ -25,7 +25,7 @@ def test_compare_of_a_run_with_itself_says_same_run_before_the_answer(
         capsys: pytest.CaptureFixture[str]) -> None:
     out = _out(capsys, DEV, DEV)
     flat = " ".join(out.split())
-    assert "are the same run (the same trace files)" in flat
+    assert "are the same run (the same traces, by content)" in flat
     assert flat.index("same run (the same") < flat.index("what-if predicted")
     assert "(same run: an A/A" in flat
 

@@ -61,7 +61,7 @@ def test_rank_from_distributed_info_then_file_name_then_order(tmp_path: Path) ->
 def test_two_files_claiming_one_rank_is_an_error_naming_both(tmp_path: Path) -> None:
     a = KinetoTrace(rank=1).write(tmp_path / "a.json")
     b = KinetoTrace(rank=1).write(tmp_path / "b.json")
-    with pytest.raises(TraceError, match=r"rank 1 appears twice: .*a\.json and .*b\.json"):
+    with pytest.raises(TraceError, match=r"rank 1 appears twice: .*a\.json \(.*\) and .*b\.json \(.*\)"):
         load_timelines([a, b], jobs=1)
 
 

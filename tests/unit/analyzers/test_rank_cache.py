@@ -97,7 +97,7 @@ def test_a_damaged_entry_is_a_miss_and_is_rewritten(run4: list[Path], tmp_path: 
     assert got.stalls[0].gpu_time() == want.stalls[0].gpu_time()
     assert cache.load_entry(entry) is not None  # written whole again
     assert [p.name for p in store.glob("*.npz")] == [entry.name]
-    assert not list(store.glob(".tmp-*"))  # no temporary file left
+    assert not list(store.glob(".profplug-tmp-*"))  # no temporary file left
 
 
 def test_the_environment_variable_turns_it_on(run4: list[Path], tmp_path: Path,

@@ -107,7 +107,7 @@ def test_a_damaged_entry_is_a_miss_and_is_rewritten(run4: list[Path], tmp_path: 
     cache = resultcache.ResultCache(store, got.cache_keys, (StallOptions(), DEFAULT_STEPS))
     (cheap,) = [a for a in report_analyses(None) if a.label == "what-if"]
     assert cache.get(cheap).to_dict() == again.run["whatif"].to_dict()  # type: ignore[attr-defined]
-    assert not list(store.glob(".tmp-*"))
+    assert not list(store.glob(".profplug-tmp-*"))
 
 
 def test_results_json_does_not_carry_exactly_are_not_kept(run4: list[Path],

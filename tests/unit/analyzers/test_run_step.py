@@ -3,7 +3,7 @@ docs/costs.md "The run's step"); ``ab-report`` recomputes a stored what-if when 
 run is at hand, else labels it; ``--unprofiled`` calibrates every rank at one host scale.
 
 On the shipped samples: the two-rank ``pp2_infer_kineto`` (device, event) and the A/B
-``ab_h200_decode_loop`` (copied: ab-report rewrites ab.json). Times in us.
+``ab_h200_decode_loop`` (copied: ab-report --rewrite rewrites ab.json). Times in us.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def _ab_copy(tmp_path: Path, run: str | None) -> Path:
 
 def test_ab_report_json_has_a_step_per_policy(tmp_path: Path) -> None:
     out = _ab_copy(tmp_path, str(tmp_path / "gone"))
-    assert main(["ab-report", str(out)]) == 0
+    assert main(["ab-report", str(out), "--rewrite"]) == 0
     doc = json.loads((out / "ab.json").read_text())
     for policy, s in doc["summary"].items():
         step = doc["step"][policy]
@@ -97,7 +97,7 @@ def test_ab_report_recomputes_the_stored_whatif_when_its_run_is_at_hand(
     doc = json.loads((out / "ab.json").read_text())
     doc["whatif"] = stored
     (out / "ab.json").write_text(json.dumps(doc))
-    assert main(["ab-report", str(out)]) == 0
+    assert main(["ab-report", str(out), "--rewrite"]) == 0
     w = json.loads((out / "ab.json").read_text())["whatif"]
     assert w["recomputed"] is True
     assert w["predicted_step_us"] != 11_891.3
@@ -112,7 +112,7 @@ def test_ab_report_labels_a_stored_whatif_whose_run_is_gone(tmp_path: Path,
     gone = str(tmp_path / "no_such_run")
     out = _ab_copy(tmp_path, gone)
     before = json.loads((out / "ab.json").read_text())["whatif"]
-    assert main(["ab-report", str(out)]) == 0
+    assert main(["ab-report", str(out), "--rewrite"]) == 0
     w = json.loads((out / "ab.json").read_text())["whatif"]
     assert w["recomputed"] is False
     assert w["predicted_step_us"] == before["predicted_step_us"]  # kept as stored

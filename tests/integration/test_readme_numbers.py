@@ -53,7 +53,10 @@ MARK = re.compile(r"(?P<num>(?:(?<=[\s(])[+-])?\d[\d,]*(?:\.\d+)?)(?P<unit>%|x| 
                   r"<!-- n:(?P<id>[\w.]+) -->")
 NUMBER = r"[+-]?\d[\d,]*(?:\.\d+)?"
 QUANTITY = re.compile(NUMBER + r"(?: ?(?:us|ms)\b|%|x\b)")
-BLOCK = re.compile(r"^```[^\n]*\n(?P<body>\$ profplug [^\n]*\n.*?)^```", re.S | re.M)
+# an example block of an analyzer command (re-run here); `profplug run` / `ab` blocks show
+# what a job printed once, and are not re-run
+BLOCK = re.compile(r"^```[^\n]*\n(?P<body>\$ profplug (?!run |ab )[^\n]*\n.*?)^```",
+                   re.S | re.M)
 UPDATE = os.environ.get("PROFPLUG_README_UPDATE") == "1"
 GRID_DOC = ROOT / "benchmarks/h200_2026-12-01/README.md"  # the validation tables
 GRID = ROOT / "benchmarks/whatif_grid_data"

@@ -2,9 +2,9 @@
 
 Run it with torchrun (it never imports profplug):
 
-    torchrun --nproc-per-node 2 examples/hf_pipeline_generate.py
-    profplug run -o runs/hf -- torchrun --nproc-per-node 2 examples/hf_pipeline_generate.py
-    profplug ab -o runs/hf-ab --policies device,event -- torchrun --nproc-per-node 2 \
+    .venv/bin/torchrun --nproc-per-node 2 examples/hf_pipeline_generate.py
+    .venv/bin/profplug run -o runs/hf -- .venv/bin/torchrun --nproc-per-node 2 examples/hf_pipeline_generate.py
+    .venv/bin/profplug ab -o runs/hf-ab --policies device,event -- .venv/bin/torchrun --nproc-per-node 2 \
         examples/hf_pipeline_generate.py
 
 The model is built from a config (random weights, seeded: every rank builds the same one),

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def refresh(out: Path) -> list[str]:
     """Rewrite ``out/ab.json`` (and ``out/ab.html`` when shipped); the files changed."""
     doc = json.loads((out / "ab.json").read_text())
-    res = reanalyze(doc)
+    res = reanalyze(doc, out)
     changed = []
     for name, text in (("ab.json", ab_json_text(res)), ("ab.html", render_text(res, "html"))):
         path = out / name

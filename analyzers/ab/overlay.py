@@ -62,10 +62,12 @@ def whatif_overlay(paths: Sequence[Path], run: str,
             "warnings": [*traced["warnings"], *cal["warnings"]], "stored_by": _made_by()}
 
 
-def calibrated(result: AbResult, run: str) -> dict[str, Any]:
+def calibrated(result: AbResult, run: str, base: Path | None = None) -> dict[str, Any]:
     """The what-if of the traced run ``run`` with today's code, calibrated on the A/B's
     device median, its band carrying the event policy's paired speedup CI (``ab
-    --whatif``); ProfplugError when the run does not read."""
+    --whatif``); ProfplugError when the run does not read. ``base``: the folder of the
+    ``ab.json`` it goes into; ``run_path`` is stored relative to it (an A/B folder moved or
+    cloned with its traces still finds them), else resolved."""
     from profplug.analyzers.scale.fingerprint import run_fingerprint
     from profplug.analyzers.scale.pathargs import run_paths
 
@@ -75,8 +77,14 @@ def calibrated(result: AbResult, run: str) -> dict[str, Any]:
     paths = run_paths(run)
     return {**whatif_overlay(paths, run, device.median_step_us, device.ci95_us, ratio),
             # where the run is, whatever the folder ab-report runs in, and which run it is
-            "run_path": ",".join(os.path.realpath(p) for p in paths),
+            "run_path": ",".join(_stored_path(p, base) for p in paths),
             "run_fingerprint": run_fingerprint(paths), "recomputed": True}
+
+
+def _stored_path(path: str | Path, base: Path | None) -> str:
+    """``path`` resolved, and relative to ``base`` (resolved) when that is given."""
+    real = os.path.realpath(path)
+    return real if base is None else os.path.relpath(real, os.path.realpath(base))
 
 
 def _made_by() -> str:
@@ -88,12 +96,15 @@ def _made_by() -> str:
 
 
 def stored_run_path(stored: dict[str, Any], base: Path | None) -> str | None:
-    """Where a stored overlay's traced run is: ``run_path`` (resolved when stored), else
-    (an older ab.json) ``run`` as given, a relative path taken against ``base`` (the folder
-    of ab.json), never against the folder ab-report happens to run in."""
+    """Where a stored overlay's traced run is: ``run_path`` (resolved, or relative to the
+    folder of ab.json, ``base``, when stored), else (an older ab.json) ``run`` as given, a
+    relative path taken against ``base``, never against the folder ab-report happens to
+    run in."""
     path, run = stored.get("run_path"), stored.get("run")
     if isinstance(path, str) and path:
-        return path
+        if base is None:
+            return path
+        return ",".join(p if Path(p).is_absolute() else str(base / p) for p in path.split(","))
     if not isinstance(run, str) or not run:
         return None
     if base is None or Path(run).is_absolute():
@@ -115,15 +126,15 @@ def restored(result: AbResult, stored: dict[str, Any],
     if path is None:
         why = "no traced run named"
     elif not all(p.exists() for p in split_paths(path)):
-        why = f"{path} not found"
+        why = f"{run or path} not found"  # as stored: the message is the same on every machine
     elif stored.get("run_fingerprint") and \
             run_fingerprint(split_paths(path)) != stored["run_fingerprint"]:
-        why = f"{path} no longer holds the traced run (its traces' content differs)"
+        why = f"{run or path} no longer holds the traced run (its traces' content differs)"
     else:
         try:
-            return {**calibrated(result, path), "run": run}
+            return {**calibrated(result, path, base), "run": run}
         except (ProfplugError, OSError) as exc:
-            why = f"{path} does not read: {exc}"
+            why = f"{run or path} does not read: {exc}"
     kept = {**stored, "recomputed": False, "not_recomputed": why}
     cal, dev = stored.get("calibrated_on_us"), result.policy("device").median_step_us
     if isinstance(cal, (int, float)) and dev and abs(cal - dev) > CALIBRATION_SLACK * dev:

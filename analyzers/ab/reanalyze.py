@@ -6,6 +6,7 @@ writes it; ``tests/integration/test_shipped_numbers.py`` checks it)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from profplug.analyzers.ab.analyze import analyze_ab
@@ -15,8 +16,9 @@ from profplug.analyzers.ab.result import AbResult
 DERIVED = ("median_step_us", "host_median_step_us")  # per run: recomputed from its series
 
 
-def reanalyze(doc: dict[str, Any]) -> AbResult:
-    """The A/B of ``doc`` (a validated ``ab.json``) with today's code."""
+def reanalyze(doc: dict[str, Any], base: Path | None = None) -> AbResult:
+    """The A/B of ``doc`` (a validated ``ab.json``, in the folder ``base``) with today's
+    code."""
     interrupted = doc.get("interrupted_status")
     if doc.get("interrupted") and not interrupted:  # ab.json before interrupted_status
         interrupted = doc.get("exit_status") if doc.get("exit_status") in (130, 143) else 130
@@ -30,5 +32,5 @@ def reanalyze(doc: dict[str, Any]) -> AbResult:
                      stopped=doc.get("stopped"))
     res.unknown = dict(doc)
     if doc.get("whatif") is not None:
-        attach(res, restored(res, doc["whatif"]))
+        attach(res, restored(res, doc["whatif"], base))
     return res

@@ -47,7 +47,7 @@ def finish_ab(out: Path, runs: Sequence[dict[str, Any]], *, policies: Sequence[s
         attach(res, restored(res, stored_whatif, out))
     if whatif is not None:
         try:
-            attach(res, calibrated(res, whatif))
+            attach(res, calibrated(res, whatif, out))
         except ProfplugError as exc:
             res.warnings.append(f"--whatif {whatif}: {exc}")
     if write:

@@ -23,7 +23,7 @@ def test_a_shipped_ab_run_holds_the_figures_the_code_computes_now(
         out: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)  # the stored what-if runs are named from the repository root
     doc = json.loads((out / "ab.json").read_text())
-    res = reanalyze(doc)
+    res = reanalyze(doc, out)
     assert ab_json_text(res) == (out / "ab.json").read_text(), (
         f"{out.name}/ab.json drifted: run scripts/refresh_shipped.py")
     if (out / "ab.html").exists():
@@ -40,6 +40,7 @@ def test_a_stored_prediction_of_another_ab_says_so(tmp_path: Path) -> None:
             for k in r["ranks"]:
                 k["step_us"] = [2 * x for x in k["step_us"]]
     doc["whatif"]["run"] = str(tmp_path / "gone")
+    doc["whatif"].pop("run_path", None)
     res = reanalyze(doc)
     line = " ".join(render_text(res, "table").split())
     assert res.whatif is not None and res.whatif["recomputed"] is False

@@ -30,7 +30,7 @@ def write_page(result: object, path: Path) -> None:
 
 
 def open_backend(jobs: int | None = None, dask: str | None = None) -> Backend:
-    """The backend of a command: ``--dask ADDRESS`` (``daskpool``, imported only then), else
+    """The backend of a command: ``--dask ADDRESS`` (``dask_backend``, imported only then), else
     the local pool of ``jobs`` processes. Close it when done."""
     if dask is None:
         return LocalBackend(jobs)

@@ -4,7 +4,7 @@ Two traced runs give one series of per-step times each. A difference of their ce
 called a difference only when it is beyond *both*:
 
 - the runs' **per-step spread**: the larger of the two runs' scaled MAD
-  (:func:`stepstats.scaled_mad`) relative to its center. Two repeats of one job differ from
+  (:func:`steps.stats.scaled_mad`) relative to its center. Two repeats of one job differ from
   run to run by about as much as their steps differ from each other (the shipped repeats of
   the decode loop: ``benchmarks/2026-12-03/README.md``), and one run cannot measure
   the run-to-run part: ``profplug ab`` does, over rounds;
@@ -14,7 +14,7 @@ called a difference only when it is beyond *both*:
   same data give the same answer), the 95% percentile interval as in ``ab/stats.py``.
 
 ``noise_pct`` = the larger of the two (the +- printed with "no difference beyond the noise");
-``resolved`` = ``|diff_pct| > noise_pct``. The center of a run is :func:`stepstats.center`
+``resolved`` = ``|diff_pct| > noise_pct``. The center of a run is :func:`steps.stats.center`
 (the median over its non-outlier steps). Per-step values in us; percentages of run A's center.
 
 A run's series (:func:`pipeline_step_us`): per step, the slowest rank's GPU period (first op

@@ -14,10 +14,10 @@ Times in us, taken from each run's report (so they equal its JSON report). Defin
 - ``host_blocked_us``: host time inside blocking sync calls (device + event kinds).
 - deltas are ``b - a``.
 - ``noise``: per rank and for the pipeline, the difference tested against the runs' per-step
-  spread and a block bootstrap over steps (``comparenoise``); when it is not beyond the noise
+  spread and a block bootstrap over steps (``compare.noise``); when it is not beyond the noise
   the verdict is "no difference beyond the noise (+-X%)" and no share of it is printed.
 - ``against``: A's what-if lined up with B by call, per rank (``whatif/against.py``);
-- ``answer``: A's what-if prediction against B's measured step (``compareanswer``), and
+- ``answer``: A's what-if prediction against B's measured step (``compare.answer``), and
   ``mismatches``: how the runs differ besides the policy (command, ranks, steps, shape).
 """
 

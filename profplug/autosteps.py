@@ -160,7 +160,7 @@ def _apply(target: Target, module: ModuleType) -> None:
 def patch_step_fn(spec: str) -> Target:
     """Make ``MODULE:QUALNAME`` a step boundary once MODULE is imported and whole (now if it
     is); the script's own functions once its body defines them."""
-    from profplug.session import hooks
+    from profplug import hooks
 
     module_name, _ = parse_step_fn(spec)
     target = _targets.get(spec)
@@ -252,7 +252,7 @@ def patch_megatron_steps() -> None:
     """Each outermost ``run_one_forward_step`` (or ``dummy_forward``) call on a Megatron-Core
     inference wrapper is one step; applied when the wrapper module is imported (now, if it already is)."""
     global _megatron_wanted
-    from profplug.session import hooks
+    from profplug import hooks
 
     _megatron_wanted = True
     hooks.when_imported(MEGATRON_WRAPPER_MODULE, _patch_megatron_class)

@@ -4,20 +4,9 @@ from __future__ import annotations
 
 import sys
 
-import typer
-
 from profplug.analyzers.core.errors import ProfplugError, one_line
-
-app = typer.Typer(
-    name="profplug",
-    help="What torch.cuda.synchronize() costs pipeline-parallel inference, per rank.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    # Plain help: typer's rich panels print "<bool>" after flags, and users then type
-    # "--strict true" (read as a path) or "--no-report true" (read as the command).
-    rich_markup_mode=None,
-)
+from profplug.cli import ab, compare, report, run, whatif
+from profplug.cli.app import app
 
 
 @app.callback()
@@ -25,20 +14,12 @@ def _root() -> None:
     """What torch.cuda.synchronize() costs pipeline-parallel inference, per rank."""
 
 
-# Each module registers its command on `app` when imported.
-_COMMANDS = ("report", "compare", "whatif", "run", "ab")
-
-
-def _register() -> None:
-    import importlib
-
-    for name in _COMMANDS:
-        importlib.import_module(f"profplug.cli.{name}")
+# Each module registers its command on `app` (cli/app.py) when imported.
+_COMMANDS = (report, compare, whatif, run, ab)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; user errors print one line on stderr and return a non-zero code."""
-    _register()
     try:
         app(args=argv, prog_name="profplug")  # standalone: exits through SystemExit
     except SystemExit as exc:

@@ -6,7 +6,7 @@ Activation only registers post-import hooks: the session starts when the job imp
 torch, Megatron-Core's p2p functions are patched when it imports ``communication_utils``,
 its inference wrappers' ``run_one_forward_step`` becomes the step when it imports
 ``abstract_model_inference_wrapper``, and each ``--step-fn MODULE:QUALNAME`` is patched when
-the job imports MODULE (once its body has finished: ``session.hooks``); a function of the
+the job imports MODULE (once its body has finished: ``profplug.hooks``); a function of the
 script itself (``__main__``, its path) is watched for from the job's ``import torch`` on
 (``profplug.scriptsteps``).
 """
@@ -117,7 +117,7 @@ def activate(environ: dict[str, str] | None = None) -> bool:
     if is_launcher(getattr(sys, "orig_argv", sys.argv)):
         return False
     os.environ[ENV_OWNER_PID] = str(os.getpid())
-    from profplug.session import hooks
+    from profplug import hooks
 
     hooks.when_imported("torch", lambda _m: _on_torch(config))
     if "megatron" in config.patches:

@@ -41,7 +41,7 @@ def _best(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
 
 
 def phases(tls: list[Timeline]) -> dict[str, float]:
-    """Seconds per part of one cross-rank analysis (``crossrank/parts.py``, one pass each):
+    """Seconds per part of one cross-rank analysis (``crossrank/per_rank.py``, one pass each):
     every rank's facts (its matching input, its steps), the plan (the matching, the walks),
     every rank's part (bubbles, drain, the walks' steps on its graph, call sites), the
     walks joined."""

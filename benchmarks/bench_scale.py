@@ -308,7 +308,7 @@ def main() -> None:
                                                    "--cache", str(cache)]),
                  (f"local -j {n} --cache (warm re-run)", [*base, *COMPACT, "-j", str(n),
                                                          "--cache", str(cache)])]
-        # the default report: from 500 MB of traces (spreading.SPREAD_MIN_BYTES) the
+        # the default report: from 500 MB of traces (placement.SPREAD_MIN_BYTES) the
         # cross-rank analysis and the what-if run on the workers; --no-whatif: always
         cases += [(f"local -j {n}, run-level analyses", [*base, "-j", str(n)]),
                   (f"local -j {n}, cross-rank on workers", [*base, "-j", str(n),
@@ -317,7 +317,7 @@ def main() -> None:
                   (f"local -j {n}, run-level, --html", [*base, "-j", str(n), "--html",
                                                        str(a.dir / f"page{r}.html")])]
         if r == min(counts):
-            # the default report runs the what-if up to 2M events (commands.py); --whatif
+            # the default report runs the what-if up to 2M events (report/registry.py); --whatif
             # runs it past that too: the client's peak of both run-level analyses
             cases += [(f"--dask local:{n}, cross-rank on workers",
                        [*base, "--dask", f"local:{n}", "--no-whatif"]),

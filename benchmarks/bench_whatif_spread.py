@@ -1,4 +1,4 @@
-"""The what-if where the ranks are read (``whatif/spread.py``) against the what-if in the
+"""The what-if where the ranks are read (``whatif/in_parts.py``) against the what-if in the
 client, on many synthetic ranks and on a pair of big ones: wall, CPU, client and worker
 peak RSS, and whether the JSON reports are the same.
 
@@ -11,7 +11,7 @@ rank r a copy of real rank r % 2). Cases, each a fresh ``profplug report -f json
 - ``in client``: ``--whatif`` with ``$PROFPLUG_SPREAD_MIN_BYTES`` past the run's size, so
   every rank's timeline travels and the what-if runs in the client (the peer: the path of
   every run under the threshold);
-- ``on workers``: the default report (past ``spreading.SPREAD_MIN_BYTES``: the cross-rank
+- ``on workers``: the default report (past ``placement.SPREAD_MIN_BYTES``: the cross-rank
   analysis and the what-if where the ranks are read); ``--dask local:N`` too;
 - the pair: ``--dask local:2``, one worker per big rank: a worker's peak over its trace.
 

@@ -242,7 +242,7 @@ def _pred_rel(err_pct: float) -> float:
 
 def band_fit(rows: list[Row], cs: list[Cell], held_out: tuple[str, ...] = HELD_OUT
              ) -> list[str]:
-    """How the error band's constants (``analyzers/whatif/band.py``) follow from this
+    """How the error band's constants (``analyzers/whatif/bands.py``) follow from this
     validation, and the band's coverage on the held-out shapes (docs/whatif.md)."""
     from profplug.analyzers.whatif.bands import BASE_PCT, COUPLED_PCT, SLOPE_PCT
 
@@ -267,14 +267,14 @@ def band_fit(rows: list[Row], cs: list[Cell], held_out: tuple[str, ...] = HELD_O
                    default=0.0)
         lines.append(f"band fit, profiled (grid tuning shapes, {len(tune)} host-adj pairs, "
                      f"|error| as % of the prediction): slope needed {slope:.2f} at base "
-                     f"{BASE_PCT:.0f} (band.py: {SLOPE_PCT:.0f}); GPU-bound pairs need base "
+                     f"{BASE_PCT:.0f} (bands.py: {SLOPE_PCT:.0f}); GPU-bound pairs need base "
                      f"{base:.1f}")
     smp = pairs([r for r in rows if r.source == "samples"])
     if smp:  # the band's host_bound is the max over ranks: back it out of the band
         need = max(e - rep - BASE_PCT - SLOPE_PCT * max(
             (b - rep - BASE_PCT - COUPLED_PCT) / SLOPE_PCT, 0.0) for e, rep, _, b, _ in smp)
         lines.append(f"band fit, coupled (2-rank samples, {len(smp)} pairs): NCCL term needed "
-                     f"{need:.2f} at band.py's slope (band.py: {COUPLED_PCT:.0f})")
+                     f"{need:.2f} at bands.py's slope (bands.py: {COUPLED_PCT:.0f})")
     cal = [statistics.median(c.unprof_cal) for c in cs if c.set == "tune" and c.unprof_cal]
     if cal:
         lines.append(f"band fit, unprofiled: calibration term (the prediction's change over "

@@ -161,7 +161,7 @@ def _apply(target: Target, module: ModuleType) -> None:
 def patch_step_fn(spec: str) -> Target:
     """Make ``MODULE:QUALNAME`` a step boundary once MODULE is imported and whole (now if it
     is); the script's own functions once its body defines them."""
-    from profplug.session import hooks
+    from profplug import hooks
 
     module_name, _ = parse_step_fn(spec)
     target = _targets.get(spec)
@@ -264,7 +264,7 @@ def _patch_function(target: Target, module: ModuleType) -> None:
 def patch_library_steps(lib: Library) -> None:
     """Each outermost call of the library's step functions is one step; applied when their
     module is imported (now, if it already is)."""
-    from profplug.session import hooks
+    from profplug import hooks
 
     if lib.name in _libraries:
         return

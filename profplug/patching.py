@@ -39,7 +39,7 @@ def patch_library(name: str, steps: bool = True) -> None:
 
     from profplug import sites
     from profplug.libraries import LIBRARIES
-    from profplug.session import hooks
+    from profplug import hooks
 
     lib = LIBRARIES[name]
     fresh = [s for s in lib.sites if not sites.declared(s.target)]

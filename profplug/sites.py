@@ -189,7 +189,7 @@ def install(state: SiteState, module: ModuleType) -> None:
 def declare(site: SyncSite | str) -> SiteState:
     """Declare a sync site (a ``MODULE:QUALNAME`` string or a :class:`SyncSite`); applied
     once MODULE is imported and whole (now, if it is). ValueError for a malformed name."""
-    from profplug.session import hooks
+    from profplug import hooks
 
     if isinstance(site, str):
         parse_step_fn(site)

@@ -62,18 +62,13 @@ def samples() -> ModuleType:
     return sample_cache
 
 
-# Longest first (LPT): the modules that start real jobs (torchrun, ab, Chromium) are run
-# before the many short ones, so that under `pytest -n logical` the short tests fill the
-# workers at the end instead of one worker finishing a 30 s job alone. Each module's tests
-# stay together and in their order (module-scoped fixtures are set up once).
-_FIRST = ("tests/runtime/test_ab.py", "tests/runtime/", "tests/robustness/test_robust_run.py",
-          "tests/integration/test_readme_numbers.py", "tests/integration/test_browser",
-          "tests/integration/test_dask_cluster.py")
-
-
+# Longest first on every worker (tests/scheduling.py): under `pytest -n N --dist worksteal`
+# each worker's slice of the collection starts with its share of the costly modules (torchrun
+# and ab jobs, Chromium, the page-number checks), so the long jobs run side by side from the
+# start and the end of the run is short tests only; one worker: the costly modules first.
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    def rank(item: pytest.Item) -> int:
-        path = item.nodeid.split("::", 1)[0]
-        return next((k for k, p in enumerate(_FIRST) if path.startswith(p)), len(_FIRST))
+    from scheduling import module_costs, worker_order
 
-    items.sort(key=rank)  # stable: the collection order within each rank
+    workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    items[:] = worker_order(items, workers, lambda it: it.nodeid.split("::", 1)[0],
+                            module_costs())

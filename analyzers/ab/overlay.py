@@ -8,7 +8,7 @@ the unprofiled ``event`` runs (else ``none``): inside their 95% CI or not, the p
 error band against that CI, and its distance from their median. The prediction at the traced
 host speed is kept too (``traced``), as is the profiler's own cost (the traced device step
 against the unprofiled one). The pipeline's step is the slowest rank's. Every step here is
-the report's: the median over the non-outlier steps (``stepstats``, docs/costs.md), so one
+the report's: the median over the non-outlier steps (``steps.stats``, docs/costs.md), so one
 stalled step does not turn into "profiler overhead".
 """
 

@@ -86,7 +86,7 @@ def run_compare(run_a: str, run_b: str, *, fmt: str | None = None, output: Path 
     backend = open_backend(jobs, dask)
     try:
         # each big run's run-level analyses where its ranks are read, as its report
-        # (``spreading``)
+        # (``scale.placement``)
         side = partial(analyze, options=opt, read=read, run=run, backend=backend,
                        progress=progress_flag(quiet), keep_gaps=html is not None,
                        gaps_per_device=GAPS_KEPT)
@@ -140,7 +140,7 @@ def _compare_with_ab(run_a: str, run_b: str, *, fmt: str, output: Path | None,
                      html: Path | None, options: StallOptions | None,
                      labels: tuple[str | None, str | None], read: ReadOptions | None) -> int:
     """``compare A AB_DIR``: A's what-if at ab's unprofiled device step against ab's
-    measured policy (``compareab``)."""
+    measured policy (``compare.ab_runs``)."""
     check_format(AbComparison, fmt)
     check_outputs((stdout_or(output), html), [*run_paths(run_a), Path(run_b)])
     doc = load_ab(Path(run_b))

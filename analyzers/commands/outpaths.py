@@ -50,7 +50,7 @@ def _read_back(name: str) -> bool:
 def nsys_twins(f: Path) -> list[Path]:
     """The files of the Nsight capture ``f`` belongs to (``X.nsys-rep``, ``X.qdrep``,
     ``X.sqlite``, ``X.sqlite.gz`` and the export's sidecars), ``f`` included; [] when ``f``
-    is not an Nsight file. The reader reads or writes each of them (``nsys_source``)."""
+    is not an Nsight file. The reader reads or writes each of them (``readers.nsys.source``)."""
     low = f.name.lower()
     for suf in sorted(NSYS_FAMILY, key=len, reverse=True):
         if low.endswith(suf):

@@ -45,7 +45,7 @@ def write_page(result: object, path: Path) -> None:
 
 
 def open_backend(jobs: int | None = None, dask: str | None = None) -> Backend:
-    """The backend of a command: ``--dask ADDRESS`` (``daskpool``, imported only then), else
+    """The backend of a command: ``--dask ADDRESS`` (``dask_backend``, imported only then), else
     the local pool of ``jobs`` processes. Close it when done."""
     if jobs is not None and jobs < 1:
         raise ProfplugError(f"--jobs {jobs}: give 1 or more parallel parsers (left out: one "

@@ -8,8 +8,8 @@ measured Y (the 95% CI when B is a ``profplug ab`` run, else B's per-step spread
   one traced run (a separate process: its host's speed is its own), ``error_band_pct``
   against an ab directory (its CI carries the rounds' spread);
 - Y: B's step, the run's step (``runstep``: the slowest rank's median step, B's JSON
-  ``step.us``), +- the per-step spread (:func:`comparenoise.spread_pct`) of B's pipeline
-  series (:func:`comparenoise.pipeline_step_us`: per step, the slowest rank); or, from an
+  ``step.us``), +- the per-step spread (:func:`noise.spread_pct`) of B's pipeline
+  series (:func:`noise.pipeline_step_us`: per step, the slowest rank); or, from an
   ``ab.json``, the policy's median over rounds and its 95% CI;
 - E = (X - Y) / Y * 100.
 

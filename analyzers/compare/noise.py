@@ -10,7 +10,7 @@ Two traced runs give one series of per-step times each. The difference is called
 difference only when it is beyond *both*:
 
 - the runs' **per-step spread**: the larger of the two runs' scaled MAD
-  (:func:`stepstats.scaled_mad`). Two repeats of one job differ from run to run by about as
+  (:func:`steps.stats.scaled_mad`). Two repeats of one job differ from run to run by about as
   much as their steps differ from each other (the shipped repeats of the decode loop:
   ``benchmarks/2026-12-03/README.md``), and one run cannot measure the run-to-run part:
   ``profplug ab`` does, over rounds;

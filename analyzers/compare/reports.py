@@ -15,14 +15,14 @@ Times in us, taken from each run's report (so they equal its JSON report). Defin
 - ``host_blocked_us``: host time inside blocking sync calls (device + event kinds).
 - deltas are ``b - a``, worked out in whole ns (``noise.ns``) and divided last.
 - ``noise``: per rank and for the pipeline, the difference tested against the runs' per-step
-  spread and a block bootstrap over steps (``comparenoise``); when it is not beyond the noise
+  spread and a block bootstrap over steps (``compare.noise``); when it is not beyond the noise
   the verdict is "no difference beyond the noise: B - A = ..." and no share of it is printed.
 - ``speed``: whether the two processes ran at one speed (run.json's traced and untraced
-  steps, the runs' device-wide synchronizes per step: ``process_speed``); when they did
+  steps, the runs' device-wide synchronizes per step: ``compare.process_speed``); when they did
   not, no verdict names a winner, the answer does not judge the prediction, and a warning
   says why;
 - ``against``: A's what-if lined up with B by call, per rank (``whatif/against.py``);
-- ``answer``: A's what-if prediction against B's measured step (``compareanswer``), and
+- ``answer``: A's what-if prediction against B's measured step (``compare.answer``), and
   ``mismatches``: how the runs differ besides the policy (command, ranks, steps, shape).
 """
 

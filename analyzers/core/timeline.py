@@ -18,7 +18,7 @@ Columns, grouped by table (each table's arrays have one length):
 - GPU-side sync records (``gsync_*``): Kineto ``cuda_sync`` events or Nsight
   SYNCHRONIZATION rows; ``gsync_kind`` is one of ``SYNC_*``.
 - Steps (``step_*``): the host ranges the step rule picked from the annotations
-  (``steprule``: by default ``ProfilerStep#N``, ``STEP_RE``, else ``profplug.step``);
+  (``steps.rule``: by default ``ProfilerStep#N``, ``STEP_RE``, else ``profplug.step``);
   ``steps_rule`` says which rule found them (None: no steps).
 - Communication ops (``comm_*``): what the host side of the trace says about each send, recv
   or collective it issued (NCCL kernels carry no peer). One row per description found:
@@ -41,7 +41,7 @@ Columns, grouped by table (each table's arrays have one length):
   ``nccl:send A->B`` / ``nccl:recv A<-B`` annotations (ranks within the group, taken as global
   when the group is unknown); NCCL's own NVTX ranges in Nsight (``ncclSend``, ``ncclRecv``,
   ``ncclBroadcast``...; the peer only when the export carries their payload). The readers
-  fill the table through ``commops``; ``crossrank.matching`` ties rows to NCCL kernels.
+  fill the table through ``commops``; ``graph.matching`` ties rows to NCCL kernels.
 """
 
 from __future__ import annotations

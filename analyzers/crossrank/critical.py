@@ -1,7 +1,7 @@
 """The critical path of each step, across ranks: the chain of binding edges on the what-if's
-dependency graph (``whatif.graph``) that set the step's end.
+dependency graph (``graph.events``) that set the step's end.
 
-The graph is the run's model with nothing dropped (``whatif.model``, ``DROP_NONE``): host
+The graph is the run's model with nothing dropped (``graph.model``, ``DROP_NONE``): host
 calls, GPU ops and matched NCCL kernels, every rule "the latest of several predecessor times
 plus a fixed delay". At the recorded times (the recorded run is a fixed point of the rules),
 each node's *binding* edge is the incoming edge that gives its time: the latest
@@ -9,7 +9,7 @@ each node's *binding* edge is the incoming edge that gives its time: the latest
 a matched kernel's own start before its partner's unless the partner started more than
 ``tol`` later; a sync's awaited op before its own cost). The path of step k starts at the end
 of the latest op launched in step k on any rank, ``E_k``, and follows binding edges back to
-``T_k`` (the earliest first op of step k on any rank, ``steps.step_spans``), each edge giving
+``T_k`` (the earliest first op of step k on any rank, ``per_step.step_spans``), each edge giving
 one segment on the aligned clock (``matching``) by its kind:
 
 | edge kind | segment | category |
@@ -92,7 +92,7 @@ class StepEnds:
 
 
 def step_ends(tl: Timeline, sp: StepSpans) -> StepEnds:
-    """One rank's :class:`StepEnds` (``sp``: its ``steps.step_spans``)."""
+    """One rank's :class:`StepEnds` (``sp``: its ``per_step.step_spans``)."""
     nums, span_s, last_op, last_end = [], [], [], []
     for k, num in enumerate(tl.step_num[sp.rows].tolist()):
         ops = np.nonzero(sp.op_step == k)[0]

@@ -7,7 +7,7 @@
 - **launch-queue depth** at time t: GPU ops launched (their launching call has started) but
   not finished. A device-wide synchronize empties it; event waits keep ops queued.
 
-Per complete step (``steps.step_spans``), on the rank's own clock: the median lead of the
+Per complete step (``per_step.step_spans``), on the rank's own clock: the median lead of the
 ops that started in the step's span, the time-weighted mean and the maximum queue depth in
 the span, and the time the queue was empty. Per rank: the same over the GPU window. Ops with
 no launching call in the trace count in neither. Times int64 ns.

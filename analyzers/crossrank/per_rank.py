@@ -7,7 +7,7 @@ client joins.
    an :class:`RankAsk`: its matched kernels' partners, the matching's part that is its own,
    where the walks can enter it.
 3. **Parts** (:func:`rank_part`, where the rank is read): its bubbles, drain, the walk
-   steps recorded on its graph (``chains``) and the call sites of their calls.
+   steps recorded on its graph (``critical_walk``) and the call sites of their calls.
 4. **Join** (:func:`join`, the client): the walks replayed across the ranks' chains, the
    critical path's summary, the result.
 

@@ -2,7 +2,7 @@
 of weight ``w``, each node's time is the latest of (its predecessor's time + the edge's
 weight) over its in-edges, the sources at 0 (all times int64 ns; ``MIN_NS``: no path
 reaches it). The replay (``simulate``, ``fixedpoint``, ``visited``, ``streamruns``), the joined
-reduced graphs (``joined_replay``) and the critical path (``crossrank.pathgraph``) all solve with it,
+reduced graphs (``joined_replay``) and the critical path (``graph.pathgraph``) all solve with it,
 each in the shape it holds the problem:
 
 - :class:`Kahn`: Kahn's order on Python lists, one visit per edge (a long chain of waits

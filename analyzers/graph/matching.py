@@ -25,7 +25,7 @@ host side of the trace says (the ``comm_*`` table, ``commops``):
    description has them; else the k-th collective of a group on each member; with no group
    (older traces, NCCL NVTX without payload): the k-th kernel of the same name on every rank
    that has one.
-5. **Clocks** (``analyzers/clocks.py``). Ranks from one Nsight report share its clock.
+5. **Clocks** (``analyzers/readers/clocks.py``). Ranks from one Nsight report share its clock.
    Separate files are aligned by the median end difference of matched kernels (both sides
    of a transfer end together), rank by rank from the lowest; the offsets are reported, and
    the residual when the clocks differ. Ranks no matched kernel links, on different clocks

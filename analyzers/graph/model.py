@@ -267,7 +267,7 @@ def _same(n: int, value: int) -> np.ndarray:
 
 
 def _narrowed(m: Model) -> Model:
-    """``m`` with its index arrays in 4 bytes where every node id fits (``graph.node_ids``),
+    """``m`` with its index arrays in 4 bytes where every node id fits (``events.node_ids``),
     and each delay array (``_DELAYS``) in 4 bytes where all its values are under 2^30 ns
     (~1.07 s) in magnitude, so that the sum of two never overflows: a worker holds one
     rank's model beside its graph (docs/scale.md). Whoever adds three or more of them, or
@@ -292,7 +292,7 @@ _DELAYS = ("a_dur", "a_gap", "a_gap_drop", "a_base", "a_wake", "a_omin", "o_off"
 _DELAY_MAX = 2**30
 
 
-# what the graph holds once built (``graph.build_graph``): the replays and the per-rank
+# what the graph holds once built (``events.build_graph``): the replays and the per-rank
 # results read none of them
 def coupled(o_start: np.ndarray, o_end: np.ndarray, p_start: np.ndarray, paired: np.ndarray,
             clock: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
@@ -319,7 +319,7 @@ def replay_only(m: Model, keep: tuple[str, ...] = ()) -> Model:
     """``m`` without the arrays that only its graph is built from (``_IN_GRAPH``: ~70 of
     its ~100 bytes per event), once its graphs are built: what ``simulate.replay`` on a
     given graph and the what-if's per-rank results read stays, and ``keep`` (e.g. what
-    ``graph.dropped_graph`` reads: ``a_gap_drop``, ``a_omin``). The client's memory is the
+    ``events.dropped_graph`` reads: ``a_gap_drop``, ``a_omin``). The client's memory is the
     limit of a run-level what-if (docs/scale.md)."""
     out = object.__new__(Model)  # dataclasses.replace's fields, without its __init__
     state = dict(m.__dict__)
@@ -333,7 +333,7 @@ def replay_only(m: Model, keep: tuple[str, ...] = ()) -> Model:
 def only(m: Model, keep: tuple[str, ...]) -> Model:
     """``m`` with only the arrays named in ``keep`` (``threads`` among them: its thread
     lists), the rest empty: for a pass that reads a few of them, such as a worker's
-    reductions (``spread.REDUCE_READS``), once the graph is built (a worker's peak:
+    reductions (``in_parts.REDUCE_READS``), once the graph is built (a worker's peak:
     docs/scale.md)."""
     out = object.__new__(Model)
     state = dict(m.__dict__)

@@ -1,6 +1,6 @@
 """NCCL kernels coupled across any number of ranks, through the cross-rank matching.
 
-``crossrank.matching`` pairs each send with its recv (by source, destination and order
+``graph.matching`` pairs each send with its recv (by source, destination and order
 between the two) and each collective's kernels across its group; the rules it used are
 reported as assumptions. The replay couples every matched kernel with one partner: the
 only one of a send or recv, and for a kernel with several (a collective over more than two

@@ -268,9 +268,9 @@ def run_partners(timelines: list[Timeline], m: Matching) -> list[Partners]:
 
 @dataclass
 class RankGraph:
-    """One rank's part of the run's graph, reduced to what the walk needs (``chains``):
+    """One rank's part of the run's graph, reduced to what the walk needs (``critical_walk``):
     per node its aligned time, binding edge (kind, source) and host run; per call and op
-    what a segment takes from it. Local node ids as ``whatif.graph`` numbers one rank's
+    what a segment takes from it. Local node ids as ``graph.events`` numbers one rank's
     (call starts, call ends, op starts, op ends, the source), then one node per matched
     kernel's partner start (``ghost_pos``/``ghost_op``: whose).
 

@@ -15,7 +15,7 @@ entry's name is a key over everything that decides what the reader produces:
   export; each identified the same way, an absent one as absent. Not the ``-shm`` (SQLite's
   index of the WAL, rebuilt from it: no rows, never read);
 - the reader: its name and ``reader_fingerprint()``, a hash of the source of every module
-  that shapes a Timeline (``readers/*.py``, ``timeline``, ``steprule``, ``commops``): any
+  that shapes a Timeline (``readers/*.py``, ``timeline``, ``steps.rule``, ``commops``): any
   change to a reader invalidates every entry, no version number to forget;
 - the read: the file's index in the run (a rank of last resort), the step rule and the
   ``--max-decompressed`` budget.
@@ -368,7 +368,7 @@ def read_cached(reader: Reader, path: Path, index: int, options: ReadOptions,
                 ) -> tuple[list[Timeline], bool, str | None]:
     """``reader.read(path, index, options)`` through the cache in ``cache_dir`` (None: no
     cache); also whether it was a hit, and the entry's key (None without the cache: the
-    analysis results are cached under the keys of the files, ``resultcache``). ``key``:
+    analysis results are cached under the keys of the files, ``scale.result_cache``). ``key``:
     the entry's key when the caller has it (:func:`entry_key`)."""
     if cache_dir is None:
         return reader.read(path, index, options), False, None

@@ -164,7 +164,7 @@ def render_ab_html(res: AbResult, out: TextIO) -> None:
     ]
     if res.whatif is not None:
         body.append(f'<p id="ab-whatif">{e(whatif_line(res.whatif))}</p>')
-    body += [f'<p class="bad">{e(line)}</p>' for line in res.not_reached]  # ab/reach.py
+    body += [f'<p class="bad">{e(line)}</p>' for line in res.not_reached]  # ab/policy_reach.py
     body += [f'<p class="sub" id="ab-design">{e(line)}</p>' for line in design_lines(res)]
     body += [
         "<h2>Summary</h2>", _summary_table(res),

@@ -93,7 +93,7 @@ def axis_svg(lo: float, hi: float, sx: Callable[[float], float], base: float
 
 
 def inliers(x: np.ndarray) -> np.ndarray:
-    """The steps of ``x`` that are not outliers (``stepstats.outlier_mask``)."""
+    """The steps of ``x`` that are not outliers (``steps.stats.outlier_mask``)."""
     return x[~outlier_mask(x)] if x.size else x
 
 
@@ -122,7 +122,7 @@ def edge_marks(y: float, x: np.ndarray, lo: float, hi: float, sx: Callable[[floa
 def figure_svg(cmp: Comparison) -> str:
     """Per-step distributions of A and B, A's prediction with its band (when A has a
     what-if), on one axis in us/step; the axis spans the steps that are not outliers
-    (``stepstats``), outlier steps are marked at its edge with their value."""
+    (``steps.stats``), outlier steps are marked at its edge with their value."""
     xa, _ = pipeline_step_us(cmp.report_a)
     xb, _ = pipeline_step_us(cmp.report_b)
     ans = cmp.answer

@@ -246,7 +246,7 @@ def queue_svg(sw: Swimlane) -> str:
 # ------------------------------------------------------------------------------ lead
 def inlier_top(series: Sequence[Sequence[float | None]]) -> float:
     """The largest value over the series that is not an outlier of its own series
-    (``stepstats.outlier_mask``); 1.0 at least."""
+    (``steps.stats.outlier_mask``); 1.0 at least."""
     top = 1.0
     for v in series:
         x = np.asarray([a for a in v if a is not None], dtype=np.float64)

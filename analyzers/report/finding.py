@@ -12,7 +12,7 @@ window without steps), on the rank where they cost the most:
 - with no device-wide synchronize (or no saving): what the GPU's idle time is mostly.
 
 Times in us with thousands separators; percentages of the rank's step (or window). A
-step is the median over the rank's non-outlier steps (``stepstats``), so one stalled step
+step is the median over the rank's non-outlier steps (``steps.stats``), so one stalled step
 does not move the finding.
 """
 

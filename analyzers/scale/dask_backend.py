@@ -216,7 +216,7 @@ class DaskBackend:
         self.cluster: Any = None
         n = parse_local(address)
         # its workers see this machine's temporary folder (a LocalCluster): a report's
-        # scratch cache can serve them (report.scratch_cache)
+        # scratch cache can serve them (placement.scratch_cache)
         self.shares_disk = n is not None
         try:
             if n is not None:

@@ -3,7 +3,7 @@
 A task is "read this file (through the per-rank cache), analyze each rank it holds, keep the
 timelines only if a run-level analysis needs them" (:func:`run_task`). A backend maps tasks
 and yields their results as they finish: :class:`LocalBackend` (this process, or a pool of
-local processes: the default) and ``daskpool.DaskBackend`` (the workers of a Dask cluster)
+local processes: the default) and ``dask_backend.DaskBackend`` (the workers of a Dask cluster)
 are siblings behind one protocol; the analyses never know where they ran.
 
 What travels back (a :class:`FileResult`): per rank the ``RankResult`` (per-gap and
@@ -11,7 +11,7 @@ per-sync-call rows, never per event; its idle gaps only with ``keep_gaps``) and,
 ``keep_timeline`` is set, the Timeline
 (run-level analyses, the what-if and the cross-rank matching, read every event), and
 the value of the task's ``extra`` (a run-level analysis's per-rank part made where the rank
-was read: ``crossrank/remote.py``). A worker
+was read: ``scale/run_level.py``). A worker
 that dies twice on a file (killed, out of memory) leaves ``FileResult.lost``: a one-line
 reason, and the rest of the run stands. Several big ranks read in one process (one Nsight
 file holds every rank) are analyzed a forked process each (:func:`analyze_ranks`).
@@ -54,7 +54,7 @@ class RankTask:
     # gaps_frame and the cross-rank swimlane read them); False: an empty Gaps
     keep_gaps: bool = True
     # a run-level analysis's per-rank part, run on the file's timelines where they were
-    # read (``crossrank.remote``: its facts, then its parts); its value travels back. One
+    # read (``scale.run_level``: its facts, then its parts); its value travels back. One
     # with ``takes_stalls`` set is called with the file's stall analyses too (their gaps
     # all there; a list it may empty once it has what it needs: a worker's peak memory)
     extra: Callable[..., object] | None = None

@@ -184,7 +184,7 @@ class LoadedRanks:
     timelines: list[Timeline]
     lost: list[str]
     # every file's per-rank cache key, in run order, and the cache's folder; None when the
-    # run was not read whole through the cache (``resultcache`` keeps run-level results)
+    # run was not read whole through the cache (``scale.result_cache`` keeps run-level results)
     cache_keys: list[str] | None = None
     cache_dir: str | None = None
     # per file read: its task and its ``extra`` value (``dispatch.RankTask.extra``)

@@ -57,7 +57,7 @@ WHATIF = "what-if"
 
 
 def _guarded(fn: object, *args: object) -> object:
-    """``fn(*args)``, or its failure's one warning line (``isolate``): a part that fails
+    """``fn(*args)``, or its failure's one warning line (``optional.failure``): a part that fails
     on the worker costs its analysis, not the file's read."""
     try:
         return fn(*args)  # type: ignore[operator]

@@ -98,11 +98,11 @@ class CauseRule:
     @staticmethod
     def _other(cause: np.ndarray, where: np.ndarray, reason: str,
                reasons: dict[str, int]) -> None:
-        """``where``'s gaps charged to ``other``; ``reasons[reason]``: their count (this
-        device's: a later device's count replaces an earlier one's)."""
+        """``where``'s gaps charged to ``other``; their count added to ``reasons[reason]``
+        (which sums over the rank's devices)."""
         cause[where] = C_OTHER
         if where.any():
-            reasons[reason] = int(where.sum())
+            reasons[reason] = reasons.get(reason, 0) + int(where.sum())
 
 
 def split_at_return(gs: np.ndarray, ge: np.ndarray, cause: np.ndarray, call: np.ndarray,

@@ -89,7 +89,7 @@ def _callsites_per_step(calls: SyncCalls, call_site: list[str], idle: np.ndarray
                         steps: StepStats | None, sp: StepSpans | None, gaps: Gaps
                         ) -> list[CallsiteStat]:
     """:func:`_callsite_stats`, each call site's idle per step as the median over the basis
-    steps (``stepstats``) when the rank has steps."""
+    steps (``steps.stats``) when the rank has steps."""
     n_steps = steps.n_steps if steps and steps.n_steps else None
     callsites = _callsite_stats(calls, call_site, idle, n_steps)
     if n_steps and sp is not None and callsites and steps is not None:  # per step: median

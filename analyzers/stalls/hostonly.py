@@ -7,7 +7,7 @@ empty GPU tables.
 Per rank (us; host clock):
 
 - steps: the step ranges (``tl.step_*``, as the step rule chose them): count, the step time
-  at :data:`stepstats.STATISTIC` over the non-outlier steps, min and max;
+  at :data:`steps.stats.STATISTIC` over the non-outlier steps, min and max;
 - p2p calls: ``comm_*`` rows by kind (send, recv, collective);
 - syncs issued: profplug's sync ranges (``profplug.sync.device``, ``profplug.sync.event``,
   ``profplug.synchronize ...``: the calls the sync policy or the patch made, whether or not a

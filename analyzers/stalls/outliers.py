@@ -1,6 +1,6 @@
 """Outlier steps described: what took the time, and the call site charged with most of it.
 
-A step is an outlier by :func:`stepstats.outlier_mask` (more than ``OUTLIER_K`` scaled MADs
+A step is an outlier by :func:`steps.stats.outlier_mask` (more than ``OUTLIER_K`` scaled MADs
 from the median of its rank's per-step periods). Outliers stay out of the basis of every
 per-step figure, and are listed here, per rank (the JSON ``ranks[].steps.outliers``, the
 table and the HTML page), never silently dropped:

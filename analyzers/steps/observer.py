@@ -5,7 +5,7 @@ a warm-up, and after it (untraced) with one step timer (``profplug/session/stept
 events on a GPU job, host wall time on a CPU one); the status files hold the step times
 (``timing``, ``untraced``). This module turns them into run.json's ``observer`` object
 (:func:`observer_from_ranks`, plain data) and the line the report prints. Per rank the figure
-is :func:`stepstats.center` (the median over the non-outlier steps) of each series; the run's
+is :func:`stats.center` (the median over the non-outlier steps) of each series; the run's
 is the slowest rank's (the pipeline's step), as ``profplug ab`` takes it. Above
 :data:`OVERHEAD_WARN_PCT` the per-step figures of the report describe a slower job than the
 real one: a warning says so.

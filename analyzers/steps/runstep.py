@@ -2,7 +2,7 @@
 "The run's step").
 
 ``{statistic, basis, us, per_rank_us}``: ``per_rank_us`` = {rank: that rank's step}, each
-rank's ``StepStats.period_us`` (:data:`stepstats.STATISTIC` over its non-outlier steps of its
+rank's ``StepStats.period_us`` (:data:`stats.STATISTIC` over its non-outlier steps of its
 GPU period); ``us`` = the largest of them (a pipeline runs at its slowest rank's rate);
 ``basis`` "step". A run without steps: each rank's GPU window instead, basis "window". No GPU
 work at all: ``us`` None. Ranks are JSON keys, so strings. Times in us.

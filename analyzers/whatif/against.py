@@ -9,7 +9,7 @@ pipeline send/recv/broadcast range (named after Megatron-Core's p2p functions,
 their ``peer=`` payload, or Megatron's NVTX ranges; a patched synchronize's range is not one;
 a range nested in one of the same name is the same call), keyed by the function's name and
 its ordinal in the step; the next step's start. Only the **steady steps** count: those whose
-host period is no outlier (``stepstats.outlier_mask``, the report's rule, so the long step
+host period is no outlier (``steps.stats.outlier_mask``, the report's rule, so the long step
 of a loop boundary does not); the two runs' steady steps are lined up by their index among
 them (the first ``n`` of each, ``n`` the smaller count), and every figure is a median over
 them, never a step-by-step difference.

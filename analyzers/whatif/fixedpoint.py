@@ -13,7 +13,7 @@ the pass (``simulate.longest_path``) is not needed. Both checks are vectorized:
   ranks' clocks), and it lies within the time span that such edges cover (merged
   [destination, source] windows: to come back down to every time it passed, the cycle
   crosses each with a non-rising edge). Only the edges with both ends in one window are
-  peeled (``longestpath.acyclic``: Kahn, one level per pass; the last few hundred in one
+  peeled (``longest_path.acyclic``: Kahn, one level per pass; the last few hundred in one
   Kahn's order on lists); windows that span more than a quarter of the run, or too deep to
   peel within the graph's edges, are left to the pass.
 
@@ -31,7 +31,7 @@ from profplug.analyzers.graph.events import Graph
 from profplug.analyzers.graph.longest_path import MIN_NS, acyclic, first_in_edges
 
 _CHUNK = 1 << 16  # edges per block of the window test and the equations (~0.5 MB a temporary)
-SMALL_PEEL = 512  # from this many edges left, Kahn's order on lists (``longestpath.acyclic``)
+SMALL_PEEL = 512  # from this many edges left, Kahn's order on lists (``longest_path.acyclic``)
 # the windows' peel looks at no more than this many times the graph's edges in all, then
 # leaves the graph to the pass: windows that hold much of a deep graph (ranks whose clocks
 # drift apart open wide ones) would take a level per node of its longest chain, where the
@@ -76,7 +76,7 @@ def _acyclic_within(g: Graph, t: np.ndarray, ts: np.ndarray, td: np.ndarray,
 
 
 def _peel(g: Graph, src: np.ndarray, dst: np.ndarray) -> bool:
-    """No cycle among the edges ``src -> dst`` (``longestpath.acyclic``); a window too deep
+    """No cycle among the edges ``src -> dst`` (``longest_path.acyclic``); a window too deep
     to peel within ``MAX_WORK`` times the graph's edges is left to the pass."""
     return bool(acyclic(src, dst, g.n_nodes, MAX_WORK * g.src.size, SMALL_PEEL))
 

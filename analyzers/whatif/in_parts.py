@@ -7,7 +7,7 @@ results (docs/scale.md, "The what-if where the ranks are read").
    ``policy`` rule's fallback looks at every rank), its notes and warnings.
 2. **Solve** (:func:`plan`, the client): the drop rule resolved over the ranks, the
    matched kernels' ``run`` and ``peer`` edges (the partner each kernel is replayed
-   against: ``crossrank.pathgraph.partners``), both replays solved on the joined reduced
+   against: ``graph.pathgraph.partners``), both replays solved on the joined reduced
    graphs; per rank a :class:`WhatIfAsk`: its kernels' solved end times.
 3. **Results** (:func:`rank_whatif`, where a rank is read): both replays of its graph with
    its kernels' ends anchored at the solved times (every node at the run's replay's time),
@@ -170,7 +170,7 @@ class WhatIfPlan:
 def _links(ops: list[np.ndarray], starts: list[np.ndarray], ends: list[np.ndarray],
            parts: list[Partners]) -> tuple[Link, int]:
     """The ``run`` edges (every kernel's start to its end) and ``peer`` edges (the partner's
-    start to the kernel's end) between the reduced graphs, as ``graph.build_graph`` weighs
+    start to the kernel's end) between the reduced graphs, as ``events.build_graph`` weighs
     them; and how many kernels ended before their partner started (``model.coupled``)."""
     pos_l, i_l, w_run, pp, pi, tp, ti, w_peer = [], [], [], [], [], [], [], []
     n_late = 0
@@ -297,7 +297,7 @@ def resolved_at(drop: DropSpec, counts: list[Counter[str]]) -> DropSpec:
 
 def whatif_in_parts(timelines: list[Timeline], drop: DropSpec | None = None,
                     options: StallOptions | None = None) -> WhatIfResult:
-    """The four steps in one process (tests; ``remote`` runs 1 and 3 on the workers): the
+    """The four steps in one process (tests; ``scale.run_level`` runs 1 and 3 on the workers): the
     result ``predict.whatif`` gives, on a run without a cycle."""
     from profplug.analyzers.graph.commview import comm_view, match_views
     from profplug.analyzers.graph.pathgraph import partners

@@ -52,7 +52,7 @@ class Reduced:
 
 def cut(g: Graph, ops: np.ndarray) -> Graph:
     """``g`` without the ``run`` edges into the ends of ``ops`` (local op ids), in place
-    (``graph.keep_edges``: a column at a time); returns ``g``."""
+    (``events.keep_edges``: a column at a time); returns ``g``."""
     return _cut(g, ops)
 
 
@@ -86,7 +86,7 @@ def anchored(g: Graph, ops: np.ndarray, at: np.ndarray) -> Graph:
 
 
 def reanchored(g: Graph, at: np.ndarray) -> Graph:
-    """An :func:`anchored` graph (or its ``graph.dropped_graph``) with its ends anchored at
+    """An :func:`anchored` graph (or its ``events.dropped_graph``) with its ends anchored at
     ``at`` instead, in place; returns ``g``."""
     k = int(np.asarray(at).size)
     lo = g.w.size - k

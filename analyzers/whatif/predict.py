@@ -51,7 +51,7 @@ ASSUMPTIONS = (
     "rank's median observed launch latency",
     "step time = the report's: the median over the non-outlier steps of each step's GPU "
     "period (first op it launched to the next step's first op); a replay's step = that "
-    "less the median change of each step's end-to-end period (whatif/stepfigure.py); step "
+    "less the median change of each step's end-to-end period (whatif/step_figures.py); step "
     "ranges move with the replayed calls of the thread with the most CUDA calls; without "
     "steps, the GPU window",
     "direct = GPU idle in gaps that started inside a dropped call (stall analysis), its "

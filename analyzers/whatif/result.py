@@ -31,10 +31,10 @@ class RankWhatIf:
     dropped_calls: int  # calls made non-blocking (per step when basis is "step")
     recorded_idle_by_cause_us: dict[str, float]
     predicted_idle_by_cause_us: dict[str, float]
-    # +- around predicted_us, from the validation (band.py); None: withheld (peers missing)
+    # +- around predicted_us, from the validation (bands.py); None: withheld (peers missing)
     error_band_pct: float | None = 0.0
     # +- around predicted_us for a separate run of the other policy: the band plus the
-    # host's speed from one process to the next (band.py)
+    # host's speed from one process to the next (bands.py)
     run_band_pct: float | None = 0.0
     # idle between groups of steps in the recorded run, not step time (steps.py, costs.md)
     between_steps_idle_us: float = 0.0

@@ -3,7 +3,7 @@ in topological order (all times int64 ns).
 
 Each node's time is the latest of (predecessor's time + edge weight) over its incoming edges;
 the edge that gave it is its *binding* edge (``Replay.bind``), from which the critical path
-is read (``critical.py``). Kahn's order (the what-if's solver: ``longestpath.Kahn``, over
+is read (``critical.py``). Kahn's order (the what-if's solver: ``longest_path.Kahn``, over
 the nodes the fold leaves: ``visited``): a node is timed once all its predecessors are, so
 every node is timed exactly once, in O(nodes + edges).
 

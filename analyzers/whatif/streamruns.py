@@ -15,7 +15,7 @@ unrolls to
 
 with ``sigma`` the head's end's offset from ``S``: one prefix sum and one prefix max per run,
 all runs at once (in stream order, one cumulative sum and max; else pointer doubling along
-the stream: ``longestpath.jump``). Max-plus sums are exact in integers: the times are those
+the stream: ``longest_path.jump``). Max-plus sums are exact in integers: the times are those
 the node-by-node pass gives. An edge out of such a *derived* op becomes
 two edges, one from ``S`` and one from ``H`` (``max(a, b) + w = max(a + w, b + w)``).
 """
@@ -187,7 +187,7 @@ def _derived_linked(g: Graph, idx: np.ndarray, der: np.ndarray,
 def _runs_linked(idx: np.ndarray, der: np.ndarray, prev: np.ndarray, c: np.ndarray,
                  y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per derived op (``idx``): its run's head op, ``D`` (prefix sum of ``c`` over the run)
-    and the prefix max of ``y - D``; along the ``prev`` links (``longestpath.jump``)."""
+    and the prefix max of ``y - D``; along the ``prev`` links (``longest_path.jump``)."""
     n_o = der.size
     link = np.full(n_o, -1, dtype=np.int64)  # the previous op of the run, -1 at its first
     link[idx] = np.where(der[prev[idx]], prev[idx], -1)

@@ -2,7 +2,7 @@
 predecessor folded onto the first node where times meet (:func:`_fold`, the host chains by a
 prefix sum), the runs of ops solved in closed form (``streamruns``), and the rest, the
 visited nodes and their edges (:func:`_visited`). All times int64 ns; node ids as the
-graph's (``graph.node_ids``)."""
+graph's (``events.node_ids``)."""
 
 from __future__ import annotations
 
@@ -63,9 +63,9 @@ def _fold(g: Graph, threads: list[np.ndarray] | None = None, indeg: np.ndarray |
     is that predecessor's time plus a constant; chains of them fold onto their first node
     with two or more predecessors, so the pass visits only the nodes where times meet. The
     host threads' chains (``threads``: top-level calls in order) fold in one prefix sum, the
-    rest by pointer jumping (``longestpath.jump``). Unfolded nodes are their own root (offset 0). ``indeg``: each
+    rest by pointer jumping (``longest_path.jump``). Unfolded nodes are their own root (offset 0). ``indeg``: each
     node's number of in-edges, when the caller has it. ``root`` has the graph's node id
-    dtype (``graph.node_ids``)."""
+    dtype (``events.node_ids``)."""
     n = g.n_nodes
     single = (np.bincount(g.dst, minlength=n) if indeg is None else indeg) == 1
     root = np.arange(n, dtype=g.dst.dtype)

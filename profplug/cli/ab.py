@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from profplug.cli.main import app
+from profplug.cli.app import app
 
 
 @app.command(

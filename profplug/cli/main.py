@@ -8,17 +8,8 @@ from typing import Annotated
 import typer
 
 from profplug.analyzers.core.errors import ProfplugError, one_line
-
-app = typer.Typer(
-    name="profplug",
-    help="What torch.cuda.synchronize() costs pipeline-parallel inference, per rank.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    # Plain help: typer's rich panels print "<bool>" after flags, and users then type
-    # "--strict true" (read as a path) or "--no-report true" (read as the command).
-    rich_markup_mode=None,
-)
+from profplug.cli import ab, compare, report, run, whatif
+from profplug.cli.app import app
 
 
 def _version(value: bool) -> None:
@@ -36,15 +27,8 @@ def _root(version: Annotated[bool, typer.Option(
     """What torch.cuda.synchronize() costs pipeline-parallel inference, per rank."""
 
 
-# Each module registers its command on `app` when imported.
-_COMMANDS = ("report", "compare", "whatif", "run", "ab")
-
-
-def _register() -> None:
-    import importlib
-
-    for name in _COMMANDS:
-        importlib.import_module(f"profplug.cli.{name}")
+# Each module registers its command on `app` (cli/app.py) when imported.
+_COMMANDS = (report, compare, whatif, run, ab)
 
 
 def _empty_argument(argv: list[str]) -> str | None:
@@ -77,7 +61,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"profplug: error: {empty}", file=sys.stderr)
         return 2
     try:
-        _register()  # inside: a Ctrl-C while the commands import is one line too
         app(args=argv, prog_name="profplug")  # standalone: exits through SystemExit
     except SystemExit as exc:
         code = exc.code

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-DEFAULT_TOLERANCE_US = 2.0  # stalls.DEFAULT_TOLERANCE_NS, in us
+DEFAULT_TOLERANCE_US = 2.0  # stalls.rank.DEFAULT_TOLERANCE_NS, in us
 
 Output = Annotated[Path | None, typer.Option("-o", "--output",
                                              help="Write it here instead of stdout (- is stdout).")]

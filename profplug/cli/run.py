@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from profplug.analyzers.core.errors import ProfplugError
-from profplug.cli.main import app
+from profplug.cli.app import app
 
 
 @app.command(

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from profplug.cli.main import app
+from profplug.cli.app import app
 from profplug.cli.options import (
     DEFAULT_TOLERANCE_US,
     RUN_PATHS,

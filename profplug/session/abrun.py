@@ -18,7 +18,7 @@ The job also gets ``PROFPLUG_AB_RUN`` (k), ``PROFPLUG_AB_ROUND``, ``PROFPLUG_AB_
 round). A failed run is recorded and the rest go on, unless every run of the first round
 failed the same way (a usage error, a missing script) or reached no policy: then ab stops
 and says why. SIGINT/SIGTERM stops after the current run. Then
-``analyzers.ab.command.finish_ab`` writes ``DIR/ab.json`` and prints the table (stdlib
+``analyzers.commands.ab_report.finish_ab`` writes ``DIR/ab.json`` and prints the table (stdlib
 here; the statistics are the analyzer's).
 """
 

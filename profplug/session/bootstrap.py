@@ -8,7 +8,7 @@ MODULE:QUALNAME`` are applied when the job imports their modules (Megatron-Core'
 functions with ``communication_utils``, its ``run_one_forward_step`` steps with
 ``abstract_model_inference_wrapper``, transformers' with ``pipeline_parallel``), and each
 ``--step-fn MODULE:QUALNAME`` is patched when the job imports MODULE (once its body has
-finished: ``session.hooks``); a function of the script itself (``__main__``, its path) is
+finished: ``profplug.hooks``); a function of the script itself (``__main__``, its path) is
 watched for from the job's ``import torch`` on (``profplug.scriptsteps``).
 """
 
@@ -112,7 +112,7 @@ def activate(environ: dict[str, str] | None = None) -> bool:
     if is_launcher(getattr(sys, "orig_argv", sys.argv)):
         return False
     os.environ[ENV_OWNER_PID] = str(os.getpid())
-    from profplug.session import hooks
+    from profplug import hooks
 
     hooks.when_imported("torch", lambda _m: _on_torch(config))
     from profplug.libraries import LIBRARIES

@@ -19,9 +19,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from profplug import __version__
 from profplug.analyzers.core.atomicfile import replace_text
 from profplug.analyzers.core.errors import ProfplugError, ToolMissingError
+from profplug.analyzers.core.version import __version__
 from profplug.config import (
     ENV_OWNER_PID,
     SYNC_CHOICES,

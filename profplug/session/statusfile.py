@@ -14,8 +14,9 @@ from typing import Any
 
 import torch
 
-from profplug import __version__, digests, policy
+from profplug import digests, policy
 from profplug.analyzers.core.atomicfile import replace_text
+from profplug.analyzers.core.version import __version__
 from profplug.config import env_rank
 
 

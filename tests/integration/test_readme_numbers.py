@@ -66,6 +66,13 @@ SWITCH_LINE = re.compile(r"^(\| (tune|held-out) \| kineto \| h\S+ \| \d+ \(|"
                          r"(tune|held-out) kineto \(same process\): )")
 SAMPLE_LINE = re.compile(r"^(\| (kineto|nsys) \| pp2_\w+ \| |samples (kineto|nsys)( --unprofiled)?: )")
 
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The one folder this module's commands write to: with :func:`_doc`'s cache, each
+    command runs once for every test that quotes its output."""
+    return str(tmp_path_factory.mktemp("outputs"))
+
+
 @cache
 def _doc(source: str, tmp: str) -> dict[str, Any]:
     kind, sample = source.split(":", 1)
@@ -244,10 +251,9 @@ def _phrases() -> dict[str, list[dict[str, Any]]]:
     return table
 
 
-def test_readme_and_docs_numbers_are_what_the_code_prints(
-        tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_readme_and_docs_numbers_are_what_the_code_prints(outputs: str) -> None:
     phrases = _phrases()
-    tmp = str(tmp_path_factory.mktemp("docs"))
+    tmp = outputs
     wrong = []
     for page in DOCS:
         text = page.read_text()
@@ -269,14 +275,12 @@ def test_the_worked_example_is_checked() -> None:
     assert len(_phrases()["README.md"]) >= 8
 
 
-def test_a_planted_wrong_number_fails_the_check(tmp_path: Path,
-                                                tmp_path_factory: pytest.TempPathFactory
-                                                ) -> None:
+def test_a_planted_wrong_number_fails_the_check(tmp_path: Path, outputs: str) -> None:
     # given a copy of the README with one number changed in a sentence, one in an example
     # block, and one new number in the worked example that no phrase covers
     text = README.read_text()
     phrases = _phrases()["README.md"]
-    tmp = str(tmp_path_factory.mktemp("planted"))
+    tmp = outputs
     assert doc_problems(README, text, phrases, tmp)[0] == []  # the real one passes
     sentence = "on rank 1 the GPU idles 154 us per step"
     block = "   1 step  5,899.3  5,899.3  +0.0   3,920.5  35.6  1,978.8   34   154.3  1,824.5"
@@ -311,8 +315,7 @@ def test_user_docs_carry_no_markers() -> None:
 # ---- the measurement pages: a marker after each number ---------------------------------
 
 
-def test_every_marked_number_is_what_the_code_prints(tmp_path_factory: pytest.TempPathFactory
-                                                     ) -> None:
+def test_every_marked_number_is_what_the_code_prints(outputs: str) -> None:
     table = json.loads(TABLE.read_text())["markers"]
     texts = {page: page.read_text() for page in MARKED_PAGES}
     marks = {page: list(MARK.finditer(text)) for page, text in texts.items()}
@@ -320,7 +323,7 @@ def test_every_marked_number_is_what_the_code_prints(tmp_path_factory: pytest.Te
     # several pages)
     used = {m["id"] for ms in marks.values() for m in ms}
     assert sorted(used) == sorted(table), "markers in the measurement pages vs table"
-    tmp = str(tmp_path_factory.mktemp("readme"))
+    tmp = outputs
     wrong = []
     for page, text in texts.items():
         fixed = text
@@ -451,11 +454,10 @@ def _table_after(lines: list[str], header: str) -> list[int]:
     return list(range(at, end))
 
 
-def test_sample_readme_tables_are_what_the_reports_say(tmp_path_factory: pytest.TempPathFactory
-                                                        ) -> None:
+def test_sample_readme_tables_are_what_the_reports_say(outputs: str) -> None:
     """sample_traces/README.md's two tables (the reports' headline figures, the bubbles) are
     what ``profplug report`` prints for each shipped run now."""
-    tmp = str(tmp_path_factory.mktemp("samples"))
+    tmp = outputs
     headline = [_headline_row(r, _doc(f"report:{r}", tmp)) for r in HEADLINE_RUNS]
     bubbles = [row for r in BUBBLE_RUNS for row in _bubble_rows(
         r, _doc(f"report:{r}/device", tmp), _doc(f"report:{r}/event", tmp))]

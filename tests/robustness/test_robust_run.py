@@ -136,13 +136,21 @@ def read_until(proc: subprocess.Popen, prefix: str, n: int, limit_s: float = 90)
     return seen
 
 
+def _sigint_default() -> None:
+    """In profplug's process before it starts: SIGINT as in a terminal. A suite started in
+    the background (``cmd &``, some CI runners) ignores SIGINT, every process it starts
+    inherits that, and the job would ignore the SIGINT profplug forwards (and run on)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_sigint_to_profplug_stops_the_job_and_writes_run_json(tmp_path: Path,
                                                               job: str) -> None:
     out = tmp_path / "o"
     proc = subprocess.Popen([sys.executable, "-m", "profplug", "run", "-o", str(out),
                              "--no-report", "--skip", "1", "--steps", "100000", "--",
                              sys.executable, job, "1000000"], cwd=ROOT, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=_sigint_default)
     try:
         assert len(read_until(proc, "step", 20)) == 20
         proc.send_signal(signal.SIGINT)  # to profplug only, not its process group

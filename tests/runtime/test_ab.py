@@ -36,7 +36,7 @@ def load(out: Path) -> dict:
 
 
 @pytest.mark.slow
-def test_ab_runs_every_policy_every_round_in_the_recorded_order(tmp_path) -> None:
+def test_ab_runs_every_policy_every_round_in_the_recorded_order(tmp_path, capsys) -> None:
     """One process per run (the 2-rank ab runs under torchrun are the Megatron, planted-result
     and never-reached tests below; 6 torchrun runs here cost 18 torch imports)."""
     out, html = tmp_path / "ab", tmp_path / "ab.html"
@@ -73,18 +73,20 @@ def test_ab_runs_every_policy_every_round_in_the_recorded_order(tmp_path) -> Non
     # 2 rounds: no CI, no verdict claimed
     assert all(doc["summary"][p]["speedup_ci95"] is None for p in ("event", "none"))
     assert "too few rounds for a confidence interval (2; at least 3)" in doc["verdict"]
-    # analyzed again from ab.json, nothing run: the same ab.json
-    again = subprocess.run([sys.executable, "-m", "profplug", "ab-report", str(out), "--html",
-                            str(html)], capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert load(out) == doc and "(nothing was run)" in again.stderr
+    # analyzed again from ab.json (in this process), nothing run: the same ab.json
+    code = main(["ab-report", str(out), "--html", str(html)])
+    err = capsys.readouterr().err
+    assert code == 0, err[-3000:]
+    assert load(out) == doc and "(nothing was run)" in err
 
 
 @pytest.mark.slow
 def test_a_planted_policy_dependent_result_fails_loudly(tmp_path) -> None:
-    """Planted in a warm-up step (before the timed window, where digests are taken)."""
+    """Planted in a warm-up step (before the timed window, where digests are taken). Two
+    policies: the planted one and the device run it is compared with."""
     out = tmp_path / "ab"
-    res = ab(out, "--rounds", "1", "--skip", "3", "--steps", "4", "--switch-every", "0",
+    res = ab(out, "--policies", "device,event", "--rounds", "1", "--skip", "3", "--steps", "4",
+             "--switch-every", "0",
              job=torchrun(str(JOBS / "ab_job.py"), "--steps", "8", "--plant-policy", "event",
                           "--plant-step", "1", "--plant-rank", "1"))
     assert res.returncode == 1, res.stderr[-3000:]
@@ -263,8 +265,10 @@ def test_switching_inside_runs_resolves_what_separate_runs_cannot(tmp_path) -> N
                                                        ["event", "device"],
                                                        ["device", "event"]]
     assert doc["outputs_identical"] is True and "switched every 10 steps" in doc["verdict"]
-    res = ab(tmp_path / "sep", "--switch-every", "0", "--rounds", "3", "--skip", "10",
-             "--steps", "60", job=job)
+    # separate runs: each process's drawn host speed (the same draws: seeded by the run's
+    # index) swamps the 10% whatever the steps per run, so 20 steps show it as well as 60
+    res = ab(tmp_path / "sep", "--switch-every", "0", "--rounds", "3", "--skip", "2",
+             "--steps", "20", job=[*job[:2], "--steps", "22", *job[4:]])
     assert res.returncode == 0, res.stderr[-3000:]
     sep = load(tmp_path / "sep")
     assert sep["design"] == "separate" and sep["summary"]["event"]["resolved"] is False

@@ -3,10 +3,12 @@ same-process what-if check, ``benchmarks/grid_switch.py``), on the CPU: torchrun
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.scale.load import load_timelines
 
@@ -35,7 +37,13 @@ def test_switch_splits_the_window_into_two_named_halves(tmp_path: Path) -> None:
     assert _steps(out, "decode.event") == {0: 4, 1: 4}
 
 
-def test_bad_switch_is_a_usage_error() -> None:
-    p = subprocess.run([sys.executable, DECODE, "--switch", "6:fast"], capture_output=True,
-                       text=True, timeout=60)
-    assert p.returncode == 2 and "--switch: STEP:POLICY" in p.stderr
+def test_bad_switch_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    # the example's own parser, in this process (a process of its own would import torch
+    # only to print the usage error)
+    spec = importlib.util.spec_from_file_location("decode_loop", DECODE)
+    assert spec is not None and spec.loader is not None
+    decode_loop = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(decode_loop)
+    with pytest.raises(SystemExit) as exit_:
+        decode_loop.parse_args(["--switch", "6:fast"])
+    assert exit_.value.code == 2 and "--switch: STEP:POLICY" in capsys.readouterr().err

@@ -14,7 +14,8 @@ import pytest
 import profplug
 import profplug.autosteps as autosteps
 import profplug.steps as steps
-from profplug.session import hooks, outcome
+from profplug import hooks
+from profplug.session import outcome
 
 
 def _write(root: Path, files: dict[str, str]) -> None:

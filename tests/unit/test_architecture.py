@@ -5,12 +5,14 @@ anywhere in profplug; no two rooms import each other, and each imports only the 
 it; run-level analyses are described by data (no attribute hung on a function); no module
 over 400 lines.
 
-Rooms: profplug/ (the plugin, the CLI, the session) is one; under analyzers/, each
-subpackage (or top-level module) is one.
+Rooms: under profplug/, the runtime modules (``runtime``: steps, patching, p2p, hooks...),
+``session`` and ``cli``; under analyzers/, each subpackage (or top-level module) is one. The
+packages' fronts (``profplug``, ``profplug.analyzers``) load their names lazily from any room.
 
 Imports are read from the source (AST): module-level, function-level and ``TYPE_CHECKING``
 ones alike, relative ones resolved, plus ``importlib.import_module("...")`` /
-``__import__("...")`` with a literal name. Each check is also run on planted violations in
+``__import__("...")`` with a literal name, or an f-string (``f"profplug.cli.{name}"``: any
+module right under its literal start). Each check is also run on planted violations in
 a temporary folder, to show that it can fail.
 """
 
@@ -32,7 +34,9 @@ FORBIDDEN_IN_ANALYZER = ("torch", "profplug.session", "profplug.cli")
 MAX_LINES = 400
 # the rooms, bottom to top: a room imports only rooms of the layers below its own
 LAYERS = (("core",), ("steps",), ("readers",), ("stalls",), ("graph",), ("whatif", "crossrank"),
-          ("scale",), ("report", "ab"), ("compare",), ("render",), ("commands",), ("profplug",))
+          ("scale",), ("report", "ab"), ("compare",), ("render",), ("commands",), ("runtime",),
+          ("session",), ("cli",))
+FRONTS = ("analyzers", "profplug")  # the packages' __init__: names loaded lazily, from any room
 
 
 def modules(folder: Path, package: str) -> dict[str, Path]:
@@ -68,11 +72,21 @@ def imports(path: Path, name: str, known: set[str] | None = None) -> list[tuple[
                 sub = f"{pkg}.{a.name}"
                 out.append((sub if sub in known else pkg, node.lineno))
         elif (isinstance(node, ast.Call) and node.args
-              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
               and ((isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
                    or (isinstance(node.func, ast.Name) and node.func.id == "__import__"))):
-            out.append((node.args[0].value, node.lineno))
+            out += [(m, node.lineno) for m in _named(node.args[0], known)]
     return out
+
+
+def _named(arg: ast.expr, known: set[str]) -> list[str]:
+    """The modules an import by name may import: a literal's, or for an f-string that
+    starts with ``"P."`` (``f"profplug.cli.{name}"``) every module of ``known`` right under P."""
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return [arg.value]
+    if isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
+        prefix = str(arg.values[0].value)
+        return sorted(m for m in known if m.startswith(prefix) and "." not in m[len(prefix):])
+    return []
 
 
 def forbidden_imports(folder: Path, package: str) -> list[str]:
@@ -146,11 +160,15 @@ def project_graph() -> dict[str, set[str]]:
 
 
 def room(module: str) -> str:
-    """The room of a module: ``profplug`` outside the analyzer, else its analyzer subpackage
-    (or top-level module) without the ``profplug.analyzers.`` prefix."""
-    if module != "profplug.analyzers" and not module.startswith("profplug.analyzers."):
-        return "profplug"
+    """The room of a module: in the analyzer, its subpackage (or top-level module) without
+    the ``profplug.analyzers.`` prefix; else ``cli`` (``python -m profplug`` included),
+    ``session``, ``runtime`` (the other modules of profplug/), or ``profplug`` (the
+    package's front)."""
     parts = module.split(".")
+    if module != "profplug.analyzers" and not module.startswith("profplug.analyzers."):
+        if module in ("profplug", "profplug.__main__"):
+            return "profplug" if module == "profplug" else "cli"
+        return parts[1] if len(parts) > 2 and parts[1] in ("cli", "session") else "runtime"
     return parts[2] if len(parts) > 2 else "analyzers"
 
 
@@ -164,10 +182,10 @@ def room_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
 
 def against_layers(rooms: dict[str, set[str]], layers: tuple[tuple[str, ...], ...]
                    ) -> list[str]:
-    """``A imports B`` for every import of a room not below A in ``layers`` (the package's
-    ``__init__``, room ``analyzers``, may import any: it loads its names lazily)."""
+    """``A imports B`` for every import of a room not below A in ``layers`` (a package's
+    front, FRONTS, may import any: it loads its names lazily)."""
     level = {r: i for i, layer in enumerate(layers) for r in layer}
-    return sorted(f"{a} imports {b}" for a, targets in rooms.items() if a != "analyzers"
+    return sorted(f"{a} imports {b}" for a, targets in rooms.items() if a not in FRONTS
                   for b in targets if level.get(b, -1) >= level.get(a, len(layers)))
 
 
@@ -266,13 +284,14 @@ def test_no_import_cycle_in_profplug() -> None:
 
 def test_no_two_rooms_import_each_other() -> None:
     rooms = room_graph(project_graph())
-    assert {"core", "whatif", "crossrank", "scale", "report", "profplug"} <= set(rooms)
+    assert {"core", "whatif", "crossrank", "scale", "report", "runtime", "session", "cli"} \
+        <= set(rooms)
     assert cycles(rooms) == []
 
 
 def test_each_room_imports_only_the_layers_below_it() -> None:
     rooms = room_graph(project_graph())
-    assert set(rooms) - {"analyzers"} <= {r for layer in LAYERS for r in layer}
+    assert set(rooms) - set(FRONTS) <= {r for layer in LAYERS for r in layer}
     assert against_layers(rooms, LAYERS) == []
 
 
@@ -299,6 +318,28 @@ def test_the_room_and_attribute_checks_catch_planted_violations(tmp_path: Path) 
     assert cycles(rooms) == [["crossrank", "scale", "whatif"]]
     assert against_layers(rooms, LAYERS) == ["crossrank imports scale", "whatif imports crossrank"]
     assert hung_attributes(pkg) == ["analyzers/core/hung.py:5 run.label"]
+
+
+def test_fstring_imports_and_the_plugins_rooms_catch_planted_cycles(tmp_path: Path) -> None:
+    # given an entry point importing its commands through an f-string, a command importing
+    # it back, and a runtime module importing the session that imports it
+    pkg = tmp_path / "profplug"
+    for sub in ("cli", "session"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "cli" / "main.py").write_text("import importlib\n\n\ndef register(n):\n"
+                                         "    importlib.import_module(f'profplug.cli.{n}')\n")
+    (pkg / "cli" / "cmd.py").write_text("from profplug.cli.main import register\n")
+    (pkg / "session" / "boot.py").write_text("def f():\n    from profplug import steps\n")
+    (pkg / "steps.py").write_text("def f():\n    from profplug.session import boot\n")
+    graph = import_graph({pkg: "profplug"})
+    # then both module cycles are found, and the runtime room importing the session
+    assert sorted(cycles(graph)) == [["profplug.cli.cmd", "profplug.cli.main"],
+                                     ["profplug.session.boot", "profplug.steps"]]
+    rooms = room_graph(graph)
+    assert cycles(rooms) == [["runtime", "session"]]
+    assert against_layers(rooms, LAYERS) == ["runtime imports session"]
 
 
 def listed_packages(pyproject: str) -> set[str]:

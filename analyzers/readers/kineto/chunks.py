@@ -1,5 +1,5 @@
 """The ``traceEvents`` array of a Chrome-trace JSON file, fed in blocks, as typed batches of
-events, in linear time and bounded memory whatever the bytes are (``kineto_stream`` reads
+events, in linear time and bounded memory whatever the bytes are (``kineto.stream`` reads
 the file and the fields around the array).
 
 Fast path: the event array is cut between two top-level events (``}`` ``,`` ``{`` ``"`` with
@@ -8,7 +8,7 @@ decoded as one JSON array (``decode_events``). A wrong cut (inside a string, or 
 objects nested in an event) leaves a piece that does not decode, so nothing wrong is taken.
 
 Exact path: a piece that does not decode (a bad token, bad UTF-8, a cut in the wrong place),
-and bytes with no cut for ``SLOW_AFTER`` bytes, are scanned exactly (``jsonscan``): each item
+and bytes with no cut for ``SLOW_AFTER`` bytes, are scanned exactly (``kineto.scan``): each item
 of the array is found by its brackets and decoded alone, so one bad event costs that event
 (skipped and counted with a reason) and nothing else. The scan resumes where it stopped when
 more bytes arrive, so no byte is scanned twice. An event that never closes (a lost bracket)

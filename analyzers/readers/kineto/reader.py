@@ -1,6 +1,6 @@
 """Kineto (torch.profiler) Chrome-trace reader: ``.json`` / ``.json.gz`` -> :class:`Timeline`.
 
-Events stream through in typed batches (``kineto_stream``, ``jsonchunks``: linear time,
+Events stream through in typed batches (``kineto.stream``, ``kineto.chunks``: linear time,
 bounded memory, a bad event skipped and counted, a cut-short file read up to its last
 complete event) and become timeline rows batch by batch; the rows are packed into numpy arrays every ``FLUSH_ROWS``, so
 memory grows by ~50 bytes per kept event (kernels, API calls, annotations, syncs, steps).
@@ -314,7 +314,7 @@ def read_kineto(path: str | Path, file_index: int = 0, steps: StepRule = DEFAULT
                 max_bytes: int | None = None) -> Timeline:
     """Read one Kineto trace file into a Timeline; raises TraceError with a one-line reason.
 
-    ``steps``: which host ranges are steps (``steprule``; default ``ProfilerStep#N``, else
+    ``steps``: which host ranges are steps (``steps.rule``; default ``ProfilerStep#N``, else
     ``profplug.step``). ``max_bytes``: the most a ``.gz`` may inflate to (``--max-decompressed``;
     None: ``$PROFPLUG_MAX_DECOMPRESSED``, else 2 GiB).
 

@@ -8,7 +8,7 @@ nothing is ever scanned twice.
 
 Brackets are counted, not matched by kind: ``{"a": [}`` passes here and is rejected when the
 item is decoded. A missing closing bracket keeps the depth up; readers bound that with
-their own resynchronisation (see ``jsonchunks``).
+their own resynchronisation (see ``kineto.chunks``).
 """
 
 from __future__ import annotations

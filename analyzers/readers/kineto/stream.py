@@ -1,5 +1,5 @@
 """Read a Kineto trace file as a stream: the fields around ``traceEvents`` (the header), and
-its events as typed batches (``jsonchunks.EventArray``), whatever the bytes are.
+its events as typed batches (``chunks.EventArray``), whatever the bytes are.
 
 The fields before the array (at most ``MAX_HEAD`` bytes; leading whitespace is not kept) and
 after it are decoded as objects; one that fails to decode costs only itself, and unknown

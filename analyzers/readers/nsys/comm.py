@@ -6,7 +6,7 @@ rows. NCCL describes its calls with an NVTX extended payload whose schema has a 
 entry (the rank in the NCCL communicator). Exports that carry the payload as JSON text
 (``NVTX_EVENTS.jsonText``) give the peer here; the exports of ``sample_traces`` (nsys
 2025.3) list the schema but leave ``jsonText`` and ``binaryData`` empty, so there the peer
-comes from profplug's ranges or the stated fallbacks (``crossrank.matching``).
+comes from profplug's ranges or the stated fallbacks (``graph.matching``).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ Mapping (see docs/nsight.md):
   awaited event record through ``CUPTI_ACTIVITY_KIND_CUDA_EVENT`` (same process and
   eventId, the latest record with a smaller correlationId), when that table exists.
 - ``NVTX_EVENTS`` push/pop (59) and start/end (60) ranges -> ``ann_*`` (text or textId),
-  the step rule (``steprule``) picks the steps among them; marks (34) ``profplug.rank R``
+  the step rule (``steps.rule``) picks the steps among them; marks (34) ``profplug.rank R``
   give ranks.
 """
 
@@ -180,7 +180,7 @@ def read_nsys(path: str | Path, nsys: str | Path | None = None, *,
     Returns one Timeline per process with GPU work (or a profplug rank mark), sorted by
     rank. ``nsys`` names the nsys executable used to export a ``.nsys-rep``. Large tables
     are read on ``workers`` threads (default: the usable CPUs; 1 = serial); the result does
-    not depend on it. ``steps``: which NVTX ranges are steps (``steprule``; default
+    not depend on it. ``steps``: which NVTX ranges are steps (``steps.rule``; default
     ``ProfilerStep#N``, else ``profplug.step``). ``max_bytes``: the most a ``.sqlite.gz`` may
     inflate to (``--max-decompressed``; None: ``$PROFPLUG_MAX_DECOMPRESSED``, else 2 GiB).
     Raises TraceError with a one-line reason naming the file.

@@ -3,7 +3,7 @@
 - ``.sqlite``: opened read-only and immutable (``file:...?mode=ro&immutable=1``): SQLite
   takes no lock and creates no ``-wal``/``-shm``/``-journal`` file beside it, so a read-only
   directory works. An export with a hot WAL or rollback journal beside it is read from a
-  private recovered copy instead (``nsys_tmp``). A ``.sqlite`` beside its ``.nsys-rep`` is
+  private recovered copy instead (``nsys.tmpfiles``). A ``.sqlite`` beside its ``.nsys-rep`` is
   used only while it is complete and not older than the report; else it is exported again.
 - ``.sqlite.gz``: inflated to a temporary file within ``--max-decompressed``, removed after.
 - ``.nsys-rep`` / ``.qdrep``: exported once with ``nsys export --type sqlite`` to

@@ -3,7 +3,7 @@ of an export that has a hot WAL or rollback journal beside it.
 
 - Checked early: a ``.gz`` must inflate to the SQLite magic before anything is written, the
   size its header announces must fit the ``--max-decompressed`` budget and the free space of
-  the temporary directory, and the budget is enforced while inflating (``jsonblocks``).
+  the temporary directory, and the budget is enforced while inflating (``readers.blocks``).
 - Removed on every exit: normal, error, and SIGTERM (while a temporary file exists, SIGTERM
   raises ``SystemExit(143)`` in the main thread, so ``finally`` clauses run).
 - The user's export is never written to: SQLite replays a WAL or rolls back a journal in the

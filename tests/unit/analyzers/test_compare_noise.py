@@ -1,6 +1,6 @@
 """``compare`` answers the question: the step-time difference against the noise
-(``comparenoise``), A's what-if against B's measurement and the mismatch warnings
-(``compareanswer``). Exact answers on synthetic series; an A/A on the shipped repeats."""
+(``compare.noise``), A's what-if against B's measurement and the mismatch warnings
+(``compare.answer``). Exact answers on synthetic series; an A/A on the shipped repeats."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The cross-rank analysis where the ranks are read (``crossrank/remote.py``): the report of
+"""The cross-rank analysis where the ranks are read (``scale/run_level.py``): the report of
 8 synthetic ranks is the one made in one process, no timeline reaches the client, the default
 what-if still says why it did not run (or runs, the timelines read after all), and a part
 lost with its worker leaves one warning line."""

@@ -1,5 +1,5 @@
 """torch 2.11 Kineto: stream waits with no record correlation are linked to their record call
-(``kineto.link_stream_waits``); the record's stream is not in the trace and stays -1."""
+(``waitlinks.link_stream_waits``); the record's stream is not in the trace and stays -1."""
 
 from __future__ import annotations
 

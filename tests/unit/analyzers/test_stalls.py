@@ -105,6 +105,22 @@ def test_multi_gpu_rank_reports_each_device(tmp_path: Path) -> None:
     assert r.total("idle_us") == 24.0
 
 
+def test_multi_gpu_rank_counts_other_reasons_over_all_its_devices(tmp_path: Path) -> None:
+    # The host trace spans 0-1 (tolerance 2 us), so every gap starting after 3 is outside it:
+    # device 0 has two such gaps (10-20, 25-30), device 1 one (5-40): three in all.
+    t = KinetoTrace(rank=0)
+    t.launch(0, 0, 10, device=0)
+    t.gpu(20, 5, device=0)
+    t.gpu(30, 5, device=0)
+    t.gpu(0, 5, device=1)
+    t.gpu(40, 5, device=1)
+    r = analyze_traces(tmp_path, t).rank(0)
+    d0, d1 = r.devices
+    assert (d0.n_gaps, d0.idle_by_cause_us["other"]) == (2, 15.0)
+    assert (d1.n_gaps, d1.idle_by_cause_us["other"]) == (1, 35.0)
+    assert r.other_reasons == {"gap outside the host trace's time span": 3}
+
+
 def test_comm_and_compute_split_busy(tmp_path: Path) -> None:
     t = KinetoTrace(rank=0)
     t.launch(0, 0, 10, name="ampere_sgemm", stream=7)

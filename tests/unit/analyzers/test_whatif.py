@@ -95,7 +95,7 @@ def test_two_ranks_matched_send_recv(tmp_path: Path, skew: float) -> None:
     assert r0.predicted_us == pytest.approx(100.0, abs=1e-3)
     # rank 1: recv 5..115, recv 115..215, D1 215..265: step 1 ends 30 us earlier than
     # recorded (265 vs 295; step 0 still ends at 165), so 180 - 30 (the replay's change is
-    # taken end to end: the recv that starts step 1 is posted early, stepfigure.py)
+    # taken end to end: the recv that starts step 1 is posted early, whatif/step_figures.py)
     assert r1.predicted_us == pytest.approx(150.0, abs=1e-3)
     assert r0.direct_us == pytest.approx(20.0, abs=1e-3)  # step 0's gap in the sync
     assert r1.direct_us == pytest.approx(20.0, abs=1e-3)

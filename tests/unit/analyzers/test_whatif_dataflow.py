@@ -1,5 +1,5 @@
 """The what-if on two-rank pipelines: the data-flow bound (``whatif/bound.py``), an op's
-wait in its stream's queue never replayed as a launch latency (``whatif/rankmodel.py``), and
+wait in its stream's queue never replayed as a launch latency (``graph/rankmodel.py``), and
 the shipped two-GPU runs held to the bound."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The what-if where the ranks are read (``whatif/spread.py``, ``whatif/joined_replay.py``): each
+"""The what-if where the ranks are read (``whatif/in_parts.py``, ``whatif/joined_replay.py``): each
 rank's graph reduced to where its times meet, the coupled replay solved on the joined
 reductions, each rank's result from its own graph anchored at the solved times. Its
 result is the one-process what-if's, field by field, on synthetic pipelines (tp 1-3, both

@@ -1,7 +1,9 @@
 """Post-import hooks (stdlib only): run a callback right after a named module is imported.
 
 Lets the bootstrap patch Megatron-Core and start the session when the job imports them,
-without importing torch or Megatron in processes that never use them.
+without importing torch or Megatron in processes that never use them; ``autosteps`` (behind
+``profplug.patch`` too) waits here for a step function's module. Below both: the runtime
+modules never import ``profplug.session``.
 
 A callback runs once its module is *whole* (its body has finished) and torch is not
 half-imported:

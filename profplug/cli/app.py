@@ -1,0 +1,20 @@
+"""The CLI's typer app: each command's module (``cli/<name>.py``) registers its command on it,
+and ``cli/main.py`` imports those modules and runs it. The app lives apart from ``main`` so
+that the commands never import the module that imports them (``python -m profplug.cli.main``
+runs ``main`` as ``__main__``: an app defined there would be a second one, with no commands).
+"""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="profplug",
+    help="What torch.cuda.synchronize() costs pipeline-parallel inference, per rank.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    # Plain help: typer's rich panels print "<bool>" after flags, and users then type
+    # "--strict true" (read as a path) or "--no-report true" (read as the command).
+    rich_markup_mode=None,
+)

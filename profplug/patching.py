@@ -37,9 +37,8 @@ def patch_library(name: str, steps: bool = True) -> None:
     line on stderr when its module is imported without them where profplug reads them."""
     import functools
 
-    from profplug import sites
+    from profplug import hooks, sites
     from profplug.libraries import LIBRARIES
-    from profplug import hooks
 
     lib = LIBRARIES[name]
     fresh = [s for s in lib.sites if not sites.declared(s.target)]

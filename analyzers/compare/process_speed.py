@@ -28,7 +28,7 @@ predicted one, by an amount one pair cannot measure. The sentence says which sig
 **The series.** Per run, those of its observer object: the slowest traced rank's traced
 steps; the untraced steps of the rank whose untraced median is the run's (those before the
 window when there are enough, as the observer takes them). Medians over the non-outlier
-steps (``stepstats.center``). A run's device-wide synchronizes per step: the most on one of
+steps (``steps.stats.center``). A run's device-wide synchronizes per step: the most on one of
 its ranks (``answer.device_syncs_per_step``); two runs make as many when they differ by less
 than ``SAME_SYNCS`` a step (the window's edges add a call or two to one run).
 

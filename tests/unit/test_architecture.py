@@ -168,7 +168,7 @@ def room(module: str) -> str:
     if module != "profplug.analyzers" and not module.startswith("profplug.analyzers."):
         if module in ("profplug", "profplug.__main__"):
             return "profplug" if module == "profplug" else "cli"
-        return parts[1] if len(parts) > 2 and parts[1] in ("cli", "session") else "runtime"
+        return parts[1] if len(parts) >= 2 and parts[1] in ("cli", "session") else "runtime"
     return parts[2] if len(parts) > 2 else "analyzers"
 
 

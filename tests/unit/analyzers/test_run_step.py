@@ -68,11 +68,12 @@ def test_compare_measured_is_b_step_and_each_run_has_its_step(tmp_path: Path,
 
 def _ab_copy(tmp_path: Path, run: str | None) -> Path:
     """The A/B sample in tmp_path, its stored what-if naming ``run`` (None: the copy's
-    traced_device)."""
+    traced_device) and nothing else (no stored ``run_path``)."""
     out = tmp_path / "ab"
     shutil.copytree(AB, out)
     doc = json.loads((out / "ab.json").read_text())
     doc["whatif"]["run"] = str(out / "traced_device") if run is None else run
+    doc["whatif"].pop("run_path", None)
     (out / "ab.json").write_text(json.dumps(doc))
     return out
 

@@ -9,14 +9,23 @@ from pathlib import Path
 
 from profplug.analyzers.commands.libwarnings import own_warnings
 from profplug.analyzers.commands.outpaths import check_outputs, stdout_or
-from profplug.analyzers.commands.output import open_backend, progress_flag, write_page, write_text
+from profplug.analyzers.commands.output import (
+    check_trace_out,
+    open_backend,
+    progress_flag,
+    write_page,
+    write_text,
+    write_trace,
+)
 from profplug.analyzers.compare.against_run import (
     label_of,
     load_other,
     other_paths,
 )
 from profplug.analyzers.core.errors import ProfplugError, one_line
+from profplug.analyzers.crossrank.analysis import CROSS_RANK_SPEC
 from profplug.analyzers.readers.base import ReadOptions
+from profplug.analyzers.render.chrometrace.export import TraceAsk
 from profplug.analyzers.render.registry import check_format, render_text
 from profplug.analyzers.render.timeline_data import GAPS_KEPT
 from profplug.analyzers.report.analysis import Report, analyze, analyze_timelines
@@ -88,8 +97,8 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
                options: StallOptions | None = None, jobs: int | None = None,
                unprofiled_us: float | str | None = None,
                read: ReadOptions | None = None, unprofiled_ci: str | None = None,
-               dask: str | None = None, quiet: bool = False, against_run: str | None = None
-               ) -> int:
+               dask: str | None = None, quiet: bool = False, against_run: str | None = None,
+               trace_out: Path | None = None, trace: TraceAsk | None = None) -> int:
     """Replay the run under ``paths`` without the chosen syncs; returns the exit code.
 
     ``html``: the full stall report of the run, with the what-if section in it.
@@ -99,6 +108,8 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
     ``unprofiled_ci``: its 95% CI, ``"LO,HI"`` us (the band as ``ab --whatif`` sets it).
     ``against_run``: a traced run of the other policy to line the prediction up with
     (``whatif/against.py``): the ``against`` key / section after the what-if's.
+    ``trace_out``: also the merged trace (``trace``: which part) with each rank's predicted
+    timeline beside the recorded one (the replay in this process, then).
     """
     drop = check_drop(drop or DropSpec())
     unprofiled_us = unprofiled_step_us(unprofiled_us, split_paths(paths))
@@ -111,12 +122,13 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
     opt = options or StallOptions()
     files = check_paths(paths)
     other = None if against_run is None else load_other(other_paths(against_run), read)
-    check_outputs((stdout_or(output), html), files)
+    check_outputs((stdout_or(output), html, check_trace_out(trace_out)), files)
     find_run_meta(files)  # a bad run.json: said before the read
     backend = open_backend(jobs, dask)
     spread: tuple[WhatIfResult, Report] | None = None
     try:
-        if unprofiled_us is None and other is None:  # --against: the timelines here
+        # --against, --trace-out: the timelines here
+        if unprofiled_us is None and other is None and trace_out is None:
             spread = _spread_whatif(files, drop, opt, read, backend, quiet, html)
         if spread is None:
             timelines = load_timelines(files, read=read, backend=backend,
@@ -126,7 +138,8 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
     if spread is not None:
         res, rep = spread
     else:
-        res = whatif(timelines, drop, opt) if unprofiled_us is None \
+        res = whatif(timelines, drop, opt, keep_predicted=trace_out is not None) \
+            if unprofiled_us is None \
             else whatif_unprofiled(timelines, unprofiled_us, drop, opt, step_ci_us=ci)
         if html is not None:
             rep = analyze_timelines(timelines, opt, steps=(read or ReadOptions()).steps)
@@ -138,4 +151,10 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
     if html is not None:
         rep.command = "whatif"
         write_page(rep, html)
+    if trace_out is not None:  # the stall analyses and the cross-rank one drawn in
+        traced = analyze_timelines(timelines, opt, run=[CROSS_RANK_SPEC],
+                                   steps=(read or ReadOptions()).steps)
+        traced.add(res)
+        traced.timelines = timelines
+        write_trace([("", traced)], trace_out, trace or TraceAsk())
     return 0

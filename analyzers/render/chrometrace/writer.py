@@ -1,0 +1,113 @@
+"""The Chrome Trace Event Format, written as a stream: one event a line, never the whole list
+in memory.
+
+The file is the format's JSON Object form: ``{"otherData": {...}, "displayTimeUnit": "ns",
+"traceEvents": [...]}``, the metadata first (a reader that stops at the event array, or a
+person reading the file's head, sees it). Every slice is a complete event (``ph`` ``X``: no B/E pair to
+balance), ``ts``/``dur`` in us with 3 decimals (ns), relative to the run's origin so that the
+doubles a viewer reads keep every ns. Processes and threads are named by metadata events
+(``process_name``, ``thread_name``, ``*_sort_index``); flows are ``s``/``f`` pairs with one id
+(the ``f`` bound to its enclosing slice, ``bp`` ``e``). Columns go in as numpy arrays and come
+out in chunks of :data:`CHUNK` events, formatted by one comprehension each.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+import numpy as np
+
+CHUNK = 65_536  # events formatted and written at a time
+
+
+def enc(s: str) -> str:
+    """A JSON string literal."""
+    return json.dumps(s)
+
+
+class TraceWriter:
+    """Writes the events of one trace file to ``out`` (a text stream)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.n_events = 0
+        self._next_flow = 1
+
+    def begin(self, other: dict[str, Any]) -> None:
+        """Start the file; ``other``: its ``otherData`` (profplug's metadata)."""
+        self.out.write('{"otherData":')
+        self.out.write(json.dumps(other, indent=1))
+        self.out.write(',\n"displayTimeUnit":"ns",\n"traceEvents":[\n')
+
+    def _lines(self, lines: list[str]) -> None:
+        if not lines:
+            return
+        sep = ",\n" if self.n_events else ""
+        self.out.write(sep + ",\n".join(lines))
+        self.n_events += len(lines)
+
+    def process(self, pid: int, name: str, sort: int) -> None:
+        self._lines([f'{{"ph":"M","pid":{pid},"tid":0,"name":"process_name",'
+                     f'"args":{{"name":{enc(name)}}}}}',
+                     f'{{"ph":"M","pid":{pid},"tid":0,"name":"process_sort_index",'
+                     f'"args":{{"sort_index":{sort}}}}}'])
+
+    def thread(self, pid: int, tid: int, name: str, sort: int) -> None:
+        self._lines([f'{{"ph":"M","pid":{pid},"tid":{tid},"name":"thread_name",'
+                     f'"args":{{"name":{enc(name)}}}}}',
+                     f'{{"ph":"M","pid":{pid},"tid":{tid},"name":"thread_sort_index",'
+                     f'"args":{{"sort_index":{sort}}}}}'])
+
+    def slices(self, pid: int, tid: int, cat: str, start_us: np.ndarray, dur_us: np.ndarray,
+               names: Sequence[str], args: Sequence[str] | None = None,
+               cname: str | None = None) -> None:
+        """Complete events on one thread: ``names`` JSON string literals (one per event),
+        ``args`` JSON objects or None, times in us (float64 arrays)."""
+        head = f'{{"ph":"X","pid":{pid},"tid":{tid},"cat":{enc(cat)},'
+        if cname is not None:
+            head += f'"cname":{enc(cname)},'
+        n = len(names)
+        for lo in range(0, n, CHUNK):
+            hi = min(n, lo + CHUNK)
+            ts, du = start_us[lo:hi].tolist(), dur_us[lo:hi].tolist()
+            if args is None:
+                self._lines([f'{head}"name":{nm},"ts":{t:.3f},"dur":{d:.3f}}}'
+                             for nm, t, d in zip(names[lo:hi], ts, du, strict=True)])
+            else:
+                self._lines([f'{head}"name":{nm},"ts":{t:.3f},"dur":{d:.3f},"args":{a}}}'
+                             for nm, t, d, a in zip(names[lo:hi], ts, du, args[lo:hi],
+                                                    strict=True)])
+
+    def flows(self, name: str, cat: str, a: tuple[np.ndarray, np.ndarray, np.ndarray],
+              b: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        """Arrows from (pid, tid, ts_us) ``a`` to ``b``, element by element; each start and
+        end lies inside a slice of its thread."""
+        n = int(a[0].size)
+        first = self._next_flow
+        self._next_flow += n
+        head = f'"name":{enc(name)},"cat":{enc(cat)}'
+        ids = range(first, first + n)
+        for lo in range(0, n, CHUNK):
+            hi = min(n, lo + CHUNK)
+            cols = [c[lo:hi].tolist() for c in (*a, *b)]
+            self._lines([
+                f'{{"ph":"s","id":{i},{head},"pid":{p0},"tid":{t0},"ts":{x0:.3f}}},\n'
+                f'{{"ph":"f","bp":"e","id":{i},{head},"pid":{p1},"tid":{t1},"ts":{x1:.3f}}}'
+                for i, p0, t0, x0, p1, t1, x1 in zip(ids[lo:hi], *cols, strict=True)])
+            self.n_events += hi - lo  # two events a line
+
+    def close(self) -> None:
+        """End the event list and the file."""
+        self.out.write("\n]}\n")
+
+
+def names_of(ids: np.ndarray, table: Sequence[str], fmt: str = "{}") -> list[str]:
+    """Per id, the JSON literal of ``fmt`` applied to ``table[id]``; each name encoded once."""
+    if ids.size == 0:
+        return []
+    uniq, inv = np.unique(ids, return_inverse=True)
+    lit = np.array([enc(fmt.format(table[int(i)] if 0 <= i < len(table) else "?"))
+                    for i in uniq.tolist()], dtype=object)
+    return lit[inv.reshape(-1)].tolist()

@@ -11,14 +11,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from trace_events import names, slices_of, violations
-
 from profplug.analyzers.graph.matching import COLL_RULES, RULES
 from profplug.analyzers.render.chrometrace.export import TraceAsk, render_trace
 from profplug.analyzers.report.analysis import analyze
 from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.stalls.gaps import CAUSES
 from profplug.analyzers.stalls.result import us
+from trace_events import names, slices_of, violations
 
 ST = Path(__file__).resolve().parents[2] / "sample_traces"
 MCORE = Path("/work/shared/traces/mcore_pp2_client")

@@ -66,8 +66,12 @@ def render_trace(runs: list[tuple[str, Report]], out: TextIO, ask: TraceAsk) -> 
                        for c in (*CAUSES, "peer_wait")},
             "runs": [pl.meta for pl in plans]}
     w.begin({"profplug": meta})
-    for pl in plans:
-        _draw(pl)
+    try:
+        for pl in plans:
+            _draw(pl)
+    except BaseException:
+        w.close(failed=True)
+        raise
     w.close()
     return meta
 

@@ -84,7 +84,7 @@ def idle_drawn(p: Proc, r: RankResult) -> dict[int, dict[str, int]]:
 
 
 def draw_gaps(p: Proc, r: RankResult) -> None:
-    """Each idle gap in the window as a slice ``cause · call site`` (the API when the site is
+    """Each idle gap in the window as a slice ``cause @ call site`` (the API when the site is
     unknown) on the device's idle track, its idle in args."""
     g = r.gaps
     for dev, k, sel in _gap_rows(p, r):
@@ -108,7 +108,7 @@ def _call_labels(r: RankResult, cause: str, calls: list[int]) -> dict[int, tuple
         api = r.call_api[i] if 0 <= i < len(r.call_api) else ""
         site = r.call_site[i] if 0 <= i < len(r.call_site) else ""
         where = api if site in ("", UNANNOTATED) else site
-        name = f"{cause} · {where}" if where else cause
+        name = f"{cause} @ {where}" if where else cause
         out[i] = (enc(name), f'"api":{enc(api)},"callsite":{enc(site)}')
     return out
 

@@ -73,17 +73,17 @@ class Proc:
         """One rank-clock time as us on the run's axis."""
         return (t_ns + self.offset_ns - self.origin_ns) / 1000.0
 
-    def us(self, t_ns: np.ndarray) -> np.ndarray:
-        """Rank-clock ns as us on the run's axis."""
-        return (t_ns.astype(np.int64) + (self.offset_ns - self.origin_ns)) / 1000.0
+    def rel(self, t_ns: np.ndarray) -> np.ndarray:
+        """Rank-clock ns as ns on the run's axis (since its origin)."""
+        return t_ns.astype(np.int64) + (self.offset_ns - self.origin_ns)
 
     def draw(self, key: tuple[object, ...], name: str, sort: int, cat: str, s: np.ndarray,
              e: np.ndarray, names: list[str], args: list[str] | None = None,
-             cname: str | None = None) -> None:
+             cname: str | None = None, ints: tuple[str, np.ndarray] | None = None) -> None:
         """Slices [s, e] (rank clock, ns) on the thread of ``key``."""
         if s.size:
-            self.w.slices(self.pid, self.tid(key, name, sort), cat, self.us(s),
-                          (e - s) / 1000.0, names, args, cname)
+            self.w.slices(self.pid, self.tid(key, name, sort), cat, self.rel(s),
+                          (e - s).astype(np.int64), names, args, cname, ints)
 
 
 def gpu_key(dev: int, stream: int) -> tuple[object, ...]:
@@ -102,16 +102,13 @@ def draw_gpu(p: Proc, tl: Timeline) -> None:
         dev, stream = int(tl.gpu_device[idx[0]]), int(tl.gpu_stream[idx[0]])
         idx = idx[np.argsort(tl.gpu_start_ns[idx], kind="stable")]
         head = f'{{"device":{dev},"stream":{stream},"correlation":'
-        args = [f"{head}{c}}}" for c in p.corr(tl.gpu_corr[idx]).tolist()]
         for k, kind in enumerate(KIND_NAMES):
             sel = idx[tl.gpu_kind[idx] == k]
             if sel.size:
                 p.draw(gpu_key(dev, stream), f"gpu {dev} stream {stream}",
-                       SORT_GPU + len(p.tids), kind,
-                       tl.gpu_start_ns[sel], tl.gpu_end_ns[sel],
+                       SORT_GPU + len(p.tids), kind, tl.gpu_start_ns[sel], tl.gpu_end_ns[sel],
                        names_of(tl.gpu_name[sel], tl.names),
-                       args if sel.size == idx.size else
-                       [args[i] for i in np.nonzero(tl.gpu_kind[idx] == k)[0].tolist()])
+                       ints=(head, p.corr(tl.gpu_corr[sel])))
 
 
 def draw_host(p: Proc, tl: Timeline, annotations: bool = True) -> None:
@@ -129,11 +126,10 @@ def draw_host(p: Proc, tl: Timeline, annotations: bool = True) -> None:
             idx = idx[keep[idx]]
             if idx.size == 0:
                 continue
-            args = None if corr is None else \
-                [f'{{"correlation":{c}}}' for c in p.corr(corr[idx]).tolist()]
+            ints = None if corr is None else ('{"correlation":', p.corr(corr[idx]))
             p.draw(("host", int(os_tid)), f"host thread {int(os_tid)}",
                    SORT_HOST + len(p.tids), cat, s[idx], e[idx], names_of(name[idx], tl.names),
-                   args)
+                   ints=ints)
 
 
 def window_of(tl: Timeline) -> tuple[int, int] | None:

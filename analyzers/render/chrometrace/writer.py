@@ -5,7 +5,8 @@ The file is the format's JSON Object form: ``{"otherData": {...}, "displayTimeUn
 "traceEvents": [...]}``, the metadata first (a reader that stops at the event array, or a
 person reading the file's head, sees it). Every slice is a complete event (``ph`` ``X``: no B/E pair to
 balance), ``ts``/``dur`` in us with 3 decimals (ns), relative to the run's origin so that the
-doubles a viewer reads keep every ns. Processes and threads are named by metadata events
+doubles a viewer reads keep every ns (written from int64 ns as integers: no float on the
+way). Processes and threads are named by metadata events
 (``process_name``, ``thread_name``, ``*_sort_index``); flows are ``s``/``f`` pairs with one id
 (the ``f`` bound to its enclosing slice, ``bp`` ``e``). Columns go in as numpy arrays and come
 out in chunks of :data:`CHUNK` events, formatted by one comprehension each.
@@ -14,6 +15,8 @@ out in chunks of :data:`CHUNK` events, formatted by one comprehension each.
 from __future__ import annotations
 
 import json
+import queue
+import threading
 from collections.abc import Sequence
 from typing import Any, TextIO
 
@@ -31,15 +34,14 @@ class TraceWriter:
     """Writes the events of one trace file to ``out`` (a text stream)."""
 
     def __init__(self, out: TextIO) -> None:
-        self.out = out
+        self.out = _Sink(out)
         self.n_events = 0
         self._next_flow = 1
 
     def begin(self, other: dict[str, Any]) -> None:
         """Start the file; ``other``: its ``otherData`` (profplug's metadata)."""
-        self.out.write('{"otherData":')
-        self.out.write(json.dumps(other, indent=1))
-        self.out.write(',\n"displayTimeUnit":"ns",\n"traceEvents":[\n')
+        self.out.write('{"otherData":' + json.dumps(other, indent=1)
+                       + ',\n"displayTimeUnit":"ns",\n"traceEvents":[\n')
 
     def _lines(self, lines: list[str]) -> None:
         if not lines:
@@ -60,25 +62,40 @@ class TraceWriter:
                      f'{{"ph":"M","pid":{pid},"tid":{tid},"name":"thread_sort_index",'
                      f'"args":{{"sort_index":{sort}}}}}'])
 
-    def slices(self, pid: int, tid: int, cat: str, start_us: np.ndarray, dur_us: np.ndarray,
+    def slices(self, pid: int, tid: int, cat: str, start_ns: np.ndarray, dur_ns: np.ndarray,
                names: Sequence[str], args: Sequence[str] | None = None,
-               cname: str | None = None) -> None:
+               cname: str | None = None, ints: tuple[str, np.ndarray] | None = None) -> None:
         """Complete events on one thread: ``names`` JSON string literals (one per event),
-        ``args`` JSON objects or None, times in us (float64 arrays)."""
+        times in int64 ns on the run's axis (written as us with 3 decimals); ``args``: a
+        JSON object per event, or ``ints``: (its head, e.g. ``{"correlation":``, one integer
+        per event), the object closed after the integer."""
         head = f'{{"ph":"X","pid":{pid},"tid":{tid},"cat":{enc(cat)},'
         if cname is not None:
             head += f'"cname":{enc(cname)},'
         n = len(names)
+        tail = "" if ints is None else f',"args":{ints[0]}'
         for lo in range(0, n, CHUNK):
             hi = min(n, lo + CHUNK)
-            ts, du = start_us[lo:hi].tolist(), dur_us[lo:hi].tolist()
-            if args is None:
-                self._lines([f'{head}"name":{nm},"ts":{t:.3f},"dur":{d:.3f}}}'
-                             for nm, t, d in zip(names[lo:hi], ts, du, strict=True)])
+            ts, ds = start_ns[lo:hi], dur_ns[lo:hi]
+            nm = names[lo:hi]
+            if ts.size and int(ts.min()) < 0:  # before the run's origin: signed, rare
+                nm = [f'{x},"ts":{_signed(t)}' for x, t in zip(nm, ts.tolist(), strict=True)]
+                ts = np.zeros(0, dtype=np.int64)
+            q = (ts // 1000).tolist() if ts.size else None
+            r = (ts % 1000).tolist() if ts.size else None
+            cols = [nm, *(() if q is None else (q, r)), (ds // 1000).tolist(),
+                    (ds % 1000).tolist()]
+            fmt = _braces(head) + ('"name":{},"dur":{}.{:03d}' if q is None else
+                                   '"name":{},"ts":{}.{:03d},"dur":{}.{:03d}')
+            if ints is not None:
+                cols.append(ints[1][lo:hi].tolist())
+                fmt += _braces(tail) + "{}}}}}"
+            elif args is not None:
+                cols.append(args[lo:hi])
+                fmt += ',"args":{}}}'
             else:
-                self._lines([f'{head}"name":{nm},"ts":{t:.3f},"dur":{d:.3f},"args":{a}}}'
-                             for nm, t, d, a in zip(names[lo:hi], ts, du, args[lo:hi],
-                                                    strict=True)])
+                fmt += "}}"
+            self._lines(list(map(fmt.format, *cols)))
 
     def flows(self, name: str, cat: str, a: tuple[np.ndarray, np.ndarray, np.ndarray],
               b: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
@@ -98,9 +115,56 @@ class TraceWriter:
                 for i, p0, t0, x0, p1, t1, x1 in zip(ids[lo:hi], *cols, strict=True)])
             self.n_events += hi - lo  # two events a line
 
+    def close(self, failed: bool = False) -> None:
+        """End the event list and the file (``failed``: only stop the writing thread)."""
+        if not failed:
+            self.out.write("\n]}\n")
+        self.out.close()
+
+
+class _Sink:
+    """Writes text to ``out`` on a thread of its own: the file's write, and gzip's
+    compression, release the GIL, so they run beside the formatting of the next events. At
+    most ``DEPTH`` chunks wait; an error in the writing is raised by the next write or by
+    :meth:`close`."""
+
+    DEPTH = 4
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.q: queue.Queue[str | None] = queue.Queue(maxsize=self.DEPTH)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="trace-writer", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while (text := self.q.get()) is not None:
+            if self.error is None:
+                try:
+                    self.out.write(text)
+                except BaseException as exc:
+                    self.error = exc
+
+    def write(self, text: str) -> None:
+        if self.error is not None:
+            raise self.error
+        self.q.put(text)
+
     def close(self) -> None:
-        """End the event list and the file."""
-        self.out.write("\n]}\n")
+        self.q.put(None)
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+
+def _braces(s: str) -> str:
+    """``s`` as literal text of a ``str.format`` pattern."""
+    return s.replace("{", "{{").replace("}", "}}")
+
+
+def _signed(ns: int) -> str:
+    """ns as signed us with 3 decimals."""
+    return f"{'-' if ns < 0 else ''}{abs(ns) // 1000}.{abs(ns) % 1000:03d}"
 
 
 def names_of(ids: np.ndarray, table: Sequence[str], fmt: str = "{}") -> list[str]:

@@ -60,9 +60,9 @@ def test_each_idle_gap_is_a_slice_named_by_cause_and_call_site(tmp_path: Path) -
     assert violations(doc) == []
     gaps = sorted((e["args"]["cause"], e["args"]["idle_ns"], e["name"])
                   for e in slices_of(doc, "idle."))
-    assert gaps == [("device_sync", 6000, "device_sync · profplug.recv_from_prev_pipeline_rank_"
+    assert gaps == [("device_sync", 6000, "device_sync @ profplug.recv_from_prev_pipeline_rank_"
                      " > profplug.sync.device"),
-                    ("event_sync", 3000, "event_sync · cudaStreamSynchronize"),
+                    ("event_sync", 3000, "event_sync @ cudaStreamSynchronize"),
                     ("host_bound", 5000, "host_bound")]
     # the overlay adds up to the report's numbers, exactly, and says so in its metadata
     r0 = doc["otherData"]["profplug"]["runs"][0]["ranks"][0]
@@ -180,7 +180,8 @@ def test_full_trace_keeps_host_events_outside_the_gpu_window(tmp_path: Path) -> 
     windowed = _export(rep)
     full = _export(rep, TraceAsk(full=True))
     find = [e for e in full["traceEvents"] if e.get("name") == "setup_before_the_window"]
-    assert len(find) == 1
+    assert len(find) == 1 and find[0]["ts"] == -500.0  # before the first GPU op: negative
+    assert violations(full) == []
     assert not [e for e in windowed["traceEvents"] if e.get("name") == "setup_before_the_window"]
 
 

@@ -1,0 +1,91 @@
+"""What ``--trace-out`` adds to ``profplug report``: wall, CPU and peak RSS, and the size of
+the merged trace, on the big tiled benchmark trace.
+
+    .venv/bin/python benchmarks/bench_trace_export.py --dir /tmp/te_big --mb 477 --rounds 5
+
+Builds (once; reused while there) ``--ranks`` Kineto rank files of ``--mb`` MB with
+``make_big_trace.py`` (real source: the Megatron PP=2 sample's window repeated), then runs,
+as fresh child processes, ``--rounds`` interleaved rounds of: the report alone
+(``report DIR -f json -q``), the report with ``--trace-out FILE.json`` and with
+``--trace-out FILE.json.gz``; the order rotates each round, so a burst of load on the shared
+machine falls on every case alike. Prints each case's median wall, CPU (user + sys of the
+process tree) and peak RSS (the client's; the largest worker's), the median ratio to the
+report alone of each round, the files' sizes, the machine's load average over the runs, and
+the goals of issue 50 (at most +50% wall, under 1 GB uncompressed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_scale import measure  # noqa: E402
+
+GOAL_WALL = 1.5  # report + --trace-out over the report alone
+GOAL_BYTES = 1e9  # uncompressed merged trace
+
+
+def build(d: Path, mb: float, ranks: int) -> list[Path]:
+    files = sorted(d.glob("*.json*"))
+    if len(files) != ranks:
+        d.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, str(ROOT / "benchmarks" / "make_big_trace.py"), str(d),
+                        "--mb", str(mb), "--ranks", str(ranks)], check=True)
+        files = sorted(d.glob("*.json*"))
+    return files
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/profplug-trace-export"))
+    ap.add_argument("--mb", type=float, default=477.0)
+    ap.add_argument("--ranks", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--out", type=Path, default=Path("/tmp/profplug-trace-export-out"))
+    a = ap.parse_args()
+    files = build(a.dir / "traces", a.mb, a.ranks)
+    a.out.mkdir(parents=True, exist_ok=True)
+    json_out, gz_out = a.out / "merged.json", a.out / "merged.json.gz"
+    base = [sys.executable, "-m", "profplug", "report", *map(str, files), "-f", "json", "-q",
+            "-o", str(a.out / "report.json")]
+    cases = {"report": base, "report --trace-out .json": [*base, "--trace-out", str(json_out)],
+             "report --trace-out .json.gz": [*base, "--trace-out", str(gz_out)]}
+    got: dict[str, list[dict[str, float]]] = {k: [] for k in cases}
+    loads = [os.getloadavg()[0]]
+    names = list(cases)
+    for r in range(a.rounds):
+        for k in names[r % len(names):] + names[:r % len(names)]:
+            got[k].append(measure(cases[k]))
+            loads.append(os.getloadavg()[0])
+            print(f"round {r + 1} {k}: {got[k][-1]['wall_s']:.1f} s", file=sys.stderr)
+    gb = sum(f.stat().st_size for f in files) / 1e9
+    print(f"{a.ranks} rank(s), {gb:.3f} GB of Kineto JSON; {a.rounds} interleaved rounds, "
+          f"medians; {os.cpu_count()} CPUs; load average (1 min) during the runs: "
+          f"{min(loads):.1f}-{max(loads):.1f}, median {statistics.median(loads):.1f}")
+    print(f"{'case':<30} {'wall s':>7} {'x report':>8} {'cpu s':>7} {'client MB':>9} "
+          f"{'worker MB':>9}")
+    ratios = {}
+    for k, ms in got.items():
+        med = {f: statistics.median(m[f] for m in ms) for f in ms[0]}
+        ratios[k] = statistics.median(m["wall_s"] / b["wall_s"]
+                                      for m, b in zip(ms, got["report"], strict=True))
+        print(f"{k:<30} {med['wall_s']:>7.1f} {ratios[k]:>7.2f}x {med['cpu_s']:>7.1f} "
+              f"{med['client_mb']:>9.0f} {med['worker_mb']:>9.0f}")
+    size, zsize = json_out.stat().st_size, gz_out.stat().st_size
+    print(f"merged trace: {size / 1e6:,.0f} MB uncompressed, {zsize / 1e6:,.0f} MB gzip "
+          f"(level 1)")
+    worst = max(ratios[k] for k in names[1:])
+    print(f"goal: wall <= {GOAL_WALL:.2f}x the report: {worst:.2f}x "
+          f"{'met' if worst <= GOAL_WALL else 'NOT met'}; uncompressed < {GOAL_BYTES / 1e9:g} GB:"
+          f" {size / 1e9:.2f} GB {'met' if size < GOAL_BYTES else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()

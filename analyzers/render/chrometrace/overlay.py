@@ -95,7 +95,7 @@ def draw_gaps(p: Proc, r: RankResult) -> None:
             head = f'{{"cause":"{c}","color":"{COLORS[c]}","idle_ns":'
             calls = g.call[sel].tolist()
             names = [labels[x][0] for x in calls]
-            args = [f'{head}{d},"idle_us":{d / 1000:.3f},{labels[x][1]}}}'
+            args = [f'{head}{d},"idle_us":{d // 1000}.{d % 1000:03d},{labels[x][1]}}}'
                     for d, x in zip(dur.tolist(), calls, strict=True)]
             p.draw(("idle", dev), f"profplug: GPU {dev} idle by cause", SORT_OWN + 10 + dev,
                    f"idle.{c}", g.start_ns[sel], g.end_ns[sel], names, args, cname(c))

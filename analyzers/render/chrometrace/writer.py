@@ -73,29 +73,17 @@ class TraceWriter:
         if cname is not None:
             head += f'"cname":{enc(cname)},'
         n = len(names)
-        tail = "" if ints is None else f',"args":{ints[0]}'
         for lo in range(0, n, CHUNK):
             hi = min(n, lo + CHUNK)
             ts, ds = start_ns[lo:hi], dur_ns[lo:hi]
-            nm = names[lo:hi]
+            nm, tq, tr = names[lo:hi], None, None
             if ts.size and int(ts.min()) < 0:  # before the run's origin: signed, rare
                 nm = [f'{x},"ts":{_signed(t)}' for x, t in zip(nm, ts.tolist(), strict=True)]
-                ts = np.zeros(0, dtype=np.int64)
-            q = (ts // 1000).tolist() if ts.size else None
-            r = (ts % 1000).tolist() if ts.size else None
-            cols = [nm, *(() if q is None else (q, r)), (ds // 1000).tolist(),
-                    (ds % 1000).tolist()]
-            fmt = _braces(head) + ('"name":{},"dur":{}.{:03d}' if q is None else
-                                   '"name":{},"ts":{}.{:03d},"dur":{}.{:03d}')
-            if ints is not None:
-                cols.append(ints[1][lo:hi].tolist())
-                fmt += _braces(tail) + "{}}}}}"
-            elif args is not None:
-                cols.append(args[lo:hi])
-                fmt += ',"args":{}}}'
             else:
-                fmt += "}}"
-            self._lines(list(map(fmt.format, *cols)))
+                tq, tr = (ts // 1000).tolist(), (ts % 1000).tolist()
+            self._lines(_format(head + '"name":', nm, tq, tr, (ds // 1000).tolist(),
+                                (ds % 1000).tolist(), None if args is None else args[lo:hi],
+                                None if ints is None else (ints[0], ints[1][lo:hi].tolist())))
 
     def flows(self, name: str, cat: str, a: tuple[np.ndarray, np.ndarray, np.ndarray],
               b: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
@@ -157,9 +145,25 @@ class _Sink:
             raise self.error
 
 
-def _braces(s: str) -> str:
-    """``s`` as literal text of a ``str.format`` pattern."""
-    return s.replace("{", "{{").replace("}", "}}")
+def _format(pre: str, nm: Sequence[str], tq: list[int] | None, tr: list[int] | None,
+            dq: list[int], dr: list[int], args: Sequence[str] | None,
+            ints: tuple[str, list[int]] | None) -> list[str]:
+    """One line per event, by f-strings (CPython's fastest formatting); ``tq`` None: the
+    names already carry their (signed) ``ts``."""
+    if tq is None or tr is None:
+        tail = ([f',"args":{ints[0]}{x}}}' for x in ints[1]] if ints is not None else
+                [f',"args":{x}' for x in args] if args is not None else [""] * len(nm))
+        return [f'{pre}{n},"dur":{c}.{d:03d}{t}}}' for n, c, d, t in zip(nm, dq, dr, tail,
+                                                                         strict=True)]
+    if ints is not None:
+        h = f',"args":{ints[0]}'
+        return [f'{pre}{n},"ts":{a}.{b:03d},"dur":{c}.{d:03d}{h}{x}}}}}'
+                for n, a, b, c, d, x in zip(nm, tq, tr, dq, dr, ints[1], strict=True)]
+    if args is not None:
+        return [f'{pre}{n},"ts":{a}.{b:03d},"dur":{c}.{d:03d},"args":{x}}}'
+                for n, a, b, c, d, x in zip(nm, tq, tr, dq, dr, args, strict=True)]
+    return [f'{pre}{n},"ts":{a}.{b:03d},"dur":{c}.{d:03d}}}'
+            for n, a, b, c, d in zip(nm, tq, tr, dq, dr, strict=True)]
 
 
 def _signed(ns: int) -> str:

@@ -50,12 +50,18 @@ def progress_flag(quiet: bool) -> bool | None:
 
 
 def open_output(path: Path) -> TextIO:
-    """A text stream to the file ``path``, gzip-compressed when its name ends in ``.gz``
-    (level 1: the merged trace is hundreds of MB, and most of the gain is in level 1)."""
-    if path.name.lower().endswith(".gz"):
-        return io.TextIOWrapper(gzip.open(path, "wb", compresslevel=1), encoding="utf-8",
-                                newline="\n")
-    return open(path, "w", encoding="utf-8", newline="\n")
+    """A text stream to the file ``path``, gzip-compressed when its name ends in ``.gz``, at
+    level 1 (the merged trace is hundreds of MB; most of the gain is in level 1), by ISA-L
+    when ``isal`` is installed (``profplug[fast-gzip]``: ~5x less CPU than zlib, the same
+    format), else by the standard library."""
+    if not path.name.lower().endswith(".gz"):
+        return open(path, "w", encoding="utf-8", newline="\n")
+    try:
+        from isal import igzip as gz  # type: ignore[import-not-found]
+    except ImportError:
+        gz = gzip
+    return io.TextIOWrapper(gz.open(path, "wb", compresslevel=1), encoding="utf-8",
+                            newline="\n")
 
 
 def check_trace_out(path: Path | None) -> Path | None:

@@ -23,7 +23,7 @@ from profplug.analyzers.crossrank.bubbles import RankBubbles
 from profplug.analyzers.graph.matching import COLL_RULES, RULES
 from profplug.analyzers.graph.pathgraph import CATEGORIES
 from profplug.analyzers.render.chrometrace.tracks import SORT_OWN, Proc, gpu_key
-from profplug.analyzers.render.chrometrace.writer import enc
+from profplug.analyzers.render.chrometrace.writer import enc, us3
 from profplug.analyzers.render.palette import COLORS
 from profplug.analyzers.stalls.callsites import UNANNOTATED
 from profplug.analyzers.stalls.gaps import CAUSES, Spans
@@ -95,8 +95,8 @@ def draw_gaps(p: Proc, r: RankResult) -> None:
             head = f'{{"cause":"{c}","color":"{COLORS[c]}","idle_ns":'
             calls = g.call[sel].tolist()
             names = [labels[x][0] for x in calls]
-            args = [f'{head}{d},"idle_us":{d // 1000}.{d % 1000:03d},{labels[x][1]}}}'
-                    for d, x in zip(dur.tolist(), calls, strict=True)]
+            args = [f'{head}{d},"idle_us":{u},{labels[x][1]}}}'
+                    for d, u, x in zip(dur.tolist(), us3(dur), calls, strict=True)]
             p.draw(("idle", dev), f"profplug: GPU {dev} idle by cause", SORT_OWN + 10 + dev,
                    f"idle.{c}", g.start_ns[sel], g.end_ns[sel], names, args, cname(c))
 

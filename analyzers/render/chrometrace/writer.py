@@ -76,12 +76,12 @@ class TraceWriter:
         for lo in range(0, n, CHUNK):
             hi = min(n, lo + CHUNK)
             ts, ds = start_ns[lo:hi], dur_ns[lo:hi]
-            nm, tq, tr = names[lo:hi], None, None
-            if ts.size and int(ts.min()) < 0:  # before the run's origin: signed, rare
-                nm = [f'{x},"ts":{_signed(t)}' for x, t in zip(nm, ts.tolist(), strict=True)]
-            else:
-                tq, tr = (ts // 1000).tolist(), (ts % 1000).tolist()
-            self._lines(_format(head + '"name":', nm, tq, tr, (ds // 1000).tolist(),
+            mag = np.abs(ts)
+            tq: list[Any] = (mag // 1000).tolist()
+            for i in np.nonzero(ts < 0)[0].tolist():  # before the run's origin: signed
+                tq[i] = f"-{tq[i]}"
+            self._lines(_format(head + '"name":', names[lo:hi], tq, (mag % 1000).tolist(),
+                                (ds // 1000).tolist(),
                                 (ds % 1000).tolist(), None if args is None else args[lo:hi],
                                 None if ints is None else (ints[0], ints[1][lo:hi].tolist())))
 
@@ -145,30 +145,32 @@ class _Sink:
             raise self.error
 
 
-def _format(pre: str, nm: Sequence[str], tq: list[int] | None, tr: list[int] | None,
-            dq: list[int], dr: list[int], args: Sequence[str] | None,
+# the three decimals of a us, by table: a lookup costs ~40% less CPU than a ``:03d`` format
+_MS = tuple(f"{i:03d}" for i in range(1000))
+
+
+def _format(pre: str, nm: Sequence[str], tq: list[Any], tr: list[int], dq: list[int],
+            dr: list[int], args: Sequence[str] | None,
             ints: tuple[str, list[int]] | None) -> list[str]:
-    """One line per event, by f-strings (CPython's fastest formatting); ``tq`` None: the
-    names already carry their (signed) ``ts``."""
-    if tq is None or tr is None:
-        tail = ([f',"args":{ints[0]}{x}}}' for x in ints[1]] if ints is not None else
-                [f',"args":{x}' for x in args] if args is not None else [""] * len(nm))
-        return [f'{pre}{n},"dur":{c}.{d:03d}{t}}}' for n, c, d, t in zip(nm, dq, dr, tail,
-                                                                         strict=True)]
+    """One line per event, by f-strings (CPython's fastest formatting): ``ts`` = ``tq``
+    (whole us, a string with its sign when negative) . ``tr`` (the ns), ``dur`` likewise."""
+    m = _MS
     if ints is not None:
         h = f',"args":{ints[0]}'
-        return [f'{pre}{n},"ts":{a}.{b:03d},"dur":{c}.{d:03d}{h}{x}}}}}'
+        return [f'{pre}{n},"ts":{a}.{m[b]},"dur":{c}.{m[d]}{h}{x}}}}}'
                 for n, a, b, c, d, x in zip(nm, tq, tr, dq, dr, ints[1], strict=True)]
     if args is not None:
-        return [f'{pre}{n},"ts":{a}.{b:03d},"dur":{c}.{d:03d},"args":{x}}}'
+        return [f'{pre}{n},"ts":{a}.{m[b]},"dur":{c}.{m[d]},"args":{x}}}'
                 for n, a, b, c, d, x in zip(nm, tq, tr, dq, dr, args, strict=True)]
-    return [f'{pre}{n},"ts":{a}.{b:03d},"dur":{c}.{d:03d}}}'
+    return [f'{pre}{n},"ts":{a}.{m[b]},"dur":{c}.{m[d]}}}'
             for n, a, b, c, d in zip(nm, tq, tr, dq, dr, strict=True)]
 
 
-def _signed(ns: int) -> str:
-    """ns as signed us with 3 decimals."""
-    return f"{'-' if ns < 0 else ''}{abs(ns) // 1000}.{abs(ns) % 1000:03d}"
+def us3(ns: np.ndarray) -> list[str]:
+    """Whole, non-negative ns as us with 3 decimals (``idle_us``)."""
+    m = _MS
+    return [f"{q}.{m[r]}" for q, r in zip((ns // 1000).tolist(), (ns % 1000).tolist(),
+                                           strict=True)]
 
 
 def names_of(ids: np.ndarray, table: Sequence[str], fmt: str = "{}") -> list[str]:

@@ -9,7 +9,8 @@ predicted processes; the cross-rank analysis gives the clock offsets, the pairs 
 critical path. What a report lacks is left out and said so in the metadata (``notes``).
 
 Which part of the trace (:class:`TraceAsk`): by default each rank's analyzed window (its GPU
-window: every idle gap is in it), or the whole recorded trace (``full``), or ``steps``
+window: every idle gap is in it), and the predicted processes' GPU ops and step ranges; or
+the whole recorded trace and the predicted host calls too (``full``); or ``steps``
 consecutive complete steps on every rank (from the second when there are more: the first is
 often a warm-up), the same aligned span for all ranks.
 """
@@ -87,6 +88,7 @@ class _Plan:
     procs: dict[int, Proc]  # recorded, by rank
     predicted: list[tuple[Proc, Timeline]]
     meta: dict[str, Any]
+    ask: TraceAsk
 
 
 def _offsets(xr: CrossRankResult | None) -> tuple[dict[int, int], str]:
@@ -139,7 +141,7 @@ def _plan(w: TraceWriter, i: int, label: str, rep: Report, ask: TraceAsk) -> _Pl
             "ranks": ranks_meta, "whatif": pred_meta,
             "notes": _notes(rep, xr, wi, ask, span),
             "steps_drawn": None if span is None else span[2]}
-    return _Plan(label, rep, xr, tls, procs, predicted, meta)
+    return _Plan(label, rep, xr, tls, procs, predicted, meta, ask)
 
 
 def _draw(pl: _Plan) -> None:
@@ -166,7 +168,8 @@ def _draw(pl: _Plan) -> None:
         p.w.process(p.pid, f"{who}rank {pred.rank} (predicted, {name})", p.pid)
         _predicted_steps(p, pred)
         draw_gpu(p, pred)
-        draw_host(p, pred, annotations=False)  # the replay leaves them where they were
+        if pl.ask.full:  # its host calls (as many as the recorded: the file's size doubles)
+            draw_host(p, pred, annotations=False)  # the replay leaves them where they were
 
 
 def _predicted_name(wi: WhatIfResult) -> str:
@@ -270,6 +273,9 @@ def _notes(rep: Report, xr: CrossRankResult | None, wi: WhatIfResult | None, ask
                      "--whatif runs it): no predicted processes")
     elif wi.predicted is None:
         notes.append("the what-if ran without keeping its predicted timelines")
+    elif not ask.full:
+        notes.append("the predicted processes draw the replay's GPU ops and step ranges; "
+                     "--trace-full adds their host calls")
     if ask.steps is not None and span is None:
         notes.append("--trace-steps: the run has no complete steps; the analyzed window "
                      "is drawn")

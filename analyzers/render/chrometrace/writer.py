@@ -46,8 +46,9 @@ class TraceWriter:
     def _lines(self, lines: list[str]) -> None:
         if not lines:
             return
-        sep = ",\n" if self.n_events else ""
-        self.out.write(sep + ",\n".join(lines))
+        if self.n_events:  # the separator on the first line, not on a copy of the chunk
+            lines[0] = ",\n" + lines[0]
+        self.out.write(",\n".join(lines))
         self.n_events += len(lines)
 
     def process(self, pid: int, name: str, sort: int) -> None:

@@ -100,6 +100,11 @@ def test_two_ranks_are_two_processes_with_the_predicted_beside(tmp_path: Path) -
     off = round(run["clock"]["offsets_us"]["1"] * 1000)
     assert ops == sorted(round((t + off - run["origin_ns"]) / 1000, 3)
                          for t in pred.gpu_start_ns.tolist())
+    # its host calls only in the full file (they double its size)
+    assert not [e for e in doc["traceEvents"] if e["pid"] == 4 and e.get("cat") == "cuda_runtime"]
+    full = _export(rep, TraceAsk(full=True))
+    calls = [e for e in full["traceEvents"] if e["pid"] == 4 and e.get("cat") == "cuda_runtime"]
+    assert len(calls) == pred.api_start_ns.size > 0
 
 
 def test_each_matched_send_recv_and_collective_is_an_arrow(tmp_path: Path) -> None:

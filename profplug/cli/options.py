@@ -57,7 +57,7 @@ TraceOut = Annotated[Path | None, typer.Option(
                         "the critical path and the predicted timeline drawn in.")]
 TraceFull = Annotated[bool, typer.Option(
     "--trace-full", help="--trace-out: the whole recorded trace, not only the analyzed "
-                         "window.")]
+                         "window, and the predicted processes' host calls.")]
 TraceSteps = Annotated[int | None, typer.Option(
     "--trace-steps", min=1, help="--trace-out: only N consecutive complete steps (from the "
                                  "second), the same span on every rank.")]

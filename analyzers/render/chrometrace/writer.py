@@ -22,7 +22,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-CHUNK = 65_536  # events formatted and written at a time
+CHUNK = 16_384  # events formatted and written at a time (a few MB: memory reused, not mapped anew)
 
 
 def enc(s: str) -> str:

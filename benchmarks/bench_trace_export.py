@@ -12,7 +12,7 @@ machine falls on every case alike. Prints each case's median wall, CPU (user + s
 process tree) and peak RSS (the client's; the largest worker's), the median ratio to the
 report alone of each round (wall and CPU: on a shared machine the CPU time is the steadier),
 the files' sizes, the machine's load average over the runs, and the goals of issue 50 (at
-most +50%, under 1 GB uncompressed). Peak RSS: the largest of any process of the run.
+most +50%, under 1 GB uncompressed). ``--zlib``: also the ``.gz`` without ``isal``. Peak RSS: the largest of any process of the run.
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--out", type=Path, default=Path("/tmp/profplug-trace-export-out"))
+    ap.add_argument("--zlib", action="store_true",
+                    help="also the .json.gz written without isal (the standard library's zlib)")
     a = ap.parse_args()
     files = build(a.dir / "traces", a.mb, a.ranks)
     a.out.mkdir(parents=True, exist_ok=True)
@@ -58,19 +60,28 @@ def main() -> None:
             "-o", str(a.out / "report.json")]
     cases = {"report": base, "report --trace-out .json": [*base, "--trace-out", str(json_out)],
              "report --trace-out .json.gz": [*base, "--trace-out", str(gz_out)]}
+    env: dict[str, dict[str, str]] = {}
+    if a.zlib:  # the same .gz written by the standard library: isal hidden from the child
+        hide = a.out / "no-isal"
+        (hide / "isal").mkdir(parents=True, exist_ok=True)
+        (hide / "isal" / "__init__.py").write_text("raise ImportError('hidden')\n")
+        key = "report --trace-out .json.gz (zlib)"
+        cases[key] = [*base, "--trace-out", str(a.out / "merged-zlib.json.gz")]
+        env[key] = {"PYTHONPATH": os.pathsep.join(filter(None, [str(hide),
+                                                                os.environ.get("PYTHONPATH")]))}
     got: dict[str, list[dict[str, float]]] = {k: [] for k in cases}
     loads = [os.getloadavg()[0]]
     names = list(cases)
     for r in range(a.rounds):
         for k in names[r % len(names):] + names[:r % len(names)]:
-            got[k].append(measure(cases[k]))
+            got[k].append(measure(cases[k], env.get(k)))
             loads.append(os.getloadavg()[0])
             print(f"round {r + 1} {k}: {got[k][-1]['wall_s']:.1f} s", file=sys.stderr)
     gb = sum(f.stat().st_size for f in files) / 1e9
     print(f"{a.ranks} rank(s), {gb:.3f} GB of Kineto JSON; {a.rounds} interleaved rounds, "
           f"medians; {os.cpu_count()} CPUs; load average (1 min) during the runs: "
           f"{min(loads):.1f}-{max(loads):.1f}, median {statistics.median(loads):.1f}")
-    print(f"{'case':<30} {'wall s':>7} {'x report':>8} {'cpu s':>7} {'x report':>8} "
+    print(f"{'case':<36} {'wall s':>7} {'x report':>8} {'cpu s':>7} {'x report':>8} "
           f"{'peak RSS MB':>11}")
     ratios: dict[str, dict[str, float]] = {}
     for k, ms in got.items():
@@ -79,7 +90,7 @@ def main() -> None:
         ratios[k] = {f: statistics.median(m[f] / b[f] for m, b in
                                           zip(ms, got["report"], strict=True))
                      for f in ("wall_s", "cpu_s")}
-        print(f"{k:<30} {med['wall_s']:>7.1f} {ratios[k]['wall_s']:>7.2f}x "
+        print(f"{k:<36} {med['wall_s']:>7.1f} {ratios[k]['wall_s']:>7.2f}x "
               f"{med['cpu_s']:>7.1f} {ratios[k]['cpu_s']:>7.2f}x "
               f"{max(med['client_mb'], med['worker_mb']):>11.0f}")
     size, zsize = json_out.stat().st_size, gz_out.stat().st_size

@@ -4,14 +4,17 @@ on synthetic traces with known answers (Kineto and Nsight)."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from nsys_synth import sync_loop_export
 from pipeline_synth import PipelineSpec, write
+from profplug.analyzers.commands.output import write_trace
 from profplug.analyzers.core.timeline import KIND_NAMES
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.readers.registry import KinetoReader
@@ -257,6 +260,16 @@ def test_report_with_trace_out_writes_gzip_and_leaves_the_report_unchanged(
     doc = load(out)
     assert violations(doc) == []
     assert doc["otherData"]["profplug"]["command"].startswith("profplug ")
+
+
+def test_gzip_is_written_by_the_standard_library_without_isal(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "isal", None)  # `from isal import igzip` fails
+    rep = _report(mixed_trace().write(tmp_path / "rank0.json"))
+    out = tmp_path / "merged.json.gz"
+    write_trace([("", rep)], out, TraceAsk())
+    assert gzip.decompress(out.read_bytes())[:1] == b"{"
+    assert violations(load(out)) == []
 
 
 def test_compare_draws_both_runs_as_process_groups(

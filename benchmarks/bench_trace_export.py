@@ -81,6 +81,12 @@ def main() -> None:
     print(f"{a.ranks} rank(s), {gb:.3f} GB of Kineto JSON; {a.rounds} interleaved rounds, "
           f"medians; {os.cpu_count()} CPUs; load average (1 min) during the runs: "
           f"{min(loads):.1f}-{max(loads):.1f}, median {statistics.median(loads):.1f}")
+    table(got, names, json_out, gz_out)
+
+
+def table(got: dict[str, list[dict[str, float]]], names: list[str], json_out: Path,
+          gz_out: Path) -> None:
+    """The medians, the ratios to the report alone, the sizes and the goals."""
     print(f"{'case':<36} {'wall s':>7} {'x report':>8} {'cpu s':>7} {'x report':>8} "
           f"{'peak RSS MB':>11}")
     ratios: dict[str, dict[str, float]] = {}

@@ -23,6 +23,7 @@ from profplug.analyzers.compare.against_run import (
     other_paths,
 )
 from profplug.analyzers.core.errors import ProfplugError, one_line
+from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.crossrank.analysis import CROSS_RANK_SPEC
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.render.chrometrace.export import TraceAsk
@@ -151,10 +152,17 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str = "ta
     if html is not None:
         rep.command = "whatif"
         write_page(rep, html)
-    if trace_out is not None:  # the stall analyses and the cross-rank one drawn in
-        traced = analyze_timelines(timelines, opt, run=[CROSS_RANK_SPEC],
-                                   steps=(read or ReadOptions()).steps)
-        traced.add(res)
-        traced.timelines = timelines
-        write_trace([("", traced)], trace_out, trace or TraceAsk())
+    if trace_out is not None:
+        _write_trace(timelines, res, opt, read, trace_out, trace)
     return 0
+
+
+def _write_trace(timelines: list[Timeline], res: WhatIfResult, opt: StallOptions,
+                 read: ReadOptions | None, path: Path, trace: TraceAsk | None) -> None:
+    """The merged trace of the what-if: its prediction beside each rank, with the stall
+    analyses and the cross-rank one drawn in (``--trace-out``)."""
+    traced = analyze_timelines(timelines, opt, run=[CROSS_RANK_SPEC],
+                               steps=(read or ReadOptions()).steps)
+    traced.add(res)
+    traced.timelines = timelines
+    write_trace([("", traced)], path, trace or TraceAsk())

@@ -10,7 +10,10 @@ each, empty when it keeps them all:
 - flows: each id has one ``s`` and one ``f``, of one name and category; the ``f`` binds to
   its enclosing slice (``bp`` ``e``); each end lies inside a complete event of its thread;
 - every process that has events is named (``process_name``) and every thread that has
-  slices or flow ends (``thread_name``), and each named thread's process is named.
+  slices or flow ends (``thread_name``), and each named thread's process is named;
+- the complete events of one thread nest (each one inside or apart from every other), for
+  the categories ``nested`` names (profplug's own tracks: the recorded ones are as the
+  trace had them).
 """
 
 from __future__ import annotations
@@ -35,7 +38,10 @@ def _us(x: object) -> bool:
     return isinstance(x, (int, float)) and abs(round(x * 1000) - x * 1000) < 1e-3
 
 
-def violations(doc: dict[str, Any]) -> list[str]:
+OWN = ("idle.", "critical.", "step", "peer_wait")
+
+
+def violations(doc: dict[str, Any], nested: tuple[str, ...] = OWN) -> list[str]:
     out: list[str] = []
     events = doc.get("traceEvents")
     if not isinstance(events, list):
@@ -74,11 +80,32 @@ def violations(doc: dict[str, Any]) -> list[str]:
             flows[e.get("id")].append(e)
             used_t.add((pid, tid))
     out += [f"thread {k}: {len(v)} B without their E" for k, v in stacks.items() if v]
+    out += _misnested([e for e in events if e.get("ph") == "X" and isinstance(e.get("dur"),
+                       (int, float)) and str(e.get("cat", "")).startswith(nested)])
     out += _flow_violations(flows, slices)
     out += [f"process {p} has events but no process_name" for p in sorted(used_p - procs)]
     out += [f"thread {t} has events but no thread_name" for t in sorted(used_t - threads)]
     out += [f"thread {t} named in an unnamed process" for t in sorted(threads)
             if t[0] not in procs]
+    return out
+
+
+def _misnested(slices: list[dict[str, Any]]) -> list[str]:
+    """Complete events of one thread that overlap without one holding the other."""
+    by: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+    for e in slices:
+        by[(e["pid"], e["tid"])].append((round(e["ts"] * 1000),
+                                         round((e["ts"] + e["dur"]) * 1000)))
+    out = []
+    for key, spans in by.items():
+        stack: list[int] = []
+        for s, e in sorted(spans, key=lambda x: (x[0], -x[1])):
+            while stack and stack[-1] <= s:
+                stack.pop()
+            if stack and stack[-1] < e:
+                out.append(f"thread {key}: a slice at {s / 1000} us overlaps another")
+                break
+            stack.append(e)
     return out
 
 

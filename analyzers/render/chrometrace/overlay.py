@@ -147,10 +147,16 @@ def draw_steps(p: Proc, r: RankResult) -> None:
 
 def draw_path(procs: dict[int, Proc], ranks: list[int], paths: list[Any]) -> None:
     """Each step's critical path (aligned clock) as slices on its ranks' path tracks, by
-    category, and an arrow where it passes from one rank to another."""
+    category, and an arrow where it passes from one rank to another. A step's path may reach
+    back into the step before's (it starts at the end of the latest op the step launched):
+    such steps go on a second track of the rank (``lanes``), so no slice of a track overlaps
+    another."""
     segs = [(k, sg) for k, pth in enumerate(paths) for sg in pth.segments
             if ranks[sg.pos] in procs]
-    for (rank, cat), rows in _by(segs, lambda kv: (ranks[kv[1].pos], kv[1].cat)).items():
+    lane = _lanes(segs, ranks)
+    for (rank, ln, cat), rows in _by(segs, lambda kv: (ranks[kv[1].pos],
+                                                       lane[(ranks[kv[1].pos], kv[0])],
+                                                       kv[1].cat)).items():
         p = procs[rank]
         s = np.array([sg.start for _, sg in rows], dtype=np.int64) - p.offset_ns
         e = np.array([sg.end for _, sg in rows], dtype=np.int64) - p.offset_ns
@@ -159,19 +165,36 @@ def draw_path(procs: dict[int, Proc], ranks: list[int], paths: list[Any]) -> Non
         args = [f'{{"category":"{name}","step":{_num(paths[k].step)},'
                 f'"color":"{COLORS[key]}"}}' for (k, _), ok in zip(rows, keep, strict=True)
                 if ok]
-        p.draw(("path",), "profplug: critical path", SORT_OWN + 1, f"critical.{name}",
-               s[keep], e[keep], [enc(f"critical path: {name}")] * len(args), args, cname(key))
-    hops: list[tuple[int, int, int, int]] = []  # rank a, its end, rank b, its start
-    for pth in paths:
+        p.draw(("path", ln), "profplug: critical path" + (f" ({ln + 1})" if ln else ""),
+               SORT_OWN + 1 + ln, f"critical.{name}", s[keep], e[keep],
+               [enc(f"critical path: {name}")] * len(args), args, cname(key))
+    hops = []  # (rank, its thread, its end; rank, its thread, its start) on rank clocks
+    for k, pth in enumerate(paths):
         order = sorted(pth.segments, key=lambda sg: (sg.start, sg.end))
         for a, b in pairwise(order):
             ra, rb = ranks[a.pos], ranks[b.pos]
             if ra != rb and a.end > a.start and b.end > b.start and ra in procs \
-                    and rb in procs:  # rank clocks
-                hops.append((ra, a.end - 1 - procs[ra].offset_ns, rb,
-                             b.start - procs[rb].offset_ns))
-    _flows(procs, "critical path", [(ra, ("path",), t0, rb, ("path",), t1)
-                                    for ra, t0, rb, t1 in hops])
+                    and rb in procs:
+                hops.append((ra, ("path", lane[(ra, k)]), a.end - 1 - procs[ra].offset_ns,
+                             rb, ("path", lane[(rb, k)]), b.start - procs[rb].offset_ns))
+    _flows(procs, "critical path", hops)
+
+
+def _lanes(segs: list[tuple[int, Any]], ranks: list[int]) -> dict[tuple[int, int], int]:
+    """Per (rank, step), the first of the rank's path tracks whose last step ends before
+    this step's segments on the rank begin (greedy interval partitioning)."""
+    span: dict[tuple[int, int], list[int]] = {}
+    for k, sg in segs:
+        lo_hi = span.setdefault((ranks[sg.pos], k), [sg.start, sg.end])
+        lo_hi[0], lo_hi[1] = min(lo_hi[0], sg.start), max(lo_hi[1], sg.end)
+    ends: dict[int, list[int]] = {}
+    out = {}
+    for (rank, k), (lo, hi) in sorted(span.items(), key=lambda kv: kv[1][0]):
+        last = ends.setdefault(rank, [])
+        ln = next((i for i, end in enumerate(last) if end <= lo), len(last))
+        last[ln:ln + 1] = [hi]
+        out[(rank, k)] = ln
+    return out
 
 
 def _num(step: int | None) -> str:

@@ -301,13 +301,17 @@ def test_trace_out_to_stdout_is_one_line_error(
 
 
 def test_the_rule_checker_finds_broken_files() -> None:
-    # a B without its E, a flow with one end, a thread without a name
+    # a B without its E, a flow with one end, a thread without a name, two of profplug's
+    # slices that overlap on one thread
     doc = {"traceEvents": [
         {"ph": "M", "pid": 1, "tid": 0, "name": "process_name", "args": {"name": "p"}},
         {"ph": "B", "pid": 1, "tid": 2, "name": "open", "ts": 1.0},
         {"ph": "s", "pid": 1, "tid": 2, "name": "a", "cat": "c", "id": 7, "ts": 1.0},
-        {"ph": "X", "pid": 1, "tid": 3, "name": "x", "ts": 1.0001, "dur": 1.0}]}
+        {"ph": "X", "pid": 1, "tid": 3, "name": "x", "ts": 1.0001, "dur": 1.0},
+        {"ph": "X", "pid": 1, "tid": 4, "name": "y", "cat": "step", "ts": 1.0, "dur": 2.0},
+        {"ph": "X", "pid": 1, "tid": 4, "name": "z", "cat": "step", "ts": 2.0, "dur": 2.0}]}
     found = violations(doc)
+    assert any("overlaps another" in v for v in found)
     assert any("B without their E" in v for v in found)
     assert any("flow 7" in v for v in found)
     assert any("no thread_name" in v for v in found)

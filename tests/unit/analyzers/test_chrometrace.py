@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nsys_synth import sync_loop_export
+from nsys_synth import nsys_ring, sync_loop_export
 from pipeline_synth import PipelineSpec, write
 from profplug.analyzers.commands.output import write_trace
 from profplug.analyzers.core.timeline import KIND_NAMES
@@ -202,6 +202,20 @@ def test_nsight_input_exports_with_the_same_rules(tmp_path: Path) -> None:
     assert r0["overlay_idle_by_cause_us"] == r0["idle_by_cause_us"]
     assert sum(_overlay_ns(doc, 1).values()) == 4 * 50_000  # 4 gaps of 50 us
     assert len([e for e in doc["traceEvents"] if e.get("cat") == "kernel" and e["pid"] == 1]) == 5
+
+
+def test_nsight_ring_of_three_ranks_has_one_arrow_per_send(tmp_path: Path) -> None:
+    # given one Nsight export of three processes: a ring 0 -> 1 -> 2 -> 0, one send each
+    rep = _report(nsys_ring(tmp_path / "ring.sqlite", profplug_names=True, compute=True))
+    doc = _export(rep)
+    assert violations(doc) == []
+    rank_of = {pid: int(n.split()[-1]) for pid, n in names(doc).items() if "predicted" not in n}
+    ends = {(e["id"], e["ph"]): rank_of[e["pid"]] for e in doc["traceEvents"]
+            if e["ph"] in "sf" and e["name"] == "send -> recv"}
+    arrows = sorted((ends[(i, "s")], ends[(i, "f")]) for i, ph in ends if ph == "s")
+    # then each send is one arrow from its rank to the next
+    assert arrows == [(0, 1), (1, 2), (2, 0)]
+    assert doc["otherData"]["profplug"]["runs"][0]["clock"]["rule"].startswith("one clock")
 
 
 def test_profplugs_kineto_reader_reads_the_merged_file(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 
 import typer
@@ -36,8 +37,17 @@ def _register() -> None:
         importlib.import_module(f"profplug.cli.{name}")
 
 
+_ARGV: list[str] = []  # the arguments of this run (``command_line``)
+
+
+def command_line() -> str:
+    """The command as it was given (a merged trace's metadata), quoted for a shell."""
+    return shlex.join(["profplug", *_ARGV])
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; user errors print one line on stderr and return a non-zero code."""
+    _ARGV[:] = sys.argv[1:] if argv is None else list(argv)
     _register()
     try:
         app(args=argv, prog_name="profplug")  # standalone: exits through SystemExit

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -66,5 +64,6 @@ TraceSteps = Annotated[int | None, typer.Option(
 def trace_ask(full: bool, steps: int | None) -> TraceAsk:
     """What ``--trace-out`` writes, with the command line for its metadata."""
     from profplug.analyzers.render.chrometrace.export import TraceAsk
+    from profplug.cli.main import command_line
 
-    return TraceAsk(full=full, steps=steps, command=shlex.join(["profplug", *sys.argv[1:]]))
+    return TraceAsk(full=full, steps=steps, command=command_line())

@@ -271,6 +271,9 @@ def _notes(rep: Report, xr: CrossRankResult | None, wi: WhatIfResult | None, ask
     if wi is None:
         notes.append("no what-if (--no-whatif, or not run by default on a big run: "
                      "--whatif runs it): no predicted processes")
+    elif wi.predicted is None and wi.calibrated_on_us is not None:
+        notes.append("no predicted processes: the what-if at an unprofiled step "
+                     "(--unprofiled) replays a host of another speed than the one recorded")
     elif wi.predicted is None:
         notes.append("the what-if ran without keeping its predicted timelines")
     elif not ask.full:

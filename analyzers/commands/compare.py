@@ -11,11 +11,13 @@ from pathlib import Path
 from profplug.analyzers.commands.libwarnings import own_warnings
 from profplug.analyzers.commands.outpaths import check_cache, check_outputs, stdout_or
 from profplug.analyzers.commands.output import (
+    check_trace_out,
     open_backend,
     output_format,
     progress_flag,
     write_page,
     write_text,
+    write_trace,
 )
 from profplug.analyzers.compare.ab_runs import (
     AbComparison,
@@ -35,6 +37,7 @@ from profplug.analyzers.core.analysis_spec import AnalysisSpec
 from profplug.analyzers.core.errors import ProfplugError, one_line
 from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.readers.base import ReadOptions
+from profplug.analyzers.render.chrometrace.export import TraceAsk
 from profplug.analyzers.render.registry import check_format, render_text
 from profplug.analyzers.render.timeline_data import GAPS_KEPT
 from profplug.analyzers.report.analysis import Report, analyze
@@ -62,12 +65,17 @@ def run_compare(run_a: str, run_b: str, *, fmt: str | None = None, output: Path 
                 labels: tuple[str | None, str | None] = (None, None),
                 read: ReadOptions | None = None, whatif: bool | None = None,
                 cross_rank: bool = True, dask: str | None = None, quiet: bool = False,
-                jobs: int | None = None) -> int:
+                jobs: int | None = None, trace_out: Path | None = None,
+                trace: TraceAsk | None = None) -> int:
     """Two runs (see :func:`run_paths`) side by side per rank; returns the exit code.
 
     Each run's report is the one :func:`run_report` makes (``whatif`` and ``cross_rank``
-    as there).
+    as there). ``trace_out``: both runs in one merged trace, each a group of processes
+    named by its label (``render.chrometrace``; ``trace``: which part).
     """
+    if is_ab_dir(run_b) and trace_out is not None:
+        raise ProfplugError("--trace-out draws two traced runs; an ab directory has no "
+                            "trace to draw (use `profplug report A --trace-out`)")
     fmt = output_format(fmt, output)
     if is_ab_dir(run_b):  # B measured by profplug ab: the what-if against its CI
         return _compare_with_ab(run_a, run_b, fmt=fmt, output=output, html=html,
@@ -75,11 +83,11 @@ def run_compare(run_a: str, run_b: str, *, fmt: str | None = None, output: Path 
     check_format(Comparison, fmt)
     opt = options or StallOptions()
     # the same analyses as `profplug report`, so each side is that run's report
-    run = report_analyses(whatif, cross_rank)
+    run = report_analyses(whatif, cross_rank, predicted=trace_out is not None)
     paths_a, paths_b = run_paths(run_a), run_paths(run_b)
     if is_ab_dir(run_a):
         _say_ab_as_a(run_a, run_b)
-    check_outputs((stdout_or(output), html), [*paths_a, *paths_b])
+    check_outputs((stdout_or(output), html, check_trace_out(trace_out)), [*paths_a, *paths_b])
     check_cache(None if read is None else read.cache_dir, [*paths_a, *paths_b])
     find_run_meta(paths_a), find_run_meta(paths_b)  # a bad run.json: said before the read
     check_one_run(paths_a, "compare"), check_one_run(paths_b, "compare")
@@ -89,7 +97,7 @@ def run_compare(run_a: str, run_b: str, *, fmt: str | None = None, output: Path 
         # (``scale.placement``)
         side = partial(analyze, options=opt, read=read, run=run, backend=backend,
                        progress=progress_flag(quiet), keep_gaps=html is not None,
-                       gaps_per_device=GAPS_KEPT)
+                       gaps_per_device=GAPS_KEPT, keep_timelines=trace_out is not None)
         rep_a, rep_b = (_side(which, label, partial(side, p))
                         for which, label, p in (("A", run_a, paths_a), ("B", run_b, paths_b)))
     finally:
@@ -104,6 +112,9 @@ def run_compare(run_a: str, run_b: str, *, fmt: str | None = None, output: Path 
     write_text(render_text(cmp, fmt), output)
     if html is not None:
         write_page(cmp, html)
+    if trace_out is not None:
+        write_trace([(cmp.label_a, rep_a), (cmp.label_b, rep_b)], trace_out,
+                    trace or TraceAsk())
     return 0
 
 

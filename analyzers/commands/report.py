@@ -10,14 +10,17 @@ from pathlib import Path
 from profplug.analyzers.commands.libwarnings import own_warnings
 from profplug.analyzers.commands.outpaths import check_cache, check_outputs, stdout_or
 from profplug.analyzers.commands.output import (
+    check_trace_out,
     open_backend,
     output_format,
     progress_flag,
     write_page,
     write_text,
+    write_trace,
 )
 from profplug.analyzers.core.errors import one_line
 from profplug.analyzers.readers.base import ReadOptions
+from profplug.analyzers.render.chrometrace.export import TraceAsk
 from profplug.analyzers.render.registry import check_format, render_text
 from profplug.analyzers.render.timeline_data import GAPS_KEPT
 from profplug.analyzers.report.analysis import Report, analyze
@@ -38,7 +41,8 @@ def run_report(paths: PathsLike, *, fmt: str | None = None, output: Path | None 
                read: ReadOptions | None = None, jobs: int | None = None,
                whatif: bool | None = None, strict: bool = False,
                cross_rank: bool = True, drop: DropSpec | None = None,
-               dask: str | None = None, quiet: bool = False) -> int:
+               dask: str | None = None, quiet: bool = False, trace_out: Path | None = None,
+               trace: TraceAsk | None = None) -> int:
     """The stall report of the traces under ``paths``; returns the exit code.
 
     ``whatif``: also replay the run without its device-wide synchronizes (the ``whatif`` key
@@ -49,26 +53,31 @@ def run_report(paths: PathsLike, *, fmt: str | None = None, output: Path | None 
     ``comm_wait_us``/``bubble_us`` in each rank). ``strict``: 1 when a trace had warnings
     or skipped events, or ranks are missing. ``drop``: what the what-if drops (``--drop``).
     ``dask``: read and analyze the ranks on that Dask cluster (``--dask``; default: local
-    processes); ``quiet``: no progress line.
+    processes); ``quiet``: no progress line. ``trace_out``: also the merged, annotated trace
+    of all ranks (``render.chrometrace``; ``trace``: which part), made from the report's own
+    objects: the report then keeps its Timelines and the what-if its predicted ones.
     """
     fmt = output_format(fmt, output)
     check_format(Report, fmt)
     files = check_paths(paths)
-    check_outputs((stdout_or(output), html), files)
+    check_outputs((stdout_or(output), html, check_trace_out(trace_out)), files)
     check_cache(None if read is None else read.cache_dir, files)
     find_run_meta(files)  # a run.json it cannot use: said now, not after the whole read
     check_one_run(files)
     backend = open_backend(jobs, dask)
     try:
         # the idle gaps travel back only for a page, and no more than it draws
-        rep = analyze(files, options, read=read, run=report_analyses(whatif, cross_rank, drop),
+        rep = analyze(files, options, read=read,
+                      run=report_analyses(whatif, cross_rank, drop, trace_out is not None),
                       backend=backend, progress=progress_flag(quiet), keep_gaps=html is not None,
-                      gaps_per_device=GAPS_KEPT)
+                      gaps_per_device=GAPS_KEPT, keep_timelines=trace_out is not None)
     finally:
         backend.close()
     write_text(render_text(rep, fmt), output)
     if html is not None:
         write_page(rep, html)
+    if trace_out is not None:
+        write_trace([("", rep)], trace_out, trace or TraceAsk())
     problems = [f"rank {r.rank}: {w}" for r in rep.ranks for w in r.warnings]
     problems += rep.warnings
     missing = rep.meta.get("missing_ranks")

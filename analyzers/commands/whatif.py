@@ -10,11 +10,13 @@ from pathlib import Path
 from profplug.analyzers.commands.libwarnings import own_warnings
 from profplug.analyzers.commands.outpaths import check_cache, check_outputs, stdout_or
 from profplug.analyzers.commands.output import (
+    check_trace_out,
     open_backend,
     output_format,
     progress_flag,
     write_page,
     write_text,
+    write_trace,
 )
 from profplug.analyzers.compare.ab_runs import (
     device_step,
@@ -32,7 +34,9 @@ from profplug.analyzers.compare.answer import device_syncs_per_step
 from profplug.analyzers.compare.process_speed import process_speed, withhold_against
 from profplug.analyzers.core.errors import ProfplugError, one_line
 from profplug.analyzers.core.timeline import Timeline
+from profplug.analyzers.crossrank.analysis import CROSS_RANK_SPEC
 from profplug.analyzers.readers.base import ReadOptions
+from profplug.analyzers.render.chrometrace.export import TraceAsk
 from profplug.analyzers.render.registry import check_format, render_text
 from profplug.analyzers.render.timeline_data import GAPS_KEPT
 from profplug.analyzers.report.analysis import Report, analyze, analyze_timelines
@@ -155,8 +159,8 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str | Non
                options: StallOptions | None = None, jobs: int | None = None,
                unprofiled_us: float | str | None = None,
                read: ReadOptions | None = None, unprofiled_ci: str | None = None,
-               dask: str | None = None, quiet: bool = False, against_run: str | None = None
-               ) -> int:
+               dask: str | None = None, quiet: bool = False, against_run: str | None = None,
+               trace_out: Path | None = None, trace: TraceAsk | None = None) -> int:
     """Replay the run under ``paths`` without the chosen syncs; returns the exit code.
 
     ``html``: the full stall report of the run, with the what-if section in it.
@@ -168,6 +172,8 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str | Non
     CI (:func:`ab_calibration`).
     ``against_run``: a traced run of the other policy to line the prediction up with
     (``whatif/against.py``): the ``against`` key / section after the what-if's.
+    ``trace_out``: also the merged trace (``trace``: which part) with each rank's predicted
+    timeline beside the recorded one (the replay in this process, then).
     """
     drop = check_drop(drop or DropSpec())
     cal = ab_calibration(unprofiled_us)
@@ -197,13 +203,14 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str | Non
     other = None if against_run is None else load_other(against_paths, read)
     if other is not None and against_run is not None:
         _say_if_still_synchronizing(files, against_paths, other, against_run)
-    check_outputs((stdout_or(output), html), files)
+    check_outputs((stdout_or(output), html, check_trace_out(trace_out)), files)
     find_run_meta(files)  # a bad run.json: said before the read
     check_one_run(files, "whatif")
     backend = open_backend(jobs, dask)
     spread: tuple[WhatIfResult, Report] | None = None
     try:
-        if unprofiled_us is None and other is None:  # --against: the timelines here
+        # --against, --trace-out: the timelines here
+        if unprofiled_us is None and other is None and trace_out is None:
             spread = _spread_whatif(files, drop, opt, read, backend, quiet, html)
         if spread is None:
             timelines = load_timelines(files, read=read, backend=backend,
@@ -213,7 +220,8 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str | Non
     if spread is not None:
         res, rep = spread
     else:
-        res = whatif(timelines, drop, opt) if unprofiled_us is None \
+        res = whatif(timelines, drop, opt, keep_predicted=trace_out is not None) \
+            if unprofiled_us is None \
             else whatif_unprofiled(timelines, unprofiled_us, drop, opt, step_ci_us=ci,
                                    ratio_ci=ratio)
         if html is not None:
@@ -228,4 +236,17 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str | Non
             rep.add(out.against)
         rep.command = "whatif"
         write_page(rep, html)
+    if trace_out is not None:
+        _write_trace(timelines, res, opt, read, trace_out, trace)
     return 0
+
+
+def _write_trace(timelines: list[Timeline], res: WhatIfResult, opt: StallOptions,
+                 read: ReadOptions | None, path: Path, trace: TraceAsk | None) -> None:
+    """The merged trace of the what-if: its prediction beside each rank, with the stall
+    analyses and the cross-rank one drawn in (``--trace-out``)."""
+    traced = analyze_timelines(timelines, opt, run=[CROSS_RANK_SPEC],
+                               steps=(read or ReadOptions()).steps)
+    traced.add(res)
+    traced.timelines = timelines
+    write_trace([("", traced)], path, trace or TraceAsk())

@@ -94,7 +94,8 @@ def joined(p: Plan, parts: list[RankPart], paths: list[cp.StepPath], all_ranks: 
     return CrossRankResult(ranks=m.ranks, matching=matching,
                            bubbles=[x.bubbles for x in parts], drains=[x.drain for x in parts],
                            critical_path=crit, notes=notes, warnings=warnings,
-                           swimlane=sw, analysis_s=time.perf_counter() - t0)
+                           swimlane=sw, analysis_s=time.perf_counter() - t0, matched=m,
+                           paths=paths)
 
 
 def _shares(d: dict[Any, int], total: int) -> dict[str, float]:

@@ -62,6 +62,10 @@ class CrossRankResult:
     warnings: list[str] = field(default_factory=list)
     swimlane: Swimlane | None = None  # HTML only, not in the JSON
     analysis_s: float = 0.0
+    # what the figures were made from, for the merged trace (``render.chrometrace``), not
+    # in the JSON: the matched kernels and clock offsets, each step's critical path
+    matched: Any = field(default=None, repr=False, compare=False)  # graph.matching.Matching
+    paths: Any = field(default=None, repr=False, compare=False)  # list[critical.StepPath]
 
     def bubble(self, rank: int) -> RankBubbles:
         for b in self.bubbles:

@@ -84,6 +84,9 @@ class Report:
     warnings: list[str] = field(default_factory=list)  # about the run, not one rank's trace
     lost: list[str] = field(default_factory=list)  # files lost with their worker (also warned)
     command: str = "report"  # the command whose page this is: its title ("profplug whatif")
+    # every rank's Timeline, kept when asked (``analyze(keep_timelines=True)``: the merged
+    # trace draws the recorded ops); not in the JSON
+    timelines: list[Timeline] = field(default_factory=list, repr=False, compare=False)
 
     def rank(self, r: int) -> RankResult:
         for x in self.ranks:
@@ -219,7 +222,8 @@ def analyze(paths: PathsLike, options: StallOptions | None = None, *,
             jobs: int | None = None, read: ReadOptions | None = None,
             step_range: str | None = None, run: Iterable[RunAnalyzer] = (),
             backend: Backend | None = None, progress: bool | None = None,
-            keep_gaps: bool = True, gaps_per_device: int | None = None) -> Report:
+            keep_gaps: bool = True, gaps_per_device: int | None = None,
+            keep_timelines: bool = False) -> Report:
     """Read the traces under ``paths`` (a path, str or Path, or several) and attribute every
     rank's GPU idle time.
 
@@ -234,21 +238,22 @@ def analyze(paths: PathsLike, options: StallOptions | None = None, *,
     without their idle gaps (``RankResult.gaps`` empty: for a JSON, table or CSV report
     without run-level analyses, which never read them); ``gaps_per_device``: with at most so
     many per device, the longest, where no run-level analysis here reads them
-    (``gaps.longest``: what a page draws).
+    (``gaps.longest``: what a page draws). ``keep_timelines``: every analysis in one
+    process, the Timelines kept in ``Report.timelines`` with every gap (``--trace-out``).
     """
     files = as_paths(paths)
     read = (read or ReadOptions()).with_step_range(step_range)
     opt = options or StallOptions()
     specs = [as_spec(a) for a in run]
-    where = place(specs, keep_gaps, files)
+    where = place(specs, keep_gaps, files, spread=not keep_timelines)
     backend = backend or LocalBackend(jobs)
     rounds = where.rounds
     with scratch_cache(read, backend) if rounds is not None else nullcontext(read) as rd:
-        got = load_ranks(files, read=rd, stall=opt, keep_timelines=bool(where.whole),
-                         backend=backend, progress=progress,
-                         keep_gaps=keep_gaps or bool(where.whole),
+        whole = bool(where.whole) or keep_timelines
+        got = load_ranks(files, read=rd, stall=opt, keep_timelines=whole,
+                         backend=backend, progress=progress, keep_gaps=keep_gaps or whole,
                          extra=None if rounds is None else remote.first_round(spread_drop(rounds)),
-                         gaps_per_device=None if where.whole else gaps_per_device,
+                         gaps_per_device=None if whole else gaps_per_device,
                          parts=where.parts)
         rep = None if rounds is None else _rounds_report(got, opt, specs, rounds, read.steps,
                                                           backend)
@@ -263,6 +268,8 @@ def analyze(paths: PathsLike, options: StallOptions | None = None, *,
             rep = ranks_report(got.stalls, opt, read.steps)
             _run_specs(rep, specs, where, got, got.timelines,
                        _result_cache(got, opt, read.steps))
+            if keep_timelines:
+                rep.timelines = got.timelines
     return _finished(rep, got, files)
 
 

@@ -34,6 +34,7 @@ class Asked:
     whatif: bool | None = None  # the what-if always, never, or when cheap (None)
     cross_rank: bool = True
     drop: DropSpec = field(default_factory=DropSpec)  # what the what-if drops (``--drop``)
+    predicted: bool = False  # the what-if keeps its predicted timelines (``--trace-out``)
 
 
 def check_drop(drop: DropSpec) -> DropSpec:
@@ -44,8 +45,8 @@ def check_drop(drop: DropSpec) -> DropSpec:
 
 
 def whatif_if_cheap(timelines: list[Timeline], options: StallOptions,
-                    drop: DropSpec | None = None,
-                    ranks: list[RankResult] | None = None) -> WhatIfResult | None:
+                    drop: DropSpec | None = None, ranks: list[RankResult] | None = None,
+                    keep_predicted: bool = False) -> WhatIfResult | None:
     """The what-if of a report by default (None without GPU work): run when the run has at most
     ``WHATIF_AUTO_MAX_EVENTS`` API calls + GPU ops (~2 us each); else a ProfplugError saying
     so, which the report keeps as a warning."""
@@ -55,23 +56,27 @@ def whatif_if_cheap(timelines: list[Timeline], options: StallOptions,
     if n > WHATIF_AUTO_MAX_EVENTS:
         raise ProfplugError(f"what-if not run by default on {n:,} events (over "
                             f"{WHATIF_AUTO_MAX_EVENTS:,}): --whatif runs it")
-    return whatif(timelines, drop or DropSpec(), options, ranks=ranks)
+    return whatif(timelines, drop or DropSpec(), options, ranks=ranks,
+                  keep_predicted=keep_predicted)
 
 
 def whatif_spec(asked: Asked) -> AnalysisSpec | None:
-    """The what-if: forced (``--whatif``), never (``--no-whatif``), else when cheap."""
+    """The what-if: forced (``--whatif``), never (``--no-whatif``), else when cheap; keeping
+    its predicted timelines when asked (then in one process, never cached)."""
     if asked.whatif is False:
         return None
-    drop = asked.drop
+    drop, keep = asked.drop, asked.predicted
     if asked.whatif:
-        return whatif_analysis(drop)
+        return whatif_analysis(drop, keep_predicted=keep)
 
     def cheap(timelines: list[Timeline], options: StallOptions,
               ranks: list[RankResult] | None) -> WhatIfResult | None:
-        return whatif_if_cheap(timelines, options, drop, ranks)
+        return whatif_if_cheap(timelines, options, drop, ranks, keep)
 
-    return AnalysisSpec(name="whatif", label="what-if", run=cheap, in_parts=WHATIF, drop=drop,
-                        cache_key=f"whatif auto<={WHATIF_AUTO_MAX_EVENTS} {drop!r}",
+    return AnalysisSpec(name="whatif", label="what-if", run=cheap,
+                        in_parts=None if keep else WHATIF, drop=drop,
+                        cache_key=None if keep else
+                        f"whatif auto<={WHATIF_AUTO_MAX_EVENTS} {drop!r}",
                         max_events=WHATIF_AUTO_MAX_EVENTS)
 
 
@@ -83,10 +88,12 @@ REGISTRY: tuple[tuple[str, Callable[[Asked], AnalysisSpec | None]], ...] = (
 
 
 def report_analyses(whatif: bool | None, cross_rank: bool = True,
-                    drop: DropSpec | None = None) -> list[AnalysisSpec]:
+                    drop: DropSpec | None = None, predicted: bool = False
+                    ) -> list[AnalysisSpec]:
     """The run-level analyses of a report (and of each run of a compare), in registry order:
     the what-if always, never, or when cheap (``whatif`` True, False, None), dropping
     ``drop`` (default: what the sync policy changes, ``graph.dropset``); the host-only
-    summary; the cross-rank analysis unless ``cross_rank`` is False."""
-    asked = Asked(whatif, cross_rank, check_drop(drop or DropSpec()))
+    summary; the cross-rank analysis unless ``cross_rank`` is False. ``predicted``: the
+    what-if keeps its predicted timelines (``--trace-out``)."""
+    asked = Asked(whatif, cross_rank, check_drop(drop or DropSpec()), predicted)
     return [spec for _, make in REGISTRY if (spec := make(asked)) is not None]

@@ -78,12 +78,13 @@ class Spreading:
     lanes: bool = False  # the cross-rank analysis with its swimlane (a page draws it)
 
 
-def place(specs: list[AnalysisSpec], keep_gaps: bool, files: list[Path]) -> Placement:
+def place(specs: list[AnalysisSpec], keep_gaps: bool, files: list[Path],
+          spread: bool = True) -> Placement:
     """Where each of ``specs`` runs: by rank when it has a part and a join; in rounds when
-    every other analysis can (:func:`spreading`); else in one process."""
+    every other analysis can (:func:`spreading`) and ``spread``; else in one process."""
     by_rank = [s for s in specs if s.part is not None and s.join is not None]
     rest = [s for s in specs if s not in by_rank]
-    rounds = spreading(rest, keep_gaps, files)
+    rounds = spreading(rest, keep_gaps, files) if spread else None
     return Placement([] if rounds is not None else rest, by_rank, rounds)
 
 

@@ -5,10 +5,9 @@ replays it twice (``simulate``): as recorded (the model's own error) and with th
 calls non-blocking; then compares per rank. The step time is the report's own per-step
 figure (``StepStats.period_us``) for the recorded timeline, and for a replay the same less
 each step's median change (``stepfigure``): one step basis for ``report`` and ``whatif``.
-The stall analysis (``analyze_rank``) runs on the predicted timeline (its idle by cause);
-the replayed one needs only its steps (``stepfigure.replayed_ns``); the recorded one is the
-report's when the report passes its ranks. Times in us in the result
-(``result``).
+The stall analysis (``analyze_rank``) runs on the predicted timeline (its idle by cause;
+the timeline kept on asking: ``--trace-out``); the replayed one needs only its steps
+(``stepfigure.replayed_ns``); the recorded one is the report's when it passes its ranks.
 """
 
 from __future__ import annotations
@@ -62,23 +61,20 @@ ASSUMPTIONS = (
 
 def _scaled(x: np.ndarray, num: np.ndarray, den: np.ndarray) -> np.ndarray:
     """``x * num / den`` rounded, in int64 ns: exact while ``x * num`` fits int64; past that
-    (a host gap of more than ~3 s: 3e9 x 3e9 ns wraps around) in float64, within 1 ns for
-    spans under 10^15 ns."""
+    (a host gap over ~3 s) in float64, within 1 ns for spans under 10^15 ns."""
     big = np.abs(x.astype(np.float64) * num) >= 2.0 ** 62
     if not big.any():  # every product exact
         return (x * num + den // 2) // den
     exact = (np.where(big, 0, x) * np.where(big, 0, num) + den // 2) // den
-    # only the large products, clipped to the int64 range (a time far outside the thread's
-    # calls, on a trace with a clock jump, would otherwise cast to garbage with a warning)
+    # only the large products, clipped to int64 (a time far outside, a clock jump)
     approx = np.rint(np.where(big, x, 0).astype(np.float64) * (num.astype(np.float64) / den))
     approx = np.clip(approx, -(2.0 ** 62), 2.0 ** 62)
     return np.where(big, approx.astype(np.int64), exact)
 
 
 def _shift(m: Model, r: Replay, seq: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Move host times ``t`` with the replayed calls of one thread (``seq``, in order).
-
-    A time inside a call or inside the host gap between two calls keeps its fraction of
+    """Move host times ``t`` with the replayed calls of one thread (``seq``, in order). A
+    time inside a call or inside the host gap between two calls keeps its fraction of
     that call or gap, so a step boundary stays between the same two calls when the replay
     shortens gaps (dropped calls' host work, ``HostCosts``); before the first call or after
     the last one it moves with that call."""
@@ -107,8 +103,8 @@ def _shift(m: Model, r: Replay, seq: np.ndarray, t: np.ndarray) -> np.ndarray:
 
 def _predicted_timeline(tl: Timeline, m: Model, r: Replay, main: np.ndarray, drop: bool,
                         annotations: bool = True) -> Timeline:
-    """The replayed run as a Timeline; with ``drop``, without the dropped calls; without
-    ``annotations``, the annotations stay where they were (only the steps move)."""
+    """The replayed run as a Timeline; ``drop``: without the dropped calls; no
+    ``annotations``: they stay where they were (only the steps move)."""
     alo, ahi = m.rank_a[tl.rank]
     olo, ohi = m.rank_o[tl.rank]
     a_s, a_e = r.a_start, r.a_end
@@ -143,8 +139,7 @@ def _fields(cls: type) -> tuple[str, ...]:
 
 def _with(tl: Timeline, **changes: object) -> Timeline:
     """``dataclasses.replace(tl, **changes)`` without its per-field ``__init__`` (~15 us a
-    call, one or two per rank): Timeline has no ``__post_init__`` and no init-less field,
-    so the same object state, field by field."""
+    call): Timeline has no ``__post_init__`` nor init-less field, so the same state."""
     out = object.__new__(Timeline)
     state = {k: tl.__dict__[k] for k in _fields(Timeline)}
     state.update(changes)
@@ -154,8 +149,7 @@ def _with(tl: Timeline, **changes: object) -> Timeline:
 
 def launch_times(a_start: np.ndarray, top: np.ndarray, own: np.ndarray) -> np.ndarray:
     """Each op's launch time (ns): the start of its top-level launch call (``top`` >= 0, an
-    index into ``a_start``), else ``own`` (its own start: an op no host call launched, as
-    every op of a trace without host calls)."""
+    index into ``a_start``), else ``own`` (its own start: no host call launched it)."""
     out = own.copy()
     has = top >= 0
     out[has] = a_start[top[has]]
@@ -196,8 +190,7 @@ def _links(m: Model, r: Replay, rank: int, keep: np.ndarray
 
 
 def _time_ns(rs: RankResult, basis: str, recorded: RankResult | None = None) -> float:
-    """The report's step time (basis "step"; a replay's over ``recorded``'s steps), else
-    the GPU window; ns (``stepfigure``)."""
+    """The step time (a replay's over ``recorded``'s steps), else the GPU window; ns."""
     return stepfigure.step_ns(rs, basis, recorded)
 
 
@@ -213,9 +206,8 @@ _RESULTS_READ = ("o_top", "a_prev")
 
 @dataclass
 class _Replayed:
-    """A rank's recorded side of its result: its stall analysis without its gaps, the basis
-    (``step`` or ``window``), its steps, its recorded and replayed time, the idle the replay
-    drops directly (ns), its idle by cause (us)."""
+    """A rank's recorded side: its stall analysis without its gaps, the basis (``step`` or
+    ``window``), its steps, recorded and replayed time, direct idle (ns), idle by cause."""
 
     rs: RankResult
     basis: str
@@ -273,15 +265,16 @@ def _replayed(tl: Timeline, m: Model, rec: Replay, opt: StallOptions,
     return replace(r, replayed_ns=replayed)
 
 
-def _main_thread(m: Model, rank: int) -> np.ndarray:
-    """The rank's thread with the most top-level calls."""
+def _main_thread(m: Model, rank: int) -> np.ndarray:  # the thread with most top-level calls
     return max((seq for (rk, _), seq in zip(m.thread_key, m.threads, strict=True)
                 if rk == rank), key=len, default=np.zeros(0, dtype=np.int64))
 
 
 def _rank_result(tl: Timeline, m: Model, rec: Replay | _Replayed, drp: Replay,
-                 opt: StallOptions, rs: RankResult | None = None) -> RankWhatIf:
-    """A rank's result from both replays (or the recorded side already made)."""
+                 opt: StallOptions, rs: RankResult | None = None,
+                 keep: dict[int, Timeline] | None = None) -> RankWhatIf:
+    """A rank's result from both replays (or the recorded side already made); ``keep``:
+    where its predicted timeline is kept (``WhatIfResult.predicted``), None: not kept."""
     r = rec if isinstance(rec, _Replayed) else _replayed(tl, m, rec, opt, rs)
     rs, basis, n_steps, rec_ns, replayed = r.rs, r.basis, r.n_steps, r.rec_ns, r.replayed_ns
     alo, ahi = m.rank_a[tl.rank]
@@ -291,6 +284,8 @@ def _rank_result(tl: Timeline, m: Model, rec: Replay | _Replayed, drp: Replay,
                                   annotations=False)
     pred_rs = analyze_rank(pred_tl, opt, brief=True, api_kind=kinds, launch=launch)
     cadence = host_cadence_us(pred_tl, rs) if basis == "step" else 0.0
+    if keep is not None:  # the replay's own times, as its figures read them
+        keep[tl.rank] = pred_tl
     del pred_tl
     times = {"predicted": _time_ns(pred_rs, basis, rs), "replayed": replayed}
     direct_ns = r.direct_ns
@@ -314,18 +309,21 @@ def _rank_result(tl: Timeline, m: Model, rec: Replay | _Replayed, drp: Replay,
 
 def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
            options: StallOptions | None = None, *, host: HostCosts | None = None,
-           ranks: list[RankResult] | None = None) -> WhatIfResult:
+           ranks: list[RankResult] | None = None, keep_predicted: bool = False
+           ) -> WhatIfResult:
     """Replay the run as recorded and without the dropped synchronizes; compare per rank.
 
     ``host``: the predicted run's host costs relative to the trace's (default: the same);
-    ``ranks``: the recorded timelines' stall analyses when the caller has them (a report)."""
+    ``ranks``: the recorded timelines' stall analyses when the caller has them (a report);
+    ``keep_predicted``: keep each rank's predicted timeline (``WhatIfResult.predicted``)."""
     # once per timeline: policy masks, launch calls, symbol kinds
     with dropset.masks_kept(), links_kept(), classify.tables_kept():
-        return _whatif(timelines, drop, options, host, ranks)
+        return _whatif(timelines, drop, options, host, ranks, {} if keep_predicted else None)
 
 
 def _whatif(timelines: list[Timeline], drop: DropSpec | None, options: StallOptions | None,
-            host: HostCosts | None, ranks: list[RankResult] | None) -> WhatIfResult:
+            host: HostCosts | None, ranks: list[RankResult] | None,
+            keep: dict[int, Timeline] | None) -> WhatIfResult:
     opt = options or StallOptions()
     if not timelines or not any(t.n_gpu for t in timelines):
         raise ProfplugError("what-if: no GPU work in the given traces")
@@ -355,7 +353,7 @@ def _whatif(timelines: list[Timeline], drop: DropSpec | None, options: StallOpti
             del dropped
         replay_s = time.perf_counter() - t0
         given = {r.rank: r for r in ranks or []}
-        res_ranks = [_rank_result(tl, m, rec, drp, opt, given.get(tl.rank))
+        res_ranks = [_rank_result(tl, m, rec, drp, opt, given.get(tl.rank), keep)
                      for tl in timelines if tl.n_gpu]
     except RuntimeError as exc:
         raise ProfplugError(f"what-if: {exc}") from None
@@ -377,22 +375,26 @@ def _whatif(timelines: list[Timeline], drop: DropSpec | None, options: StallOpti
         drop=drop.kinds, callsite=drop.callsite, ranks=res_ranks, drop_note=drop_note,
         assumptions=[*ASSUMPTIONS, *m.assumptions],
         warnings=warnings, n_events=m.n_events, replay_s=replay_s,
-        max_model_error_pct=max((abs(r.model_error_pct) for r in res_ranks), default=0.0))
+        max_model_error_pct=max((abs(r.model_error_pct) for r in res_ranks), default=0.0),
+        predicted=keep)
 
 
 def whatif_analysis(drop: DropSpec | None = None, *, max_events: int | None = None,
-                    cache_key: str | None = None) -> AnalysisSpec:
+                    cache_key: str | None = None, keep_predicted: bool = False
+                    ) -> AnalysisSpec:
     """:func:`whatif` as a run-level analysis of a report:
     ``analyze(paths, run=[whatif_analysis()])`` puts its result in ``Report.run["whatif"]``.
     Its rounds can run where the ranks are read (``in_parts``: ``whatif.in_parts``).
     ``max_events``: its limit in one process (``AnalysisSpec.max_events``); ``cache_key``:
-    what its result is cached under (default: its drop rule)."""
+    what its result is cached under (default: its drop rule); ``keep_predicted``: with the
+    predicted timelines (``--trace-out``; in one process only, never cached)."""
     drop = drop or DropSpec()
 
     def run(timelines: list[Timeline], options: StallOptions,
             ranks: list[RankResult] | None) -> WhatIfResult:
-        return whatif(timelines, drop, options, ranks=ranks)
+        return whatif(timelines, drop, options, ranks=ranks, keep_predicted=keep_predicted)
 
     return AnalysisSpec(name="whatif", label="what-if", run=run,
-                        cache_key=cache_key or f"whatif {drop!r}", in_parts=WHATIF, drop=drop,
+                        cache_key=None if keep_predicted else cache_key or f"whatif {drop!r}",
+                        in_parts=None if keep_predicted else WHATIF, drop=drop,
                         max_events=max_events)

@@ -65,6 +65,9 @@ class WhatIfResult:
     replay_s: float = 0.0  # wall time of both replays (model build included)
     max_model_error_pct: float = 0.0
     calibrated_on_us: float | None = None  # --unprofiled: the step the host was fitted to
+    # rank -> its predicted timeline (the replay's own op and call times, each rank's clock),
+    # kept only when asked (``whatif(keep_predicted=True)``: ``--trace-out``); not in the JSON
+    predicted: Any = field(default=None, repr=False, compare=False)
 
     def dropped(self) -> str:
         """What the replay dropped, in words (the finding line, the headings)."""

@@ -20,6 +20,10 @@ from profplug.cli.options import (
     Quiet,
     StepRange,
     Tolerance,
+    TraceFull,
+    TraceOut,
+    TraceSteps,
+    trace_ask,
 )
 
 
@@ -45,6 +49,9 @@ def compare(
     dask: Dask = None,
     cache: Cache = None,
     quiet: Quiet = False,
+    trace_out: TraceOut = None,
+    trace_full: TraceFull = False,
+    trace_steps: TraceSteps = None,
 ) -> None:
     """Two runs side by side per rank: step time, idle by cause, syncs, and deltas."""
     from profplug.analyzers.commands.compare import run_compare
@@ -57,6 +64,6 @@ def compare(
                        read=ReadOptions(nsys=nsys).with_step_range(step_range)
                        .with_max_decompressed(max_decompressed).with_cache(cache),
                        whatif=whatif, cross_rank=cross_rank, jobs=jobs, dask=dask,
-                       quiet=quiet)
+                       quiet=quiet, trace_out=trace_out, trace=trace_ask(trace_full, trace_steps))
     if code:
         raise typer.Exit(code)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from typing import Annotated
 
@@ -54,9 +55,18 @@ def _from_ctrl_c(exc: BaseException) -> bool:
     return False
 
 
+_ARGV: list[str] = []  # the arguments of this run (``command_line``)
+
+
+def command_line() -> str:
+    """The command as it was given (a merged trace's metadata), quoted for a shell."""
+    return shlex.join(["profplug", *_ARGV])
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; user errors print one line on stderr and return a non-zero code."""
-    empty = _empty_argument(sys.argv[1:] if argv is None else list(argv))
+    _ARGV[:] = sys.argv[1:] if argv is None else list(argv)
+    empty = _empty_argument(_ARGV)
     if empty is not None:
         print(f"profplug: error: {empty}", file=sys.stderr)
         return 2

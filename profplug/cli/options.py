@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from profplug.analyzers.render.chrometrace.export import TraceAsk
 
 DEFAULT_TOLERANCE_US = 2.0  # stalls.rank.DEFAULT_TOLERANCE_NS, in us
 
@@ -45,3 +48,22 @@ Cache = Annotated[Path | None, typer.Option(
     "--cache", help="Keep each rank's parsed timeline in this folder and reuse it while the "
                     "trace is unchanged (default: $PROFPLUG_CACHE, else no cache).")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress line on stderr.")]
+TraceOut = Annotated[Path | None, typer.Option(
+    "--trace-out", help="Also write one merged, annotated trace of all ranks (Chrome Trace "
+                        "Event Format; gzip when FILE ends in .gz) for Perfetto UI or "
+                        "chrome://tracing: the idle gaps by cause, the waits across ranks, "
+                        "the critical path and the predicted timeline drawn in.")]
+TraceFull = Annotated[bool, typer.Option(
+    "--trace-full", help="--trace-out: the whole recorded trace, not only the analyzed "
+                         "window, and the predicted processes' host calls.")]
+TraceSteps = Annotated[int | None, typer.Option(
+    "--trace-steps", min=1, help="--trace-out: only N consecutive complete steps (from the "
+                                 "second), the same span on every rank.")]
+
+
+def trace_ask(full: bool, steps: int | None) -> TraceAsk:
+    """What ``--trace-out`` writes, with the command line for its metadata."""
+    from profplug.analyzers.render.chrometrace.export import TraceAsk
+    from profplug.cli.main import command_line
+
+    return TraceAsk(full=full, steps=steps, command=command_line())

@@ -23,6 +23,10 @@ from profplug.cli.options import (
     Quiet,
     StepRange,
     Tolerance,
+    TraceFull,
+    TraceOut,
+    TraceSteps,
+    trace_ask,
 )
 
 
@@ -50,6 +54,9 @@ def report(
     dask: Dask = None,
     cache: Cache = None,
     quiet: Quiet = False,
+    trace_out: TraceOut = None,
+    trace_full: TraceFull = False,
+    trace_steps: TraceSteps = None,
 ) -> None:
     """Per-rank GPU idle time by cause, sync API and call site."""
     from profplug.analyzers.commands.report import run_report
@@ -62,6 +69,7 @@ def report(
                       read=ReadOptions(nsys=nsys).with_step_range(step_range)
                       .with_max_decompressed(max_decompressed).with_cache(cache), jobs=jobs,
                       whatif=whatif, strict=strict, cross_rank=cross_rank, dask=dask,
-                      quiet=quiet, drop=DropSpec(drop))
+                      quiet=quiet, drop=DropSpec(drop), trace_out=trace_out,
+                      trace=trace_ask(trace_full, trace_steps))
     if code:
         raise typer.Exit(code)

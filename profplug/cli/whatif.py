@@ -22,6 +22,10 @@ from profplug.cli.options import (
     Quiet,
     StepRange,
     Tolerance,
+    TraceFull,
+    TraceOut,
+    TraceSteps,
+    trace_ask,
 )
 
 
@@ -59,6 +63,9 @@ def whatif(
     dask: Dask = None,
     cache: Cache = None,
     quiet: Quiet = False,
+    trace_out: TraceOut = None,
+    trace_full: TraceFull = False,
+    trace_steps: TraceSteps = None,
 ) -> None:
     """Predict each rank's step time with the synchronizes made non-blocking."""
     from profplug.analyzers.commands.whatif import run_whatif
@@ -71,6 +78,7 @@ def whatif(
                       unprofiled_us=unprofiled, unprofiled_ci=unprofiled_ci,
                       read=ReadOptions(nsys=nsys).with_step_range(step_range)
                       .with_max_decompressed(max_decompressed).with_cache(cache),
-                      dask=dask, quiet=quiet, against_run=against)
+                      dask=dask, quiet=quiet, against_run=against, trace_out=trace_out,
+                      trace=trace_ask(trace_full, trace_steps))
     if code:
         raise typer.Exit(code)

@@ -342,6 +342,8 @@ def _summarize(opts: RunOptions, traces: list[Path], rc: int) -> int:
     no_trace = outcome.trace_problem(opts.out, opts.trace, run_json["ranks"])
     if opts.report and traces and not no_trace:
         _report(traces, opts.out / "report.html")
+    for line in outcome.nsys_views(opts.out) if opts.trace == "nsys" else []:
+        print(f"profplug: {line}", file=sys.stderr)
     for line in outcome.failure_lines(run_json["ranks"]):
         print(f"profplug: {line}", file=sys.stderr)
     for line in run_json["warnings"]:

@@ -1,8 +1,10 @@
-"""After the job: settle each rank's status, say which ranks failed and why, and warn about
-``--step-fn`` names that never became a step (stdlib only; used by ``profplug run``)."""
+"""After the job: settle each rank's status, say which ranks failed and why, warn about
+``--step-fn`` names that never became a step, and say how to look at an Nsight capture
+(stdlib only; used by ``profplug run``)."""
 
 from __future__ import annotations
 
+import shlex
 import signal
 from pathlib import Path
 from typing import Any
@@ -195,3 +197,18 @@ def window_problem(ranks: list[dict[str, Any]], options: dict[str, Any]) -> str 
            else "no library step (--patch without megatron, transformers)")
     return (f"the window never opened: no step: no profplug.step, {meg}, {'; '.join(fns)}; "
             "and no profplug p2p or synchronize call to record the whole run from")
+
+
+def nsys_views(out: Path) -> list[str]:
+    """After ``--trace nsys``: how to see every rank in one Nsight Systems window (the job ran
+    under one ``nsys profile``: one report holds each rank's process, on one clock) and the
+    annotated merged trace; [] when nsys wrote no report."""
+    rep = out / "nsys" / "report.nsys-rep"
+    if not rep.is_file():
+        return []
+    merged = out.parent / f"{out.name}-merged.json.gz"  # outside DIR: not read back as a trace
+    return [f"every rank in one Nsight Systems window: nsys-ui {shlex.quote(str(rep))} (one "
+            "report, a process per rank)",
+            "the annotated view (idle by cause, waits across ranks, critical path, prediction):"
+            f" profplug report {shlex.quote(str(out))} --trace-out {shlex.quote(str(merged))}"
+            ", then open it in https://ui.perfetto.dev or chrome://tracing"]

@@ -80,6 +80,10 @@ def test_nsys_run_with_steps_ends_the_capture_without_killing_the_job(nsys: Path
     assert [(r["rank"], r["status"]) for r in run["ranks"]] == [(0, "finished"), (1, "finished")]
     assert all((r["window"]["mode"], r["window"]["steps"]) == ("steps", 3) for r in run["ranks"])
     assert (out / "nsys" / "report.nsys-rep").is_file()
+    # and it says how to see every rank in one Nsight Systems window, and the annotated view
+    assert f"profplug: every rank in one Nsight Systems window: nsys-ui {out}/nsys/" \
+        "report.nsys-rep" in res.stderr
+    assert f"profplug report {out} --trace-out {tmp_path}/o-merged.json.gz" in res.stderr
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from profplug.cli.main import main
-from profplug.session.outcome import NO_WINDOW_EXIT
+from profplug.session.outcome import NO_WINDOW_EXIT, nsys_views
 
 
 def _python_without_profplug() -> str:
@@ -57,3 +57,14 @@ def test_a_failed_job_keeps_its_own_status_when_nothing_was_profiled(tmp_path, c
     code = main(["run", "-o", str(tmp_path / "o"), "--", sys.executable, "-c",
                  "raise SystemExit(3)"])
     assert code == 3 and "nothing was profiled" not in capsys.readouterr().err
+
+
+def test_an_nsys_capture_says_how_to_open_every_rank_and_the_merged_trace(tmp_path) -> None:
+    out = tmp_path / "run dir"
+    assert nsys_views(out) == []  # nsys wrote no report: nothing to open
+    (out / "nsys").mkdir(parents=True)
+    (out / "nsys" / "report.nsys-rep").write_bytes(b"")
+    views = nsys_views(out)
+    assert views[0].startswith(f"every rank in one Nsight Systems window: nsys-ui '{out}/nsys/")
+    # the merged trace goes beside DIR, where `profplug report DIR` would not read it back
+    assert f"--trace-out '{tmp_path}/run dir-merged.json.gz'" in views[1]

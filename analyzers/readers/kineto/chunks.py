@@ -126,6 +126,9 @@ class EventArray:
         self.after_bad = False  # the last item was skipped
         self.quiet = False  # the open item is a fragment of that one: not counted
         self.exact = False  # ts decoded exactly (epoch us with ns decimals: kineto_decode)
+        # the exact scan waits at a ']' that may close the array until more is read: the fast
+        # path must not take over meanwhile (it would cut the objects after the array)
+        self.at_close = False
 
     # ------------------------------------------------------------------ driving
     def feed(self, data: bytes | memoryview, final: bool = False) -> list[list[Event]]:
@@ -189,6 +192,7 @@ class EventArray:
         closes, or the scan is between items past the piece that failed (the fast path's)."""
         end, pos = len(self.buf), self.pos
         batch: list[Event] = []
+        self.at_close = False
         while True:
             if self.item < 0:
                 pos = self._open_item(pos, end, final)
@@ -214,7 +218,8 @@ class EventArray:
         c = buf[pos]
         if c == _CLOSE_ARRAY:
             ends = _really_ends(buf, pos, end, final)
-            if ends is None:  # what follows is not read yet
+            if ends is None:  # what follows is not read yet: decided with more bytes
+                self.at_close = True
                 return pos
             if ends:
                 self.closed, self.rest = True, bytes(buf[pos + 1:])
@@ -287,7 +292,7 @@ class EventArray:
             self.start_searched = max(self.start_searched - shift, 1)
             self.slow_until = max(self.slow_until - shift, 1)
         self.pos = pos
-        if self.item < 0 and not final and not self.closed:
+        if self.item < 0 and not final and not self.closed and not self.at_close:
             self.slow = False  # between items again: back to the fast path
             self.searched = 1
 

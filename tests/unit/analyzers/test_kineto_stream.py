@@ -67,6 +67,17 @@ def test_fields_after_the_event_array_are_read(tmp_path: Path) -> None:
     _assert_same(streamed, _whole(path))
 
 
+def test_objects_in_a_key_after_the_event_array_end_the_read(tmp_path: Path) -> None:
+    # given a key after traceEvents whose value holds an array of objects (a '}, {' the fast
+    # path would take for a cut between events), in a file shorter than the look-ahead
+    d = _many_steps().to_dict()
+    doc = {"traceEvents": d.pop("traceEvents"), **d, "otherData": {"a": [{"b": 1}, {"c": 2}]}}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc, indent=1))
+    # when it is streamed (it used to loop for ever), then every event is read
+    _assert_same(kineto.read_kineto(path), _whole(path))
+
+
 def test_a_cut_inside_an_event_is_found_exactly(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     # given events whose args nest a list of objects ("}, {" between them, not between events)

@@ -6,11 +6,12 @@ from __future__ import annotations
 import gzip
 import io
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO, TextIO
 
 from profplug.analyzers.commands.outpaths import is_stdout
-from profplug.analyzers.core.atomicfile import write_output
+from profplug.analyzers.core.atomicfile import write_atomic, write_output
 from profplug.analyzers.core.errors import ProfplugError, one_line
 from profplug.analyzers.render.chrometrace.export import TraceAsk, render_trace
 from profplug.analyzers.render.registry import PAGE, render_text
@@ -67,19 +68,33 @@ def progress_flag(quiet: bool) -> bool | None:
     return False if quiet else None
 
 
-def open_output(path: Path) -> TextIO:
-    """A text stream to the file ``path``, gzip-compressed when its name ends in ``.gz``, at
-    level 1 (the merged trace is hundreds of MB; most of the gain is in level 1), by ISA-L
-    when ``isal`` is installed (``profplug[fast-gzip]``: ~5x less CPU than zlib, the same
-    format), else by the standard library."""
-    if not path.name.lower().endswith(".gz"):
-        return open(path, "w", encoding="utf-8", newline="\n")
+def _text_into(fh: BinaryIO, gz: bool) -> tuple[TextIO, BinaryIO | None]:
+    """A text stream into the binary file ``fh`` and, with ``gz``, the gzip stream between
+    them: level 1 (the merged trace is hundreds of MB; most of the gain is in level 1), by
+    ISA-L when ``isal`` is installed (``profplug[fast-gzip]``: ~5x less CPU than zlib, the
+    same format), else by the standard library."""
+    if not gz:
+        return io.TextIOWrapper(fh, encoding="utf-8", newline="\n"), None
     try:
-        from isal import igzip as gz  # type: ignore[import-not-found]
+        from isal import igzip as gzmod  # type: ignore[import-not-found]
     except ImportError:
-        gz = gzip
-    return io.TextIOWrapper(gz.open(path, "wb", compresslevel=1), encoding="utf-8",
-                            newline="\n")
+        gzmod = gzip
+    packed: BinaryIO = gzmod.open(fh, "wb", compresslevel=1)
+    return io.TextIOWrapper(packed, encoding="utf-8", newline="\n"), packed
+
+
+def write_streamed(path: Path, render: Callable[[TextIO], object]) -> None:
+    """``render(stream)`` into ``path`` (gzip-compressed when its name ends in ``.gz``),
+    written whole or not at all (``core.atomicfile.write_atomic``)."""
+    def write(fh: BinaryIO) -> None:
+        text, packed = _text_into(fh, path.name.lower().endswith(".gz"))
+        render(text)
+        text.flush()
+        text.detach()  # the file itself is closed by write_atomic
+        if packed is not None:
+            packed.close()  # the gzip trailer; a stream opened on fh leaves fh open
+
+    write_atomic(path, write, into_special=True)
 
 
 def check_trace_out(path: Path | None) -> Path | None:
@@ -92,9 +107,10 @@ def check_trace_out(path: Path | None) -> Path | None:
 def write_trace(runs: list[tuple[str, Report]], path: Path, ask: TraceAsk) -> None:
     """The merged, annotated trace of ``runs`` (``--trace-out``), and a line on stderr."""
     try:
-        with open_output(path) as fh:
-            render_trace(runs, fh, ask)
+        write_streamed(path, lambda fh: render_trace(runs, fh, ask))
     except OSError as exc:
-        raise ProfplugError(f"{path}: cannot write ({exc.strerror or exc})") from None
+        kept = " (the file there is unchanged)" if path.exists() else ""
+        raise ProfplugError(f"{one_line(path)}: cannot write ({exc.strerror or exc}){kept}"
+                            ) from None
     print(f"profplug: wrote {one_line(path)} (open it in https://ui.perfetto.dev or "
           "chrome://tracing)", file=sys.stderr)

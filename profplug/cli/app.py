@@ -6,6 +6,8 @@ runs ``main`` as ``__main__``: an app defined there would be a second one, with 
 
 from __future__ import annotations
 
+import shlex
+
 import typer
 
 app = typer.Typer(
@@ -18,3 +20,10 @@ app = typer.Typer(
     # "--strict true" (read as a path) or "--no-report true" (read as the command).
     rich_markup_mode=None,
 )
+
+ARGV: list[str] = []  # this process's command-line arguments, set by ``cli.main.main``
+
+
+def command_line() -> str:
+    """The command as it was given (a merged trace's metadata), quoted for a shell."""
+    return shlex.join(["profplug", *ARGV])

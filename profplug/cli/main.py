@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 import sys
 from typing import Annotated
 
@@ -10,7 +9,7 @@ import typer
 
 from profplug.analyzers.core.errors import ProfplugError, one_line
 from profplug.cli import ab, compare, report, run, whatif
-from profplug.cli.app import app
+from profplug.cli.app import ARGV, app
 
 
 def _version(value: bool) -> None:
@@ -55,18 +54,11 @@ def _from_ctrl_c(exc: BaseException) -> bool:
     return False
 
 
-_ARGV: list[str] = []  # the arguments of this run (``command_line``)
-
-
-def command_line() -> str:
-    """The command as it was given (a merged trace's metadata), quoted for a shell."""
-    return shlex.join(["profplug", *_ARGV])
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; user errors print one line on stderr and return a non-zero code."""
-    _ARGV[:] = sys.argv[1:] if argv is None else list(argv)
-    empty = _empty_argument(_ARGV)
+    given = sys.argv[1:] if argv is None else list(argv)
+    ARGV[:] = given
+    empty = _empty_argument(given)
     if empty is not None:
         print(f"profplug: error: {empty}", file=sys.stderr)
         return 2

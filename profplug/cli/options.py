@@ -64,6 +64,6 @@ TraceSteps = Annotated[int | None, typer.Option(
 def trace_ask(full: bool, steps: int | None) -> TraceAsk:
     """What ``--trace-out`` writes, with the command line for its metadata."""
     from profplug.analyzers.render.chrometrace.export import TraceAsk
-    from profplug.cli.main import command_line
+    from profplug.cli.app import command_line
 
     return TraceAsk(full=full, steps=steps, command=command_line())

@@ -10,19 +10,12 @@ Times in us per step, medians over the steady steps; cells carry the JSON's valu
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
-from profplug.analyzers.render.escape import e
+from profplug.analyzers.render.escape import e, num_cell
 
 if TYPE_CHECKING:
     from profplug.analyzers.whatif.against import AgainstResult, RankAgainst
-
-
-def _num(v: float | int | None, fmt: str = ",.1f") -> str:
-    if v is None:
-        return '<td data-v="">-</td>'
-    return f'<td data-v="{json.dumps(v)}">{format(v, fmt)}</td>'
 
 
 def _txt(s: object) -> str:
@@ -35,10 +28,10 @@ def _steps_table(res: AgainstResult) -> str:
     rows = []
     for r in res.ranks:
         inside = "-" if r.inside is None else ("yes" if r.inside else "no")
-        rows.append(f'<tr data-rank="{r.rank}">' + _num(r.rank, "d") + _num(r.predicted_us)
-                    + _num(r.band_pct) + _num(r.measured_us) + _num(r.error_pct, "+.1f")
-                    + _txt(inside) + _num(r.predicted_host_us) + _num(r.measured_host_us)
-                    + _num(r.n_steps, "d") + "</tr>")
+        rows.append(f'<tr data-rank="{r.rank}">' + num_cell(r.rank, "d") + num_cell(r.predicted_us)
+                    + num_cell(r.band_pct) + num_cell(r.measured_us) + num_cell(r.error_pct, "+.1f")
+                    + _txt(inside) + num_cell(r.predicted_host_us) + num_cell(r.measured_host_us)
+                    + num_cell(r.n_steps, "d") + "</tr>")
     th = "".join(f"<th>{e(h)}</th>" for h in head)
     return (f'<table id="against"><thead><tr>{th}</tr></thead><tbody>{"".join(rows)}'
             "</tbody></table>")
@@ -48,8 +41,8 @@ def _segments(r: RankAgainst, top: int | None) -> str:
     finding = r.finding()
     if finding is None:
         return ""
-    rows = "".join("<tr>" + _num(s.predicted_us) + _num(s.measured_us)
-                   + _num(round(s.diff_us, 3), "+,.1f") + _txt(s.where(r.repeated))
+    rows = "".join("<tr>" + num_cell(s.predicted_us) + num_cell(s.measured_us)
+                   + num_cell(round(s.diff_us, 3), "+,.1f") + _txt(s.where(r.repeated))
                    + "</tr>" for s in (r.top(top) if top else r.segments))
     what = "segment" + (f" (top {top})" if top else "")
     return (f'<p class="finding" data-rank="{r.rank}">{e(finding)}</p>'

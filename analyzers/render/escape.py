@@ -23,3 +23,11 @@ def script_json(doc: Any) -> str:
     s = json.dumps(doc, allow_nan=False, separators=(",", ":"))
     return (s.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def num_cell(v: float | int | None, fmt: str = ",.1f") -> str:
+    """A table cell holding the exact value in ``data-v`` (the page sorts by it) and a
+    rounded display."""
+    if v is None:
+        return '<td data-v="">-</td>'
+    return f'<td data-v="{json.dumps(v)}">{format(v, fmt)}</td>'

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from profplug.analyzers.render.bars_svg import bars_svg, used_parts
 from profplug.analyzers.render.compare_html import answer_html
 from profplug.analyzers.render.compare_html import header_html as compare_header_html
-from profplug.analyzers.render.escape import e, script_json
+from profplug.analyzers.render.escape import e, num_cell, script_json
 from profplug.analyzers.render.palette import COLORS, legend_html
 from profplug.analyzers.render.table import input_warnings
 from profplug.analyzers.render.timeline_data import MAX_GAPS_PER_ROW, row_label, timeline_data
@@ -60,13 +60,6 @@ def _runs(rep: Report, cmp: Comparison | None) -> list[tuple[str, Report]]:
 
 
 # ------------------------------------------------------------------------------- tables
-def _num(v: float | int | None, fmt: str = ",.1f") -> str:
-    """A table cell holding the exact value in ``data-v`` and a rounded display."""
-    if v is None:
-        return '<td data-v="">-</td>'
-    return f'<td data-v="{json.dumps(v)}">{format(v, fmt)}</td>'
-
-
 def _txt(s: object) -> str:
     return f'<td class="t" data-v="{e(s)}">{e(s)}</td>'
 
@@ -98,10 +91,10 @@ def summary_html(runs: list[tuple[str, Report]]) -> str:
             ic = r.idle_by_cause_us()
             gpu = r.gpu_time()
             cells = [*_run_cells(runs, label), _txt(r.rank), _txt(r.source),
-                     _num(gpu.window_us), _num(step),
-                     *(_num(x) for x in (gpu.busy_us, gpu.compute_us, gpu.comm_us,
+                     num_cell(gpu.window_us), num_cell(step),
+                     *(num_cell(x) for x in (gpu.busy_us, gpu.compute_us, gpu.comm_us,
                                          gpu.idle_us)),
-                     *(_num(round(ic[c], 3)) for c in CAUSES), _num(round(r.stream_wait_us, 3))]
+                     *(num_cell(round(ic[c], 3)) for c in CAUSES), num_cell(round(r.stream_wait_us, 3))]
             rows.append(f'<tr data-rank="{r.rank}" data-run="{e(label)}">' + "".join(cells)
                         + "</tr>")
     return _table("sortable", head, rows, "summary", len(_run_head(runs)) + 2)
@@ -113,8 +106,8 @@ def outliers_html(runs: list[tuple[str, Report]]) -> str:
     for label, rep in runs:
         for r in rep.ranks:
             for o in r.steps.outliers if r.steps is not None else []:
-                rows.append("".join([*_run_cells(runs, label), _num(r.rank, "d"),
-                                     _num(o["step"], "d"), _num(o["step_us"]),
+                rows.append("".join([*_run_cells(runs, label), num_cell(r.rank, "d"),
+                                     num_cell(o["step"], "d"), num_cell(o["step_us"]),
                                      _txt(o["dominant"]), _txt(o["callsite"] or "-")]))
     if not rows:
         return ""
@@ -132,10 +125,10 @@ def callsites_html(runs: list[tuple[str, Report]]) -> str:
     for label, rep in runs:
         for r in rep.ranks:
             for c in r.callsites[:MAX_CALLSITES_PER_RANK]:
-                rows.append("".join([*_run_cells(runs, label), _num(r.rank, "d"),
-                                     _txt(c.callsite), _txt(c.api), _num(c.count, ",d"),
-                                     _num(c.idle_caused_us), _num(c.idle_per_step_us),
-                                     _num(c.host_blocked_us)]))
+                rows.append("".join([*_run_cells(runs, label), num_cell(r.rank, "d"),
+                                     _txt(c.callsite), _txt(c.api), num_cell(c.count, ",d"),
+                                     num_cell(c.idle_caused_us), num_cell(c.idle_per_step_us),
+                                     num_cell(c.host_blocked_us)]))
     return _table("sortable", head, rows, "callsites", len(_run_head(runs)) + 3)
 
 
@@ -146,10 +139,10 @@ def syncs_html(runs: list[tuple[str, Report]]) -> str:
     for label, rep in runs:
         for r in rep.ranks:
             for s in r.syncs:
-                rows.append("".join([*_run_cells(runs, label), _num(r.rank, "d"),
-                                     _txt(s.api), _txt(s.kind), _num(s.count, ",d"),
-                                     _num(s.host_blocked_us), _num(s.host_blocked_p50_us),
-                                     _num(s.host_blocked_p99_us), _num(s.idle_caused_us)]))
+                rows.append("".join([*_run_cells(runs, label), num_cell(r.rank, "d"),
+                                     _txt(s.api), _txt(s.kind), num_cell(s.count, ",d"),
+                                     num_cell(s.host_blocked_us), num_cell(s.host_blocked_p50_us),
+                                     num_cell(s.host_blocked_p99_us), num_cell(s.idle_caused_us)]))
     return _table("sortable", head, rows, "syncs", len(_run_head(runs)) + 3)
 
 
@@ -161,10 +154,10 @@ def compare_html(cmp: Comparison) -> str:
            "have steps; diff % = the step-time difference / the slower run's step. "
            "device_sync share = device_sync idle per step of the slower run / step-time "
            "difference.</p>"]
-    rows = [f'<tr data-rank="{rc.rank}">' + _num(rc.rank, "d")
+    rows = [f'<tr data-rank="{rc.rank}">' + num_cell(rc.rank, "d")
             + f'<td class="t faster">{e(rc.verdict(cmp.label_a, cmp.label_b))}</td>'
-            + _num(rc.shown_diff_us() if rc.faster else None) + _num(rc.diff_pct)
-            + _num(rc.device_sync_share, ".0%")
+            + num_cell(rc.shown_diff_us() if rc.faster else None) + num_cell(rc.diff_pct)
+            + num_cell(rc.device_sync_share, ".0%")
             + "</tr>" for rc in cmp.ranks]
     out.append('<table id="verdicts"><thead><tr><th>rank</th><th class="t">verdict</th>'
                "<th>diff us/step</th><th>diff % of the slower step</th>"
@@ -182,8 +175,8 @@ def compare_html(cmp: Comparison) -> str:
 def _cmp_row(label: str, va: float | None, vb: float | None, d: float | None) -> str:
     count = label.endswith(("syncs", "waits"))
     f, fd = (",.0f", "+,.0f") if count else (",.1f", "+,.1f")
-    return ("<tr>" + _txt(label) + _num(va, f) + _num(vb, f)
-            + _num(None if d is None else round(d, 3), fd) + "</tr>")
+    return ("<tr>" + _txt(label) + num_cell(va, f) + num_cell(vb, f)
+            + num_cell(None if d is None else round(d, 3), fd) + "</tr>")
 
 
 # ------------------------------------------------------------------------------- text parts

@@ -21,27 +21,26 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from profplug.analyzers.graph import longest_path as longestpath
+from profplug.analyzers.graph import longest_path
 from profplug.analyzers.scale.load import load_timelines
-from profplug.analyzers.whatif import in_parts as spread
-from profplug.analyzers.whatif import joined_replay as reduced
+from profplug.analyzers.whatif import in_parts, joined_replay
 
 
 def joined_graph(run: Path, ranks: int) -> dict[str, Any]:
     files = sorted(run.glob("rank*.json"))[:ranks]
     got: dict[str, Any] = {}
-    real = reduced.longest_path, reduced.longest_path_by_levels
+    real = joined_replay.longest_path, joined_replay.longest_path_by_levels
 
     def capture(n, src, dst, w, sources):  # type: ignore[no-untyped-def]
         got.update(n=n, src=src, dst=dst, w=w, sources=list(sources))
-        return longestpath.longest_path(n, src, dst, w, sources)
+        return longest_path.longest_path(n, src, dst, w, sources)
 
     # the joined graph as solve() hands it to the solver, whichever pass its width picks
-    reduced.longest_path = reduced.longest_path_by_levels = capture  # type: ignore[assignment]
+    joined_replay.longest_path = joined_replay.longest_path_by_levels = capture  # type: ignore[assignment]
     try:
-        spread.whatif_in_parts(load_timelines([str(f) for f in files], progress=False))
+        in_parts.whatif_in_parts(load_timelines([str(f) for f in files], progress=False))
     finally:
-        reduced.longest_path, reduced.longest_path_by_levels = real  # type: ignore[assignment]
+        joined_replay.longest_path, joined_replay.longest_path_by_levels = real  # type: ignore[assignment]
     return got
 
 
@@ -60,7 +59,7 @@ def main() -> None:
         w = np.tile(g["w"], k)
         sources = [s + i * n for i in range(k) for s in g["sources"]]
         first = None
-        for fn in (longestpath.longest_path, longestpath.longest_path_by_levels):
+        for fn in (longest_path.longest_path, longest_path.longest_path_by_levels):
             best = float("inf")
             for _ in range(3):
                 t0 = time.perf_counter()

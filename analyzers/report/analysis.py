@@ -25,7 +25,7 @@ from profplug.analyzers.readers import clocks
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.report.finding import headline, no_steps_warning
 from profplug.analyzers.report.run_meta import find_run_meta
-from profplug.analyzers.scale import run_level as remote
+from profplug.analyzers.scale import run_level
 from profplug.analyzers.scale.dispatch import Backend, LocalBackend, analyze_ranks
 from profplug.analyzers.scale.load import (
     LoadedRanks,
@@ -252,7 +252,7 @@ def analyze(paths: PathsLike, options: StallOptions | None = None, *,
         whole = bool(where.whole) or keep_timelines
         got = load_ranks(files, read=rd, stall=opt, keep_timelines=whole,
                          backend=backend, progress=progress, keep_gaps=keep_gaps or whole,
-                         extra=None if rounds is None else remote.first_round(spread_drop(rounds)),
+                         extra=None if rounds is None else run_level.first_round(spread_drop(rounds)),
                          gaps_per_device=None if whole else gaps_per_device,
                          parts=where.parts)
         rep = None if rounds is None else _rounds_report(got, opt, specs, rounds, read.steps,
@@ -321,7 +321,7 @@ def _rounds_report(got: LoadedRanks, opt: StallOptions, specs: list[AnalysisSpec
         return None
     limit = None if rounds.whatif is None else rounds.whatif.max_events
     tasks = {f.rank: task for task, fs in got.extras for f in fs or []}  # type: ignore[attr-defined]
-    out = remote.spread_remote(
+    out = run_level.spread_remote(
         facts, tasks, backend, opt, [r.rank for r in got.stalls],
         cross=rounds.cross is not None, n_events=got.n_events, drop=spread_drop(rounds),
         cycle_falls_back=limit is None or got.n_events <= limit, lanes=rounds.lanes)

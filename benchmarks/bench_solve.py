@@ -6,7 +6,7 @@ and traced peak.
     .venv/bin/python benchmarks/bench_solve.py /tmp/profplug-scale/run64-20 --ranks 16 \\
         --copies 1,4,32
 
-The joined graph of ``--ranks`` rank files of a run (as ``whatif_in_parts`` builds it),
+The joined graph of ``--ranks`` rank files of a run (as ``whatif_in_rounds`` builds it),
 then ``--copies`` of it side by side: as many levels (each rank's chain of waits), more
 ranks per level, as a run of that many times the ranks. Best of 3 for the time; the traced
 peak (tracemalloc, a separate pass: it slows the lists' pass many times) per edge.
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from profplug.analyzers.graph import longest_path
 from profplug.analyzers.scale.load import load_timelines
-from profplug.analyzers.whatif import in_parts, joined_replay
+from profplug.analyzers.whatif import joined_replay, rounds
 
 
 def joined_graph(run: Path, ranks: int) -> dict[str, Any]:
@@ -38,7 +38,7 @@ def joined_graph(run: Path, ranks: int) -> dict[str, Any]:
     # the joined graph as solve() hands it to the solver, whichever pass its width picks
     joined_replay.longest_path = joined_replay.longest_path_by_levels = capture  # type: ignore[assignment]
     try:
-        in_parts.whatif_in_parts(load_timelines([str(f) for f in files], progress=False))
+        rounds.whatif_in_rounds(load_timelines([str(f) for f in files], progress=False))
     finally:
         joined_replay.longest_path, joined_replay.longest_path_by_levels = real  # type: ignore[assignment]
     return got

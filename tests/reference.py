@@ -1,7 +1,7 @@
 """What a report is checked against: the same report made in one process (every timeline
 read into it, then the run-level analyses), its JSON and its page with the timings blanked
 (the one thing that differs between two makings of one report); and a spy on what reaches
-the client in each round of a spread report."""
+the client in each round of a report in rounds."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def one_process(paths: list[Path], run: Iterable[object], monkeypatch: pytest.Mo
                 **kw: object) -> analysis.Report:
     """``analyze(paths, run=run, **kw)`` with no analysis run where the ranks are read."""
     with monkeypatch.context() as m:
-        m.setattr(placement, "spreading", lambda *a, **k: None)
+        m.setattr(placement, "rounds_for", lambda *a, **k: None)
         return analysis.analyze(paths, run=run, jobs=1, progress=False, **kw)  # type: ignore[arg-type]
 
 

@@ -166,7 +166,7 @@ def _run(timelines: list[Timeline], options: StallOptions,
 # (``benchmarks/bench_analyzer.py`` measures both). Its parts can run where the ranks are
 # read (``scale.run_level``).
 CROSS_RANK_SPEC = AnalysisSpec(name="cross_rank", label="cross-rank analysis", run=_run,
-                               cache_key="cross_rank", in_parts=CROSS_RANK)
+                               cache_key="cross_rank", in_rounds=CROSS_RANK)
 
 
 def cross_rank_analysis() -> AnalysisSpec:

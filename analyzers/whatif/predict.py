@@ -384,7 +384,7 @@ def whatif_analysis(drop: DropSpec | None = None, *, max_events: int | None = No
                     ) -> AnalysisSpec:
     """:func:`whatif` as a run-level analysis of a report:
     ``analyze(paths, run=[whatif_analysis()])`` puts its result in ``Report.run["whatif"]``.
-    Its rounds can run where the ranks are read (``in_parts``: ``whatif.in_parts``).
+    Its rounds can run where the ranks are read (``in_rounds``: ``whatif.rounds``).
     ``max_events``: its limit in one process (``AnalysisSpec.max_events``); ``cache_key``:
     what its result is cached under (default: its drop rule); ``keep_predicted``: with the
     predicted timelines (``--trace-out``; in one process only, never cached)."""
@@ -396,5 +396,5 @@ def whatif_analysis(drop: DropSpec | None = None, *, max_events: int | None = No
 
     return AnalysisSpec(name="whatif", label="what-if", run=run,
                         cache_key=None if keep_predicted else cache_key or f"whatif {drop!r}",
-                        in_parts=None if keep_predicted else WHATIF, drop=drop,
+                        in_rounds=None if keep_predicted else WHATIF, drop=drop,
                         max_events=max_events)

@@ -17,8 +17,8 @@ from profplug.analyzers.graph import model
 from profplug.analyzers.graph.events import build_graph
 from profplug.analyzers.graph.model import _DELAYS, build_model
 from profplug.analyzers.scale.load import load_timelines
-from profplug.analyzers.whatif.in_parts import whatif_in_parts
 from profplug.analyzers.whatif.predict import whatif
+from profplug.analyzers.whatif.rounds import whatif_in_rounds
 
 
 def _timelines(tmp_path: Path, **spec: object) -> list[Timeline]:
@@ -27,7 +27,7 @@ def _timelines(tmp_path: Path, **spec: object) -> list[Timeline]:
 
 
 def _figures(tls: list[Timeline]) -> list[tuple[float, ...]]:
-    one, parts = whatif(tls), whatif_in_parts(tls)
+    one, parts = whatif(tls), whatif_in_rounds(tls)
     return [(r.recorded_us, r.replayed_us, r.predicted_us, r.direct_us, q.predicted_us)
             for r, q in zip(one.ranks, parts.ranks, strict=True)]
 

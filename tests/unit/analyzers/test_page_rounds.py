@@ -73,7 +73,7 @@ def test_a_page_of_a_big_run_holds_no_timeline_and_is_the_page_made_in_one_proce
         run: list[Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # given a run over the size from which the what-if runs where the ranks are read, and a
     # page that draws at most 12 gaps per row (so that the workers keep 13 per device)
-    monkeypatch.setattr(placement, "SPREAD_MIN_BYTES", 0)
+    monkeypatch.setattr(placement, "ROUNDS_MIN_BYTES", 0)
     monkeypatch.setattr(timeline_data, "MAX_GAPS_PER_ROW", 12)
     monkeypatch.setattr(timeline_data, "MIN_GAPS_PER_ROW", 4)
     monkeypatch.setattr(report, "GAPS_KEPT", 13)

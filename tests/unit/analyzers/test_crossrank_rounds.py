@@ -19,7 +19,7 @@ from profplug.analyzers.report.analysis import Report, analyze
 from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.scale import placement, run_level
 from profplug.analyzers.scale.dispatch import FileResult
-from profplug.analyzers.whatif import in_parts
+from profplug.analyzers.whatif import rounds
 from reference import Spy, one_process
 
 TIMES = re.compile(r'"(replay_s|analysis_s)": [0-9.eE+-]+')
@@ -63,7 +63,7 @@ def test_the_parts_on_the_workers_give_the_report_made_in_one_process(
 def test_the_whatif_on_the_workers_gives_the_report_made_in_one_process(
         run8: list[Path], monkeypatch: pytest.MonkeyPatch, whatif: bool | None) -> None:
     # given a run over the size from which the what-if runs where the ranks are read
-    monkeypatch.setattr(placement, "SPREAD_MIN_BYTES", 0)
+    monkeypatch.setattr(placement, "ROUNDS_MIN_BYTES", 0)
     run = report_analyses(whatif)
     here = one_process(run8, run, monkeypatch)
     spy = Spy(monkeypatch)
@@ -81,7 +81,7 @@ def test_the_whatif_on_the_workers_gives_the_report_made_in_one_process(
 def test_a_drop_at_on_the_workers_is_resolved_over_every_rank_then_replayed_there(
         run8: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
     # given a what-if that drops the syncs at one call site, named by a part of its name
-    monkeypatch.setattr(placement, "SPREAD_MIN_BYTES", 0)
+    monkeypatch.setattr(placement, "ROUNDS_MIN_BYTES", 0)
     run = report_analyses(True, drop=DropSpec(callsite="recv_from"))
     here = one_process(run8, run, monkeypatch)
     spy = Spy(monkeypatch)
@@ -99,15 +99,15 @@ def test_a_drop_at_on_the_workers_is_resolved_over_every_rank_then_replayed_ther
 
 
 def _cycle(*a: object, **k: object) -> None:
-    raise ProfplugError(in_parts.CYCLE)
+    raise ProfplugError(rounds.CYCLE)
 
 
 def test_a_whatif_with_a_cycle_within_its_size_reads_the_timelines_after_all(
         run8: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(placement, "SPREAD_MIN_BYTES", 0)
+    monkeypatch.setattr(placement, "ROUNDS_MIN_BYTES", 0)
     run = report_analyses(None)
     here = one_process(run8, run, monkeypatch)
-    monkeypatch.setattr(in_parts, "plan", _cycle)  # the ranks' joined graph has a cycle
+    monkeypatch.setattr(rounds, "plan", _cycle)  # the ranks' joined graph has a cycle
     spy = Spy(monkeypatch)
     there = analyze(run8, run=run, jobs=1, progress=False, keep_gaps=False)
     # then the what-if ran in one process, on timelines read again, with no second round
@@ -118,16 +118,16 @@ def test_a_whatif_with_a_cycle_within_its_size_reads_the_timelines_after_all(
 
 def test_a_whatif_with_a_cycle_over_its_size_says_why(
         run8: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(placement, "SPREAD_MIN_BYTES", 0)
+    monkeypatch.setattr(placement, "ROUNDS_MIN_BYTES", 0)
     monkeypatch.setattr(registry, "WHATIF_AUTO_MAX_EVENTS", 100)
-    monkeypatch.setattr(in_parts, "plan", _cycle)
+    monkeypatch.setattr(rounds, "plan", _cycle)
     spy = Spy(monkeypatch)
     there = analyze(run8, run=report_analyses(None), jobs=1, progress=False, keep_gaps=False)
     # then the cross-rank analysis stands, made on the workers, and one line says why the
     # what-if did not run
     assert "cross_rank" in there.run and "whatif" not in there.run
     assert all(not r.timelines for r in spy.first + spy.second)
-    assert [w for w in there.warnings if "what-if" in w] == [in_parts.CYCLE]
+    assert [w for w in there.warnings if "what-if" in w] == [rounds.CYCLE]
 
 
 def test_a_part_lost_with_its_worker_leaves_one_warning(

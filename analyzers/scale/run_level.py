@@ -53,7 +53,8 @@ from profplug.analyzers.stalls.rank import RankResult, StallOptions
 from profplug.analyzers.whatif import rounds
 from profplug.analyzers.whatif.result import RankWhatIf, WhatIfResult
 
-WHATIF = "what-if"
+# how the warnings name the what-if (its key in a report is ``core.analysis_spec.WHATIF``)
+WHATIF_LABEL = "what-if"
 
 
 def _guarded(fn: object, *args: object) -> object:
@@ -64,7 +65,7 @@ def _guarded(fn: object, *args: object) -> object:
     except Exception as exc:  # isolation is the point
         if debug() and not isinstance(exc, ProfplugError):
             raise
-        return failure(WHATIF, exc)
+        return failure(WHATIF_LABEL, exc)
 
 
 def _trim(tl: Timeline) -> None:
@@ -239,7 +240,7 @@ def run_rounds(facts: Sequence[RankFacts], tasks: dict[int, RankTask], backend: 
             if cycle_falls_back:
                 out.fallback = True
                 return out
-            wp, failed = None, failure(WHATIF, exc)
+            wp, failed = None, failure(WHATIF_LABEL, exc)
         if failed is not None:
             out.whatif = (None, failed)
     if p is None and wp is None:
@@ -290,7 +291,7 @@ def _second_round(out: RoundsResults, p: Plan | None, wp: rounds.WhatIfPlan | No
         if p is not None:
             out.cross = (None, f"cross-rank analysis {why}")
         if wp is not None:
-            out.whatif = (None, f"{WHATIF} {why}")
+            out.whatif = (None, f"{WHATIF_LABEL} {why}")
         return
     got: dict[int, tuple[RankPart | None, object]] = {}
     rows: dict[int, LaneRow | None] = {}
@@ -314,14 +315,14 @@ def _resolved(facts: list[RankFacts], tasks: dict[int, RankTask], backend: Backe
     try:
         rule = rounds.resolved_at(drop, [f.sites for f in facts])  # type: ignore[misc]
     except ProfplugError as exc:
-        return facts, None, (None, failure(WHATIF, exc))
+        return facts, None, (None, failure(WHATIF_LABEL, exc))
     files = {t.index: t for t in tasks.values()}
     again = [replace(t, stall=None, keep_timeline=False, keep_gaps=False, send_stalls=False,
                      extra=Facts(rule.kinds, rule.callsite)) for _, t in sorted(files.items())]
     try:
         results = gather(again, backend)
     except ProfplugError as exc:  # a trace that changed or went since the first round
-        return facts, None, (None, f"{WHATIF} not run: {exc}")
+        return facts, None, (None, f"{WHATIF_LABEL} not run: {exc}")
     made = {f.rank: f.whatif for r in results for f in r.extra or []}  # type: ignore[attr-defined]
     return [replace(f, whatif=made.get(f.rank)) for f in facts], rule, (None, None)
 
@@ -350,7 +351,7 @@ def _whatif(wp: rounds.WhatIfPlan, facts: Sequence[RankFacts],
         return None, bad
     missing = [f.rank for f in facts if not isinstance(res.get(f.rank), RankWhatIf)]
     if missing:
-        return None, f"{WHATIF} not run: ranks {missing}: {lost}"
+        return None, f"{WHATIF_LABEL} not run: ranks {missing}: {lost}"
     order = {r: i for i, r in enumerate(all_ranks)}
     ranks = sorted((res[f.rank] for f in facts), key=lambda r: order.get(r.rank, 0))
     sizes = [w for f in facts if (w := getattr(f.whatif, "world_size", None)) is not None]

@@ -24,8 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from profplug.analyzers.core.timeline import Timeline
-from profplug.analyzers.crossrank import cross_rank, cross_rank_analysis
-from profplug.analyzers.crossrank import per_rank as parts
+from profplug.analyzers.crossrank import cross_rank, cross_rank_analysis, per_rank
 from profplug.analyzers.report.analysis import analyze_timelines
 from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.stalls.rank import StallOptions, analyze_rank
@@ -47,16 +46,16 @@ def phases(tls: list[Timeline]) -> dict[str, float]:
     walks joined."""
     t: dict[str, float] = {}
     t0 = time.perf_counter()
-    facts = [parts.rank_facts(tl) for tl in tls]
+    facts = [per_rank.rank_facts(tl) for tl in tls]
     t["facts"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    p = parts.plan(facts, 2000)
+    p = per_rank.plan(facts, 2000)
     t["plan"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    got = [parts.rank_part(tl, ask) for tl, ask in zip(tls, p.asks, strict=True)]
+    got = [per_rank.rank_part(tl, ask) for tl, ask in zip(tls, p.asks, strict=True)]
     t["parts"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    parts.join(p, got)
+    per_rank.join(p, got)
     t["join"] = time.perf_counter() - t0
     return t
 

@@ -308,7 +308,7 @@ def main() -> None:
                                                    "--cache", str(cache)]),
                  (f"local -j {n} --cache (warm re-run)", [*base, *COMPACT, "-j", str(n),
                                                          "--cache", str(cache)])]
-        # the default report: from 500 MB of traces (placement.SPREAD_MIN_BYTES) the
+        # the default report: from 500 MB of traces (placement.ROUNDS_MIN_BYTES) the
         # cross-rank analysis and the what-if run on the workers; --no-whatif: always
         cases += [(f"local -j {n}, run-level analyses", [*base, "-j", str(n)]),
                   (f"local -j {n}, cross-rank on workers", [*base, "-j", str(n),

@@ -6,7 +6,7 @@ and traced peak.
     .venv/bin/python benchmarks/bench_solve.py /tmp/profplug-scale/run64-20 --ranks 16 \\
         --copies 1,4,32
 
-The joined graph of ``--ranks`` rank files of a run (as ``whatif_in_parts`` builds it),
+The joined graph of ``--ranks`` rank files of a run (as ``whatif_in_rounds`` builds it),
 then ``--copies`` of it side by side: as many levels (each rank's chain of waits), more
 ranks per level, as a run of that many times the ranks. Best of 3 for the time; the traced
 peak (tracemalloc, a separate pass: it slows the lists' pass many times) per edge.
@@ -21,27 +21,26 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from profplug.analyzers.graph import longest_path as longestpath
+from profplug.analyzers.graph import longest_path
 from profplug.analyzers.scale.load import load_timelines
-from profplug.analyzers.whatif import in_parts as spread
-from profplug.analyzers.whatif import joined_replay as reduced
+from profplug.analyzers.whatif import joined_replay, rounds
 
 
 def joined_graph(run: Path, ranks: int) -> dict[str, Any]:
     files = sorted(run.glob("rank*.json"))[:ranks]
     got: dict[str, Any] = {}
-    real = reduced.longest_path, reduced.longest_path_by_levels
+    real = joined_replay.longest_path, joined_replay.longest_path_by_levels
 
     def capture(n, src, dst, w, sources):  # type: ignore[no-untyped-def]
         got.update(n=n, src=src, dst=dst, w=w, sources=list(sources))
-        return longestpath.longest_path(n, src, dst, w, sources)
+        return longest_path.longest_path(n, src, dst, w, sources)
 
     # the joined graph as solve() hands it to the solver, whichever pass its width picks
-    reduced.longest_path = reduced.longest_path_by_levels = capture  # type: ignore[assignment]
+    joined_replay.longest_path = joined_replay.longest_path_by_levels = capture  # type: ignore[assignment]
     try:
-        spread.whatif_in_parts(load_timelines([str(f) for f in files], progress=False))
+        rounds.whatif_in_rounds(load_timelines([str(f) for f in files], progress=False))
     finally:
-        reduced.longest_path, reduced.longest_path_by_levels = real  # type: ignore[assignment]
+        joined_replay.longest_path, joined_replay.longest_path_by_levels = real  # type: ignore[assignment]
     return got
 
 
@@ -60,7 +59,7 @@ def main() -> None:
         w = np.tile(g["w"], k)
         sources = [s + i * n for i in range(k) for s in g["sources"]]
         first = None
-        for fn in (longestpath.longest_path, longestpath.longest_path_by_levels):
+        for fn in (longest_path.longest_path, longest_path.longest_path_by_levels):
             best = float("inf")
             for _ in range(3):
                 t0 = time.perf_counter()

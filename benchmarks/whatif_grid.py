@@ -245,19 +245,19 @@ def switch_table(args: argparse.Namespace) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import io
 
-    import grid_switch as gs
+    import grid_switch
 
-    cells = gs.collect([Path(g) for g in args.grid])
+    cells = grid_switch.collect([Path(g) for g in args.grid])
     if not cells:
         print("whatif_grid switch-table: no *-switch runs found", file=sys.stderr)
         return 1
     held = tuple(s for s in args.held_out.split(",") if s)
-    gs.render(cells, sys.stdout, held, markdown=args.markdown)
+    grid_switch.render(cells, sys.stdout, held, markdown=args.markdown)
     if args.json:
-        gs.dump(cells, Path(args.json))
+        grid_switch.dump(cells, Path(args.json))
     if args.update_doc:
         buf = io.StringIO()
-        gs.render(cells, buf, held, markdown=True)
+        grid_switch.render(cells, buf, held, markdown=True)
         doc = Path(args.update_doc)
         text = doc.read_text()
         a, b = text.find(SWITCH_BEGIN), text.find(SWITCH_END)
@@ -273,37 +273,37 @@ def switch_table(args: argparse.Namespace) -> int:
 
 def table(args: argparse.Namespace) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import grid_ab as ga
-    import grid_table as gt
+    import grid_ab
+    import grid_table
 
     rows = []
     ab: dict = {}
     if args.grid:
         grids = [Path(g) for g in args.grid]
-        ab = ga.find_ab(grids, Path(args.ab) if args.ab else None)
-        truth = {**gt.unprofiled_truth(grids), **ga.ab_unprofiled(ab)}  # ab first
-        rows += gt.build_rows(gt.grid_groups(grids), "grid", truth)
+        ab = grid_ab.find_ab(grids, Path(args.ab) if args.ab else None)
+        truth = {**grid_table.unprofiled_truth(grids), **grid_ab.ab_unprofiled(ab)}  # ab first
+        rows += grid_table.build_rows(grid_table.grid_groups(grids), "grid", truth)
     if args.samples:
-        rows += gt.build_rows(gt.sample_groups(Path(args.samples)), "samples",
-                              gt.SAMPLE_UNPROFILED)
+        rows += grid_table.build_rows(grid_table.sample_groups(Path(args.samples)), "samples",
+                              grid_table.SAMPLE_UNPROFILED)
     if not rows:
         print("whatif_grid table: no device/event runs found", file=sys.stderr)
         return 1
     held = tuple(s for s in args.held_out.split(",") if s)
-    cells = ga.cells(rows, ab, held)
+    cells = grid_ab.cells(rows, ab, held)
 
     def write(out: TextIO, markdown: bool) -> None:
         if cells:
-            ga.render(cells, out, markdown=markdown)
-            for line in ga.band_fit(rows, cells, held):
+            grid_ab.render(cells, out, markdown=markdown)
+            for line in grid_ab.band_fit(rows, cells, held):
                 out.write(("\n" if markdown else "") + line + "\n")
             out.write("\n" + ("Per repeat:\n\n" if markdown else ""))
-        gt.render(rows, out, markdown=markdown)
+        grid_table.render(rows, out, markdown=markdown)
 
     write(sys.stdout, args.markdown)
     if args.json:
-        gt.dump(rows, Path(args.json))
-        ga.dump(cells, Path(args.json).with_suffix(".cells.json"))
+        grid_table.dump(rows, Path(args.json))
+        grid_ab.dump(cells, Path(args.json).with_suffix(".cells.json"))
     if args.update_doc:
         import io
 

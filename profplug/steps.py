@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import profplug.annotation as _ann
+from profplug import annotation
 from profplug.analyzers.core import ranges
 
 Listener = Callable[[int], None]
@@ -69,12 +69,12 @@ class Step:
         self.index = index
         self._nvtx_id: int | None = None
         self._handles: tuple[Any, ...] = ()
-        if _ann.NVTX_TOOL_ATTACHED:
-            attrs = _ann._DOMAIN.get_event_attributes(message=ranges.STEP, payload=index)
-            self._nvtx_id = _ann._DOMAIN.start_range(attrs)
-        if _ann.profiling():
-            outer = () if _attached else (_ann._rf_enter(ranges.profiler_step(index)),)
-            self._handles = (*outer, _ann._rf_enter(ranges.STEP))
+        if annotation.NVTX_TOOL_ATTACHED:
+            attrs = annotation._DOMAIN.get_event_attributes(message=ranges.STEP, payload=index)
+            self._nvtx_id = annotation._DOMAIN.start_range(attrs)
+        if annotation.profiling():
+            outer = () if _attached else (annotation._rf_enter(ranges.profiler_step(index)),)
+            self._handles = (*outer, annotation._rf_enter(ranges.STEP))
 
     def close(self) -> None:
         global _open
@@ -86,10 +86,10 @@ class Step:
             _open = None
         if self._handles:
             for handle in reversed(self._handles):
-                _ann._rf_exit(handle)
+                annotation._rf_exit(handle)
             self._handles = ()
         if self._nvtx_id is not None:
-            _ann._DOMAIN.end_range(self._nvtx_id)
+            annotation._DOMAIN.end_range(self._nvtx_id)
             self._nvtx_id = None
         for cb in _on_end:
             cb(index)

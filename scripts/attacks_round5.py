@@ -31,44 +31,44 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent)]
 
-import attack_inputs_round5 as a5  # noqa: E402
+import attack_inputs_round5  # noqa: E402
 from attack_inputs_round5 import PP2, WAITS, Build, Step  # noqa: E402
 
 ATTACKS: list[tuple[str, str, Build]] = [
-    ("2", "ab-report DIR (the shipped sample)", a5.ab_report_sample),
-    ("2", "report D --cache D", a5.report_cache_into_input(False)),
-    ("2", "report D --cache D, then report D", a5.report_cache_into_input(True)),
-    ("3", "ab-report ../ab from a project holding another runs/pp2", a5.ab_report_from_another_project),
-    ("4", "rank 0 of a device run + rank 1 of an event run (no run.json)", a5.mixed_ranks_of_two_runs),
-    ("4", "rank 0 of a device run + rank 1 of an event run (their run.json)", a5.mixed_ranks_with_run_json),
-    ("4", "report ,", a5.plain("report", ",")),
-    ("4", "report ,,", a5.plain("report", ",,")),
-    ("4", "report ''", a5.plain("report", "")),
-    ("4", "compare , X", a5.plain("compare", ",", "X")),
-    ("4", "a Chrome DevTools trace", a5.devtools_trace),
-    ("4", "compare KINETO NSYS", a5.plain("compare", str(WAITS / "kineto"), str(WAITS / "nsys"), "-q")),
-    ("4", "compare AB_DIR TRACED", a5.plain("compare", str(a5.AB), str(a5.AB / "traced_device"), "-q")),
-    ("4", "compare RUN HARD_LINKED_COPY", a5.hard_linked_copy),
-    ("4", "whatif DEV --against DEV", a5.plain("whatif", str(PP2 / "device"), "--against", str(PP2 / "device"), "-f", "json")),
-    ("4", "whatif DEV --against a copy of DEV", a5.whatif_against_copy),
-    ("4", "report -j 0", a5.plain("report", str(PP2 / "device"), "-j", "0")),
-    ("4", "report -o out.json (no -f)", a5.output_json_without_format),
-    ("5", "--step-range 're:a{99999999999}'", a5.plain("report", str(PP2 / "device"), "--step-range", "re:a{99999999999}")),
-    *(("5", f"Ctrl-C {t:g} s after the start", a5.ctrl_c_at(t)) for t in (0.05, 0.15, 0.3)),
-    ("5", "Python API, Dask backend never closed", a5.dask_without_close),
-    *(("6", f"rank header {v!r} in b.json", a5.rank_header(v)) for v in (True, 1.5, "x", -1)),
-    ("6", "compare --step-range X that only run A has", a5.step_range_only_in_a),
-    ("6", "report FOLDER holding a device and an event run", a5.plain("report", str(PP2))),
-    ("6", "whatif DEV EVENT", a5.plain("whatif", str(PP2 / "device"), str(PP2 / "event"))),
-    ("6", "--nsys /bad/path", a5.nsys_bad_path),
-    ("6", "report X.nsys-rep, X.sqlite.gz beside it, no nsys", a5.nsys_rep_with_gz_beside),
-    ("6", "ab-report -f json", a5.plain("ab-report", str(a5.AB), "-f", "json")),
-    ("6", "profplug --version", a5.plain("--version")),
-    *(("7", f"Kineto correlation id {v}", a5.correlation_at(v)) for v in (2**63, -(2**63) - 1)),
-    ("7", "run.json with a 401-digit step", a5.run_json_401_digits),
-    ("7", "a base-timed and an unbased rank, nothing to align", a5.mixed_base_clocks),
-    ("8", "import profplug.analyzers in the checkout (no install)", a5.from_checkout("import")),
-    ("8", "python -m profplug report in the checkout (no install)", a5.from_checkout("run")),
+    ("2", "ab-report DIR (the shipped sample)", attack_inputs_round5.ab_report_sample),
+    ("2", "report D --cache D", attack_inputs_round5.report_cache_into_input(False)),
+    ("2", "report D --cache D, then report D", attack_inputs_round5.report_cache_into_input(True)),
+    ("3", "ab-report ../ab from a project holding another runs/pp2", attack_inputs_round5.ab_report_from_another_project),
+    ("4", "rank 0 of a device run + rank 1 of an event run (no run.json)", attack_inputs_round5.mixed_ranks_of_two_runs),
+    ("4", "rank 0 of a device run + rank 1 of an event run (their run.json)", attack_inputs_round5.mixed_ranks_with_run_json),
+    ("4", "report ,", attack_inputs_round5.plain("report", ",")),
+    ("4", "report ,,", attack_inputs_round5.plain("report", ",,")),
+    ("4", "report ''", attack_inputs_round5.plain("report", "")),
+    ("4", "compare , X", attack_inputs_round5.plain("compare", ",", "X")),
+    ("4", "a Chrome DevTools trace", attack_inputs_round5.devtools_trace),
+    ("4", "compare KINETO NSYS", attack_inputs_round5.plain("compare", str(WAITS / "kineto"), str(WAITS / "nsys"), "-q")),
+    ("4", "compare AB_DIR TRACED", attack_inputs_round5.plain("compare", str(attack_inputs_round5.AB), str(attack_inputs_round5.AB / "traced_device"), "-q")),
+    ("4", "compare RUN HARD_LINKED_COPY", attack_inputs_round5.hard_linked_copy),
+    ("4", "whatif DEV --against DEV", attack_inputs_round5.plain("whatif", str(PP2 / "device"), "--against", str(PP2 / "device"), "-f", "json")),
+    ("4", "whatif DEV --against a copy of DEV", attack_inputs_round5.whatif_against_copy),
+    ("4", "report -j 0", attack_inputs_round5.plain("report", str(PP2 / "device"), "-j", "0")),
+    ("4", "report -o out.json (no -f)", attack_inputs_round5.output_json_without_format),
+    ("5", "--step-range 're:a{99999999999}'", attack_inputs_round5.plain("report", str(PP2 / "device"), "--step-range", "re:a{99999999999}")),
+    *(("5", f"Ctrl-C {t:g} s after the start", attack_inputs_round5.ctrl_c_at(t)) for t in (0.05, 0.15, 0.3)),
+    ("5", "Python API, Dask backend never closed", attack_inputs_round5.dask_without_close),
+    *(("6", f"rank header {v!r} in b.json", attack_inputs_round5.rank_header(v)) for v in (True, 1.5, "x", -1)),
+    ("6", "compare --step-range X that only run A has", attack_inputs_round5.step_range_only_in_a),
+    ("6", "report FOLDER holding a device and an event run", attack_inputs_round5.plain("report", str(PP2))),
+    ("6", "whatif DEV EVENT", attack_inputs_round5.plain("whatif", str(PP2 / "device"), str(PP2 / "event"))),
+    ("6", "--nsys /bad/path", attack_inputs_round5.nsys_bad_path),
+    ("6", "report X.nsys-rep, X.sqlite.gz beside it, no nsys", attack_inputs_round5.nsys_rep_with_gz_beside),
+    ("6", "ab-report -f json", attack_inputs_round5.plain("ab-report", str(attack_inputs_round5.AB), "-f", "json")),
+    ("6", "profplug --version", attack_inputs_round5.plain("--version")),
+    *(("7", f"Kineto correlation id {v}", attack_inputs_round5.correlation_at(v)) for v in (2**63, -(2**63) - 1)),
+    ("7", "run.json with a 401-digit step", attack_inputs_round5.run_json_401_digits),
+    ("7", "a base-timed and an unbased rank, nothing to align", attack_inputs_round5.mixed_base_clocks),
+    ("8", "import profplug.analyzers in the checkout (no install)", attack_inputs_round5.from_checkout("import")),
+    ("8", "python -m profplug report in the checkout (no install)", attack_inputs_round5.from_checkout("run")),
 ]
 
 
@@ -189,7 +189,7 @@ def row(item: str, name: str, r: dict[str, object], files: str, d: Path) -> str:
     line = pick[0].strip() if pick else str(r["line"])
     if name in POST:
         line = POST[name](d, str(r["text"]))
-    line = line.replace(str(d), "<dir>").replace(str(a5.ROOT), "<repo>")
+    line = line.replace(str(d), "<dir>").replace(str(attack_inputs_round5.ROOT), "<repo>")
     line = line.replace("|", "/").replace("`", "'")[:160]
     return (f"| {item} | {name} | {r['exit']} | {float(r['wall_s']):.2f} | "  # type: ignore[arg-type]
             f"{float(r['rss_mb']):.0f} | {'yes' if r['traceback'] else 'no'} | "  # type: ignore[arg-type]
@@ -228,7 +228,7 @@ def signal_tries(sig: str, base: str, tries: int = 12) -> str:
     with tempfile.TemporaryDirectory(prefix="profplug-r5-") as tmp:
         d = Path(tmp)
         (d / "small").mkdir()
-        small = a5.sync_loop(d / "small" / "rank0.json")
+        small = attack_inputs_round5.sync_loop(d / "small" / "rank0.json")
         whole, left, codes, tb, spans = 0, 0, set(), False, []
         for _ in range(tries):
             run_step(Step(_report_args(src=str(small))), d, base)  # the old outputs
@@ -301,7 +301,7 @@ def full_disk(base: str) -> str:
     with tempfile.TemporaryDirectory(prefix="profplug-r5-") as tmp:
         d = Path(tmp) / "small"
         d.mkdir()
-        small = a5.sync_loop(Path(tmp) / "rank0.json")
+        small = attack_inputs_round5.sync_loop(Path(tmp) / "rank0.json")
         if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(d)],
                           capture_output=True).returncode:
             return ("| 1 | report over its old outputs on a full disk | n/a: cannot mount a "

@@ -1,7 +1,7 @@
 """What a report is checked against: the same report made in one process (every timeline
 read into it, then the run-level analyses), its JSON and its page with the timings blanked
 (the one thing that differs between two makings of one report); and a spy on what reaches
-the client in each round of a spread report."""
+the client in each round of a report in rounds."""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 from profplug.analyzers.render.registry import PAGE, render_text
-from profplug.analyzers.report import analysis as report
-from profplug.analyzers.scale import load, placement
-from profplug.analyzers.scale import run_level as remote
+from profplug.analyzers.report import analysis
+from profplug.analyzers.scale import load, placement, run_level
 from profplug.analyzers.scale.dispatch import FileResult
 
 # what differs between two runs of the same analysis: how long it took
@@ -22,11 +21,11 @@ _TIMES = re.compile(r'("(?:replay_s|analysis_s)": ?)[0-9.eE+-]+|replayed in [0-9
 
 
 def one_process(paths: list[Path], run: Iterable[object], monkeypatch: pytest.MonkeyPatch,
-                **kw: object) -> report.Report:
+                **kw: object) -> analysis.Report:
     """``analyze(paths, run=run, **kw)`` with no analysis run where the ranks are read."""
     with monkeypatch.context() as m:
-        m.setattr(placement, "spreading", lambda *a, **k: None)
-        return report.analyze(paths, run=run, jobs=1, progress=False, **kw)  # type: ignore[arg-type]
+        m.setattr(placement, "rounds_for", lambda *a, **k: None)
+        return analysis.analyze(paths, run=run, jobs=1, progress=False, **kw)  # type: ignore[arg-type]
 
 
 def blank(text: str) -> str:
@@ -63,4 +62,4 @@ class Spy:
             return out
 
         monkeypatch.setattr(load, "gather", first)
-        monkeypatch.setattr(remote, "gather", second)
+        monkeypatch.setattr(run_level, "gather", second)

@@ -26,18 +26,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import profplug.analyzers.commands.whatif
 import pytest
-from profplug.analyzers.commands import whatif as commands
 from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.crossrank import CrossRankResult
 from profplug.analyzers.crossrank import cross_rank as run_cross_rank
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.readers.registry import SUFFIXES
-from profplug.analyzers.report import analysis as report_mod
+from profplug.analyzers.report import analysis
 from profplug.analyzers.report.analysis import Report, analyze_timelines
 from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.report.run_meta import find_run_meta
-from profplug.analyzers.scale import load as load_mod
+from profplug.analyzers.scale import load
 from profplug.analyzers.scale.load import SKIP_NAMES, LoadedRanks
 from profplug.analyzers.stalls.rank import RankResult, StallOptions, analyze_rank
 from profplug.analyzers.whatif import DropSpec, WhatIfResult
@@ -45,7 +45,7 @@ from profplug.analyzers.whatif import whatif as run_whatif
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"
-_READ = load_mod.load_timelines  # the real reader, whatever a test patches
+_READ = load.load_timelines  # the real reader, whatever a test patches
 
 
 def sample_run_dirs() -> list[Path]:
@@ -83,7 +83,7 @@ def _key(paths: Any) -> tuple[str, ...] | None:
     """The paths as given (their spelling is in the outputs), or None when any is outside
     sample_traces/ (those are read as usual, every time)."""
     out = []
-    for p in load_mod.as_paths(paths):
+    for p in load.as_paths(paths):
         full = (p if p.is_absolute() else Path.cwd() / p).resolve()
         if not full.is_relative_to(SAMPLES):
             return None
@@ -149,7 +149,7 @@ def _cached_load(*args: Any, **kw: Any) -> list[Timeline]:
     return list(_read(os.getcwd(), key, kw.get("read")))
 
 
-_LOAD_RANKS = load_mod.load_ranks  # likewise
+_LOAD_RANKS = load.load_ranks  # likewise
 
 
 @functools.cache
@@ -172,8 +172,8 @@ def _cached_load_ranks(paths: Any, **kw: Any) -> LoadedRanks:
     return LoadedRanks(stalls, tls if kw.get("keep_timelines", True) else [], [], parts=parts)
 
 
-LOADERS: list[tuple[Any, str, Any]] = [(report_mod, "load_ranks", _cached_load_ranks),
-                                       (commands, "load_timelines", _cached_load)]
+LOADERS: list[tuple[Any, str, Any]] = [(analysis, "load_ranks", _cached_load_ranks),
+                                       (profplug.analyzers.commands.whatif, "load_timelines", _cached_load)]
 
 
 def reading_once(monkeypatch: pytest.MonkeyPatch) -> Callable[..., list[Timeline]]:

@@ -48,7 +48,7 @@ class RankRecord(msgspec.Struct):
     digest_in_window: Count | None = None
 
 
-class WhatifRecord(msgspec.Struct):
+class WhatIfRecord(msgspec.Struct):
     """A stored what-if overlay (``overlay.whatif_overlay``): what ab-report sets against the
     measurement again."""
 
@@ -82,7 +82,7 @@ class AbDoc(msgspec.Struct):
     skip: Count | None = None
     steps: Count | None = None
     command: list[str] | None = None
-    whatif: WhatifRecord | None = None
+    whatif: WhatIfRecord | None = None
     interrupted: bool | None = None
     interrupted_status: Status | None = None
     exit_status: Status | None = None

@@ -10,7 +10,7 @@ the policies in blocks of N steps, so every run compares them at its own host sp
   queue the event steps built up. Both distort the block's first step or two; the
   ``after_switch`` profile (each offset's step over its block's robust step, median over
   blocks) shows how many steps that takes on the job at hand.
-- Per run and label: the robust step time over its blocks (``stepstats.center`` of the
+- Per run and label: the robust step time over its blocks (``steps.stats.center`` of the
   pipeline's steps that are kept); per run the ratio baseline / label.
 - Across runs: Student's t on the runs' log ratios, ``exp(mean +- t(n-1) sd / sqrt(n))``.
   Why t: each run is one independent draw of the host speed (the VM draws it per process),
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 from profplug.analyzers.ab import stats
-from profplug.analyzers.steps import stats as stepstats
+from profplug.analyzers.steps.stats import center
 
 DISCARD_AFTER_SWITCH = 2
 
@@ -74,7 +74,7 @@ def kept_steps(run: dict[str, Any], discard: int = DISCARD_AFTER_SWITCH
 def run_centers(run: dict[str, Any], discard: int = DISCARD_AFTER_SWITCH
                 ) -> dict[str, tuple[float, int]]:
     """Per label: (robust step us over its kept steps, steps kept)."""
-    return {lb: (stepstats.center(v), len(v))
+    return {lb: (center(v), len(v))
             for lb, v in kept_steps(run, discard).items() if v}
 
 
@@ -93,7 +93,7 @@ def after_switch(runs: Sequence[dict[str, Any]], discard: int = DISCARD_AFTER_SW
                 continue
             kept = [t for off, _, t in block if off >= discard]
             if block[0][0] == 0 and kept:  # a whole block from its switch on
-                c = stepstats.center(kept)
+                c = center(kept)
                 for off, label, t in block:
                     ratios.setdefault(label, {}).setdefault(off, []).append(t / c)
             block = []

@@ -46,7 +46,7 @@ from profplug.analyzers.report.runsets import check_one_run
 from profplug.analyzers.scale.dispatch import Backend
 from profplug.analyzers.scale.load import PathsLike, load_timelines
 from profplug.analyzers.scale.pathargs import check_paths, split_paths
-from profplug.analyzers.scale.placement import spreading
+from profplug.analyzers.scale.placement import rounds_for
 from profplug.analyzers.stalls.rank import StallOptions, analyze_rank
 from profplug.analyzers.steps.observer import untraced_step_us
 from profplug.analyzers.whatif import (
@@ -117,14 +117,14 @@ def ab_calibration(value: str | float | None
 
 
 @own_warnings
-def _spread_whatif(files: list[Path], drop: DropSpec, opt: StallOptions,
+def _whatif_in_rounds(files: list[Path], drop: DropSpec, opt: StallOptions,
                    read: ReadOptions | None, backend: Backend, quiet: bool,
                    html: Path | None) -> tuple[WhatIfResult, Report] | None:
-    """The what-if where the ranks are read, as a report from ``spreading.SPREAD_MIN_BYTES``
+    """The what-if where the ranks are read, as a report from ``placement.ROUNDS_MIN_BYTES``
     of traces runs it (no timeline travels: docs/scale.md), with the report its page draws;
     None below, where the timelines travel and it runs here."""
     forced = whatif_analysis(drop)
-    if spreading([forced], False, files) is None:
+    if rounds_for([forced], False, files) is None:
         return None
     rep = analyze(files, opt, run=[forced], read=read, backend=backend,
                   progress=progress_flag(quiet), keep_gaps=html is not None, gaps_per_device=GAPS_KEPT)
@@ -207,18 +207,18 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str | Non
     find_run_meta(files)  # a bad run.json: said before the read
     check_one_run(files, "whatif")
     backend = open_backend(jobs, dask)
-    spread: tuple[WhatIfResult, Report] | None = None
+    in_rounds: tuple[WhatIfResult, Report] | None = None
     try:
         # --against, --trace-out: the timelines here
         if unprofiled_us is None and other is None and trace_out is None:
-            spread = _spread_whatif(files, drop, opt, read, backend, quiet, html)
-        if spread is None:
+            in_rounds = _whatif_in_rounds(files, drop, opt, read, backend, quiet, html)
+        if in_rounds is None:
             timelines = load_timelines(files, read=read, backend=backend,
                                        progress=progress_flag(quiet))
     finally:
         backend.close()
-    if spread is not None:
-        res, rep = spread
+    if in_rounds is not None:
+        res, rep = in_rounds
     else:
         res = whatif(timelines, drop, opt, keep_predicted=trace_out is not None) \
             if unprofiled_us is None \

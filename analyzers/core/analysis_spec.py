@@ -10,7 +10,7 @@ An analysis runs in one of three ways, the same on the local pool and on a Dask 
   analyses (the what-if's replay, the cross-rank matching).
 - ``part`` and ``join``: ``part(timeline)`` is made where each rank is read (on the worker)
   and only that value travels; ``join(parts, ranks)`` makes the result in the client.
-- ``in_parts``: the two-round protocol of ``scale.run_level`` (the cross-rank analysis and
+- ``in_rounds``: the two-round protocol of ``scale.run_level`` (the cross-rank analysis and
   the what-if, on runs too big for their timelines to travel).
 """
 
@@ -22,8 +22,8 @@ from typing import Any, Literal
 
 ANY_RUN = "any"  # applies to any run
 GPU_FREE = "gpu-free"  # applies only when no rank has GPU work (its parts: ranks without)
-CROSS_RANK = "cross_rank"  # in_parts: the cross-rank analysis's rounds (``scale.run_level``)
-WHATIF = "whatif"  # in_parts: the what-if's rounds
+CROSS_RANK = "cross_rank"  # in_rounds: the cross-rank analysis's rounds (``scale.run_level``)
+WHATIF = "whatif"  # in_rounds: the what-if's rounds
 
 # (timelines, stall options, the ranks' stall analyses or None: redo them) -> a result with
 # ``key`` and ``to_dict()``, or None (nothing to add). An exception becomes one warning line.
@@ -43,8 +43,8 @@ class AnalysisSpec:
     applies: Literal["any", "gpu-free"] = ANY_RUN
     part: PartFn | None = None  # with ``join``: made where each rank is read
     join: JoinFn | None = None
-    in_parts: Literal["cross_rank", "whatif"] | None = None
-    drop: Any = None  # the what-if's drop rule (a ``graph.dropset.DropSpec``), for in_parts
+    in_rounds: Literal["cross_rank", "whatif"] | None = None
+    drop: Any = None  # the what-if's drop rule (a ``graph.dropset.DropSpec``), for in_rounds
     # in one process only up to this many API calls + GPU ops (None: no limit); past it, a
     # what-if whose rounds fail does not fall back to one process
     max_events: int | None = None

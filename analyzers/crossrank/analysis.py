@@ -16,7 +16,7 @@ from typing import Any
 from profplug.analyzers.core.analysis_spec import CROSS_RANK, AnalysisSpec
 from profplug.analyzers.core.classify import comm_for_symbols
 from profplug.analyzers.core.timeline import Timeline
-from profplug.analyzers.crossrank import critical as cp
+from profplug.analyzers.crossrank import critical
 from profplug.analyzers.crossrank.per_rank import (
     Plan,
     RankPart,
@@ -67,7 +67,7 @@ def cross_rank(timelines: list[Timeline], options: StallOptions | None = None,
     return joined(p, parts, paths, [tl.rank for tl in timelines], sw, t0)
 
 
-def joined(p: Plan, parts: list[RankPart], paths: list[cp.StepPath], all_ranks: list[int],
+def joined(p: Plan, parts: list[RankPart], paths: list[critical.StepPath], all_ranks: list[int],
            sw: Swimlane | None, t0: float) -> CrossRankResult:
     """The result from the plan, the ranks' parts and the replayed walks; ``all_ranks``:
     every rank of the run (those without GPU work are left out, and said so)."""
@@ -102,7 +102,7 @@ def _shares(d: dict[Any, int], total: int) -> dict[str, float]:
     return {str(k): round(v / total, 4) if total else 0.0 for k, v in d.items()}
 
 
-def _summary(sites: dict[tuple[int, int], str], ranks: list[int], paths: list[cp.StepPath],
+def _summary(sites: dict[tuple[int, int], str], ranks: list[int], paths: list[critical.StepPath],
              basis: str) -> CriticalPath:
     cat_ns: Counter[int] = Counter()
     rank_ns: Counter[int] = Counter()
@@ -123,12 +123,12 @@ def _summary(sites: dict[tuple[int, int], str], ranks: list[int], paths: list[cp
         rank_ns.update(r)
         tot = sum(c.values())
         steps.append({"step": p.step, "span_us": us(p.hi_ns - p.lo_ns), "length_us": us(tot),
-                      "by_category": _shares({cp.CATEGORIES[i]: c[i]
-                                              for i in range(len(cp.CATEGORIES))}, tot),
+                      "by_category": _shares({critical.CATEGORIES[i]: c[i]
+                                              for i in range(len(critical.CATEGORIES))}, tot),
                       "by_rank": _shares(dict(sorted(r.items())), tot),
                       "top_rank": max(r, key=lambda x: (r[x], -x)) if r else None})
     total = sum(cat_ns.values())
-    top = [{"rank": rk, "callsite": site, "category": cp.CATEGORIES[cat],
+    top = [{"rank": rk, "callsite": site, "category": critical.CATEGORIES[cat],
             "share": round(v / total, 4) if total else 0.0,
             "steps": len(site_steps[(rk, site, cat)])}
            for (rk, site, cat), v in site_ns.most_common(TOP_CALLSITES)]
@@ -139,8 +139,8 @@ def _summary(sites: dict[tuple[int, int], str], ranks: list[int], paths: list[cp
                     "wait, or the matched peer kernel's start (a NCCL kernel's wait is slack)"
                     "; docs/crossrank.md"),
         basis=basis, n_steps=len(paths) if basis == "step" else 0, length_us=us(total),
-        by_category=_shares({cp.CATEGORIES[i]: cat_ns[i]
-                             for i in range(len(cp.CATEGORIES))}, total),
+        by_category=_shares({critical.CATEGORIES[i]: cat_ns[i]
+                             for i in range(len(critical.CATEGORIES))}, total),
         by_rank=_shares(dict(sorted(rank_ns.items())), total),
         top_rank=max(rank_ns, key=lambda x: (rank_ns[x], -x)) if rank_ns else None,
         top_callsites=top, steps=steps)
@@ -166,7 +166,7 @@ def _run(timelines: list[Timeline], options: StallOptions,
 # (``benchmarks/bench_analyzer.py`` measures both). Its parts can run where the ranks are
 # read (``scale.run_level``).
 CROSS_RANK_SPEC = AnalysisSpec(name="cross_rank", label="cross-rank analysis", run=_run,
-                               cache_key="cross_rank", in_parts=CROSS_RANK)
+                               cache_key="cross_rank", in_rounds=CROSS_RANK)
 
 
 def cross_rank_analysis() -> AnalysisSpec:

@@ -56,7 +56,7 @@ class RankFacts:
     n_events: int
     view: CommView
     ends: StepEnds
-    # the what-if's first-round part (``whatif.spread.RankReductions``) when asked, or the
+    # the what-if's first-round part (``whatif.rounds.RankReductions``) when asked, or the
     # one-line failure of making it
     whatif: object = None
     # with ``--drop-at``, before its call site is resolved: the rank's sync call sites

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from profplug.analyzers.crossrank.bubbles import RankBubbles
 from profplug.analyzers.crossrank.drain import RankDrain
 from profplug.analyzers.crossrank.swimlane import Swimlane
-from profplug.analyzers.steps import stats as stepstats
+from profplug.analyzers.steps import stats
 
 SCHEMA_VERSION = 1
 
@@ -119,8 +119,8 @@ def _bubble_dict(b: RankBubbles) -> dict[str, Any]:
         "waits_for_us": {str(r): us(v) for r, v in b.waits_for_ns.items()}}
     if b.steps is not None and b.steps.step_numbers:
         n = len(b.steps.step_numbers)  # per step: the median over the non-outlier steps
-        d["bubble_per_step_us"] = us(stepstats.center(b.steps.bubble_ns))
-        d["comm_wait_per_step_us"] = us(stepstats.center(b.steps.wait_ns))
+        d["bubble_per_step_us"] = us(stats.center(b.steps.bubble_ns))
+        d["comm_wait_per_step_us"] = us(stats.center(b.steps.wait_ns))
         d["bubble_per_step_us_mean"] = us(int(b.steps.bubble_ns.sum()) / n)
         d["comm_wait_per_step_us_mean"] = us(int(b.steps.wait_ns.sum()) / n)
     return d

@@ -24,7 +24,7 @@ MAX_LISTED = 12
 def site_counts(tl: Timeline, kinds: str) -> Counter[str]:
     """How many of the syncs ``kinds`` drops (device-wide, or every host-blocking one) each
     call site of one rank has, in the order the sites first appear (where the rank is read:
-    ``whatif.in_parts``)."""
+    ``whatif.rounds``)."""
     count: Counter[str] = Counter()
     # top-level calls, as the report's call sites
     kind = classify.call_kinds(tl.names, tl.api_name, tl.api_tops())

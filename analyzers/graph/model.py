@@ -333,7 +333,7 @@ def replay_only(m: Model, keep: tuple[str, ...] = ()) -> Model:
 def only(m: Model, keep: tuple[str, ...]) -> Model:
     """``m`` with only the arrays named in ``keep`` (``threads`` among them: its thread
     lists), the rest empty: for a pass that reads a few of them, such as a worker's
-    reductions (``in_parts.REDUCE_READS``), once the graph is built (a worker's peak:
+    reductions (``rounds.REDUCE_READS``), once the graph is built (a worker's peak:
     docs/scale.md)."""
     out = object.__new__(Model)
     state = dict(m.__dict__)

@@ -20,7 +20,7 @@ from profplug.analyzers.core.timeline import (
 )
 from profplug.analyzers.graph.dropset import DropSpec, dropped_calls
 from profplug.analyzers.graph.host import sync_copies
-from profplug.analyzers.steps import stats as stepstats
+from profplug.analyzers.steps import stats
 
 QUEUE_TOL_NS = 2_000  # an op starting within this of its stream becoming ready was queued
 MIN_NS = np.iinfo(np.int64).min
@@ -194,13 +194,13 @@ class RankModel:
         queued = has_ready & (slack <= QUEUE_TOL_NS)
         obs = s - self.launch
         free = (self.o_api >= 0) & ~queued
-        self.lat_cap = int(stepstats.median(obs[free])) if free.any() else 0
+        self.lat_cap = int(stats.median(obs[free])) if free.any() else 0
         # launched at least a typical latency before its stream was ready: the stream, not
         # the launch, set its start, however long after ready it came (a slow dispatch);
         # its time since the launch is a queue's wait, never a latency to replay
         queued |= has_ready & (ready - self.launch >= self.lat_cap)
         q_gap = slack[queued]
-        g_typ = int(stepstats.median(np.maximum(q_gap, 0))) if q_gap.size else 0
+        g_typ = int(stats.median(np.maximum(q_gap, 0))) if q_gap.size else 0
         self.lat = np.where(queued, np.minimum(obs, self.lat_cap), obs)
         self.gap = np.where(queued, slack, np.minimum(g_typ, slack))
         self.gap[~has_ready] = 0
@@ -285,7 +285,7 @@ class RankModel:
             bs = blocked[sel]
             nbs = ~bs
             b, nb = sel[bs], sel[nbs]
-            w_typ = int(stepstats.median(wake[b])) if b.size else 0
+            w_typ = int(stats.median(wake[b])) if b.size else 0
             cheap = dur[nb] if nb.size else wake[b]
             omin = max(int(cheap.min()), 0) if cheap.size else 0
             self.omin[sel] = omin

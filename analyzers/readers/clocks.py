@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 from profplug.analyzers.core.timeline import Timeline
-from profplug.analyzers.steps import stats as stepstats
+from profplug.analyzers.steps import stats
 
 EPOCH = "wall clock (epoch ns)"
 ONE_REPORT = "one clock (all ranks in one Nsight report)"
@@ -105,8 +105,8 @@ def _pair_medians(timelines: list[Timeline], edges: np.ndarray
     for i in np.argsort(order[cut], kind="stable").tolist():  # first matched first
         lo, hi = int(cut[i]), int(cut[i + 1]) if i + 1 < cut.size else int(ks.size)
         arr = diff[order[lo:hi]]
-        m = int(stepstats.median(arr))
-        med[(int(ks[lo]) // n, int(ks[lo]) % n)] = (m, int(stepstats.median(np.abs(arr - m))),
+        m = int(stats.median(arr))
+        med[(int(ks[lo]) // n, int(ks[lo]) % n)] = (m, int(stats.median(np.abs(arr - m))),
                                                     arr.size)
     return med
 

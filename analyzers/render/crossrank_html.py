@@ -12,7 +12,7 @@ from profplug.analyzers.render.crossrank_svg import lead_svg, queue_svg, rank_le
 from profplug.analyzers.render.escape import e as _e
 from profplug.analyzers.render.palette import COLORS, legend_html
 from profplug.analyzers.stalls.gaps import CAUSES
-from profplug.analyzers.steps import stats as stepstats
+from profplug.analyzers.steps import stats
 
 if TYPE_CHECKING:
     from profplug.analyzers.crossrank.result import CrossRankResult
@@ -37,7 +37,7 @@ def _bubbles(res: CrossRankResult) -> str:
     for b in res.bubbles:
         per = None
         if b.steps is not None and b.steps.step_numbers:
-            per = round(stepstats.center(b.steps.bubble_ns) / 1000, 3)
+            per = round(stats.center(b.steps.bubble_ns) / 1000, 3)
         waits = ", ".join(f"rank {r}: {v / 1000:,.1f}" for r, v in b.waits_for_ns.items())
         pct = round(100.0 * b.bubble_ns / b.window_ns, 2) if b.window_ns else None
         rows.append(f'<tr data-rank="{b.rank}">' + "".join([

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TextIO
 
 from profplug.analyzers.render.text import wrap
-from profplug.analyzers.steps import stats as stepstats
+from profplug.analyzers.steps import stats
 
 if TYPE_CHECKING:
     from profplug.analyzers.crossrank.result import CrossRankResult
@@ -43,7 +43,7 @@ def render_crossrank_table(res: CrossRankResult, out: TextIO) -> None:
         win = b.window_ns
         per = "-"
         if b.steps is not None and b.steps.step_numbers:
-            per = f"{stepstats.center(b.steps.bubble_ns) / 1000:,.1f}"
+            per = f"{stats.center(b.steps.bubble_ns) / 1000:,.1f}"
         waits = ", ".join(f"{r}" for r, _ in sorted(b.waits_for_ns.items(),
                                                      key=lambda kv: -kv[1])[:3]) or "-"
         w(f"{b.rank:>4} {win / 1000:>11,.1f} {_pct(b.comm_ns, win):>6} "

@@ -25,7 +25,7 @@ from profplug.analyzers.readers import clocks
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.report.finding import headline, no_steps_warning
 from profplug.analyzers.report.run_meta import find_run_meta
-from profplug.analyzers.scale import run_level as remote
+from profplug.analyzers.scale import run_level
 from profplug.analyzers.scale.dispatch import Backend, LocalBackend, analyze_ranks
 from profplug.analyzers.scale.load import (
     LoadedRanks,
@@ -36,10 +36,9 @@ from profplug.analyzers.scale.load import (
 )
 from profplug.analyzers.scale.placement import (
     Placement,
-    Spreading,
+    Rounds,
     place,
     scratch_cache,
-    spread_drop,
 )
 from profplug.analyzers.scale.result_cache import MISS, ResultCache
 from profplug.analyzers.stalls.rank import RankResult, StallOptions, flat_dict
@@ -245,14 +244,14 @@ def analyze(paths: PathsLike, options: StallOptions | None = None, *,
     read = (read or ReadOptions()).with_step_range(step_range)
     opt = options or StallOptions()
     specs = [as_spec(a) for a in run]
-    where = place(specs, keep_gaps, files, spread=not keep_timelines)
+    where = place(specs, keep_gaps, files, in_rounds=not keep_timelines)
     backend = backend or LocalBackend(jobs)
     rounds = where.rounds
     with scratch_cache(read, backend) if rounds is not None else nullcontext(read) as rd:
         whole = bool(where.whole) or keep_timelines
         got = load_ranks(files, read=rd, stall=opt, keep_timelines=whole,
                          backend=backend, progress=progress, keep_gaps=keep_gaps or whole,
-                         extra=None if rounds is None else remote.first_round(spread_drop(rounds)),
+                         extra=None if rounds is None else run_level.first_round(rounds.drop),
                          gaps_per_device=None if whole else gaps_per_device,
                          parts=where.parts)
         rep = None if rounds is None else _rounds_report(got, opt, specs, rounds, read.steps,
@@ -311,7 +310,7 @@ def _finished(rep: Report, got: LoadedRanks, files: list[Path]) -> Report:
 
 
 def _rounds_report(got: LoadedRanks, opt: StallOptions, specs: list[AnalysisSpec],
-                   rounds: Spreading, steps: StepRule, backend: Backend) -> Report | None:
+                   rounds: Rounds, steps: StepRule, backend: Backend) -> Report | None:
     """The report of ranks read with ``run_level.Facts``: the analyses in rounds, the others
     joined from their parts; None when the analyses need the timelines after all (a run
     without GPU work; a what-if whose ranks' coupled replay has a cycle, within the size it
@@ -321,9 +320,9 @@ def _rounds_report(got: LoadedRanks, opt: StallOptions, specs: list[AnalysisSpec
         return None
     limit = None if rounds.whatif is None else rounds.whatif.max_events
     tasks = {f.rank: task for task, fs in got.extras for f in fs or []}  # type: ignore[attr-defined]
-    out = remote.spread_remote(
+    out = run_level.run_rounds(
         facts, tasks, backend, opt, [r.rank for r in got.stalls],
-        cross=rounds.cross is not None, n_events=got.n_events, drop=spread_drop(rounds),
+        cross=rounds.cross is not None, n_events=got.n_events, drop=rounds.drop,
         cycle_falls_back=limit is None or got.n_events <= limit, lanes=rounds.lanes)
     if out.fallback:
         return None

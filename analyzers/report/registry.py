@@ -74,7 +74,7 @@ def whatif_spec(asked: Asked) -> AnalysisSpec | None:
         return whatif_if_cheap(timelines, options, drop, ranks, keep)
 
     return AnalysisSpec(name="whatif", label="what-if", run=cheap,
-                        in_parts=None if keep else WHATIF, drop=drop,
+                        in_rounds=None if keep else WHATIF, drop=drop,
                         cache_key=None if keep else
                         f"whatif auto<={WHATIF_AUTO_MAX_EVENTS} {drop!r}",
                         max_events=WHATIF_AUTO_MAX_EVENTS)

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from profplug.analyzers.core.analysis_spec import CROSS_RANK, WHATIF, AnalysisSpec, PartFn
@@ -38,18 +40,30 @@ def scratch_cache(read: ReadOptions, backend: Backend) -> Iterator[ReadOptions]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-SPREAD_MIN_BYTES = 500_000_000  # with a what-if: below, the timelines travel
-SPREAD_ENV = "PROFPLUG_SPREAD_MIN_BYTES"  # another threshold (0: always, when it can)
+ROUNDS_MIN_BYTES = 500_000_000  # with a what-if: below, the timelines travel
+ROUNDS_ENV = "PROFPLUG_ROUNDS_MIN_BYTES"  # another threshold (0: always, when it can)
+FORMER_ROUNDS_ENV = "PROFPLUG_SPREAD_MIN_BYTES"  # its former name: read when it is unset
 
 
 def min_bytes() -> int:
-    """The threshold of a report with a what-if: ``$PROFPLUG_SPREAD_MIN_BYTES`` (bytes of
-    traces), else ``SPREAD_MIN_BYTES``."""
-    raw = os.environ.get(SPREAD_ENV, "").strip()
+    """The threshold of a report with a what-if: ``$PROFPLUG_ROUNDS_MIN_BYTES`` (bytes of
+    traces), else its deprecated former name ``$PROFPLUG_SPREAD_MIN_BYTES`` (with a note on
+    stderr, once), else ``ROUNDS_MIN_BYTES``."""
+    name = ROUNDS_ENV
+    if ROUNDS_ENV not in os.environ and FORMER_ROUNDS_ENV in os.environ:
+        name = FORMER_ROUNDS_ENV
+        _note_former_name()
+    raw = os.environ.get(name, "").strip()
     try:
-        return int(raw) if raw else SPREAD_MIN_BYTES
+        return int(raw) if raw else ROUNDS_MIN_BYTES
     except ValueError:
-        raise ProfplugError(f"${SPREAD_ENV}: not a number of bytes: {raw!r}") from None
+        raise ProfplugError(f"${name}: not a number of bytes: {raw!r}") from None
+
+
+@cache
+def _note_former_name() -> None:
+    print(f"profplug: ${FORMER_ROUNDS_ENV} is deprecated, set ${ROUNDS_ENV} instead",
+          file=sys.stderr)
 
 
 @dataclass
@@ -61,7 +75,7 @@ class Placement:
 
     whole: list[AnalysisSpec]
     by_rank: list[AnalysisSpec]
-    rounds: Spreading | None = None
+    rounds: Rounds | None = None
 
     @property
     def parts(self) -> tuple[tuple[str, PartFn, str], ...]:
@@ -70,42 +84,43 @@ class Placement:
 
 
 @dataclass
-class Spreading:
+class Rounds:
     """The run-level analyses that run in rounds where the ranks are read (``run_level``)."""
 
     cross: AnalysisSpec | None
     whatif: AnalysisSpec | None
     lanes: bool = False  # the cross-rank analysis with its swimlane (a page draws it)
 
+    @property
+    def drop(self) -> DropSpec | None:
+        """The drop rule of the what-if made where the ranks are read, None: no what-if."""
+        return None if self.whatif is None else self.whatif.drop
+
 
 def place(specs: list[AnalysisSpec], keep_gaps: bool, files: list[Path],
-          spread: bool = True) -> Placement:
+          in_rounds: bool = True) -> Placement:
     """Where each of ``specs`` runs: by rank when it has a part and a join; in rounds when
-    every other analysis can (:func:`spreading`) and ``spread``; else in one process."""
+    every other analysis can (:func:`rounds_for`) and ``in_rounds``; else in one process."""
     by_rank = [s for s in specs if s.part is not None and s.join is not None]
     rest = [s for s in specs if s not in by_rank]
-    rounds = spreading(rest, keep_gaps, files) if spread else None
+    rounds = rounds_for(rest, keep_gaps, files) if in_rounds else None
     return Placement([] if rounds is not None else rest, by_rank, rounds)
 
 
-def spreading(run: list[AnalysisSpec], keep_gaps: bool,
-              files: list[Path]) -> Spreading | None:
+def rounds_for(run: list[AnalysisSpec], keep_gaps: bool,
+              files: list[Path]) -> Rounds | None:
     """The analyses of ``run`` when they run in rounds where the ranks are read, so that no
-    timeline travels: when every analysis can (``in_parts``): the cross-rank analysis (with
+    timeline travels: when every analysis can (``in_rounds``): the cross-rank analysis (with
     its swimlane when ``keep_gaps``: a page draws both, each rank's row made where it is
-    read), a what-if on a run of at least ``SPREAD_MIN_BYTES`` of traces (below, in one
+    read), a what-if on a run of at least ``ROUNDS_MIN_BYTES`` of traces (below, in one
     process: docs/scale.md)."""
-    cross = next((a for a in run if a.in_parts == CROSS_RANK), None)
-    whatif = next((a for a in run if a.in_parts == WHATIF), None)
+    cross = next((a for a in run if a.in_rounds == CROSS_RANK), None)
+    whatif = next((a for a in run if a.in_rounds == WHATIF), None)
     rest = [a for a in run if a is not cross and a is not whatif]
     if rest or (cross is None and whatif is None):
         return None
     if whatif is not None and sum(f.stat().st_size for f in trace_files(files)) < \
             min_bytes():
         return None
-    return Spreading(cross, whatif, lanes=keep_gaps and cross is not None)
+    return Rounds(cross, whatif, lanes=keep_gaps and cross is not None)
 
-
-def spread_drop(spread: Spreading) -> DropSpec | None:
-    """The drop rule of the what-if made where the ranks are read, None: no what-if."""
-    return None if spread.whatif is None else spread.whatif.drop

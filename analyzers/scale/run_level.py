@@ -1,5 +1,5 @@
 """The run-level analyses where the ranks are read: the cross-rank analysis's per-rank parts
-(``parts``) and the what-if's (``whatif.spread``) run on the workers in two rounds, and the
+(``crossrank.per_rank``) and the what-if's (``whatif.rounds``) run on the workers in two rounds, and the
 client joins them (docs/scale.md, "What runs where").
 
 Round one rides on the report's own read (``dispatch.RankTask.extra`` = :class:`Facts`):
@@ -50,10 +50,11 @@ from profplug.analyzers.graph.model import DropSpec
 from profplug.analyzers.graph.pathgraph import partners
 from profplug.analyzers.scale.dispatch import Backend, RankTask, gather
 from profplug.analyzers.stalls.rank import RankResult, StallOptions
-from profplug.analyzers.whatif import in_parts as spread
+from profplug.analyzers.whatif import rounds
 from profplug.analyzers.whatif.result import RankWhatIf, WhatIfResult
 
-WHATIF = "what-if"
+# how the warnings name the what-if (its key in a report is ``core.analysis_spec.WHATIF``)
+WHATIF_LABEL = "what-if"
 
 
 def _guarded(fn: object, *args: object) -> object:
@@ -64,7 +65,7 @@ def _guarded(fn: object, *args: object) -> object:
     except Exception as exc:  # isolation is the point
         if debug() and not isinstance(exc, ProfplugError):
             raise
-        return failure(WHATIF, exc)
+        return failure(WHATIF_LABEL, exc)
 
 
 def _trim(tl: Timeline) -> None:
@@ -95,7 +96,7 @@ class Facts:
                 f.sites = site_counts(tl, self.sites)
             if self.whatif is not None:
                 _trim(tl)
-                f.whatif = _guarded(spread.rank_reductions, tl, self.whatif, f.view.op_index,
+                f.whatif = _guarded(rounds.rank_reductions, tl, self.whatif, f.view.op_index,
                                     self.callsite)
             out.append(f)
         return out
@@ -123,7 +124,7 @@ class Parts:
     loads from the cache, the stall analyses: the row's idle gaps)."""
 
     asks: tuple[RankAsk, ...]
-    whatifs: tuple[spread.WhatIfAsk, ...] = ()
+    whatifs: tuple[rounds.WhatIfAsk, ...] = ()
     lane: LaneAsk | None = None
 
     @property
@@ -143,7 +144,7 @@ class Parts:
                 continue
             # the what-if first: its big arrays on a heap that the cross-rank part's many
             # small objects have not cut up yet (a lower worker peak)
-            whatif = _guarded(spread.rank_whatif, tl, wi[tl.rank]) if tl.rank in wi else None
+            whatif = _guarded(rounds.rank_whatif, tl, wi[tl.rank]) if tl.rank in wi else None
             _trim(tl)
             part = row = None
             if tl.rank in by_rank:
@@ -187,7 +188,7 @@ Outcome = tuple[object, str | None]  # (result or None, its warning line or None
 
 
 @dataclass
-class Spread:
+class RoundsResults:
     """The run-level results made where the ranks are read, each as ``(result, warning)``;
     ``fallback``: the what-if needs the run in one process after all (a cycle), nothing
     was made."""
@@ -204,18 +205,18 @@ def _start_of(facts: Sequence[RankFacts]):  # type: ignore[no-untyped-def]
     return start_of
 
 
-def spread_remote(facts: Sequence[RankFacts], tasks: dict[int, RankTask], backend: Backend,
+def run_rounds(facts: Sequence[RankFacts], tasks: dict[int, RankTask], backend: Backend,
                   options: StallOptions, all_ranks: list[int], *, cross: bool = True,
                   drop: DropSpec | None = None, n_events: int = 0,
-                  cycle_falls_back: bool = False, lanes: bool = False) -> Spread:
+                  cycle_falls_back: bool = False, lanes: bool = False) -> RoundsResults:
     """The cross-rank analysis (``cross``) and the what-if (``drop``: its rule; None: not
     run) from the first round's ``facts`` (every rank with GPU work); ``tasks``: per rank,
     the task that read it; ``all_ranks``: every rank read; ``n_events``: the run's API
     calls + GPU ops; ``cycle_falls_back``: a what-if whose joined graph has a cycle asks for
-    the run in one process (``Spread.fallback``) rather than warning; ``lanes``: the
+    the run in one process (``RoundsResults.fallback``) rather than warning; ``lanes``: the
     cross-rank analysis with its swimlane (a page: each rank's row made on its worker)."""
     t0 = time.perf_counter()
-    out = Spread()
+    out = RoundsResults()
     facts = sorted(facts, key=lambda f: f.rank)
     cross = cross and applies(facts)
     wants_whatif = drop is not None and bool(facts)
@@ -239,7 +240,7 @@ def spread_remote(facts: Sequence[RankFacts], tasks: dict[int, RankTask], backen
             if cycle_falls_back:
                 out.fallback = True
                 return out
-            wp, failed = None, failure(WHATIF, exc)
+            wp, failed = None, failure(WHATIF_LABEL, exc)
         if failed is not None:
             out.whatif = (None, failed)
     if p is None and wp is None:
@@ -249,7 +250,7 @@ def spread_remote(facts: Sequence[RankFacts], tasks: dict[int, RankTask], backen
 
 
 def _whatif_plan(facts: list[RankFacts], m: object, p: Plan | None, drop: DropSpec,
-                 options: StallOptions) -> tuple[spread.WhatIfPlan | None, str | None]:
+                 options: StallOptions) -> tuple[rounds.WhatIfPlan | None, str | None]:
     """The what-if's plan from the ranks' reductions, or the line saying why there is none
     (a rank's reduction failed or did not come back); a ProfplugError from the joined
     graph's solve (a cycle) goes to the caller."""
@@ -259,19 +260,19 @@ def _whatif_plan(facts: list[RankFacts], m: object, p: Plan | None, drop: DropSp
         return None, bad or "what-if: a rank's reduction did not come back"
     ops = [f.view.op_index for f in facts]
     parts = [a.partners for a in p.asks] if p is not None else partners(m, _start_of(facts))
-    wp = spread.plan(reds, m, parts, ops,  # type: ignore[arg-type]
+    wp = rounds.plan(reds, m, parts, ops,  # type: ignore[arg-type]
                      [f.view.tl.gpu_start_ns for f in facts],
                      [f.view.tl.gpu_end_ns for f in facts], drop, options)
     return wp, None
 
 
-def _second_round(out: Spread, p: Plan | None, wp: spread.WhatIfPlan | None,
+def _second_round(out: RoundsResults, p: Plan | None, wp: rounds.WhatIfPlan | None,
                   facts: list[RankFacts],
                   tasks: dict[int, RankTask], backend: Backend, all_ranks: list[int],
                   n_events: int, t0: float, lanes: bool) -> None:
     """Round two: each file's ranks' asks sent to where the file is read, the parts back,
     and the results joined into ``out``."""
-    by_file: dict[int, tuple[list[RankAsk], list[spread.WhatIfAsk]]] = defaultdict(
+    by_file: dict[int, tuple[list[RankAsk], list[rounds.WhatIfAsk]]] = defaultdict(
         lambda: ([], []))
     for ask in p.asks if p is not None else []:
         by_file[tasks[ask.rank].index][0].append(ask)
@@ -290,7 +291,7 @@ def _second_round(out: Spread, p: Plan | None, wp: spread.WhatIfPlan | None,
         if p is not None:
             out.cross = (None, f"cross-rank analysis {why}")
         if wp is not None:
-            out.whatif = (None, f"{WHATIF} {why}")
+            out.whatif = (None, f"{WHATIF_LABEL} {why}")
         return
     got: dict[int, tuple[RankPart | None, object]] = {}
     rows: dict[int, LaneRow | None] = {}
@@ -312,16 +313,16 @@ def _resolved(facts: list[RankFacts], tasks: dict[int, RankTask], backend: Backe
     from the per-rank cache): the facts with them and the rule; or, when the name picks out
     no call site or several, no rule and the what-if's one-line failure."""
     try:
-        rule = spread.resolved_at(drop, [f.sites for f in facts])  # type: ignore[misc]
+        rule = rounds.resolved_at(drop, [f.sites for f in facts])  # type: ignore[misc]
     except ProfplugError as exc:
-        return facts, None, (None, failure(WHATIF, exc))
+        return facts, None, (None, failure(WHATIF_LABEL, exc))
     files = {t.index: t for t in tasks.values()}
     again = [replace(t, stall=None, keep_timeline=False, keep_gaps=False, send_stalls=False,
                      extra=Facts(rule.kinds, rule.callsite)) for _, t in sorted(files.items())]
     try:
         results = gather(again, backend)
     except ProfplugError as exc:  # a trace that changed or went since the first round
-        return facts, None, (None, f"{WHATIF} not run: {exc}")
+        return facts, None, (None, f"{WHATIF_LABEL} not run: {exc}")
     made = {f.rank: f.whatif for r in results for f in r.extra or []}  # type: ignore[attr-defined]
     return [replace(f, whatif=made.get(f.rank)) for f in facts], rule, (None, None)
 
@@ -340,7 +341,7 @@ def _cross(p: Plan, facts: Sequence[RankFacts], got: dict[int, tuple[RankPart | 
     return joined(p, parts, paths, all_ranks, sw, t0), None
 
 
-def _whatif(wp: spread.WhatIfPlan, facts: Sequence[RankFacts],
+def _whatif(wp: rounds.WhatIfPlan, facts: Sequence[RankFacts],
             got: dict[int, tuple[RankPart | None, object]], lost: str, all_ranks: list[int],
             n_events: int) -> tuple[WhatIfResult | None, str | None]:
     t0 = time.perf_counter() - wp.solve_s
@@ -350,9 +351,9 @@ def _whatif(wp: spread.WhatIfPlan, facts: Sequence[RankFacts],
         return None, bad
     missing = [f.rank for f in facts if not isinstance(res.get(f.rank), RankWhatIf)]
     if missing:
-        return None, f"{WHATIF} not run: ranks {missing}: {lost}"
+        return None, f"{WHATIF_LABEL} not run: ranks {missing}: {lost}"
     order = {r: i for i, r in enumerate(all_ranks)}
     ranks = sorted((res[f.rank] for f in facts), key=lambda r: order.get(r.rank, 0))
     sizes = [w for f in facts if (w := getattr(f.whatif, "world_size", None)) is not None]
     comm = any(bool(f.view.op_index.size) for f in facts)
-    return spread.joined(wp, ranks, all_ranks, sizes, comm, n_events, t0), None  # type: ignore[arg-type]
+    return rounds.joined(wp, ranks, all_ranks, sizes, comm, n_events, t0), None  # type: ignore[arg-type]

@@ -9,8 +9,8 @@ the step whose span holds the gap's start.
 The per-step series is each step's own GPU period (``period_us_per_step``: first op of a step
 to the first op of the next; the last step has no successor, so with >= 2 steps it is left
 out of the series) and each step's own idle by cause. The step time every command prints is
-:data:`stepstats.STATISTIC` of that series over its basis, the steps that are not outliers
-(``period_us``; ``stepstats``): equal on every rank of a pipeline, unlike the host range
+:data:`steps.stats.STATISTIC` of that series over its basis, the steps that are not outliers
+(``period_us``; ``steps.stats``): equal on every rank of a pipeline, unlike the host range
 (``step_us_mean``), which is shorter on a rank whose host runs ahead of its GPU. Idle between
 groups of steps (a server between requests) lands in the period of the last step before it;
 such steps are outliers, listed (``outliers``), not the job's step. ``idle_per_step_us`` is
@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 from profplug.analyzers.core.timeline import Timeline, launch_times, launch_tops
 from profplug.analyzers.stalls.gaps import Gaps
-from profplug.analyzers.steps import stats as stepstats
+from profplug.analyzers.steps.stats import STATISTIC, StepSummary, center_rows, median, summarize
 
 I64_MAX, I64_MIN = int(np.iinfo(np.int64).max), int(np.iinfo(np.int64).min)
 
@@ -42,7 +42,7 @@ class StepStats:
     idle_per_step_us: dict[str, float]  # STATISTIC over the basis of each cause's idle
     gpu_span_us_mean: float  # mean GPU span of a step (the last one ends at its last op)
     period_us: float  # STATISTIC over the basis of the per-step period: THE step time
-    statistic: str = stepstats.STATISTIC
+    statistic: str = STATISTIC
     period_us_mean: float = 0.0  # the plain mean over every step of the series
     idle_per_step_us_mean: dict[str, float] = field(default_factory=dict)  # per step, mean
     period_us_per_step: list[float] = field(default_factory=list)  # the series
@@ -174,14 +174,14 @@ def _sum_at(key: np.ndarray, values_ns: np.ndarray, n: int) -> np.ndarray:
 def center_by_key(span_s: np.ndarray, span_e: np.ndarray, gap_start_ns: np.ndarray,
                   values_ns: np.ndarray, key: np.ndarray, n_keys: int, basis: np.ndarray,
                   k: np.ndarray | None = None) -> np.ndarray:
-    """Per key (0 .. n_keys-1; a gap's key -1: none), :data:`stepstats.STATISTIC` over the
+    """Per key (0 .. n_keys-1; a gap's key -1: none), :data:`steps.stats.STATISTIC` over the
     ``basis`` steps of the per-step sum of ``values_ns`` of its gaps (us); ``k``: the gaps'
     :func:`gap_steps` when the caller has them."""
     n = series_len(int(span_s.size))
     k = gap_steps(span_s, span_e, gap_start_ns) if k is None else k
     sel = (k >= 0) & (k < n) & (key >= 0)
     table = _sum_at(key[sel] * n + k[sel], values_ns[sel], n_keys * n).reshape(n_keys, n)
-    return stepstats.center_rows(table / 1000.0, basis)
+    return center_rows(table / 1000.0, basis)
 
 
 def step_time(tl: Timeline, gaps: Gaps, causes: Sequence[str], *,
@@ -200,7 +200,7 @@ def step_time(tl: Timeline, gaps: Gaps, causes: Sequence[str], *,
     span_s, span_e = sp.span_s, sp.span_e
     period = (span_s[1:] - span_s[:-1] if span_s.size >= 2 else span_e - span_s).astype(np.float64)
     period_us = period / 1000.0
-    summary = stepstats.summarize(period_us)
+    summary = summarize(period_us)
     basis = np.ones(period.size, dtype=bool)
     basis[summary.outliers] = False
     # every cause at once: its idle summed over the complete steps, and its per-step series'
@@ -242,7 +242,7 @@ def step_detail(stats: StepStats, tl: Timeline, gaps: Gaps, sp: StepSpans,
     step_ns = (tl.step_end_ns - tl.step_start_ns)[rows]
     return replace(
         stats, step_us_mean=round(float(step_ns.mean()) / 1000.0, 3),
-        step_us_p50=round(stepstats.median(step_ns.astype(np.float64)) / 1000.0, 3),
+        step_us_p50=round(median(step_ns.astype(np.float64)) / 1000.0, 3),
         step_us=[round(x / 1000.0, 3) for x in step_ns.tolist()],  # plain floats: the same
         step_numbers=tl.step_num[rows].astype(np.int64).tolist(),
         period_us_mean=round(_period_ns(sp.span_s, sp.span_e) / 1000.0, 3),
@@ -250,7 +250,7 @@ def step_detail(stats: StepStats, tl: Timeline, gaps: Gaps, sp: StepSpans,
                                for ci, c in enumerate(causes)})
 
 
-def between_steps_us(period_us: np.ndarray, summary: stepstats.StepSummary) -> float:
+def between_steps_us(period_us: np.ndarray, summary: StepSummary) -> float:
     """Idle between groups of steps: over the outlier steps slower than the step time (the
     statistic), the sum of their periods' excess over it (us)."""
     if not summary.outliers:

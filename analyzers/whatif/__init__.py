@@ -5,7 +5,7 @@
 ``graph.longest_path``; ``visited``, ``streamruns``, ``fixedpoint`` shrink what it visits), ``bands`` sets
 each rank's error band and ``bound`` the data-flow bound, ``costs.HostCosts`` replays at other
 host costs, ``unprofiled`` predicts at an unprofiled run's host speed (``whatif_unprofiled``),
-``in_parts`` runs it where the ranks are read, ``against`` lines a prediction up with a
+``rounds`` runs it where the ranks are read, ``against`` lines a prediction up with a
 measured run, ``result`` holds the values; the renderers are in ``render/whatif_*.py``.
 
     >>> from profplug.analyzers import whatif_paths

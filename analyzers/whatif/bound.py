@@ -4,7 +4,7 @@ The replay keeps each host's own work (the host time between CUDA calls, the cal
 costs) as recorded; only blocking changes. So in the predicted run each rank's host still
 needs, per step, the time its replayed step ranges take from one step's start to the next:
 its **host cadence** (us, the median over the recorded run's non-outlier steps,
-``stepfigure.end_basis``). The GPU cannot finish steps faster than a host issues them for
+``step_figures.end_basis``). The GPU cannot finish steps faster than a host issues them for
 long: a step figure under the cadence is a backlog draining (the host ran ahead while a
 peer was away, then the GPU works off the queue at GPU speed), not a step the run keeps.
 
@@ -22,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.stalls.rank import RankResult
-from profplug.analyzers.steps import stats as stepstats
-from profplug.analyzers.whatif import step_figures as stepfigure
+from profplug.analyzers.steps import stats
+from profplug.analyzers.whatif import step_figures
 from profplug.analyzers.whatif.result import RankWhatIf
 
 # a bound that raises the replay's figure by less than this share of it is the two medians'
@@ -35,13 +35,13 @@ def host_cadence_us(predicted: Timeline, recorded: RankResult) -> float:
     """The median (over ``recorded``'s non-outlier steps) of the predicted timeline's
     start-to-start step periods on the host, us; 0.0 without at least 3 steps."""
     s = np.sort(predicted.step_start_ns)
-    if s.size < 3 or not stepfigure.has_steps(recorded):
+    if s.size < 3 or not step_figures.has_steps(recorded):
         return 0.0
     per = np.diff(s).astype(np.float64)
-    keep = stepfigure.end_basis(recorded)
+    keep = step_figures.end_basis(recorded)
     if keep.size != per.size:  # incomplete steps among the ranges: every period
         keep = np.ones(per.size, dtype=bool)
-    return round(stepstats.center(per, keep) / 1000.0, 3)
+    return round(stats.center(per, keep) / 1000.0, 3)
 
 
 def apply_bound(ranks: list[RankWhatIf], coupled: bool) -> None:

@@ -4,10 +4,10 @@
 replays it twice (``simulate``): as recorded (the model's own error) and with the dropped
 calls non-blocking; then compares per rank. The step time is the report's own per-step
 figure (``StepStats.period_us``) for the recorded timeline, and for a replay the same less
-each step's median change (``stepfigure``): one step basis for ``report`` and ``whatif``.
+each step's median change (``step_figures``): one step basis for ``report`` and ``whatif``.
 The stall analysis (``analyze_rank``) runs on the predicted timeline (its idle by cause;
 the timeline kept on asking: ``--trace-out``); the replayed one needs only its steps
-(``stepfigure.replayed_ns``); the recorded one is the report's when it passes its ranks.
+(``step_figures.replayed_ns``); the recorded one is the report's when it passes its ranks.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from profplug.analyzers.graph.events import DROPPED_GRAPH_READS, build_graph, dr
 from profplug.analyzers.graph.model import DropSpec, Model, build_model, replay_only
 from profplug.analyzers.stalls.gaps import CAUSES, NO_GAPS
 from profplug.analyzers.stalls.rank import RankResult, StallOptions, analyze_rank
-from profplug.analyzers.whatif import step_figures as stepfigure
+from profplug.analyzers.whatif import step_figures
 from profplug.analyzers.whatif.bands import set_bands, withhold_bands
 from profplug.analyzers.whatif.bound import apply_bound, bound_note, host_cadence_us
 from profplug.analyzers.whatif.costs import HostCosts
@@ -191,7 +191,7 @@ def _links(m: Model, r: Replay, rank: int, keep: np.ndarray
 
 def _time_ns(rs: RankResult, basis: str, recorded: RankResult | None = None) -> float:
     """The step time (a replay's over ``recorded``'s steps), else the GPU window; ns."""
-    return stepfigure.step_ns(rs, basis, recorded)
+    return step_figures.step_ns(rs, basis, recorded)
 
 
 def _idle(rs: RankResult, basis: str) -> dict[str, float]:
@@ -239,7 +239,7 @@ def _recorded_side(tl: Timeline, m: Model, opt: StallOptions, rs: RankResult | N
     hit = g.call >= 0
     hit[hit] = dropped_call[g.call[hit]]
     rows = rs.call_row  # the time each sync call blocked the host: direct's ceiling
-    direct = stepfigure.direct_ns(rs, basis, hit, tl.api_end_ns[rows] - tl.api_start_ns[rows])
+    direct = step_figures.direct_ns(rs, basis, hit, tl.api_end_ns[rows] - tl.api_start_ns[rows])
     return _Replayed(replace(rs, gaps=NO_GAPS), basis, n_steps, _time_ns(rs, basis),
                      float("nan"), direct, _idle(rs, basis))
 
@@ -260,7 +260,7 @@ def _replayed(tl: Timeline, m: Model, rec: Replay, opt: StallOptions,
     else:
         rep_tl = _predicted_timeline(tl, m, rec, _main_thread(m, tl.rank), False,
                                      annotations=False)
-        replayed = stepfigure.replayed_ns(rep_tl, r.basis, r.rs)
+        replayed = step_figures.replayed_ns(rep_tl, r.basis, r.rs)
         del rep_tl
     return replace(r, replayed_ns=replayed)
 
@@ -384,7 +384,7 @@ def whatif_analysis(drop: DropSpec | None = None, *, max_events: int | None = No
                     ) -> AnalysisSpec:
     """:func:`whatif` as a run-level analysis of a report:
     ``analyze(paths, run=[whatif_analysis()])`` puts its result in ``Report.run["whatif"]``.
-    Its rounds can run where the ranks are read (``in_parts``: ``whatif.in_parts``).
+    Its rounds can run where the ranks are read (``in_rounds``: ``whatif.rounds``).
     ``max_events``: its limit in one process (``AnalysisSpec.max_events``); ``cache_key``:
     what its result is cached under (default: its drop rule); ``keep_predicted``: with the
     predicted timelines (``--trace-out``; in one process only, never cached)."""
@@ -396,5 +396,5 @@ def whatif_analysis(drop: DropSpec | None = None, *, max_events: int | None = No
 
     return AnalysisSpec(name="whatif", label="what-if", run=run,
                         cache_key=None if keep_predicted else cache_key or f"whatif {drop!r}",
-                        in_parts=None if keep_predicted else WHATIF, drop=drop,
+                        in_rounds=None if keep_predicted else WHATIF, drop=drop,
                         max_events=max_events)

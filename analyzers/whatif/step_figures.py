@@ -1,7 +1,7 @@
 """The what-if's per-step figures, read the way the report reads them (docs/costs.md).
 
 - **recorded**: the report's step time (``StepStats.period_us``: the median of the per-step
-  GPU periods over the non-outlier steps, ``stepstats``), so ``report``, ``whatif`` and
+  GPU periods over the non-outlier steps, ``steps.stats``), so ``report``, ``whatif`` and
   ``ab`` print one step time for one run.
 - **replayed / predicted**: the recorded step less the median, over the recorded run's
   non-outlier steps, of how much the replay shortened each step. A step's change is taken end
@@ -22,7 +22,7 @@ from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.stalls.gaps import CAUSES, Gaps
 from profplug.analyzers.stalls.per_step import per_step_ns, step_time
 from profplug.analyzers.stalls.rank import RankResult
-from profplug.analyzers.steps import stats as stepstats
+from profplug.analyzers.steps import stats
 
 
 def has_steps(rs: RankResult) -> bool:
@@ -60,7 +60,7 @@ def step_ns(rs: RankResult, basis: str, recorded: RankResult | None = None) -> f
     if rs.step_last_ns.size != recorded.step_last_ns.size or rs.step_last_ns.size < 2:
         return rec_ns - (recorded.steps.gpu_span_us_mean - rs.steps.gpu_span_us_mean) * 1000.0
     shorter = end_periods_ns(recorded) - end_periods_ns(rs)
-    return rec_ns - stepstats.center(shorter, end_basis(recorded))
+    return rec_ns - stats.center(shorter, end_basis(recorded))
 
 
 def replayed_ns(tl: Timeline, basis: str, recorded: RankResult) -> float:
@@ -84,7 +84,7 @@ def replayed_ns(tl: Timeline, basis: str, recorded: RankResult) -> float:
     if last.size != recorded.step_last_ns.size or last.size < 2:
         return rec_ns - (recorded.steps.gpu_span_us_mean - steps.gpu_span_us_mean) * 1000.0
     shorter = end_periods_ns(recorded) - np.diff(np.maximum.accumulate(last)).astype(np.float64)
-    return rec_ns - stepstats.center(shorter, end_basis(recorded))
+    return rec_ns - stats.center(shorter, end_basis(recorded))
 
 
 def direct_ns(rs: RankResult, basis: str, charged: np.ndarray,
@@ -102,7 +102,7 @@ def direct_ns(rs: RankResult, basis: str, charged: np.ndarray,
         return float(dur.sum())
     assert rs.steps is not None
     per = per_step_ns(rs.step_starts_ns, rs.step_ends_ns, g.start_ns, dur)
-    return stepstats.center(per.astype(np.float64), rs.steps.basis())
+    return stats.center(per.astype(np.float64), rs.steps.basis())
 
 
 def _capped(dur: np.ndarray, call: np.ndarray, charged: np.ndarray, blocked_ns: np.ndarray

@@ -23,7 +23,7 @@ from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.render.timeline_data import GAPS_KEPT
 from profplug.analyzers.report.analysis import Report, analyze
 from profplug.analyzers.report.registry import report_analyses
-from profplug.analyzers.scale import placement as spreading
+from profplug.analyzers.scale import placement
 from profplug.analyzers.scale.dask_backend import DaskBackend, parse_local
 from profplug.analyzers.scale.dispatch import FileResult, RankTask, gather, run_task
 from profplug.analyzers.scale.load import load_timelines
@@ -141,7 +141,7 @@ def test_the_run_level_parts_on_the_cluster_give_the_local_report(
         whatif: bool | None) -> None:
     # given a report without a page (and a run over the size from which the what-if runs
     # where the ranks are read): the cross-rank analysis and the what-if run on the workers
-    monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
+    monkeypatch.setattr(placement, "ROUNDS_MIN_BYTES", 0)
     run = report_analyses(whatif)
     local = one_process(run16, run, monkeypatch)
     dask = analyze(run16, run=run, backend=cluster, progress=False, keep_gaps=False)
@@ -153,7 +153,7 @@ def test_a_page_made_on_the_cluster_is_the_one_made_in_one_process(
         run16: list[Path], cluster: DaskBackend, monkeypatch: pytest.MonkeyPatch) -> None:
     # given a report with a page, over the size from which the what-if runs where the ranks
     # are read: the swimlane's rows are made on the workers too
-    monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
+    monkeypatch.setattr(placement, "ROUNDS_MIN_BYTES", 0)
     run = report_analyses(None)
     local = one_process(run16, run, monkeypatch)
     dask = analyze(run16, run=run, backend=cluster, progress=False, keep_gaps=True,
@@ -174,11 +174,11 @@ def _dies_in_round_two_on_rank5(task: RankTask) -> FileResult:
 
 def test_a_worker_killed_in_the_second_round_costs_the_run_level_analyses_only(
         run16: list[Path], cluster: DaskBackend, monkeypatch: pytest.MonkeyPatch) -> None:
-    from profplug.analyzers.scale import run_level as remote
+    from profplug.analyzers.scale import run_level
 
-    monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
-    real = remote.gather
-    monkeypatch.setattr(remote, "gather",
+    monkeypatch.setattr(placement, "ROUNDS_MIN_BYTES", 0)
+    real = run_level.gather
+    monkeypatch.setattr(run_level, "gather",
                         lambda tasks, backend: real(tasks, backend,
                                                     fn=_dies_in_round_two_on_rank5))
     rep = analyze(run16, run=report_analyses(None), backend=cluster, progress=False,

@@ -21,7 +21,7 @@ import json
 import shutil
 from pathlib import Path
 
-import figures_seen as fs
+import figures_seen
 import pytest
 import sample_cache
 
@@ -62,39 +62,39 @@ def _id(p: tuple[Path, Path]) -> str:
     return p[0].parent.name
 
 
-def _traced_outputs(a: Path, seen: fs.Seen, tmp: Path) -> tuple[dict, set[int]]:
+def _traced_outputs(a: Path, seen: figures_seen.Seen, tmp: Path) -> tuple[dict, set[int]]:
     """report and whatif of run ``a`` (traced): the figures of every format."""
     rep = json.loads(_run(["report", str(a), "-f", "json"], tmp / "r.json"))
-    dropped = fs.dropped_all(rep)
-    fs.report_json(rep, "report json", seen)
-    fs.report_text(_run(["report", str(a)], tmp / "r.txt"), "report table", seen, dropped)
-    fs.csv_report(_run(["report", str(a), "-f", "csv"], tmp / "r.csv"), "report csv", seen)
-    page = fs.page_text(_page(["report", str(a)], tmp, "report"))
-    fs.finding(page, "report page", seen, "", "traced", dropped)
+    dropped = figures_seen.dropped_all(rep)
+    figures_seen.report_json(rep, "report json", seen)
+    figures_seen.report_text(_run(["report", str(a)], tmp / "r.txt"), "report table", seen, dropped)
+    figures_seen.csv_report(_run(["report", str(a), "-f", "csv"], tmp / "r.csv"), "report csv", seen)
+    page = figures_seen.page_text(_page(["report", str(a)], tmp, "report"))
+    figures_seen.finding(page, "report page", seen, "", "traced", dropped)
     _page_whatif(page, "report page", seen)
     wj = json.loads(_run(["whatif", str(a), "-f", "json"], tmp / "w.json"))
-    fs.whatif_json(wj["whatif"], "whatif json", seen, "", dropped)
+    figures_seen.whatif_json(wj["whatif"], "whatif json", seen, "", dropped)
     if not wj["predicted_step"].get("nothing_to_drop"):
         seen.add("pred_step", wj["predicted_step"]["us"], "whatif json predicted_step")
     seen.add("run_step", wj["step"]["us"], "whatif json step")
-    fs.report_text(_run(["whatif", str(a)], tmp / "w.txt"), "whatif table", seen, dropped)
+    figures_seen.report_text(_run(["whatif", str(a)], tmp / "w.txt"), "whatif table", seen, dropped)
     return rep, dropped
 
 
-PAGE_ROW = fs.re.compile(r"(\d+) (?:step|window) (" + fs.NUM + r") (" + fs.NUM + r") (" + fs.NUM
-                         + r")% (" + fs.NUM + r") ± (" + fs.NUM + r"|n/a)")
-PAGE_AGAINST = fs.re.compile(r"(\d+) (" + fs.NUM + r") ± (" + fs.NUM + r")% (" + fs.NUM
-                             + r") (" + fs.NUM + r")% (yes|no)")
+PAGE_ROW = figures_seen.re.compile(r"(\d+) (?:step|window) (" + figures_seen.NUM + r") (" + figures_seen.NUM + r") (" + figures_seen.NUM
+                         + r")% (" + figures_seen.NUM + r") ± (" + figures_seen.NUM + r"|n/a)")
+PAGE_AGAINST = figures_seen.re.compile(r"(\d+) (" + figures_seen.NUM + r") ± (" + figures_seen.NUM + r")% (" + figures_seen.NUM
+                             + r") (" + figures_seen.NUM + r")% (yes|no)")
 
 
-def _page_whatif(text: str, where: str, seen: fs.Seen, ns: str = "") -> None:
+def _page_whatif(text: str, where: str, seen: figures_seen.Seen, ns: str = "") -> None:
     """The page's what-if table (predicted ± band, labelled in its note) and against rows."""
-    flat = fs.re.sub(r"\s+", " ", text)
+    flat = figures_seen.re.sub(r"\s+", " ", text)
     if "What if: without" not in flat:
         return
     sec = flat.split("What if: without", 1)[1]
     note = sec.split("±:", 1)[1][:80] if "±:" in sec else ""
-    own = "unprofiled" if ns else fs.target_of(note, "traced")
+    own = "unprofiled" if ns else figures_seen.target_of(note, "traced")
     for m in PAGE_ROW.finditer(sec.split("GPU idle by cause")[0]):
         seen.add(f"{ns}pred:{m.group(1)}", m.group(5), where)
         if m.group(6) != "n/a":
@@ -113,34 +113,34 @@ def test_every_output_of_a_pair_states_each_figure_once(pair: tuple[Path, Path],
     monkeypatch.chdir(ROOT)
     sample_cache.reading_once(monkeypatch)
     a, b = map(str, pair)
-    seen = fs.Seen()
+    seen = figures_seen.Seen()
     rep, dropped = _traced_outputs(Path(a), seen, tmp_path)
     # --against: a separate traced run
     wa = json.loads(_run(["whatif", a, "--against", b, "-f", "json"], tmp_path / "wa.json"))
-    fs.whatif_json(wa["whatif"], "whatif --against json", seen, "", dropped)
-    fs.against_json(wa["against"], "whatif --against json", seen)
+    figures_seen.whatif_json(wa["whatif"], "whatif --against json", seen, "", dropped)
+    figures_seen.against_json(wa["against"], "whatif --against json", seen)
     text = _run(["whatif", a, "--against", b], tmp_path / "wa.txt")
-    fs.report_text(text, "whatif --against table", seen, dropped)
-    fs.against_text(text, "whatif --against table", seen)
-    page = fs.page_text(_page(["whatif", a, "--against", b], tmp_path, "wa"))
+    figures_seen.report_text(text, "whatif --against table", seen, dropped)
+    figures_seen.against_text(text, "whatif --against table", seen)
+    page = figures_seen.page_text(_page(["whatif", a, "--against", b], tmp_path, "wa"))
     seen.check("(measured)" in page, "whatif --against --html: no against section")
     _page_whatif(page, "whatif --against page", seen)
     # --unprofiled: a step well under the traced one
     step = rep["step"]["us"]
     u = f"{0.7 * step:.1f}"
     uj = json.loads(_run(["whatif", a, "--unprofiled", u, "-f", "json"], tmp_path / "u.json"))
-    fs.whatif_json(uj["whatif"], "whatif --unprofiled json", seen, "u:", dropped)
+    figures_seen.whatif_json(uj["whatif"], "whatif --unprofiled json", seen, "u:", dropped)
     ut = _run(["whatif", a, "--unprofiled", u], tmp_path / "u.txt")
-    fs.finding(ut, "whatif --unprofiled table", seen, "u:", "unprofiled", set())
-    fs.whatif_text(ut, "whatif --unprofiled table", seen, "u:", set())
+    figures_seen.finding(ut, "whatif --unprofiled table", seen, "u:", "unprofiled", set())
+    figures_seen.whatif_text(ut, "whatif --unprofiled table", seen, "u:", set())
     seen.check(f"median step of {float(u):,.0f} us" not in ut,
                "whatif --unprofiled calls the given step the trace's median step")
-    upage = fs.page_text(_page(["whatif", a, "--unprofiled", u], tmp_path, "u"))
-    fs.finding(upage, "whatif --unprofiled page", seen, "u:", "unprofiled", set())
+    upage = figures_seen.page_text(_page(["whatif", a, "--unprofiled", u], tmp_path, "u"))
+    figures_seen.finding(upage, "whatif --unprofiled page", seen, "u:", "unprofiled", set())
     _page_whatif(upage, "whatif --unprofiled page", seen, "u:")
     # compare
     cj = json.loads(_run(["compare", a, b, "-f", "json"], tmp_path / "c.json"))
-    fs.report_json(cj["a"]["report"], "compare json (A's report)", seen)
+    figures_seen.report_json(cj["a"]["report"], "compare json (A's report)", seen)
     seen.add("run_step", cj["a"]["step"]["us"], "compare json")
     seen.add("b:run_step", cj["b"]["step"]["us"], "compare json")
     if cj.get("answer"):
@@ -148,15 +148,15 @@ def test_every_output_of_a_pair_states_each_figure_once(pair: tuple[Path, Path],
         seen.add("pred_rank", str(cj["answer"]["rank"]), "compare json answer")
         seen.add("band:traced", cj["answer"]["band_pct"], "compare json answer")
     if cj.get("against"):
-        fs.against_json(cj["against"], "compare json against", seen)
+        figures_seen.against_json(cj["against"], "compare json against", seen)
     ct = _run(["compare", a, b], tmp_path / "c.txt")
-    seen.check(fs.answer_text(ct, "compare table", seen, "traced") == bool(cj.get("answer")),
+    seen.check(figures_seen.answer_text(ct, "compare table", seen, "traced") == bool(cj.get("answer")),
                "compare table: its answer line and the JSON's answer disagree")
-    fs.against_text(ct, "compare table", seen)
-    fs.compare_steps(ct, "compare table", seen)
-    cpage = fs.page_text(_page(["compare", a, b], tmp_path, "c"))
-    fs.answer_text(cpage, "compare page", seen, "traced")
-    fs.finding(cpage, "compare page", seen, "", "traced", dropped)
+    figures_seen.against_text(ct, "compare table", seen)
+    figures_seen.compare_steps(ct, "compare table", seen)
+    cpage = figures_seen.page_text(_page(["compare", a, b], tmp_path, "c"))
+    figures_seen.answer_text(cpage, "compare page", seen, "traced")
+    figures_seen.finding(cpage, "compare page", seen, "", "traced", dropped)
     _page_whatif(cpage, "compare page", seen)
     bad = seen.disagreements()
     assert not bad, "\n".join(bad)
@@ -168,7 +168,7 @@ def test_every_output_of_the_ab_sample_states_each_figure_once(
         ) -> None:
     monkeypatch.chdir(ROOT)
     sample_cache.reading_once(monkeypatch)
-    seen = fs.Seen()
+    seen = figures_seen.Seen()
     traced = AB / "traced_device"
     _traced_outputs(traced, seen, tmp_path)
     ab = tmp_path / "ab"
@@ -176,9 +176,9 @@ def test_every_output_of_the_ab_sample_states_each_figure_once(
     doc = json.loads((AB / "ab.json").read_text())
     dev = doc["summary"]["device"]["median_step_us"]
     text = _stdout(["ab-report", str(ab)], capsys)
-    fs.ab_line(text, "ab-report table", seen)
-    fs.ab_json(json.loads((ab / "ab.json").read_text()), "ab-report json", seen)
-    fs.ab_line(fs.page_text(_page(["ab-report", str(ab)], tmp_path, "ab", out=False)),
+    figures_seen.ab_line(text, "ab-report table", seen)
+    figures_seen.ab_json(json.loads((ab / "ab.json").read_text()), "ab-report json", seen)
+    figures_seen.ab_line(figures_seen.page_text(_page(["ab-report", str(ab)], tmp_path, "ab", out=False)),
                "ab-report page", seen)
     uj = json.loads(_run(["whatif", str(traced), "--unprofiled", str(dev), "-f", "json"],
                          tmp_path / "u.json"))
@@ -187,32 +187,32 @@ def test_every_output_of_the_ab_sample_states_each_figure_once(
     seen.add("uw:band:unprofiled", uj["whatif"]["predicted_step"].get("band_pct"),
              "whatif --unprofiled json")
     ut = _run(["whatif", str(traced), "--unprofiled", str(dev)], tmp_path / "u.txt")
-    fs.finding(ut, "whatif --unprofiled table", seen, "uw:", "unprofiled", set())
+    figures_seen.finding(ut, "whatif --unprofiled table", seen, "uw:", "unprofiled", set())
     seen.check(f"median step of {dev:,.0f} us" not in ut,
                "whatif --unprofiled calls the given step the trace's median step")
     # calibrated on the A/B itself: ab's prediction, with ab's band
     aj = json.loads(_run(["whatif", str(traced), "--unprofiled", str(ab), "-f", "json"],
                          tmp_path / "ua.json"))
-    fs.whatif_json(aj["whatif"], "whatif --unprofiled AB_DIR json", seen, "u:", set())
+    figures_seen.whatif_json(aj["whatif"], "whatif --unprofiled AB_DIR json", seen, "u:", set())
     at = _run(["whatif", str(traced), "--unprofiled", str(ab)], tmp_path / "ua.txt")
-    fs.finding(at, "whatif --unprofiled AB_DIR table", seen, "u:", "unprofiled", set())
-    fs.whatif_text(at, "whatif --unprofiled AB_DIR table", seen, "u:", set())
+    figures_seen.finding(at, "whatif --unprofiled AB_DIR table", seen, "u:", "unprofiled", set())
+    figures_seen.whatif_text(at, "whatif --unprofiled AB_DIR table", seen, "u:", set())
     cj = json.loads(_run(["compare", str(traced), str(ab), "-f", "json"], tmp_path / "c.json"))
     seen.add("u:pred_step", cj["answer"]["predicted_us"], "compare TRACED AB json")
     seen.add("u:pred_rank", str(cj["answer"]["rank"]), "compare TRACED AB json")
     seen.add("u:band:unprofiled", cj["answer"]["band_pct"], "compare TRACED AB json")
     ct = _run(["compare", str(traced), str(ab)], tmp_path / "c.txt")
-    fs.answer_text(ct, "compare TRACED AB table", seen, "unprofiled")
-    cpage = fs.page_text(_page(["compare", str(traced), str(ab)], tmp_path, "cab"))
-    fs.answer_text(cpage, "compare TRACED AB page", seen, "unprofiled")
-    fs.finding(cpage, "compare TRACED AB page", seen, "u:", "unprofiled", set())
+    figures_seen.answer_text(ct, "compare TRACED AB table", seen, "unprofiled")
+    cpage = figures_seen.page_text(_page(["compare", str(traced), str(ab)], tmp_path, "cab"))
+    figures_seen.answer_text(cpage, "compare TRACED AB page", seen, "unprofiled")
+    figures_seen.finding(cpage, "compare TRACED AB page", seen, "u:", "unprofiled", set())
     _page_whatif(cpage, "compare TRACED AB page", seen, "u:")
     bad = seen.disagreements()
     assert not bad, "\n".join(bad)
 
 
 def test_the_check_tells_a_rounded_figure_from_another_value() -> None:
-    seen = fs.Seen()
+    seen = figures_seen.Seen()
     seen.add("pred_step", "3,921", "headline")
     seen.add("pred_step", 3920.543, "json")
     seen.add("band:traced", "36", "headline")

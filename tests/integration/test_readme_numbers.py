@@ -392,11 +392,11 @@ def test_whatif_sample_rows_are_what_the_table_prints() -> None:
     what ``benchmarks/whatif_grid.py table --samples sample_traces --markdown`` prints now."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
-        import grid_table as gt
+        import grid_table
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
     out = io.StringIO()
-    gt.render(gt.build_rows(gt.sample_groups(SAMPLES), "samples", gt.SAMPLE_UNPROFILED), out,
+    grid_table.render(grid_table.build_rows(grid_table.sample_groups(SAMPLES), "samples", grid_table.SAMPLE_UNPROFILED), out,
               markdown=True)
     printed = [x for x in out.getvalue().splitlines() if SAMPLE_LINE.match(x)]
     assert len(printed) == 12, printed  # 8 rows (2 profilers x 2 jobs x 2 ranks), 4 lines

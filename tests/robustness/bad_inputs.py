@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import hostile_inputs as H
+import hostile_inputs
 from synth import KinetoTrace, mixed_trace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -134,70 +134,70 @@ CASES: list[Case] = [
 # the table shows: a skip count, a warning, or the report line that proves the outcome.
 K16 = b'"ts": 16,'
 CASES += [
-    Case("NaN in one event, mid-file", H.kineto(lambda s: s.replace(K16, b'"ts": NaN,')), 0,
+    Case("NaN in one event, mid-file", hostile_inputs.kineto(lambda s: s.replace(K16, b'"ts": NaN,')), 0,
          "skipped events: invalid JSON: 1"),
-    Case("syntax error in one event", H.kineto(lambda s: s.replace(K16, b'"ts": 16 x,')), 0,
+    Case("syntax error in one event", hostile_inputs.kineto(lambda s: s.replace(K16, b'"ts": 16 x,')), 0,
          "skipped events: invalid JSON: 1"),
-    Case("an event that lost its closing brace", H.kineto(H.no_closing_brace), 0,
+    Case("an event that lost its closing brace", hostile_inputs.kineto(hostile_inputs.no_closing_brace), 0,
          "skipped events: invalid JSON: 1"),
     Case("lone \\ud800 escape in the first kernel name",
-         H.kineto(lambda s: s.replace(b'"gemm_kernel"', b'"gemm\\ud800"', 1)), 0,
+         hostile_inputs.kineto(lambda s: s.replace(b'"gemm_kernel"', b'"gemm\\ud800"', 1)), 0,
          "skipped events: bad UTF-8 in name: 1"),
     Case("100k-deep nesting in an event's args",
-         H.kineto(lambda s: s.replace(b'"device": 0,', b'"deep": ' + H.DEEP + b', "device": 0,',
+         hostile_inputs.kineto(lambda s: s.replace(b'"device": 0,', b'"deep": ' + hostile_inputs.DEEP + b', "device": 0,',
                                       1)), 0, "skipped events: nested too deep: 1"),
-    Case("100k-deep nesting as an event", H.kineto(
-        lambda s: s.replace(b'"traceEvents": [', b'"traceEvents": [' + H.DEEP + b",")), 0,
+    Case("100k-deep nesting as an event", hostile_inputs.kineto(
+        lambda s: s.replace(b'"traceEvents": [', b'"traceEvents": [' + hostile_inputs.DEEP + b",")), 0,
          "skipped events: nested too deep: 1"),
-    Case("100k-deep nesting in the header", H.kineto(
-        lambda s: s.replace(b'"schemaVersion": 1,', b'"deep": ' + H.DEEP + b",")), 0,
+    Case("100k-deep nesting in the header", hostile_inputs.kineto(
+        lambda s: s.replace(b'"schemaVersion": 1,', b'"deep": ' + hostile_inputs.DEEP + b",")), 0,
          "rank from distributedInfo.rank"),
-    Case("30-digit ProfilerStep#N", H.kineto(lambda s: s.replace(
+    Case("30-digit ProfilerStep#N", hostile_inputs.kineto(lambda s: s.replace(
         b'"profplug.sync.device"', b'"ProfilerStep#' + b"9" * 30 + b'"')), 0,
          "skipped events: step number out of range: 1"),
-    Case("5000-digit pid and tid strings", H.kineto(lambda s: s.replace(
+    Case("5000-digit pid and tid strings", hostile_inputs.kineto(lambda s: s.replace(
         b'"tid": 1,', b'"tid": "' + b"7" * 5000 + b'",', 1).replace(
         b'"pid": 0,', b'"pid": "' + b"9" * 5000 + b'",', 1)), 0, "idle by cause (us)"),
-    Case("baseTimeNanoseconds = 2^64", H.kineto(lambda s: s.replace(
+    Case("baseTimeNanoseconds = 2^64", hostile_inputs.kineto(lambda s: s.replace(
         b"1764000000000000000", str(2**64).encode())), 0, "out of range"),
-    Case("baseTimeNanoseconds just below 2^63", H.kineto(lambda s: s.replace(
+    Case("baseTimeNanoseconds just below 2^63", hostile_inputs.kineto(lambda s: s.replace(
         b"1764000000000000000", str(2**63 - 1000).encode())), 0, "out of range"),
-    Case("epoch and relative timestamps mixed", H.kineto(lambda s: s.replace(
+    Case("epoch and relative timestamps mixed", hostile_inputs.kineto(lambda s: s.replace(
         b'"ts": 0,', b'"ts": 1764000000000000,', 1)), 0,
          "skipped events: timestamp style unlike the trace's"),
     Case(".json.gz: 32 MB of spaces before the object",
-         H.spaces_bomb, 3, "inflates to more than 16 MiB", ("--max-decompressed", "16M")),
-    Case(".json.gz: 33 MB of repeated kernel events", H.kernel_bomb,
+         hostile_inputs.spaces_bomb, 3, "inflates to more than 16 MiB", ("--max-decompressed", "16M")),
+    Case(".json.gz: 33 MB of repeated kernel events", hostile_inputs.kernel_bomb,
          3, "inflates to more than 16 MiB", ("--max-decompressed", "16M")),
     Case(".sqlite.gz of zeros", lambda d: _w(d / "z.sqlite.gz", gzip.compress(
         b"\0" * (5 << 20))), 3, "not a SQLite file"),
     Case("recursive VIEW named CUPTI_ACTIVITY_KIND_KERNEL",
-         H.recursive_view("CUPTI_ACTIVITY_KIND_KERNEL"), 0, "rank from"),
-    Case("recursive VIEW named StringIds", H.recursive_view("StringIds"), 3,
+         hostile_inputs.recursive_view("CUPTI_ACTIVITY_KIND_KERNEL"), 0, "rank from"),
+    Case("recursive VIEW named StringIds", hostile_inputs.recursive_view("StringIds"), 3,
          "not an Nsight Systems export"),
-    Case("recursive VIEW named META_DATA_EXPORT", H.recursive_view("META_DATA_EXPORT"), 0,
+    Case("recursive VIEW named META_DATA_EXPORT", hostile_inputs.recursive_view("META_DATA_EXPORT"), 0,
          "rank from"),
-    Case("WAL-mode export with a hot -wal beside it", H.hot_wal, 0,
+    Case("WAL-mode export with a hot -wal beside it", hostile_inputs.hot_wal, 0,
          "cudaStreamSynchronize      event"),
-    Case("stale, partial .sqlite beside its .nsys-rep (no nsys)", H.stale_partial, 3,
+    Case("stale, partial .sqlite beside its .nsys-rep (no nsys)", hostile_inputs.stale_partial, 3,
          "is older than the report; nsys not found"),
-    Case("export without CUPTI_ACTIVITY_KIND_RUNTIME", lambda d: [H.sql(
-        H.small_export(d), "DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME")], 1, "--strict",
+    Case("export without CUPTI_ACTIVITY_KIND_RUNTIME", lambda d: [hostile_inputs.sql(
+        hostile_inputs.small_export(d), "DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME")], 1, "--strict",
          ("--strict",)),
-    Case('a table named with "', lambda d: [H.sql(H.seed_export(d),
+    Case('a table named with "', lambda d: [hostile_inputs.sql(hostile_inputs.seed_export(d),
                                                   'CREATE TABLE "we""ird" (a INTEGER)')], 0,
          "rank from NVTX mark"),
-    Case("profplug.rank \u00b2 mark", lambda d: [H.small_export(d, mark="profplug.rank \u00b2")],
+    Case("profplug.rank \u00b2 mark", lambda d: [hostile_inputs.small_export(d, mark="profplug.rank \u00b2")],
          0, "rank from CUDA device order"),
-    Case("terminal escapes in an NVTX name", lambda d: [H.small_export(
+    Case("terminal escapes in an NVTX name", lambda d: [hostile_inputs.small_export(
         d, nvtx="\x1b]8;;https://example.com\x07click\x1b]8;;\x07\x1b[31m")], 0,
          "\\x1b]8;;https://example.com\\x07click"),
-    Case("a FIFO", H.fifo, 3, "not a regular file (a FIFO)"),
+    Case("a FIFO", hostile_inputs.fifo, 3, "not a regular file (a FIFO)"),
     Case("newline in a file name", lambda d: _w(d / "bad\nname.json", b""), 3,
          "bad\\nname.json: empty file"),
-    Case("run.json two directories up", H.run_json_two_up, 0,
+    Case("run.json two directories up", hostile_inputs.run_json_two_up, 0,
          "rank from distributedInfo.rank", ("--strict",)),
-    Case("run.json nested 100k deep", H.deep_run_json, 0, "rank from distributedInfo.rank"),
+    Case("run.json nested 100k deep", hostile_inputs.deep_run_json, 0, "rank from distributedInfo.rank"),
 ]
 
 

@@ -58,13 +58,12 @@ def test_the_cases_run_in_a_process_exist() -> None:
 
 
 def test_out_of_memory_names_the_inputs(monkeypatch, capsys) -> None:
-    import profplug.cli.main as cli
 
     def boom(**_: Any) -> None:
         raise MemoryError
 
-    monkeypatch.setattr(cli, "app", boom)
-    assert cli.main(["ab-report", "x"]) == 3
+    monkeypatch.setattr("profplug.cli.main.app", boom)
+    assert main(["ab-report", "x"]) == 3
     assert "out of memory (the inputs need more" in capsys.readouterr().err
 
 

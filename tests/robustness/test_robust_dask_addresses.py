@@ -16,7 +16,7 @@ pytest.importorskip("distributed")
 import dask
 from profplug.analyzers.core.errors import ProfplugError, TraceError
 from profplug.analyzers.readers.base import ReadOptions
-from profplug.analyzers.scale import dask_backend as daskpool
+from profplug.analyzers.scale import dask_backend
 from profplug.analyzers.scale.dask_backend import DaskBackend
 from profplug.analyzers.scale.dispatch import RankTask
 
@@ -126,4 +126,4 @@ def test_a_scheduler_address_that_answers_connects() -> None:
             assert b.n_threads >= 1
         finally:
             b.close()
-    assert daskpool.check_address("tcp://[::1]:8786") == ("tcp", "::1", 8786)
+    assert dask_backend.check_address("tcp://[::1]:8786") == ("tcp", "::1", 8786)

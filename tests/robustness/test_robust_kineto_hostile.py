@@ -17,9 +17,8 @@ import pytest
 from hostile_inputs import DEEP, gz_repeat
 from profplug.analyzers.core.errors import TraceError
 from profplug.analyzers.core.timeline import Timeline
-from profplug.analyzers.readers import blocks as jsonblocks
-from profplug.analyzers.readers.kineto import chunks as jsonchunks
-from profplug.analyzers.readers.kineto import reader as kineto
+from profplug.analyzers.readers import blocks
+from profplug.analyzers.readers.kineto import chunks, reader
 from profplug.analyzers.readers.kineto.scan import Scan
 from profplug.analyzers.report.analysis import analyze_timelines
 from synth import KinetoTrace
@@ -72,9 +71,9 @@ def test_one_bad_token_costs_one_event(tmp_path: Path, kind: str, where: int,
     data = text()
     p = tmp_path / "rank0.json"
     p.write_bytes(mutate(data, kernel_at(data, where)))
-    monkeypatch.setattr(jsonblocks, "BLOCK", 4096)
+    monkeypatch.setattr(blocks, "BLOCK", 4096)
     # when read
-    tl = kineto.read_kineto(p)
+    tl = reader.read_kineto(p)
     # then only that event is skipped, with its reason, and nothing else is lost
     assert tl.skipped == {reason: 1}
     assert tl.api_start_ns.size == N and tl.n_gpu == N - lost
@@ -86,7 +85,7 @@ def test_one_bad_token_costs_one_event(tmp_path: Path, kind: str, where: int,
 def work(path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Bytes handed to the decoders and bytes scanned, while reading ``path``."""
     count = {"decoded": 0, "scanned": 0}
-    de, di, run = jsonchunks.decode_events, jsonchunks.decode_item, Scan.run
+    de, di, run = chunks.decode_events, chunks.decode_item, Scan.run
 
     def decode_events(piece, *exact):  # type: ignore[no-untyped-def]
         count["decoded"] += len(piece)
@@ -101,10 +100,10 @@ def work(path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         count["scanned"] += max(reached - pos, 0)
         return reached, closed
 
-    monkeypatch.setattr(jsonchunks, "decode_events", decode_events)
-    monkeypatch.setattr(jsonchunks, "decode_item", decode_item)
+    monkeypatch.setattr(chunks, "decode_events", decode_events)
+    monkeypatch.setattr(chunks, "decode_item", decode_item)
     monkeypatch.setattr(Scan, "run", scan_run)
-    kineto.read_kineto(path)
+    reader.read_kineto(path)
     return dict(count)
 
 
@@ -115,7 +114,7 @@ def test_work_is_linear_whatever_the_bad_token(tmp_path: Path, kind: str,
     data = text()
     p = tmp_path / "rank0.json"
     p.write_bytes(BREAKS[kind][0](data, kernel_at(data, N // 2)))
-    monkeypatch.setattr(jsonblocks, "BLOCK", 4096)
+    monkeypatch.setattr(blocks, "BLOCK", 4096)
     # when read, then each byte is decoded about once, and only the block around the bad
     # token is scanned exactly: the fast path takes over again right after it
     w = work(p, monkeypatch)
@@ -130,12 +129,12 @@ def test_an_event_bigger_than_the_limit_is_skipped_in_linear_work(
     t.events.insert(10, {"ph": "X", "cat": "cpu_op", "name": "big", "pid": 1, "tid": 1,
                          "ts": 1.0, "dur": 1.0, "args": {"blob": "x" * (3 << 20)}})
     p = t.write(tmp_path / "rank0.json")
-    monkeypatch.setattr(jsonchunks, "MAX_EVENT", 1 << 20)
-    monkeypatch.setattr(jsonchunks, "SLOW_AFTER", 1 << 18)
-    monkeypatch.setattr(jsonblocks, "BLOCK", 1 << 16)
+    monkeypatch.setattr(chunks, "MAX_EVENT", 1 << 20)
+    monkeypatch.setattr(chunks, "SLOW_AFTER", 1 << 18)
+    monkeypatch.setattr(blocks, "BLOCK", 1 << 16)
     w = work(p, monkeypatch)
     # then it is skipped and counted, the others kept, and no byte is scanned twice
-    tl = kineto.read_kineto(p)
+    tl = reader.read_kineto(p)
     assert tl.skipped == {"event larger than 64 MiB": 1} and tl.n_gpu == N
     assert w["scanned"] <= 1.2 * p.stat().st_size and w["decoded"] <= 0.5 * p.stat().st_size
 
@@ -161,18 +160,18 @@ def test_whitespace_is_not_held(tmp_path: Path, where: str,
     p = tmp_path / "rank0.json.gz"
     p.write_bytes(gz_repeat(data[:mid], b" " * (1 << 20), 64, data[mid:]))
     held = [0]
-    feed = jsonchunks.EventArray.feed
+    feed = chunks.EventArray.feed
 
     def tracked(self, data, final=False):  # type: ignore[no-untyped-def]
         out = feed(self, data, final)
         held[0] = max(held[0], len(self.buf))
         return out
 
-    monkeypatch.setattr(jsonchunks.EventArray, "feed", tracked)
+    monkeypatch.setattr(chunks.EventArray, "feed", tracked)
     # when read, then every event is kept and at most a few blocks were ever held
-    tl = kineto.read_kineto(p)
+    tl = reader.read_kineto(p)
     assert tl.skipped == {} and tl.n_gpu == N and tl.api_start_ns.size == N
-    assert held[0] <= jsonchunks.SLOW_AFTER + 2 * jsonblocks.BLOCK
+    assert held[0] <= chunks.SLOW_AFTER + 2 * blocks.BLOCK
     assert tl.warnings == [] and tl.metadata["baseTimeNanoseconds"] > 0
 
 
@@ -196,7 +195,7 @@ def test_deep_header_keeps_the_fields_it_can(tmp_path: Path) -> None:
     s = json.dumps(d).encode().replace(b'"schemaVersion": 1,', b'"deep": ' + DEEP + b",")
     p = tmp_path / "t.json"
     p.write_bytes(s)
-    tl = kineto.read_kineto(p)
+    tl = reader.read_kineto(p)
     assert (tl.rank, tl.rank_rule) == (0, "distributedInfo.rank")
     assert tl.metadata["baseTimeNanoseconds"] == d["baseTimeNanoseconds"]
 
@@ -208,7 +207,7 @@ def test_absurd_base_is_ignored_with_a_warning(tmp_path: Path, base: object, why
     s = s.replace(str(trace().to_dict()["baseTimeNanoseconds"]).encode(), str(base).encode())
     p = tmp_path / "t.json"
     p.write_bytes(s)
-    tl = kineto.read_kineto(p)
+    tl = reader.read_kineto(p)
     assert why in tl.warnings[0] and "no baseTimeNanoseconds" in tl.warnings[1]
     assert int(tl.gpu_start_ns.min()) == 2000  # relative to the rank's own base
     assert abs(tl.gpu_end_ns).max() < 2**62
@@ -220,7 +219,7 @@ def test_huge_numbers_are_skipped_or_defaulted(tmp_path: Path) -> None:
     t.annotation("ProfilerStep#" + "9" * 5000, 0, 10)
     t.events[0]["tid"] = "9" * 5000
     t.events[1]["pid"] = "7" * 40
-    tl = kineto.read_kineto(t.write(tmp_path / "t.json"))
+    tl = reader.read_kineto(t.write(tmp_path / "t.json"))
     assert tl.skipped == {"step number out of range": 2}
     assert tl.api_tid[0] == -1 and tl.n_gpu == N
 
@@ -228,7 +227,7 @@ def test_huge_numbers_are_skipped_or_defaulted(tmp_path: Path) -> None:
 def test_mixed_timestamp_styles_are_skipped_not_a_1e15_us_window(tmp_path: Path) -> None:
     t = trace()
     t.events[5]["ts"] = 1_764_000_000_000_000.0  # epoch us in a relative trace
-    tl = kineto.read_kineto(t.write(tmp_path / "t.json"))
+    tl = reader.read_kineto(t.write(tmp_path / "t.json"))
     assert tl.skipped == {"timestamp style unlike the trace's (epoch vs relative us)": 1}
     assert int(tl.gpu_end_ns.max() - tl.gpu_start_ns.min()) < 10_000_000
 
@@ -250,4 +249,4 @@ def test_figures_that_do_not_add_up_are_never_reported() -> None:
 def test_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "rank0.json")
     with pytest.raises(TraceError, match="not a regular file \\(a FIFO\\)"):
-        kineto.read_kineto(tmp_path / "rank0.json")
+        reader.read_kineto(tmp_path / "rank0.json")

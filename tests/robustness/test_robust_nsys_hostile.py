@@ -20,8 +20,7 @@ import pytest
 from hostile_inputs import hot_wal, recursive_view, seed_export, small_export, sql
 from nsys_synth import NsysExport
 from profplug.analyzers.core.errors import TraceError
-from profplug.analyzers.readers.nsys import reader as nsys
-from profplug.analyzers.readers.nsys import source as nsys_source
+from profplug.analyzers.readers.nsys import reader, source
 from profplug.analyzers.readers.nsys.reader import read_nsys
 
 
@@ -48,9 +47,9 @@ def test_a_view_named_like_a_table_is_never_read(tmp_path: Path, table: str,
 def test_a_query_past_its_step_budget_stops_with_one_line(tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     p = small_export(tmp_path)
-    monkeypatch.setattr(nsys_source, "MIN_STEPS", 1000)
-    monkeypatch.setattr(nsys_source, "STEPS_PER_BYTE", 0)
-    monkeypatch.setattr(nsys_source, "PROGRESS_EVERY", 10)
+    monkeypatch.setattr(source, "MIN_STEPS", 1000)
+    monkeypatch.setattr(source, "STEPS_PER_BYTE", 0)
+    monkeypatch.setattr(source, "PROGRESS_EVERY", 10)
     with pytest.raises(TraceError, match=r"report\.sqlite: unreadable .*more than 1,000 SQLite "
                                          r"steps, too many for a file this size"):
         read_nsys(p, workers=1)
@@ -68,7 +67,7 @@ def test_a_table_with_computed_columns_is_ignored(tmp_path: Path) -> None:
 def vm_steps(p: Path, monkeypatch: pytest.MonkeyPatch) -> int:
     """SQLite VM steps (in thousands) over every connection of one read."""
     total = [0]
-    guard = nsys_source.guard
+    guard = source.guard
 
     def counting(conn: sqlite3.Connection, steps: int) -> None:
         guard(conn, steps)
@@ -79,8 +78,8 @@ def vm_steps(p: Path, monkeypatch: pytest.MonkeyPatch) -> int:
 
         conn.set_progress_handler(tick, 1000)
 
-    monkeypatch.setattr(nsys_source, "guard", counting)
-    monkeypatch.setattr(nsys, "guard", counting)
+    monkeypatch.setattr(source, "guard", counting)
+    monkeypatch.setattr(reader, "guard", counting)
     read_nsys(p, workers=1)
     return total[0]
 
@@ -194,7 +193,7 @@ def test_stale_or_partial_export_beside_its_report(tmp_path: Path, problem: str,
     good = small_export(tmp_path, name="good.sqlite")
     (tl,) = read_nsys(db, nsys=fake_nsys(tmp_path, good))
     assert tl.n_gpu == 2 and tl.warnings == []
-    assert nsys_source.export_problem(db, rep) is None
+    assert source.export_problem(db, rep) is None
 
 
 def test_export_without_runtime_table_warns(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from profplug.analyzers.readers import cache, registry
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.report.analysis import analyze
 from profplug.analyzers.report.registry import report_analyses
-from profplug.analyzers.scale import result_cache as resultcache
+from profplug.analyzers.scale import result_cache
 from profplug.analyzers.scale.load import load_ranks, trace_files
 from profplug.analyzers.stalls.rank import StallOptions
 from reference import report_json
@@ -199,7 +199,7 @@ def test_another_files_stall_analyses_copied_under_this_key_miss(run4: list[Path
                progress=False)
     a, b = sorted(store.glob("ranks-*.json"))
     b.write_bytes(a.read_bytes())
-    assert resultcache.load_stalls(b) is None and resultcache.load_stalls(a) is not None
+    assert result_cache.load_stalls(b) is None and result_cache.load_stalls(a) is not None
     got = load_ranks(run4[:2], read=read, stall=StallOptions(), keep_timelines=False, jobs=1,
                      progress=False)
     assert [s.rank for s in got.stalls] == [0, 1]
@@ -231,7 +231,7 @@ def test_a_fifo_under_an_entry_name_is_a_miss(run4: list[Path], tmp_path: Path,
         os.mkfifo(e)
         unblocked.append(e)
     assert cache.load_entry(entries[0]) is None
-    assert resultcache.load_stalls(store / next(store.glob("ranks-*.json")).name) is None
+    assert result_cache.load_stalls(store / next(store.glob("ranks-*.json")).name) is None
     again = analyze(run4, read=read, run=report_analyses(None), jobs=1, progress=False)
     assert report_json(again) == report_json(first)
     assert cache.load_entry(entries[0]) is not None  # written whole again over the FIFO
@@ -348,17 +348,17 @@ def test_kept_stall_analyses_that_do_not_hold_together_are_a_miss(
     doc = json.loads(body)
     STALLS_TAMPERED[case](doc[0])  # type: ignore[no-untyped-call]
     entry.write_bytes(key + b"\n" + json.dumps(doc).encode())
-    assert resultcache.load_stalls(entry) is None
+    assert result_cache.load_stalls(entry) is None
     got = analyze(run4[:1], read=read, jobs=1, progress=False,
                   run=report_analyses(False, cross_rank=False))
     assert report_json(got) == report_json(want)
 
 
 def test_an_old_result_entry_without_its_key_is_a_miss(tmp_path: Path) -> None:
-    rc = resultcache.ResultCache(tmp_path, ["a"], None)
+    rc = result_cache.ResultCache(tmp_path, ["a"], None)
 
     a = AnalysisSpec(name="t", label="t", run=lambda tls, opt, ranks: None, cache_key="t")
     rc._entry("t").write_bytes(b"none\nnull")  # the layout before entries named their key
-    assert rc.get(a) is resultcache.MISS
+    assert rc.get(a) is result_cache.MISS
     rc.put(a, None)
     assert rc.get(a) is None

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers.commands import report as commands
+from profplug.analyzers.commands import report
 from profplug.analyzers.commands.report import run_report
 from profplug.analyzers.core.errors import TraceError
 from profplug.analyzers.readers.base import ReadOptions
@@ -120,7 +120,7 @@ def test_a_lost_file_is_a_warning_of_the_report_and_fails_strict(
     assert rep.lost == [want] and rep.warnings[0] == want
     assert rep.to_dict()["warnings"][0] == want
     # the CLI path: the warning on stderr, and --strict fails
-    monkeypatch.setattr(commands, "open_backend", lambda jobs=None, dask=None: _LosesRank5())
+    monkeypatch.setattr(report, "open_backend", lambda jobs=None, dask=None: _LosesRank5())
     assert run_report(run8, fmt="json", whatif=False, strict=True) == 1
     assert f"warning: {want}" in capsys.readouterr().err
 

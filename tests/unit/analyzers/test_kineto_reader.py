@@ -12,7 +12,7 @@ import pytest
 from profplug.analyzers import analyze, load_timelines
 from profplug.analyzers.core.errors import TraceError
 from profplug.analyzers.core.timeline import Timeline
-from profplug.analyzers.readers.kineto import chunks as jsonchunks
+from profplug.analyzers.readers.kineto import chunks
 from profplug.analyzers.readers.kineto.reader import read_kineto
 from synth import BASE_NS, KinetoTrace, mixed_trace
 
@@ -100,7 +100,7 @@ def test_exact_path_agrees_with_fast_path(tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     p = _many_events().write(tmp_path / "t.json")
     fast = read_kineto(p)
-    monkeypatch.setattr(jsonchunks, "BOUNDARY", re.compile(rb"(?!)"))  # no cut: exact only
+    monkeypatch.setattr(chunks, "BOUNDARY", re.compile(rb"(?!)"))  # no cut: exact only
     exact = read_kineto(p)
     for k in Timeline._ARRAYS:
         np.testing.assert_array_equal(getattr(exact, k), getattr(fast, k), err_msg=k)

@@ -10,8 +10,8 @@ import msgspec
 import numpy as np
 import pytest
 from profplug.analyzers.core.timeline import Timeline
-from profplug.analyzers.readers import blocks as jsonblocks
-from profplug.analyzers.readers.kineto import reader as kineto
+from profplug.analyzers.readers import blocks
+from profplug.analyzers.readers.kineto import reader
 from profplug.analyzers.readers.kineto.decode import Event
 from profplug.analyzers.readers.kineto.stream import EventStream
 from synth import KinetoTrace, mixed_trace
@@ -22,8 +22,8 @@ def _whole(path: Path) -> Timeline:
     raw = path.read_bytes()
     doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
     events = [msgspec.convert(e, Event) for e in doc["traceEvents"]]
-    header, _ = kineto.header_from(doc)
-    return kineto._to_timeline(path, header, events, file_index=0)
+    header, _ = reader.header_from(doc)
+    return reader._to_timeline(path, header, events, file_index=0)
 
 
 def _assert_same(a: Timeline, b: Timeline) -> None:
@@ -47,11 +47,11 @@ def test_tiny_blocks_give_the_whole_file_timeline(tmp_path: Path, name: str,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     # given a trace read in many blocks (512 bytes, gzip inflated 64 compressed bytes at a time)
     path = _many_steps().write(tmp_path / name)
-    monkeypatch.setattr(jsonblocks, "BLOCK", 512)
-    monkeypatch.setattr(jsonblocks, "GZ_BLOCK", 64)
+    monkeypatch.setattr(blocks, "BLOCK", 512)
+    monkeypatch.setattr(blocks, "GZ_BLOCK", 64)
     assert sum(1 for _ in EventStream(path, 1 << 30)) > 10
     # when it is streamed, then every column equals the whole-file read
-    streamed = kineto.read_kineto(path)
+    streamed = reader.read_kineto(path)
     _assert_same(streamed, _whole(path))
     assert streamed.n_gpu == 43 and streamed.step_num.size == 39
 
@@ -62,7 +62,7 @@ def test_fields_after_the_event_array_are_read(tmp_path: Path) -> None:
     tail_first = {"traceEvents": d.pop("traceEvents"), **d}
     path = tmp_path / "t.json"
     path.write_text(json.dumps(tail_first))
-    streamed = kineto.read_kineto(path)
+    streamed = reader.read_kineto(path)
     assert streamed.metadata["baseTimeNanoseconds"] == d["baseTimeNanoseconds"]
     _assert_same(streamed, _whole(path))
 
@@ -75,7 +75,7 @@ def test_objects_in_a_key_after_the_event_array_end_the_read(tmp_path: Path) -> 
     path = tmp_path / "t.json"
     path.write_text(json.dumps(doc, indent=1))
     # when it is streamed (it used to loop for ever), then every event is read
-    _assert_same(kineto.read_kineto(path), _whole(path))
+    _assert_same(reader.read_kineto(path), _whole(path))
 
 
 def test_a_cut_inside_an_event_is_found_exactly(tmp_path: Path,
@@ -85,9 +85,9 @@ def test_a_cut_inside_an_event_is_found_exactly(tmp_path: Path,
     for ev in t.events:
         ev.setdefault("args", {})["blocks"] = [{"x": i} for i in range(40)]
     path = t.write(tmp_path / "t.json")
-    monkeypatch.setattr(jsonblocks, "BLOCK", 256)
+    monkeypatch.setattr(blocks, "BLOCK", 256)
     # when streamed in blocks that end inside events, then nothing is lost or invented
-    tl = kineto.read_kineto(path)
+    tl = reader.read_kineto(path)
     _assert_same(tl, _whole(path))
     assert tl.warnings == []
 
@@ -95,6 +95,6 @@ def test_a_cut_inside_an_event_is_found_exactly(tmp_path: Path,
 def test_packed_columns_equal_unpacked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # given rows packed into numpy every 7 rows
     path = _many_steps().write(tmp_path / "t.json")
-    whole = kineto.read_kineto(path)
-    monkeypatch.setattr(kineto, "FLUSH_ROWS", 7)
-    _assert_same(kineto.read_kineto(path), whole)
+    whole = reader.read_kineto(path)
+    monkeypatch.setattr(reader, "FLUSH_ROWS", 7)
+    _assert_same(reader.read_kineto(path), whole)

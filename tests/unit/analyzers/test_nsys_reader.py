@@ -301,19 +301,19 @@ def timeline_fields(tl: Any) -> dict[str, Any]:
 
 def test_threaded_read_gives_the_serial_timelines(monkeypatch: pytest.MonkeyPatch) -> None:
     # given a real export and blocks small enough that every table is split for the threads
-    from profplug.analyzers.readers.nsys import fetch as nsys_fetch
+    from profplug.analyzers.readers.nsys import fetch
 
     serial = read_nsys(REAL, workers=1)
     blocks: list[int] = []
 
-    class Pool(nsys_fetch.ThreadPoolExecutor):
+    class Pool(fetch.ThreadPoolExecutor):
         def submit(self, fn: Any, /, *args: Any, **kw: Any) -> Any:
             blocks.append(args[0])
             return super().submit(fn, *args, **kw)
 
-    monkeypatch.setattr(nsys_fetch, "ThreadPoolExecutor", Pool)
-    monkeypatch.setattr(nsys_fetch, "MIN_CHUNK_ROWS", 50)
-    monkeypatch.setattr(nsys_fetch, "PARALLEL_MIN_ROWS", 100)
+    monkeypatch.setattr(fetch, "ThreadPoolExecutor", Pool)
+    monkeypatch.setattr(fetch, "MIN_CHUNK_ROWS", 50)
+    monkeypatch.setattr(fetch, "PARALLEL_MIN_ROWS", 100)
     # when it is read on three threads
     threaded = read_nsys(REAL, workers=3)
     # then the tables went through the pool in many blocks, and nothing changed
@@ -355,11 +355,11 @@ def test_wait_links_equal_a_direct_sql_lookup(tmp_path: Path) -> None:
 
 def test_wait_links_general_path_equals_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
     # given a real export whose ids fit the shifted int64 keys (the fast path)
-    from profplug.analyzers.readers.nsys import links as nsys_links
+    from profplug.analyzers.readers.nsys import links
 
     fast = read_nsys(REAL, workers=1)
     # when the general path (pair and corr ranks) links the waits instead
-    monkeypatch.setattr(nsys_links, "FAST_LINKS", False)
+    monkeypatch.setattr(links, "FAST_LINKS", False)
     general = read_nsys(REAL, workers=1)
     # then every link is the same
     assert [(t.gsync_wait_stream.tolist(), t.gsync_wait_corr.tolist()) for t in general] == \
@@ -371,7 +371,7 @@ def test_threaded_read_with_rowid_gaps(tmp_path: Path, monkeypatch: pytest.Monke
     import gzip
     import shutil
 
-    from profplug.analyzers.readers.nsys import fetch as nsys_fetch
+    from profplug.analyzers.readers.nsys import fetch
 
     db = tmp_path / "gaps.sqlite"
     with gzip.open(REAL) as src, open(db, "wb") as dst:
@@ -385,8 +385,8 @@ def test_threaded_read_with_rowid_gaps(tmp_path: Path, monkeypatch: pytest.Monke
     con.close()
     serial = read_nsys(db, workers=1)
     # when it is read in small blocks on threads
-    monkeypatch.setattr(nsys_fetch, "MIN_CHUNK_ROWS", 64)
-    monkeypatch.setattr(nsys_fetch, "PARALLEL_MIN_ROWS", 128)
+    monkeypatch.setattr(fetch, "MIN_CHUNK_ROWS", 64)
+    monkeypatch.setattr(fetch, "PARALLEL_MIN_ROWS", 128)
     threaded = read_nsys(db, workers=2)
     # then the gaps are squeezed out exactly as the serial read does
     assert [timeline_fields(t) for t in threaded] == [timeline_fields(t) for t in serial]

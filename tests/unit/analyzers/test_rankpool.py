@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from profplug.analyzers.scale import dispatch as rankpool
+from profplug.analyzers.scale import dispatch
 from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.stalls.rank import StallOptions, analyze_rank
 
@@ -28,10 +28,10 @@ def plain(x: Any) -> Any:
 
 
 LOG: list[Path] = []  # where _spy writes the analyzing process's pid
-_REAL = rankpool._one
+_REAL = dispatch._one
 
 
-def _spy(args: tuple[int, StallOptions]) -> rankpool.RankResult:
+def _spy(args: tuple[int, StallOptions]) -> dispatch.RankResult:
     with open(LOG[0], "a") as f:
         f.write(f"{os.getpid()}\n")
     return _REAL(args)
@@ -43,12 +43,12 @@ def test_forked_ranks_equal_in_process_ranks(monkeypatch: pytest.MonkeyPatch,
     tls = load_timelines([SAMPLE], jobs=1)
     opt = StallOptions()
     serial = [plain(asdict(analyze_rank(t, opt))) for t in tls]
-    monkeypatch.setattr(rankpool, "PARALLEL_MIN_ROWS", 0)
+    monkeypatch.setattr(dispatch, "PARALLEL_MIN_ROWS", 0)
     LOG.clear()
     LOG.append(tmp_path / "pids")
-    monkeypatch.setattr(rankpool, "_one", _spy)
+    monkeypatch.setattr(dispatch, "_one", _spy)
     # when they are analyzed with two jobs
-    forked = [plain(asdict(r)) for r in rankpool.analyze_ranks(tls, opt, jobs=2)]
+    forked = [plain(asdict(r)) for r in dispatch.analyze_ranks(tls, opt, jobs=2)]
     # then the work ran elsewhere and every field is the same
     pids = [int(x) for x in LOG[0].read_text().split()]
     assert len(pids) == 2 and os.getpid() not in pids

@@ -1,4 +1,4 @@
-"""Run-level results in the per-rank cache (``resultcache``): a cached re-run serves the
+"""Run-level results in the per-rank cache (``scale.result_cache``): a cached re-run serves the
 what-if from the cache, the same JSON as the first run and as the uncached path; any change
 to a trace, the analyzer's code, the options or the analysis' parameters is a miss; a result
 that JSON would not carry exactly is never served."""
@@ -14,8 +14,7 @@ from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.report import registry
 from profplug.analyzers.report.analysis import analyze
 from profplug.analyzers.report.registry import report_analyses
-from profplug.analyzers.scale import dispatch
-from profplug.analyzers.scale import result_cache as resultcache
+from profplug.analyzers.scale import dispatch, result_cache
 from profplug.analyzers.scale.load import load_ranks
 from profplug.analyzers.stalls.rank import StallOptions
 from profplug.analyzers.steps.rule import DEFAULT_STEPS
@@ -75,11 +74,11 @@ def test_any_change_misses(run4: list[Path], tmp_path: Path, whatifs: list[int],
             run=report_analyses(None), options=StallOptions.from_tolerance_us(7.0))
     assert whatifs == [4, 4, 4]
     # a change to the analyzer's code misses
-    real = resultcache.analyzer_fingerprint
-    monkeypatch.setattr(resultcache, "analyzer_fingerprint", lambda: "a-new-analyzer")
+    real = result_cache.analyzer_fingerprint
+    monkeypatch.setattr(result_cache, "analyzer_fingerprint", lambda: "a-new-analyzer")
     _report(run4, store)
     assert whatifs == [4, 4, 4, 4]
-    monkeypatch.setattr(resultcache, "analyzer_fingerprint", real)
+    monkeypatch.setattr(result_cache, "analyzer_fingerprint", real)
     # a changed trace misses (one byte of whitespace more, the times kept)
     st = run4[2].stat()
     run4[2].write_bytes(run4[2].read_bytes() + b" ")
@@ -104,7 +103,7 @@ def test_a_damaged_entry_is_a_miss_and_is_rewritten(run4: list[Path], tmp_path: 
     got = load_ranks(run4, read=ReadOptions(cache_dir=str(store)), jobs=1, progress=False,
                      keep_timelines=False)
     assert got.cache_keys is not None and len(got.cache_keys) == 4
-    cache = resultcache.ResultCache(store, got.cache_keys, (StallOptions(), DEFAULT_STEPS))
+    cache = result_cache.ResultCache(store, got.cache_keys, (StallOptions(), DEFAULT_STEPS))
     (cheap,) = [a for a in report_analyses(None) if a.label == "what-if"]
     assert cache.get(cheap).to_dict() == again.run["whatif"].to_dict()  # type: ignore[attr-defined]
     assert not list(store.glob(".profplug-tmp-*"))
@@ -183,11 +182,11 @@ def test_the_kept_analyses_miss_on_any_change(run4: list[Path], tmp_path: Path,
     analyze(run4[:1], read=ReadOptions(cache_dir=str(store)), jobs=1, progress=False,
             options=StallOptions.from_tolerance_us(7.0))
     assert analyses["analyzed"] == 2  # other stall options
-    monkeypatch.setattr(resultcache, "analyzer_fingerprint", lambda: "a-new-analyzer")
+    monkeypatch.setattr(result_cache, "analyzer_fingerprint", lambda: "a-new-analyzer")
     _report(run4[:1], store)
     assert analyses["analyzed"] == 3  # another analyzer
     (kept,) = [p for p in store.glob("ranks-*.json")
-               if resultcache.load_stalls(p) is not None and p.stat().st_mtime_ns ==
+               if result_cache.load_stalls(p) is not None and p.stat().st_mtime_ns ==
                max(q.stat().st_mtime_ns for q in store.glob("ranks-*.json"))]
     kept.write_bytes(kept.read_bytes()[:40])  # damaged: a miss
     _report(run4[:1], store)

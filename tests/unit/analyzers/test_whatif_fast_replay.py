@@ -8,14 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import profplug.analyzers.graph.longest_path
 import pytest
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers.graph import longest_path as longestpath
 from profplug.analyzers.graph.events import ANCHOR, CALL, LAUNCH, PEER, RUN, Graph, build_graph
 from profplug.analyzers.graph.model import build_model
 from profplug.analyzers.scale.load import load_timelines
-from profplug.analyzers.whatif import fixedpoint, simulate, streamruns
-from profplug.analyzers.whatif import visited as fold
+from profplug.analyzers.whatif import fixedpoint, simulate, streamruns, visited
 from profplug.analyzers.whatif.fixedpoint import recorded_fixed_point
 from profplug.analyzers.whatif.simulate import _recorded_times, longest_path, replay
 from profplug.analyzers.whatif.streamruns import stream_runs
@@ -58,7 +57,7 @@ def test_the_host_fold_a_piece_at_a_time_is_the_whole_fold(tmp_path: Path, chunk
     for drop in (False, True):
         g = build_graph(m, drop)
         whole = _fold(g, m.threads)
-        monkeypatch.setattr(fold, "_CHUNK", chunk)
+        monkeypatch.setattr(visited, "_CHUNK", chunk)
         pieces = _fold(g, m.threads)
         monkeypatch.undo()
         # then every root and offset is the one-piece fold's, and pointer jumping's
@@ -66,7 +65,7 @@ def test_the_host_fold_a_piece_at_a_time_is_the_whole_fold(tmp_path: Path, chunk
         for a, b, c in zip(whole[:2], pieces[:2], plain[:2], strict=True):
             assert np.array_equal(a, b) and np.array_equal(a, c)
         # and the replay through it is the node-by-node pass's
-        monkeypatch.setattr(fold, "_CHUNK", chunk)
+        monkeypatch.setattr(visited, "_CHUNK", chunk)
         monkeypatch.setattr(simulate, "_CHUNK", chunk)
         fast = longest_path(g, m)
         monkeypatch.undo()
@@ -169,7 +168,7 @@ def test_windows_across_much_of_the_run_are_left_to_the_pass(monkeypatch: pytest
     got = recorded_fixed_point(*graph(5))
     assert got is not None and got[0].tolist() == [10, 20, 15, 20, 0]
     g, _ = graph(5)
-    t = longestpath.longest_path(g.n_nodes, g.src, g.dst, g.w, [g.source])
+    t = profplug.analyzers.graph.longest_path.longest_path(g.n_nodes, g.src, g.dst, g.w, [g.source])
     assert t is not None and t.tolist() == [10, 20, 15, 20, 0]
 
 
@@ -178,5 +177,5 @@ def test_a_node_is_numbered_by_its_place_among_the_visited() -> None:
     keys = np.array([2, 5, 9, 40], dtype=np.int64)
     asked = np.array([[9, 2, 3], [40, 41, 0]], dtype=np.int32)
     # then each gets its place, -1 where it is not visited, in the shape asked
-    assert fold.numbered(keys, asked).tolist() == [[2, 0, -1], [3, -1, -1]]
-    assert fold.numbered(keys[:0], asked).tolist() == [[-1] * 3] * 2
+    assert visited.numbered(keys, asked).tolist() == [[2, 0, -1], [3, -1, -1]]
+    assert visited.numbered(keys[:0], asked).tolist() == [[-1] * 3] * 2

@@ -80,7 +80,7 @@ def test_idle_between_groups_of_steps_same_step_in_report_and_whatif(tmp_path: P
     assert w.basis == "step" and w.n_steps == 12
     assert w.recorded_us == pytest.approx(rep.rank(0).steps.period_us, abs=1e-3)
     assert w.replayed_us == pytest.approx(w.recorded_us, abs=1e-3)
-    # with the report's figure (the median over the non-outlier steps, stepstats): the 8
+    # with the report's figure (the median over the non-outlier steps, steps.stats): the 8
     # distances within groups (100 -> 60: GPU-bound); the 3 across the idle (1100 us) are
     # outlier steps, out of the basis
     assert w.recorded_us - w.predicted_us == pytest.approx(40.0, abs=1e-3)

@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import grid_switch as gs  # noqa: E402
+import grid_switch  # noqa: E402
 from profplug.analyzers import whatif_paths  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "whatif_grid_data" / "switchS1"
@@ -21,7 +21,7 @@ DATA = ROOT / "benchmarks" / "whatif_grid_data" / "switchS1"
 
 def test_capture_switch_one_process_per_shape_first_policy_alternating(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import whatif_grid as wg
+    import whatif_grid
 
     cmds: list[list[str]] = []
 
@@ -29,8 +29,8 @@ def test_capture_switch_one_process_per_shape_first_policy_alternating(
         cmds.append(cmd)
         return {"cmd": cmd, "exit": 0, "wall_s": 0.0, "printed_step_us": None, "log": log.name}
 
-    monkeypatch.setattr(wg, "_run", fake_run)
-    wg.main(["capture", "--out", str(tmp_path), "--traces", "kineto-switch,nsys-switch",
+    monkeypatch.setattr(whatif_grid, "_run", fake_run)
+    whatif_grid.main(["capture", "--out", str(tmp_path), "--traces", "kineto-switch,nsys-switch",
              "--repeats", "2", "--shapes", "h512_l8_b8_s2", "--skip", "20", "--window", "30",
              "--nsys", "/x/nsys"])
     assert len(cmds) == 4  # 2 repeats x 2 profilers, one process each
@@ -51,7 +51,7 @@ def test_capture_switch_one_process_per_shape_first_policy_alternating(
 def test_switch_run_numbers_follow_the_whatif_of_each_half() -> None:
     """On a real H200 run: predicted = whatif of the decode.device steps, measured = the
     recorded decode.event steps; the GPU-bound shape (hidden 16384) is predicted within 2%."""
-    cells = {(c.profiler, c.shape): c for c in gs.collect([DATA])}
+    cells = {(c.profiler, c.shape): c for c in grid_switch.collect([DATA])}
     assert len(cells) == 8 and all(len(c.runs) == 3 for c in cells.values())
     c = cells[("kineto", "h16384_l8_b8_s2")]
     run = c.runs[0]
@@ -67,13 +67,13 @@ def test_switch_run_numbers_follow_the_whatif_of_each_half() -> None:
 
 def test_cell_headline_is_the_median_of_the_runs_own_errors() -> None:
     def run(pred: float, meas: float, dev_launch: float = 5.0, evt_launch: float = 5.0
-            ) -> gs.SwitchRun:
-        return gs.SwitchRun(path="x", first="device", device_recorded=pred * 1.1,
+            ) -> grid_switch.SwitchRun:
+        return grid_switch.SwitchRun(path="x", first="device", device_recorded=pred * 1.1,
                             predicted=pred, replay_err_pct=0.0, band_pct=10.0, measured=meas,
                             launch_dev_us=dev_launch, launch_evt_us=evt_launch)
 
     # the host flips mode between the halves of the third run: a 50% miss on its own
-    c = gs.SwitchCell("kineto", "h512_l8_b8_s2",
+    c = grid_switch.SwitchCell("kineto", "h512_l8_b8_s2",
                       [run(102, 100), run(204, 200), run(150, 100, 7.0, 5.0)])
     assert c.paired == pytest.approx([2.0, 2.0, 50.0])
     assert c.paired_median == pytest.approx(2.0)
@@ -81,6 +81,6 @@ def test_cell_headline_is_the_median_of_the_runs_own_errors() -> None:
     assert [r.steady for r in c.runs] == [True, True, False]
     assert [r.in_band for r in c.runs] == [True, True, False]
     out = io.StringIO()
-    gs.render([c], out, held_out=())
+    grid_switch.render([c], out, held_out=())
     text = out.getvalue()
     assert "+2.0" in text and "2/3" in text and "steady-host runs 2/2" in text

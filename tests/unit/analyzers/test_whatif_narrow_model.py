@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 from pipeline_synth import PipelineSpec, write
 from profplug.analyzers.core.timeline import Timeline
-from profplug.analyzers.graph import model as model_mod
+from profplug.analyzers.graph import model
 from profplug.analyzers.graph.events import build_graph
 from profplug.analyzers.graph.model import _DELAYS, build_model
 from profplug.analyzers.scale.load import load_timelines
-from profplug.analyzers.whatif.in_parts import whatif_in_parts
 from profplug.analyzers.whatif.predict import whatif
+from profplug.analyzers.whatif.rounds import whatif_in_rounds
 
 
 def _timelines(tmp_path: Path, **spec: object) -> list[Timeline]:
@@ -27,7 +27,7 @@ def _timelines(tmp_path: Path, **spec: object) -> list[Timeline]:
 
 
 def _figures(tls: list[Timeline]) -> list[tuple[float, ...]]:
-    one, parts = whatif(tls), whatif_in_parts(tls)
+    one, parts = whatif(tls), whatif_in_rounds(tls)
     return [(r.recorded_us, r.replayed_us, r.predicted_us, r.direct_us, q.predicted_us)
             for r, q in zip(one.ranks, parts.ranks, strict=True)]
 
@@ -41,13 +41,13 @@ def test_delays_are_narrowed_where_they_fit_and_predict_the_same(
     assert {k: getattr(m, k).dtype for k in _DELAYS} == dict.fromkeys(_DELAYS, np.int32)
     narrow = _figures(tls)
     # ... and the predictions are those of the model held in 8 bytes
-    monkeypatch.setattr(model_mod, "_DELAY_MAX", 0)
+    monkeypatch.setattr(model, "_DELAY_MAX", 0)
     assert all(getattr(build_model(tls), k).dtype == np.int64 for k in _DELAYS)
     assert _figures(tls) == narrow
     # and a bound between the arrays' ranges narrows some, not others: still the same
     wide = build_model(tls)
     tops = sorted(int(np.abs(getattr(wide, k)).max()) for k in _DELAYS)
-    monkeypatch.setattr(model_mod, "_DELAY_MAX", tops[len(tops) // 2])
+    monkeypatch.setattr(model, "_DELAY_MAX", tops[len(tops) // 2])
     mixed = {getattr(build_model(tls), k).dtype for k in _DELAYS}
     assert mixed == {np.dtype(np.int32), np.dtype(np.int64)}
     assert _figures(tls) == narrow
@@ -69,15 +69,15 @@ def test_narrowing_frees_each_wide_array(tmp_path: Path,
     # given timelines already read, and the model's narrowing watched
     tls = _timelines(tmp_path, stages=1, steps=40, layers=40)
     seen: list[tuple[int, int]] = []
-    narrowed = model_mod._narrowed
+    narrowed = model._narrowed
 
-    def watched(m: model_mod.Model) -> model_mod.Model:
+    def watched(m: model.Model) -> model.Model:
         before = tracemalloc.get_traced_memory()[0]
         out = narrowed(m)
         seen.append((before, tracemalloc.get_traced_memory()[0]))
         return out
 
-    monkeypatch.setattr(model_mod, "_narrowed", watched)
+    monkeypatch.setattr(model, "_narrowed", watched)
     tracemalloc.start()
     try:
         m = build_model(tls)

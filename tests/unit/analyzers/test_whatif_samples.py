@@ -89,18 +89,18 @@ def test_grid_table_compares_the_sample_families() -> None:
     import sys
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    import grid_table as gt
+    import grid_table
 
-    groups = gt.sample_groups(SAMPLES)
+    groups = grid_table.sample_groups(SAMPLES)
     if not groups:
         pytest.skip("no sample device/event families")
-    rows = gt.build_rows({k: v for k, v in groups.items() if k[1] == "pp2_megatron"}, "samples")
+    rows = grid_table.build_rows({k: v for k, v in groups.items() if k[1] == "pp2_megatron"}, "samples")
     assert {(r.profiler, r.rank) for r in rows} >= {("kineto", 0), ("kineto", 1)}
     for r in rows:
         assert len(r.device) == len(r.event) == 1 and len(r.host_adj) == 1
         assert abs(r.device[0].replay_err) <= 5.0 and r.device[0].host > 0
     buf = io.StringIO()
-    gt.render(rows, buf, markdown=True)
+    grid_table.render(rows, buf, markdown=True)
     assert buf.getvalue().startswith("| profiler | shape |") and "host-adj" in buf.getvalue()
 
 

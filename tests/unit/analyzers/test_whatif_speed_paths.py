@@ -19,9 +19,9 @@ from profplug.analyzers.graph.events import Graph, build_graph, dropped_graph
 from profplug.analyzers.graph.model import Model, build_model
 from profplug.analyzers.readers.kineto.reader import read_kineto
 from profplug.analyzers.scale.load import load_timelines
-from profplug.analyzers.stalls import per_step as steps
+from profplug.analyzers.stalls import per_step
 from profplug.analyzers.stalls.rank import analyze_rank
-from profplug.analyzers.steps import stats as stepstats
+from profplug.analyzers.steps import stats
 from profplug.analyzers.whatif import predict
 from profplug.analyzers.whatif.simulate import Replay, replay
 from synth import KinetoTrace, nested
@@ -89,23 +89,23 @@ def test_a_nested_call_pushed_to_its_top_level_calls_end_is_not_taken_as_nested(
 
 def test_the_step_statistic_from_lists_is_the_array_paths() -> None:
     # a known series: 8 steps of 10 us and one of 100 us (an outlier)
-    s = stepstats.summarize([10.0] * 8 + [100.0])
+    s = stats.summarize([10.0] * 8 + [100.0])
     assert (s.value, s.mean, s.n, s.outliers) == (10.0, 20.0, 9, [8])
     # fewer than MIN_STEPS: no outlier; even count: the mean of the two middle values
-    assert stepstats.summarize([4.0, 1.0, 3.0, 2.0]) == stepstats.StepSummary(2.5, 2.5, 4, [])
+    assert stats.summarize([4.0, 1.0, 3.0, 2.0]) == stats.StepSummary(2.5, 2.5, 4, [])
     # every length up to SMALL, odd shapes included, against the array path
     rng = np.random.default_rng(7)
-    for n in range(1, stepstats.SMALL + 1):
+    for n in range(1, stats.SMALL + 1):
         for x in (rng.normal(100.0, 5.0, n), np.round(rng.normal(50.0, 1.0, n), 1),
                   np.where(rng.random(n) < 0.2, 500.0, 50.0), np.zeros(n)):
-            out = stepstats.outlier_mask(x)
-            ref = stepstats.StepSummary(stepstats.center(x, ~out), float(x.mean()), n,
+            out = stats.outlier_mask(x)
+            ref = stats.StepSummary(stats.center(x, ~out), float(x.mean()), n,
                                         np.flatnonzero(out).tolist())
-            assert stepstats._summarize_list(x) == ref
-            assert stepstats.median(x) == float(np.median(x))
+            assert stats._summarize_list(x) == ref
+            assert stats.median(x) == float(np.median(x))
     # a nan: the array path's answer (nan)
-    assert np.isnan(stepstats.median([1.0, np.nan, 2.0]))
-    assert np.isnan(stepstats.summarize([1.0, np.nan, 2.0]).value)
+    assert np.isnan(stats.median([1.0, np.nan, 2.0]))
+    assert np.isnan(stats.summarize([1.0, np.nan, 2.0]).value)
 
 
 def test_the_dropped_graph_cut_by_blocks_is_the_one_cut_by_mask(tmp_path: Path) -> None:
@@ -128,20 +128,20 @@ def test_the_steps_reductions_are_the_unbuffered_ones() -> None:
     for key in (np.sort(rng.integers(0, 9, 3000)), rng.integers(0, 9, 3000),
                 np.zeros(0, dtype=np.int64), np.full(5, 3)):
         lo, hi = rng.integers(-10**12, 10**12, (2, key.size))
-        first = np.full(10, steps.I64_MAX, dtype=np.int64)
-        last = np.full(10, steps.I64_MIN, dtype=np.int64)
+        first = np.full(10, per_step.I64_MAX, dtype=np.int64)
+        last = np.full(10, per_step.I64_MIN, dtype=np.int64)
         first[2], last[2] = 5, -5  # a value there before
         f2, l2 = first.copy(), last.copy()
         np.minimum.at(f2, key, lo)
         np.maximum.at(l2, key, hi)
-        steps._extrema_at(first, last, key, lo, hi)
+        per_step._extrema_at(first, last, key, lo, hi)
         # then the first/last per key are np.minimum.at's and np.maximum.at's
         assert np.array_equal(first, f2) and np.array_equal(last, l2)
         # and the sums per key np.add.at's: by bincount, and past 2^52 ns by add.at
         for vals in (hi, hi * 4096):
             want = np.zeros(10, dtype=np.int64)
             np.add.at(want, key, vals)
-            got = steps._sum_at(key, vals, 10)
+            got = per_step._sum_at(key, vals, 10)
             assert got.dtype == np.int64 and np.array_equal(got, want)
 
 
@@ -151,7 +151,7 @@ def test_the_per_step_periods_in_us_are_the_rounded_ones(tmp_path: Path) -> None
     tl = load_timelines([str(paths[0])], jobs=1, progress=False)[0]
     st = analyze_rank(tl).steps
     assert st is not None and len(st.period_us_per_step) == 5
-    sp = steps.step_spans(tl)
+    sp = per_step.step_spans(tl)
     period = np.diff(sp.span_s).astype(np.float64)
     # then each is round(period / 1000, 3), as it was computed
     assert st.period_us_per_step == [round(x / 1000.0, 3) for x in period.tolist()]

@@ -295,7 +295,7 @@ def resolved_at(drop: DropSpec, counts: list[Counter[str]]) -> DropSpec:
     return DropSpec(kinds, resolve_in(drop.callsite, most_common(counts), kinds))
 
 
-def whatif_in_parts(timelines: list[Timeline], drop: DropSpec | None = None,
+def whatif_in_rounds(timelines: list[Timeline], drop: DropSpec | None = None,
                     options: StallOptions | None = None) -> WhatIfResult:
     """The four steps in one process (tests; ``scale.run_level`` runs 1 and 3 on the workers): the
     result ``predict.whatif`` gives, on a run without a cycle."""

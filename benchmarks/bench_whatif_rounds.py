@@ -1,17 +1,17 @@
-"""The what-if where the ranks are read (``whatif/in_parts.py``) against the what-if in the
+"""The what-if where the ranks are read (``whatif/rounds.py``) against the what-if in the
 client, on many synthetic ranks and on a pair of big ones: wall, CPU, client and worker
 peak RSS, and whether the JSON reports are the same.
 
-    .venv/bin/python benchmarks/bench_whatif_spread.py --dir /tmp/profplug-scale \\
+    .venv/bin/python benchmarks/bench_whatif_rounds.py --dir /tmp/profplug-scale \\
         --ranks 64,256 --mb 20 --pair-mb 477
 
 Rank files as ``bench_scale.py`` makes them (the Megatron PP=2 sample's window repeated,
 rank r a copy of real rank r % 2). Cases, each a fresh ``profplug report -f json`` child:
 
-- ``in client``: ``--whatif`` with ``$PROFPLUG_SPREAD_MIN_BYTES`` past the run's size, so
+- ``in client``: ``--whatif`` with ``$PROFPLUG_ROUNDS_MIN_BYTES`` past the run's size, so
   every rank's timeline travels and the what-if runs in the client (the peer: the path of
   every run under the threshold);
-- ``on workers``: the default report (past ``placement.SPREAD_MIN_BYTES``: the cross-rank
+- ``on workers``: the default report (past ``placement.ROUNDS_MIN_BYTES``: the cross-rank
   analysis and the what-if where the ranks are read); ``--dask local:N`` too;
 - the pair: ``--dask local:2``, one worker per big rank: a worker's peak over its trace.
 
@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_scale import HEADER, PROFPLUG, build_run, build_source, measure, row  # noqa: E402
 
 TIMES = re.compile(r'"(replay_s|analysis_s)": [0-9.eE+-]+')
-NEVER = {"PROFPLUG_SPREAD_MIN_BYTES": str(10**15)}  # the what-if in the client
+NEVER = {"PROFPLUG_ROUNDS_MIN_BYTES": str(10**15)}  # the what-if in the client
 
 
 def report(out: Path) -> str:
@@ -70,7 +70,7 @@ def main() -> None:
     from profplug.analyzers.core.cpus import usable_cpus
 
     n = a.workers or usable_cpus()
-    tmp = a.dir / "spread-out"
+    tmp = a.dir / "rounds-out"
     tmp.mkdir(parents=True, exist_ok=True)
     lines = [f"{HEADER} same whatif"]
     src = build_source(a.dir / f"src-{a.mb:g}", a.mb)

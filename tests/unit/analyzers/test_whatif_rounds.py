@@ -1,4 +1,4 @@
-"""The what-if where the ranks are read (``whatif/in_parts.py``, ``whatif/joined_replay.py``): each
+"""The what-if where the ranks are read (``whatif/rounds.py``, ``whatif/joined_replay.py``): each
 rank's graph reduced to where its times meet, the coupled replay solved on the joined
 reductions, each rank's result from its own graph anchored at the solved times. Its
 result is the one-process what-if's, field by field, on synthetic pipelines (tp 1-3, both
@@ -20,9 +20,7 @@ from profplug.analyzers.graph.dropset import policy_mask
 from profplug.analyzers.graph.events import build_graph
 from profplug.analyzers.report.analysis import analyze_timelines
 from profplug.analyzers.scale.load import load_timelines
-from profplug.analyzers.whatif import DropSpec, whatif
-from profplug.analyzers.whatif import in_parts as sp
-from profplug.analyzers.whatif import joined_replay as reduced
+from profplug.analyzers.whatif import DropSpec, joined_replay, rounds, whatif
 from profplug.analyzers.whatif.joined_replay import Link, Reduced, reduce, solve
 from profplug.analyzers.whatif.predict import _with
 from profplug.analyzers.whatif.result import WhatIfResult
@@ -48,7 +46,7 @@ def test_the_parts_give_the_whatif_of_the_whole_run(spec: PipelineSpec, kinds: s
     tls = load_timelines(files, jobs=1, progress=False)
     drop = DropSpec(kinds=kinds)
     whole = whatif(tls, drop, ranks=analyze_timelines(tls).ranks)  # as a report runs it
-    parts = sp.whatif_in_parts(tls, drop)
+    parts = rounds.whatif_in_rounds(tls, drop)
     assert as_json(parts) == as_json(whole)
     assert any(r.saving_us > 0 for r in parts.ranks) == (spec.sync == "device")
 
@@ -57,7 +55,7 @@ def test_the_parts_give_the_whatif_of_the_whole_run(spec: PipelineSpec, kinds: s
                                     "h200_three_waits/nsys", "pp2_megatron_kineto/device"])
 def test_the_parts_give_the_whatif_of_a_real_run(sample: str) -> None:
     tls = load_timelines([SAMPLES / sample], jobs=1, progress=False)
-    assert as_json(sp.whatif_in_parts(tls)) == as_json(whatif(tls))
+    assert as_json(rounds.whatif_in_rounds(tls)) == as_json(whatif(tls))
 
 
 @pytest.mark.parametrize("sample, query, kinds", [
@@ -72,7 +70,7 @@ def test_the_parts_give_the_drop_at_whatif_of_a_real_run(sample: str, query: str
     drop = DropSpec(kinds=kinds, callsite=query)
     whole = whatif(tls, drop)
     assert whole.callsite is not None and query in whole.callsite
-    assert as_json(sp.whatif_in_parts(tls, drop)) == as_json(whole)
+    assert as_json(rounds.whatif_in_rounds(tls, drop)) == as_json(whole)
 
 
 def _without_annotations(tl: Timeline) -> Timeline:
@@ -86,7 +84,7 @@ def test_a_rank_without_a_policy_sync_drops_nothing_when_another_has_one() -> No
     tls = load_timelines([SAMPLES / "pp2_infer_kineto/device"], jobs=1, progress=False)
     tls[1] = _without_annotations(tls[1])
     assert [bool(policy_mask(t).any()) for t in tls] == [True, False]
-    whole, parts = whatif(tls), sp.whatif_in_parts(tls)
+    whole, parts = whatif(tls), rounds.whatif_in_rounds(tls)
     # then the policy rule stands (no fallback), rank 1 drops nothing, as in one process
     assert parts.drop == "policy" and parts.rank(1).dropped_calls == 0
     assert parts.rank(0).dropped_calls > 0
@@ -96,7 +94,7 @@ def test_a_rank_without_a_policy_sync_drops_nothing_when_another_has_one() -> No
 def test_the_reduced_graph_is_where_times_meet() -> None:
     tls = load_timelines([SAMPLES / "pp2_megatron_kineto/device"], jobs=1, progress=False)
     for tl in tls:
-        m = sp.rank_model(tl, "policy")
+        m = rounds.rank_model(tl, "policy")
         g = build_graph(m, drop=False)
         from profplug.analyzers.graph.commview import comm_view
 
@@ -134,19 +132,19 @@ def test_the_solve_level_by_level_is_the_solve_on_lists(spec: PipelineSpec, tmp_
     # given a run whose joined graph is solved level by level (the path of many big ranks)
     files, _ = write(spec, tmp_path)
     tls = load_timelines(files, jobs=1, progress=False)
-    on_lists = as_json(sp.whatif_in_parts(tls))
+    on_lists = as_json(rounds.whatif_in_rounds(tls))
     seen: list[int] = []
-    real = reduced.longest_path_by_levels
+    real = joined_replay.longest_path_by_levels
 
     def levels(*a):  # type: ignore[no-untyped-def]
         seen.append(a[0])
         return real(*a)
 
-    monkeypatch.setattr(reduced, "LEVELS_MIN_EDGES", 0)
-    monkeypatch.setattr(reduced, "LEVELS_MIN_RANKS", 0)
-    monkeypatch.setattr(reduced, "longest_path_by_levels", levels)
+    monkeypatch.setattr(joined_replay, "LEVELS_MIN_EDGES", 0)
+    monkeypatch.setattr(joined_replay, "LEVELS_MIN_RANKS", 0)
+    monkeypatch.setattr(joined_replay, "longest_path_by_levels", levels)
     # then the result is the one on lists, and a contradictory pairing still is no solve
-    assert as_json(sp.whatif_in_parts(tls)) == on_lists and len(seen) == 2
+    assert as_json(rounds.whatif_in_rounds(tls)) == on_lists and len(seen) == 2
     test_a_cycle_across_the_reductions_is_not_solved()
     assert len(seen) == 4
 
@@ -163,13 +161,13 @@ def test_a_wrong_solved_time_changes_the_result(tmp_path: Path) -> None:
     views = [comm_view(tl) for tl in tls]
     m = match_views(views)
     ops = [v.op_index for v in views]
-    red = [sp.rank_reductions(tl, "policy", o) for tl, o in zip(tls, ops, strict=True)]
-    p = sp.plan(red, m, partners(m, lambda pos, o: tls[pos].gpu_start_ns[o]), ops,
+    red = [rounds.rank_reductions(tl, "policy", o) for tl, o in zip(tls, ops, strict=True)]
+    p = rounds.plan(red, m, partners(m, lambda pos, o: tls[pos].gpu_start_ns[o]), ops,
                 [v.tl.gpu_start_ns for v in views], [v.tl.gpu_end_ns for v in views],
                 DropSpec(), StallOptions())
     ask = p.asks[2]
-    good = sp.rank_whatif(tls[2], ask)
-    late = sp.rank_whatif(tls[2], replace(ask, drop_ends=ask.drop_ends + 50_000 * np.arange(ask.drop_ends.size)))
+    good = rounds.rank_whatif(tls[2], ask)
+    late = rounds.rank_whatif(tls[2], replace(ask, drop_ends=ask.drop_ends + 50_000 * np.arange(ask.drop_ends.size)))
     assert late.predicted_us > good.predicted_us
 
 

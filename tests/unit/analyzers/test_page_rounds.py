@@ -11,14 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers.commands import report as commands
+from profplug.analyzers.commands import report
 from profplug.analyzers.commands.report import run_report
 from profplug.analyzers.crossrank import lanes
 from profplug.analyzers.crossrank.lanes import LaneRow
 from profplug.analyzers.render import timeline_data
 from profplug.analyzers.report.analysis import analyze
 from profplug.analyzers.report.registry import report_analyses
-from profplug.analyzers.scale import placement as spreading
+from profplug.analyzers.scale import placement
 from profplug.analyzers.stalls.gaps import Gaps, longest
 from reference import Spy, blank, one_process, page
 
@@ -73,10 +73,10 @@ def test_a_page_of_a_big_run_holds_no_timeline_and_is_the_page_made_in_one_proce
         run: list[Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # given a run over the size from which the what-if runs where the ranks are read, and a
     # page that draws at most 12 gaps per row (so that the workers keep 13 per device)
-    monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
+    monkeypatch.setattr(placement, "ROUNDS_MIN_BYTES", 0)
     monkeypatch.setattr(timeline_data, "MAX_GAPS_PER_ROW", 12)
     monkeypatch.setattr(timeline_data, "MIN_GAPS_PER_ROW", 4)
-    monkeypatch.setattr(commands, "GAPS_KEPT", 13)
+    monkeypatch.setattr(report, "GAPS_KEPT", 13)
     here = one_process(run, report_analyses(None), monkeypatch)
     spy = Spy(monkeypatch)
     assert run_report(run, html=tmp_path / "p.html", fmt="json", output=tmp_path / "r.json",

@@ -17,10 +17,9 @@ from profplug.analyzers.graph.model import DropSpec
 from profplug.analyzers.report import registry
 from profplug.analyzers.report.analysis import Report, analyze
 from profplug.analyzers.report.registry import report_analyses
-from profplug.analyzers.scale import placement as spreading
-from profplug.analyzers.scale import run_level as remote
+from profplug.analyzers.scale import placement, run_level
 from profplug.analyzers.scale.dispatch import FileResult
-from profplug.analyzers.whatif import in_parts as spread
+from profplug.analyzers.whatif import rounds
 from reference import Spy, one_process
 
 TIMES = re.compile(r'"(replay_s|analysis_s)": [0-9.eE+-]+')
@@ -64,7 +63,7 @@ def test_the_parts_on_the_workers_give_the_report_made_in_one_process(
 def test_the_whatif_on_the_workers_gives_the_report_made_in_one_process(
         run8: list[Path], monkeypatch: pytest.MonkeyPatch, whatif: bool | None) -> None:
     # given a run over the size from which the what-if runs where the ranks are read
-    monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
+    monkeypatch.setattr(placement, "ROUNDS_MIN_BYTES", 0)
     run = report_analyses(whatif)
     here = one_process(run8, run, monkeypatch)
     spy = Spy(monkeypatch)
@@ -82,7 +81,7 @@ def test_the_whatif_on_the_workers_gives_the_report_made_in_one_process(
 def test_a_drop_at_on_the_workers_is_resolved_over_every_rank_then_replayed_there(
         run8: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
     # given a what-if that drops the syncs at one call site, named by a part of its name
-    monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
+    monkeypatch.setattr(placement, "ROUNDS_MIN_BYTES", 0)
     run = report_analyses(True, drop=DropSpec(callsite="recv_from"))
     here = one_process(run8, run, monkeypatch)
     spy = Spy(monkeypatch)
@@ -100,15 +99,15 @@ def test_a_drop_at_on_the_workers_is_resolved_over_every_rank_then_replayed_ther
 
 
 def _cycle(*a: object, **k: object) -> None:
-    raise ProfplugError(spread.CYCLE)
+    raise ProfplugError(rounds.CYCLE)
 
 
 def test_a_whatif_with_a_cycle_within_its_size_reads_the_timelines_after_all(
         run8: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
+    monkeypatch.setattr(placement, "ROUNDS_MIN_BYTES", 0)
     run = report_analyses(None)
     here = one_process(run8, run, monkeypatch)
-    monkeypatch.setattr(spread, "plan", _cycle)  # the ranks' joined graph has a cycle
+    monkeypatch.setattr(rounds, "plan", _cycle)  # the ranks' joined graph has a cycle
     spy = Spy(monkeypatch)
     there = analyze(run8, run=run, jobs=1, progress=False, keep_gaps=False)
     # then the what-if ran in one process, on timelines read again, with no second round
@@ -119,28 +118,28 @@ def test_a_whatif_with_a_cycle_within_its_size_reads_the_timelines_after_all(
 
 def test_a_whatif_with_a_cycle_over_its_size_says_why(
         run8: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
+    monkeypatch.setattr(placement, "ROUNDS_MIN_BYTES", 0)
     monkeypatch.setattr(registry, "WHATIF_AUTO_MAX_EVENTS", 100)
-    monkeypatch.setattr(spread, "plan", _cycle)
+    monkeypatch.setattr(rounds, "plan", _cycle)
     spy = Spy(monkeypatch)
     there = analyze(run8, run=report_analyses(None), jobs=1, progress=False, keep_gaps=False)
     # then the cross-rank analysis stands, made on the workers, and one line says why the
     # what-if did not run
     assert "cross_rank" in there.run and "whatif" not in there.run
     assert all(not r.timelines for r in spy.first + spy.second)
-    assert [w for w in there.warnings if "what-if" in w] == [spread.CYCLE]
+    assert [w for w in there.warnings if "what-if" in w] == [rounds.CYCLE]
 
 
 def test_a_part_lost_with_its_worker_leaves_one_warning(
         run8: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    real = remote.gather
+    real = run_level.gather
 
     def lose_rank3(tasks: list, backend: object) -> list[FileResult]:  # type: ignore[type-arg]
         out = real(tasks, backend)  # type: ignore[arg-type]
         return [FileResult(r.path, 0, lost=f"{r.path}: the worker died twice")
                 if r.path.endswith("rank3.json") else r for r in out]
 
-    monkeypatch.setattr(remote, "gather", lose_rank3)
+    monkeypatch.setattr(run_level, "gather", lose_rank3)
     rep = analyze(run8, run=report_analyses(False), jobs=1, progress=False, keep_gaps=False)
     # then the report stands without the cross-rank analysis, and says why in one line
     assert "cross_rank" not in rep.run and len(rep.ranks) == 8
@@ -171,13 +170,13 @@ def test_a_trace_gone_before_the_second_round_leaves_one_warning(
     # given a copy of the run, one of whose files goes between the two rounds
     for f in run8:
         shutil.copy(f, tmp_path / f.name)
-    real = remote.gather
+    real = run_level.gather
 
     def gone(tasks: list, backend: object, **kw: object) -> list[FileResult]:  # type: ignore[type-arg]
         (tmp_path / "rank6.json").unlink()
         return real(tasks, backend, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(remote, "gather", gone)
+    monkeypatch.setattr(run_level, "gather", gone)
     rep = analyze([tmp_path], run=report_analyses(False), jobs=1, progress=False,
                   keep_gaps=False)
     # then the report of the 8 ranks read stands, without the cross-rank analysis, and one

@@ -1,5 +1,5 @@
 """`profplug whatif` on a big run: the what-if where the ranks are read (as the report runs
-it from ``spreading.SPREAD_MIN_BYTES`` of traces), so that no timeline reaches the client;
+it from ``placement.ROUNDS_MIN_BYTES`` of traces), so that no timeline reaches the client;
 the same JSON and page as the ones made in one process, and the same one-line errors."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from pipeline_synth import PipelineSpec, write
-from profplug.analyzers.commands import whatif as commands
-from profplug.analyzers.report import analysis as report
-from profplug.analyzers.scale import placement as spreading
+from profplug.analyzers.commands import whatif
+from profplug.analyzers.report import analysis
+from profplug.analyzers.scale import placement
 from reference import blank
 from synth import KinetoTrace
 
@@ -42,17 +42,17 @@ def test_whatif_of_a_big_run_reads_no_timeline_into_the_client(
     assert main(["whatif", run, *drop, "-f", "json", "-q", "-j", "2",
                  "-o", str(tmp_path / "one.json")]) == 0
     # when the run counts as big, and the client may not load a timeline
-    monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
+    monkeypatch.setattr(placement, "ROUNDS_MIN_BYTES", 0)
 
     def no_timelines(*_: object, **__: object) -> None:
         raise AssertionError("a timeline reached the client")
 
-    monkeypatch.setattr(commands, "load_timelines", no_timelines)
+    monkeypatch.setattr(whatif, "load_timelines", no_timelines)
     assert main(["whatif", run, *drop, "-f", "json", "-q", "-j", "2",
-                 "-o", str(tmp_path / "spread.json")]) == 0
+                 "-o", str(tmp_path / "rounds.json")]) == 0
     # then the result is the one-process one
-    assert _json(tmp_path / "spread.json") == _json(tmp_path / "one.json")
-    got = json.loads((tmp_path / "spread.json").read_text())["whatif"]
+    assert _json(tmp_path / "rounds.json") == _json(tmp_path / "one.json")
+    got = json.loads((tmp_path / "rounds.json").read_text())["whatif"]
     assert len(got["ranks"]) == len(files)
     if "--drop-at" in drop:  # the call site named, resolved to one, and its syncs dropped
         assert drop[-1] in got["callsite"] and all(r["dropped_calls"] for r in got["ranks"])
@@ -66,8 +66,8 @@ def test_a_drop_at_that_names_no_call_site_or_several_is_the_same_one_line_error
     args = ["whatif", str(files[0].parent), "-q", "-j", "2", "--drop-at", query]
     assert main(args) == 2
     one = capsys.readouterr().err
-    monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
-    monkeypatch.setattr(commands, "load_timelines", None)  # no timeline in the client
+    monkeypatch.setattr(placement, "ROUNDS_MIN_BYTES", 0)
+    monkeypatch.setattr(whatif, "load_timelines", None)  # no timeline in the client
     assert main(args) == 2
     err = capsys.readouterr().err
     assert err == one and len(err.strip().splitlines()) == 1
@@ -82,25 +82,25 @@ def test_a_big_run_without_gpu_work_is_the_same_one_line_error(
     path = t.write(tmp_path / "r0.json")
     assert main(["whatif", str(path)]) != 0
     one = capsys.readouterr().err
-    monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
+    monkeypatch.setattr(placement, "ROUNDS_MIN_BYTES", 0)
     assert main(["whatif", str(path)]) != 0
     err = capsys.readouterr().err
     assert err == one and "no GPU work" in err and len(err.strip().splitlines()) == 1
 
 
-def test_what_the_spread_path_cannot_do_stays_in_one_process(
+def test_what_the_rounds_cannot_do_stays_in_one_process(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # --unprofiled reads the timelines in the client, whatever the size
     files, _ = write(PipelineSpec(stages=2, steps=4), tmp_path / "run")
-    monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
+    monkeypatch.setattr(placement, "ROUNDS_MIN_BYTES", 0)
     calls: list[int] = []
-    real = commands.load_timelines
+    real = whatif.load_timelines
 
     def counted(*a: object, **k: object):  # type: ignore[no-untyped-def]
         calls.append(1)
         return real(*a, **k)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(commands, "load_timelines", counted)
+    monkeypatch.setattr(whatif, "load_timelines", counted)
     assert main(["whatif", str(files[0].parent), "-q", "--unprofiled", "5000",
                  "-o", str(tmp_path / "u.txt")]) == 0
     assert len(calls) == 1
@@ -114,17 +114,17 @@ def test_the_whatif_page_of_a_big_run_reads_no_timeline_into_the_client(
     assert main([*args, "-o", str(tmp_path / "one.json"), "--html",
                  str(tmp_path / "one.html")]) == 0
     # when the run counts as big, and the client may not load a timeline
-    monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
+    monkeypatch.setattr(placement, "ROUNDS_MIN_BYTES", 0)
 
     def no_timelines(*_: object, **__: object) -> None:
         raise AssertionError("a timeline reached the client")
 
-    monkeypatch.setattr(commands, "load_timelines", no_timelines)
-    assert main([*args, "-o", str(tmp_path / "spread.json"), "--html",
-                 str(tmp_path / "spread.html")]) == 0
+    monkeypatch.setattr(whatif, "load_timelines", no_timelines)
+    assert main([*args, "-o", str(tmp_path / "rounds.json"), "--html",
+                 str(tmp_path / "rounds.html")]) == 0
     # then the result and its page are the one-process ones
-    assert _json(tmp_path / "spread.json") == _json(tmp_path / "one.json")
-    assert blank((tmp_path / "spread.html").read_text()) == \
+    assert _json(tmp_path / "rounds.json") == _json(tmp_path / "one.json")
+    assert blank((tmp_path / "rounds.html").read_text()) == \
         blank((tmp_path / "one.html").read_text())
 
 
@@ -136,8 +136,8 @@ def test_compare_of_big_runs_reads_no_timeline_into_the_client(
     # given the comparison with each run's timelines in the client (under the threshold)
     assert main([*args, str(tmp_path / "one.json"), "--html", str(tmp_path / "one.html")]) == 0
     # when the runs count as big, each run's report is made where its ranks are read
-    monkeypatch.setattr(spreading, "SPREAD_MIN_BYTES", 0)
-    real = report._rounds_report
+    monkeypatch.setattr(placement, "ROUNDS_MIN_BYTES", 0)
+    real = analysis._rounds_report
     seen: list[bool] = []
 
     def spy(*a, **k):  # type: ignore[no-untyped-def]
@@ -145,12 +145,12 @@ def test_compare_of_big_runs_reads_no_timeline_into_the_client(
         seen.append(rep is not None)  # None: the timelines read into the client after all
         return rep
 
-    monkeypatch.setattr(report, "_rounds_report", spy)
-    assert main([*args, str(tmp_path / "spread.json"), "--html",
-                 str(tmp_path / "spread.html")]) == 0
+    monkeypatch.setattr(analysis, "_rounds_report", spy)
+    assert main([*args, str(tmp_path / "rounds.json"), "--html",
+                 str(tmp_path / "rounds.html")]) == 0
     # then each run's report was made in rounds, no timeline in the client, and the
     # comparison and its page are the same
     assert seen == [True, True]
-    assert _json(tmp_path / "spread.json") == _json(tmp_path / "one.json")
-    assert blank((tmp_path / "spread.html").read_text()) == \
+    assert _json(tmp_path / "rounds.json") == _json(tmp_path / "one.json")
+    assert blank((tmp_path / "rounds.html").read_text()) == \
         blank((tmp_path / "one.html").read_text())

@@ -16,6 +16,7 @@ An analysis runs in one of three ways, the same on the local pool and on a Dask 
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -49,10 +50,26 @@ class AnalysisSpec:
     # what-if whose rounds fail does not fall back to one process
     max_events: int | None = None
 
+    def __post_init__(self) -> None:
+        if self.part is not None:
+            check_picklable(self.part, f"analysis {self.name!r}: its part")
+
     def __call__(self, timelines: Sequence[Any], options: Any,
                  ranks: list[Any] | None = None) -> Any:
         """``run`` over ``timelines`` (the ranks' stall analyses redone when not given)."""
         return self.run(list(timelines), options, ranks)
+
+
+def check_picklable(fn: Callable[..., Any], what: str) -> None:
+    """Raise a one-line TypeError unless ``fn`` pickles by name: ``part`` travels to the
+    worker processes (the local pool pickles it; a lambda or a function defined inside
+    another one does not pickle), so it must be a module-level function."""
+    try:
+        pickle.dumps(fn)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        name = getattr(fn, "__qualname__", repr(fn))
+        raise TypeError(f"{what} {name} does not pickle: make it a module-level function "
+                        "(worker processes import it by name)") from None
 
 
 def as_spec(analysis: AnalysisSpec | Callable[..., Any]) -> AnalysisSpec:

@@ -5,7 +5,7 @@ Each line names an analysis and makes its spec (``core.analysis_spec.AnalysisSpe
 what the command asked (:class:`Asked`: ``--whatif``/``--no-whatif``, ``--no-cross-rank``,
 ``--drop``); None leaves it out. The report runs the specs the same way in one process, on
 the local pool and on a Dask cluster (``report.analysis.analyze``): adding an analysis is its
-module and one line here (docs/architecture.md, "Adding an analysis").
+module and one line here (docs/architecture.md, "Worked examples": an analysis).
 """
 
 from __future__ import annotations

@@ -52,3 +52,16 @@ def test_a_failing_added_analysis_is_one_warning(run4: list[Path], tmp_path: Pat
     got = report_of(run4, tmp_path / "r.json", jobs=1)
     assert "op_counts" not in got
     assert [w for w in got["warnings"] if w.startswith("op counts failed (ValueError: planted")]
+
+
+def count_ranks(tl: object) -> int:
+    return 1
+
+
+def test_a_part_that_does_not_pickle_is_refused_when_the_spec_is_made() -> None:
+    # a part runs on worker processes, which receive it pickled by name
+    with pytest.raises(TypeError, match=r"^analysis 'toy': its part \S*<lambda> does not "
+                                        r"pickle: make it a module-level function"):
+        AnalysisSpec(name="toy", label="toy", run=lambda t, o, r: None, part=lambda tl: 1)
+    assert AnalysisSpec(name="toy", label="toy", run=lambda t, o, r: None,
+                        part=count_ranks).part is count_ranks

@@ -102,10 +102,8 @@ def run_compare(run_a: str, run_b: str, *, fmt: str | None = None, output: Path 
                         for which, label, p in (("A", run_a, paths_a), ("B", run_b, paths_b)))
     finally:
         backend.close()
-    cmp = compare(rep_a, rep_b, labels[0] or run_label(run_a), labels[1] or run_label(run_b))
-    cmp.against = withhold_against(  # A's what-if lined up with B by call (timelines)
-        compare_against(rep_a.run.get("whatif"), paths_a, paths_b, cmp.label_b, opt, read),
-        cmp.speed, cmp.label_a, cmp.label_b, say=False)  # the warnings say it once
+    cmp = comparison(rep_a, rep_b, paths_a, paths_b,
+                     (labels[0] or run_label(run_a), labels[1] or run_label(run_b)), opt, read)
     if fmt != "table":  # the table leads with them itself
         for m in cmp.mismatches:
             print(f"profplug: warning: {one_line(m)}", file=sys.stderr)
@@ -116,6 +114,19 @@ def run_compare(run_a: str, run_b: str, *, fmt: str | None = None, output: Path 
         write_trace([(cmp.label_a, rep_a), (cmp.label_b, rep_b)], trace_out,
                     trace or TraceAsk())
     return 0
+
+
+def comparison(rep_a: Report, rep_b: Report, paths_a: list[Path], paths_b: list[Path],
+               labels: tuple[str, str], options: StallOptions,
+               read: ReadOptions | None = None) -> Comparison:
+    """Two runs' reports side by side per rank (``compare.reports.compare``), with A's
+    what-if lined up with B by call (``against``, from the runs' timelines under
+    ``paths_a`` and ``paths_b``): what ``profplug compare`` writes."""
+    cmp = compare(rep_a, rep_b, labels[0], labels[1])
+    cmp.against = withhold_against(
+        compare_against(rep_a.run.get("whatif"), paths_a, paths_b, cmp.label_b, options, read),
+        cmp.speed, cmp.label_a, cmp.label_b, say=False)  # the warnings say it once
+    return cmp
 
 
 def _side(which: str, run: str, read: Callable[[], Report]) -> Report:

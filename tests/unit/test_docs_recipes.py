@@ -98,3 +98,16 @@ def test_the_toy_reader_refuses_a_bad_row_in_one_line(checkout: Path) -> None:
     got = _profplug(checkout, "report", "bad_run", "-q")
     assert got.returncode != 0 and "Traceback" not in got.stderr
     assert "r.events.csv:4: expected 9 fields, integers but 'what' and 'name'" in got.stderr
+
+
+def test_the_recipes_code_passes_the_linter(checkout: Path) -> None:
+    # given every file a recipe writes or edits, its added imports sorted (ruff --fix, as
+    # the page says)
+    touched = sorted({s.path for s in doc_recipes.steps() if s.path.endswith(".py")})
+    ruff = [str(Path(sys.executable).parent / "ruff"), "check", "--no-cache"]
+    subprocess.run([*ruff, "--fix", "--select", "I", *touched], cwd=checkout,
+                   capture_output=True, check=False)
+    # then the project's lint rules hold on them
+    got = subprocess.run([*ruff, *touched], cwd=checkout, capture_output=True, text=True)
+    assert got.returncode == 0, got.stdout
+

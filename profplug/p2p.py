@@ -29,7 +29,9 @@ from profplug import policy as _policy
 from profplug.analyzers.core import ranges
 from profplug.annotation import annotate
 from profplug.config import sync_policy
-from profplug.syncpoint import after_wait, original_synchronize  # noqa: F401 (a public name here)
+# original_synchronize: a public name here too (``as``: re-exported)
+from profplug.syncpoint import after_wait
+from profplug.syncpoint import original_synchronize as original_synchronize
 
 __all__ = [
     "broadcast_from_last_pipeline_stage",

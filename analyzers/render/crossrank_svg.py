@@ -47,7 +47,8 @@ def coverage(s: np.ndarray, e_: np.ndarray, width: int) -> np.ndarray:
         xs = np.sort(x)
         csum = np.concatenate([[0.0], np.cumsum(xs)])
         n = np.searchsorted(xs, edges, side="left")
-        return n * edges - csum[n]
+        below_edges: np.ndarray = n * edges - csum[n]
+        return below_edges
 
     return np.diff(below(s) - below(z))
 
@@ -59,7 +60,7 @@ def dominant(parts: dict[str, tuple[np.ndarray, np.ndarray]], width: int) -> np.
         np.zeros((0, width))
     if cov.size == 0:
         return np.full(width, -1, dtype=np.int64)
-    best = np.argmax(cov, axis=0)
+    best: np.ndarray = np.argmax(cov, axis=0)
     best[cov.max(axis=0) <= 1e-9] = -1
     return best
 

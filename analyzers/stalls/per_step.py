@@ -224,7 +224,8 @@ def _series_us(period: np.ndarray, period_us: np.ndarray) -> list[float]:
     2^40 ns (x / 1000 of a whole x is then already the double round(x / 1000, 3) gives);
     past that (18 min), each rounded."""
     if period_us.size == 0 or float(np.abs(period).max()) < 2.0 ** 40:
-        return period_us.tolist()
+        exact: list[float] = period_us.tolist()
+        return exact
     return [round(x / 1000.0, 3) for x in period.tolist()]
 
 

@@ -87,14 +87,17 @@ def lane_span(tl: Timeline, offset: int, ask: LaneAsk) -> tuple[np.ndarray, int,
     return counts, min(lo for lo, _ in held), max(hi for _, hi in held)
 
 
-def gaps_in(g: Gaps, offset: int, lo: int, hi: int) -> tuple[np.ndarray, ...]:
+GapsIn = tuple[np.ndarray, np.ndarray, np.ndarray]  # start, end (aligned ns), cause
+
+
+def gaps_in(g: Gaps, offset: int, lo: int, hi: int) -> GapsIn:
     """The gaps of ``g`` that overlap [lo, hi) (aligned ns): start, end (aligned), cause."""
     gs, ge = g.start_ns + offset, g.end_ns + offset
     sel = (ge > lo) & (gs < hi)
     return gs[sel], ge[sel], g.cause[sel]
 
 
-def lane_row(tl: Timeline, offset: int, bubbles: RankBubbles, gaps: tuple[np.ndarray, ...],
+def lane_row(tl: Timeline, offset: int, bubbles: RankBubbles, gaps: GapsIn,
              queue: Queue, ask: LaneAsk, span: tuple[np.ndarray, int, int]) -> LaneRow:
     """The rank's :class:`LaneRow`; ``span``: :func:`lane_span`'s, ``gaps``: its
     :func:`gaps_in` that span."""

@@ -235,8 +235,8 @@ def queue_svg(sw: Swimlane) -> str:
             if ys[j] != ys[j - 1]:
                 d.append(f"H{LABEL_W + j}V{ys[j]:.1f}")
         d.append(f"H{LABEL_W + width}")
-        c, dash = rank_style(i)
-        out.append(f'<path d="{"".join(d)}" stroke="{c}" stroke-dasharray="{dash}" '
+        color, dash = rank_style(i)
+        out.append(f'<path d="{"".join(d)}" stroke="{color}" stroke-dasharray="{dash}" '
                    f'stroke-width="1.5" fill="none"><title>{e(sw.rows[i])}: GPU ops queued'
                    "</title></path>")
     out.append(_axis(TOP + plot_h + 2, hi, width, "us"))

@@ -23,14 +23,15 @@ import functools
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, ParamSpec, TypeVar
 
 import torch
 import torch.autograd.profiler as _tprof
 
 from profplug.analyzers.core import ranges
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _NOOP = "".format  # a C callable that takes any arguments and returns "" (falsy)
 _CACHE_MAX = 4096
@@ -77,13 +78,13 @@ class Range:
     __enter__: ClassVar[Callable[[Range], object]]
     __exit__: ClassVar[Callable[..., object]]
 
-    def __call__(self, fn: F) -> F:
+    def __call__(self, fn: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
             with self:
                 return fn(*args, **kwargs)
 
-        return wrapper  # type: ignore[return-value]  # wraps keeps fn's signature: F
+        return wrapper
 
     def __repr__(self) -> str:
         return f"<profplug range {self.name!r}>"

@@ -36,7 +36,7 @@ def _clip(s: str, n: int) -> str:
 
 
 def render_table(rep: Report, out: TextIO) -> None:
-    out = PrintableWriter(out)  # type: ignore[assignment]  # trace strings: no escapes
+    out = PrintableWriter(out)  # type: ignore[assignment]  # renderers only write(); trace strings: no escapes
     w = out.write
     for msg in input_warnings(rep):  # what the input lacks qualifies the finding: first
         w(f"warning: {msg}\n")  # one line each (greppable), as before

@@ -29,9 +29,8 @@ from profplug import policy as _policy
 from profplug.analyzers.core import ranges
 from profplug.annotation import annotate
 from profplug.config import sync_policy
-# original_synchronize: a public name here too (``as``: re-exported)
 from profplug.syncpoint import after_wait
-from profplug.syncpoint import original_synchronize as original_synchronize
+from profplug.syncpoint import original_synchronize as original_synchronize  # public here too
 
 __all__ = [
     "broadcast_from_last_pipeline_stage",

@@ -87,17 +87,14 @@ def lane_span(tl: Timeline, offset: int, ask: LaneAsk) -> tuple[np.ndarray, int,
     return counts, min(lo for lo, _ in held), max(hi for _, hi in held)
 
 
-GapsIn = tuple[np.ndarray, np.ndarray, np.ndarray]  # start, end (aligned ns), cause
-
-
-def gaps_in(g: Gaps, offset: int, lo: int, hi: int) -> GapsIn:
+def gaps_in(g: Gaps, offset: int, lo: int, hi: int) -> tuple[np.ndarray, ...]:
     """The gaps of ``g`` that overlap [lo, hi) (aligned ns): start, end (aligned), cause."""
     gs, ge = g.start_ns + offset, g.end_ns + offset
     sel = (ge > lo) & (gs < hi)
     return gs[sel], ge[sel], g.cause[sel]
 
 
-def lane_row(tl: Timeline, offset: int, bubbles: RankBubbles, gaps: GapsIn,
+def lane_row(tl: Timeline, offset: int, bubbles: RankBubbles, gaps: tuple[np.ndarray, ...],
              queue: Queue, ask: LaneAsk, span: tuple[np.ndarray, int, int]) -> LaneRow:
     """The rank's :class:`LaneRow`; ``span``: :func:`lane_span`'s, ``gaps``: its
     :func:`gaps_in` that span."""
@@ -113,5 +110,6 @@ def lane_row(tl: Timeline, offset: int, bubbles: RankBubbles, gaps: GapsIn,
     qt = queue.t + offset
     qs = (qt >= lo) & (qt < hi)
     starts = np.array([lo_k - offset for lo_k, _ in ask.windows], dtype=np.int64)
+    gap_s, gap_e, gap_cause = gaps
     return LaneRow(counts, lo, hi, s[ops], e[ops], w[ops], comm[ops], unmatched[ops],
-                   *gaps, qt[qs], queue.depth[qs], queue.at(starts))
+                   gap_s, gap_e, gap_cause, qt[qs], queue.depth[qs], queue.at(starts))

@@ -25,7 +25,6 @@ from profplug.analyzers.core.optional import debug, failure
 from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.crossrank.analysis import joined
 from profplug.analyzers.crossrank.lanes import (
-    GapsIn,
     LaneAsk,
     LaneRow,
     gaps_in,
@@ -161,7 +160,7 @@ class Parts:
 
     def _spans(self, timelines: list[Timeline], by_rank: dict[int, RankAsk],
                stalls: list[RankResult]) -> dict[int, tuple[tuple[np.ndarray, int, int],
-                                                        GapsIn]]:
+                                                        tuple[np.ndarray, ...]]]:
         """Per rank asked for a swimlane row: its span (``lanes.lane_span``) and its gaps
         there (from its stall analysis)."""
         gaps = {s.rank: s.gaps for s in stalls}

@@ -21,10 +21,9 @@ LABEL_W, BAR_W, PCT_W, ROW_H, BAR_H = 170, 600, 170, 34, 18
 def _comm_parts(rep: Report, rank: int, comm_us: float) -> dict[str, float]:
     """NCCL time as ``comm``, or, where the cross-rank analysis split it, as ``transfer`` and
     ``peer_wait`` (the same quantities, in the same colours, as in the swimlane)."""
-    # a result's optional per-rank fields (report.analysis.RunAnalysis)
-    rank_fields = getattr(rep.run.get("cross_rank"), "rank_fields", None)
+    xr = rep.run.get("cross_rank")
     try:
-        wait = float(rank_fields(rank)["comm_wait_us"]) if rank_fields is not None else None
+        wait = float(xr.rank_fields(rank)["comm_wait_us"]) if xr is not None else None  # type: ignore[attr-defined]  # optional (RunAnalysis): caught below
     except (KeyError, AttributeError, TypeError):
         wait = None
     if wait is None or comm_us <= 0:

@@ -242,7 +242,7 @@ def load_ranks(paths: PathsLike, *, read: ReadOptions | None = None,
     whole = len(results) == len(files) and not lost and all(keys)
     by_path = {str(t.path): t for t in tasks}
     extras = [(by_path[r.path], r.extra) for r in results if r.lost is None]
-    return LoadedRanks(stalls, timelines, lost, [k for k in keys if k] if whole else None,
+    return LoadedRanks(stalls, timelines, lost, keys if whole else None,  # type: ignore[arg-type]
                        opt.cache_dir, extras, sum(r.n_events for r in results),
                        _parts_by_rank(results, [name for name, _, _ in parts]))
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+INSTALLED_AS = "profplug/analyzers"  # analyzers/ in the tree (errors name it back)
 PLANTED = "_planted_type_error.py"  # in the tree's profplug/, never in the repository
 PLANTED_TEXT = '''"""Two errors the check must report (tests/test_typecheck.py)."""
 from profplug.analyzers.core.timeline import Timeline
@@ -70,8 +71,8 @@ def mypy_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         cwd=tree, capture_output=True, text=True, timeout=600)
     assert res.returncode in (0, 1), res.stdout + res.stderr  # 2: mypy itself failed
     lines = res.stdout.splitlines()
-    errors = [line.replace("profplug/analyzers/", "analyzers/", 1)
-              for line in lines if ": error: " in line]
+    errors = [line.replace(INSTALLED_AS, "analyzers", 1) for line in lines
+              if ": error: " in line]
     return errors, lines[-1] if lines else res.stderr
 
 

@@ -52,8 +52,8 @@ def test_the_parts_on_the_workers_give_the_report_made_in_one_process(
     # and no timeline reached the client: every rank came back as its facts, then its part
     assert spy.first and spy.second
     assert all(not r.timelines for r in spy.first + spy.second)
-    assert sorted(f.rank for r in spy.first for f in r.extra) == list(range(8))
-    assert sorted(rk for r in spy.second for rk, *_ in r.extra) == list(range(8))
+    assert sorted(f.rank for r in spy.first for f in r.extra) == list(range(8))  # type: ignore[attr-defined]
+    assert sorted(rk for r in spy.second for rk, *_ in r.extra) == list(range(8))  # type: ignore[attr-defined]
     # the second round loaded each file from the report's scratch cache, removed after
     assert all(r.cached for r in spy.second)
     assert not any(p.name.startswith("profplug-scratch-") for p in tmp_path.iterdir())
@@ -74,8 +74,8 @@ def test_the_whatif_on_the_workers_gives_the_report_made_in_one_process(
     assert there.run["whatif"].ranks[0].saving_us > 0
     assert report_json(there) == report_json(here)
     assert all(not r.timelines for r in spy.first + spy.second)
-    assert all(f.whatif.rec.n for r in spy.first for f in r.extra)
-    assert sorted(w.rank for r in spy.second for _, _, w, _ in r.extra) == list(range(8))
+    assert all(f.whatif.rec.n for r in spy.first for f in r.extra)  # type: ignore[attr-defined]
+    assert sorted(w.rank for r in spy.second for _, _, w, _ in r.extra) == list(range(8))  # type: ignore[attr-defined]
 
 
 def test_a_drop_at_on_the_workers_is_resolved_over_every_rank_then_replayed_there(
@@ -92,7 +92,7 @@ def test_a_drop_at_on_the_workers_is_resolved_over_every_rank_then_replayed_ther
     assert all(r.dropped_calls for r in there.run["whatif"].ranks)
     # the first round counted each rank's sync call sites and made no reduction; the
     # reductions came in a round of their own, then the parts; no timeline travelled
-    first = [f for r in spy.first for f in r.extra]
+    first = [f for r in spy.first for f in r.extra]  # type: ignore[attr-defined]
     assert all(f.sites and f.whatif is None for f in first) and len(first) == 8
     assert all(not r.timelines for r in spy.first + spy.second)
     assert len(spy.second) == 2 * len(run8)
@@ -134,8 +134,8 @@ def test_a_part_lost_with_its_worker_leaves_one_warning(
         run8: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
     real = run_level.gather
 
-    def lose_rank3(tasks: list, backend: object) -> list[FileResult]:
-        out = real(tasks, backend)
+    def lose_rank3(tasks: list, backend: object) -> list[FileResult]:  # type: ignore[type-arg]
+        out = real(tasks, backend)  # type: ignore[arg-type]
         return [FileResult(r.path, 0, lost=f"{r.path}: the worker died twice")
                 if r.path.endswith("rank3.json") else r for r in out]
 
@@ -172,9 +172,9 @@ def test_a_trace_gone_before_the_second_round_leaves_one_warning(
         shutil.copy(f, tmp_path / f.name)
     real = run_level.gather
 
-    def gone(tasks: list, backend: object, **kw: object) -> list[FileResult]:
+    def gone(tasks: list, backend: object, **kw: object) -> list[FileResult]:  # type: ignore[type-arg]
         (tmp_path / "rank6.json").unlink()
-        return real(tasks, backend, **kw)
+        return real(tasks, backend, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(run_level, "gather", gone)
     rep = analyze([tmp_path], run=report_analyses(False), jobs=1, progress=False,

@@ -12,6 +12,7 @@ this module alone.
 
 from __future__ import annotations
 
+import fcntl
 import io
 import re
 import subprocess
@@ -64,11 +65,13 @@ def mypy_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     """mypy's error lines (paths as in the repository) and its summary line."""
     cache = getattr(request.config, "cache", None)
     home = cache.mkdir("mypy") if cache is not None else tmp_path_factory.mktemp("mypy")
-    tree = installed_tree(home / "tree")
-    res = subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
-         "--cache-dir", str(home / "cache"), "-p", "profplug"],
-        cwd=tree, capture_output=True, text=True, timeout=600)
+    with open(home / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a second pytest worker (a stolen test) waits
+        tree = installed_tree(home / "tree")
+        res = subprocess.run(
+            [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
+             "--cache-dir", str(home / "cache"), "-p", "profplug"],
+            cwd=tree, capture_output=True, text=True, timeout=600)
     assert res.returncode in (0, 1), res.stdout + res.stderr  # 2: mypy itself failed
     lines = res.stdout.splitlines()
     errors = [line.replace(INSTALLED_AS, "analyzers", 1) for line in lines

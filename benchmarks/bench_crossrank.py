@@ -30,7 +30,7 @@ from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.stalls.rank import StallOptions, analyze_rank
 
 
-def _best(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
+def _best(fn, repeat: int) -> float:
     out = []
     for _ in range(repeat):
         t0 = time.perf_counter()

@@ -31,16 +31,16 @@ def joined_graph(run: Path, ranks: int) -> dict[str, Any]:
     got: dict[str, Any] = {}
     real = joined_replay.longest_path, joined_replay.longest_path_by_levels
 
-    def capture(n, src, dst, w, sources):  # type: ignore[no-untyped-def]
+    def capture(n, src, dst, w, sources):
         got.update(n=n, src=src, dst=dst, w=w, sources=list(sources))
         return longest_path.longest_path(n, src, dst, w, sources)
 
     # the joined graph as solve() hands it to the solver, whichever pass its width picks
-    joined_replay.longest_path = joined_replay.longest_path_by_levels = capture  # type: ignore[assignment]
+    joined_replay.longest_path = joined_replay.longest_path_by_levels = capture
     try:
         rounds.whatif_in_rounds(load_timelines([str(f) for f in files], progress=False))
     finally:
-        joined_replay.longest_path, joined_replay.longest_path_by_levels = real  # type: ignore[assignment]
+        joined_replay.longest_path, joined_replay.longest_path_by_levels = real
     return got
 
 

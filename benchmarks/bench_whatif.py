@@ -50,9 +50,9 @@ try:
     from profplug.analyzers.scale.load import load_timelines
     from profplug.analyzers.stalls.rank import analyze_rank
 except ModuleNotFoundError:  # a --baseline checkout from before the packages by idea
-    from profplug.analyzers.load import load_timelines  # type: ignore[no-redef]
-    from profplug.analyzers.stalls import analyze_rank  # type: ignore[no-redef]
-    from profplug.analyzers.timeline import Timeline  # type: ignore[no-redef]
+    from profplug.analyzers.load import load_timelines
+    from profplug.analyzers.stalls import analyze_rank
+    from profplug.analyzers.timeline import Timeline
 from profplug.analyzers.whatif import whatif
 
 NCCL = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"

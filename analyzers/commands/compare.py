@@ -90,7 +90,8 @@ def run_compare(run_a: str, run_b: str, *, fmt: str | None = None, output: Path 
     check_outputs((stdout_or(output), html, check_trace_out(trace_out)), [*paths_a, *paths_b])
     check_cache(None if read is None else read.cache_dir, [*paths_a, *paths_b])
     find_run_meta(paths_a), find_run_meta(paths_b)  # a bad run.json: said before the read
-    check_one_run(paths_a, "compare"), check_one_run(paths_b, "compare")
+    check_one_run(paths_a, "compare")
+    check_one_run(paths_b, "compare")
     backend = open_backend(jobs, dask)
     try:
         # each big run's run-level analyses where its ranks are read, as its report

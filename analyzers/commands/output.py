@@ -68,7 +68,7 @@ def progress_flag(quiet: bool) -> bool | None:
     return False if quiet else None
 
 
-def _text_into(fh: BinaryIO, gz: bool) -> tuple[TextIO, BinaryIO | None]:
+def _text_into(fh: BinaryIO, gz: bool) -> tuple[io.TextIOWrapper, BinaryIO | None]:
     """A text stream into the binary file ``fh`` and, with ``gz``, the gzip stream between
     them: level 1 (the merged trace is hundreds of MB; most of the gain is in level 1), by
     ISA-L when ``isal`` is installed (``profplug[fast-gzip]``: ~5x less CPU than zlib, the
@@ -76,7 +76,7 @@ def _text_into(fh: BinaryIO, gz: bool) -> tuple[TextIO, BinaryIO | None]:
     if not gz:
         return io.TextIOWrapper(fh, encoding="utf-8", newline="\n"), None
     try:
-        from isal import igzip as gzmod  # type: ignore[import-not-found]
+        from isal import igzip as gzmod
     except ImportError:
         gzmod = gzip
     packed: BinaryIO = gzmod.open(fh, "wb", compresslevel=1)

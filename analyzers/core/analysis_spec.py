@@ -19,12 +19,12 @@ from __future__ import annotations
 import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
-ANY_RUN = "any"  # applies to any run
-GPU_FREE = "gpu-free"  # applies only when no rank has GPU work (its parts: ranks without)
-CROSS_RANK = "cross_rank"  # in_rounds: the cross-rank analysis's rounds (``scale.run_level``)
-WHATIF = "whatif"  # in_rounds: the what-if's rounds
+ANY_RUN: Final = "any"  # applies to any run
+GPU_FREE: Final = "gpu-free"  # applies only when no rank has GPU work (its parts: ranks without)
+CROSS_RANK: Final = "cross_rank"  # in_rounds: the cross-rank analysis's rounds (``scale.run_level``)
+WHATIF: Final = "whatif"  # in_rounds: the what-if's rounds
 
 # (timelines, stall options, the ranks' stall analyses or None: redo them) -> a result with
 # ``key`` and ``to_dict()``, or None (nothing to add). An exception becomes one warning line.

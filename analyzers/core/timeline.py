@@ -166,7 +166,8 @@ class Timeline:
 
     def api_is_top(self) -> np.ndarray:
         """Per API call, True when no other call of its thread encloses it."""
-        return self.api_tops() == np.arange(self.api_start_ns.size)
+        tops: np.ndarray = self.api_tops() == np.arange(self.api_start_ns.size)
+        return tops
 
     def skip(self, reason: str, n: int = 1) -> None:
         if n:
@@ -391,5 +392,6 @@ class TimelineBuilder(SymbolTable):
 
     def build(self, **meta: Any) -> Timeline:
         dtypes = Timeline._DTYPES
-        arrays = {k: np.asarray(v, dtype=dtypes.get(k, I64)) for k, v in self.cols.items()}
+        arrays: dict[str, Any] = {k: np.asarray(v, dtype=dtypes.get(k, I64))  # column fields
+                                  for k, v in self.cols.items()}
         return Timeline(names=self.names, **arrays, **meta)

@@ -46,15 +46,18 @@ class Queue:
             kk = np.maximum(k, 0)
             return np.where(k >= 0, area[kk] + w[kk] * (x - self.t[kk]), 0.0)
 
-        return upto(np.asarray(hi)) - upto(np.asarray(lo))
+        between: np.ndarray = upto(np.asarray(hi)) - upto(np.asarray(lo))
+        return between
 
     def mean(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         span = np.maximum(np.asarray(hi) - np.asarray(lo), 1)
-        return self._integral(self.depth, lo, hi) / span
+        mean: np.ndarray = self._integral(self.depth, lo, hi) / span
+        return mean
 
     def empty_ns(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        return np.rint(self._integral((self.depth == 0).astype(np.int64), lo, hi)
-                       ).astype(np.int64)
+        empty: np.ndarray = np.rint(self._integral((self.depth == 0).astype(np.int64), lo, hi)
+                                    ).astype(np.int64)
+        return empty
 
     def max(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         out = np.zeros(np.shape(lo), dtype=np.int64)

@@ -26,6 +26,7 @@ the kernels of the edges and ``comm_ops`` through ``op_index``: the result equal
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from profplug.analyzers.core import classify
@@ -78,7 +79,7 @@ def comm_view(tl: Timeline) -> CommView:
     def sym(a: np.ndarray) -> np.ndarray:  # old symbol id -> new (same order), -1 stays
         return np.where(a >= 0, np.searchsorted(syms, a), -1).astype(a.dtype)
 
-    cols: dict[str, np.ndarray] = {k: getattr(tl, k)[ops] for k in _GPU}
+    cols: dict[str, Any] = {k: getattr(tl, k)[ops] for k in _GPU}  # Timeline's column fields
     cols |= {k: getattr(tl, k)[api] for k in _API}
     cols |= {k: getattr(tl, k).copy() for k in _KEEP}
     cols["gpu_name"], cols["api_name"] = sym(cols["gpu_name"]), sym(cols["api_name"])

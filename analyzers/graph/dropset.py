@@ -77,7 +77,7 @@ def dropped_calls(tl: Timeline, kind: np.ndarray, blocking: np.ndarray, drop: Dr
     if drop.kinds == DROP_NONE:
         return np.zeros(blocking.size, dtype=bool)
     if drop.kinds in (DROP_DEVICE, DROP_POLICY):
-        cand = blocking & (kind == classify.DEVICE)
+        cand: np.ndarray = blocking & (kind == classify.DEVICE)
     else:
         cand = blocking.copy()
     if drop.kinds == DROP_POLICY and drop.callsite is None and cand.any():

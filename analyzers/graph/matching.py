@@ -161,10 +161,10 @@ class _Rank:
         rows_by_tid: dict[int, list[int]] = {}
         starts_by_tid: dict[int, list[int]] = {}
         if tl.comm_start_ns.size:
-            for t, r in groups(tl.comm_tid):
-                r = r[np.argsort(tl.comm_start_ns[r], kind="stable")]
-                rows_by_tid[int(t)], starts_by_tid[int(t)] = r.tolist(), \
-                    tl.comm_start_ns[r].tolist()
+            for t, of_t in groups(tl.comm_tid):
+                of_t = of_t[np.argsort(tl.comm_start_ns[of_t], kind="stable")]
+                rows_by_tid[int(t)], starts_by_tid[int(t)] = of_t.tolist(), \
+                    tl.comm_start_ns[of_t].tolist()
         # plain lists: one lookup per kernel and per candidate, not a numpy scalar each
         c_kind, c_name = tl.comm_kind.tolist(), tl.comm_name.tolist()
         c_peer, c_group = tl.comm_peer.tolist(), tl.comm_group.tolist()
@@ -292,10 +292,10 @@ def _match_p2p(rs: list[_Rank], ranks: list[int], pos_of: dict[int, int],
                          "order, the rest are left unmatched")
         a, b = pos_of[src], pos_of[dst]
         for (_, ks, rule_s), (_, kr, rule_r) in zip(sends, recvs, strict=False):
-            rule = max(rule_s, rule_r)  # the weaker of the two sides' rules
-            edges.append((a, ks, b, kr, rule, 1))
-            edges.append((b, kr, a, ks, rule, -1))
-            counts[P2P_RULES[rule]] += 1
+            weaker = max(rule_s, rule_r)  # the weaker of the two sides' rules
+            edges.append((a, ks, b, kr, weaker, 1))
+            edges.append((b, kr, a, ks, weaker, -1))
+            counts[P2P_RULES[weaker]] += 1
     if counts[R_RING]:
         notes.append("some sends/recvs name no peer (a trace from before profplug put the "
                      "peer in its range names): each was taken to go to the next rank in rank"
@@ -336,7 +336,8 @@ def _match_bare(rs: list[_Rank], ranks: list[int], edges: Edges,
                          + f": the first {n} are matched in order")
         rule = RULES.index(R_ORDER if p2p else C_NAME)
         if len(members) == 2 and n:  # the usual: every pair's edges at once
-            edges.extend(couple_two(*members, per[members[0]][:n], per[members[1]][:n], rule))
+            edges.extend(couple_two(members[0], members[1], per[members[0]][:n],
+                                    per[members[1]][:n], rule))
             counts[RULES[rule]] += n
             continue
         for k in range(n):

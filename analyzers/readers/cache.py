@@ -43,7 +43,7 @@ import zipfile
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 from profplug.analyzers.core import atomicfile
@@ -297,7 +297,7 @@ def save_entry(entry: Path, timelines: list[Timeline], path: Path | None = None,
     """Write an entry atomically (temporary file in the same folder, then rename), naming
     its source (``path`` and ``key``). A cache that cannot be written is skipped silently:
     it only makes the next run slower."""
-    blobs: dict[str, np.ndarray] = {}
+    blobs: dict[str, Any] = {}  # np.savez's keyword arrays
     if path is not None and key is not None:
         blobs["source"] = _source(path, key)
     for i, tl in enumerate(timelines):

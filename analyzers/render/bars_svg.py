@@ -23,7 +23,7 @@ def _comm_parts(rep: Report, rank: int, comm_us: float) -> dict[str, float]:
     ``peer_wait`` (the same quantities, in the same colours, as in the swimlane)."""
     xr = rep.run.get("cross_rank")
     try:
-        wait = float(xr.rank_fields(rank)["comm_wait_us"]) if xr is not None else None
+        wait = float(xr.rank_fields(rank)["comm_wait_us"]) if xr is not None else None  # type: ignore[attr-defined]  # optional (RunAnalysis): caught below
     except (KeyError, AttributeError, TypeError):
         wait = None
     if wait is None or comm_us <= 0:

@@ -143,7 +143,7 @@ def render(result: object, fmt: str, out: TextIO) -> None:
     if fn is None:
         raise ProfplugError(f"no {fmt} renderer for {type(result).__name__}")
     if fmt == "table":  # trace strings on a terminal: control characters shown escaped
-        out = PrintableWriter(out)  # type: ignore[assignment]
+        out = PrintableWriter(out)  # type: ignore[assignment]  # renderers only write()
     fn(result, out)
 
 

@@ -156,7 +156,8 @@ def step_starts(runs: list[tuple[str, Report]]) -> list[float]:
     if rep is None or not starts or not rep.ranks:
         return []
     most = max(rep.ranks, key=lambda r: r.step_starts_ns.size)
-    return np.round((most.step_starts_ns - min(starts)) / 1000.0, 3).tolist()
+    rounded: list[float] = np.round((most.step_starts_ns - min(starts)) / 1000.0, 3).tolist()
+    return rounded
 
 
 def initial_view(steps: list[float], n: int = VIEW_STEPS) -> list[float] | None:
@@ -188,7 +189,8 @@ def _row(r: RankResult, dev: int, ws: int, we: int, origin: int, y: int, max_gap
     gs, ge = g.start_ns[sel], g.end_ns[sel]
 
     def us(a: np.ndarray) -> list[float]:
-        return np.round((a - origin) / 1000.0, 3).tolist()
+        rounded: list[float] = np.round((a - origin) / 1000.0, 3).tolist()
+        return rounded
 
     bs = np.concatenate(([ws], ge))
     be = np.concatenate((gs, [we]))

@@ -127,7 +127,7 @@ class Report:
             at = keys.index("idle_us") + 1
             d = {**{k: d[k] for k in keys[:at]}, **extra, **{k: d[k] for k in keys[at:]}}
             if d.get("steps") is not None:
-                d["steps"] = {**d["steps"], **a.step_fields(r.rank)}  # type: ignore[attr-defined]
+                d["steps"] = {**d["steps"], **a.step_fields(r.rank)}  # type: ignore[attr-defined]  # comes with rank_fields
         return d
 
 

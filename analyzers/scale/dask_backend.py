@@ -128,7 +128,9 @@ def connection_args(scheme: str, address: str) -> dict[str, Any]:
     from distributed.security import Security
 
     sec = Security()
-    if scheme == "tls" and not (sec.tls_ca_file or sec.tls_client_cert):
+    # set from Dask's config in Security's __init__ (no declared attributes)
+    ca, cert = getattr(sec, "tls_ca_file", None), getattr(sec, "tls_client_cert", None)
+    if scheme == "tls" and not (ca or cert):
         raise ProfplugError(f"--dask {address}: tls:// needs Dask's TLS settings "
                             "(distributed.comm.tls.ca-file, .client.cert/.key)")
     return sec.get_connection_args("client") if scheme == "tls" else {}
@@ -178,7 +180,7 @@ def unpack(res: FileResult) -> FileResult:
     """The client side of ``_packed``."""
     if not res.timelines or isinstance(res.timelines[0], Timeline):
         return res
-    tls = [Timeline.load(io.BytesIO(b)) for b in res.timelines]  # type: ignore[arg-type]
+    tls = [Timeline.load(io.BytesIO(b)) for b in res.timelines]
     return replace(res, timelines=tls)
 
 
@@ -214,6 +216,7 @@ class DaskBackend:
             raise ProfplugError("--dask needs Dask: pip install 'profplug[dask]'") from None
         self.address = address
         self.cluster: Any = None
+        self.client: Any = None  # distributed's Client (untyped)
         n = parse_local(address)
         # its workers see this machine's temporary folder (a LocalCluster): a report's
         # scratch cache can serve them (placement.scratch_cache)
@@ -253,7 +256,7 @@ class DaskBackend:
 
         todo = list(enumerate(tasks))[::-1]
         slots = max(1, self.n_threads)
-        running: dict[str, tuple[int, Any]] = {}  # key: (task index, future)
+        running: dict[object, tuple[int, Any]] = {}  # Dask's key: (task index, future)
         done = as_completed()
 
         def submit() -> None:

@@ -166,10 +166,11 @@ def settled(read: ReadOptions | None) -> ReadOptions:
     if opt.cache_dir is None and os.environ.get(CACHE_ENV):
         opt = replace(opt, cache_dir=os.environ[CACHE_ENV])
     if opt.cache_dir is not None:  # the same folder for workers started elsewhere
-        opt = replace(opt, cache_dir=os.path.abspath(os.path.expanduser(opt.cache_dir)))
-        why = unusable(opt.cache_dir)
+        cache_dir = os.path.abspath(os.path.expanduser(opt.cache_dir))
+        opt = replace(opt, cache_dir=cache_dir)
+        why = unusable(cache_dir)
         if why is not None:  # a cache that cannot work is said once, then read without it
-            print(f"profplug: warning: --cache {one_line(opt.cache_dir)}: cannot write there "
+            print(f"profplug: warning: --cache {one_line(cache_dir)}: cannot write there "
                   f"({one_line(why)}); reading without the cache", file=sys.stderr)
             opt = replace(opt, cache_dir=None)
     return opt

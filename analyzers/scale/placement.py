@@ -80,7 +80,7 @@ class Placement:
     @property
     def parts(self) -> tuple[tuple[str, PartFn, str], ...]:
         """What each rank's task makes of the ``by_rank`` analyses (``dispatch.RankTask``)."""
-        return tuple((s.name, s.part, s.applies) for s in self.by_rank)  # type: ignore[misc]
+        return tuple((s.name, s.part, s.applies) for s in self.by_rank)  # type: ignore[misc]  # by_rank: specs with a part
 
 
 @dataclass

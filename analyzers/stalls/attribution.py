@@ -155,13 +155,18 @@ def by_device(tl: Timeline) -> list[tuple[int, Any]]:
     return out
 
 
-def _joined(parts: list[tuple[np.ndarray, ...]]) -> Gaps:
+GapColumns = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _joined(parts: list[GapColumns]) -> Gaps:
     """The devices' gap columns (start/end ns, device, cause, call) as one Gaps (one device,
     the usual: its arrays, no copy)."""
     if len(parts) == 1:
         return Gaps(*parts[0])
     if parts:
-        return Gaps(*(np.concatenate([p[i] for p in parts]) for i in range(5)))
+        start, end, device, cause, call = (np.concatenate([p[i] for p in parts])
+                                           for i in range(5))
+        return Gaps(start, end, device, cause, call)
     z = np.zeros(0, dtype=np.int64)
     return Gaps(z, z, z, z.astype(np.int8), z)
 
@@ -198,7 +203,7 @@ def attribute(tl: Timeline, tolerance_ns: int, *, api_kind: np.ndarray | None = 
     sel = by_device(tl)
     devices: list[DeviceStalls] = []
     intervals: dict[int, DeviceIntervals] = {}
-    parts: list[tuple[np.ndarray, ...]] = []
+    parts: list[GapColumns] = []
     reasons: dict[str, int] = {}
     for dev, ops in sel:
         iv = intervals[dev] = device_intervals(tl.gpu_start_ns[ops], tl.gpu_end_ns[ops])

@@ -67,9 +67,9 @@ def _acyclic_within(g: Graph, t: np.ndarray, ts: np.ndarray, td: np.ndarray,
     wid = np.where((k >= 0) & (t <= w_hi[np.maximum(k, 0)]), k, -1)
     del k
     ins: list[np.ndarray] = []
-    for lo in range(0, g.src.size, _CHUNK):  # a block of edges at a time: few temporaries
-        ks = wid[g.src[lo:lo + _CHUNK]]
-        ins.append(lo + np.nonzero((ks >= 0) & (ks == wid[g.dst[lo:lo + _CHUNK]]))[0])
+    for first in range(0, g.src.size, _CHUNK):  # a block of edges at a time: few temporaries
+        ks = wid[g.src[first:first + _CHUNK]]
+        ins.append(first + np.nonzero((ks >= 0) & (ks == wid[g.dst[first:first + _CHUNK]]))[0])
     e = np.concatenate(ins) if ins else np.zeros(0, dtype=np.int64)
     del ins
     return _peel(g, g.src[e], g.dst[e])

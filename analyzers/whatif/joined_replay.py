@@ -118,7 +118,7 @@ def reduce(g: Graph, m: Model, ops: np.ndarray, is_cut: bool = False) -> Reduced
     w += [off[plain], off[run] + v.rn.a[j[run]], off[run] + v.rn.b[j[run]]]
     n = p + int(ops.size)
     ix = np.int32 if n < 2**31 else np.int64
-    out_src = np.concatenate(src).astype(ix)
+    out_src: np.ndarray = np.concatenate(src).astype(ix)
     if (out_src < 0).any():  # every root the pass starts from is a visited node
         raise RuntimeError("what-if: a reduced edge from a node the pass does not visit")
     return Reduced(n, out_src, np.concatenate(dst).astype(ix), np.concatenate(w),

@@ -203,7 +203,8 @@ def replay(m: Model, drop: bool, recorded: Graph | None = None, *,
     fp = None if drop else recorded_fixed_point(g, _recorded_times(m), lazy=True)
     if fp is not None:  # the recorded times are the replay (fixedpoint.py): no pass needed
         t, binding = fp
-        forced, released = [], []
+        forced: list[int] = []
+        released: list[int] = []
     else:
         t, binding, forced, released = _longest_path(g, m)
     n_a, n_o = g.n_a, g.n_o

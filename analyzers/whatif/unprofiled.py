@@ -204,8 +204,8 @@ def _unprofiled(tls: list[Timeline], step_us: float, drop: DropSpec | None,
     else:
         cal = (calibration_band(tls, res, step_ci_us, drop, options, ranks) if step_ci_us
                else {r.rank: UNPROFILED_BAND_PCT for r in res.ranks})
-    ranks = [_rank(r, step_us, replayed_by_rank.get(r.rank, replayed), cal[r.rank],
-                   idle.get(r.rank)) for r in res.ranks]
+    scaled = [_rank(r, step_us, replayed_by_rank.get(r.rank, replayed), cal[r.rank],
+                    idle.get(r.rank)) for r in res.ranks]
     each = ", ".join(f"rank {k} {v:,.1f}" for k, v in sorted(replayed_by_rank.items()))
     note = (f"unprofiled: the host's costs of every rank are scaled by {s:.3f} (one scale "
             f"for all ranks), at which the traced run replays at the given unprofiled step "
@@ -225,9 +225,9 @@ def _unprofiled(tls: list[Timeline], step_us: float, drop: DropSpec | None,
         warnings.append(f"unprofiled: no host scale in [{S_MIN}, {S_MAX}] replays the trace "
                         f"at {step_us:,.1f} us (the GPU work alone takes longer, or the "
                         "number is not this job's): the band carries the replay's miss")
-    return replace(res, ranks=ranks, assumptions=[*res.assumptions, note], warnings=warnings,
+    return replace(res, ranks=scaled, assumptions=[*res.assumptions, note], warnings=warnings,
                    calibrated_on_us=round(step_us, 3),
-                   max_model_error_pct=max((abs(r.model_error_pct) for r in ranks),
+                   max_model_error_pct=max((abs(r.model_error_pct) for r in scaled),
                                            default=0.0))
 
 

@@ -108,7 +108,7 @@ def test_the_whatif_of_timelines_read_on_the_cluster_is_the_local_one(
     here = load_timelines(run16, jobs=1, progress=False)
     there = load_timelines(run16, backend=cluster, progress=False)
 
-    def js(tls: list) -> str:  # type: ignore[type-arg]
+    def js(tls: list) -> str:
         return TIMES.sub("", json.dumps(whatif(tls).to_dict(), sort_keys=True))
 
     assert js(there) == js(here)

@@ -21,7 +21,7 @@ def session_for(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Sessi
 
     def make(tmp: Path, **kw: object) -> Session:
         steps._reset()
-        s = Session(Config(out=str(tmp), **kw))  # type: ignore[arg-type]
+        s = Session(Config(out=str(tmp), **kw))
         steps.add_listener(s.on_step_begin, s.on_step_end, s.on_switch)
         made.append(s)
         return s

@@ -53,7 +53,7 @@ def stub_wrapper(base: type) -> type:
     """``base`` (a real Megatron wrapper class) with the model and its set-up stubbed; its
     run_one_forward_step is inherited, i.e. whatever the patch made of it."""
 
-    class Stub(base):  # type: ignore[valid-type, misc]
+    class Stub(base):
         def __init__(self) -> None:  # the real one needs a GPTModel and process groups
             self.pp_group = _Group()
             self.inference_context = _Context()

@@ -262,7 +262,7 @@ class _Rows:
         if any(self.packed.values()):
             self.pack()
             for k, parts in self.packed.items():
-                self.b.cols[k] = np.concatenate(parts) if parts else []  # type: ignore[assignment]
+                self.b.cols[k] = np.concatenate(parts) if parts else []  # type: ignore[assignment]  # build() takes arrays too
                 parts.clear()  # one column's parts at a time: the peak is not twice the rank
             trim()  # the freed parts and decoded events: the nesting sort starts from the rank
         tl = self.b.build(rank=rank, source="kineto", files=[str(path)], rank_rule=rule,

@@ -159,8 +159,9 @@ def _read_nvtx(rows: NvtxRows | None, syms: _Symbols
                ) -> tuple[dict[str, np.ndarray], dict[int, int]]:
     """NVTX ranges (columns) and rank marks (pid -> rank) from :func:`_nvtx_rows`."""
     marks: dict[int, int] = {}
-    empty = {"start": np.zeros(0, I64), "end": np.zeros(0, I64), "pid": np.zeros(0, I64),
-             "tid": np.zeros(0, I64), "name": np.zeros(0, np.int32)}
+    empty: dict[str, np.ndarray] = {"start": np.zeros(0, I64), "end": np.zeros(0, I64),
+                                    "pid": np.zeros(0, I64), "tid": np.zeros(0, I64),
+                                    "name": np.zeros(0, np.int32)}
     if rows is None:
         return empty, marks
     (s, e, g, et, k), literal = rows

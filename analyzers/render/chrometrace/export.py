@@ -113,7 +113,7 @@ def _steps_span(rep: Report, off: dict[int, int], n: int) -> tuple[int, int, lis
     first = 1 if k > n + 1 else 0
     last = min(first + n, k) - 1
     o = off.get(ref.rank, 0)
-    nums = [ref.steps.number(i) for i in range(first, last + 1)]  # type: ignore[union-attr]
+    nums = [ref.steps.number(i) for i in range(first, last + 1)]  # type: ignore[union-attr]  # ranks: with steps
     return int(ref.step_starts_ns[first]) + o, int(ref.step_ends_ns[last]) + o, nums
 
 

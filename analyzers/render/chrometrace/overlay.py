@@ -240,7 +240,7 @@ def draw_matched(procs: dict[int, Proc], tls: dict[int, Timeline],
 def _handoffs(tl: Timeline, b: RankBubbles | None, ops: np.ndarray) -> np.ndarray:
     """Where the NCCL kernels ``ops`` stopped waiting (rank clock), their start when the
     bubbles do not have them."""
-    out = tl.gpu_start_ns[ops].astype(np.int64)
+    out: np.ndarray = tl.gpu_start_ns[ops].astype(np.int64)
     if b is None or b.kernels.size == 0 or ops.size == 0:
         return out
     order = np.argsort(b.kernels, kind="stable")

@@ -23,7 +23,7 @@ def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     for cls in (registry.KinetoReader, registry.NsysReader):
         real = cls.read
 
-        def counting(self, path, index, options, real=real):  # type: ignore[no-untyped-def]
+        def counting(self, path, index, options, real=real):
             seen.append(path.name)
             return real(self, path, index, options)
 

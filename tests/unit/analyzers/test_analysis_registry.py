@@ -20,7 +20,7 @@ from profplug.analyzers.scale.load import load_timelines
 
 
 def report_of(run: list[Path], out: Path, **kw: object) -> dict[str, Any]:
-    assert run_report(run, fmt="json", output=out, quiet=True, **kw) == 0  # type: ignore[arg-type]
+    assert run_report(run, fmt="json", output=out, quiet=True, **kw) == 0
     return json.loads(out.read_text())
 
 

@@ -59,7 +59,7 @@ def unblocked() -> Iterator[list[Path]]:
     assert not blocked, f"blocked on {blocked}"
 
 
-def _load(files: list[Path], store: Path) -> list:  # type: ignore[type-arg]
+def _load(files: list[Path], store: Path) -> list:
     return load_ranks(files, read=ReadOptions(cache_dir=str(store)), jobs=1,
                       progress=False).timelines
 
@@ -167,7 +167,7 @@ def test_a_file_changed_during_its_read_is_not_kept(run4: list[Path], tmp_path: 
     store = tmp_path / "cache"
     real = registry.KinetoReader.read
 
-    def edited_meanwhile(self, path, index, options):  # type: ignore[no-untyped-def]
+    def edited_meanwhile(self, path, index, options):
         out = real(self, path, index, options)
         path.write_bytes(path.read_bytes() + b" ")
         return out
@@ -280,7 +280,7 @@ def _tamper(entry: Path, change: object) -> None:
     with np.load(io.BytesIO(blobs["t0"].tobytes()), allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
     header = json.loads(bytes(arrays["__header__"]).decode())
-    change(arrays, header)  # type: ignore[operator]
+    change(arrays, header)
     arrays["__header__"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
     buf = io.BytesIO()
     np.savez(buf, **arrays)
@@ -346,7 +346,7 @@ def test_kept_stall_analyses_that_do_not_hold_together_are_a_miss(
     (entry,) = store.glob("ranks-*.json")
     key, _, body = entry.read_bytes().partition(b"\n")
     doc = json.loads(body)
-    STALLS_TAMPERED[case](doc[0])  # type: ignore[no-untyped-call]
+    STALLS_TAMPERED[case](doc[0])
     entry.write_bytes(key + b"\n" + json.dumps(doc).encode())
     assert result_cache.load_stalls(entry) is None
     got = analyze(run4[:1], read=read, jobs=1, progress=False,

@@ -46,7 +46,7 @@ def test_direct_never_exceeds_the_time_the_syncs_blocked_the_host(tmp_path: Path
 
 
 def test_a_prediction_with_peers_missing_has_no_band(
-        tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
     path = str(long_host_after_sync(tmp_path, nccl=True))  # rank 0 of a world of 2, alone
     assert main(["whatif", path, "--format", "json"]) == 0
     d = json.loads(capsys.readouterr().out)["whatif"]

@@ -106,7 +106,7 @@ def test_twelve_100us_steps_against_twelve_80us_steps_at_epoch_scale_differ_by_2
         make: object, tmp_path: Path) -> None:
     # given twelve 100.000 us steps (device) and twelve 80.000 us steps (event), two ranks,
     # their timestamps at 1.764e18 ns
-    dev, evt = (analyze([make(tmp_path, k, 12)]) for k in ("device", "event"))  # type: ignore[operator]
+    dev, evt = (analyze([make(tmp_path, k, 12)]) for k in ("device", "event"))
     assert all(int(r.step_starts_ns[0]) > BASE_NS for r in (*dev.ranks, *evt.ranks))
     # then every per-step period is whole ns: 100,000 and 80,000 exactly
     for rep, period in ((dev, 100_000), (evt, 80_000)):

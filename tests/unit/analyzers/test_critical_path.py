@@ -71,7 +71,7 @@ def test_path_crosses_the_host_and_the_synchronize(tmp_path: Path) -> None:
     assert sites[(1, "device_sync")] == "profplug.recv_from_prev_pipeline_rank_"
 
 
-def _path(tmp: Path, spec: PipelineSpec):  # type: ignore[no-untyped-def]
+def _path(tmp: Path, spec: PipelineSpec):
     paths, _ = write(spec, tmp)
     return cross_rank(load_timelines(paths, jobs=1, progress=False)).critical_path
 
@@ -227,7 +227,7 @@ def test_a_walk_no_entry_foresaw_builds_its_rank_again(steps: bool, tmp_path: Pa
 
     def counted(tl: object, pos: int, *a: object) -> pathgraph.RankGraph:
         built.append(pos)
-        return real_graph(tl, pos, *a)  # type: ignore[arg-type]
+        return real_graph(tl, pos, *a)
 
     monkeypatch.setattr(critical, "rank_graph", counted)
     # when each rank's chain is recorded from the walks' entries: one graph per rank

@@ -56,7 +56,7 @@ class Recording(LocalBackend):
         super().__init__(jobs)
         self.tasks: list[RankTask] = []
 
-    def map(self, fn, tasks):  # type: ignore[no-untyped-def]
+    def map(self, fn, tasks):
         self.tasks += list(tasks)
         yield from super().map(fn, tasks)
 
@@ -102,7 +102,7 @@ class _LosesRank5:
 
     name = "fake"
 
-    def map(self, fn, tasks):  # type: ignore[no-untyped-def]
+    def map(self, fn, tasks):
         for i, t in enumerate(tasks):
             yield i, (dispatch.lost(t, "the worker died twice") if t.path.name == "rank5.json"
                       else fn(t))
@@ -127,7 +127,7 @@ def test_a_lost_file_is_a_warning_of_the_report_and_fails_strict(
 
 def test_every_file_lost_is_an_error(run8: list[Path]) -> None:
     class LosesAll(_LosesRank5):
-        def map(self, fn, tasks):  # type: ignore[no-untyped-def]
+        def map(self, fn, tasks):
             for i, t in enumerate(tasks):
                 yield i, dispatch.lost(t, "gone")
 

@@ -93,8 +93,8 @@ def test_without_pipeline_call_sites_it_falls_back_and_says_so(tmp_path: Path) -
     trace(d, own=False, recv=None)
     rep = analyze(d, run=[whatif_analysis()])
     res = rep.run["whatif"]
-    assert (res.drop, res.drop_note) == ("device-sync", FALLBACK_NOTE)  # type: ignore[attr-defined]
-    assert res.rank(0).dropped_calls == N  # type: ignore[attr-defined]
+    assert (res.drop, res.drop_note) == ("device-sync", FALLBACK_NOTE)
+    assert res.rank(0).dropped_calls == N
     assert rep.headline().startswith("Measured: device-wide synchronizes (all of them: none "
                                      "is in a pipeline send/recv) left rank 0")
 

@@ -29,7 +29,7 @@ def test_with_the_whatif_it_leads_with_the_measured_idle_then_the_prediction(
     # in each step (the syncs sit in the recv: the policy drops them), and the replay
     # without them: the 50 us compute kernels back to back, each step 50 us shorter
     rep = analyze(write_run(tmp_path, "device"), run=[whatif_analysis()])
-    band = rep.run["whatif"].rank(0).run_band_pct  # type: ignore[attr-defined]
+    band = rep.run["whatif"].rank(0).run_band_pct
     # then the finding says what was measured first (30 us/step, 30% of the 100 us step),
     # then the prediction with its band for a separate run, then where to measure it
     assert rep.headline() == (

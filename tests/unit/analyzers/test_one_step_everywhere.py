@@ -36,7 +36,7 @@ def test_the_step_is_the_same_in_report_whatif_and_ab(tmp_path: Path) -> None:
     ov = whatif_overlay([d], "device")  # ab --whatif at the traced host speed
     for r in rep.ranks:
         assert r.steps is not None and r.steps.period_us == P  # the planted step left out
-        assert rep.run["whatif"].rank(r.rank).recorded_us == P  # type: ignore[attr-defined]
+        assert rep.run["whatif"].rank(r.rank).recorded_us == P
         assert res.rank(r.rank).recorded_us == P
     assert ov["recorded_step_us"] == P
     slow = max(res.ranks, key=lambda x: x.predicted_us)

@@ -58,7 +58,7 @@ def test_the_median_basis_leaves_the_planted_step_out(tmp_path: Path) -> None:
 
 def test_the_outlier_is_listed_with_what_took_the_time(tmp_path: Path) -> None:
     rep = analyze(trace(tmp_path, True))
-    (o,) = rep.rank(0).steps.outliers  # type: ignore[union-attr]
+    (o,) = rep.rank(0).steps.outliers
     assert o == {"step": LONG, "step_us": P + STALL,
                  "dominant": f"5,030 us of it GPU idle in device-wide synchronizes, most in "
                              f"{SITE}, waiting on rank 1",
@@ -81,10 +81,10 @@ def test_the_finding_line_is_unchanged_by_the_outlier(tmp_path: Path) -> None:
     assert planted.headline() == plain.headline()
     assert plain.headline().startswith("Measured: device-wide synchronizes in the pipeline "
                                        "send/recv")
-    w0, w1 = plain.run["whatif"].rank(0), planted.run["whatif"].rank(0)  # type: ignore[attr-defined]
+    w0, w1 = plain.run["whatif"].rank(0), planted.run["whatif"].rank(0)
     assert (w1.recorded_us, w1.direct_us) == (w0.recorded_us, w0.direct_us) == (P, 30.0)
     assert w1.predicted_us == w0.predicted_us and w1.saving_us == w0.saving_us
-    assert plain.rank(0).steps.outliers == []  # type: ignore[union-attr]
+    assert plain.rank(0).steps.outliers == []
     # without the what-if, the direct cost: the median step's 30 us
     (tmp_path / "no_whatif").mkdir()
     assert analyze(trace(tmp_path / "no_whatif", True)).headline().startswith(
@@ -120,7 +120,7 @@ def test_idle_between_groups_of_steps_is_not_step_time(tmp_path: Path) -> None:
     assert {o["step_us"] for o in s.outliers} == {P + IDLE}
     window_per_step = rep.rank(0).total("window_us") / s.n_steps
     assert window_per_step > 39 * P and s.period_us_mean > 39 * P  # what a mean would say
-    w = rep.run["whatif"].rank(0)  # type: ignore[attr-defined]
+    w = rep.run["whatif"].rank(0)
     assert (w.recorded_us, w.direct_us) == (P, 30.0)  # the what-if reads the same step
 
 
@@ -144,7 +144,7 @@ def test_a_host_stall_names_where_the_host_was(tmp_path: Path) -> None:
     d = tmp_path / "host"
     d.mkdir()
     tr.write(d / "rank0.json")
-    (o,) = analyze(d).rank(0).steps.outliers  # type: ignore[union-attr]
+    (o,) = analyze(d).rank(0).steps.outliers
     # the gap from the NCCL kernel's end (t+72) to the next step's first op (t+5102)
     assert (o["step"], o["dominant_cause"], o["dominant_us"]) == (LONG, "host_bound", 5030.0)
     assert o["callsite"] == "load_batch" and o["peer"] is None

@@ -96,9 +96,9 @@ def test_what_the_rounds_cannot_do_stays_in_one_process(
     calls: list[int] = []
     real = whatif.load_timelines
 
-    def counted(*a: object, **k: object):  # type: ignore[no-untyped-def]
+    def counted(*a: object, **k: object):
         calls.append(1)
-        return real(*a, **k)  # type: ignore[arg-type]
+        return real(*a, **k)
 
     monkeypatch.setattr(whatif, "load_timelines", counted)
     assert main(["whatif", str(files[0].parent), "-q", "--unprofiled", "5000",
@@ -140,7 +140,7 @@ def test_compare_of_big_runs_reads_no_timeline_into_the_client(
     real = analysis._rounds_report
     seen: list[bool] = []
 
-    def spy(*a, **k):  # type: ignore[no-untyped-def]
+    def spy(*a, **k):
         rep = real(*a, **k)
         seen.append(rep is not None)  # None: the timelines read into the client after all
         return rep

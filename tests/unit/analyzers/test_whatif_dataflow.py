@@ -71,7 +71,7 @@ def test_a_queued_op_that_started_late_after_its_stream_keeps_no_launch_latency(
 def _pair(tmp: Path, **kw: object) -> tuple[float, float, float]:
     """(device run's recorded step, its prediction, the event run's step) of rank 0 of a
     synthetic two-stage pipeline whose last stage feeds the token back to stage 0."""
-    spec = PipelineSpec(stages=2, steps=8, **kw)  # type: ignore[arg-type]
+    spec = PipelineSpec(stages=2, steps=8, **kw)
     dev, _ = write(spec, tmp / "device")
     evt, _ = write(PipelineSpec(**{**spec.__dict__, "sync": "event"}), tmp / "event")
     w = whatif(load_timelines(dev, jobs=1, progress=False)).rank(0)

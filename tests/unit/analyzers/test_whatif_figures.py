@@ -35,9 +35,9 @@ def test_the_prediction_is_the_slowest_predicted_rank_and_the_idle_the_most_idle
 
 def test_each_target_has_its_band() -> None:
     res = _res(_rank(0, 5000.0, 3000.0, 200.0))
-    assert figures.prediction(res).band_pct == 40.0  # type: ignore[union-attr]
-    assert figures.prediction(res, Target.TRACED).target_words == "a separate traced run"  # type: ignore[union-attr]
-    assert figures.prediction(res, Target.REPLAY).band_pct == 10.0  # type: ignore[union-attr]
+    assert figures.prediction(res).band_pct == 40.0
+    assert figures.prediction(res, Target.TRACED).target_words == "a separate traced run"
+    assert figures.prediction(res, Target.REPLAY).band_pct == 10.0
     cal = _res(_rank(0, 500.0, 450.0, 0.0, error_band_pct=17.0, run_band_pct=50.0),
                calibrated=500.0)
     p = figures.prediction(cal)

@@ -74,7 +74,7 @@ def test_idle_between_groups_of_steps_same_step_in_report_and_whatif(tmp_path: P
             n += 1
     tl = read_kineto(t.write(tmp_path / "tiled.json"), 0)
     rep = analyze_timelines([tl], run=[whatif_analysis()])
-    w = rep.run["whatif"].rank(0)  # type: ignore[attr-defined]
+    w = rep.run["whatif"].rank(0)
     # then the what-if's recorded step is the report's own step figure, and the replay
     # reproduces it
     assert w.basis == "step" and w.n_steps == 12
@@ -90,7 +90,7 @@ def test_idle_between_groups_of_steps_same_step_in_report_and_whatif(tmp_path: P
     assert w.between_steps_idle_us == pytest.approx(3000.0, abs=1e-3)
     table, wtab = io.StringIO(), io.StringIO()
     render_table(rep, table)
-    render_whatif_table(rep.run["whatif"], wtab)  # type: ignore[arg-type]
+    render_whatif_table(rep.run["whatif"], wtab)
     assert "between steps: 3,000.0 us in outlier steps beyond the step time" in \
         " ".join(table.getvalue().split())
     assert "between steps: rank 0: 3,000.0 us in the recorded run's outlier steps" in \
@@ -106,9 +106,9 @@ def test_steps_without_a_pause_have_no_idle_between_steps(tmp_path: Path) -> Non
     rep = analyze_timelines([read_kineto(t.write(tmp_path / "plain.json"), 0)],
                             run=[whatif_analysis()])
     assert rep.rank(0).steps.between_steps_idle_us == 0.0
-    assert rep.run["whatif"].rank(0).between_steps_idle_us == 0.0  # type: ignore[attr-defined]
+    assert rep.run["whatif"].rank(0).between_steps_idle_us == 0.0
     wtab = io.StringIO()
-    render_whatif_table(rep.run["whatif"], wtab)  # type: ignore[arg-type]
+    render_whatif_table(rep.run["whatif"], wtab)
     assert "between steps" not in wtab.getvalue()
 
 

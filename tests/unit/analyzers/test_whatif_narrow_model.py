@@ -22,7 +22,7 @@ from profplug.analyzers.whatif.rounds import whatif_in_rounds
 
 
 def _timelines(tmp_path: Path, **spec: object) -> list[Timeline]:
-    paths, _ = write(PipelineSpec(**spec), tmp_path)  # type: ignore[arg-type]
+    paths, _ = write(PipelineSpec(**spec), tmp_path)
     return load_timelines([str(p) for p in paths], jobs=1, progress=False)
 
 

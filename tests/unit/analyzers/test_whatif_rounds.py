@@ -136,7 +136,7 @@ def test_the_solve_level_by_level_is_the_solve_on_lists(spec: PipelineSpec, tmp_
     seen: list[int] = []
     real = joined_replay.longest_path_by_levels
 
-    def levels(*a):  # type: ignore[no-untyped-def]
+    def levels(*a):
         seen.append(a[0])
         return real(*a)
 

@@ -134,7 +134,7 @@ def test_replay_reproduces_each_recorded_step_and_the_reports_step(run: Path) ->
         pa, pb = np.diff(a.span_s), np.diff(b.span_s)
         assert (np.abs(pb - pa) <= 0.01 * pa).all()  # every step within 1%
     rep = analyze_timelines(tls, run=[whatif_analysis()])
-    for r in rep.run["whatif"].ranks:  # type: ignore[attr-defined]
+    for r in rep.run["whatif"].ranks:
         steps = rep.rank(r.rank).steps
         if r.basis == "step" and steps is not None:
             assert r.recorded_us == steps.period_us

@@ -51,6 +51,7 @@ from profplug.analyzers.whatif import (
     WhatIfResult,
     whatif_unprofiled,
 )
+from profplug.analyzers.whatif.analysis import LABEL
 
 
 def run_label(run: str) -> str:
@@ -104,7 +105,7 @@ def run_compare(run_a: str, run_b: str, *, fmt: str | None = None, output: Path 
         backend.close()
     cmp = compare(rep_a, rep_b, labels[0] or run_label(run_a), labels[1] or run_label(run_b))
     cmp.against = withhold_against(  # A's what-if lined up with B by call (timelines)
-        compare_against(rep_a.run.get("whatif"), paths_a, paths_b, cmp.label_b, opt, read),
+        compare_against(rep_a.run.get(WhatIfResult.key), paths_a, paths_b, cmp.label_b, opt, read),
         cmp.speed, cmp.label_a, cmp.label_b, say=False)  # the warnings say it once
     if fmt != "table":  # the table leads with them itself
         for m in cmp.mismatches:
@@ -165,7 +166,7 @@ def _compare_with_ab(run_a: str, run_b: str, *, fmt: str, output: Path | None,
         return whatif_unprofiled(timelines, dev_us, DropSpec(), o, step_ci_us=dev_ci,
                                  ratio_ci=ratio)
 
-    unprofiled = AnalysisSpec(name="whatif", label="what-if", run=at_ab_speed)
+    unprofiled = AnalysisSpec(name=WhatIfResult.key, label=LABEL, run=at_ab_speed)
 
     rep_a = analyze(run_paths(run_a), opt, read=read, run=[unprofiled])
     res = compare_ab(rep_a, doc, labels[0] or run_label(run_a), labels[1] or run_label(run_b),

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from profplug.analyzers.core.analysis_spec import AnalysisSpec, HeadlineFn, as_spec
 from profplug.analyzers.core.classify import tables_kept
@@ -60,6 +60,22 @@ class RunAnalysis(Protocol):
     def to_dict(self) -> dict[str, Any]:
         """Its JSON object (plain dict, list, str, number, bool or None values)."""
         ...
+
+
+@runtime_checkable
+class AddsReportFields(Protocol):
+    """A run-level result that adds fields to the top of the JSON report, after ``step``
+    (the what-if's ``predicted_step``)."""
+
+    def report_fields(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class SaysOfTheRun(Protocol):
+    """A run-level result with warnings about the whole run, which the report states first
+    and the result no longer holds (the cross-rank analysis's ranks of two runs)."""
+
+    def run_warnings(self) -> list[str]: ...
 
 
 # A run-level analysis: its spec (``core.analysis_spec.AnalysisSpec``; the report's own are
@@ -112,8 +128,8 @@ class Report:
         return headline(self.ranks, said)
 
     def to_dict(self) -> dict[str, Any]:
-        tops = {k: v for a in self.run.values()
-                for k, v in (a.report_fields() if hasattr(a, "report_fields") else {}).items()}
+        tops = {k: v for a in self.run.values() if isinstance(a, AddsReportFields)
+                for k, v in a.report_fields().items()}
         return {"version": SCHEMA_VERSION, "headline": self.headline(),
                 "step": run_step(self.ranks), **tops, "warnings": list(self.warnings),
                 "tolerance_us": self.options.tolerance_ns / 1000.0,
@@ -307,7 +323,7 @@ def _finished(rep: Report, got: LoadedRanks, files: list[Path]) -> Report:
     rep.meta = find_run_meta(files)
     rep.warnings += observer.meta_warnings(rep.meta)
     for a in rep.run.values():  # about the whole run: the report's own warnings, first
-        if hasattr(a, "run_warnings"):
+        if isinstance(a, SaysOfTheRun):
             rep.warnings[:0] = a.run_warnings()
     mixed = clocks.sources_warning(rep.ranks, rep.clocks_judged)
     if mixed is not None:

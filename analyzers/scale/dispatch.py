@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
+from multiprocessing import connection
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Protocol
 
@@ -31,7 +33,7 @@ from profplug.analyzers.core.analysis_spec import GPU_FREE, PartFn, RankStep
 from profplug.analyzers.core.cpus import usable_cpus
 from profplug.analyzers.core.errors import ProfplugError, TraceError
 from profplug.analyzers.core.memtrim import trim, trim_large
-from profplug.analyzers.core.optional import Outcome, TaskError, guarded
+from profplug.analyzers.core.optional import FAILED, Outcome, TaskError, guarded
 from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.readers.cache import entry_key, read_cached
@@ -300,29 +302,79 @@ def gather(tasks: Sequence[RankTask], backend: Backend, *, fn: TaskFn = run_task
 # ``analyze_rank`` is pure Python and numpy over one Timeline, so ranks are independent. When
 # the ranks read in one process are big (``PARALLEL_MIN_ROWS`` host calls + GPU ops or more),
 # several, and the platform can fork, each is analyzed in a forked child (which sees the
-# Timelines without copying them) and only its small RankResult comes back.
+# Timelines without copying them: :class:`ForkedRanks`) and only its small RankResult comes
+# back.
 PARALLEL_MIN_ROWS = 4_000_000  # smaller runs are analyzed in this process
 
-_WORK: list[Timeline] = []  # the Timelines a forked child analyzes, by index
+
+@dataclass(frozen=True)
+class ForkedRanks:
+    """Ranks analyzed in ``jobs`` forked children: each child starts from this object, which
+    it inherits with the Timelines (never pickled: a forked process's target is not sent),
+    analyzes every ``jobs``-th rank and sends back each ``RankResult`` (or its
+    ``TaskError``) through its pipe."""
+
+    timelines: list[Timeline]
+    opt: StallOptions
+    jobs: int
+
+    def results(self) -> list[RankResult]:
+        """Every rank's stall analysis, in order; a child that died: ``BrokenProcessPool``
+        (as a pool's would), a rank whose analysis raised: its error."""
+        ctx = mp.get_context("fork")
+        pipes, children = [], []
+        for k in range(self.jobs):
+            recv, send = ctx.Pipe(duplex=False)
+            child = ctx.Process(target=self._child, args=(k, send), daemon=True)
+            child.start()
+            send.close()
+            pipes.append(recv)
+            children.append(child)
+        try:
+            got = _received(pipes)
+        finally:
+            for child in children:
+                child.join()
+        if len(got) < len(self.timelines):
+            raise BrokenProcessPool("a process analyzing a rank died (killed, or out of "
+                                    "memory)")
+        out = []
+        for i in range(len(self.timelines)):
+            value = got[i]
+            if isinstance(value, TaskError):
+                raise value.error() if value.kind != FAILED else RuntimeError(value.message)
+            out.append(value.value)
+        return out
+
+    def _child(self, k: int, send: Connection) -> None:
+        """In the child: ranks ``k``, ``k + jobs``, ... analyzed, each result sent."""
+        for i in range(k, len(self.timelines), self.jobs):
+            send.send((i, guarded(analyze_rank, self.timelines[i], self.opt)))
+        send.close()
 
 
-def _one(args: tuple[int, StallOptions]) -> RankResult:
-    i, opt = args
-    return analyze_rank(_WORK[i], opt)
+def _received(pipes: list[Connection]) -> dict[int, Outcome]:
+    """Every (rank index, value) the children send, read as each arrives (a child never
+    waits on another's reader), until every pipe is closed."""
+    out: dict[int, Outcome] = {}
+    live = list(pipes)
+    while live:
+        for recv in connection.wait(live):
+            try:
+                i, value = recv.recv()  # type: ignore[union-attr]
+            except EOFError:
+                live.remove(recv)  # type: ignore[arg-type]
+                continue
+            out[i] = value
+    return out
 
 
 def analyze_ranks(timelines: list[Timeline], opt: StallOptions, *,
                   jobs: int | None = None) -> list[RankResult]:
     """``[analyze_rank(t, opt) for t in timelines]``, on up to ``jobs`` processes."""
-    global _WORK
     n = min(len(timelines), jobs or usable_cpus())
     rows = sum(t.api_start_ns.size + t.gpu_start_ns.size for t in timelines)
     if (n <= 1 or rows < PARALLEL_MIN_ROWS or mp.parent_process() is not None
             or "fork" not in mp.get_all_start_methods()):
         return [analyze_rank(t, opt) for t in timelines]
-    _WORK = timelines
-    try:
-        with ProcessPoolExecutor(n, mp_context=mp.get_context("fork")) as pool:
-            return list(pool.map(_one, [(i, opt) for i in range(len(timelines))]))
-    finally:
-        _WORK = []
+    return ForkedRanks(timelines, opt, n).results()

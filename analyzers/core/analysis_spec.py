@@ -24,12 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 from profplug.analyzers.core.optional import Outcome, TaskError
 
-ANY_RUN = "any"  # applies to any run
-GPU_FREE = "gpu-free"  # applies only when no rank has GPU work (its parts: ranks without)
+ANY_RUN: Final = "any"  # applies to any run
+GPU_FREE: Final = "gpu-free"  # applies only when no rank has GPU work (its parts: ranks without)
 
 # (timelines, stall options, the ranks' stall analyses or None: redo them) -> a result with
 # ``key`` and ``to_dict()``, or None (nothing to add). An exception becomes one warning line.
@@ -51,7 +51,7 @@ class RankStep(Protocol):
     @property
     def needs_stalls(self) -> bool: ...
 
-    def __call__(self, timeline: Any, stall: Any) -> object: ...
+    def __call__(self, timeline: Any, stall: Any, /) -> object: ...
 
 
 @dataclass(frozen=True)

@@ -220,7 +220,8 @@ class CrossRankRounds:
         bad = next((e for e in firsts.values() if isinstance(e, TaskError)), None)
         if bad is not None:
             return Done(None, TaskError(bad.kind, bad.line(LABEL)))
-        facts = [RankFacts(v.rank, v, firsts[v.rank].value) for v in run.views]  # type: ignore[union-attr]
+        ends = {r: v.value for r, v in firsts.items() if isinstance(v, Ok)}
+        facts = [RankFacts(v.rank, v, ends[v.rank]) for v in run.views]
         try:
             p = plan(facts, int(run.options.tolerance_ns), run.matching, run.partners)
         except ProfplugError as exc:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from multiprocessing import connection
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
 from profplug.analyzers.core.analysis_spec import GPU_FREE, PartFn, RankStep
 from profplug.analyzers.core.cpus import usable_cpus
@@ -359,11 +359,12 @@ def _received(pipes: list[Connection]) -> dict[int, Outcome]:
     out: dict[int, Outcome] = {}
     live = list(pipes)
     while live:
-        for recv in connection.wait(live):
+        for ready in connection.wait(live):
+            recv = cast(Connection, ready)  # wait() gives back the pipes it was given
             try:
-                i, value = recv.recv()  # type: ignore[union-attr]
+                i, value = recv.recv()
             except EOFError:
-                live.remove(recv)  # type: ignore[arg-type]
+                live.remove(recv)
                 continue
             out[i] = value
     return out

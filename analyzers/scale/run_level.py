@@ -69,7 +69,8 @@ class FirstRound:
 def first_round(specs: list[AnalysisSpec]) -> tuple[TaskStep, ...]:
     """The step round one adds to each file's task, for the analyses ``specs`` in rounds."""
     parts = tuple((s.name, s.rounds.first_part()) for s in specs if s.rounds is not None)
-    return ((None, FIRST, FirstRound(parts)),)
+    step: TaskStep = (None, FIRST, FirstRound(parts))
+    return (step,)
 
 
 @dataclass
@@ -119,7 +120,8 @@ def _next(spec: AnalysisSpec, got: Outcome) -> Next:
     """An analysis's move, or its failure as its end."""
     if isinstance(got, TaskError):
         return Done(None, TaskError(got.kind, got.line(spec.label)))
-    return got.value  # type: ignore[no-any-return]
+    move: Next = got.value
+    return move
 
 
 def _round(asked: dict[str, Asks], label: dict[str, str], tasks: dict[int, RankTask],

@@ -47,7 +47,10 @@ class Reductions:
 
     def __call__(self, tl: Timeline, view: CommView | RankResult | None
                  ) -> rounds.RankReductions:
-        ops = self.ops if self.ops is not None else view.op_index  # type: ignore[union-attr]
+        ops = self.ops
+        if ops is None:  # round one: its comm view's
+            assert isinstance(view, CommView)
+            ops = view.op_index
         trim_large(tl.n_events)  # the heap's freed memory back first: a big rank's peak
         return rounds.rank_reductions(tl, self.kinds, ops, self.callsite)
 
@@ -103,7 +106,8 @@ class WhatIfRounds:
         if failed is not None:
             return failed
         try:  # --drop-at: resolved over the ranks' call sites, then reduced by it
-            rule = rounds.resolved_at(self.drop, [firsts[r].value for r in run.ranks])  # type: ignore[union-attr]
+            sites = {r: v.value for r, v in firsts.items() if isinstance(v, Ok)}
+            rule = rounds.resolved_at(self.drop, [sites[r] for r in run.ranks])
         except ProfplugError as exc:
             return Done(None, TaskError.of(exc))
         return Asks({v.rank: Reductions(rule.kinds, rule.callsite, v.op_index)
@@ -116,13 +120,14 @@ class WhatIfRounds:
         failed = _first_error(values)
         if failed is not None:
             return failed
-        reds = [v.value if isinstance(v := values.get(r), Ok) else None for r in run.ranks]
-        if any(r is None for r in reds):
+        made = {r: v.value for r, v in values.items() if isinstance(v, Ok) and v.value is not None}
+        if any(r not in made for r in run.ranks):
             return Done(None, TaskError.declined(f"{LABEL}: a rank's reduction did not "
                                                  "come back"))
+        reds: list[rounds.RankReductions] = [made[r] for r in run.ranks]
         views = run.views
         try:
-            wp = rounds.plan(reds, run.matching, run.partners,  # type: ignore[arg-type]
+            wp = rounds.plan(reds, run.matching, run.partners,
                              [v.op_index for v in views], [v.tl.gpu_start_ns for v in views],
                              [v.tl.gpu_end_ns for v in views], drop, run.options)
         except ProfplugError as exc:  # a cycle
@@ -130,7 +135,7 @@ class WhatIfRounds:
                 return NeedsTimelines()
             return Done(None, TaskError.of(exc))
         return Asks({a.rank: RankResultStep(a) for a in wp.asks},
-                    lambda results, lost: _joined(wp, run, reds, results, lost))  # type: ignore[arg-type]
+                    lambda results, lost: _joined(wp, run, reds, results, lost))
 
 
 def _joined(wp: rounds.WhatIfPlan, run: RunViews, reds: list[rounds.RankReductions],

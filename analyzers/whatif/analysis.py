@@ -30,6 +30,7 @@ from profplug.analyzers.whatif import rounds
 from profplug.analyzers.whatif.finding import whatif_headline
 from profplug.analyzers.whatif.predict import whatif
 from profplug.analyzers.whatif.result import RankWhatIf, WhatIfResult
+from profplug.analyzers.whatif.unprofiled import whatif_unprofiled
 
 LABEL = "what-if"  # what its warnings call it
 
@@ -156,6 +157,16 @@ def _joined(wp: rounds.WhatIfPlan, run: RunViews, reds: list[rounds.RankReductio
     return Done(rounds.joined(wp, ranks, run.all_ranks, sizes, comm, run.n_events, t0))
 
 
+@dataclass(frozen=True)
+class Unprofiled:
+    """An unprofiled run's step (us), its CI and the measured speedup's CI, as
+    ``whatif_unprofiled`` takes them (``compare A AB_DIR``: ab's device step)."""
+
+    step_us: float
+    step_ci_us: tuple[float, float] | None = None
+    ratio_ci: tuple[float, float] | None = None
+
+
 def whatif_if_cheap(timelines: list[Timeline], options: StallOptions, drop: DropSpec,
                     max_events: int, ranks: list[RankResult] | None = None,
                     keep_predicted: bool = False) -> WhatIfResult | None:
@@ -173,7 +184,8 @@ def whatif_if_cheap(timelines: list[Timeline], options: StallOptions, drop: Drop
 
 def whatif_analysis(drop: DropSpec | None = None, *, max_events: int | None = None,
                     cache_key: str | None = None, keep_predicted: bool = False,
-                    when_cheap: bool = False) -> AnalysisSpec:
+                    when_cheap: bool = False, unprofiled: Unprofiled | None = None
+                    ) -> AnalysisSpec:
     """:func:`whatif` as a run-level analysis of a report:
     ``analyze(paths, run=[whatif_analysis()])`` puts its result in ``Report.run``, under
     ``WhatIfResult.key``. It runs in rounds where the ranks are read on big runs
@@ -181,18 +193,24 @@ def whatif_analysis(drop: DropSpec | None = None, *, max_events: int | None = No
     report's default, which runs in one process only within ``max_events`` and says why not
     past it (:func:`whatif_if_cheap`); ``cache_key``: what its result is cached under
     (default: its drop rule); ``keep_predicted``: with the predicted timelines
-    (``--trace-out``; in one process only, never cached)."""
+    (``--trace-out``; in one process only, never cached); ``unprofiled``: at an unprofiled
+    run's host speed (``whatif_unprofiled``; in one process only, never cached)."""
     drop = drop or DropSpec()
     limit = max_events
 
     def run(timelines: list[Timeline], options: StallOptions,
             ranks: list[RankResult] | None) -> WhatIfResult | None:
+        if unprofiled is not None:
+            return whatif_unprofiled(timelines, unprofiled.step_us, drop, options,
+                                     step_ci_us=unprofiled.step_ci_us,
+                                     ratio_ci=unprofiled.ratio_ci)
         if when_cheap and limit is not None:
             return whatif_if_cheap(timelines, options, drop, limit, ranks, keep_predicted)
         return whatif(timelines, drop, options, ranks=ranks, keep_predicted=keep_predicted)
 
     auto = f"whatif auto<={max_events} " if when_cheap else "whatif "
+    alone = keep_predicted or unprofiled is not None  # in one process, never cached
     return AnalysisSpec(name=WhatIfResult.key, label=LABEL, run=run,
-                        cache_key=None if keep_predicted else cache_key or f"{auto}{drop!r}",
-                        rounds=None if keep_predicted else WhatIfRounds(drop, max_events),
+                        cache_key=None if alone else cache_key or f"{auto}{drop!r}",
+                        rounds=None if alone else WhatIfRounds(drop, max_events),
                         headline=whatif_headline)

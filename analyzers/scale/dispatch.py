@@ -9,9 +9,11 @@ are siblings behind one protocol; the analyses never know where they ran.
 What travels back (a :class:`FileResult`): per rank the ``RankResult`` (per-gap and
 per-sync-call rows, never per event; its idle gaps only with ``keep_gaps``) and, only when
 ``keep_timeline`` is set, the Timeline
-(run-level analyses, the what-if and the cross-rank matching, read every event), and
-the value of the task's ``extra`` (a run-level analysis's per-rank part made where the rank
-was read: ``scale/run_level.py``). A worker
+(run-level analyses, the what-if and the cross-rank matching, read every event), the
+by-rank analyses' parts, and per rank the value of each of the task's ``steps`` (the
+analyses in rounds: ``scale/run_level.py``) as ``Ok`` or ``TaskError`` (``core.optional``):
+a step that fails costs its analysis, not the file's read. A reader's error comes back as
+``FileResult.error``, a ``TaskError`` the client raises (``gather``). A worker
 that dies twice on a file (killed, out of memory) leaves ``FileResult.lost``: a one-line
 reason, and the rest of the run stands. Several big ranks read in one process (one Nsight
 file holds every rank) are analyzed a forked process each (:func:`analyze_ranks`).

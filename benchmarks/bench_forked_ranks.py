@@ -48,17 +48,21 @@ def main() -> None:
     tls = load_timelines([a.run], jobs=1, progress=False) * a.copies
     opt = StallOptions()
     rows = sum(t.api_start_ns.size + t.gpu_start_ns.size for t in tls)
-    ways = {"in this process": lambda: [analyze_rank(t, opt) for t in tls],
-            "former pool + global": lambda: former(tls, opt, a.jobs),
-            "ForkedRanks": lambda: ForkedRanks(tls, opt, a.jobs).results()}
+    ways = {
+        "in this process": lambda: [analyze_rank(t, opt) for t in tls],
+        "former pool + global": lambda: former(tls, opt, a.jobs),
+        "ForkedRanks": lambda: ForkedRanks(tls, opt, a.jobs).results(),
+    }
     times: dict[str, list[float]] = {k: [] for k in ways}
     for _ in range(a.repeat):
         for name, fn in ways.items():
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)
-    print(f"{len(tls)} ranks, {rows:,} API calls + GPU ops, jobs {a.jobs}, "
-          f"{a.repeat} interleaved repeats (median, min-max s):")
+    print(
+        f"{len(tls)} ranks, {rows:,} API calls + GPU ops, jobs {a.jobs}, "
+        f"{a.repeat} interleaved repeats (median, min-max s):"
+    )
     for name, ts in times.items():
         print(f"  {name:<22} {statistics.median(ts):7.2f}  ({min(ts):.2f}-{max(ts):.2f})")
 

@@ -82,10 +82,17 @@ class RoundsResults:
     fallback: bool = False
 
 
-def run_rounds(specs: list[AnalysisSpec], firsts: dict[int, Outcome],
-               tasks: dict[int, RankTask], backend: Backend, options: StallOptions,
-               all_ranks: list[int], *, n_events: int = 0,
-               keep_gaps: bool = False) -> RoundsResults:
+def run_rounds(
+    specs: list[AnalysisSpec],
+    firsts: dict[int, Outcome],
+    tasks: dict[int, RankTask],
+    backend: Backend,
+    options: StallOptions,
+    all_ranks: list[int],
+    *,
+    n_events: int = 0,
+    keep_gaps: bool = False,
+) -> RoundsResults:
     """The analyses ``specs`` (each with ``rounds``) from round one's values ``firsts`` (per
     rank: its :class:`RankFirst`, None without GPU work, or its ``TaskError``); ``tasks``:
     per rank, the task that read it; ``all_ranks``: every rank read; ``n_events``: the
@@ -95,8 +102,10 @@ def run_rounds(specs: list[AnalysisSpec], firsts: dict[int, Outcome],
     if bad is not None:  # a rank's round one failed: no analysis in rounds has the run
         out.done = {s.name: Done(None, TaskError(bad.kind, bad.line(s.label))) for s in specs}
         return out
-    ranks = sorted((v.value for v in firsts.values()
-                    if isinstance(v, Ok) and v.value is not None), key=lambda f: f.rank)
+    ranks = sorted(
+        (v.value for v in firsts.values() if isinstance(v, Ok) and v.value is not None),
+        key=lambda f: f.rank,
+    )
     run = RunViews([f.view for f in ranks], options, all_ranks, n_events, keep_gaps)
     moves: dict[str, Next] = {}
     for spec in specs:
@@ -124,8 +133,9 @@ def _next(spec: AnalysisSpec, got: Outcome) -> Next:
     return move
 
 
-def _round(asked: dict[str, Asks], label: dict[str, str], tasks: dict[int, RankTask],
-           backend: Backend) -> dict[str, Next]:
+def _round(
+    asked: dict[str, Asks], label: dict[str, str], tasks: dict[int, RankTask], backend: Backend
+) -> dict[str, Next]:
     """One further round: each file's ranks' steps sent to where the file is read, and each
     analysis's next move from its ranks' values."""
     by_file: dict[int, list[TaskStep]] = defaultdict(list)
@@ -133,15 +143,24 @@ def _round(asked: dict[str, Asks], label: dict[str, str], tasks: dict[int, RankT
         for rank, step in a.steps.items():
             by_file[tasks[rank].index].append((rank, name, step))
     first = {t.index: t for t in tasks.values()}
-    again = [replace(first[i], keep_timeline=False, keep_gaps=False, send_stalls=False,
-                     stall=first[i].stall if any(s.needs_stalls for _, _, s in steps)
-                     else None, steps=tuple(steps), parts=())
-             for i, steps in sorted(by_file.items())]
+    again = [
+        replace(
+            first[i],
+            keep_timeline=False,
+            keep_gaps=False,
+            send_stalls=False,
+            stall=first[i].stall if any(s.needs_stalls for _, _, s in steps) else None,
+            steps=tuple(steps),
+            parts=(),
+        )
+        for i, steps in sorted(by_file.items())
+    ]
     try:
         results = gather(again, backend)
     except ProfplugError as exc:  # a trace that changed or went since the first round
-        return {name: Done(None, TaskError.declined(f"{label[name]} not run: {exc}"))
-                for name in asked}
+        return {
+            name: Done(None, TaskError.declined(f"{label[name]} not run: {exc}")) for name in asked
+        }
     values: dict[str, dict[int, Outcome]] = defaultdict(dict)
     for r in results:
         for v in r.values:

@@ -12,10 +12,12 @@ from profplug.analyzers.stalls.rank import RankResult
 
 SMALL_PCT = 10.0  # below this share of the step, also say what the idle mostly is
 TINY_PCT = 0.5  # below this, the synchronizes cost nothing worth a number
-CAUSE_WORDS = {"device_sync": "device-wide synchronizes",
-               "event_sync": "host-blocking stream/event waits",
-               "host_bound": "host-bound launch gaps",
-               "other": "gaps the trace cannot attribute"}
+CAUSE_WORDS = {
+    "device_sync": "device-wide synchronizes",
+    "event_sync": "host-blocking stream/event waits",
+    "host_bound": "host-bound launch gaps",
+    "other": "gaps the trace cannot attribute",
+}
 ASK_WHATIF = "run `profplug whatif` (or `report --whatif`) for the indirect cost"
 
 
@@ -65,11 +67,15 @@ def dominant_idle(ranks: list[RankResult]) -> str:
     share = share_pct(r.total("idle_us"), win)
     if share < 5.0:
         gpu = r.gpu_time()
-        return (f"rank {r.rank}'s GPU is busy {pct_text(100.0 - share)} of its window (compute "
-                f"{pct_text(share_pct(gpu.compute_us, win))}, communication "
-                f"{pct_text(share_pct(gpu.comm_us, win))})")
+        return (
+            f"rank {r.rank}'s GPU is busy {pct_text(100.0 - share)} of its window (compute "
+            f"{pct_text(share_pct(gpu.compute_us, win))}, communication "
+            f"{pct_text(share_pct(gpu.comm_us, win))})"
+        )
     cause = max(CAUSES, key=lambda c: idle.get(c, 0.0))
-    return (f"rank {r.rank}'s GPU is idle {pct_text(share)} of its window, mostly "
-            f"{CAUSE_WORDS[cause]}: {us_text(idle[cause])}"
-            f"{'/step' if per == 'step' else ''} ({pct_text(share_pct(idle[cause], whole))} of its "
-            f"{per})")
+    return (
+        f"rank {r.rank}'s GPU is idle {pct_text(share)} of its window, mostly "
+        f"{CAUSE_WORDS[cause]}: {us_text(idle[cause])}"
+        f"{'/step' if per == 'step' else ''} ({pct_text(share_pct(idle[cause], whole))} of its "
+        f"{per})"
+    )

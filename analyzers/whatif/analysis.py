@@ -46,8 +46,7 @@ class Reductions:
     ops: np.ndarray | None = None
     needs_stalls = False
 
-    def __call__(self, tl: Timeline, view: CommView | RankResult | None
-                 ) -> rounds.RankReductions:
+    def __call__(self, tl: Timeline, view: CommView | RankResult | None) -> rounds.RankReductions:
         ops = self.ops
         if ops is None:  # round one: its comm view's
             assert isinstance(view, CommView)
@@ -111,9 +110,10 @@ class WhatIfRounds:
             rule = rounds.resolved_at(self.drop, [sites[r] for r in run.ranks])
         except ProfplugError as exc:
             return Done(None, TaskError.of(exc))
-        return Asks({v.rank: Reductions(rule.kinds, rule.callsite, v.op_index)
-                     for v in run.views},
-                    lambda values, lost: self._solved(run, rule, values))
+        return Asks(
+            {v.rank: Reductions(rule.kinds, rule.callsite, v.op_index) for v in run.views},
+            lambda values, lost: self._solved(run, rule, values),
+        )
 
     def _solved(self, run: RunViews, drop: DropSpec, values: dict[int, Outcome]) -> Next:
         """The client's solve from the ranks' reductions, then each rank asked for its
@@ -123,24 +123,37 @@ class WhatIfRounds:
             return failed
         made = {r: v.value for r, v in values.items() if isinstance(v, Ok) and v.value is not None}
         if any(r not in made for r in run.ranks):
-            return Done(None, TaskError.declined(f"{LABEL}: a rank's reduction did not "
-                                                 "come back"))
+            return Done(None, TaskError.declined(f"{LABEL}: a rank's reduction did not come back"))
         reds: list[rounds.RankReductions] = [made[r] for r in run.ranks]
         views = run.views
         try:
-            wp = rounds.plan(reds, run.matching, run.partners,
-                             [v.op_index for v in views], [v.tl.gpu_start_ns for v in views],
-                             [v.tl.gpu_end_ns for v in views], drop, run.options)
+            wp = rounds.plan(
+                reds,
+                run.matching,
+                run.partners,
+                [v.op_index for v in views],
+                [v.tl.gpu_start_ns for v in views],
+                [v.tl.gpu_end_ns for v in views],
+                drop,
+                run.options,
+            )
         except ProfplugError as exc:  # a cycle
             if self.max_events is None or run.n_events <= self.max_events:
                 return NeedsTimelines()
             return Done(None, TaskError.of(exc))
-        return Asks({a.rank: RankResultStep(a) for a in wp.asks},
-                    lambda results, lost: _joined(wp, run, reds, results, lost))
+        return Asks(
+            {a.rank: RankResultStep(a) for a in wp.asks},
+            lambda results, lost: _joined(wp, run, reds, results, lost),
+        )
 
 
-def _joined(wp: rounds.WhatIfPlan, run: RunViews, reds: list[rounds.RankReductions],
-            values: dict[int, Outcome], lost: str) -> Done:
+def _joined(
+    wp: rounds.WhatIfPlan,
+    run: RunViews,
+    reds: list[rounds.RankReductions],
+    values: dict[int, Outcome],
+    lost: str,
+) -> Done:
     """The run's result from the ranks' results, or the line saying why there is none."""
     t0 = time.perf_counter() - wp.solve_s
     failed = _first_error(values)
@@ -167,9 +180,14 @@ class Unprofiled:
     ratio_ci: tuple[float, float] | None = None
 
 
-def whatif_if_cheap(timelines: list[Timeline], options: StallOptions, drop: DropSpec,
-                    max_events: int, ranks: list[RankResult] | None = None,
-                    keep_predicted: bool = False) -> WhatIfResult | None:
+def whatif_if_cheap(
+    timelines: list[Timeline],
+    options: StallOptions,
+    drop: DropSpec,
+    max_events: int,
+    ranks: list[RankResult] | None = None,
+    keep_predicted: bool = False,
+) -> WhatIfResult | None:
     """The what-if of a report by default (None without GPU work): run when the run has at
     most ``max_events`` API calls + GPU ops (~2 us each); else a ProfplugError saying so,
     which the report keeps as a warning."""
@@ -177,15 +195,21 @@ def whatif_if_cheap(timelines: list[Timeline], options: StallOptions, drop: Drop
         return None
     n = sum(t.n_events for t in timelines)
     if n > max_events:
-        raise ProfplugError(f"what-if not run by default on {n:,} events (over "
-                            f"{max_events:,}): --whatif runs it")
+        raise ProfplugError(
+            f"what-if not run by default on {n:,} events (over {max_events:,}): --whatif runs it"
+        )
     return whatif(timelines, drop, options, ranks=ranks, keep_predicted=keep_predicted)
 
 
-def whatif_analysis(drop: DropSpec | None = None, *, max_events: int | None = None,
-                    cache_key: str | None = None, keep_predicted: bool = False,
-                    when_cheap: bool = False, unprofiled: Unprofiled | None = None
-                    ) -> AnalysisSpec:
+def whatif_analysis(
+    drop: DropSpec | None = None,
+    *,
+    max_events: int | None = None,
+    cache_key: str | None = None,
+    keep_predicted: bool = False,
+    when_cheap: bool = False,
+    unprofiled: Unprofiled | None = None,
+) -> AnalysisSpec:
     """:func:`whatif` as a run-level analysis of a report:
     ``analyze(paths, run=[whatif_analysis()])`` puts its result in ``Report.run``, under
     ``WhatIfResult.key``. It runs in rounds where the ranks are read on big runs
@@ -198,19 +222,29 @@ def whatif_analysis(drop: DropSpec | None = None, *, max_events: int | None = No
     drop = drop or DropSpec()
     limit = max_events
 
-    def run(timelines: list[Timeline], options: StallOptions,
-            ranks: list[RankResult] | None) -> WhatIfResult | None:
+    def run(
+        timelines: list[Timeline], options: StallOptions, ranks: list[RankResult] | None
+    ) -> WhatIfResult | None:
         if unprofiled is not None:
-            return whatif_unprofiled(timelines, unprofiled.step_us, drop, options,
-                                     step_ci_us=unprofiled.step_ci_us,
-                                     ratio_ci=unprofiled.ratio_ci)
+            return whatif_unprofiled(
+                timelines,
+                unprofiled.step_us,
+                drop,
+                options,
+                step_ci_us=unprofiled.step_ci_us,
+                ratio_ci=unprofiled.ratio_ci,
+            )
         if when_cheap and limit is not None:
             return whatif_if_cheap(timelines, options, drop, limit, ranks, keep_predicted)
         return whatif(timelines, drop, options, ranks=ranks, keep_predicted=keep_predicted)
 
     auto = f"whatif auto<={max_events} " if when_cheap else "whatif "
     alone = keep_predicted or unprofiled is not None  # in one process, never cached
-    return AnalysisSpec(name=WhatIfResult.key, label=LABEL, run=run,
-                        cache_key=None if alone else cache_key or f"{auto}{drop!r}",
-                        rounds=None if alone else WhatIfRounds(drop, max_events),
-                        headline=whatif_headline)
+    return AnalysisSpec(
+        name=WhatIfResult.key,
+        label=LABEL,
+        run=run,
+        cache_key=None if alone else cache_key or f"{auto}{drop!r}",
+        rounds=None if alone else WhatIfRounds(drop, max_events),
+        headline=whatif_headline,
+    )

@@ -36,8 +36,11 @@ def _subject(res: WhatIfResult) -> str:
         return "Device-wide synchronizes in the pipeline send/recv"
     if res.drop == "all-sync":
         return "Host-blocking syncs"
-    return ("Device-wide synchronizes (all of them: none is in a pipeline send/recv)"
-            if res.drop_note else "Device-wide synchronizes")
+    return (
+        "Device-wide synchronizes (all of them: none is in a pipeline send/recv)"
+        if res.drop_note
+        else "Device-wide synchronizes"
+    )
 
 
 def _with_whatif(gpu: list[RankResult], res: WhatIfResult) -> str:
@@ -56,14 +59,20 @@ def _with_whatif(gpu: list[RankResult], res: WhatIfResult) -> str:
 def nothing_to_drop(res: WhatIfResult) -> str:
     """The sentence of a what-if whose dropped calls change no step (no prediction)."""
     w = figures.idle_rank(res)
-    most = ("" if w is None or w.direct_us < 0.5 else
-            f": rank {w.rank}'s GPU idles {w.direct_us:,.0f} us/step in them")
-    return (f"{_subject(res)}: dropping them changes no step in the replay{most}; nothing to "
-            "drop, so no speedup is predicted")
+    most = (
+        ""
+        if w is None or w.direct_us < 0.5
+        else f": rank {w.rank}'s GPU idles {w.direct_us:,.0f} us/step in them"
+    )
+    return (
+        f"{_subject(res)}: dropping them changes no step in the replay{most}; nothing to "
+        "drop, so no speedup is predicted"
+    )
 
 
-def finding(res: WhatIfResult, site: str | None = None,
-            target: figures.Target | None = None) -> str:
+def finding(
+    res: WhatIfResult, site: str | None = None, target: figures.Target | None = None
+) -> str:
     """The what-if's finding, the same words in report, whatif, compare and the page: what
     was measured (GPU idle in the dropped calls on the rank where it is largest, per step
     and as a share of that rank's traced step), then the pipeline's prediction (its rank,
@@ -76,33 +85,43 @@ def finding(res: WhatIfResult, site: str | None = None,
     per = "step" if pred.basis == "step" else "GPU window"
     unit = unit_of(per)
     cal = pred.calibrated
-    of = (f"{'traced ' if cal else ''}median step of {pred.idle_step_us:,.0f} us"
-          if per == "step" else per)
+    of = (
+        f"{'traced ' if cal else ''}median step of {pred.idle_step_us:,.0f} us"
+        if per == "step"
+        else per
+    )
     at = f" at {site}" if site else ""
     subject = _subject(res).lower() if res.callsite is None else _subject(res)
     if pred.direct_us >= 0.5:
-        s = (f"Measured{' in the trace' if cal else ''}: {subject} left rank "
-             f"{pred.idle_rank}'s GPU idle {pred.direct_us:,.0f} {unit} "
-             f"({pct_text(share_pct(pred.direct_us, pred.idle_step_us))} of its {of}){at}.")
+        s = (
+            f"Measured{' in the trace' if cal else ''}: {subject} left rank "
+            f"{pred.idle_rank}'s GPU idle {pred.direct_us:,.0f} {unit} "
+            f"({pct_text(share_pct(pred.direct_us, pred.idle_step_us))} of its {of}){at}."
+        )
     else:  # no gap starts inside them: what they cost shows only after them
-        s = (f"Measured: {subject} left no GPU idle inside them (rank {pred.idle_rank}'s "
-             f"{of}): the GPU idles after them, waiting for launches.")
+        s = (
+            f"Measured: {subject} left no GPU idle inside them (rank {pred.idle_rank}'s "
+            f"{of}): the GPU idles after them, waiting for launches."
+        )
     if pred.withheld:
-        return s + (f" Prediction withheld: {PEERS_MISSING} (the replay cannot free the "
-                    "waits of ranks it does not see); give every rank's trace, or measure "
-                    "with `profplug ab`.")
+        return s + (
+            f" Prediction withheld: {PEERS_MISSING} (the replay cannot free the "
+            "waits of ranks it does not see); give every rank's trace, or measure "
+            "with `profplug ab`."
+        )
     why = []
     if res.rank(pred.rank).bound_binds:
         why.append("held to the data-flow bound: the hosts' own work sets the step")
     if res.max_model_error_pct > 5.0:
         why.append(f"model error up to {res.max_model_error_pct:.1f}%")
     speedup = pred.speedup or 0.0
-    base = (f"the given unprofiled step of {pred.run_step_us:,.1f} us" if cal
-            else "the run's step")
+    base = f"the given unprofiled step of {pred.run_step_us:,.1f} us" if cal else "the run's step"
     on = f" on rank {pred.rank}, the slowest" if pred.n_ranks > 1 else ""
-    s += (f" Predicted with event-based waits: {pred.predicted_us:,.0f} {unit}{on} "
-          f"({speedup:.2f}x {base}; +-{pred.band_pct:.0f}% for "
-          f"{pred.target_words}{'; ' + '; '.join(why) if why else ''})")
+    s += (
+        f" Predicted with event-based waits: {pred.predicted_us:,.0f} {unit}{on} "
+        f"({speedup:.2f}x {base}; +-{pred.band_pct:.0f}% for "
+        f"{pred.target_words}{'; ' + '; '.join(why) if why else ''})"
+    )
     for c in pred.caveats:
         s += f"; warning: {c}"
     return s + ("." if cal else "; `profplug ab` measures it without a profiler.")

@@ -15,9 +15,13 @@ def _keys() -> dict[str, str]:
     out = {}
     for f in ROOT.rglob("*.py"):
         for node in ast.walk(ast.parse(f.read_text())):
-            if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
-                    and node.target.id == "key" and isinstance(node.value, ast.Constant)
-                    and isinstance(node.value.value, str)):
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and node.target.id == "key"
+                and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)
+            ):
                 out[node.value.value] = f.relative_to(ROOT).parts[0]
     return out
 
@@ -41,14 +45,19 @@ def _named(tree: ast.AST) -> list[tuple[int, str]]:
             found.append(node.slice)
         if isinstance(node, ast.Compare) and any(_run_attr(c) for c in node.comparators):
             found.append(node.left)
-        out += [(x.lineno, x.value) for x in found
-                if isinstance(x, ast.Constant) and isinstance(x.value, str)]
+        out += [
+            (x.lineno, x.value)
+            for x in found
+            if isinstance(x, ast.Constant) and isinstance(x.value, str)
+        ]
     return out
 
 
 def test_the_check_sees_each_way_of_naming_an_analysis_by_its_key() -> None:
-    planted = ast.parse('a = rep.run.get("k")\nb = rep.run["k"]\nc = "k" in rep.run\n'
-                        'd = AnalysisSpec(name="k", label="x", run=f)\n')
+    planted = ast.parse(
+        'a = rep.run.get("k")\nb = rep.run["k"]\nc = "k" in rep.run\n'
+        'd = AnalysisSpec(name="k", label="x", run=f)\n'
+    )
     assert [line for line, _ in _named(planted)] == [1, 2, 3, 4]
 
 
@@ -60,7 +69,8 @@ def test_no_module_names_another_packages_analysis_by_its_key() -> None:
         package = f.relative_to(ROOT).parts[0]
         for line, text in _named(ast.parse(f.read_text())):
             if text in keys and keys[text] != package:
-                bad.append(f"analyzers/{f.relative_to(ROOT)}:{line}: {text!r} (the key of an "
-                           f"analysis in analyzers/{keys[text]}/): use its result's `key`")
-    assert not bad, "an analysis named by its key string outside its package:\n" + \
-        "\n".join(bad)
+                bad.append(
+                    f"analyzers/{f.relative_to(ROOT)}:{line}: {text!r} (the key of an "
+                    f"analysis in analyzers/{keys[text]}/): use its result's `key`"
+                )
+    assert not bad, "an analysis named by its key string outside its package:\n" + "\n".join(bad)

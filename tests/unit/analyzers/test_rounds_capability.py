@@ -25,7 +25,8 @@ def run4(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 @pytest.mark.parametrize("spec", [IN_ROUNDS, WHOLE], ids=["with-rounds", "without"])
 def test_an_added_analysis_leaves_the_others_in_rounds_on_a_big_run(
-        run4: list[Path], monkeypatch: pytest.MonkeyPatch, spec: AnalysisSpec) -> None:
+    run4: list[Path], monkeypatch: pytest.MonkeyPatch, spec: AnalysisSpec
+) -> None:
     want = {str(tl.rank): int(tl.n_gpu) for tl in load_timelines(run4, jobs=1)}
     # given a run that counts as big, and an analysis added with or without the capability
     monkeypatch.setattr(placement, "ROUNDS_MIN_BYTES", 0)

@@ -24,7 +24,7 @@ def one_process(paths: list[Path], run: Iterable[object], monkeypatch: pytest.Mo
                 **kw: object) -> analysis.Report:
     """``analyze(paths, run=run, **kw)`` with no analysis run where the ranks are read."""
     with monkeypatch.context() as m:
-        m.setattr(placement, "rounds_for", lambda *a, **k: None)
+        m.setattr(placement, "rounds_for", lambda *a, **k: [])
         return analysis.analyze(paths, run=run, jobs=1, progress=False, **kw)  # type: ignore[arg-type]
 
 

@@ -15,6 +15,11 @@ class TraceError(ProfplugError):
     exit_code = 3
 
 
+class ClocksApart(ProfplugError):
+    """Ranks on clocks that nothing aligns (``readers.clocks``): no figure joins them across
+    ranks. A report that has one says so instead of its mixed-sources warning."""
+
+
 class ToolMissingError(ProfplugError):
     """An external tool (nsys, torchrun) is not installed or not found."""
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from profplug.analyzers.crossrank.result import CrossRankResult
 from profplug.analyzers.render.escape import e
 from profplug.analyzers.stalls.gaps import CAUSES
 
@@ -21,7 +22,7 @@ LABEL_W, BAR_W, PCT_W, ROW_H, BAR_H = 170, 600, 170, 34, 18
 def _comm_parts(rep: Report, rank: int, comm_us: float) -> dict[str, float]:
     """NCCL time as ``comm``, or, where the cross-rank analysis split it, as ``transfer`` and
     ``peer_wait`` (the same quantities, in the same colours, as in the swimlane)."""
-    xr = rep.run.get("cross_rank")
+    xr = rep.run.get(CrossRankResult.key)
     try:
         wait = float(xr.rank_fields(rank)["comm_wait_us"]) if xr is not None else None  # type: ignore[attr-defined]  # optional (RunAnalysis): caught below
     except (KeyError, AttributeError, TypeError):

@@ -46,7 +46,7 @@ Renderer = Callable[[Any, TextIO], None]
 PAGE = "html"  # written with --html, not chosen with --format
 # Run-level results whose page section goes right after the summary, in this order (the
 # others follow the notes): the what-if holds the answer, then the cross-rank bubbles.
-TOP_SECTIONS = ("host_only", "whatif", "against", "cross_rank")
+TOP_SECTIONS = (HostOnlyResult.key, WhatIfResult.key, AgainstResult.key, CrossRankResult.key)
 
 
 def _report_table(rep: Report, out: TextIO) -> None:

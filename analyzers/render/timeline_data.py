@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from profplug.analyzers.crossrank.result import CrossRankResult
 from profplug.analyzers.stalls.gaps import CAUSES, Spans
 
 if TYPE_CHECKING:
@@ -85,7 +86,7 @@ def timeline_data(runs: list[tuple[str, Report]], max_gaps: int | None = None
         if not starts:
             continue
         origin = min(starts)
-        xr = rep.run.get("cross_rank")
+        xr = rep.run.get(CrossRankResult.key)
         for r in rep.ranks:
             waits = _waits(xr, r.rank)
             split = split or waits is not None

@@ -18,7 +18,6 @@ from functools import cache
 
 import numpy as np
 from profplug.analyzers.core import classify
-from profplug.analyzers.core.analysis_spec import WHATIF, AnalysisSpec
 from profplug.analyzers.core.errors import ProfplugError
 from profplug.analyzers.core.memtrim import trim_large
 from profplug.analyzers.core.timeline import Timeline, groups, links_kept
@@ -377,24 +376,3 @@ def _whatif(timelines: list[Timeline], drop: DropSpec | None, options: StallOpti
         warnings=warnings, n_events=m.n_events, replay_s=replay_s,
         max_model_error_pct=max((abs(r.model_error_pct) for r in res_ranks), default=0.0),
         predicted=keep)
-
-
-def whatif_analysis(drop: DropSpec | None = None, *, max_events: int | None = None,
-                    cache_key: str | None = None, keep_predicted: bool = False
-                    ) -> AnalysisSpec:
-    """:func:`whatif` as a run-level analysis of a report:
-    ``analyze(paths, run=[whatif_analysis()])`` puts its result in ``Report.run["whatif"]``.
-    Its rounds can run where the ranks are read (``in_rounds``: ``whatif.rounds``).
-    ``max_events``: its limit in one process (``AnalysisSpec.max_events``); ``cache_key``:
-    what its result is cached under (default: its drop rule); ``keep_predicted``: with the
-    predicted timelines (``--trace-out``; in one process only, never cached)."""
-    drop = drop or DropSpec()
-
-    def run(timelines: list[Timeline], options: StallOptions,
-            ranks: list[RankResult] | None) -> WhatIfResult:
-        return whatif(timelines, drop, options, ranks=ranks, keep_predicted=keep_predicted)
-
-    return AnalysisSpec(name="whatif", label="what-if", run=run,
-                        cache_key=None if keep_predicted else cache_key or f"whatif {drop!r}",
-                        in_rounds=None if keep_predicted else WHATIF, drop=drop,
-                        max_events=max_events)

@@ -119,9 +119,9 @@ def _steps_span(rep: Report, off: dict[int, int], n: int) -> tuple[int, int, lis
 
 def _plan(w: TraceWriter, i: int, label: str, rep: Report, ask: TraceAsk) -> _Plan:
     """One run's processes, their windows and its metadata; nothing written yet."""
-    xr = rep.run.get("cross_rank")
+    xr = rep.run.get(CrossRankResult.key)
     xr = xr if isinstance(xr, CrossRankResult) else None
-    wi = rep.run.get("whatif")
+    wi = rep.run.get(WhatIfResult.key)
     wi = wi if isinstance(wi, WhatIfResult) else None
     off, rule = _offsets(xr)
     tls = {tl.rank: tl for tl in rep.timelines}
@@ -162,7 +162,7 @@ def _draw(pl: _Plan) -> None:
         overlay.draw_path(pl.procs, list(xr.ranks), xr.paths)
     if xr is not None and xr.matched is not None and pl.tls:
         overlay.draw_matched(pl.procs, pl.tls, {b.rank: b for b in xr.bubbles}, xr.matched)
-    wi = pl.rep.run.get("whatif")
+    wi = pl.rep.run.get(WhatIfResult.key)
     name = _predicted_name(wi) if isinstance(wi, WhatIfResult) else ""
     for p, pred in pl.predicted:
         p.w.process(p.pid, f"{who}rank {pred.rank} (predicted, {name})", p.pid)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.scale import placement, run_level
 from profplug.analyzers.scale.dispatch import FileResult
 from profplug.analyzers.whatif import rounds
+from profplug.analyzers.whatif.result import WhatIfResult
 from reference import Spy, one_process
 
 TIMES = re.compile(r'"(replay_s|analysis_s)": [0-9.eE+-]+')
@@ -52,8 +54,8 @@ def test_the_parts_on_the_workers_give_the_report_made_in_one_process(
     # and no timeline reached the client: every rank came back as its facts, then its part
     assert spy.first and spy.second
     assert all(not r.timelines for r in spy.first + spy.second)
-    assert sorted(f.rank for r in spy.first for f in r.extra) == list(range(8))  # type: ignore[attr-defined]
-    assert sorted(rk for r in spy.second for rk, *_ in r.extra) == list(range(8))  # type: ignore[attr-defined]
+    assert sorted(v.rank for r in spy.first for v in r.values) == list(range(8))
+    assert sorted(v.rank for r in spy.second for v in r.values) == list(range(8))
     # the second round loaded each file from the report's scratch cache, removed after
     assert all(r.cached for r in spy.second)
     assert not any(p.name.startswith("profplug-scratch-") for p in tmp_path.iterdir())
@@ -74,8 +76,10 @@ def test_the_whatif_on_the_workers_gives_the_report_made_in_one_process(
     assert there.run["whatif"].ranks[0].saving_us > 0
     assert report_json(there) == report_json(here)
     assert all(not r.timelines for r in spy.first + spy.second)
-    assert all(f.whatif.rec.n for r in spy.first for f in r.extra)  # type: ignore[attr-defined]
-    assert sorted(w.rank for r in spy.second for _, _, w, _ in r.extra) == list(range(8))  # type: ignore[attr-defined]
+    assert all(v.value.value.parts[WhatIfResult.key].value.rec.n
+               for r in spy.first for v in r.values)
+    assert sorted(v.value.value.rank for r in spy.second for v in r.values
+                  if v.name == WhatIfResult.key) == list(range(8))
 
 
 def test_a_drop_at_on_the_workers_is_resolved_over_every_rank_then_replayed_there(
@@ -92,8 +96,8 @@ def test_a_drop_at_on_the_workers_is_resolved_over_every_rank_then_replayed_ther
     assert all(r.dropped_calls for r in there.run["whatif"].ranks)
     # the first round counted each rank's sync call sites and made no reduction; the
     # reductions came in a round of their own, then the parts; no timeline travelled
-    first = [f for r in spy.first for f in r.extra]  # type: ignore[attr-defined]
-    assert all(f.sites and f.whatif is None for f in first) and len(first) == 8
+    first = [v.value.value.parts[WhatIfResult.key].value for r in spy.first for v in r.values]
+    assert all(isinstance(f, Counter) and f for f in first) and len(first) == 8
     assert all(not r.timelines for r in spy.first + spy.second)
     assert len(spy.second) == 2 * len(run8)
 

@@ -20,7 +20,7 @@ from profplug.cli.main import main
 
 # what fails -> (the attribute to plant it in, the name its warning line gives it)
 PLANTS = {
-    "whatif": ("profplug.analyzers.report.registry.whatif", "what-if failed"),
+    "whatif": ("profplug.analyzers.whatif.analysis.whatif", "what-if failed"),
     "cross_rank": ("profplug.analyzers.crossrank.analysis.cross_rank",
                    "cross-rank analysis failed"),
     "callsites": ("profplug.analyzers.stalls.detail.enclosing", "call sites failed"),

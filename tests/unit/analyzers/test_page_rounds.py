@@ -15,6 +15,7 @@ from profplug.analyzers.commands import report
 from profplug.analyzers.commands.report import run_report
 from profplug.analyzers.crossrank import lanes
 from profplug.analyzers.crossrank.lanes import LaneRow
+from profplug.analyzers.crossrank.result import CrossRankResult
 from profplug.analyzers.render import timeline_data
 from profplug.analyzers.report.analysis import analyze
 from profplug.analyzers.report.registry import report_analyses
@@ -92,7 +93,8 @@ def test_a_page_of_a_big_run_holds_no_timeline_and_is_the_page_made_in_one_proce
     assert max(int(np.unique(s.gaps.device, return_counts=True)[1].max())
                for s in stalls) == 13
     # the second round sent each rank's swimlane row, and no stall analysis
-    rows = [row for r in spy.second for *_, row in r.extra]  # type: ignore[attr-defined]
+    rows = [v.value.value[1] for r in spy.second for v in r.values  # type: ignore[union-attr]
+            if v.name == CrossRankResult.key]
     assert len(rows) == 8 and all(isinstance(x, LaneRow) for x in rows)
     assert not any(r.stalls for r in spy.second)
 

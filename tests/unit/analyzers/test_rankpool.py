@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -28,13 +29,12 @@ def plain(x: Any) -> Any:
 
 
 LOG: list[Path] = []  # where _spy writes the analyzing process's pid
-_REAL = dispatch._one
 
 
-def _spy(args: tuple[int, StallOptions]) -> dispatch.RankResult:
+def _spy(tl: Any, opt: StallOptions) -> dispatch.RankResult:
     with open(LOG[0], "a") as f:
         f.write(f"{os.getpid()}\n")
-    return _REAL(args)
+    return analyze_rank(tl, opt)
 
 
 def test_forked_ranks_equal_in_process_ranks(monkeypatch: pytest.MonkeyPatch,
@@ -46,7 +46,7 @@ def test_forked_ranks_equal_in_process_ranks(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(dispatch, "PARALLEL_MIN_ROWS", 0)
     LOG.clear()
     LOG.append(tmp_path / "pids")
-    monkeypatch.setattr(dispatch, "_one", _spy)
+    monkeypatch.setattr(dispatch, "analyze_rank", _spy)
     # when they are analyzed with two jobs
     forked = [plain(asdict(r)) for r in dispatch.analyze_ranks(tls, opt, jobs=2)]
     # then the work ran elsewhere and every field is the same
@@ -54,3 +54,20 @@ def test_forked_ranks_equal_in_process_ranks(monkeypatch: pytest.MonkeyPatch,
     assert len(pids) == 2 and os.getpid() not in pids
     assert len(forked) == 2 and forked == serial
     assert [r["rank"] for r in forked] == [0, 1]
+
+
+def _dies_on_rank1(tl: Any, opt: StallOptions) -> dispatch.RankResult:
+    if tl.rank == 1:
+        os._exit(9)  # as a process killed for memory
+    return analyze_rank(tl, opt)
+
+
+def test_a_forked_rank_whose_process_dies_breaks_the_pool(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # given the two-rank export, forked, and rank 1's process dying
+    tls = load_timelines([SAMPLE], jobs=1)
+    monkeypatch.setattr(dispatch, "PARALLEL_MIN_ROWS", 0)
+    monkeypatch.setattr(dispatch, "analyze_rank", _dies_on_rank1)
+    # then the caller hears it as a broken pool (a local task is then retried alone)
+    with pytest.raises(BrokenProcessPool, match="died"):
+        dispatch.analyze_ranks(tls, StallOptions(), jobs=2)

@@ -11,14 +11,13 @@ from pathlib import Path
 import pytest
 from profplug.analyzers.readers import cache
 from profplug.analyzers.readers.base import ReadOptions
-from profplug.analyzers.report import registry
 from profplug.analyzers.report.analysis import analyze
 from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.scale import dispatch, result_cache
 from profplug.analyzers.scale.load import load_ranks
 from profplug.analyzers.stalls.rank import StallOptions
 from profplug.analyzers.steps.rule import DEFAULT_STEPS
-from profplug.analyzers.whatif import DropSpec
+from profplug.analyzers.whatif import DropSpec, analysis
 from reference import report_json
 
 
@@ -26,13 +25,13 @@ from reference import report_json
 def whatifs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The what-ifs really run (their number of ranks), through the report's default one."""
     seen: list[int] = []
-    real = registry.whatif_if_cheap
+    real = analysis.whatif_if_cheap
 
-    def counting(timelines, options, drop=None, ranks=None, keep_predicted=False):  # type: ignore[no-untyped-def]
+    def counting(timelines, options, drop, max_events, ranks=None, keep_predicted=False):  # type: ignore[no-untyped-def]
         seen.append(len(timelines))
-        return real(timelines, options, drop, ranks, keep_predicted)
+        return real(timelines, options, drop, max_events, ranks, keep_predicted)
 
-    monkeypatch.setattr(registry, "whatif_if_cheap", counting)
+    monkeypatch.setattr(analysis, "whatif_if_cheap", counting)
     return seen
 
 

@@ -110,7 +110,7 @@ class Run:
         non-blocking (``rank(r).recorded_us``, ``.predicted_us``, per step in us; the band in
         %). A ProfplugError when the report has none (``open_run(..., whatif=True)`` forces
         it on a big run; a run without GPU work has none)."""
-        res = self.report().run.get("whatif")
+        res = self.report().run.get(WhatIfResult.key)
         if not isinstance(res, WhatIfResult):
             raise ProfplugError(f"no what-if for {self.label}: " + _why(self.report(), "what-if"))
         return res
@@ -119,7 +119,7 @@ class Run:
         """The cross-rank analysis of the report: bubbles, critical path and drain (times in
         ns; docs/crossrank.md). A ProfplugError when the report has none (one rank, ranks
         that cannot be joined, or ``cross_rank=False``)."""
-        res = self.report().run.get("cross_rank")
+        res = self.report().run.get(CrossRankResult.key)
         if not isinstance(res, CrossRankResult):
             raise ProfplugError(f"no cross-rank analysis for {self.label}: "
                                 + _why(self.report(), "cross-rank"))

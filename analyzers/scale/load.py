@@ -247,8 +247,8 @@ def load_ranks(paths: PathsLike, *, read: ReadOptions | None = None,
         for first in (timelines[:1], stalls[:1]):
             for x in first:
                 x.warnings.append(line)
-    keys = [r.key for r in results]
-    whole = len(results) == len(files) and not lost and all(keys)
+    keys = [r.key for r in results if r.key]
+    whole = len(results) == len(files) and not lost and len(keys) == len(results)
     by_path = {str(t.path): t for t in tasks}
     values: dict[str, dict[int, Outcome]] = {}
     task_of: dict[int, RankTask] = {}
@@ -256,7 +256,7 @@ def load_ranks(paths: PathsLike, *, read: ReadOptions | None = None,
         for v in r.values:
             values.setdefault(v.name, {})[v.rank] = v.value
             task_of[v.rank] = by_path[r.path]
-    return LoadedRanks(stalls, timelines, lost, keys if whole else None,  # type: ignore[arg-type]
+    return LoadedRanks(stalls, timelines, lost, keys if whole else None,
                        opt.cache_dir, values, task_of, sum(r.n_events for r in results),
                        _parts_by_rank(results, [name for name, _, _ in parts]))
 

@@ -124,7 +124,7 @@ def test_one_source_says_nothing_of_clocks(tmp_path) -> None:
     assert not [w for w in rep.warnings if "clocks cannot be compared" in w]
 
 
-def _refuses(error: type[ProfplugError]):  # type: ignore[no-untyped-def]
+def _refuses(error: type[ProfplugError]):
     def run(timelines: object, options: object, ranks: object) -> None:
         raise error("aligner: ranks 0 and 1 cannot share an axis")
     return run

@@ -88,7 +88,7 @@ def test_the_front_objects_report_is_the_clis(device_run: profplug.analyzers.Run
     assert device_run.headline == cli["headline"]
     # the DataFrame's figures are the JSON's, per rank
     frame = device_run.stalls.set_index("rank")
-    for r in cli["ranks"]:  # type: ignore[attr-defined]
+    for r in cli["ranks"]:
         assert frame.loc[r["rank"], "idle_us"] == pytest.approx(r["idle_us"], abs=5e-4)
         for cause, us in r["idle_by_cause_us"].items():
             assert frame.loc[r["rank"], f"{cause}_us"] == pytest.approx(us, abs=5e-4)

@@ -138,8 +138,8 @@ def test_a_part_lost_with_its_worker_leaves_one_warning(
         run8: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
     real = run_level.gather
 
-    def lose_rank3(tasks: list, backend: object) -> list[FileResult]:  # type: ignore[type-arg]
-        out = real(tasks, backend)  # type: ignore[arg-type]
+    def lose_rank3(tasks: list, backend: object) -> list[FileResult]:
+        out = real(tasks, backend)
         return [FileResult(r.path, 0, lost=f"{r.path}: the worker died twice")
                 if r.path.endswith("rank3.json") else r for r in out]
 
@@ -176,9 +176,9 @@ def test_a_trace_gone_before_the_second_round_leaves_one_warning(
         shutil.copy(f, tmp_path / f.name)
     real = run_level.gather
 
-    def gone(tasks: list, backend: object, **kw: object) -> list[FileResult]:  # type: ignore[type-arg]
+    def gone(tasks: list, backend: object, **kw: object) -> list[FileResult]:
         (tmp_path / "rank6.json").unlink()
-        return real(tasks, backend, **kw)  # type: ignore[arg-type]
+        return real(tasks, backend, **kw)
 
     monkeypatch.setattr(run_level, "gather", gone)
     rep = analyze([tmp_path], run=report_analyses(False), jobs=1, progress=False,

@@ -39,7 +39,7 @@ def test_a_report_matches_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     calls: list[int] = []
     real = matching._match
 
-    def counted(tls: list) -> matching.Matching:  # type: ignore[type-arg]
+    def counted(tls: list) -> matching.Matching:
         calls.append(len(tls))
         return real(tls)
 

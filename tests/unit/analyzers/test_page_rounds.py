@@ -93,7 +93,7 @@ def test_a_page_of_a_big_run_holds_no_timeline_and_is_the_page_made_in_one_proce
     assert max(int(np.unique(s.gaps.device, return_counts=True)[1].max())
                for s in stalls) == 13
     # the second round sent each rank's swimlane row, and no stall analysis
-    rows = [v.value.value[1] for r in spy.second for v in r.values  # type: ignore[union-attr]
+    rows = [v.value.value[1] for r in spy.second for v in r.values
             if v.name == CrossRankResult.key]
     assert len(rows) == 8 and all(isinstance(x, LaneRow) for x in rows)
     assert not any(r.stalls for r in spy.second)

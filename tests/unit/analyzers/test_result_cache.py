@@ -27,7 +27,7 @@ def whatifs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     seen: list[int] = []
     real = analysis.whatif_if_cheap
 
-    def counting(timelines, options, drop, max_events, ranks=None, keep_predicted=False):  # type: ignore[no-untyped-def]
+    def counting(timelines, options, drop, max_events, ranks=None, keep_predicted=False):
         seen.append(len(timelines))
         return real(timelines, options, drop, max_events, ranks, keep_predicted)
 
@@ -37,7 +37,7 @@ def whatifs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 def _report(files: list[Path], store: Path | None, **kw: object) -> object:
     read = ReadOptions(cache_dir=None if store is None else str(store))
-    return analyze(files, read=read, run=report_analyses(None, **kw), jobs=1,  # type: ignore[arg-type]
+    return analyze(files, read=read, run=report_analyses(None, **kw), jobs=1,
                    progress=False, options=StallOptions())
 
 
@@ -52,8 +52,8 @@ def test_the_cached_rerun_serves_the_whatif_and_is_the_same(run4: list[Path], tm
     again = _report(run4, store)
     # then the what-if is not run again, and the JSON is the first one's, wall times included
     assert whatifs == [4, 4]
-    assert first.to_dict() == again.to_dict()  # type: ignore[attr-defined]
-    assert "whatif" in again.to_dict() and "cross_rank" in again.to_dict()  # type: ignore[attr-defined]
+    assert first.to_dict() == again.to_dict()
+    assert "whatif" in again.to_dict() and "cross_rank" in again.to_dict()
     # and the uncached path's, bar the wall times
     assert report_json(again) == report_json(plain)
     assert len(list(store.glob("run-*.json"))) == 1  # the what-if's; the cross-rank below
@@ -104,7 +104,7 @@ def test_a_damaged_entry_is_a_miss_and_is_rewritten(run4: list[Path], tmp_path: 
     assert got.cache_keys is not None and len(got.cache_keys) == 4
     cache = result_cache.ResultCache(store, got.cache_keys, (StallOptions(), DEFAULT_STEPS))
     (cheap,) = [a for a in report_analyses(None) if a.label == "what-if"]
-    assert cache.get(cheap).to_dict() == again.run["whatif"].to_dict()  # type: ignore[attr-defined]
+    assert cache.get(cheap).to_dict() == again.run["whatif"].to_dict()
     assert not list(store.glob(".profplug-tmp-*"))
 
 
@@ -133,11 +133,11 @@ def analyses(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     seen = {"analyzed": 0, "loaded": 0}
     real_analyze, real_load = dispatch.analyze_ranks, cache.load_entry
 
-    def analyze_counting(tls, options):  # type: ignore[no-untyped-def]
+    def analyze_counting(tls, options):
         seen["analyzed"] += len(tls)
         return real_analyze(tls, options)
 
-    def load_counting(entry, *source):  # type: ignore[no-untyped-def]
+    def load_counting(entry, *source):
         seen["loaded"] += 1
         return real_load(entry, *source)
 
@@ -166,7 +166,7 @@ def test_the_per_rank_report_reads_nothing_but_the_kept_analyses(
     assert analyses == {"analyzed": 4, "loaded": 4}
     plain = _per_rank(run4, None)
     assert report_json(again) == report_json(first) == report_json(plain)
-    for a, b in zip(again.ranks, plain.ranks, strict=True):  # type: ignore[attr-defined]
+    for a, b in zip(again.ranks, plain.ranks, strict=True):
         assert a.gaps.start_ns.dtype == b.gaps.start_ns.dtype
         assert (a.gaps.cause == b.gaps.cause).all() and (a.call_row == b.call_row).all()
 

@@ -9,7 +9,7 @@ the tests that use this module run, on one process, the local pool and a Dask cl
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import doc_recipes

@@ -17,7 +17,7 @@ from profplug.analyzers.ab.result import EXIT_NOT_REACHED
 from profplug.analyzers.render.registry import render_text
 from synth import AB_POLICIES, ab_result, ab_run, ab_runs
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def test_all_ok_gives_speedups_verdicts_and_exit_0() -> None:

@@ -15,7 +15,7 @@ from profplug.analyzers.ab import analyze_ab
 
 from profplug.cli.main import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 H200 = ROOT / "benchmarks" / "h200_2026-12-01" / "ab_round2"
 OLD = sorted([*ROOT.glob("sample_traces/ab_*/ab.json"),
               *ROOT.glob("benchmarks/whatif_grid_data/ab/*/ab.json")])

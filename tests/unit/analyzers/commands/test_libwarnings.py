@@ -12,7 +12,7 @@ from profplug.analyzers.commands.libwarnings import own_warnings
 
 from profplug.cli.main import main
 
-ALEXNET = Path(__file__).resolve().parents[1] / "data/public_traces/hta/critical_path/alexnet"
+ALEXNET = Path(__file__).resolve().parents[3] / "data/public_traces/hta/critical_path/alexnet"
 
 
 def test_a_library_warning_becomes_our_line(capfd: pytest.CaptureFixture[str]) -> None:

@@ -18,7 +18,7 @@ from synth import N_STEPS, KinetoTrace, write_run
 
 from profplug.cli.main import main
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 
 from profplug.cli.main import main
 
-SAMPLES = Path(__file__).resolve().parents[3] / "sample_traces"
+SAMPLES = Path(__file__).resolve().parents[4] / "sample_traces"
 DEV, EVT = SAMPLES / "pp2_infer_kineto" / "device", SAMPLES / "pp2_infer_kineto" / "event"
 AB = SAMPLES / "ab_h200_decode_loop"
 

@@ -20,7 +20,7 @@ from synth import write_run
 
 from profplug.cli.main import main
 
-SAMPLES = Path(__file__).resolve().parents[3] / "sample_traces"
+SAMPLES = Path(__file__).resolve().parents[4] / "sample_traces"
 
 
 def test_equal_steps_differ_beyond_the_floor() -> None:

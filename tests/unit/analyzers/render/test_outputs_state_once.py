@@ -13,7 +13,7 @@ import sample_cache
 
 from profplug.cli.main import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 DEVICE = ROOT / "sample_traces/pp2_infer_kineto/device"
 EVENT = ROOT / "sample_traces/pp2_infer_kineto/event"
 AB = ROOT / "sample_traces/ab_h200_decode_loop"

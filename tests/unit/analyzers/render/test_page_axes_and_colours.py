@@ -18,7 +18,7 @@ from profplug.analyzers.render.palette import COLORS, RANK_COLORS, rank_style, r
 
 from profplug.cli.main import main
 
-SAMPLES = Path(__file__).resolve().parents[3] / "sample_traces"
+SAMPLES = Path(__file__).resolve().parents[4] / "sample_traces"
 STEPS = np.array([7000.0, 7100, 6900, 7050, 7200, 6950, 7020, 385_000])
 
 

@@ -15,7 +15,7 @@ from profplug.analyzers.stalls.gaps import CAUSES
 
 from profplug.cli.main import main
 
-SAMPLES = Path(__file__).resolve().parents[3] / "sample_traces"
+SAMPLES = Path(__file__).resolve().parents[4] / "sample_traces"
 KEY = re.compile(r'<span class="key" data-key="([^"]+)" data-color="([^"]+)"><i style="'
                  r'background:([^"]+)">')
 PART = re.compile(r'fill="(#[0-9a-f]{6})" data-part="([^"]+)"')

@@ -19,7 +19,7 @@ from synth import KinetoTrace, write_run
 
 from profplug.cli.main import main
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 SITE = "recv_from_prev_pipeline_rank_ > sync.device"
 
 

@@ -13,7 +13,7 @@ from profplug.analyzers.scale import dispatch
 from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.stalls.rank import StallOptions, analyze_rank
 
-SAMPLE = (Path(__file__).resolve().parents[3] / "sample_traces" / "pp2_infer_nsys" / "event"
+SAMPLE = (Path(__file__).resolve().parents[4] / "sample_traces" / "pp2_infer_nsys" / "event"
           / "report.sqlite.gz")
 
 def plain(x: Any) -> Any:

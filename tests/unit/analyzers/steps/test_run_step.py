@@ -18,7 +18,7 @@ from profplug.analyzers.whatif import whatif, whatif_unprofiled
 
 from profplug.cli.main import main
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 SAMPLES = ROOT / "sample_traces"
 DEVICE = SAMPLES / "pp2_infer_kineto" / "device"
 EVENT = SAMPLES / "pp2_infer_kineto" / "event"

@@ -23,7 +23,7 @@ from profplug.analyzers.whatif.against import AgainstResult, against, call_name
 
 from profplug.cli.main import main
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 SEND, RECV = "send_to_next_pipeline_rank", "recv_from_prev_pipeline_rank_"
 WHERE = [f"before {RECV}", f"in {RECV}", f"after {RECV} (until {SEND})", f"in {SEND}",
          f"after {SEND}"]

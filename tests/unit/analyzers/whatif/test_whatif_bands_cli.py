@@ -11,7 +11,7 @@ import pytest
 
 from profplug.cli.main import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 TRACED = ROOT / "sample_traces/ab_h200_decode_loop/traced_device"
 EVENT = ROOT / "sample_traces/pp2_infer_kineto/event"
 

@@ -17,7 +17,7 @@ from profplug.analyzers.whatif.result import RankWhatIf
 from profplug.analyzers.whatif.unprofiled import UNPROFILED_BAND_PCT
 from synth import KinetoTrace
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 SHARED = ROOT.parent / "shared" / "traces" / "mcore_pp2_client"
 TWO_GPU = sorted(p.parent for p in (ROOT / "sample_traces").glob("pp2_*/**/device")
                  if (p.parent / "event").is_dir())

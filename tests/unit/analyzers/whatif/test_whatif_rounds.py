@@ -25,7 +25,7 @@ from profplug.analyzers.whatif.joined_replay import Link, Reduced, reduce, solve
 from profplug.analyzers.whatif.predict import _with
 from profplug.analyzers.whatif.result import WhatIfResult
 
-SAMPLES = Path(__file__).resolve().parents[3] / "sample_traces"
+SAMPLES = Path(__file__).resolve().parents[4] / "sample_traces"
 TIMES = re.compile(r'"replay_s": [0-9.eE+-]+')
 
 

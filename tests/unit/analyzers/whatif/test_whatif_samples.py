@@ -13,7 +13,7 @@ import sample_cache
 from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.whatif import whatif
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 SAMPLES = ROOT / "sample_traces"
 KINETO = (".json", ".json.gz")
 

@@ -290,7 +290,7 @@ def test_directory_with_report_and_export_reads_export_once(tmp_path: Path) -> N
 
 
 # ------------------------------------------------ real exports: threads and wait links
-SAMPLES = Path(__file__).resolve().parents[3] / "sample_traces"
+SAMPLES = Path(__file__).resolve().parents[5] / "sample_traces"
 REAL = SAMPLES / "pp2_infer_nsys" / "event" / "report.sqlite.gz"
 
 

@@ -18,7 +18,7 @@ from profplug.analyzers.graph.events import build_graph
 from profplug.analyzers.graph.model import _DELAYS, build_model
 from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.whatif.predict import whatif
-from profplug.analyzers.whatif.rounds import whatif_in_rounds
+from rounds_in_one_process import whatif_in_rounds
 
 
 def _timelines(tmp_path: Path, **spec: object) -> list[Timeline]:

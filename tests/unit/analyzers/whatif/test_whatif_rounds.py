@@ -24,6 +24,7 @@ from profplug.analyzers.whatif import DropSpec, joined_replay, rounds, whatif
 from profplug.analyzers.whatif.joined_replay import Link, Reduced, reduce, solve
 from profplug.analyzers.whatif.predict import _with
 from profplug.analyzers.whatif.result import WhatIfResult
+from rounds_in_one_process import whatif_in_rounds
 
 SAMPLES = Path(__file__).resolve().parents[4] / "sample_traces"
 TIMES = re.compile(r'"replay_s": [0-9.eE+-]+')
@@ -46,7 +47,7 @@ def test_the_parts_give_the_whatif_of_the_whole_run(spec: PipelineSpec, kinds: s
     tls = load_timelines(files, jobs=1, progress=False)
     drop = DropSpec(kinds=kinds)
     whole = whatif(tls, drop, ranks=analyze_timelines(tls).ranks)  # as a report runs it
-    parts = rounds.whatif_in_rounds(tls, drop)
+    parts = whatif_in_rounds(tls, drop)
     assert as_json(parts) == as_json(whole)
     assert any(r.saving_us > 0 for r in parts.ranks) == (spec.sync == "device")
 
@@ -55,7 +56,7 @@ def test_the_parts_give_the_whatif_of_the_whole_run(spec: PipelineSpec, kinds: s
                                     "h200_three_waits/nsys", "pp2_megatron_kineto/device"])
 def test_the_parts_give_the_whatif_of_a_real_run(sample: str) -> None:
     tls = load_timelines([SAMPLES / sample], jobs=1, progress=False)
-    assert as_json(rounds.whatif_in_rounds(tls)) == as_json(whatif(tls))
+    assert as_json(whatif_in_rounds(tls)) == as_json(whatif(tls))
 
 
 @pytest.mark.parametrize("sample, query, kinds", [
@@ -70,7 +71,7 @@ def test_the_parts_give_the_drop_at_whatif_of_a_real_run(sample: str, query: str
     drop = DropSpec(kinds=kinds, callsite=query)
     whole = whatif(tls, drop)
     assert whole.callsite is not None and query in whole.callsite
-    assert as_json(rounds.whatif_in_rounds(tls, drop)) == as_json(whole)
+    assert as_json(whatif_in_rounds(tls, drop)) == as_json(whole)
 
 
 def _without_annotations(tl: Timeline) -> Timeline:
@@ -84,7 +85,7 @@ def test_a_rank_without_a_policy_sync_drops_nothing_when_another_has_one() -> No
     tls = load_timelines([SAMPLES / "pp2_infer_kineto/device"], jobs=1, progress=False)
     tls[1] = _without_annotations(tls[1])
     assert [bool(policy_mask(t).any()) for t in tls] == [True, False]
-    whole, parts = whatif(tls), rounds.whatif_in_rounds(tls)
+    whole, parts = whatif(tls), whatif_in_rounds(tls)
     # then the policy rule stands (no fallback), rank 1 drops nothing, as in one process
     assert parts.drop == "policy" and parts.rank(1).dropped_calls == 0
     assert parts.rank(0).dropped_calls > 0
@@ -132,7 +133,7 @@ def test_the_solve_level_by_level_is_the_solve_on_lists(spec: PipelineSpec, tmp_
     # given a run whose joined graph is solved level by level (the path of many big ranks)
     files, _ = write(spec, tmp_path)
     tls = load_timelines(files, jobs=1, progress=False)
-    on_lists = as_json(rounds.whatif_in_rounds(tls))
+    on_lists = as_json(whatif_in_rounds(tls))
     seen: list[int] = []
     real = joined_replay.longest_path_by_levels
 
@@ -144,7 +145,7 @@ def test_the_solve_level_by_level_is_the_solve_on_lists(spec: PipelineSpec, tmp_
     monkeypatch.setattr(joined_replay, "LEVELS_MIN_RANKS", 0)
     monkeypatch.setattr(joined_replay, "longest_path_by_levels", levels)
     # then the result is the one on lists, and a contradictory pairing still is no solve
-    assert as_json(rounds.whatif_in_rounds(tls)) == on_lists and len(seen) == 2
+    assert as_json(whatif_in_rounds(tls)) == on_lists and len(seen) == 2
     test_a_cycle_across_the_reductions_is_not_solved()
     assert len(seen) == 4
 

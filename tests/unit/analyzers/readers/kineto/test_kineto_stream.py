@@ -14,6 +14,7 @@ from profplug.analyzers.readers import blocks
 from profplug.analyzers.readers.kineto import reader
 from profplug.analyzers.readers.kineto.decode import Event
 from profplug.analyzers.readers.kineto.stream import EventStream
+from profplug.analyzers.steps.rule import DEFAULT_STEPS
 from synth import KinetoTrace, mixed_trace
 
 
@@ -23,7 +24,9 @@ def _whole(path: Path) -> Timeline:
     doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
     events = [msgspec.convert(e, Event) for e in doc["traceEvents"]]
     header, _ = reader.header_from(doc)
-    return reader._to_timeline(path, header, events, file_index=0)
+    rows = reader._Rows()
+    rows.feed(events)
+    return rows.finish(path, header, 0, DEFAULT_STEPS)
 
 
 def _assert_same(a: Timeline, b: Timeline) -> None:

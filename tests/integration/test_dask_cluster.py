@@ -16,7 +16,6 @@ import added_analysis
 import cloudpickle
 import pytest
 from added_analysis import BY_RANK, added
-from pipeline_synth import PipelineSpec, write
 from profplug.analyzers.commands.report import run_report
 from profplug.analyzers.core.errors import ProfplugError
 from profplug.analyzers.readers.base import ReadOptions
@@ -30,6 +29,7 @@ from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.stalls.rank import StallOptions
 from profplug.analyzers.whatif import whatif
 from reference import one_process, page
+from synth import PipelineSpec, write_pipeline
 
 TIMES = re.compile(r'"(replay_s|analysis_s)": [0-9.eE+-]+')  # wall times inside the JSON
 
@@ -44,7 +44,7 @@ cloudpickle.register_pickle_by_value(added_analysis)
 
 @pytest.fixture(scope="module")
 def run16(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    files, _ = write(PipelineSpec(stages=4, tp=4, steps=3), tmp_path_factory.mktemp("p16"))
+    files, _ = write_pipeline(PipelineSpec(stages=4, tp=4, steps=3), tmp_path_factory.mktemp("p16"))
     return files
 
 

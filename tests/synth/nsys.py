@@ -5,8 +5,9 @@ schema reference"): StringIds, CUPTI_ACTIVITY_KIND_RUNTIME / KERNEL / MEMCPY / M
 SYNCHRONIZATION / CUDA_EVENT, NVTX_EVENTS, PROCESSES, ThreadNames, and the export metadata
 table (``EXPORT_META_DATA`` in 2022.x, ``META_DATA_EXPORT`` later).
 
-A :class:`NsysProcess` has the same recording methods as ``synth.KinetoTrace`` (runtime,
-gpu, launch, annotation, cuda_sync), so one scenario function can write both formats.
+A :class:`NsysProcess` records a process's events through the same methods as
+:class:`~synth.kineto.KinetoTrace` (:class:`synth.recorder.Recorder`), so one scenario
+function writes both formats.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def global_tid(pid: int, tid: int, vm: int = 0) -> int:
 
 @dataclass
 class NsysProcess:
-    """One process of the export; recording methods mirror ``synth.KinetoTrace``."""
+    """One process of the export; its recording methods are ``synth.recorder.Recorder``'s."""
 
     export: NsysExport
     pid: int
@@ -169,6 +170,10 @@ class NsysProcess:
 
     def rank_mark(self, rank: int, at: float = 0.0) -> None:
         self.mark(f"profplug.rank {rank}", at)
+
+    def write(self, path: Path) -> Path:
+        """The whole export this process belongs to, at ``path``."""
+        return self.export.write(path)
 
     def cuda_sync(self, kind: str, start: float, dur: float, stream: int = 7, device: int = 0,
                   corr: int = -1, wait_on_stream: int | None = None,
@@ -248,45 +253,3 @@ class NsysExport:
                 shutil.copyfileobj(src, dst)
             db_path.unlink()
         return path
-
-
-NCCL_SENDRECV = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
-
-
-def nsys_ring(path: Path, *, profplug_names: bool, compute: bool = False) -> Path:
-    """Three processes in one Nsight export at ``path``, a ring 0 -> 1 -> 2 -> 0 of one
-    send/recv each: described by profplug's NVTX ranges (peer in the name), or only by
-    NCCL's own NVTX ranges with their payload exported as JSON; ``compute``: a compute
-    kernel launched before each NCCL kernel. Rank 2's send (30) waits for rank 0's recv
-    (40); 0 -> 1 and 1 -> 2 start together."""
-    from profplug.analyzers.core import ranges
-
-    ex = NsysExport()
-    starts = {0: (10, 40), 1: (20, 10), 2: (30, 20)}  # rank: (send start, recv start)
-    for r in range(3):
-        p = ex.process(100 + r)
-        p.rank_mark(r)
-        for kind, peer, at, start in (("send", (r + 1) % 3, 0, starts[r][0]),
-                                      ("recv", (r - 1) % 3, 5, starts[r][1])):
-            end = max(start, starts[peer][1] if kind == "send" else starts[peer][0]) + 10
-            if compute:
-                p.launch(at, at + 1, 1.0)
-            if profplug_names:
-                base = ranges.SEND if kind == "send" else ranges.RECV
-                p.annotation(ranges.p2p_range(base, peer), at, 4, domain=1)
-            else:
-                p.annotation(f"nccl{kind.capitalize()}", at, 1, domain=2,
-                             json_text=f'{{"Peer rank": {peer}}}')
-            p.launch(at + 2, start, end - start, name=NCCL_SENDRECV, stream=20)
-    return ex.write(path)
-
-
-def sync_loop_export(path: Path, n: int = 5) -> Path:
-    """An export at ``path`` of one process: ``n`` steps of a 50 us kernel and a device-wide
-    synchronize (``synth.sync_loop`` as Nsight records it)."""
-    ex = NsysExport()
-    p = ex.process()
-    for k in range(n):
-        p.launch(100.0 * k, 100.0 * k + 2, 50.0)
-        p.runtime("cudaDeviceSynchronize", 100.0 * k + 3, 60.0)
-    return ex.write(path)

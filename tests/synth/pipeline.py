@@ -1,4 +1,5 @@
-"""Synthetic N-stage pipeline decode loops (Kineto, one trace per rank) with exact answers.
+"""Synthetic N-stage pipeline decode loops (one trace per rank, Kineto or Nsight:
+``PipelineSpec.fmt``) with exact answers.
 
 Every rank runs, per step: recv from the previous stage (stage 0: the token from the last
 stage, from step 1 on), ``layers`` compute kernels, send to the next stage (the last stage
@@ -23,9 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from profplug.analyzers.core import ranges
-from synth import KinetoTrace
 
-NCCL = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
+from synth.kineto import KinetoTrace
+from synth.nsys import NsysProcess
+from synth.recorder import SUFFIX, Format, rank_trace
+from synth.scenarios import NCCL
+
 ALL_REDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 COMPUTE_STREAM, NCCL_STREAM = 7, 20
 
@@ -50,6 +54,7 @@ class PipelineSpec:
     slow_host_stage: int | None = None  # this stage's host takes slow_factor x per launch
     after_send_us: float = 0.0  # extra host work after each send of rank after_send_rank
     after_send_rank: int = 0
+    fmt: Format = "kineto"  # nsys: one export per rank (tp = 1: no record_param_comms there)
 
 
 @dataclass
@@ -84,7 +89,7 @@ class _Pending:
 class _Rank:
     def __init__(self, rank: int, spec: PipelineSpec) -> None:
         self.rank, self.spec = rank, spec
-        self.t = KinetoTrace(rank=rank, pid=1000 + rank)
+        self.t = rank_trace(spec.fmt, rank, 1000 + rank)
         self.h = 0.0  # host
         self.g = 0.0  # compute stream ready
         self.n = 0.0  # NCCL stream ready
@@ -122,6 +127,7 @@ class _Rank:
                                    "Process Group Ranks": str(group), "Rank": 0}
         if self.spec.coll_seq:
             args["Seq"] = seq
+        assert isinstance(self.t, KinetoTrace), "an all-reduce is described in Kineto only"
         self.t.cpu_op("record_param_comms", self.h, 1.0, args)
         p = self.post("allreduce", -1)
         self.h += 8.0
@@ -165,7 +171,7 @@ class _Rank:
             self.h += sp.after_send_us
 
 
-def pipeline(spec: PipelineSpec) -> tuple[list[KinetoTrace], list[Truth]]:
+def pipeline(spec: PipelineSpec) -> tuple[list[KinetoTrace | NsysProcess], list[Truth]]:
     """The traces of every rank and the exact answers (see the module docstring)."""
     n, tp = spec.stages, spec.tp
     rs = [_Rank(r, spec) for r in range(n * tp)]
@@ -212,7 +218,9 @@ def pipeline(spec: PipelineSpec) -> tuple[list[KinetoTrace], list[Truth]]:
     return [r.t for r in rs], [r.truth for r in rs]
 
 
-def write(spec: PipelineSpec, out: Path) -> tuple[list[Path], list[Truth]]:
+def write_pipeline(spec: PipelineSpec, out: Path) -> tuple[list[Path], list[Truth]]:
+    """Every rank's trace, ``out/rank<r>.json`` (or ``.sqlite``), and the exact answers."""
     traces, truth = pipeline(spec)
     out.mkdir(parents=True, exist_ok=True)
-    return [t.write(out / f"rank{t.rank}.json") for t in traces], truth
+    suffix = SUFFIX[spec.fmt]
+    return [t.write(out / f"rank{r}{suffix}") for r, t in enumerate(traces)], truth

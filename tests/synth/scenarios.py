@@ -1,109 +1,23 @@
-"""Synthetic inputs with exactly known answers (times in us), and the checks made on them:
-the one module the tests share their inputs through (no test module imports another).
-
-- :class:`KinetoTrace`: a Kineto trace built event by event;
-- the scenarios several test modules share, each a function of its own: ``mixed_trace``
-  (one gap of each host cause), ``sync_loop`` (kernels and device-wide synchronizes, no
-  step ranges), ``run_folder`` (a sync loop in a ``profplug run`` folder beside its
-  run.json), ``write_run`` / ``build_rank`` (compare's device-sync and event-sync runs of
-  two ranks), ``planted_trace`` (one planted long step), ``two_ranks`` (a send and its
-  recv, for the what-if), ``nested`` (host calls nested in others);
-- ``ab_runs`` / ``ab_result`` and ``ab_run``: ``profplug ab``'s run records (what ab.json
-  holds) and their analysis;
-- ``analyze_traces`` / ``check_sums`` (the sum rule every report keeps) and ``one_error``
-  (a command's stderr is one error line).
-"""
+"""The scenarios several test modules share, each a function of its own (times in us, the
+answers worked out by hand in each docstring): ``mixed_trace`` (one gap of each host cause),
+``sync_loop`` / ``sync_loop_export`` (kernels and device-wide synchronizes, no step ranges;
+Kineto / Nsight), ``run_folder`` (a sync loop in a ``profplug run`` folder beside its
+run.json), ``write_run`` / ``build_rank`` (compare's device-sync and event-sync runs of two
+ranks), ``planted_trace`` (one planted long step), ``two_ranks`` (a send and its recv, for the
+what-if), ``nested`` (host calls nested in others), ``nsys_ring`` (three ranks of one Nsight
+export in a ring)."""
 
 from __future__ import annotations
 
-import gzip
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from profplug.analyzers.ab import AbResult
-    from profplug.analyzers.report.analysis import Report
+from synth.kineto import KinetoTrace
+from synth.nsys import NsysExport
+from synth.recorder import Recorder
 
-BASE_NS = 1_764_000_000_000_000_000
-
-
-@dataclass
-class KinetoTrace:
-    rank: int | None = 0
-    epoch_us: bool = False  # older torch: integer epoch microseconds, no base
-    pid: int = 4242
-    events: list[dict[str, Any]] = field(default_factory=list)
-    _corr: int = 100
-
-    def _ts(self, us: float) -> float | int:
-        if self.epoch_us:
-            return int(BASE_NS // 1000 + us)
-        return us
-
-    def next_corr(self) -> int:
-        self._corr += 1
-        return self._corr
-
-    def runtime(self, name: str, start: float, dur: float, tid: int = 1,
-                corr: int | None = None, cat: str = "cuda_runtime") -> int:
-        corr = self.next_corr() if corr is None else corr
-        self.events.append({"ph": "X", "cat": cat, "name": name, "pid": self.pid,
-                            "tid": tid, "ts": self._ts(start), "dur": dur,
-                            "args": {"correlation": corr}})
-        return corr
-
-    def gpu(self, start: float, dur: float, name: str = "gemm_kernel", stream: int = 7,
-            device: int = 0, corr: int = -1, cat: str = "kernel") -> None:
-        self.events.append({"ph": "X", "cat": cat, "name": name, "pid": device,
-                            "tid": stream, "ts": self._ts(start), "dur": dur,
-                            "args": {"device": device, "stream": stream, "correlation": corr}})
-
-    def launch(self, at: float, start: float, dur: float, name: str = "gemm_kernel",
-               stream: int = 7, device: int = 0, tid: int = 1, api_dur: float = 1.0) -> int:
-        """A cudaLaunchKernel at host time ``at`` and its kernel at GPU time ``start``."""
-        corr = self.runtime("cudaLaunchKernel", at, api_dur, tid=tid)
-        self.gpu(start, dur, name, stream, device, corr)
-        return corr
-
-    def annotation(self, name: str, start: float, dur: float, tid: int = 1) -> None:
-        self.events.append({"ph": "X", "cat": "user_annotation", "name": name,
-                            "pid": self.pid, "tid": tid, "ts": self._ts(start), "dur": dur})
-
-    def cpu_op(self, name: str, start: float, dur: float, args: dict[str, Any],
-               tid: int = 1) -> None:
-        """A ``cpu_op`` event (e.g. torch's ``record_param_comms`` with its args)."""
-        self.events.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": self.pid,
-                            "tid": tid, "ts": self._ts(start), "dur": dur, "args": args})
-
-    def cuda_sync(self, kind: str, start: float, dur: float, stream: int = 7, device: int = 0,
-                  corr: int = -1, wait_on_stream: int | None = None,
-                  wait_corr: int | None = None) -> None:
-        args: dict[str, Any] = {"cuda_sync_kind": kind, "stream": stream, "device": device,
-                                "correlation": corr}
-        if wait_on_stream is not None:
-            args["wait_on_stream"] = wait_on_stream
-        if wait_corr is not None:
-            args["wait_on_cuda_event_record_corr_id"] = wait_corr
-        self.events.append({"ph": "X", "cat": "cuda_sync", "name": kind, "pid": device,
-                            "tid": stream, "ts": self._ts(start), "dur": dur, "args": args})
-
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"schemaVersion": 1, "deviceProperties": [],
-                             "traceEvents": self.events}
-        if self.rank is not None:
-            d["distributedInfo"] = {"backend": "nccl", "rank": self.rank, "world_size": 2}
-        if not self.epoch_us:
-            d["baseTimeNanoseconds"] = BASE_NS
-        return d
-
-    def write(self, path: Path) -> Path:
-        data = json.dumps(self.to_dict(), indent=1).encode()
-        if path.name.endswith(".gz"):
-            data = gzip.compress(data)
-        path.write_bytes(data)
-        return path
+NCCL = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
 
 
 def mixed_trace(epoch_us: bool = False) -> KinetoTrace:
@@ -120,25 +34,25 @@ def mixed_trace(epoch_us: bool = False) -> KinetoTrace:
     return t
 
 
-def check_sums(rep: Report) -> None:
-    """The invariants every report must satisfy."""
-    import pytest
-
-    for r in rep.ranks:
-        for d in r.devices:
-            g = d.gpu
-            assert sum(d.idle_by_cause_us.values()) == pytest.approx(g.idle_us, abs=1e-6)
-            assert g.busy_us + g.idle_us == pytest.approx(g.window_us, abs=1e-6)
-            assert g.compute_us + g.comm_us == pytest.approx(g.busy_us, abs=1e-6)
+def _loop(t: Recorder, n: int) -> None:
+    for k in range(n):
+        t.launch(100.0 * k, 100.0 * k + 2, 50.0)
+        t.runtime("cudaDeviceSynchronize", 100.0 * k + 3, 60.0)
 
 
 def sync_loop(path: Path, rank: int | None = 0, n: int = 10) -> Path:
     """``n`` steps of a 50 us kernel and a device-wide synchronize (no step ranges)."""
     t = KinetoTrace(rank=rank)
-    for k in range(n):
-        t.launch(100.0 * k, 100.0 * k + 2, 50.0)
-        t.runtime("cudaDeviceSynchronize", 100.0 * k + 3, 60.0)
+    _loop(t, n)
     return t.write(path)
+
+
+def sync_loop_export(path: Path, n: int = 5) -> Path:
+    """``sync_loop`` as Nsight records it: an export at ``path`` of one process (no rank
+    mark)."""
+    p = NsysExport().process()
+    _loop(p, n)
+    return p.write(path)
 
 
 def run_folder(tmp: Path) -> tuple[Path, Path]:
@@ -148,24 +62,6 @@ def run_folder(tmp: Path) -> tuple[Path, Path]:
     (run / "kineto").mkdir(parents=True)
     (run / "run.json").write_text(json.dumps({"world_size": 1, "note": "keep me"}))
     return run, sync_loop(run / "kineto" / "rank0.json")
-
-
-def one_error(capsys: Any) -> str:
-    """The command's stderr, which must be one ``profplug: error:`` line."""
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("profplug: error: "), err
-    return err[0]
-
-
-def analyze_traces(tmp: Path, *traces: KinetoTrace, tol_us: float = 2.0) -> Report:
-    """The report of ``traces`` (written to ``tmp/trace<i>.json``), its sum rule checked."""
-    from profplug.analyzers.report.analysis import analyze
-    from profplug.analyzers.stalls.rank import StallOptions
-
-    paths = [t.write(tmp / f"trace{i}.json") for i, t in enumerate(traces)]
-    rep = analyze(paths, StallOptions(tolerance_ns=round(tol_us * 1000)), jobs=1)
-    check_sums(rep)
-    return rep
 
 
 # ---------------------------------------------------------------- compare's two runs
@@ -187,7 +83,7 @@ def build_rank(kind: str, rank: int, kernel: str = "gemm_kernel",
                annotation: str = RECV, n_steps: int = N_STEPS, t0: float = 1000.0,
                tr: Any = None) -> Any:
     """One rank of the ``device`` or ``event`` run (above), recorded into ``tr`` (a
-    ``KinetoTrace`` by default; an ``nsys_synth.NsysProcess`` records the same)."""
+    ``KinetoTrace`` by default; any ``Recorder``)."""
     tr = KinetoTrace(rank=rank, pid=4000 + rank) if tr is None else tr
     p = PERIOD[kind]
     for k in range(n_steps):
@@ -251,7 +147,6 @@ def planted_trace(rank: int = 0, first: int = 0, planted: bool = True) -> Kineto
 
 
 # ---------------------------------------------------------------- the what-if's scenarios
-NCCL = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
 
 
 def two_ranks(tmp: Path, skew: float = 0.0) -> list[Path]:
@@ -283,8 +178,7 @@ def two_ranks(tmp: Path, skew: float = 0.0) -> list[Path]:
 
 
 def nested(t: Any, steps: int = 3) -> None:
-    """Steps of 100 us on one stream, recorded into ``t`` (a :class:`KinetoTrace` or an
-    ``nsys_synth.NsysProcess``): a cudaLaunchKernel [T, T+4] whose kernel (T+5..T+65) is
+    """Steps of 100 us on one stream, recorded into ``t`` (any ``Recorder``): a cudaLaunchKernel [T, T+4] whose kernel (T+5..T+65) is
     launched by the driver call nested in it (cuLaunchKernelEx [T+1, T+3], same
     correlation); a cudaDeviceSynchronize [T+6, T+70] with a nested cuCtxSynchronize; host
     work until T+100."""
@@ -298,55 +192,30 @@ def nested(t: Any, steps: int = 3) -> None:
         t.runtime("cuCtxSynchronize", T + 7, 62.0, cat="cuda_driver")
 
 
-# ---------------------------------------------------------------- ab's run records
-AB_POLICIES = ["device", "event", "none"]
-AB_MEANS = {"device": 2000.0, "event": 1000.0, "none": 990.0}
+def nsys_ring(path: Path, *, profplug_names: bool, compute: bool = False) -> Path:
+    """Three processes in one Nsight export at ``path``, a ring 0 -> 1 -> 2 -> 0 of one
+    send/recv each: described by profplug's NVTX ranges (peer in the name), or only by
+    NCCL's own NVTX ranges with their payload exported as JSON; ``compute``: a compute
+    kernel launched before each NCCL kernel. Rank 2's send (30) waits for rank 0's recv
+    (40); 0 -> 1 and 1 -> 2 start together."""
+    from profplug.analyzers.core import ranges
 
+    ex = NsysExport()
+    starts = {0: (10, 40), 1: (20, 10), 2: (30, 20)}  # rank: (send start, recv start)
+    for r in range(3):
+        p = ex.process(100 + r)
+        p.rank_mark(r)
+        for kind, peer, at, start in (("send", (r + 1) % 3, 0, starts[r][0]),
+                                      ("recv", (r - 1) % 3, 5, starts[r][1])):
+            end = max(start, starts[peer][1] if kind == "send" else starts[peer][0]) + 10
+            if compute:
+                p.launch(at, at + 1, 1.0)
+            if profplug_names:
+                base = ranges.SEND if kind == "send" else ranges.RECV
+                p.annotation(ranges.p2p_range(base, peer), at, 4, domain=1)
+            else:
+                p.annotation(f"nccl{kind.capitalize()}", at, 1, domain=2,
+                             json_text=f'{{"Peer rank": {peer}}}')
+            p.launch(at + 2, start, end - start, name=NCCL, stream=20)
+    return ex.write(path)
 
-def ab_runs(rounds: int = 3, policies: list[str] = AB_POLICIES,
-            digests: dict[tuple[int, int], list[str]] | None = None,
-            failed: set[int] | tuple[int, ...] = (), steps: int = 20) -> list[dict[str, Any]]:
-    """The interleaved runs of ``rounds`` rounds, two ranks each, with step times at AB_MEANS
-    (+1% per round, +10 us on rank 1, +0..4 us by step) and the same digests, unless
-    ``digests[(run, rank)]`` replaces a rank's step digests; runs in ``failed`` failed."""
-    runs, k = [], 0
-    for r in range(rounds):
-        for p in policies:
-            ranks = []
-            for q in range(2):
-                base = AB_MEANS[p] * (1 + 0.01 * r) + 10 * q
-                times = [base + (i % 5) for i in range(steps)]
-                ranks.append({"rank": q, "status": "finished", "clock": "cuda_event",
-                              "requested_steps": steps, "step_us": times,
-                              "host_step_us": [x + 3 for x in times],
-                              "digest": "d", "digest_calls": 22,
-                              "step_digests": (digests or {}).get((k, q),
-                                                                  [f"{q}-{i}" for i in range(22)])})
-            bad = k in failed
-            runs.append({"index": k, "round": r, "policy": p,
-                         "status": "failed" if bad else "ok", "exit_status": 1 if bad else 0,
-                         "reasons": ["rank 1: exception: RuntimeError: boom"] if bad else [],
-                         "ranks": ranks})
-            k += 1
-    return runs
-
-
-def ab_result(runs: list[dict[str, Any]], rounds: int = 3, policies: list[str] = AB_POLICIES,
-              **kw: Any) -> AbResult:
-    """``analyze_ab`` of ``runs`` as ``profplug ab`` would (2 steps skipped of 20)."""
-    from profplug.analyzers.ab import analyze_ab
-
-    return analyze_ab(runs, policies=policies, rounds=rounds, skip=2, steps=20,
-                      command=["torchrun", "job.py"], **kw)
-
-
-def ab_run(k: int, rnd: int, label: str, step_us: list[float], pos: int = 0,
-           counts: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
-    """Run ``k`` of round ``rnd`` (policy ``label``, at ``pos`` in its round): one rank,
-    its steps from 20 on; ``counts``: the policies' reach counters (``policy_counts``)."""
-    rank: dict[str, Any] = {"rank": 0, "status": "finished", "clock": "host",
-                            "first_step": 20, "step_us": step_us}
-    if counts is not None:
-        rank["policy_counts"] = counts
-    return {"index": k, "round": rnd, "policy": label, "status": "ok", "exit_status": 0,
-            "reasons": [], "position": pos, "ranks": [rank], **extra}

@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pipeline_synth import PipelineSpec, write
 from profplug.analyzers.readers import registry
+from synth import PipelineSpec, write_pipeline
 
 
 @pytest.fixture
 def run4(tmp_path: Path) -> list[Path]:
-    files, _ = write(PipelineSpec(stages=4, steps=3), tmp_path / "traces")
+    files, _ = write_pipeline(PipelineSpec(stages=4, steps=3), tmp_path / "traces")
     return files
 
 

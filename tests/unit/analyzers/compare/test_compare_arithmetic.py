@@ -13,13 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import sample_cache
-from nsys_synth import NsysExport
 from profplug.analyzers.compare.noise import ns, rank_step_ns, shown_diff_us
 from profplug.analyzers.compare.reports import Comparison, compare
 from profplug.analyzers.render.registry import render
 from profplug.analyzers.report.analysis import Report, analyze
 from sample_cache import SAMPLES
-from synth import BASE_NS, build_rank, write_run
+from synth import BASE_NS, NsysExport, build_rank, write_run
 
 MCORE = Path("/work/shared/traces/mcore_pp2_client")
 NUM = r"([+-]?[\d,]+\.\d)"

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from pipeline_synth import PipelineSpec, Truth, write
 from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.crossrank import cross_rank
 from profplug.analyzers.graph.matching import (
@@ -21,10 +20,11 @@ from profplug.analyzers.graph.matching import (
     match,
 )
 from profplug.analyzers.scale.load import load_timelines
+from synth import PipelineSpec, Truth, write_pipeline
 
 
 def _run(tmp: Path, spec: PipelineSpec) -> tuple[list[Timeline], list[Truth]]:
-    paths, truth = write(spec, tmp)
+    paths, truth = write_pipeline(spec, tmp)
     return load_timelines(paths, jobs=1, progress=False), truth
 
 
@@ -36,6 +36,11 @@ SPECS = {
     "pp3-event-old-names": PipelineSpec(stages=3, sync="event", peer_in_name=False),
     "tp2xpp4-device": PipelineSpec(stages=4, tp=2, sync="device"),
     "tp2xpp3-event-noseq": PipelineSpec(stages=3, tp=2, sync="event", coll_seq=False),
+    # the same pipelines as Nsight records them (one export per rank): the same answers
+    "pp4-device-nsys": PipelineSpec(stages=4, sync="device", fmt="nsys"),
+    "pp8-event-slow-nsys": PipelineSpec(stages=8, sync="event", slow_stage=2, fmt="nsys"),
+    "pp3-event-old-names-nsys": PipelineSpec(stages=3, sync="event", peer_in_name=False,
+                                             fmt="nsys"),
 }
 
 
@@ -156,9 +161,9 @@ def test_drain_lead_collapses_after_device_syncs(tmp_path: Path) -> None:
 
 
 def _nsys_ring(tmp: Path, *, profplug_names: bool) -> list[Timeline]:
-    """``nsys_synth.nsys_ring`` read back: three ranks of one Nsight export in a ring."""
-    from nsys_synth import nsys_ring
+    """``synth.nsys_ring`` read back: three ranks of one Nsight export in a ring."""
     from profplug.analyzers.readers.nsys.reader import read_nsys
+    from synth import nsys_ring
 
     return read_nsys(nsys_ring(tmp / "ring.sqlite", profplug_names=profplug_names))
 

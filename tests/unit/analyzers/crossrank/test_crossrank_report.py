@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-from pipeline_synth import PipelineSpec, write
 from profplug.analyzers import (
     analyze,
     bubbles_frame,
@@ -18,7 +17,7 @@ from profplug.analyzers import (
 )
 from profplug.analyzers.crossrank.critical import CATEGORIES
 from profplug.analyzers.render.registry import render_text
-from synth import KinetoTrace
+from synth import KinetoTrace, PipelineSpec, write_pipeline
 
 from profplug.cli.main import main
 
@@ -27,7 +26,7 @@ SPEC = PipelineSpec(stages=4, steps=5, sync="device", slow_stage=2)
 
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Path:
-    write(SPEC, tmp_path / "run")
+    write_pipeline(SPEC, tmp_path / "run")
     return tmp_path / "run"
 
 

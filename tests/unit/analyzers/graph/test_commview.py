@@ -12,8 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import sample_cache
-from nsys_synth import nsys_ring
-from pipeline_synth import NCCL, PipelineSpec, write
 from profplug.analyzers.core import ranges
 from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.graph.commview import (
@@ -35,7 +33,7 @@ from profplug.analyzers.graph.matching import (
 )
 from profplug.analyzers.readers.nsys.reader import read_nsys
 from profplug.analyzers.scale.load import load_timelines
-from synth import KinetoTrace
+from synth import NCCL, KinetoTrace, PipelineSpec, nsys_ring, write_pipeline
 
 
 def differences(a: Matching, b: Matching) -> list[str]:
@@ -64,7 +62,7 @@ def check(tls: list[Timeline]) -> Matching:
 
 
 def _run(tmp: Path, spec: PipelineSpec) -> list[Timeline]:
-    paths, _ = write(spec, tmp)
+    paths, _ = write_pipeline(spec, tmp)
     return load_timelines(paths, jobs=1, progress=False)
 
 

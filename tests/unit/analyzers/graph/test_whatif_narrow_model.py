@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from pipeline_synth import PipelineSpec, write
 from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.graph import model
 from profplug.analyzers.graph.events import build_graph
@@ -19,10 +18,11 @@ from profplug.analyzers.graph.model import _DELAYS, build_model
 from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.whatif.predict import whatif
 from rounds_in_one_process import whatif_in_rounds
+from synth import PipelineSpec, write_pipeline
 
 
 def _timelines(tmp_path: Path, **spec: object) -> list[Timeline]:
-    paths, _ = write(PipelineSpec(**spec), tmp_path)  # type: ignore[arg-type]
+    paths, _ = write_pipeline(PipelineSpec(**spec), tmp_path)  # type: ignore[arg-type]
     return load_timelines([str(p) for p in paths], jobs=1, progress=False)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from nsys_synth import NsysExport
 from profplug.analyzers.core import ranges
 from profplug.analyzers.core.timeline import (
     COMM_COLL,
@@ -20,7 +19,7 @@ from profplug.analyzers.core.timeline import (
 from profplug.analyzers.readers.commops import from_range_name
 from profplug.analyzers.readers.kineto.reader import read_kineto
 from profplug.analyzers.readers.nsys.reader import read_nsys
-from synth import KinetoTrace
+from synth import KinetoTrace, NsysExport
 
 NCCL = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
 

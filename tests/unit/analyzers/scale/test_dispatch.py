@@ -8,7 +8,6 @@ import signal
 from pathlib import Path
 
 import pytest
-from pipeline_synth import PipelineSpec, write
 from profplug.analyzers.commands import report
 from profplug.analyzers.commands.report import run_report
 from profplug.analyzers.core.errors import TraceError
@@ -21,11 +20,12 @@ from profplug.analyzers.scale.load import load_ranks
 from profplug.analyzers.scale.progress import Progress
 from profplug.analyzers.stalls.rank import StallOptions
 from reference import report_json
+from synth import PipelineSpec, write_pipeline
 
 
 @pytest.fixture(scope="module")
 def run8(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    files, _ = write(PipelineSpec(stages=4, tp=2, steps=3), tmp_path_factory.mktemp("p8"))
+    files, _ = write_pipeline(PipelineSpec(stages=4, tp=2, steps=3), tmp_path_factory.mktemp("p8"))
     return files
 
 

@@ -15,7 +15,6 @@ import pytest
 from default_report import default_report
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from nsys_synth import NsysExport
 from profplug.analyzers import StallOptions, analyze
 from profplug.analyzers.core.classify import (
     DEVICE,
@@ -28,7 +27,7 @@ from profplug.analyzers.core.classify import (
 from profplug.analyzers.report.analysis import Report
 from profplug.analyzers.report.frames import gaps_frame
 from profplug.analyzers.scale.load import load_timelines
-from synth import KinetoTrace, check_sums
+from synth import KinetoTrace, NsysExport, check_sums
 
 from profplug.cli.main import main
 

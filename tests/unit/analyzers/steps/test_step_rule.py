@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nsys_synth import NsysExport
 from profplug.analyzers import analyze, whatif_paths
 from profplug.analyzers.core.errors import ProfplugError
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.steps.rule import StepRule
-from synth import KinetoTrace
+from synth import KinetoTrace, NsysExport
 
 from profplug.cli.main import main
 

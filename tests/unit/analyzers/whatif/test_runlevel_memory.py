@@ -11,17 +11,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 from numpy.lib.array_utils import byte_bounds
-from pipeline_synth import PipelineSpec, write
 from profplug.analyzers.graph import model, pathgraph
 from profplug.analyzers.graph.events import RUN, build_graph, dropped_graph
 from profplug.analyzers.graph.model import DROP_NONE, DropSpec, Model, build_model, replay_only
 from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.whatif import fixedpoint
 from profplug.analyzers.whatif.simulate import _recorded_times, replay, times_only
+from synth import PipelineSpec, write_pipeline
 
 
 def _timelines(tmp_path: Path):
-    paths, _ = write(PipelineSpec(stages=4, steps=6, layers=5), tmp_path)
+    paths, _ = write_pipeline(PipelineSpec(stages=4, steps=6, layers=5), tmp_path)
     return load_timelines([str(p) for p in paths], jobs=1, progress=False)
 
 

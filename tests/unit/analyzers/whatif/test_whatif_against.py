@@ -1,7 +1,7 @@
 """``whatif RUN --against OTHER`` (``whatif/against.py``): the prediction lined up with a
 measured run by call and step, per rank.
 
-The synthetic pair follows the model's own rules (``pipeline_synth``), so the device run's
+The synthetic pair follows the model's own rules (``synth.pipeline``), so the device run's
 dropped replay is the event run but for one thing worked out by hand: a send/recv range ends
 1 us before the host is free (``h - 1``), the host is free ``host_us`` = 10 us after the
 call's last API call, and that is the device run's ``cudaDeviceSynchronize`` at ``h0 + 8``
@@ -16,10 +16,10 @@ import json
 from pathlib import Path
 
 import pytest
-from pipeline_synth import PipelineSpec, write
 from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.whatif import whatif
 from profplug.analyzers.whatif.against import AgainstResult, against, call_name
+from synth import PipelineSpec, write_pipeline
 
 from profplug.cli.main import main
 
@@ -31,8 +31,8 @@ WHERE = [f"before {RECV}", f"in {RECV}", f"after {RECV} (until {SEND})", f"in {S
 
 def _pair(tmp_path: Path, after_send_us: float = 0.0, stages: int = 2) -> tuple[Path, Path]:
     dev, evt = tmp_path / "device", tmp_path / "event"
-    write(PipelineSpec(stages=2, steps=8, sync="device"), dev)
-    write(PipelineSpec(stages=stages, steps=8, sync="event", after_send_us=after_send_us), evt)
+    write_pipeline(PipelineSpec(stages=2, steps=8, sync="device"), dev)
+    write_pipeline(PipelineSpec(stages=stages, steps=8, sync="event", after_send_us=after_send_us), evt)
     return dev, evt
 
 

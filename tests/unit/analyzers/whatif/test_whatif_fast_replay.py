@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import profplug.analyzers.graph.longest_path
 import pytest
-from pipeline_synth import PipelineSpec, write
 from profplug.analyzers.graph.events import ANCHOR, CALL, LAUNCH, PEER, RUN, Graph, build_graph
 from profplug.analyzers.graph.model import build_model
 from profplug.analyzers.scale.load import load_timelines
@@ -19,10 +18,11 @@ from profplug.analyzers.whatif.fixedpoint import recorded_fixed_point
 from profplug.analyzers.whatif.simulate import _recorded_times, longest_path, replay
 from profplug.analyzers.whatif.streamruns import stream_runs
 from profplug.analyzers.whatif.visited import _fold
+from synth import PipelineSpec, write_pipeline
 
 
 def _pipeline(tmp_path: Path):
-    paths, _ = write(PipelineSpec(stages=4, steps=6, layers=5), tmp_path)
+    paths, _ = write_pipeline(PipelineSpec(stages=4, steps=6, layers=5), tmp_path)
     return build_model(load_timelines([str(p) for p in paths], jobs=1, progress=False))
 
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from nsys_synth import NsysExport
 from profplug.analyzers.graph.events import KINDS, build_graph, dropped_graph
 from profplug.analyzers.graph.longest_path import MIN_NS
 from profplug.analyzers.graph.model import DROP_NONE, DropSpec, build_model
@@ -23,7 +22,7 @@ from profplug.analyzers.render.whatif_table import render_whatif_table
 from profplug.analyzers.report.analysis import analyze_timelines
 from profplug.analyzers.whatif import whatif, whatif_analysis
 from profplug.analyzers.whatif.simulate import replay
-from synth import KinetoTrace, nested, two_ranks
+from synth import KinetoTrace, NsysExport, nested, two_ranks
 
 
 @pytest.mark.parametrize("fmt", ["kineto", "nsys"])

@@ -10,14 +10,13 @@ from pathlib import Path
 
 import pytest
 from default_report import default_report
-from nsys_synth import NsysExport
 from profplug.analyzers import whatif_paths
 from profplug.analyzers.core.errors import ProfplugError
 from profplug.analyzers.readers.kineto.reader import read_kineto
 from profplug.analyzers.readers.nsys.reader import read_nsys
 from profplug.analyzers.whatif import DropSpec
 from profplug.analyzers.whatif.peers import PEERS_MISSING
-from synth import KinetoTrace, write_run
+from synth import KinetoTrace, NsysExport, write_run
 
 from profplug.cli.main import main
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pipeline_synth import PipelineSpec, write
 from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.whatif import WhatIfResult, whatif
+from synth import PipelineSpec, write_pipeline
 
 
 def _whatif(tmp: Path, spec: PipelineSpec) -> WhatIfResult:
-    paths, _ = write(spec, tmp)
+    paths, _ = write_pipeline(spec, tmp)
     return whatif(load_timelines(paths, jobs=1, progress=False))
 
 

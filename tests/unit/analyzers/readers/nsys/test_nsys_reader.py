@@ -12,14 +12,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from nsys_synth import OPTIONAL, NsysExport, NsysProcess
 from profplug.analyzers import StallOptions, analyze
 from profplug.analyzers.core.errors import TraceError
 from profplug.analyzers.core.timeline import launch_times
 from profplug.analyzers.readers.nsys.reader import RULE_MARK, RULE_ORDER, read_nsys
 from profplug.analyzers.report.analysis import rank_dict
 from profplug.analyzers.stalls.rank import analyze_rank
-from synth import KinetoTrace, check_sums
+from synth import OPTIONAL, KinetoTrace, NsysExport, NsysProcess, check_sums
 
 Recorder = Any  # KinetoTrace or NsysProcess: same recording methods
 

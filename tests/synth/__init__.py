@@ -15,7 +15,7 @@ tests share (no test module imports another). Import every name from ``synth`` i
 """
 
 from synth.ab import AB_MEANS, AB_POLICIES, ab_result, ab_run, ab_runs
-from synth.checks import analyze_traces, check_sums, one_error
+from synth.checks import analyze_traces, api_is_top, check_sums, one_error
 from synth.kineto import BASE_NS, KinetoTrace
 from synth.nsys import OPTIONAL, NsysExport, NsysProcess
 from synth.pipeline import PipelineSpec, Truth, pipeline, write_pipeline
@@ -47,7 +47,7 @@ __all__ = [
     "AB_MEANS", "AB_POLICIES", "BASE_NS", "NCCL", "N_STEPS", "OPTIONAL", "PERIOD",
     "PLANTED_AT", "PLANTED_PERIOD", "PLANTED_RECV", "PLANTED_STALL", "PLANTED_STEPS", "RECV",
     "KinetoTrace", "NsysExport", "NsysProcess", "PipelineSpec", "Recorder", "Truth",
-    "ab_result", "ab_run", "ab_runs", "analyze_traces", "build_rank", "check_sums",
+    "ab_result", "ab_run", "ab_runs", "analyze_traces", "api_is_top", "build_rank", "check_sums",
     "mixed_trace", "nested", "nsys_ring", "one_error", "pipeline", "planted_step",
     "planted_trace", "rank_trace", "run_folder", "sync_loop", "sync_loop_export", "two_ranks",
     "write_pipeline", "write_run",

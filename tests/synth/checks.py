@@ -1,15 +1,19 @@
 """The checks made on synthetic inputs: ``check_sums`` (the sum rule every report keeps),
 ``analyze_traces`` (the report of some traces, its sum rule checked) and ``one_error`` (a
-command's stderr is one error line)."""
+command's stderr is one error line), ``api_is_top`` (which host calls no other call of
+their thread encloses)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from synth.kineto import KinetoTrace
 
 if TYPE_CHECKING:
+    from profplug.analyzers.core.timeline import Timeline
     from profplug.analyzers.report.analysis import Report
 
 
@@ -41,3 +45,8 @@ def analyze_traces(tmp: Path, *traces: KinetoTrace, tol_us: float = 2.0) -> Repo
     rep = analyze(paths, StallOptions(tolerance_ns=round(tol_us * 1000)), jobs=1)
     check_sums(rep)
     return rep
+
+
+def api_is_top(tl: Timeline) -> np.ndarray:
+    """Per API call of ``tl``, True when no other call of its thread encloses it."""
+    return tl.api_tops() == np.arange(tl.api_start_ns.size)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 from profplug.analyzers.core.timeline import Timeline, top_level
 from profplug.analyzers.readers.kineto.reader import read_kineto
-from synth import KinetoTrace
+from synth import KinetoTrace, api_is_top
 
 
 def test_top_level_by_hand() -> None:
@@ -34,8 +34,8 @@ def test_kineto_reader_fills_the_column(tmp_path: Path) -> None:
     tl = read_kineto(t.write(tmp_path / "r0.json"))
     assert tl.api_top.size == tl.api_start_ns.size == 3
     outer = int(np.flatnonzero(tl.api_start_ns == tl.api_start_ns.min())[0])
-    assert tl.api_is_top().sum() == 2
-    inner = int(np.flatnonzero(~tl.api_is_top())[0])
+    assert api_is_top(tl).sum() == 2
+    inner = int(np.flatnonzero(~api_is_top(tl))[0])
     assert tl.api_top[inner] == outer
 
 

@@ -67,14 +67,14 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--layers", type=int, default=40)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args(argv)
-    from synth import PipelineSpec, write_pipeline
+    from synth.pipeline import PipelineSpec, write
 
     print(f"{'ranks':>5} {'steps':>5} {'GPU ops':>9} {'API calls':>10} {'read s':>7} "
           f"{'cross-rank s':>12} {'report s':>8}  parts (facts/plan/parts/join s)")
     for n in args.stages:
         spec = PipelineSpec(stages=n, steps=args.steps, layers=args.layers, slow_stage=5 % n)
         with tempfile.TemporaryDirectory() as tmp:
-            paths, _ = write_pipeline(spec, Path(tmp))
+            paths, _ = write(spec, Path(tmp))
             t0 = time.perf_counter()
             tls = load_timelines(paths, jobs=1, progress=False)
             read_s = time.perf_counter() - t0

@@ -149,7 +149,7 @@ def cases(tmp: Path, runs: list[str]) -> list[dict[str, object]]:
     """The cases as plain data (name, trace paths, copies), written under ``tmp``."""
     if runs:
         return [{"name": Path(r).name, "paths": [r], "k": 1} for r in runs]
-    from synth import PipelineSpec, write_pipeline
+    from synth.pipeline import PipelineSpec, write
 
     for d in ("synthetic", "pp8", "pp16"):
         (tmp / d).mkdir()
@@ -157,7 +157,7 @@ def cases(tmp: Path, runs: list[str]) -> list[dict[str, object]]:
     out: list[dict[str, object]] = [{"name": f"synthetic x{k}", "paths": syn, "k": k}
                                     for k in (1, 2, 4)]
     for n in (8, 16):
-        paths, _ = write_pipeline(PipelineSpec(stages=n, steps=20, layers=16), tmp / f"pp{n}")
+        paths, _ = write(PipelineSpec(stages=n, steps=20, layers=16), tmp / f"pp{n}")
         out.append({"name": f"pipeline-{n}", "paths": [str(p) for p in paths], "k": 1})
     for r in SAMPLES:
         if (ROOT / "sample_traces" / r).is_dir():

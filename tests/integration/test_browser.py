@@ -183,9 +183,9 @@ def test_cross_rank_section_draws_its_plots(chromium: Any, tmp_path: Path) -> No
     # hostile annotation around one of rank 0's launches
     from profplug.analyzers.crossrank import cross_rank_analysis
     from profplug.analyzers.render.registry import render_text
-    from synth import PipelineSpec, write_pipeline
+    from synth.pipeline import PipelineSpec, write
 
-    paths, _ = write_pipeline(PipelineSpec(stages=4, steps=5, slow_stage=1), tmp_path / "run")
+    paths, _ = write(PipelineSpec(stages=4, steps=5, slow_stage=1), tmp_path / "run")
     doc = json.loads(paths[0].read_text())
     doc["traceEvents"].append({"ph": "X", "cat": "user_annotation", "name": HOSTILE,
                                "pid": 1000, "tid": 1, "ts": 0.0, "dur": 400.0})

@@ -29,7 +29,7 @@ from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.stalls.rank import StallOptions
 from profplug.analyzers.whatif import whatif
 from reference import one_process, page
-from synth import PipelineSpec, write_pipeline
+from synth.pipeline import PipelineSpec, write
 
 TIMES = re.compile(r'"(replay_s|analysis_s)": [0-9.eE+-]+')  # wall times inside the JSON
 
@@ -44,7 +44,7 @@ cloudpickle.register_pickle_by_value(added_analysis)
 
 @pytest.fixture(scope="module")
 def run16(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    files, _ = write_pipeline(PipelineSpec(stages=4, tp=4, steps=3), tmp_path_factory.mktemp("p16"))
+    files, _ = write(PipelineSpec(stages=4, tp=4, steps=3), tmp_path_factory.mktemp("p16"))
     return files
 
 

@@ -17,7 +17,8 @@ from profplug.analyzers.readers.clocks import EPOCH, align, clock_of
 from profplug.analyzers.report.analysis import analyze
 from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.scale.load import load_timelines
-from synth import KinetoTrace, NsysExport, PipelineSpec, write_pipeline
+from synth import KinetoTrace, NsysExport
+from synth.pipeline import PipelineSpec, write
 
 from profplug.cli.main import main
 
@@ -81,7 +82,7 @@ def test_two_kineto_ranks_with_bases_are_joined_without_nccl(tmp_path) -> None:
 def test_matched_nccl_kernels_align_different_clocks_with_the_residual(tmp_path) -> None:
     # given a 2-stage pipeline whose rank 1 lost its base (its own clock), shifted by 7 ms,
     # with one transfer's end 4 us off (jitter)
-    paths, _ = write_pipeline(PipelineSpec(stages=2, sync="device"), tmp_path)
+    paths, _ = write(PipelineSpec(stages=2, sync="device"), tmp_path)
     tls = load_timelines(paths, jobs=1, progress=False)
     tls[1].metadata["clock"] = "own"
     for k in tls[1]._ARRAYS:

@@ -218,7 +218,7 @@ def pipeline(spec: PipelineSpec) -> tuple[list[KinetoTrace | NsysProcess], list[
     return [r.t for r in rs], [r.truth for r in rs]
 
 
-def write_pipeline(spec: PipelineSpec, out: Path) -> tuple[list[Path], list[Truth]]:
+def write(spec: PipelineSpec, out: Path) -> tuple[list[Path], list[Truth]]:
     """Every rank's trace, ``out/rank<r>.json`` (or ``.sqlite``), and the exact answers."""
     traces, truth = pipeline(spec)
     out.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,7 @@ import sys
 from functools import cache
 from pathlib import Path
 
-from synth import PipelineSpec, write_pipeline
+from synth.pipeline import PipelineSpec, write
 
 ROOT = Path(__file__).resolve().parents[2]
 # source folder -> the package it is installed as (pyproject's package-dir)
@@ -430,7 +430,7 @@ def test_the_dask_check_catches_a_planted_import(tmp_path: Path) -> None:
 
 
 def test_a_local_report_runs_with_dask_blocked(tmp_path: Path) -> None:
-    files, _ = write_pipeline(PipelineSpec(stages=2, steps=2), tmp_path / "run")
+    files, _ = write(PipelineSpec(stages=2, steps=2), tmp_path / "run")
     mods = sorted(m for m in modules(ROOT / "analyzers", "profplug.analyzers")
                   if m not in ALLOWED)
     code = BLOCKED_RUN.format(blocked=DASK, mods=mods, paths=[str(f) for f in files],

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 from profplug.analyzers.readers import registry
-from synth import PipelineSpec, write_pipeline
+from synth.pipeline import PipelineSpec, write
 
 
 @pytest.fixture
 def run4(tmp_path: Path) -> list[Path]:
-    files, _ = write_pipeline(PipelineSpec(stages=4, steps=3), tmp_path / "traces")
+    files, _ = write(PipelineSpec(stages=4, steps=3), tmp_path / "traces")
     return files
 
 

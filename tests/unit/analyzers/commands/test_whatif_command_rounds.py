@@ -13,7 +13,8 @@ from profplug.analyzers.commands import whatif
 from profplug.analyzers.report import analysis
 from profplug.analyzers.scale import placement
 from reference import blank
-from synth import KinetoTrace, PipelineSpec, write_pipeline
+from synth import KinetoTrace
+from synth.pipeline import PipelineSpec, write
 
 from profplug.cli.main import main
 
@@ -35,7 +36,7 @@ def _json(path: Path) -> str:
 def test_whatif_of_a_big_run_reads_no_timeline_into_the_client(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: PipelineSpec,
         drop: list[str]) -> None:
-    files, _ = write_pipeline(spec, tmp_path / "run")
+    files, _ = write(spec, tmp_path / "run")
     run = str(files[0].parent)
     # given the what-if in one process (the timelines travel: under the threshold)
     assert main(["whatif", run, *drop, "-f", "json", "-q", "-j", "2",
@@ -61,7 +62,7 @@ def test_whatif_of_a_big_run_reads_no_timeline_into_the_client(
 def test_a_drop_at_that_names_no_call_site_or_several_is_the_same_one_line_error(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
         query: str) -> None:
-    files, _ = write_pipeline(PipelineSpec(stages=2, steps=4), tmp_path / "run")
+    files, _ = write(PipelineSpec(stages=2, steps=4), tmp_path / "run")
     args = ["whatif", str(files[0].parent), "-q", "-j", "2", "--drop-at", query]
     assert main(args) == 2
     one = capsys.readouterr().err
@@ -90,7 +91,7 @@ def test_a_big_run_without_gpu_work_is_the_same_one_line_error(
 def test_what_the_rounds_cannot_do_stays_in_one_process(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # --unprofiled reads the timelines in the client, whatever the size
-    files, _ = write_pipeline(PipelineSpec(stages=2, steps=4), tmp_path / "run")
+    files, _ = write(PipelineSpec(stages=2, steps=4), tmp_path / "run")
     monkeypatch.setattr(placement, "ROUNDS_MIN_BYTES", 0)
     calls: list[int] = []
     real = whatif.load_timelines
@@ -107,7 +108,7 @@ def test_what_the_rounds_cannot_do_stays_in_one_process(
 
 def test_the_whatif_page_of_a_big_run_reads_no_timeline_into_the_client(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    files, _ = write_pipeline(PipelineSpec(stages=4, tp=2, steps=6, slow_stage=1), tmp_path / "run")
+    files, _ = write(PipelineSpec(stages=4, tp=2, steps=6, slow_stage=1), tmp_path / "run")
     args = ["whatif", str(files[0].parent), "-q", "-j", "2", "-f", "json"]
     # given the page made in one process (the timelines travel: under the threshold)
     assert main([*args, "-o", str(tmp_path / "one.json"), "--html",
@@ -129,7 +130,7 @@ def test_the_whatif_page_of_a_big_run_reads_no_timeline_into_the_client(
 
 def test_compare_of_big_runs_reads_no_timeline_into_the_client(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    runs = [write_pipeline(PipelineSpec(stages=4, tp=2, steps=4, sync=s), tmp_path / s)[0][0].parent
+    runs = [write(PipelineSpec(stages=4, tp=2, steps=4, sync=s), tmp_path / s)[0][0].parent
             for s in ("device", "event")]
     args = ["compare", *map(str, runs), "-f", "json", "-q", "-j", "2", "-o"]
     # given the comparison with each run's timelines in the client (under the threshold)

@@ -13,7 +13,8 @@ from profplug.analyzers import analyze, cross_rank_analysis
 from profplug.analyzers.core.errors import ProfplugError
 from profplug.analyzers.core.optional import failure, isolated
 from profplug.analyzers.report.registry import report_analyses
-from synth import PipelineSpec, check_sums, write_pipeline
+from synth import check_sums
+from synth.pipeline import PipelineSpec, write
 
 from profplug.cli.main import main
 
@@ -33,7 +34,7 @@ def boom(*args: Any, **kwargs: Any) -> NoReturn:
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("iso") / "run"
-    write_pipeline(PipelineSpec(stages=2, steps=3), out)
+    write(PipelineSpec(stages=2, steps=3), out)
     return out
 
 

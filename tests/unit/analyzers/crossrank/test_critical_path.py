@@ -12,7 +12,8 @@ from profplug.analyzers.crossrank.critical import CATEGORIES
 from profplug.analyzers.graph import pathgraph
 from profplug.analyzers.graph.matching import match
 from profplug.analyzers.scale.load import load_timelines
-from synth import KinetoTrace, PipelineSpec, write_pipeline
+from synth import KinetoTrace
+from synth.pipeline import PipelineSpec, write
 
 NCCL = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
 
@@ -71,7 +72,7 @@ def test_path_crosses_the_host_and_the_synchronize(tmp_path: Path) -> None:
 
 
 def _path(tmp: Path, spec: PipelineSpec):  # type: ignore[no-untyped-def]
-    paths, _ = write_pipeline(spec, tmp)
+    paths, _ = write(spec, tmp)
     return cross_rank(load_timelines(paths, jobs=1, progress=False)).critical_path
 
 
@@ -107,7 +108,7 @@ def test_binding_edges_do_not_depend_on_the_block_size(sync: str, tmp_path: Path
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     # given a 4-stage run whose ranks' graphs have far more edges than a block of 7 (nodes
     # with several incoming edges fall on block boundaries)
-    paths, _ = write_pipeline(PipelineSpec(stages=4, sync=sync, slow_stage=1, steps=4), tmp_path)
+    paths, _ = write(PipelineSpec(stages=4, sync=sync, slow_stage=1, steps=4), tmp_path)
     tls = load_timelines(paths, jobs=1, progress=False)
     m = match(tls)
     parts = pathgraph.run_partners(tls, m)
@@ -162,7 +163,7 @@ def _whole_run_bindings(tls: list, m: object, tol: int) -> tuple[np.ndarray, ...
 def test_the_graph_built_rank_by_rank_binds_as_the_runs_graph(spec: PipelineSpec,
                                                               tmp_path: Path) -> None:
     # given a run whose ranks are coupled by matched sends, recvs and all-reduces
-    paths, _ = write_pipeline(spec, tmp_path)
+    paths, _ = write(spec, tmp_path)
     tls = load_timelines(paths, jobs=1, progress=False)
     m = match(tls)
     assert m.e_pos.size  # kernels are matched across ranks
@@ -215,7 +216,7 @@ def test_a_walk_no_entry_foresaw_builds_its_rank_again(steps: bool, tmp_path: Pa
     from profplug.analyzers.readers.base import ReadOptions
 
     # given a pipeline whose step paths cross ranks (a slow middle stage)
-    paths, _ = write_pipeline(PipelineSpec(stages=4, sync="device", slow_stage=2, steps=4), tmp_path)
+    paths, _ = write(PipelineSpec(stages=4, sync="device", slow_stage=2, steps=4), tmp_path)
     tls = load_timelines(paths, jobs=1, progress=False, read=ReadOptions())
     if not steps:  # the same run without step ranges: per GPU window
         for tl in tls:

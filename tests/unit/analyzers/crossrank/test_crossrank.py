@@ -20,11 +20,11 @@ from profplug.analyzers.graph.matching import (
     match,
 )
 from profplug.analyzers.scale.load import load_timelines
-from synth import PipelineSpec, Truth, write_pipeline
+from synth.pipeline import PipelineSpec, Truth, write
 
 
 def _run(tmp: Path, spec: PipelineSpec) -> tuple[list[Timeline], list[Truth]]:
-    paths, truth = write_pipeline(spec, tmp)
+    paths, truth = write(spec, tmp)
     return load_timelines(paths, jobs=1, progress=False), truth
 
 

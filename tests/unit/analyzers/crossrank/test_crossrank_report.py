@@ -17,7 +17,8 @@ from profplug.analyzers import (
 )
 from profplug.analyzers.crossrank.critical import CATEGORIES
 from profplug.analyzers.render.registry import render_text
-from synth import KinetoTrace, PipelineSpec, write_pipeline
+from synth import KinetoTrace
+from synth.pipeline import PipelineSpec, write
 
 from profplug.cli.main import main
 
@@ -26,7 +27,7 @@ SPEC = PipelineSpec(stages=4, steps=5, sync="device", slow_stage=2)
 
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Path:
-    write_pipeline(SPEC, tmp_path / "run")
+    write(SPEC, tmp_path / "run")
     return tmp_path / "run"
 
 

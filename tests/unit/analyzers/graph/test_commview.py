@@ -33,7 +33,8 @@ from profplug.analyzers.graph.matching import (
 )
 from profplug.analyzers.readers.nsys.reader import read_nsys
 from profplug.analyzers.scale.load import load_timelines
-from synth import NCCL, KinetoTrace, PipelineSpec, nsys_ring, write_pipeline
+from synth import NCCL, KinetoTrace, nsys_ring
+from synth.pipeline import PipelineSpec, write
 
 
 def differences(a: Matching, b: Matching) -> list[str]:
@@ -62,7 +63,7 @@ def check(tls: list[Timeline]) -> Matching:
 
 
 def _run(tmp: Path, spec: PipelineSpec) -> list[Timeline]:
-    paths, _ = write_pipeline(spec, tmp)
+    paths, _ = write(spec, tmp)
     return load_timelines(paths, jobs=1, progress=False)
 
 

@@ -13,14 +13,14 @@ from profplug.analyzers.core.timeline import launch_calls, links_kept
 from profplug.analyzers.graph import matching
 from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.whatif import whatif_analysis
-from synth import PipelineSpec, write_pipeline
+from synth.pipeline import PipelineSpec, write
 
 SPEC = PipelineSpec(stages=4, steps=5, sync="device")
 
 
 def test_match_is_kept_only_within_the_scope(tmp_path: Path) -> None:
     # given a 4-rank run
-    write_pipeline(SPEC, tmp_path / "run")
+    write(SPEC, tmp_path / "run")
     tls = load_timelines([tmp_path / "run"], jobs=1, progress=False)
     # when matched twice outside the scope: two results
     assert matching.match(tls) is not matching.match(tls)
@@ -35,7 +35,7 @@ def test_match_is_kept_only_within_the_scope(tmp_path: Path) -> None:
 
 def test_a_report_matches_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # given a 4-rank run and a count of the matchings made
-    write_pipeline(SPEC, tmp_path / "run")
+    write(SPEC, tmp_path / "run")
     calls: list[int] = []
     real = matching._match
 
@@ -54,7 +54,7 @@ def test_a_report_matches_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 def test_launch_calls_are_kept_per_timeline_within_the_scope(tmp_path: Path) -> None:
     # given one rank's timeline
-    write_pipeline(SPEC, tmp_path / "run")
+    write(SPEC, tmp_path / "run")
     tl = load_timelines([tmp_path / "run"], jobs=1, progress=False)[0]
     plain = launch_calls(tl)
     assert (plain >= 0).all() and launch_calls(tl) is not plain  # outside: computed each time

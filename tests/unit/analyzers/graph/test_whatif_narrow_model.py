@@ -18,11 +18,11 @@ from profplug.analyzers.graph.model import _DELAYS, build_model
 from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.whatif.predict import whatif
 from rounds_in_one_process import whatif_in_rounds
-from synth import PipelineSpec, write_pipeline
+from synth.pipeline import PipelineSpec, write
 
 
 def _timelines(tmp_path: Path, **spec: object) -> list[Timeline]:
-    paths, _ = write_pipeline(PipelineSpec(**spec), tmp_path)  # type: ignore[arg-type]
+    paths, _ = write(PipelineSpec(**spec), tmp_path)  # type: ignore[arg-type]
     return load_timelines([str(p) for p in paths], jobs=1, progress=False)
 
 

@@ -26,7 +26,8 @@ from profplug.analyzers.scale import result_cache
 from profplug.analyzers.scale.load import load_ranks, trace_files
 from profplug.analyzers.stalls.rank import StallOptions
 from reference import report_json
-from synth import NsysExport, PipelineSpec, write_pipeline
+from synth import NsysExport
+from synth.pipeline import PipelineSpec, write
 
 
 @pytest.fixture
@@ -131,7 +132,7 @@ def _edit_middle_keep_times(f: Path) -> None:
 
 def test_a_mid_file_edit_keeping_size_and_mtime_misses(tmp_path: Path,
                                                        parses: list[str]) -> None:
-    files, _ = write_pipeline(PipelineSpec(stages=1, steps=1000), tmp_path / "big")
+    files, _ = write(PipelineSpec(stages=1, steps=1000), tmp_path / "big")
     (f,) = files
     assert f.stat().st_size > 3 * cache.SAMPLE_BYTES  # the middle is outside the edges
     store = tmp_path / "cache"
@@ -148,7 +149,7 @@ def test_beyond_the_full_hash_a_write_misses_by_its_ctime(tmp_path: Path, parses
                                                           ) -> None:
     monkeypatch.setattr(cache, "FULL_HASH_BYTES", 1000)  # every trace is "big"
     monkeypatch.setattr(cache, "SAMPLE_BYTES", 100)
-    files, _ = write_pipeline(PipelineSpec(stages=1, steps=40), tmp_path / "t")
+    files, _ = write(PipelineSpec(stages=1, steps=40), tmp_path / "t")
     (f,) = files
     ident = cache.file_identity(f)
     assert ident is not None and {"ctime_ns", "ino", "mtime_ns", "samples"} <= set(ident)

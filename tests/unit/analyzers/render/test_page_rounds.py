@@ -20,12 +20,12 @@ from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.scale import placement
 from profplug.analyzers.stalls.gaps import Gaps, longest
 from reference import Spy, blank, one_process, page
-from synth import PipelineSpec, write_pipeline
+from synth.pipeline import PipelineSpec, write
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    files, _ = write_pipeline(PipelineSpec(stages=4, tp=2, steps=24, slow_stage=2),
+    files, _ = write(PipelineSpec(stages=4, tp=2, steps=24, slow_stage=2),
                      tmp_path_factory.mktemp("p8"))
     return files
 

@@ -11,7 +11,7 @@ import pytest
 from profplug.analyzers import analyze, cross_rank_analysis
 from profplug.analyzers.render.timeline_data import timeline_data
 from profplug.analyzers.stalls.intervals import difference
-from synth import PipelineSpec, write_pipeline
+from synth.pipeline import PipelineSpec, write
 
 SPEC = PipelineSpec(stages=4, steps=5, sync="device", slow_stage=2)
 
@@ -25,7 +25,7 @@ def _per_row(d: dict[str, list[float]], n_rows: int) -> list[float]:
 
 def test_peer_wait_and_transfer_spans_are_the_exact_ones(tmp_path: Path) -> None:
     # given a 4-stage pipeline whose ranks' NCCL waits and transfers are known
-    _, truth = write_pipeline(SPEC, tmp_path / "run")
+    _, truth = write(SPEC, tmp_path / "run")
     rep = analyze([tmp_path / "run"], run=[cross_rank_analysis()])
     # when the page's timeline data is built
     tl, notes = timeline_data([("", rep)])
@@ -47,7 +47,7 @@ def test_peer_wait_and_transfer_spans_are_the_exact_ones(tmp_path: Path) -> None
 
 
 def test_without_the_cross_rank_analysis_nccl_time_is_comm(tmp_path: Path) -> None:
-    _, truth = write_pipeline(SPEC, tmp_path / "run")
+    _, truth = write(SPEC, tmp_path / "run")
     tl, _ = timeline_data([("", analyze([tmp_path / "run"]))])
     assert tl["parts"] == ["compute", "comm"] and tl["spans"]["peer_wait"]["s"] == []
     comm = _per_row(tl["spans"]["comm"], len(tl["rows"]))
@@ -56,7 +56,7 @@ def test_without_the_cross_rank_analysis_nccl_time_is_comm(tmp_path: Path) -> No
 
 def test_a_page_with_split_and_unsplit_runs_names_both(tmp_path: Path) -> None:
     # given a compare page's two runs, one with the cross-rank analysis and one without
-    write_pipeline(SPEC, tmp_path / "run")
+    write(SPEC, tmp_path / "run")
     split = analyze([tmp_path / "run"], run=[cross_rank_analysis()])
     tl, _ = timeline_data([("A", split), ("B", analyze([tmp_path / "run"]))])
     # then the legend names NCCL time that was not split (comm) and the split parts
@@ -64,7 +64,7 @@ def test_a_page_with_split_and_unsplit_runs_names_both(tmp_path: Path) -> None:
 
 
 def test_spans_past_the_cap_are_left_out_with_a_note(tmp_path: Path) -> None:
-    write_pipeline(SPEC, tmp_path / "run")
+    write(SPEC, tmp_path / "run")
     rep = analyze([tmp_path / "run"], run=[cross_rank_analysis()])
     tl, notes = timeline_data([("", rep)], max_gaps=6)  # spans: half the gaps' budget each
     rows = len(tl["rows"])

@@ -16,7 +16,7 @@ from added_analysis import BY_RANK, WHOLE, OpCounts, added
 from profplug.analyzers.commands.report import run_report
 from profplug.analyzers.core.analysis_spec import AnalysisSpec
 from profplug.analyzers.scale.load import load_timelines
-from synth import PipelineSpec, write_pipeline
+from synth.pipeline import PipelineSpec, write
 
 
 def report_of(run: list[Path], out: Path, **kw: object) -> dict[str, Any]:
@@ -26,7 +26,7 @@ def report_of(run: list[Path], out: Path, **kw: object) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def run4(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    return write_pipeline(PipelineSpec(stages=2, tp=2, steps=3), tmp_path_factory.mktemp("r4"))[0]
+    return write(PipelineSpec(stages=2, tp=2, steps=3), tmp_path_factory.mktemp("r4"))[0]
 
 
 @pytest.mark.parametrize("spec", [BY_RANK, WHOLE], ids=["by-rank", "whole-run"])

@@ -20,7 +20,7 @@ from profplug.analyzers.scale import placement, run_level
 from profplug.analyzers.scale.dispatch import FileResult
 from profplug.analyzers.whatif import rounds
 from reference import Spy, one_process
-from synth import PipelineSpec, write_pipeline
+from synth.pipeline import PipelineSpec, write
 
 TIMES = re.compile(r'"(replay_s|analysis_s)": [0-9.eE+-]+')
 
@@ -31,7 +31,7 @@ def report_json(rep: Report) -> str:
 
 @pytest.fixture(scope="module")
 def run8(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    files, _ = write_pipeline(PipelineSpec(stages=4, tp=2, steps=4, slow_stage=2),
+    files, _ = write(PipelineSpec(stages=4, tp=2, steps=4, slow_stage=2),
                      tmp_path_factory.mktemp("p8"))
     return files
 
@@ -157,7 +157,7 @@ def test_every_ranks_rule_in_one_pass_is_each_ranks_own(spec: PipelineSpec,
     from profplug.analyzers.graph.matching import match
     from profplug.analyzers.scale.load import load_timelines
 
-    paths, _ = write_pipeline(spec, tmp_path)
+    paths, _ = write(spec, tmp_path)
     m = match(load_timelines(paths, jobs=1, progress=False))
     assert m.e_pos.size
     assert rank_rules(m) == [m.rank_rule(p) for p in range(len(m.ranks))]

@@ -20,12 +20,12 @@ from profplug.analyzers.scale.load import load_ranks
 from profplug.analyzers.scale.progress import Progress
 from profplug.analyzers.stalls.rank import StallOptions
 from reference import report_json
-from synth import PipelineSpec, write_pipeline
+from synth.pipeline import PipelineSpec, write
 
 
 @pytest.fixture(scope="module")
 def run8(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    files, _ = write_pipeline(PipelineSpec(stages=4, tp=2, steps=3), tmp_path_factory.mktemp("p8"))
+    files, _ = write(PipelineSpec(stages=4, tp=2, steps=3), tmp_path_factory.mktemp("p8"))
     return files
 
 

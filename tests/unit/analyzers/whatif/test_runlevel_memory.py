@@ -17,11 +17,11 @@ from profplug.analyzers.graph.model import DROP_NONE, DropSpec, Model, build_mod
 from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.whatif import fixedpoint
 from profplug.analyzers.whatif.simulate import _recorded_times, replay, times_only
-from synth import PipelineSpec, write_pipeline
+from synth.pipeline import PipelineSpec, write
 
 
 def _timelines(tmp_path: Path):
-    paths, _ = write_pipeline(PipelineSpec(stages=4, steps=6, layers=5), tmp_path)
+    paths, _ = write(PipelineSpec(stages=4, steps=6, layers=5), tmp_path)
     return load_timelines([str(p) for p in paths], jobs=1, progress=False)
 
 

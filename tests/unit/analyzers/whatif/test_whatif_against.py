@@ -19,7 +19,7 @@ import pytest
 from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.whatif import whatif
 from profplug.analyzers.whatif.against import AgainstResult, against, call_name
-from synth import PipelineSpec, write_pipeline
+from synth.pipeline import PipelineSpec, write
 
 from profplug.cli.main import main
 
@@ -31,8 +31,8 @@ WHERE = [f"before {RECV}", f"in {RECV}", f"after {RECV} (until {SEND})", f"in {S
 
 def _pair(tmp_path: Path, after_send_us: float = 0.0, stages: int = 2) -> tuple[Path, Path]:
     dev, evt = tmp_path / "device", tmp_path / "event"
-    write_pipeline(PipelineSpec(stages=2, steps=8, sync="device"), dev)
-    write_pipeline(PipelineSpec(stages=stages, steps=8, sync="event", after_send_us=after_send_us), evt)
+    write(PipelineSpec(stages=2, steps=8, sync="device"), dev)
+    write(PipelineSpec(stages=stages, steps=8, sync="event", after_send_us=after_send_us), evt)
     return dev, evt
 
 

@@ -14,7 +14,8 @@ from profplug.analyzers.whatif import DropSpec, whatif, whatif_unprofiled
 from profplug.analyzers.whatif.bound import apply_bound
 from profplug.analyzers.whatif.result import RankWhatIf
 from profplug.analyzers.whatif.unprofiled import UNPROFILED_BAND_PCT
-from synth import KinetoTrace, PipelineSpec, write_pipeline
+from synth import KinetoTrace
+from synth.pipeline import PipelineSpec, write
 
 ROOT = Path(__file__).resolve().parents[4]
 SHARED = ROOT.parent / "shared" / "traces" / "mcore_pp2_client"
@@ -71,8 +72,8 @@ def _pair(tmp: Path, **kw: object) -> tuple[float, float, float]:
     """(device run's recorded step, its prediction, the event run's step) of rank 0 of a
     synthetic two-stage pipeline whose last stage feeds the token back to stage 0."""
     spec = PipelineSpec(stages=2, steps=8, **kw)  # type: ignore[arg-type]
-    dev, _ = write_pipeline(spec, tmp / "device")
-    evt, _ = write_pipeline(PipelineSpec(**{**spec.__dict__, "sync": "event"}), tmp / "event")
+    dev, _ = write(spec, tmp / "device")
+    evt, _ = write(PipelineSpec(**{**spec.__dict__, "sync": "event"}), tmp / "event")
     w = whatif(load_timelines(dev, jobs=1, progress=False)).rank(0)
     e = analyze_rank(load_timelines(evt, jobs=1, progress=False)[0]).steps
     assert e is not None

@@ -18,11 +18,11 @@ from profplug.analyzers.whatif.fixedpoint import recorded_fixed_point
 from profplug.analyzers.whatif.simulate import _recorded_times, longest_path, replay
 from profplug.analyzers.whatif.streamruns import stream_runs
 from profplug.analyzers.whatif.visited import _fold
-from synth import PipelineSpec, write_pipeline
+from synth.pipeline import PipelineSpec, write
 
 
 def _pipeline(tmp_path: Path):
-    paths, _ = write_pipeline(PipelineSpec(stages=4, steps=6, layers=5), tmp_path)
+    paths, _ = write(PipelineSpec(stages=4, steps=6, layers=5), tmp_path)
     return build_model(load_timelines([str(p) for p in paths], jobs=1, progress=False))
 
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.whatif import WhatIfResult, whatif
-from synth import PipelineSpec, write_pipeline
+from synth.pipeline import PipelineSpec, write
 
 
 def _whatif(tmp: Path, spec: PipelineSpec) -> WhatIfResult:
-    paths, _ = write_pipeline(spec, tmp)
+    paths, _ = write(spec, tmp)
     return whatif(load_timelines(paths, jobs=1, progress=False))
 
 

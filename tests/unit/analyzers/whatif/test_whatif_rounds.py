@@ -24,7 +24,7 @@ from profplug.analyzers.whatif.joined_replay import Link, Reduced, reduce, solve
 from profplug.analyzers.whatif.predict import _with
 from profplug.analyzers.whatif.result import WhatIfResult
 from rounds_in_one_process import whatif_in_rounds
-from synth import PipelineSpec, write_pipeline
+from synth.pipeline import PipelineSpec, write
 
 SAMPLES = Path(__file__).resolve().parents[4] / "sample_traces"
 TIMES = re.compile(r'"replay_s": [0-9.eE+-]+')
@@ -43,7 +43,7 @@ SPECS = [PipelineSpec(stages=4, steps=3), PipelineSpec(stages=4, tp=2, steps=3, 
 @pytest.mark.parametrize("kinds", ["policy", "device-sync", "all-sync"])
 def test_the_parts_give_the_whatif_of_the_whole_run(spec: PipelineSpec, kinds: str,
                                                     tmp_path: Path) -> None:
-    files, _ = write_pipeline(spec, tmp_path)
+    files, _ = write(spec, tmp_path)
     tls = load_timelines(files, jobs=1, progress=False)
     drop = DropSpec(kinds=kinds)
     whole = whatif(tls, drop, ranks=analyze_timelines(tls).ranks)  # as a report runs it
@@ -131,7 +131,7 @@ def test_the_solve_level_by_level_is_the_solve_on_lists(spec: PipelineSpec, tmp_
                                                         monkeypatch: pytest.MonkeyPatch
                                                         ) -> None:
     # given a run whose joined graph is solved level by level (the path of many big ranks)
-    files, _ = write_pipeline(spec, tmp_path)
+    files, _ = write(spec, tmp_path)
     tls = load_timelines(files, jobs=1, progress=False)
     on_lists = as_json(whatif_in_rounds(tls))
     seen: list[int] = []
@@ -153,7 +153,7 @@ def test_the_solve_level_by_level_is_the_solve_on_lists(spec: PipelineSpec, tmp_
 def test_a_wrong_solved_time_changes_the_result(tmp_path: Path) -> None:
     # the anchored ends carry the coupling: later and later ends lengthen the predicted
     # step (the comparisons above would catch a solve that got them wrong)
-    files, _ = write_pipeline(PipelineSpec(stages=3, steps=3), tmp_path)
+    files, _ = write(PipelineSpec(stages=3, steps=3), tmp_path)
     tls = load_timelines(files, jobs=1, progress=False)
     from profplug.analyzers.graph.commview import comm_view, match_views
     from profplug.analyzers.graph.pathgraph import partners

@@ -23,7 +23,8 @@ from profplug.analyzers.stalls.rank import analyze_rank
 from profplug.analyzers.steps import stats
 from profplug.analyzers.whatif import predict
 from profplug.analyzers.whatif.simulate import Replay, replay
-from synth import KinetoTrace, PipelineSpec, nested, write_pipeline
+from synth import KinetoTrace, nested
+from synth.pipeline import PipelineSpec, write
 
 
 def _nested(tmp_path: Path) -> list[Timeline]:
@@ -33,7 +34,7 @@ def _nested(tmp_path: Path) -> list[Timeline]:
 
 
 def _pipeline(tmp_path: Path) -> list[Timeline]:
-    paths, _ = write_pipeline(PipelineSpec(stages=3, steps=6, layers=4), tmp_path)
+    paths, _ = write(PipelineSpec(stages=3, steps=6, layers=4), tmp_path)
     return load_timelines([str(p) for p in paths], jobs=1, progress=False)
 
 
@@ -146,7 +147,7 @@ def test_the_steps_reductions_are_the_unbuffered_ones() -> None:
 
 def test_the_per_step_periods_in_us_are_the_rounded_ones(tmp_path: Path) -> None:
     # given a pipeline's stage and its periods in whole ns, up to 2^41 ns
-    paths, _ = write_pipeline(PipelineSpec(stages=2, steps=6, layers=3), tmp_path)
+    paths, _ = write(PipelineSpec(stages=2, steps=6, layers=3), tmp_path)
     tl = load_timelines([str(paths[0])], jobs=1, progress=False)[0]
     st = analyze_rank(tl).steps
     assert st is not None and len(st.period_us_per_step) == 5

@@ -24,16 +24,8 @@ from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.stalls.gaps import CAUSES
 from profplug.analyzers.stalls.result import us
 from profplug.analyzers.whatif import DropSpec, whatif
-from synth import (
-    PipelineSpec,
-    mixed_trace,
-    nsys_ring,
-    planted_trace,
-    sync_loop_export,
-    two_ranks,
-    write_pipeline,
-    write_run,
-)
+from synth import mixed_trace, nsys_ring, planted_trace, sync_loop_export, two_ranks, write_run
+from synth.pipeline import PipelineSpec, write
 from trace_events import load, names, slices_of, violations
 
 from profplug.cli.main import main
@@ -120,7 +112,7 @@ def test_two_ranks_are_two_processes_with_the_predicted_beside(tmp_path: Path) -
 def test_each_matched_send_recv_and_collective_is_an_arrow(tmp_path: Path) -> None:
     # given 2 stages of 2 tensor-parallel ranks (rank = stage * 2 + t): sends to the same t
     # of the next stage (the last stage's back to the first), an all-reduce per stage
-    files, _ = write_pipeline(PipelineSpec(stages=2, tp=2, steps=3), tmp_path / "traces")
+    files, _ = write(PipelineSpec(stages=2, tp=2, steps=3), tmp_path / "traces")
     rep = _report(files)
     doc = _export(rep)
     assert violations(doc) == []

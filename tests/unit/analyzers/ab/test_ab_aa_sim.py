@@ -4,13 +4,11 @@ drift), seeded and small: 200 experiments per design through the real analysis."
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[4]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+import sim_ab_aa
 
-import sim_ab_aa  # noqa: E402
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def test_the_default_designs_false_positive_rate_is_at_most_5_percent() -> None:

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import io
 import json
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[4]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+import grid_ab
+import grid_table
 
-import grid_ab  # noqa: E402
-import grid_table  # noqa: E402
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def _ab(d: Path, shape: str, dev: float, evt: float, ci: list[float]) -> None:

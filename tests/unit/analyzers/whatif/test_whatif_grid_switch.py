@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import io
 import json
-import sys
 from pathlib import Path
 
+import grid_switch
 import pytest
+from profplug.analyzers import whatif_paths
 
 ROOT = Path(__file__).resolve().parents[4]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import grid_switch  # noqa: E402
-from profplug.analyzers import whatif_paths  # noqa: E402
-
 DATA = ROOT / "benchmarks" / "whatif_grid_data" / "switchS1"
 
 

@@ -86,9 +86,7 @@ def test_device_run_without_syncs_predicts_event_run(pair: tuple[Path, Path]) ->
 def test_grid_table_compares_the_sample_families() -> None:
     """``benchmarks/whatif_grid.py table --samples``: one row per (profiler, family, rank)."""
     import io
-    import sys
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
     import grid_table
 
     groups = grid_table.sample_groups(SAMPLES)

@@ -17,7 +17,7 @@ The names below are imported for editors and type checkers (``TYPE_CHECKING``) a
 first use at run time (``_WHERE``): the runtime plugin imports ``profplug.analyzers.core``
 inside every rank, and this package's ``__init__`` then runs too; importing every name here
 would load numpy, msgspec and the whole analyzer (~380 modules, ~0.4 s) into each rank.
-``tests/unit/test_public_api.py`` checks that the two lists and ``__all__`` agree.
+``tests/unit/analyzers/test_public_api.py`` checks that the two lists and ``__all__`` agree.
 """
 
 from __future__ import annotations

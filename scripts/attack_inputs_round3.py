@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from attack_inputs import ROOT, kineto_bytes, launch_pairs, write
-from nsys_synth import NsysExport
+from synth import NsysExport
 
 Build = Callable[[Path], list[str]]
 AB_SAMPLE = ROOT / "sample_traces" / "ab_h200_megatron_pp1" / "ab.json"

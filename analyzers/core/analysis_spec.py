@@ -17,7 +17,7 @@ An analysis runs in one of three ways, the same on the local pool and on a Dask 
   beside those that do.
 
 Nothing outside an analysis's own package names it by its key: the report, the placement
-and the rounds read the spec (``tests/unit/analyzers/test_analysis_keys.py``).
+and the rounds read the spec (``tests/unit/analyzers/core/test_analysis_keys.py``).
 """
 
 from __future__ import annotations

@@ -164,11 +164,6 @@ class Timeline:
             self.api_top = top_level(self.api_start_ns, self.api_end_ns, self.api_tid)
         return self.api_top
 
-    def api_is_top(self) -> np.ndarray:
-        """Per API call, True when no other call of its thread encloses it."""
-        tops: np.ndarray = self.api_tops() == np.arange(self.api_start_ns.size)
-        return tops
-
     def skip(self, reason: str, n: int = 1) -> None:
         if n:
             self.skipped[reason] = self.skipped.get(reason, 0) + n

@@ -20,7 +20,7 @@ Every choice matching makes on a view is the one it makes on the full timeline: 
 keep their relative order (ties in its sorts break the same way), symbol ids keep theirs,
 and the clock alignment reads the same kernels' ends. :func:`match_views` then renumbers
 the kernels of the edges and ``comm_ops`` through ``op_index``: the result equals
-``match(timelines)`` field by field (tests/unit/analyzers/test_commview.py).
+``match(timelines)`` field by field (tests/unit/analyzers/graph/test_commview.py).
 """
 
 from __future__ import annotations

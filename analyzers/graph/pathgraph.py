@@ -278,7 +278,7 @@ class RankGraph:
     and the only edges between ranks are the ``peer`` edges into a matched NCCL kernel's
     end, whose source (the partner's start) is one extra node at its recorded time: so a
     rank's graph, built alone, binds every node as the run's one graph does
-    (``tests/unit/analyzers/test_critical_path.py``), and the client holds one rank's model
+    (``tests/unit/analyzers/crossrank/test_critical_path.py``), and the client holds one rank's model
     and graph at a time (docs/scale.md)."""
 
     pos: int

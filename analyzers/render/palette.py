@@ -19,7 +19,7 @@ A colour names one quantity, and a quantity has one colour, whatever the figure:
   :data:`RANK_COLORS` and, past those, the same colours dashed (:data:`RANK_DASHES`).
 
 A policy, a rank and a quantity never share a colour, nor one of a hue and lightness close
-to another's (``tests/unit/analyzers/test_palette.py`` measures it: CIE76 distance in Lab,
+to another's (``tests/unit/analyzers/render/test_palette.py`` measures it: CIE76 distance in Lab,
 halved for two colours of one hue family).
 """
 

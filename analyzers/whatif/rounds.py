@@ -31,7 +31,7 @@ from profplug.analyzers.core import classify
 from profplug.analyzers.core.errors import ProfplugError
 from profplug.analyzers.core.memtrim import trim_large
 from profplug.analyzers.core.timeline import Timeline, links_kept
-from profplug.analyzers.graph.dropat import most_common, resolve_in, site_counts
+from profplug.analyzers.graph.dropat import most_common, resolve_in
 from profplug.analyzers.graph.dropset import DROP_DEVICE, DROP_POLICY, FALLBACK_NOTE, policy_mask
 from profplug.analyzers.graph.events import DROPPED_GRAPH_READS, build_graph, dropped_graph
 from profplug.analyzers.graph.matching import Matching
@@ -294,29 +294,3 @@ def resolved_at(drop: DropSpec, counts: list[Counter[str]]) -> DropSpec:
     assert drop.callsite is not None
     return DropSpec(kinds, resolve_in(drop.callsite, most_common(counts), kinds))
 
-
-def whatif_in_rounds(timelines: list[Timeline], drop: DropSpec | None = None,
-                    options: StallOptions | None = None) -> WhatIfResult:
-    """The four steps in one process (tests; ``scale.run_level`` runs 1 and 3 on the workers): the
-    result ``predict.whatif`` gives, on a run without a cycle."""
-    from profplug.analyzers.graph.commview import comm_view, match_views
-    from profplug.analyzers.graph.pathgraph import partners
-
-    t0 = time.perf_counter()
-    drop, opt = drop or DropSpec(), options or StallOptions()
-    gpu = [tl for tl in timelines if tl.n_gpu]
-    views = [comm_view(tl) for tl in gpu]
-    m = match_views(views)
-    parts = partners(m, lambda pos, o: gpu[pos].gpu_start_ns[o])
-    ops = [v.op_index for v in views]
-    if drop.callsite is not None:  # --drop-at: resolved over the ranks' call sites
-        drop = resolved_at(drop, [site_counts(tl, drop.kinds) for tl in gpu])
-    red = [rank_reductions(tl, drop.kinds, o, drop.callsite)
-           for tl, o in zip(gpu, ops, strict=True)]
-    p = plan(red, m, parts, ops, [v.tl.gpu_start_ns for v in views],
-             [v.tl.gpu_end_ns for v in views], drop, opt)
-    res = [rank_whatif(tl, a) for tl, a in zip(gpu, p.asks, strict=True)]
-    sizes = [w for r in red if (w := r.world_size) is not None]
-    return joined(p, res, [tl.rank for tl in timelines], sizes,
-                  any(o.size for o in ops),
-                  sum(tl.n_events for tl in timelines), t0)

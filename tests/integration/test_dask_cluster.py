@@ -16,7 +16,6 @@ import added_analysis
 import cloudpickle
 import pytest
 from added_analysis import BY_RANK, added
-from pipeline_synth import PipelineSpec, write
 from profplug.analyzers.commands.report import run_report
 from profplug.analyzers.core.errors import ProfplugError
 from profplug.analyzers.readers.base import ReadOptions
@@ -30,6 +29,7 @@ from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.stalls.rank import StallOptions
 from profplug.analyzers.whatif import whatif
 from reference import one_process, page
+from synth.pipeline import PipelineSpec, write
 
 TIMES = re.compile(r'"(replay_s|analysis_s)": [0-9.eE+-]+')  # wall times inside the JSON
 

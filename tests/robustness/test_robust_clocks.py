@@ -13,8 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from nsys_synth import NsysExport
-from pipeline_synth import PipelineSpec, write
 from profplug.analyzers.core.analysis_spec import AnalysisSpec
 from profplug.analyzers.core.errors import ClocksApart, ProfplugError
 from profplug.analyzers.graph.matching import match
@@ -22,7 +20,8 @@ from profplug.analyzers.readers.clocks import EPOCH, align, clock_of
 from profplug.analyzers.report.analysis import analyze
 from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.scale.load import load_timelines
-from synth import KinetoTrace
+from synth import KinetoTrace, NsysExport
+from synth.pipeline import PipelineSpec, write
 
 from profplug.cli.main import main
 

@@ -25,7 +25,7 @@ import sys
 from functools import cache
 from pathlib import Path
 
-from pipeline_synth import PipelineSpec, write
+from synth.pipeline import PipelineSpec, write
 
 ROOT = Path(__file__).resolve().parents[2]
 # source folder -> the package it is installed as (pyproject's package-dir)

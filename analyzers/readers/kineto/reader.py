@@ -290,13 +290,6 @@ class _Rows:
 TIME_COLUMNS = tuple(n for n in Timeline._ARRAYS if n.endswith("_ns"))
 
 
-def _to_timeline(path: Path, header: Header, events: list[Event], *, file_index: int,
-                 steps: StepRule = DEFAULT_STEPS) -> Timeline:
-    rows = _Rows()
-    rows.feed(events)
-    return rows.finish(path, header, file_index, steps)
-
-
 def _rank_of(path: Path, dist: dict[str, Any], file_index: int) -> tuple[int, str]:
     r = dist.get("rank")
     if isinstance(r, int) and not isinstance(r, bool) and 0 <= r < 2**31:

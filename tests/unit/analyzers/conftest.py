@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pipeline_synth import PipelineSpec, write
 from profplug.analyzers.readers import registry
+from synth.pipeline import PipelineSpec, write
 
 
 @pytest.fixture

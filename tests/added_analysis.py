@@ -29,7 +29,8 @@ def count_join(parts: list[tuple[int, int]], ranks: list[Any]) -> OpCounts:
     return OpCounts(dict(parts))
 
 
-def count_run(timelines: list[Any], options: Any, ranks: list[Any] | None) -> OpCounts:
+def count_run(timelines: list[Any], options: Any, ranks: list[Any] | None,
+              memo: Any) -> OpCounts:
     return OpCounts({tl.rank: int(tl.n_gpu) for tl in timelines})
 
 

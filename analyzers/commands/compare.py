@@ -35,6 +35,7 @@ from profplug.analyzers.compare.process_speed import withhold_against
 from profplug.analyzers.compare.reports import Comparison, compare
 from profplug.analyzers.core.analysis_spec import AnalysisSpec
 from profplug.analyzers.core.errors import ProfplugError, one_line
+from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.render.chrometrace.export import TraceAsk
@@ -161,9 +162,9 @@ def _compare_with_ab(run_a: str, run_b: str, *, fmt: str, output: Path | None,
     opt = options or StallOptions()
 
     def at_ab_speed(timelines: list[Timeline], o: StallOptions,
-                    ranks: list[RankResult] | None) -> WhatIfResult:
+                    ranks: list[RankResult] | None, memo: Memo) -> WhatIfResult:
         return whatif_unprofiled(timelines, dev_us, DropSpec(), o, step_ci_us=dev_ci,
-                                 ratio_ci=ratio)
+                                 ratio_ci=ratio, memo=memo)
 
     unprofiled = AnalysisSpec(name="whatif", label="what-if", run=at_ab_speed)
 

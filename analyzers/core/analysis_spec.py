@@ -7,7 +7,8 @@ report runs is ``report.registry``.
 An analysis runs in one of three ways, the same on the local pool and on a Dask cluster:
 
 - ``run`` (always given): over every rank's Timeline in one process, with the ranks' stall
-  analyses (the what-if's replay, the cross-rank matching).
+  analyses (the what-if's replay, the cross-rank matching) and the report's ``Memo``
+  (``core.memo``: what its analyses compute over the same timelines, shared).
 - ``part`` and ``join``: ``part(timeline)`` is made where each rank is read (on the worker)
   and only that value travels; ``join(parts, ranks)`` makes the result in the client.
 - ``in_rounds``: the two-round protocol of ``scale.run_level`` (the cross-rank analysis and
@@ -20,14 +21,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from profplug.analyzers.core.memo import Memo
+
 ANY_RUN = "any"  # applies to any run
 GPU_FREE = "gpu-free"  # applies only when no rank has GPU work (its parts: ranks without)
 CROSS_RANK = "cross_rank"  # in_rounds: the cross-rank analysis's rounds (``scale.run_level``)
 WHATIF = "whatif"  # in_rounds: the what-if's rounds
 
-# (timelines, stall options, the ranks' stall analyses or None: redo them) -> a result with
-# ``key`` and ``to_dict()``, or None (nothing to add). An exception becomes one warning line.
-RunFn = Callable[[list[Any], Any, "list[Any] | None"], Any]
+# (timelines, stall options, the ranks' stall analyses or None: redo them, the report's memo:
+# pass it to the helpers that take one, ``core.memo``) -> a result with ``key`` and
+# ``to_dict()``, or None (nothing to add). An exception becomes one warning line.
+RunFn = Callable[[list[Any], Any, "list[Any] | None", Memo], Any]
 PartFn = Callable[[Any], Any]  # one rank's Timeline -> its part (small, picklable)
 JoinFn = Callable[[list[Any], list[Any]], Any]  # (parts by rank, ranks' stalls) -> result
 
@@ -50,9 +54,10 @@ class AnalysisSpec:
     max_events: int | None = None
 
     def __call__(self, timelines: Sequence[Any], options: Any,
-                 ranks: list[Any] | None = None) -> Any:
-        """``run`` over ``timelines`` (the ranks' stall analyses redone when not given)."""
-        return self.run(list(timelines), options, ranks)
+                 ranks: list[Any] | None = None, memo: Memo | None = None) -> Any:
+        """``run`` over ``timelines`` (the ranks' stall analyses redone when not given; a
+        Memo of this call's own when none is given)."""
+        return self.run(list(timelines), options, ranks, memo or Memo())
 
 
 def as_spec(analysis: AnalysisSpec | Callable[..., Any]) -> AnalysisSpec:
@@ -62,4 +67,4 @@ def as_spec(analysis: AnalysisSpec | Callable[..., Any]) -> AnalysisSpec:
         return analysis
     fn = analysis
     name = str(getattr(fn, "__name__", type(fn).__name__))
-    return AnalysisSpec(name=name, label=name, run=lambda tls, opt, ranks: fn(tls, opt))
+    return AnalysisSpec(name=name, label=name, run=lambda tls, opt, ranks, memo: fn(tls, opt))

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import json
 import re
-import weakref
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -56,7 +55,7 @@ from typing import Any, BinaryIO, ClassVar
 
 import numpy as np
 from profplug.analyzers.core.atomicfile import write_atomic
-from profplug.analyzers.core.memo import ScopedMemo
+from profplug.analyzers.core.memo import Memo
 
 KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET = 0, 1, 2
 KIND_NAMES = ("kernel", "memcpy", "memset")
@@ -236,18 +235,22 @@ def top_level(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray
     return top
 
 
-_LINKS: ScopedMemo[dict[int, tuple[weakref.ref[Timeline], np.ndarray, np.ndarray, np.ndarray]]] \
-    = ScopedMemo(dict)
-links_kept = _LINKS.kept  # within: launch_calls runs once per live timeline and corr. columns
-
-
-def launch_calls(tl: Timeline) -> np.ndarray:
+def launch_calls(tl: Timeline, memo: Memo | None = None) -> np.ndarray:
     """Per GPU op, the index of the host API call that launched it (same correlation id);
-    -1 when the trace has none."""
-    kept = _LINKS.store
-    got = kept.get(k := id(tl)) if kept is not None else None
-    if got is not None and got[0]() is tl and got[1] is tl.api_corr and got[2] is tl.gpu_corr:
-        return got[3]
+    -1 when the trace has none. ``memo``: computed once per timeline and correlation
+    columns while the caller keeps it (then read-only)."""
+    if memo is None:
+        return _launch_calls(tl)
+    return memo.get("launch calls", (tl, tl.api_corr, tl.gpu_corr),
+                    lambda: _read_only(_launch_calls(tl)))
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False  # shared by every caller of the memo: read (index) only
+    return a
+
+
+def _launch_calls(tl: Timeline) -> np.ndarray:
     out = np.full(tl.n_gpu, -1, dtype=I64)
     if tl.api_corr.size and tl.gpu_corr.size:
         order = np.argsort(tl.api_corr, kind="stable")
@@ -256,17 +259,14 @@ def launch_calls(tl: Timeline) -> np.ndarray:
         ok = (sc[pos] == tl.gpu_corr) & (tl.gpu_corr >= 0)
         del sc
         out[ok] = order[pos[ok]]
-    if kept is not None:
-        out.flags.writeable = False
-        kept[k] = (weakref.ref(tl, lambda _: kept.pop(k, None)), tl.api_corr, tl.gpu_corr, out)
     return out
 
 
-def launch_tops(tl: Timeline) -> np.ndarray:
+def launch_tops(tl: Timeline, memo: Memo | None = None) -> np.ndarray:
     """Per GPU op, the top-level host call whose tree launched it (:func:`launch_calls`
     through the nesting column: a kernel of a ``cuLaunchKernel`` inside ``cudaLaunchKernel``
     was launched when the outer call began); -1 when the trace has none."""
-    calls = launch_calls(tl)
+    calls = launch_calls(tl, memo)
     if tl.api_start_ns.size == 0:
         return calls
     return np.where(calls >= 0, tl.api_tops()[np.maximum(calls, 0)], -1)

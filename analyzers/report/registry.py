@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from profplug.analyzers.core.analysis_spec import WHATIF, AnalysisSpec
 from profplug.analyzers.core.errors import ProfplugError
+from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.crossrank.analysis import CROSS_RANK_SPEC
 from profplug.analyzers.graph.dropset import DROP_ALL, DROP_DEVICE, DROP_POLICY, DropSpec
@@ -46,7 +47,8 @@ def check_drop(drop: DropSpec) -> DropSpec:
 
 def whatif_if_cheap(timelines: list[Timeline], options: StallOptions,
                     drop: DropSpec | None = None, ranks: list[RankResult] | None = None,
-                    keep_predicted: bool = False) -> WhatIfResult | None:
+                    keep_predicted: bool = False, memo: Memo | None = None
+                    ) -> WhatIfResult | None:
     """The what-if of a report by default (None without GPU work): run when the run has at most
     ``WHATIF_AUTO_MAX_EVENTS`` API calls + GPU ops (~2 us each); else a ProfplugError saying
     so, which the report keeps as a warning."""
@@ -57,7 +59,7 @@ def whatif_if_cheap(timelines: list[Timeline], options: StallOptions,
         raise ProfplugError(f"what-if not run by default on {n:,} events (over "
                             f"{WHATIF_AUTO_MAX_EVENTS:,}): --whatif runs it")
     return whatif(timelines, drop or DropSpec(), options, ranks=ranks,
-                  keep_predicted=keep_predicted)
+                  keep_predicted=keep_predicted, memo=memo)
 
 
 def whatif_spec(asked: Asked) -> AnalysisSpec | None:
@@ -70,8 +72,8 @@ def whatif_spec(asked: Asked) -> AnalysisSpec | None:
         return whatif_analysis(drop, keep_predicted=keep)
 
     def cheap(timelines: list[Timeline], options: StallOptions,
-              ranks: list[RankResult] | None) -> WhatIfResult | None:
-        return whatif_if_cheap(timelines, options, drop, ranks, keep)
+              ranks: list[RankResult] | None, memo: Memo) -> WhatIfResult | None:
+        return whatif_if_cheap(timelines, options, drop, ranks, keep, memo)
 
     return AnalysisSpec(name="whatif", label="what-if", run=cheap,
                         in_rounds=None if keep else WHATIF, drop=drop,

@@ -89,7 +89,7 @@ def host_rank(tl: Timeline) -> HostRank:
 
 
 def host_only(timelines: list[Timeline], options: object = None,
-              ranks: object = None) -> HostOnlyResult | None:
+              ranks: object = None, memo: object = None) -> HostOnlyResult | None:
     """The summary when no rank has GPU work; None otherwise (the report has GPU tables)."""
     if not timelines or any(tl.n_gpu for tl in timelines):
         return None

@@ -28,9 +28,9 @@ def whatifs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     seen: list[int] = []
     real = registry.whatif_if_cheap
 
-    def counting(timelines, options, drop=None, ranks=None, keep_predicted=False):  # type: ignore[no-untyped-def]
+    def counting(timelines, options, drop=None, ranks=None, keep_predicted=False, memo=None):  # type: ignore[no-untyped-def]
         seen.append(len(timelines))
-        return real(timelines, options, drop, ranks, keep_predicted)
+        return real(timelines, options, drop, ranks, keep_predicted, memo)
 
     monkeypatch.setattr(registry, "whatif_if_cheap", counting)
     return seen

@@ -95,7 +95,8 @@ def run_task(task: RankTask) -> FileResult:
         if reader is None:  # trace_files only yields readable names
             raise TraceError(f"{path}: unknown trace format")
         where = task.read.cache_dir
-        key = None if where is None else entry_key(reader, path, task.index, task.read)
+        keyed = None if where is None else entry_key(reader, path, task.index, task.read)
+        key = None if keyed is None else keyed.key
         kept = entry = None
         if key is not None and where is not None and task.stall is not None:
             entry = stalls_entry(where, key, task.stall)
@@ -108,7 +109,7 @@ def run_task(task: RankTask) -> FileResult:
                                       True, key=key,
                                       parts={n: [(s.rank, None) for s in kept]
                                              for n, _, _ in task.parts})
-        tls, hit, key = read_cached(reader, path, task.index, task.read, where, key)
+        tls, hit, key = read_cached(reader, path, task.index, task.read, where, keyed)
         for tl in tls:  # ids reused, clocks apart: one warning each (not kept in the cache);
             # the rule rather than the exception: refused
             bad, warns = correlation_check(tl)

@@ -17,9 +17,10 @@ runtime plugin shares) imports nothing else.
 from __future__ import annotations
 
 import importlib
+from types import MappingProxyType
 from typing import Any
 
-_WHERE = {
+_WHERE = MappingProxyType({
     "CAUSES": "stalls.gaps",
     "RankResult": "stalls.rank", "StallOptions": "stalls.rank", "analyze_rank": "stalls.rank",
     "ReadOptions": "readers.base",
@@ -31,7 +32,7 @@ _WHERE = {
     "analyze_timelines": "report.analysis", "callsites_frame": "report.frames",
     "gaps_frame": "report.frames", "ranks_frame": "report.frames",
     "whatif_paths": "report.analysis",
-}
+})
 __all__ = sorted(_WHERE)
 
 

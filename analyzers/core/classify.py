@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from types import MappingProxyType
 
 import numpy as np
 from profplug.analyzers.core.memo import Memo
 
 NONE, DEVICE, EVENT, STREAM_WAIT, LAUNCH = 0, 1, 2, 3, 4
-KIND_LABELS = {DEVICE: "device", EVENT: "event", STREAM_WAIT: "stream_wait"}
+KIND_LABELS = MappingProxyType({DEVICE: "device", EVENT: "event", STREAM_WAIT: "stream_wait"})
 
 DEVICE_SYNC = frozenset({
     "cudaDeviceSynchronize", "cuCtxSynchronize", "hipDeviceSynchronize", "hipCtxSynchronize",

@@ -48,9 +48,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, BinaryIO, ClassVar
 
 import numpy as np
@@ -172,7 +174,7 @@ class Timeline:
             self.skipped[reason] = self.skipped.get(reason, 0) + n
 
     # ---- save / load (the timeline is a value) -----------------------------------------
-    _ARRAYS = (
+    _ARRAYS = tuple((
         "gpu_start_ns gpu_end_ns gpu_device gpu_stream gpu_kind gpu_name gpu_corr "
         "api_start_ns api_end_ns api_tid api_name api_corr api_top "
         "ann_start_ns ann_end_ns ann_tid ann_name "
@@ -180,10 +182,11 @@ class Timeline:
         "gsync_wait_stream gsync_wait_corr step_start_ns step_end_ns step_num "
         "comm_start_ns comm_end_ns comm_tid comm_kind comm_peer comm_group comm_seq comm_name "
         "comm_src"
-    ).split()
-    _DTYPES: ClassVar[dict[str, Any]] = {"gpu_kind": np.int8, "gsync_kind": np.int8, "gpu_name": np.int32,
-               "api_name": np.int32, "ann_name": np.int32, "comm_kind": np.int8,
-               "comm_group": np.int32, "comm_name": np.int32, "comm_src": np.int8}
+    ).split())
+    _DTYPES: ClassVar[Mapping[str, Any]] = MappingProxyType({
+        "gpu_kind": np.int8, "gsync_kind": np.int8, "gpu_name": np.int32, "api_name": np.int32,
+        "ann_name": np.int32, "comm_kind": np.int8, "comm_group": np.int32,
+        "comm_name": np.int32, "comm_src": np.int8})
 
     def save(self, path: str | Path | BinaryIO, *, compress: bool = True) -> None:
         """Write the timeline as a numpy ``.npz`` (arrays) with a JSON header; no pickle.

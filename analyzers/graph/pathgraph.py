@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
+from types import MappingProxyType
 
 import numpy as np
 from profplug.analyzers.core import classify
@@ -44,8 +45,8 @@ COMPUTE, TRANSFER, PEER_WAIT, HOST_LAUNCH, DEV_SYNC, EVT_SYNC, OTHER = range(7)
 CS, CE, OS, OE, SRC = range(5)  # node kinds: call start/end, op start/end, the source
 # tie order of binding edges at one node (lower first)
 _NEVER = -(2**62)  # an edge that does not bind (negatable without overflow)
-_PRIORITY = {STREAM: 0, STREAM_WAIT: 1, LAUNCH: 2, SYNC: 0, CALL: 1, PEER: 1, HOST: 0,
-             ANCHOR: 3}  # RUN: 0 (every kind not listed)
+_PRIORITY = MappingProxyType({STREAM: 0, STREAM_WAIT: 1, LAUNCH: 2, SYNC: 0, CALL: 1, PEER: 1, HOST: 0,
+                              ANCHOR: 3})  # RUN: 0 (every kind not listed)
 _BLOCK = 1 << 16  # edges per block of the binding choice
 Edges = tuple[np.ndarray, np.ndarray, np.ndarray, int]  # src, dst, weight, kind
 

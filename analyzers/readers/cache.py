@@ -44,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from types import MappingProxyType
 from typing import BinaryIO
 
 import numpy as np
@@ -245,13 +246,13 @@ def load_entry(entry: Path, path: Path | None = None, key: str | None = None
     return tls
 
 
-_TABLES = {t: [k for k in Timeline._ARRAYS if k.startswith(t + "_")]
-           for t in ("gpu", "api", "ann", "gsync", "step", "comm")}
+_TABLES = MappingProxyType({t: tuple(k for k in Timeline._ARRAYS if k.startswith(t + "_"))
+                            for t in ("gpu", "api", "ann", "gsync", "step", "comm")})
 _NAME_IDS = ("gpu_name", "api_name", "ann_name", "comm_name")
-_ENUMS = {"gpu_kind": len(KIND_NAMES), "comm_kind": len(COMM_KINDS),
-          "comm_src": len(COMM_SOURCES)}
-_HEADER = {"rank": int, "source": str, "rank_rule": str, "files": list, "names": list,
-           "warnings": list, "skipped": dict, "metadata": dict, "has_gpu_sync_records": bool}
+_ENUMS = MappingProxyType({"gpu_kind": len(KIND_NAMES), "comm_kind": len(COMM_KINDS),
+                           "comm_src": len(COMM_SOURCES)})
+_HEADER = MappingProxyType({"rank": int, "source": str, "rank_rule": str, "files": list, "names": list,
+                            "warnings": list, "skipped": dict, "metadata": dict, "has_gpu_sync_records": bool})
 
 
 def timeline_problem(tl: Timeline) -> str | None:

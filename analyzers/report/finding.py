@@ -18,6 +18,7 @@ does not move the finding.
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from profplug.analyzers.core import classify
@@ -33,10 +34,10 @@ if TYPE_CHECKING:
 
 SMALL_PCT = 10.0  # below this share of the step, also say what the idle mostly is
 TINY_PCT = 0.5  # below this, the synchronizes cost nothing worth a number
-CAUSE_WORDS = {"device_sync": "device-wide synchronizes",
-               "event_sync": "host-blocking stream/event waits",
-               "host_bound": "host-bound launch gaps",
-               "other": "gaps the trace cannot attribute"}
+CAUSE_WORDS = MappingProxyType({"device_sync": "device-wide synchronizes",
+                                "event_sync": "host-blocking stream/event waits",
+                                "host_bound": "host-bound launch gaps",
+                                "other": "gaps the trace cannot attribute"})
 ASK_WHATIF = "run `profplug whatif` (or `report --whatif`) for the indirect cost"
 
 

@@ -17,6 +17,7 @@ Per rank (us; host clock):
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import numpy as np
@@ -25,8 +26,8 @@ from profplug.analyzers.core.classify import KIND_LABELS, kinds_for_symbols
 from profplug.analyzers.core.timeline import COMM_COLL, COMM_RECV, COMM_SEND, Timeline
 from profplug.analyzers.steps.stats import STATISTIC, summarize
 
-SYNC_RANGES = {"profplug.sync.device": "sync.device", "profplug.sync.event": "sync.event",
-               "profplug.synchronize": "synchronize"}
+SYNC_RANGES = MappingProxyType({"profplug.sync.device": "sync.device", "profplug.sync.event": "sync.event",
+                                "profplug.synchronize": "synchronize"})
 
 
 @dataclass

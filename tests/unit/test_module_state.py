@@ -136,8 +136,8 @@ def _top(body: list[ast.stmt]) -> Iterator[ast.stmt]:
                 yield from _top(block)
 
 
-def _targets(node: ast.stmt) -> list[str]:
-    targets = node.targets if isinstance(node, ast.Assign) else [node.target]  # type: ignore[attr-defined]
+def _targets(node: ast.Assign | ast.AnnAssign) -> list[str]:
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
     return [t.id for t in targets if isinstance(t, ast.Name)]
 
 
@@ -171,9 +171,9 @@ def found_state(module: str, tree: ast.Module) -> list[tuple[str, str, str]]:
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
                 _name(d) in CACHE_DECORATORS for d in node.decorator_list):
             out.append((module, node.name, "function cache"))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Global):
-            out += [(module, n, "global statement") for n in node.names]
+    for any_node in ast.walk(tree):
+        if isinstance(any_node, ast.Global):
+            out += [(module, n, "global statement") for n in any_node.names]
     return out
 
 

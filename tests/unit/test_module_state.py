@@ -1,8 +1,9 @@
 """No module-level mutable state in analyzers/ and profplug/: every module's top level (and
 every class body's shared attributes) is read for mutable containers (list, dict and set
 displays or calls, defaultdict, deque, a Memo...), for a module-level call that mutates one
-(``X.update(...)``), for ``global`` statements and for function caches (``@cache``,
-``@lru_cache``). A constant is made immutable (a tuple, a frozenset, a MappingProxyType), so
+(``X.update(...)``), for ``global`` statements, for function caches (``@cache``,
+``@lru_cache``) and for an attribute of a project module set from outside it (a module
+function rebound at run time). A constant is made immutable (a tuple, a frozenset, a MappingProxyType), so
 it is not found. What is found must be in an allow-list below, each entry with its reason,
 and an entry that no longer matches anything fails too (the lists stay true)."""
 
@@ -177,6 +178,28 @@ def found_state(module: str, tree: ast.Module) -> list[tuple[str, str, str]]:
     return out
 
 
+def rebound(module: str, tree: ast.Module) -> list[tuple[str, str]]:
+    """(module, ``name.attr``) for each assignment to an attribute of a project module or
+    name this module imported (``_steps.on_activity = _noop``): a function or value swapped
+    at run time, what every other importer then sees. A listener is registered instead."""
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {a.asname or a.name.split(".")[0] for a in node.names
+                         if a.name.split(".")[0] in ("profplug", *PACKAGES)}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in (
+                "profplug", *PACKAGES):
+            imported |= {a.asname or a.name for a in node.names}
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                        and t.value.id in imported):
+                    out.append((module, f"{t.value.id}.{t.attr}"))
+    return out
+
+
 def _all_found() -> list[tuple[str, str, str]]:
     return [f for module, tree in _modules() for f in found_state(module, tree)]
 
@@ -196,6 +219,27 @@ def test_every_allow_list_entry_still_names_state_that_exists() -> None:
 
 def test_every_allow_list_entry_says_why() -> None:
     assert all(len(why.split()) >= 3 for why in ALLOWED.values())
+
+
+def test_no_module_of_the_project_has_an_attribute_rebound() -> None:
+    assert [r for module, tree in _modules() for r in rebound(module, tree)] == []
+
+
+def test_a_rebound_module_function_is_found() -> None:
+    planted = ast.parse(
+        "import profplug.steps as _steps\n"
+        "from profplug import policy\n"
+        "import torch\n"
+        "def start(session):\n"
+        "    import profplug.steps as steps\n"
+        "    steps.on_activity = session.on_activity\n"
+        "    _steps.on_activity = None\n"
+        "    policy.COUNT += 1\n"
+        "    torch.cuda.synchronize = None\n"
+        "    session.mode = 'run'\n")
+    assert rebound("m.py", planted) == [("m.py", "steps.on_activity"),
+                                        ("m.py", "_steps.on_activity"),
+                                        ("m.py", "policy.COUNT")]
 
 
 def test_the_check_finds_each_kind_of_planted_state() -> None:

@@ -11,7 +11,7 @@ from functools import lru_cache
 from types import MappingProxyType
 
 import numpy as np
-from profplug.analyzers.core.memo import Memo
+from profplug.analyzers.core.memo import Memo, read_only
 
 NONE, DEVICE, EVENT, STREAM_WAIT, LAUNCH = 0, 1, 2, 3, 4
 KIND_LABELS = MappingProxyType({DEVICE: "device", EVENT: "event", STREAM_WAIT: "stream_wait"})
@@ -53,7 +53,7 @@ def _per_symbol(names: list[str], what: str, memo: Memo | None) -> np.ndarray:
     per table (a timeline's ``names``, append-only once read) and length, then read-only."""
     if memo is None:
         return _classified(names, what)
-    return memo.get(what, (names,), lambda: _read_only(_classified(names, what)),
+    return memo.get(what, (names,), lambda: read_only(_classified(names, what)),
                     version=len(names))
 
 
@@ -61,11 +61,6 @@ def _classified(names: list[str], what: str) -> np.ndarray:
     if what == "sync kinds":
         return np.fromiter((sync_kind(n) for n in names), dtype=np.int8, count=len(names))
     return np.fromiter((is_comm_kernel(n) for n in names), dtype=bool, count=len(names))
-
-
-def _read_only(a: np.ndarray) -> np.ndarray:
-    a.flags.writeable = False  # shared by every caller of the memo: read (index) only
-    return a
 
 
 def kinds_for_symbols(names: list[str], memo: Memo | None = None) -> np.ndarray:

@@ -13,6 +13,8 @@ from collections import Counter
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
+import numpy as np
+
 T = TypeVar("T")
 
 
@@ -40,6 +42,12 @@ class Memo:
         self.made[kind] += 1
         self._entries[key] = (tuple(_hold(o, weakref.ref(self), key) for o in of), value)
         return value
+
+
+def read_only(a: np.ndarray) -> np.ndarray:
+    """``a``, made read-only: a value kept in a Memo is shared by every caller of it."""
+    a.flags.writeable = False
+    return a
 
 
 def _hold(obj: object, memo: weakref.ref[Memo], key: Hashable) -> Any:

@@ -57,7 +57,7 @@ from typing import Any, BinaryIO, ClassVar
 
 import numpy as np
 from profplug.analyzers.core.atomicfile import write_atomic
-from profplug.analyzers.core.memo import Memo
+from profplug.analyzers.core.memo import Memo, read_only
 
 KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET = 0, 1, 2
 KIND_NAMES = ("kernel", "memcpy", "memset")
@@ -245,12 +245,7 @@ def launch_calls(tl: Timeline, memo: Memo | None = None) -> np.ndarray:
     if memo is None:
         return _launch_calls(tl)
     return memo.get("launch calls", (tl, tl.api_corr, tl.gpu_corr),
-                    lambda: _read_only(_launch_calls(tl)))
-
-
-def _read_only(a: np.ndarray) -> np.ndarray:
-    a.flags.writeable = False  # shared by every caller of the memo: read (index) only
-    return a
+                    lambda: read_only(_launch_calls(tl)))
 
 
 def _launch_calls(tl: Timeline) -> np.ndarray:

@@ -230,16 +230,16 @@ def test_a_rebound_module_function_is_found() -> None:
         "import profplug.steps as _steps\n"
         "from profplug import policy\n"
         "import torch\n"
-        "def start(session):\n"
+        "def start(rank_owner):\n"
         "    import profplug.steps as steps\n"
-        "    steps.on_activity = session.on_activity\n"
+        "    steps.on_activity = rank_owner.on_activity\n"
         "    _steps.on_activity = None\n"
-        "    policy.COUNT += 1\n"
+        "    policy.COUNTS += 1\n"
         "    torch.cuda.synchronize = None\n"
-        "    session.mode = 'run'\n")
+        "    rank_owner.mode = 'run'\n")
     assert rebound("m.py", planted) == [("m.py", "steps.on_activity"),
                                         ("m.py", "_steps.on_activity"),
-                                        ("m.py", "policy.COUNT")]
+                                        ("m.py", "policy.COUNTS")]
 
 
 def test_the_check_finds_each_kind_of_planted_state() -> None:

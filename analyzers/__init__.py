@@ -23,6 +23,7 @@ would load numpy, msgspec and the whole analyzer (~380 modules, ~0.4 s) into eac
 from __future__ import annotations
 
 import importlib
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
     from profplug.analyzers.whatif.result import WhatIfResult
 
 # name -> the module (under profplug.analyzers) it loads from on first use
-_WHERE = {
+_WHERE = MappingProxyType({
     "CAUSES": "stalls.gaps",
     "Comparison": "compare.reports",
     "CrossRankResult": "crossrank", "bubbles_frame": "crossrank",
@@ -71,7 +72,7 @@ _WHERE = {
     "callsites_frame": "report.frames", "gaps_frame": "report.frames",
     "ranks_frame": "report.frames",
     "load_timelines": "scale.load",
-}
+})
 
 __all__ = [
     "CAUSES",

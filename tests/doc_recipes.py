@@ -119,8 +119,10 @@ def _before(text: str, name: str, step: Step) -> str:
 
 def _into_collection(text: str, name: str, step: Step) -> str:
     value = getattr(_assignment(text, name, step), "value", None)
+    if isinstance(value, ast.Call) and len(value.args) == 1:  # MappingProxyType({...})
+        value = value.args[0]
     assert isinstance(value, (ast.Tuple, ast.List, ast.Dict)), \
-        f"{step}: {name} is not a tuple, list or dict display"
+        f"{step}: {name} is not a tuple, list or dict display (or one wrapped in a call)"
     close = _lines_offset(text, value.end_lineno or value.lineno, (value.end_col_offset or 1) - 1)
     return _insert_entries(text, close, step)
 

@@ -8,6 +8,7 @@ import io
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import MappingProxyType
 from typing import BinaryIO, TextIO
 
 from profplug.analyzers.commands.outpaths import is_stdout
@@ -27,7 +28,7 @@ def write_text(text: str, output: Path | None) -> None:
     write_output(output, text)  # whole or not at all: the old file stays on a failure
 
 
-FORMAT_OF_SUFFIX = {".json": "json", ".csv": "csv"}  # -o FILE's extension, when -f is not given
+FORMAT_OF_SUFFIX = MappingProxyType({".json": "json", ".csv": "csv"})  # -o FILE's extension, when -f is not given
 
 
 def output_format(fmt: str | None, output: Path | None) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from profplug.analyzers.graph.dropset import FALLBACK_NOTE
@@ -50,7 +51,7 @@ def same_run(rep_a: Report, rep_b: Report) -> bool:
     return key is not None and key == files_fingerprint(fb)
 
 
-TOOL_NAMES = {"kineto": "Kineto (torch.profiler)", "nsys": "Nsight Systems"}
+TOOL_NAMES = MappingProxyType({"kineto": "Kineto (torch.profiler)", "nsys": "Nsight Systems"})
 
 
 def tools_differ(rep_a: Report, rep_b: Report) -> tuple[str, str] | None:

@@ -7,7 +7,8 @@ report runs is ``report.registry``.
 An analysis runs in one of three ways, the same on the local pool and on a Dask cluster:
 
 - ``run`` (always given): over every rank's Timeline in one process, with the ranks' stall
-  analyses (the what-if's replay, the cross-rank matching).
+  analyses (the what-if's replay, the cross-rank matching) and the report's ``Memo``
+  (``core.memo``: what its analyses compute over the same timelines, shared).
 - ``part`` and ``join``: ``part(timeline)`` is made where each rank is read (on the worker)
   and only that value travels; ``join(parts, ranks)`` makes the result in the client.
 - ``rounds`` (a :class:`RoundsCapability`): in rounds where the ranks are read
@@ -27,14 +28,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
+from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.optional import Outcome, TaskError
 
 ANY_RUN: Final = "any"  # applies to any run
 GPU_FREE: Final = "gpu-free"  # applies only when no rank has GPU work (its parts: ranks without)
 
-# (timelines, stall options, the ranks' stall analyses or None: redo them) -> a result with
-# ``key`` and ``to_dict()``, or None (nothing to add). An exception becomes one warning line.
-RunFn = Callable[[list[Any], Any, "list[Any] | None"], Any]
+# (timelines, stall options, the ranks' stall analyses or None: redo them, the report's memo:
+# pass it to the helpers that take one, ``core.memo``) -> a result with ``key`` and
+# ``to_dict()``, or None (nothing to add). An exception becomes one warning line.
+RunFn = Callable[[list[Any], Any, "list[Any] | None", Memo], Any]
 PartFn = Callable[[Any], Any]  # one rank's Timeline -> its part (small, picklable)
 JoinFn = Callable[[list[Any], list[Any]], Any]  # (parts by rank, ranks' stalls) -> result
 # (the ranks' stall analyses, the analysis's result) -> the report's finding in one sentence,
@@ -125,9 +128,10 @@ class AnalysisSpec:
             check_picklable(self.part, f"analysis {self.name!r}: its part")
 
     def __call__(self, timelines: Sequence[Any], options: Any,
-                 ranks: list[Any] | None = None) -> Any:
-        """``run`` over ``timelines`` (the ranks' stall analyses redone when not given)."""
-        return self.run(list(timelines), options, ranks)
+                 ranks: list[Any] | None = None, memo: Memo | None = None) -> Any:
+        """``run`` over ``timelines`` (the ranks' stall analyses redone when not given; a
+        Memo of this call's own when none is given)."""
+        return self.run(list(timelines), options, ranks, memo or Memo())
 
 
 def check_picklable(fn: Callable[..., Any], what: str) -> None:
@@ -149,4 +153,4 @@ def as_spec(analysis: AnalysisSpec | Callable[..., Any]) -> AnalysisSpec:
         return analysis
     fn = analysis
     name = str(getattr(fn, "__name__", type(fn).__name__))
-    return AnalysisSpec(name=name, label=name, run=lambda tls, opt, ranks: fn(tls, opt))
+    return AnalysisSpec(name=name, label=name, run=lambda tls, opt, ranks, memo: fn(tls, opt))

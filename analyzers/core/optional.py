@@ -17,6 +17,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
 from profplug.analyzers.core.errors import (
@@ -59,8 +60,8 @@ CLOCKS = "clocks"  # ClocksApart: ranks on clocks nothing aligns (exit 2)
 DECLINED = "declined"  # another ProfplugError: the message is the whole line (exit 2)
 FAILED = "failed"  # any other exception: a bug, or a trace shape nobody foresaw
 
-_RAISED: dict[str, type[ProfplugError]] = {TRACE: TraceError, TOOL: ToolMissingError,
-                                           CLOCKS: ClocksApart, DECLINED: ProfplugError}
+_RAISED: MappingProxyType[str, type[ProfplugError]] = MappingProxyType(
+    {TRACE: TraceError, TOOL: ToolMissingError, CLOCKS: ClocksApart, DECLINED: ProfplugError})
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import Any
 from profplug.analyzers.core.analysis_spec import AnalysisSpec, Asks, Done, FirstPart, Next
 from profplug.analyzers.core.classify import comm_for_symbols
 from profplug.analyzers.core.errors import ProfplugError
+from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.optional import Ok, Outcome, TaskError
 from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.crossrank import critical
@@ -53,23 +54,26 @@ TOP_CALLSITES = 5
 
 
 def cross_rank(timelines: list[Timeline], options: StallOptions | None = None,
-               ranks: list[RankResult] | None = None) -> CrossRankResult:
+               ranks: list[RankResult] | None = None, memo: Memo | None = None
+               ) -> CrossRankResult:
     """The cross-rank analysis of one run (every rank's timeline), in this process: each
     rank's parts (``parts``) in turn, then joined.
 
     ``ranks``: the stall analysis of the same timelines, when the caller has it (a report);
-    it gives the idle gaps' causes for the swimlane.
+    it gives the idle gaps' causes for the swimlane. ``memo``: the caller's (``core.memo``;
+    a report's, shared with its what-if: the matching, launch calls and kinds once).
     """
     opt = options or StallOptions()
+    memo = memo or Memo()
     t0 = time.perf_counter()
     tls = [tl for tl in timelines if tl.n_gpu]
-    facts = [rank_facts(tl) for tl in tls]
-    # the timelines' own matching: a report's what-if matched them already (matches_kept)
-    p = plan(facts, int(opt.tolerance_ns), match(tls))
-    parts = [rank_part(tl, ask) for tl, ask in zip(tls, p.asks, strict=True)]
+    facts = [rank_facts(tl, memo) for tl in tls]
+    # the timelines' own matching: a report's what-if matched them already (in its memo)
+    p = plan(facts, int(opt.tolerance_ns), match(tls, memo))
+    parts = [rank_part(tl, ask, memo) for tl, ask in zip(tls, p.asks, strict=True)]
 
     def extend(pos: int, v: int, lo: int) -> None:  # a walk no entry foresaw
-        parts[pos].chain.trace(asked_graph(tls[pos], p.asks[pos]), v, lo)
+        parts[pos].chain.trace(asked_graph(tls[pos], p.asks[pos], memo), v, lo)
         parts[pos].labels.update(chain_labels(tls[pos], parts[pos].chain))
 
     paths = join(p, parts, extend)
@@ -162,18 +166,18 @@ def _summary(sites: dict[tuple[int, int], str], ranks: list[int], paths: list[cr
         top_callsites=top, steps=steps)
 
 
-def applies(timelines: list[Timeline]) -> bool:
+def applies(timelines: list[Timeline], memo: Memo | None = None) -> bool:
     """Whether a run has anything to match across ranks: two ranks or more with GPU work,
     and a NCCL (RCCL) kernel among them. O(GPU ops), no sort."""
     tls = [tl for tl in timelines if tl.n_gpu]
-    return len(tls) >= 2 and any(bool(comm_for_symbols(tl.names)[tl.gpu_name].any())
+    return len(tls) >= 2 and any(bool(comm_for_symbols(tl.names, memo)[tl.gpu_name].any())
                                  for tl in tls)
 
 
 def _run(timelines: list[Timeline], options: StallOptions,
-         ranks: list[RankResult] | None) -> CrossRankResult | None:
+         ranks: list[RankResult] | None, memo: Memo) -> CrossRankResult | None:
     """:func:`cross_rank`, or None for a run it does not apply to (:func:`applies`)."""
-    return cross_rank(timelines, options, ranks) if applies(timelines) else None
+    return cross_rank(timelines, options, ranks, memo) if applies(timelines, memo) else None
 
 
 LABEL = "cross-rank analysis"  # what its warnings call it

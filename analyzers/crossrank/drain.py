@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.timeline import Timeline, at_or, launch_calls
 from profplug.analyzers.stalls.per_step import StepSpans
 
@@ -87,8 +88,8 @@ class RankDrain:
     queue: Queue
 
 
-def rank_drain(tl: Timeline, spans: StepSpans) -> RankDrain:
-    calls = launch_calls(tl)
+def rank_drain(tl: Timeline, spans: StepSpans, memo: Memo | None = None) -> RankDrain:
+    calls = launch_calls(tl, memo)
     linked = calls >= 0
     launch = tl.api_start_ns[calls[linked]]  # (a rank may have no host calls at all)
     start, end = tl.gpu_start_ns[linked], tl.gpu_end_ns[linked]

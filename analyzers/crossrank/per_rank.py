@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 from profplug.analyzers.core.errors import ClocksApart, ProfplugError
+from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.timeline import Timeline, launch_times, launch_tops
 from profplug.analyzers.crossrank.bubbles import Binding, RankBubbles, rank_bubbles
 from profplug.analyzers.crossrank.critical import (
@@ -55,14 +56,17 @@ class RankFacts:
     ends: StepEnds
 
 
-def rank_ends(tl: Timeline, view: CommView | None = None) -> StepEnds:
-    """One rank's steps for the walks (where it is read): its steps' spans and last ops."""
-    return step_ends(tl, step_spans(tl, launch_times(tl, launch_tops(tl))))
+def rank_ends(tl: Timeline, view: CommView | None = None, memo: Memo | None = None
+              ) -> StepEnds:
+    """One rank's steps for the walks (where it is read): its steps' spans and last ops
+    (``memo``: the caller's, ``core.memo``)."""
+    return step_ends(tl, step_spans(tl, launch_times(tl, launch_tops(tl, memo))))
 
 
-def rank_facts(tl: Timeline) -> RankFacts:
-    """:class:`RankFacts` of one rank (where it is read)."""
-    return RankFacts(tl.rank, comm_view(tl), rank_ends(tl))
+def rank_facts(tl: Timeline, memo: Memo | None = None) -> RankFacts:
+    """:class:`RankFacts` of one rank (where it is read; ``memo``: the caller's,
+    ``core.memo``)."""
+    return RankFacts(tl.rank, comm_view(tl, memo), rank_ends(tl, memo=memo))
 
 
 @dataclass
@@ -158,23 +162,23 @@ def _binding(tl: Timeline, ask: RankAsk) -> Binding:
     return Binding(pos, op, start)
 
 
-def rank_part(tl: Timeline, ask: RankAsk) -> RankPart:
+def rank_part(tl: Timeline, ask: RankAsk, memo: Memo | None = None) -> RankPart:
     """One rank's :class:`RankPart` (where it is read): its graph first (the peak of a
     worker's memory, docs/scale.md), then what is small."""
     chain = Chain(ask.pos, int(tl.api_start_ns.size), tl.n_gpu)
     if ask.ends or ask.starts:
-        g = asked_graph(tl, ask)
+        g = asked_graph(tl, ask, memo)
         chain = rank_chain(g, ask.ends, ask.starts)
         del g
-    spans = step_spans(tl, launch_times(tl, launch_tops(tl)))
+    spans = step_spans(tl, launch_times(tl, launch_tops(tl, memo)))
     bub = rank_bubbles(tl, ask.pos, ask.m, _binding(tl, ask), spans, ask.rule)
-    return RankPart(bub, rank_drain(tl, spans), chain, chain_labels(tl, chain))
+    return RankPart(bub, rank_drain(tl, spans, memo), chain, chain_labels(tl, chain))
 
 
-def asked_graph(tl: Timeline, ask: RankAsk) -> RankGraph:
+def asked_graph(tl: Timeline, ask: RankAsk, memo: Memo | None = None) -> RankGraph:
     """The rank's graph as its ask describes it (``pathgraph.rank_graph``)."""
     return rank_graph(tl, ask.pos, ask.partners, ask.m.comm_ops[ask.pos], ask.m.offset_ns,
-                      ask.tol)
+                      ask.tol, memo)
 
 
 def chain_labels(tl: Timeline, chain: Chain) -> dict[int, str]:

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 from profplug.analyzers.core import classify
+from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.timeline import Timeline, launch_calls
 from profplug.analyzers.graph.matching import Matching, match
 
@@ -65,12 +66,12 @@ def array_bytes(tl: Timeline) -> int:
     return sum(int(getattr(tl, k).nbytes) for k in Timeline._ARRAYS)
 
 
-def comm_view(tl: Timeline) -> CommView:
+def comm_view(tl: Timeline, memo: Memo | None = None) -> CommView:
     """The :class:`CommView` of one rank's full timeline (built where the rank is read)."""
-    comm = classify.comm_for_symbols(tl.names)[tl.gpu_name] if tl.n_gpu else \
+    comm = classify.comm_for_symbols(tl.names, memo)[tl.gpu_name] if tl.n_gpu else \
         np.zeros(0, dtype=bool)
     ops = np.flatnonzero(comm).astype(np.int64)
-    calls = launch_calls(tl)[ops]
+    calls = launch_calls(tl, memo)[ops]
     api = np.unique(calls[calls >= 0])  # ascending: the calls keep their order
     group = tl.comm_group
     syms = np.unique(np.concatenate([

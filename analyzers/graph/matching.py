@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from profplug.analyzers.core import classify
-from profplug.analyzers.core.memo import ScopedMemo
+from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.timeline import (
     COMM_COLL,
     COMM_RECV,
@@ -137,12 +137,12 @@ def _fits(kind: int, name: str, kernel: str) -> bool:
 class _Rank:
     """One rank's NCCL kernels and their descriptions."""
 
-    def __init__(self, pos: int, tl: Timeline) -> None:
+    def __init__(self, pos: int, tl: Timeline, memo: Memo | None) -> None:
         self.pos, self.tl = pos, tl
-        comm = classify.comm_for_symbols(tl.names)[tl.gpu_name] if tl.n_gpu else \
+        comm = classify.comm_for_symbols(tl.names, memo)[tl.gpu_name] if tl.n_gpu else \
             np.zeros(0, dtype=bool)
         self.kernels = np.nonzero(comm)[0]
-        calls = launch_calls(tl)[self.kernels]
+        calls = launch_calls(tl, memo)[self.kernels]
         linked = calls >= 0
         self.t = at_or(tl.api_start_ns, calls, tl.gpu_start_ns[self.kernels])
         self.tid = at_or(tl.api_tid, calls, -1)
@@ -208,30 +208,19 @@ class _Rank:
                                    names[c_name[r]], c_src[r], k))
 
 
-_KEPT: ScopedMemo[list[tuple[list[Timeline], Matching]]] = ScopedMemo(list)
-# within: match of the same timelines (the same objects, in order) runs once and its result
-# (read only) is shared: a report's cross-rank analysis and critical path and its what-if
-# match once, not twice; forgotten on exit
-matches_kept = _KEPT.kept
+def match(timelines: list[Timeline], memo: Memo | None = None) -> Matching:
+    """Match every NCCL kernel of ``timelines`` (one per rank) with its partners. ``memo``:
+    the same timelines (the same objects, in order) are matched once while the caller keeps
+    it, and the result (read only) is shared: a report's cross-rank analysis and critical
+    path and its what-if match once, not twice."""
+    if memo is None:
+        return _match(timelines, None)
+    return memo.get("matching", tuple(timelines), lambda: _match(timelines, memo))
 
 
-def match(timelines: list[Timeline]) -> Matching:
-    """Match every NCCL kernel of ``timelines`` (one per rank) with its partners."""
-    kept = _KEPT.store
-    if kept is None:
-        return _match(timelines)
-    for tls, got in kept:
-        if len(tls) == len(timelines) and all(a is b for a, b in zip(tls, timelines,
-                                                                      strict=True)):
-            return got
-    out = _match(timelines)
-    kept.append((list(timelines), out))
-    return out
-
-
-def _match(timelines: list[Timeline]) -> Matching:
+def _match(timelines: list[Timeline], memo: Memo | None) -> Matching:
     ranks = [tl.rank for tl in timelines]
-    rs = [_Rank(i, tl) for i, tl in enumerate(timelines)]
+    rs = [_Rank(i, tl, memo) for i, tl in enumerate(timelines)]
     pos_of = {r: i for i, r in enumerate(ranks)}
     edges = Edges()
     counts: Counter[str] = Counter()

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from functools import cache
 
 import numpy as np
+from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.timeline import Timeline, groups
 from profplug.analyzers.graph.dropset import DROP_ALL, DROP_DEVICE, DROP_NONE, DropSpec, resolve
 from profplug.analyzers.graph.host import drop_cuts
@@ -125,14 +126,15 @@ def _host_seqs(b: RankModel) -> tuple[list[tuple[int, np.ndarray]], np.ndarray, 
 
 
 def build_model(timelines: list[Timeline], drop: DropSpec | None = None, *,
-                matching: Matching | None = None) -> Model:
+                matching: Matching | None = None, memo: Memo | None = None) -> Model:
     """The dependency model of all ranks (see the module docstring); ``matching``: the NCCL
     kernels matched across the ranks with GPU work, when the caller has it. The ``policy``
     drop falls back to every device-wide synchronize when no rank has one in a pipeline
-    send/recv (``dropset.resolve``; ``whatif`` also reports that)."""
-    drop, _ = resolve(timelines, drop or DropSpec())
-    rms = [RankModel(tl, drop) for tl in timelines]
-    m = _joined(timelines, rms, matching)
+    send/recv (``dropset.resolve``; ``whatif`` also reports that). ``memo``: the caller's
+    (``core.memo``), for what the model asks of each timeline more than once."""
+    drop, _ = resolve(timelines, drop or DropSpec(), memo)
+    rms = [RankModel(tl, drop, memo) for tl in timelines]
+    m = _joined(timelines, rms, matching, memo)
     # the ranks' parts go first (the loops' names with them, in ``_joined``): each wide
     # array is then freed as its narrow copy is made
     del rms
@@ -204,13 +206,14 @@ def _launches(rms: list[RankModel], a_base: list[int]) -> tuple[np.ndarray, np.n
 
 
 def _nccl(timelines: list[Timeline], o_start: np.ndarray, o_end: np.ndarray, o_base: list[int],
-          notes: list[str], warns: list[str], matching: Matching | None
+          notes: list[str], warns: list[str], matching: Matching | None, memo: Memo | None
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per op (global): its matched NCCL partner (-1: none), the clock offset (ns) and the
     transfer (ns). Matched NCCL kernels end together (the transfer completes on both sides);
     the clock offset: the partner's clock minus this rank's (pairs.py), so only durations
     and order are used."""
-    peer, clock = match_nccl(timelines, o_base, int(o_start.size), notes, warns, matching)
+    peer, clock = match_nccl(timelines, o_base, int(o_start.size), notes, warns, matching,
+                             memo)
     paired = peer >= 0
     clock, xfer, n_late = coupled(o_start, o_end, o_start[np.maximum(peer, 0)], paired, clock)
     if n_late:
@@ -220,8 +223,8 @@ def _nccl(timelines: list[Timeline], o_start: np.ndarray, o_end: np.ndarray, o_b
     return peer, clock, xfer
 
 
-def _joined(timelines: list[Timeline], rms: list[RankModel], matching: Matching | None
-            ) -> Model:
+def _joined(timelines: list[Timeline], rms: list[RankModel], matching: Matching | None,
+            memo: Memo | None) -> Model:
     """The ranks' parts joined into one :class:`Model` (global indices), not narrowed."""
     a_base = np.cumsum([0] + [b.tl.api_start_ns.size for b in rms]).tolist()
     o_base = np.cumsum([0] + [b.tl.n_gpu for b in rms]).tolist()
@@ -231,7 +234,7 @@ def _joined(timelines: list[Timeline], rms: list[RankModel], matching: Matching 
     o_top, o_off = _launches(rms, a_base)
     o_start = _cat([b.tl.gpu_start_ns for b in rms])
     o_end = _cat([b.tl.gpu_end_ns for b in rms])
-    peer, clock, xfer = _nccl(timelines, o_start, o_end, o_base, notes, warns, matching)
+    peer, clock, xfer = _nccl(timelines, o_start, o_end, o_base, notes, warns, matching, memo)
     return Model(
         a_rank=_cat([_same(b.tl.api_start_ns.size, b.tl.rank) for b in rms]),
         a_start=_cat([b.tl.api_start_ns for b in rms]),

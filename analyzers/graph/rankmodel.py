@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 from profplug.analyzers.core import classify
+from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.timeline import (
     SYNC_EVENT_SYNC,
     SYNC_STREAM_SYNC,
@@ -50,26 +51,26 @@ class RankModel:
     waits (``dep_op`` waits for ``dep_on``), what each host-blocking call waits for
     (``wait_call`` waits for ``wait_op``), its base cost and wake-up, the dropped calls."""
 
-    def __init__(self, tl: Timeline, drop: DropSpec) -> None:
+    def __init__(self, tl: Timeline, drop: DropSpec, memo: Memo | None = None) -> None:
         self.tl = tl
         n_a = tl.api_start_ns.size
         self.top = tl.api_tops()
         # the report's kinds: a top-level call is the strongest sync among itself and the
         # calls nested in it, a nested call none (classify.top_level_kinds)
-        self.kind = classify.call_kinds(tl.names, tl.api_name, self.top)
+        self.kind = classify.call_kinds(tl.names, tl.api_name, self.top, memo)
         self.is_top = self.top == np.arange(n_a)
         self.notes: list[str] = []  # trace-specific assumptions
         self.warns: list[str] = []
-        self._link_ops()
+        self._link_ops(memo)
         self._stream_order()
         self._stream_waits()
         self._op_timing()
-        self._blocking(drop)
+        self._blocking(drop, memo)
 
     # ---- ops <-> launching calls ----------------------------------------------------
-    def _link_ops(self) -> None:
+    def _link_ops(self, memo: Memo | None) -> None:
         tl = self.tl
-        self.o_api = launch_calls(tl)
+        self.o_api = launch_calls(tl, memo)
         self.launch = launch_times(tl, self.o_api)
         n_un = int((self.o_api < 0).sum())
         if n_un:
@@ -258,7 +259,7 @@ class RankModel:
         keep = wo >= 0
         return wc[keep].astype(I64), wo[keep].astype(I64), int((~(ss | es)).sum())
 
-    def _blocking(self, drop: DropSpec) -> None:
+    def _blocking(self, drop: DropSpec, memo: Memo | None) -> None:
         tl = self.tl
         n_a = tl.api_start_ns.size
         blocking = self.is_top & ((self.kind == classify.DEVICE) | (self.kind == classify.EVENT))
@@ -298,4 +299,4 @@ class RankModel:
         # a dropped synchronize is gone; a blocking copy still copies
         self.omin[blocking & ~own_copy] = 0
         self.wake = wake
-        self.dropped = dropped_calls(tl, self.kind, blocking, drop)
+        self.dropped = dropped_calls(tl, self.kind, blocking, drop, memo)

@@ -6,6 +6,7 @@ Hovering a part shows its value (``<title>``). Times in us.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from profplug.analyzers.crossrank.result import CrossRankResult
@@ -54,7 +55,7 @@ def bars_data(runs: list[tuple[str, Report]]) -> list[tuple[str, dict[str, float
     return rows
 
 
-def bars_svg(runs: list[tuple[str, Report]], colors: dict[str, str]) -> str:
+def bars_svg(runs: list[tuple[str, Report]], colors: Mapping[str, str]) -> str:
     """The SVG; empty when no rank has GPU work."""
     rows = bars_data(runs)
     if not rows:

@@ -13,7 +13,7 @@ from the trace reaches the SVG through ``escape.e`` only.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -123,7 +123,7 @@ def rank_legend(names: Sequence[str]) -> str:
 
 
 # ------------------------------------------------------------------------------ swimlane
-def swimlane_svg(sw: Swimlane, colors: dict[str, str]) -> str:
+def swimlane_svg(sw: Swimlane, colors: Mapping[str, str]) -> str:
     """The swimlane of ``sw`` (see the module docstring)."""
     n = len(sw.rows)
     width = plot_width(n)

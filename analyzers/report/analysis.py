@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from profplug.analyzers.core.analysis_spec import AnalysisSpec, HeadlineFn, as_spec
-from profplug.analyzers.core.classify import tables_kept
+from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.memtrim import trim_large
 from profplug.analyzers.core.optional import CLOCKS, Ok, TaskError, guarded
-from profplug.analyzers.core.timeline import Timeline, links_kept
+from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.graph.dropset import DropSpec
-from profplug.analyzers.graph.matching import matches_kept
 from profplug.analyzers.readers import clocks
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.report.finding import headline, no_steps_warning
@@ -204,22 +203,23 @@ def ranks_report(ranks: list[RankResult], options: StallOptions, steps: StepRule
 
 
 def run_whole(rep: Report, specs: list[AnalysisSpec], tls: list[Timeline],
-              results: ResultCache | None = None) -> None:
+              results: ResultCache | None = None, memo: Memo | None = None) -> None:
     """Run ``specs`` in this process over every rank's Timeline (their results, or their
-    one-line failures, into ``rep``); ``results``: a cached result is used, a new one kept."""
-    # once for the cross-rank analysis and the what-if: the matching, launch calls, kinds
-    with matches_kept(), links_kept(), tables_kept():
-        n_events = sum(tl.n_events for tl in tls)
-        for spec in specs:
-            result = MISS if results is None else results.get(spec)
-            failed = None
-            if result is MISS:
-                got = guarded(spec.run, tls, rep.options, rep.ranks)
-                result, failed = (got.value, None) if isinstance(got, Ok) else (None, got)
-                if failed is None and results is not None:
-                    results.put(spec, result)
-            _add(rep, spec, result, failed)
-            trim_large(n_events)  # its graph and replay: the next starts from what is live
+    one-line failures, into ``rep``); ``results``: a cached result is used, a new one kept;
+    ``memo``: the report's (``core.memo``), default one for these specs: the cross-rank
+    analysis and the what-if share the matching, launch calls and kinds."""
+    memo = memo or Memo()
+    n_events = sum(tl.n_events for tl in tls)
+    for spec in specs:
+        result = MISS if results is None else results.get(spec)
+        failed = None
+        if result is MISS:
+            got = guarded(spec.run, tls, rep.options, rep.ranks, memo)
+            result, failed = (got.value, None) if isinstance(got, Ok) else (None, got)
+            if failed is None and results is not None:
+                results.put(spec, result)
+        _add(rep, spec, result, failed)
+        trim_large(n_events)  # its graph and replay: the next starts from what is live
 
 
 def _add(rep: Report, spec: AnalysisSpec, result: Any, failed: TaskError | None) -> None:
@@ -306,14 +306,14 @@ def _result_cache(got: LoadedRanks, opt: StallOptions, steps: StepRule) -> Resul
 
 def _run_specs(rep: Report, specs: list[AnalysisSpec], by_rank: list[AnalysisSpec],
                got: LoadedRanks, tls: list[Timeline], results: ResultCache | None) -> None:
-    """Each of ``specs`` in order: joined from its parts (``by_rank``), else over ``tls``
-    (the memos of one report shared by all: the matching, launch calls, kinds)."""
-    with matches_kept(), links_kept(), tables_kept():
-        for spec in specs:
-            if spec in by_rank:
-                _join(rep, spec, got)
-            else:
-                run_whole(rep, [spec], tls, results)
+    """Each of ``specs`` in order: joined from its parts (``by_rank``), else over ``tls`` (one
+    memo of the report shared by all: the matching, launch calls, kinds)."""
+    memo = Memo()
+    for spec in specs:
+        if spec in by_rank:
+            _join(rep, spec, got)
+        else:
+            run_whole(rep, [spec], tls, results, memo)
 
 
 def _finished(rep: Report, got: LoadedRanks, files: list[Path]) -> Report:
@@ -344,16 +344,16 @@ def _rounds_report(got: LoadedRanks, opt: StallOptions, specs: list[AnalysisSpec
     if out.fallback:
         return None
     rep = ranks_report(got.stalls, opt, steps)
-    with matches_kept(), links_kept(), tables_kept():
-        for spec in specs:
-            if spec in where.rounds:
-                done = out.done.get(spec.name)
-                if done is not None:
-                    _add(rep, spec, done.result, done.error)
-            elif spec in where.by_rank:
-                _join(rep, spec, got)
-            else:
-                run_whole(rep, [spec], got.timelines, None)
+    memo = Memo()  # the report's: what the analyses run here share (the matching, kinds)
+    for spec in specs:
+        if spec in where.rounds:
+            done = out.done.get(spec.name)
+            if done is not None:
+                _add(rep, spec, done.result, done.error)
+        elif spec in where.by_rank:
+            _join(rep, spec, got)
+        else:
+            run_whole(rep, [spec], got.timelines, None, memo)
     return rep
 
 

@@ -31,6 +31,7 @@ import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from profplug.analyzers.core.cpus import usable_cpus
@@ -187,8 +188,8 @@ def unpack(res: FileResult) -> FileResult:
 # a LocalCluster's settings: a task of a worker that died goes to another worker once
 # (``ALLOWED_FAILURES``); no GPU monitoring (NVML), which the analysis never reads and which
 # costs each worker memory on a GPU machine
-LOCAL_CONFIG = {"distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
-                "distributed.diagnostics.nvml": False}
+LOCAL_CONFIG = MappingProxyType({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
+                                 "distributed.diagnostics.nvml": False})
 
 
 _open: weakref.WeakSet[DaskBackend] = weakref.WeakSet()

@@ -114,15 +114,16 @@ def run_task(task: RankTask) -> FileResult:
         reader = reader_for(path)
         if reader is None:  # trace_files only yields readable names
             raise TraceError(f"{path}: unknown trace format")
-        key = None if task.read.cache_dir is None else \
+        keyed = None if task.read.cache_dir is None else \
             entry_key(reader, path, task.index, task.read)
+        key = None if keyed is None else keyed.key
         entry = None if key is None or task.read.cache_dir is None or task.stall is None \
             else stalls_entry(task.read.cache_dir, key, task.stall)
         done, kept = _kept_only(task, entry, size, key)
         if done is not None:
             return done
         tls, hit, key = read_cached(reader, path, task.index, task.read,
-                                    task.read.cache_dir, key)
+                                    task.read.cache_dir, keyed)
         _check_correlations(path, tls)
         trim()  # what the read freed: the analysis starts from the timelines alone
         stalls = kept if kept is not None else _stalls(task, tls, entry)

@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 from profplug.analyzers.core import classify
 from profplug.analyzers.core.errors import TraceError
-from profplug.analyzers.core.timeline import Timeline, groups
+from profplug.analyzers.core.memo import Memo
+from profplug.analyzers.core.timeline import Timeline, groups, launch_times, launch_tops
 from profplug.analyzers.stalls.callmatch import SortedCalls
 from profplug.analyzers.stalls.gaps import (
     C_DEVICE,
@@ -192,12 +193,15 @@ class Attribution:
 
 
 def attribute(tl: Timeline, tolerance_ns: int, *, api_kind: np.ndarray | None = None,
-              launch: np.ndarray | None = None) -> Attribution:
+              launch: np.ndarray | None = None, memo: Memo | None = None) -> Attribution:
     """Charge every idle gap of ``tl`` (``tolerance_ns``: the host/GPU clock slack, ns).
     ``api_kind`` (``classify.call_kinds``) and ``launch`` (the ops' launch times,
-    ``per_step.step_spans``): when the caller knows them (the what-if's replays)."""
-    api_kind = classify.call_kinds(tl.names, tl.api_name, tl.api_tops()) if api_kind is None \
-        else api_kind
+    ``per_step.step_spans``): when the caller knows them (the what-if's replays); else
+    through ``memo`` when given (the caller's, ``core.memo``)."""
+    api_kind = classify.call_kinds(tl.names, tl.api_name, tl.api_tops(), memo) \
+        if api_kind is None else api_kind
+    if launch is None and memo is not None:
+        launch = launch_times(tl, launch_tops(tl, memo))
     calls = SyncCalls.of(tl, api_kind)
     rule = CauseRule(tl, calls, int(tolerance_ns))
     sel = by_device(tl)

@@ -20,6 +20,7 @@ table and the HTML page), never silently dropped:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import MappingProxyType
 
 import numpy as np
 from profplug.analyzers.core.ranges import STEP
@@ -28,11 +29,11 @@ from profplug.analyzers.stalls.callsites import UNANNOTATED, display_name, enclo
 from profplug.analyzers.stalls.gaps import CAUSES, Gaps
 from profplug.analyzers.stalls.per_step import OutlierStep, StepStats, gap_steps
 
-WORDS = {"busy": "GPU busy",
-         "device_sync": "GPU idle in device-wide synchronizes",
-         "event_sync": "GPU idle in host-blocking stream/event waits",
-         "host_bound": "GPU idle waiting for launches (host-bound)",
-         "other": "GPU idle the trace cannot attribute"}
+WORDS = MappingProxyType({"busy": "GPU busy",
+                          "device_sync": "GPU idle in device-wide synchronizes",
+                          "event_sync": "GPU idle in host-blocking stream/event waits",
+                          "host_bound": "GPU idle waiting for launches (host-bound)",
+                          "other": "GPU idle the trace cannot attribute"})
 
 
 def _peer(tl: Timeline, row: int) -> int | None:

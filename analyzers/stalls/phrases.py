@@ -5,6 +5,8 @@ rank's non-outlier steps (``steps.stats``), so one stalled step does not move a 
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from profplug.analyzers.core import classify
 from profplug.analyzers.stalls.callsites import UNANNOTATED, display_name
 from profplug.analyzers.stalls.gaps import CAUSES
@@ -12,12 +14,12 @@ from profplug.analyzers.stalls.rank import RankResult
 
 SMALL_PCT = 10.0  # below this share of the step, also say what the idle mostly is
 TINY_PCT = 0.5  # below this, the synchronizes cost nothing worth a number
-CAUSE_WORDS = {
+CAUSE_WORDS = MappingProxyType({
     "device_sync": "device-wide synchronizes",
     "event_sync": "host-blocking stream/event waits",
     "host_bound": "host-bound launch gaps",
     "other": "gaps the trace cannot attribute",
-}
+})
 ASK_WHATIF = "run `profplug whatif` (or `report --whatif`) for the indirect cost"
 
 

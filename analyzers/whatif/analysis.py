@@ -18,6 +18,7 @@ from profplug.analyzers.core.analysis_spec import (
     Next,
 )
 from profplug.analyzers.core.errors import ProfplugError
+from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.memtrim import trim_large
 from profplug.analyzers.core.optional import Ok, Outcome, TaskError
 from profplug.analyzers.core.timeline import Timeline
@@ -187,10 +188,11 @@ def whatif_if_cheap(
     max_events: int,
     ranks: list[RankResult] | None = None,
     keep_predicted: bool = False,
+    memo: Memo | None = None,
 ) -> WhatIfResult | None:
     """The what-if of a report by default (None without GPU work): run when the run has at
     most ``max_events`` API calls + GPU ops (~2 us each); else a ProfplugError saying so,
-    which the report keeps as a warning."""
+    which the report keeps as a warning. ``memo``: the report's (``core.memo``)."""
     if not any(t.n_gpu for t in timelines):  # nothing to replay: the host-only summary
         return None
     n = sum(t.n_events for t in timelines)
@@ -198,7 +200,8 @@ def whatif_if_cheap(
         raise ProfplugError(
             f"what-if not run by default on {n:,} events (over {max_events:,}): --whatif runs it"
         )
-    return whatif(timelines, drop, options, ranks=ranks, keep_predicted=keep_predicted)
+    return whatif(timelines, drop, options, ranks=ranks, keep_predicted=keep_predicted,
+                  memo=memo)
 
 
 def whatif_analysis(
@@ -223,7 +226,8 @@ def whatif_analysis(
     limit = max_events
 
     def run(
-        timelines: list[Timeline], options: StallOptions, ranks: list[RankResult] | None
+        timelines: list[Timeline], options: StallOptions, ranks: list[RankResult] | None,
+        memo: Memo,
     ) -> WhatIfResult | None:
         if unprofiled is not None:
             return whatif_unprofiled(
@@ -233,10 +237,12 @@ def whatif_analysis(
                 options,
                 step_ci_us=unprofiled.step_ci_us,
                 ratio_ci=unprofiled.ratio_ci,
+                memo=memo,
             )
         if when_cheap and limit is not None:
-            return whatif_if_cheap(timelines, options, drop, limit, ranks, keep_predicted)
-        return whatif(timelines, drop, options, ranks=ranks, keep_predicted=keep_predicted)
+            return whatif_if_cheap(timelines, options, drop, limit, ranks, keep_predicted, memo)
+        return whatif(timelines, drop, options, ranks=ranks, keep_predicted=keep_predicted,
+                      memo=memo)
 
     auto = f"whatif auto<={max_events} " if when_cheap else "whatif "
     alone = keep_predicted or unprofiled is not None  # in one process, never cached

@@ -17,10 +17,10 @@ from dataclasses import dataclass, fields, replace
 from functools import cache
 
 import numpy as np
-from profplug.analyzers.core import classify
 from profplug.analyzers.core.errors import ProfplugError
+from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.memtrim import trim_large
-from profplug.analyzers.core.timeline import Timeline, groups, links_kept
+from profplug.analyzers.core.timeline import Timeline, groups
 from profplug.analyzers.graph import dropset
 from profplug.analyzers.graph.dropat import resolve_callsite
 from profplug.analyzers.graph.events import DROPPED_GRAPH_READS, build_graph, dropped_graph
@@ -308,32 +308,31 @@ def _rank_result(tl: Timeline, m: Model, rec: Replay | _Replayed, drp: Replay,
 
 def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
            options: StallOptions | None = None, *, host: HostCosts | None = None,
-           ranks: list[RankResult] | None = None, keep_predicted: bool = False
-           ) -> WhatIfResult:
+           ranks: list[RankResult] | None = None, keep_predicted: bool = False,
+           memo: Memo | None = None) -> WhatIfResult:
     """Replay the run as recorded and without the dropped synchronizes; compare per rank.
 
     ``host``: the predicted run's host costs relative to the trace's (default: the same);
     ``ranks``: the recorded timelines' stall analyses when the caller has them (a report);
-    ``keep_predicted``: keep each rank's predicted timeline (``WhatIfResult.predicted``)."""
-    # once per timeline: policy masks, launch calls, symbol kinds
-    with dropset.masks_kept(), links_kept(), classify.tables_kept():
-        return _whatif(timelines, drop, options, host, ranks, {} if keep_predicted else None)
+    ``keep_predicted``: keep each rank's predicted timeline (``WhatIfResult.predicted``);
+    ``memo``: the caller's (``core.memo``; what-ifs of one run share it), else its own."""
+    return _whatif(timelines, drop, options, host, ranks, {} if keep_predicted else None, memo)
 
 
 def _whatif(timelines: list[Timeline], drop: DropSpec | None, options: StallOptions | None,
             host: HostCosts | None, ranks: list[RankResult] | None,
-            keep: dict[int, Timeline] | None) -> WhatIfResult:
-    opt = options or StallOptions()
+            keep: dict[int, Timeline] | None, memo: Memo | None) -> WhatIfResult:
+    opt, memo = options or StallOptions(), memo or Memo()
     if not timelines or not any(t.n_gpu for t in timelines):
         raise ProfplugError("what-if: no GPU work in the given traces")
-    drop, drop_note = dropset.resolve(timelines, drop or DropSpec())
+    drop, drop_note = dropset.resolve(timelines, drop or DropSpec(), memo)
     if drop.callsite is not None:  # the name as the report prints it, or a unique part,
         # among the call sites of the ranks with GPU work (the ranks it predicts)
         drop = replace(drop, callsite=resolve_callsite(
             drop.callsite, [tl for tl in timelines if tl.n_gpu], drop.kinds))
     t0 = time.perf_counter()
     try:
-        m = build_model(timelines, drop)
+        m = build_model(timelines, drop, memo=memo)
         # one graph for both replays (other host costs change every weight: built again);
         # the client's memory: once a graph exists, the model's inputs to it go
         if host:
@@ -363,7 +362,7 @@ def _whatif(timelines: list[Timeline], drop: DropSpec | None, options: StallOpti
     coupled = bool((m.o_peer >= 0).any())
     apply_bound(res_ranks, coupled)
     set_bands(res_ranks, coupled=coupled)
-    if peers := missing_peers(timelines):
+    if peers := missing_peers(timelines, memo):
         withhold_bands(res_ranks)
     bound = bound_note(res_ranks)
     warnings = [*([peers] if peers else []), *([bound] if bound else []), *m.warnings,

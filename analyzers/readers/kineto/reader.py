@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -50,7 +51,7 @@ OUT_OF_RANGE = "timestamp out of range"
 MIXED = "timestamp style unlike the trace's (epoch vs relative us)"
 BEGIN_END = "begin/end pair (ph B/E), not read"
 
-GPU_CATS = {"kernel": KIND_KERNEL, "gpu_memcpy": KIND_MEMCPY, "gpu_memset": KIND_MEMSET}
+GPU_CATS = MappingProxyType({"kernel": KIND_KERNEL, "gpu_memcpy": KIND_MEMCPY, "gpu_memset": KIND_MEMSET})
 API_CATS = frozenset({"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver", "runtime",
                       "driver"})
 ANN_CATS = frozenset({"user_annotation"})
@@ -62,8 +63,8 @@ BE_CATS = frozenset({*GPU_CATS, *API_CATS, *ANN_CATS, "cuda_sync"})
 KINETO_CATS = frozenset({*BE_CATS, "cpu_op", "python_function", "gpu_user_annotation",
                          "cpu_instant_event", "overhead", "ac2g", "fwdbwd", "trace",
                          "cuda_profiler_range", "kineto", "gpu_op"})
-SYNC_KINDS = {"Event Sync": SYNC_EVENT_SYNC, "Stream Wait Event": SYNC_STREAM_WAIT_EVENT,
-              "Stream Sync": SYNC_STREAM_SYNC, "Context Sync": SYNC_CONTEXT_SYNC}
+SYNC_KINDS = MappingProxyType({"Event Sync": SYNC_EVENT_SYNC, "Stream Wait Event": SYNC_STREAM_WAIT_EVENT,
+                               "Stream Sync": SYNC_STREAM_SYNC, "Context Sync": SYNC_CONTEXT_SYNC})
 PARAM_COMMS = "record_param_comms"  # torch's cpu_op describing a NCCL call (commops)
 RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
 
@@ -78,8 +79,8 @@ def _as_int(x: int | str, default: int = -1) -> int:
     return int(m.group())
 
 
-_NARROW = {"gpu_kind": np.int8, "gsync_kind": np.int8, "gpu_name": np.int32,
-           "api_name": np.int32, "ann_name": np.int32}
+_NARROW = MappingProxyType({"gpu_kind": np.int8, "gsync_kind": np.int8, "gpu_name": np.int32,
+                            "api_name": np.int32, "ann_name": np.int32})
 _GPU_COLUMNS = ("gpu_start_ns", "gpu_end_ns", "gpu_device", "gpu_stream", "gpu_kind",
                 "gpu_name", "gpu_corr")
 _API_COLUMNS = ("api_start_ns", "api_end_ns", "api_tid", "api_name", "api_corr")

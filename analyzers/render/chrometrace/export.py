@@ -18,6 +18,7 @@ often a warm-up), the same aligned span for all ranks.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, TextIO
 
 import numpy as np
@@ -36,8 +37,8 @@ from profplug.analyzers.whatif.result import WhatIfResult
 
 PID_RUN = 100_000  # pids: run * PID_RUN + 2 * rank + 1 (recorded), + 2 (predicted)
 # the predicted process's name: what stays of the waits once the dropped syncs are gone
-PREDICTED = {"policy": "event waits", "device-sync": "no device-wide syncs",
-             "all-sync": "no host-blocking syncs", "none": "as recorded"}
+PREDICTED = MappingProxyType({"policy": "event waits", "device-sync": "no device-wide syncs",
+                              "all-sync": "no host-blocking syncs", "none": "as recorded"})
 
 
 @dataclass(frozen=True)

@@ -357,7 +357,7 @@ def test_kept_stall_analyses_that_do_not_hold_together_are_a_miss(
 def test_an_old_result_entry_without_its_key_is_a_miss(tmp_path: Path) -> None:
     rc = result_cache.ResultCache(tmp_path, ["a"], None)
 
-    a = AnalysisSpec(name="t", label="t", run=lambda tls, opt, ranks: None, cache_key="t")
+    a = AnalysisSpec(name="t", label="t", run=lambda tls, opt, ranks, memo: None, cache_key="t")
     rc._entry("t").write_bytes(b"none\nnull")  # the layout before entries named their key
     assert rc.get(a) is result_cache.MISS
     rc.put(a, None)

@@ -27,9 +27,10 @@ def whatifs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     seen: list[int] = []
     real = analysis.whatif_if_cheap
 
-    def counting(timelines, options, drop, max_events, ranks=None, keep_predicted=False):
+    def counting(timelines, options, drop, max_events, ranks=None, keep_predicted=False,
+                 memo=None):
         seen.append(len(timelines))
-        return real(timelines, options, drop, max_events, ranks, keep_predicted)
+        return real(timelines, options, drop, max_events, ranks, keep_predicted, memo)
 
     monkeypatch.setattr(analysis, "whatif_if_cheap", counting)
     return seen

@@ -112,19 +112,20 @@ def test_the_kept_launch_links_go_with_their_timeline(tmp_path: Path) -> None:
     from dataclasses import replace
 
     from profplug.analyzers.core import timeline
+    from profplug.analyzers.core.memo import Memo
 
     tl = _timelines(tmp_path)[0]
-    with timeline.links_kept():
-        first = timeline.launch_calls(tl)
-        assert timeline.launch_calls(tl) is first  # kept: computed once
-        # a copy of it (as the what-if's predicted timelines, one per rank) is kept while
-        # it lives, and its entry goes with it
-        other = replace(tl, gpu_start_ns=tl.gpu_start_ns + 1)
-        assert np.array_equal(timeline.launch_calls(other), first)
-        assert timeline._LINKS.store is not None and len(timeline._LINKS.store) == 2
-        del other
-        gc.collect()
-        assert len(timeline._LINKS.store) == 1 and timeline.launch_calls(tl) is first
+    memo = Memo()
+    first = timeline.launch_calls(tl, memo)
+    assert timeline.launch_calls(tl, memo) is first  # kept: computed once
+    # a copy of it (as the what-if's predicted timelines, one per rank) is kept while
+    # it lives, and its entry goes with it
+    other = replace(tl, gpu_start_ns=tl.gpu_start_ns + 1)
+    assert np.array_equal(timeline.launch_calls(other, memo), first)
+    assert len(memo._entries) == 2
+    del other
+    gc.collect()
+    assert len(memo._entries) == 1 and timeline.launch_calls(tl, memo) is first
 
 
 def test_the_binding_closure_finds_the_folds_in_edges_again(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""The environment contract between ``profplug run`` and the ranks it profiles (stdlib only).
+"""The environment contract between ``profplug run`` and the ranks it profiles (stdlib only,
+and the words of ``analyzers/core/vocabulary.py``).
 
 | variable | values (default) | meaning |
 | --- | --- | --- |
@@ -30,6 +31,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from profplug.analyzers.core.vocabulary import SyncPolicy, TraceKind
+
 ENV_OUT = "PROFPLUG_OUT"
 ENV_TRACE = "PROFPLUG_TRACE"
 ENV_SYNC = "PROFPLUG_SYNC"
@@ -46,26 +49,27 @@ ENV_DIGEST = "PROFPLUG_DIGEST"
 ENV_SWITCH_EVERY = "PROFPLUG_SWITCH_EVERY"
 ENV_SWITCH_ORDER = "PROFPLUG_SWITCH_ORDER"
 
-SYNC_POLICIES = ("device", "event", "none")
+SYNC_POLICIES = tuple(SyncPolicy)
 SYNC_CHOICES = ("keep", *SYNC_POLICIES)
-TRACES = ("kineto", "nsys", "none")
+TRACES = tuple(TraceKind)
 PATCHES = ("megatron", "transformers", "synchronize")
 STEP_TIMINGS = ("off", "host", "events")
 DEFAULT_SKIP = 10
 DEFAULT_STEPS = 50
 
 
-def sync_policy(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> str:
+def sync_policy(explicit: str | None = None,
+                environ: Mapping[str, str] | None = None) -> SyncPolicy:
     """The policy to use: ``explicit`` if given, else ``PROFPLUG_SYNC``, else ``device``."""
     value = explicit
     if value is None:
         value = (environ if environ is not None else os.environ).get(ENV_SYNC, "") or "keep"
     value = value.strip().lower()
     if value == "keep":
-        return "device"
+        return SyncPolicy.DEVICE
     if value not in SYNC_POLICIES:
         raise ValueError(f"sync policy must be one of {', '.join(SYNC_CHOICES)}, got {value!r}")
-    return value
+    return SyncPolicy(value)
 
 
 def parse_patches(text: str) -> tuple[str, ...]:
@@ -134,8 +138,8 @@ class Config:
     """What a rank should do, as read from the environment."""
 
     out: str | None
-    trace: str = "kineto"
-    sync: str = "keep"
+    trace: TraceKind = TraceKind.KINETO
+    sync: str = "keep"  # a SYNC_CHOICES word: "keep" or a SyncPolicy
     patches: tuple[str, ...] = PATCHES
     step_fns: tuple[str, ...] = ()
     sync_sites: tuple[str, ...] = ()
@@ -146,6 +150,9 @@ class Config:
     step_timing: str = "off"
     digest: bool = False
 
+    def __post_init__(self) -> None:  # a word given as a plain str becomes its member
+        object.__setattr__(self, "trace", TraceKind.parse(self.trace, ENV_TRACE))
+
     @property
     def active(self) -> bool:
         return bool(self.out)
@@ -153,9 +160,8 @@ class Config:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Config:
         env = os.environ if environ is None else environ
-        trace = env.get(ENV_TRACE, "kineto").strip().lower() or "kineto"
-        if trace not in TRACES:
-            raise ValueError(f"{ENV_TRACE} must be one of {', '.join(TRACES)}, got {trace!r}")
+        trace = TraceKind.parse(env.get(ENV_TRACE, "").strip().lower() or TraceKind.KINETO,
+                                ENV_TRACE)
         sync = env.get(ENV_SYNC, "").strip().lower() or "keep"
         sync_policy(sync)  # validates
         timing = env.get(ENV_STEP_TIMING, "").strip().lower() or "off"
@@ -180,7 +186,7 @@ class Config:
     def to_env(self) -> dict[str, str]:
         """The variables that reproduce this config in a child process."""
         env = {
-            ENV_TRACE: self.trace,
+            ENV_TRACE: str(self.trace),
             ENV_SYNC: self.sync,
             ENV_PATCH: ",".join(self.patches) or "none",
             ENV_SKIP: str(self.skip),

@@ -23,6 +23,7 @@ from profplug.analyzers.commands.outpaths import STDOUT, check_outputs
 from profplug.analyzers.commands.output import write_page, write_text
 from profplug.analyzers.core.atomicfile import write_output
 from profplug.analyzers.core.errors import ProfplugError, one_line
+from profplug.analyzers.core.vocabulary import Format
 from profplug.analyzers.render.registry import render_text
 from profplug.analyzers.scale.pathargs import run_paths
 
@@ -52,7 +53,7 @@ def finish_ab(out: Path, runs: Sequence[dict[str, Any]], *, policies: Sequence[s
             res.warnings.append(f"--whatif {whatif}: {exc}")
     if write:
         replace_file(out / "ab.json", ab_json_text(res))
-    write_text(ab_json_text(res) if fmt == "json" else render_text(res, "table"), None)
+    write_text(ab_json_text(res) if fmt == Format.JSON else render_text(res, Format.TABLE), None)
     if html is not None:  # ab.json is kept: it is written first
         check_outputs([Path(STDOUT), html], ab_inputs(out, whatif))
         write_page(res, html)
@@ -181,7 +182,7 @@ def report_ab(out: Path, *, html: Path | None = None, whatif: str | None = None,
     ab.json this analysis makes), write ``--html``; nothing runs. ``DIR/ab.json`` is read
     only, rewritten only with ``rewrite`` (``--rewrite``). Returns the exit status ``ab``
     would have (docs/ab.md)."""
-    if fmt not in ("table", "json"):
+    if fmt not in (Format.TABLE, Format.JSON):
         raise ProfplugError(f"--format {fmt!r}: ab-report writes table or json")
     check_outputs([Path(STDOUT), html], ab_inputs(out, whatif))
     doc = _load(out, rewrite)

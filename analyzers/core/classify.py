@@ -11,9 +11,10 @@ from functools import lru_cache
 
 import numpy as np
 from profplug.analyzers.core.memo import ScopedMemo
+from profplug.analyzers.core.vocabulary import SyncKind
 
 NONE, DEVICE, EVENT, STREAM_WAIT, LAUNCH = 0, 1, 2, 3, 4
-KIND_LABELS = {DEVICE: "device", EVENT: "event", STREAM_WAIT: "stream_wait"}
+KIND_LABELS = {DEVICE: SyncKind.DEVICE, EVENT: SyncKind.EVENT, STREAM_WAIT: SyncKind.STREAM_WAIT}
 
 DEVICE_SYNC = frozenset({
     "cudaDeviceSynchronize", "cuCtxSynchronize", "hipDeviceSynchronize", "hipCtxSynchronize",

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from profplug.analyzers.core.errors import ProfplugError
 from profplug.analyzers.core.timeline import Timeline, launch_times, launch_tops
+from profplug.analyzers.core.vocabulary import Basis
 from profplug.analyzers.crossrank.bubbles import Binding, RankBubbles, rank_bubbles
 from profplug.analyzers.crossrank.critical import (
     StepEnds,
@@ -95,7 +96,7 @@ class Plan:
 
     m: Matching
     walks: list[Walk]
-    basis: str
+    basis: Basis
     asks: list[RankAsk] = field(default_factory=list)
 
 

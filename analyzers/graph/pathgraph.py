@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import IntEnum
 from itertools import pairwise
 
 import numpy as np
@@ -37,10 +38,35 @@ from profplug.analyzers.graph.longest_path import first_in_edges, jump
 from profplug.analyzers.graph.matching import Matching
 from profplug.analyzers.graph.model import DROP_NONE, DropSpec, Model, build_model, coupled
 
-CATEGORIES = ("compute", "transfer", "peer_wait", "host_launch", "device_sync", "event_sync",
-              "other")
-COMPUTE, TRANSFER, PEER_WAIT, HOST_LAUNCH, DEV_SYNC, EVT_SYNC, OTHER = range(7)
-CS, CE, OS, OE, SRC = range(5)  # node kinds: call start/end, op start/end, the source
+
+class Category(IntEnum):
+    """What a critical-path segment's time was: its code in the walk (an int8 column), its
+    word in every output (:data:`CATEGORIES`: the name, lower-cased)."""
+
+    COMPUTE = 0
+    TRANSFER = 1
+    PEER_WAIT = 2
+    HOST_LAUNCH = 3
+    DEVICE_SYNC = 4
+    EVENT_SYNC = 5
+    OTHER = 6
+
+
+class NodeKind(IntEnum):
+    """A node of a rank's graph (:meth:`RankGraph.node`)."""
+
+    CS = 0  # a call's start
+    CE = 1  # a call's end
+    OS = 2  # an op's start
+    OE = 3  # an op's end
+    SRC = 4  # the source (and a partner's start)
+
+
+CATEGORIES = tuple(c.name.lower() for c in Category)
+# the codes as plain ints, named as their members: numpy columns keep their dtype, and the
+# walk's per-node loop reads a global, not an enum's attribute (a lookup per use)
+COMPUTE, TRANSFER, PEER_WAIT, HOST_LAUNCH, DEVICE_SYNC, EVENT_SYNC, OTHER = map(int, Category)
+CS, CE, OS, OE, SRC = map(int, NodeKind)
 # tie order of binding edges at one node (lower first)
 _NEVER = -(2**62)  # an edge that does not bind (negatable without overflow)
 _PRIORITY = {STREAM: 0, STREAM_WAIT: 1, LAUNCH: 2, SYNC: 0, CALL: 1, PEER: 1, HOST: 0,

@@ -25,6 +25,7 @@ halved for two colours of one hue family).
 
 from __future__ import annotations
 
+from profplug.analyzers.core.vocabulary import SyncPolicy
 from profplug.analyzers.render.escape import e
 
 COLORS: dict[str, str] = {
@@ -69,7 +70,7 @@ LABELS: dict[str, str] = {
 RANK_COLORS = ("#1a1acc", "#80001a", "#00664d", "#cc00cc", "#1a4d00")
 RANK_DASHES = ("", "6 3", "2 2")
 GREY = "#9d9d9d"
-POLICIES = ("device", "event", "none")
+POLICIES = tuple(SyncPolicy)
 
 
 def rank_style(i: int) -> tuple[str, str]:

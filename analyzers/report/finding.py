@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from profplug.analyzers.core import classify
+from profplug.analyzers.core.vocabulary import Basis, SyncKind
 from profplug.analyzers.stalls.callsites import UNANNOTATED, display_name
 from profplug.analyzers.stalls.gaps import CAUSES
 from profplug.analyzers.steps.rule import DEFAULT_STEPS, StepRule
@@ -64,7 +65,7 @@ def _unit(per: str) -> str:
 
 
 def _device_calls(r: RankResult) -> int:
-    return sum(s.count for s in r.syncs if s.kind == "device")
+    return sum(s.count for s in r.syncs if s.kind == SyncKind.DEVICE)
 
 
 def top_device_site(r: RankResult) -> str | None:
@@ -160,7 +161,7 @@ def finding(res: WhatIfResult, site: str | None = None,
     pred = figures.prediction(res, target)
     if pred is None:
         return nothing_to_drop(res) + "."
-    per = "step" if pred.basis == "step" else "GPU window"
+    per = "step" if pred.basis == Basis.STEP else "GPU window"
     unit = _unit(per)
     cal = pred.calibrated
     of = (f"{'traced ' if cal else ''}median step of {pred.idle_step_us:,.0f} us"

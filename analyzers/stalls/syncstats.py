@@ -8,12 +8,13 @@ from dataclasses import dataclass
 import numpy as np
 from profplug.analyzers.core import classify
 from profplug.analyzers.core.timeline import Timeline
+from profplug.analyzers.core.vocabulary import SyncKind
 
 
 @dataclass
 class SyncStat:
     api: str
-    kind: str  # device | event | stream_wait
+    kind: SyncKind
     count: int
     host_blocked_us: float
     host_blocked_p50_us: float

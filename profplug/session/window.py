@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from profplug.analyzers.core.vocabulary import WindowMode
 from profplug.config import Config
 from profplug.session.steptimer import StepTimer
 
@@ -52,7 +53,7 @@ class WindowPlan:
 class Window:
     """The window being recorded, or the last one; a fresh one replaces a window given up."""
 
-    mode: str | None = None  # "steps" or "run" (from the first p2p/synchronize call)
+    mode: WindowMode | None = None  # run: from the first p2p/synchronize call
     first_step: int | None = None  # set when the window opens
     steps: int = 0  # steps recorded
     saved: bool = False  # its trace file is written

@@ -116,7 +116,7 @@ RENDERERS: dict[tuple[type, Format], Renderer] = {
 }
 
 
-def renderer_for(result_type: type, fmt: str) -> Renderer | None:
+def renderer_for(result_type: type, fmt: Format) -> Renderer | None:
     """The renderer of ``fmt`` for ``result_type`` (or the nearest base class), or None."""
     for t in result_type.__mro__:
         fn = RENDERERS.get((t, fmt))
@@ -140,7 +140,7 @@ def check_format(result_type: type, fmt: str) -> Format:
     return Format(fmt)
 
 
-def render(result: object, fmt: str, out: TextIO) -> None:
+def render(result: object, fmt: Format, out: TextIO) -> None:
     """Write ``result`` in format ``fmt`` (``check_format`` first for user-given formats)."""
     fn = renderer_for(type(result), fmt)
     if fn is None:
@@ -150,7 +150,7 @@ def render(result: object, fmt: str, out: TextIO) -> None:
     fn(result, out)
 
 
-def render_text(result: object, fmt: str) -> str:
+def render_text(result: object, fmt: Format) -> str:
     buf = io.StringIO()
     render(result, fmt, buf)
     return buf.getvalue()

@@ -16,7 +16,7 @@ from profplug.analyzers.core import vocabulary
 ROOT = Path(__file__).resolve().parents[2]
 CHECKED = ("profplug", "analyzers")
 # the names (a variable, an attribute, a dict key) that hold one of the vocabulary's words
-NAMES = frozenset({"basis", "trace", "mode", "fmt", "kind", "policy", "sync"})
+NAMES = frozenset({"basis", "trace", "source", "mode", "fmt", "kind", "policy", "sync"})
 WORDS = frozenset(
     m.value
     for e in (

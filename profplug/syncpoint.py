@@ -43,6 +43,8 @@ from profplug.annotation import annotate
 _SYNC_DEVICE = annotate(ranges.SYNC_DEVICE)
 _SYNC_EVENT = annotate(ranges.SYNC_EVENT)
 _COUNTS = _policy.COUNTS
+# read on every call: globals, not an enum class's attributes (a lookup per use)
+_DEVICE, _EVENT = SyncPolicy.DEVICE, SyncPolicy.EVENT
 
 # (event, tensors) kept alive until the event (recorded after the wait) has completed.
 _pending: collections.deque[tuple[Any, list[torch.Tensor]]] = collections.deque()
@@ -77,16 +79,16 @@ def after_wait(
     """Apply ``policy`` after a communication's wait (module docstring). Returns the list of
     tensors the event policy keeps alive (the caller may add to it), else None.
     ``device_sync=False``: the device policy synchronizes nothing (a broadcast, as Megatron)."""
-    if policy is SyncPolicy.DEVICE:
+    if policy is _DEVICE:
         if device_sync:
             with _SYNC_DEVICE:
                 if on_cuda:
-                    _COUNTS[SyncPolicy.DEVICE][_policy.DEVICE_SYNC] += 1
+                    _COUNTS[_DEVICE][_policy.DEVICE_SYNC] += 1
                     original_synchronize()(device)
-    elif policy is SyncPolicy.EVENT:
+    elif policy is _EVENT:
         with _SYNC_EVENT:
             if on_cuda:
-                _COUNTS[SyncPolicy.EVENT][_policy.EVENT_WAIT] += 1
+                _COUNTS[_EVENT][_policy.EVENT_WAIT] += 1
                 _release_completed()
                 event = _free_events.pop() if _free_events else torch.cuda.Event()
                 event.record(torch.cuda.current_stream(device))
@@ -127,7 +129,7 @@ def _in_site(call: Any, device: Any) -> None:
     """A synchronize made inside a declared site's call: the policy decides."""
     _steps.on_activity()
     policy = _policy.get()  # device: the call as written, whatever CUDA's state
-    on_cuda = policy is SyncPolicy.DEVICE or torch.cuda.is_initialized()
+    on_cuda = policy is _DEVICE or torch.cuda.is_initialized()
     kept = after_wait(policy, [], on_cuda, device=device)
     if kept is not None:
         call.kept.append(kept)

@@ -10,6 +10,7 @@ import io
 import json
 import pickle
 from dataclasses import dataclass
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -84,3 +85,14 @@ def test_the_runtime_config_holds_members_and_writes_words() -> None:
     assert sync_policy(None, {"PROFPLUG_SYNC": "event"}) is SyncPolicy.EVENT
     with pytest.raises(ValueError, match="PROFPLUG_TRACE must be one of kineto, nsys, none"):
         Config.from_env({"PROFPLUG_TRACE": "perfetto"})
+
+
+def test_a_bad_word_on_the_command_line_is_one_line_and_runs_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from profplug.cli.main import main
+
+    code = main(["run", "-o", str(tmp_path / "d"), "--trace", "perfetto", "--", "python3",
+                 "-c", "1"])
+    assert code == 2 and not (tmp_path / "d").exists()
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "profplug: error: --trace must be one of kineto, nsys, none, got 'perfetto'"]

@@ -2,9 +2,10 @@
 (stdlib only: the runtime plugin imports it inside every rank).
 
 A member *is* its word: ``SyncPolicy.DEVICE == "device"``, it hashes as ``"device"``, and it
-prints, formats (f-strings), and serialises (``json``, ``msgspec``, ``csv``) as ``device``,
-so JSON, CSV and text keep their bytes while code compares types. A plain ``(str, Enum)``
-formats as ``SyncPolicy.DEVICE`` from Python 3.11 on; :class:`Word` does not, on 3.10 too.
+prints, formats (f-strings; ``repr`` quotes it: ``'device'``) and serialises (``json``,
+``msgspec``, ``csv``) as ``device``, so JSON, CSV and text keep their bytes while code
+compares types. A plain ``(str, Enum)`` formats as ``SyncPolicy.DEVICE`` from Python 3.11
+on; :class:`Word` does not, on 3.10 too.
 
 A word from outside (an option, an environment variable, a JSON file) becomes a member once,
 where it comes in (:meth:`Word.parse`: a one-line error naming the choices).
@@ -26,6 +27,9 @@ class Word(str, Enum):
 
     def __format__(self, spec: str) -> str:
         return str.__format__(str.__str__(self), spec)
+
+    def __repr__(self) -> str:  # a message's {x!r} quotes the word, as it did a str
+        return str.__repr__(self)
 
     @classmethod
     def choices(cls) -> str:

@@ -40,6 +40,7 @@ def test_a_member_is_written_as_its_word_alone(member: Word) -> None:
     csv.writer(buf).writerow([member])
     assert buf.getvalue().strip() == word
     assert ", ".join([member, word]) == f"{word}, {word}"
+    assert f"{member!r}" == repr(word)  # an error message quoting it
 
 
 def test_a_member_and_its_word_are_one_dict_key_and_compare_equal() -> None:

@@ -51,7 +51,6 @@ ENV_SWITCH_ORDER = "PROFPLUG_SWITCH_ORDER"
 
 SYNC_POLICIES = tuple(SyncPolicy)
 SYNC_CHOICES = ("keep", *SYNC_POLICIES)
-TRACES = tuple(TraceKind)
 PATCHES = ("megatron", "transformers", "synchronize")
 STEP_TIMINGS = ("off", "host", "events")
 DEFAULT_SKIP = 10

@@ -1,7 +1,7 @@
 """Code compares the closed sets of words (``analyzers/core/vocabulary.py``: sync policies,
-sync kinds, trace kinds, window modes, bases, output formats) as types, never as bare string
-literals: no ``basis == "step"``, ``trace != "none"`` or ``fmt in ("table", "json")`` in
-profplug/ or analyzers/. The check is also run on planted comparisons, to show that it can
+sync kinds, trace kinds, window modes, bases, output formats; ``compare.noise.Series``) as
+types, never as bare string literals: no ``basis == "step"``, ``trace != "none"`` or
+``fmt in ("table", "json")`` in profplug/ or analyzers/. The check is also run on planted comparisons, to show that it can
 fail, and on the forms it must let pass.
 """
 
@@ -11,6 +11,7 @@ import ast
 from itertools import pairwise
 from pathlib import Path
 
+from profplug.analyzers.compare.noise import Series
 from profplug.analyzers.core import vocabulary
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,6 +27,7 @@ WORDS = frozenset(
         vocabulary.WindowMode,
         vocabulary.Basis,
         vocabulary.Format,
+        Series,
     )
     for m in e
 )

@@ -31,7 +31,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from profplug.analyzers.core.vocabulary import SyncPolicy, TraceKind
+from profplug.analyzers.core.vocabulary import StepTiming, SyncPolicy, TraceKind
 
 ENV_OUT = "PROFPLUG_OUT"
 ENV_TRACE = "PROFPLUG_TRACE"
@@ -52,7 +52,6 @@ ENV_SWITCH_ORDER = "PROFPLUG_SWITCH_ORDER"
 SYNC_POLICIES = tuple(SyncPolicy)
 SYNC_CHOICES = ("keep", *SYNC_POLICIES)
 PATCHES = ("megatron", "transformers", "synchronize")
-STEP_TIMINGS = ("off", "host", "events")
 DEFAULT_SKIP = 10
 DEFAULT_STEPS = 50
 
@@ -146,11 +145,13 @@ class Config:
     steps: int = DEFAULT_STEPS
     cpu_ops: bool = False
     align: bool = True
-    step_timing: str = "off"
+    step_timing: StepTiming = StepTiming.OFF
     digest: bool = False
 
     def __post_init__(self) -> None:  # a word given as a plain str becomes its member
         object.__setattr__(self, "trace", TraceKind.parse(self.trace, ENV_TRACE))
+        object.__setattr__(self, "step_timing",
+                           StepTiming.parse(self.step_timing, ENV_STEP_TIMING))
 
     @property
     def active(self) -> bool:
@@ -163,10 +164,8 @@ class Config:
                                 ENV_TRACE)
         sync = env.get(ENV_SYNC, "").strip().lower() or "keep"
         sync_policy(sync)  # validates
-        timing = env.get(ENV_STEP_TIMING, "").strip().lower() or "off"
-        if timing not in STEP_TIMINGS:
-            raise ValueError(f"{ENV_STEP_TIMING} must be one of {', '.join(STEP_TIMINGS)}, "
-                             f"got {timing!r}")
+        timing = StepTiming.parse(env.get(ENV_STEP_TIMING, "").strip().lower()
+                                  or StepTiming.OFF, ENV_STEP_TIMING)
         return cls(
             out=env.get(ENV_OUT) or None,
             trace=trace,
@@ -193,8 +192,8 @@ class Config:
             ENV_CPU_OPS: "1" if self.cpu_ops else "0",
             ENV_ALIGN: "1" if self.align else "0",
         }
-        if self.step_timing != "off":
-            env[ENV_STEP_TIMING] = self.step_timing
+        if self.step_timing != StepTiming.OFF:
+            env[ENV_STEP_TIMING] = str(self.step_timing)
         if self.digest:
             env[ENV_DIGEST] = "1"
         if self.step_fns:

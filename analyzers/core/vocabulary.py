@@ -80,6 +80,15 @@ class WindowMode(Word):
     RUN = "run"
 
 
+class StepTiming(Word):
+    """How a rank times its window's steps (``PROFPLUG_STEP_TIMING``): not at all, the host's
+    perf counter only, or a CUDA event per step boundary too."""
+
+    OFF = "off"
+    HOST = "host"
+    EVENTS = "events"
+
+
 class Basis(Word):
     """What a rank's step figure is taken over: its steps, or its GPU window (no steps)."""
 

@@ -35,7 +35,7 @@ from typing import Any
 
 from profplug.analyzers.core.atomicfile import replace_text
 from profplug.analyzers.core.errors import ProfplugError
-from profplug.analyzers.core.vocabulary import TraceKind
+from profplug.analyzers.core.vocabulary import StepTiming, TraceKind
 from profplug.config import ENV_SWITCH_EVERY, ENV_SWITCH_ORDER, SYNC_POLICIES
 from profplug.session import outcome
 from profplug.session.launch import RunOptions, clear_outputs, prepare_out
@@ -66,7 +66,7 @@ class AbOptions:
     html: Path | None = None
     whatif: str | None = None
     force: bool = False
-    timing: str = "events"
+    timing: StepTiming = StepTiming.EVENTS
 
 
 def _prepare(out: Path, force: bool) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 from profplug.analyzers.core.atomicfile import replace_text
 from profplug.analyzers.core.errors import ProfplugError, ToolMissingError
 from profplug.analyzers.core.version import __version__
-from profplug.analyzers.core.vocabulary import TraceKind
+from profplug.analyzers.core.vocabulary import StepTiming, TraceKind
 from profplug.config import (
     ENV_OWNER_PID,
     SYNC_CHOICES,
@@ -61,7 +61,7 @@ class RunOptions:
     report: bool = True
     force: bool = False
     extra_env: dict[str, str] = field(default_factory=dict)
-    step_timing: str = "off"  # off | host | events (profplug ab: events)
+    step_timing: StepTiming = StepTiming.OFF  # profplug ab: events
     digest: bool = False  # profplug.digest on (profplug ab)
 
     def __post_init__(self) -> None:  # a word given as a plain str becomes its member

@@ -17,6 +17,7 @@ import pytest
 from profplug.analyzers.core.vocabulary import (
     Basis,
     Format,
+    StepTiming,
     SyncKind,
     SyncPolicy,
     TraceKind,
@@ -26,7 +27,8 @@ from profplug.analyzers.core.vocabulary import (
 
 from profplug.config import Config, sync_policy
 
-ALL = [m for e in (SyncPolicy, SyncKind, TraceKind, WindowMode, Basis, Format) for m in e]
+ALL = [m for e in (SyncPolicy, SyncKind, TraceKind, WindowMode, StepTiming, Basis, Format)
+       for m in e]
 
 
 @pytest.mark.parametrize("member", ALL, ids=lambda m: f"{type(m).__name__}.{m.name}")

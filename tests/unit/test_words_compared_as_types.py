@@ -1,8 +1,9 @@
 """Code compares the closed sets of words (``analyzers/core/vocabulary.py``: sync policies,
-sync kinds, trace kinds, window modes, bases, output formats; ``compare.noise.Series``) as
-types, never as bare string literals: no ``basis == "step"``, ``trace != "none"`` or
-``fmt in ("table", "json")`` in profplug/ or analyzers/. The check is also run on planted comparisons, to show that it can
-fail, and on the forms it must let pass.
+sync kinds, trace kinds, window modes, step timings, bases, output formats; and
+``compare.noise.Series``) as types, never as bare string literals: no ``basis == "step"``,
+``trace != "none"`` or ``fmt in ("table", "json")`` in profplug/ or analyzers/. The check is
+also run on planted comparisons, to show that it can fail, and on the forms it must let
+pass.
 """
 
 from __future__ import annotations
@@ -17,7 +18,21 @@ from profplug.analyzers.core import vocabulary
 ROOT = Path(__file__).resolve().parents[2]
 CHECKED = ("profplug", "analyzers")
 # the names (a variable, an attribute, a dict key) that hold one of the vocabulary's words
-NAMES = frozenset({"basis", "trace", "source", "mode", "fmt", "kind", "policy", "sync"})
+NAMES = frozenset(
+    {
+        "basis",
+        "trace",
+        "source",
+        "mode",
+        "clock",
+        "timing",
+        "step_timing",
+        "fmt",
+        "kind",
+        "policy",
+        "sync",
+    }
+)
 WORDS = frozenset(
     m.value
     for e in (
@@ -25,6 +40,7 @@ WORDS = frozenset(
         vocabulary.SyncKind,
         vocabulary.TraceKind,
         vocabulary.WindowMode,
+        vocabulary.StepTiming,
         vocabulary.Basis,
         vocabulary.Format,
         Series,

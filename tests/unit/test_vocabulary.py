@@ -5,10 +5,13 @@ or a one-line error naming the choices."""
 
 from __future__ import annotations
 
+import ast
 import csv
 import io
 import json
 import pickle
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,3 +102,16 @@ def test_a_bad_word_on_the_command_line_is_one_line_and_runs_nothing(
     assert code == 2 and not (tmp_path / "d").exists()
     assert capsys.readouterr().err.strip().splitlines() == [
         "profplug: error: --trace must be one of kineto, nsys, none, got 'perfetto'"]
+
+
+def test_the_runtime_reads_the_words_without_the_analyzer() -> None:
+    # given a fresh process importing the runtime's config and policy switch (every rank
+    # does), then of the analyzer only core loads (the vocabulary): no numpy, pandas, msgspec
+    code = ("import sys, profplug.config, profplug.policy\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('numpy', 'pandas', 'msgspec', 'torch') or m.startswith('profplug.analyzers.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    loaded = ast.literal_eval(out)
+    assert "profplug.analyzers.core.vocabulary" in loaded
+    assert all(m.startswith("profplug.analyzers.core") for m in loaded), loaded

@@ -27,7 +27,8 @@ from profplug.analyzers.steps.stats import STATISTIC
 from profplug.analyzers.whatif import figures
 
 CALIBRATION_SLACK = 0.005  # a stored calibration step this far from ab's: another A/B's
-MEASURED = (SyncPolicy.EVENT, SyncPolicy.NONE)  # the policies a prediction without device syncs stands for
+# the policies a prediction without device syncs stands for
+MEASURED = (SyncPolicy.EVENT, SyncPolicy.NONE)
 # what attach() adds: dropped first, so attaching a stored overlay again starts afresh
 ATTACHED = ("measured_policy", "predicted_band_us", "measured_median_step_us",
             "measured_ci95_us", "measured_rounds", "prediction_error_pct", "measured_speedup",

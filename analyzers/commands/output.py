@@ -28,7 +28,8 @@ def write_text(text: str, output: Path | None) -> None:
     write_output(output, text)  # whole or not at all: the old file stays on a failure
 
 
-FORMAT_OF_SUFFIX = {".json": Format.JSON, ".csv": Format.CSV}  # -o FILE's extension, when -f is not given
+# -o FILE's extension, when -f is not given
+FORMAT_OF_SUFFIX = {".json": Format.JSON, ".csv": Format.CSV}
 
 
 def output_format(fmt: str | None, output: Path | None) -> str:

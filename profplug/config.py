@@ -1,4 +1,5 @@
-"""The environment contract between ``profplug run`` and the ranks it profiles (stdlib only).
+"""The environment contract between ``profplug run`` and the ranks it profiles (stdlib only,
+and the words of ``analyzers/core/vocabulary.py``).
 
 | variable | values (default) | meaning |
 | --- | --- | --- |
@@ -30,6 +31,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from profplug.analyzers.core.vocabulary import StepTiming, SyncPolicy, TraceKind
+
 ENV_OUT = "PROFPLUG_OUT"
 ENV_TRACE = "PROFPLUG_TRACE"
 ENV_SYNC = "PROFPLUG_SYNC"
@@ -46,26 +49,25 @@ ENV_DIGEST = "PROFPLUG_DIGEST"
 ENV_SWITCH_EVERY = "PROFPLUG_SWITCH_EVERY"
 ENV_SWITCH_ORDER = "PROFPLUG_SWITCH_ORDER"
 
-SYNC_POLICIES = ("device", "event", "none")
+SYNC_POLICIES = tuple(SyncPolicy)
 SYNC_CHOICES = ("keep", *SYNC_POLICIES)
-TRACES = ("kineto", "nsys", "none")
 PATCHES = ("megatron", "transformers", "synchronize")
-STEP_TIMINGS = ("off", "host", "events")
 DEFAULT_SKIP = 10
 DEFAULT_STEPS = 50
 
 
-def sync_policy(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> str:
+def sync_policy(explicit: str | None = None,
+                environ: Mapping[str, str] | None = None) -> SyncPolicy:
     """The policy to use: ``explicit`` if given, else ``PROFPLUG_SYNC``, else ``device``."""
     value = explicit
     if value is None:
         value = (environ if environ is not None else os.environ).get(ENV_SYNC, "") or "keep"
     value = value.strip().lower()
     if value == "keep":
-        return "device"
+        return SyncPolicy.DEVICE
     if value not in SYNC_POLICIES:
         raise ValueError(f"sync policy must be one of {', '.join(SYNC_CHOICES)}, got {value!r}")
-    return value
+    return SyncPolicy(value)
 
 
 def parse_patches(text: str) -> tuple[str, ...]:
@@ -134,8 +136,8 @@ class Config:
     """What a rank should do, as read from the environment."""
 
     out: str | None
-    trace: str = "kineto"
-    sync: str = "keep"
+    trace: TraceKind = TraceKind.KINETO
+    sync: str = "keep"  # a SYNC_CHOICES word: "keep" or a SyncPolicy
     patches: tuple[str, ...] = PATCHES
     step_fns: tuple[str, ...] = ()
     sync_sites: tuple[str, ...] = ()
@@ -143,8 +145,13 @@ class Config:
     steps: int = DEFAULT_STEPS
     cpu_ops: bool = False
     align: bool = True
-    step_timing: str = "off"
+    step_timing: StepTiming = StepTiming.OFF
     digest: bool = False
+
+    def __post_init__(self) -> None:  # a word given as a plain str becomes its member
+        object.__setattr__(self, "trace", TraceKind.parse(self.trace, ENV_TRACE))
+        object.__setattr__(self, "step_timing",
+                           StepTiming.parse(self.step_timing, ENV_STEP_TIMING))
 
     @property
     def active(self) -> bool:
@@ -153,15 +160,12 @@ class Config:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Config:
         env = os.environ if environ is None else environ
-        trace = env.get(ENV_TRACE, "kineto").strip().lower() or "kineto"
-        if trace not in TRACES:
-            raise ValueError(f"{ENV_TRACE} must be one of {', '.join(TRACES)}, got {trace!r}")
+        trace = TraceKind.parse(env.get(ENV_TRACE, "").strip().lower() or TraceKind.KINETO,
+                                ENV_TRACE)
         sync = env.get(ENV_SYNC, "").strip().lower() or "keep"
         sync_policy(sync)  # validates
-        timing = env.get(ENV_STEP_TIMING, "").strip().lower() or "off"
-        if timing not in STEP_TIMINGS:
-            raise ValueError(f"{ENV_STEP_TIMING} must be one of {', '.join(STEP_TIMINGS)}, "
-                             f"got {timing!r}")
+        timing = StepTiming.parse(env.get(ENV_STEP_TIMING, "").strip().lower()
+                                  or StepTiming.OFF, ENV_STEP_TIMING)
         return cls(
             out=env.get(ENV_OUT) or None,
             trace=trace,
@@ -180,7 +184,7 @@ class Config:
     def to_env(self) -> dict[str, str]:
         """The variables that reproduce this config in a child process."""
         env = {
-            ENV_TRACE: self.trace,
+            ENV_TRACE: str(self.trace),
             ENV_SYNC: self.sync,
             ENV_PATCH: ",".join(self.patches) or "none",
             ENV_SKIP: str(self.skip),
@@ -188,8 +192,8 @@ class Config:
             ENV_CPU_OPS: "1" if self.cpu_ops else "0",
             ENV_ALIGN: "1" if self.align else "0",
         }
-        if self.step_timing != "off":
-            env[ENV_STEP_TIMING] = self.step_timing
+        if self.step_timing != StepTiming.OFF:
+            env[ENV_STEP_TIMING] = str(self.step_timing)
         if self.digest:
             env[ENV_DIGEST] = "1"
         if self.step_fns:

@@ -27,6 +27,7 @@ import torch.distributed as dist
 import profplug.steps as _steps
 from profplug import policy as _policy
 from profplug.analyzers.core import ranges
+from profplug.analyzers.core.vocabulary import SyncPolicy
 from profplug.annotation import annotate
 from profplug.config import sync_policy
 from profplug.syncpoint import after_wait
@@ -48,7 +49,7 @@ _outer: dict[tuple[Any, ...], Any] = {}  # (name, bytes, peer[, group]) -> cache
 _group_ranks: dict[int, tuple[Any, tuple[int, ...]]] = {}  # id(group) -> (group, global ranks)
 
 
-def default_sync() -> str:
+def default_sync() -> SyncPolicy:
     """The policy used when ``sync=None``: the policy in force (``profplug.current_policy``'s
     switch: ``PROFPLUG_SYNC`` until ``profplug ab --switch-every`` flips it), else
     ``device``."""
@@ -87,7 +88,8 @@ def _neighbour(pp_group: Any, offset: int) -> int:
     return int(ranks[(pp_group.rank() + offset) % pp_group.size()])
 
 
-def _sync(policy: str, tensors: tuple[torch.Tensor, ...], device_sync: bool = True) -> None:
+def _sync(policy: SyncPolicy, tensors: tuple[torch.Tensor, ...],
+          device_sync: bool = True) -> None:
     """The phase after ``req.wait()`` (:func:`profplug.syncpoint.after_wait`)."""
     after_wait(policy, list(tensors), tensors[0].is_cuda, device_sync, None)
 

@@ -18,19 +18,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from profplug.analyzers.core.vocabulary import SyncPolicy
 from profplug.config import SYNC_POLICIES, sync_policy
 
 P2P, DEVICE_SYNC, EVENT_WAIT, ASKED = 0, 1, 2, 3
 KINDS = ("p2p_calls", "device_syncs", "event_waits", "current_policy_calls")
 
-_current: str | None = None
+_current: SyncPolicy | None = None
 _label: str | None = None  # the ab label of the policy in force (A/A: device, device2)
 # policy -> one counter per KINDS; mutated in place (profplug.p2p holds a reference)
-COUNTS: dict[str, list[int]] = {p: [0] * len(KINDS) for p in SYNC_POLICIES}
+COUNTS: dict[SyncPolicy, list[int]] = {p: [0] * len(KINDS) for p in SYNC_POLICIES}
 _switches: list[list[Any]] = []  # [step, label] per switch made by switch()
 
 
-def get() -> str:
+def get() -> SyncPolicy:
     """The policy in force (not counted): the last one set, else ``PROFPLUG_SYNC``."""
     global _current
     if _current is None:
@@ -38,7 +39,7 @@ def get() -> str:
     return _current
 
 
-def current_policy() -> str:
+def current_policy() -> SyncPolicy:
     """The sync policy in force: ``"device"``, ``"event"`` or ``"none"``. A call counts as
     the policy reaching the job (``profplug ab`` checks that every policy reached it)."""
     p = _current if _current is not None else get()

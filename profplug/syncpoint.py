@@ -37,11 +37,14 @@ import torch
 import profplug.steps as _steps
 from profplug import policy as _policy
 from profplug.analyzers.core import ranges
+from profplug.analyzers.core.vocabulary import SyncPolicy
 from profplug.annotation import annotate
 
 _SYNC_DEVICE = annotate(ranges.SYNC_DEVICE)
 _SYNC_EVENT = annotate(ranges.SYNC_EVENT)
 _COUNTS = _policy.COUNTS
+# read on every call: globals, not an enum class's attributes (a lookup per use)
+_DEVICE, _EVENT = SyncPolicy.DEVICE, SyncPolicy.EVENT
 
 # (event, tensors) kept alive until the event (recorded after the wait) has completed.
 _pending: collections.deque[tuple[Any, list[torch.Tensor]]] = collections.deque()
@@ -68,7 +71,7 @@ def _release_completed() -> None:
 
 
 def after_wait(
-    policy: str,
+    policy: SyncPolicy,
     tensors: list[torch.Tensor],
     on_cuda: bool,
     device_sync: bool = True,
@@ -77,16 +80,16 @@ def after_wait(
     """Apply ``policy`` after a communication's wait (module docstring). Returns the list of
     tensors the event policy keeps alive (the caller may add to it), else None.
     ``device_sync=False``: the device policy synchronizes nothing (a broadcast, as Megatron)."""
-    if policy == "device":
+    if policy is _DEVICE:
         if device_sync:
             with _SYNC_DEVICE:
                 if on_cuda:
-                    _COUNTS["device"][_policy.DEVICE_SYNC] += 1
+                    _COUNTS[_DEVICE][_policy.DEVICE_SYNC] += 1
                     original_synchronize()(device)
-    elif policy == "event":
+    elif policy is _EVENT:
         with _SYNC_EVENT:
             if on_cuda:
-                _COUNTS["event"][_policy.EVENT_WAIT] += 1
+                _COUNTS[_EVENT][_policy.EVENT_WAIT] += 1
                 _release_completed()
                 event = _free_events.pop() if _free_events else torch.cuda.Event()
                 event.record(torch.cuda.current_stream(device))
@@ -127,7 +130,7 @@ def _in_site(call: Any, device: Any) -> None:
     """A synchronize made inside a declared site's call: the policy decides."""
     _steps.on_activity()
     policy = _policy.get()  # device: the call as written, whatever CUDA's state
-    on_cuda = policy == "device" or torch.cuda.is_initialized()
+    on_cuda = policy is _DEVICE or torch.cuda.is_initialized()
     kept = after_wait(policy, [], on_cuda, device=device)
     if kept is not None:
         call.kept.append(kept)

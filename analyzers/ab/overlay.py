@@ -22,11 +22,13 @@ from typing import Any
 from profplug.analyzers.ab.analyze import too_few
 from profplug.analyzers.ab.result import AbResult
 from profplug.analyzers.core.errors import ProfplugError
+from profplug.analyzers.core.vocabulary import SyncPolicy
 from profplug.analyzers.steps.stats import STATISTIC
 from profplug.analyzers.whatif import figures
 
 CALIBRATION_SLACK = 0.005  # a stored calibration step this far from ab's: another A/B's
-MEASURED = ("event", "none")  # the policies a prediction without device syncs stands for
+# the policies a prediction without device syncs stands for
+MEASURED = (SyncPolicy.EVENT, SyncPolicy.NONE)
 # what attach() adds: dropped first, so attaching a stored overlay again starts afresh
 ATTACHED = ("measured_policy", "predicted_band_us", "measured_median_step_us",
             "measured_ci95_us", "measured_rounds", "prediction_error_pct", "measured_speedup",
@@ -72,7 +74,7 @@ def calibrated(result: AbResult, run: str, base: Path | None = None) -> dict[str
     from profplug.analyzers.scale.pathargs import run_paths
 
     device = result.policy("device")
-    event = next((x for x in result.summary if x.policy == "event"), None)
+    event = next((x for x in result.summary if x.policy == SyncPolicy.EVENT), None)
     ratio = event.speedup_ci95 if event is not None and event.paired else None
     paths = run_paths(run)
     return {**whatif_overlay(paths, run, device.median_step_us, device.ci95_us, ratio),

@@ -24,9 +24,11 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
+from profplug.analyzers.core.vocabulary import SyncPolicy
+
 ORDERS = ("counterbalanced", "random", "interleaved")
 DEFAULT_ORDER = "counterbalanced"
-BASELINE = "device"
+BASELINE = SyncPolicy.DEVICE
 
 
 def policy_of(label: str) -> str:

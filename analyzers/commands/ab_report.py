@@ -23,6 +23,7 @@ from profplug.analyzers.commands.outpaths import STDOUT, check_outputs
 from profplug.analyzers.commands.output import write_page, write_text
 from profplug.analyzers.core.atomicfile import write_output
 from profplug.analyzers.core.errors import ProfplugError, one_line
+from profplug.analyzers.core.vocabulary import Format
 from profplug.analyzers.render.registry import render_text
 from profplug.analyzers.scale.pathargs import run_paths
 
@@ -34,7 +35,7 @@ def finish_ab(out: Path, runs: Sequence[dict[str, Any]], *, policies: Sequence[s
               stored_whatif: dict[str, Any] | None = None,
               stopped: str | None = None,
               unknown: dict[str, Any] | None = None, write: bool = True,
-              fmt: str = "table") -> tuple[AbResult, int]:
+              fmt: Format = Format.TABLE) -> tuple[AbResult, int]:
     """The result of the runs and the exit code (docs/ab.md). ``stored_whatif``: a what-if
     overlay read back from ``ab.json`` (whose folder is ``out``), set against the
     measurement again (``whatif``, a traced run, makes a new one instead). ``write``:
@@ -52,7 +53,7 @@ def finish_ab(out: Path, runs: Sequence[dict[str, Any]], *, policies: Sequence[s
             res.warnings.append(f"--whatif {whatif}: {exc}")
     if write:
         replace_file(out / "ab.json", ab_json_text(res))
-    write_text(ab_json_text(res) if fmt == "json" else render_text(res, "table"), None)
+    write_text(ab_json_text(res) if fmt == Format.JSON else render_text(res, Format.TABLE), None)
     if html is not None:  # ab.json is kept: it is written first
         check_outputs([Path(STDOUT), html], ab_inputs(out, whatif))
         write_page(res, html)
@@ -175,13 +176,13 @@ def _packed(doc: dict[str, Any]) -> None:
 
 
 def report_ab(out: Path, *, html: Path | None = None, whatif: str | None = None,
-              fmt: str = "table", rewrite: bool = False) -> int:
+              fmt: str = Format.TABLE, rewrite: bool = False) -> int:
     """``profplug ab-report DIR``: analyze the runs recorded in ``DIR/ab.json`` again (the
     current statistics, verdicts and output check), print the table (``fmt`` "json": the
     ab.json this analysis makes), write ``--html``; nothing runs. ``DIR/ab.json`` is read
     only, rewritten only with ``rewrite`` (``--rewrite``). Returns the exit status ``ab``
     would have (docs/ab.md)."""
-    if fmt not in ("table", "json"):
+    if fmt not in (Format.TABLE, Format.JSON):
         raise ProfplugError(f"--format {fmt!r}: ab-report writes table or json")
     check_outputs([Path(STDOUT), html], ab_inputs(out, whatif))
     doc = _load(out, rewrite)
@@ -201,7 +202,7 @@ def report_ab(out: Path, *, html: Path | None = None, whatif: str | None = None,
         steps=doc.get("steps"), command=list(doc.get("command") or []),
         interrupted=interrupted or None, html=html, whatif=whatif,
         stored_whatif=doc.get("whatif"), stopped=doc.get("stopped"), unknown=doc,
-        write=rewrite, fmt=fmt)
+        write=rewrite, fmt=Format(fmt))
     kept = "rewritten" if rewrite else "left as it was (--rewrite stores this analysis)"
     print(f"profplug ab-report: {one_line(out / 'ab.json')} analyzed again from its "
           f"{len(doc['runs'])} runs (nothing was run); {kept}", file=sys.stderr)

@@ -34,6 +34,7 @@ from profplug.analyzers.compare.against_run import (
 from profplug.analyzers.compare.process_speed import withhold_against
 from profplug.analyzers.compare.reports import Comparison, compare
 from profplug.analyzers.core.errors import ProfplugError, one_line
+from profplug.analyzers.core.vocabulary import Format
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.render.chrometrace.export import TraceAsk
 from profplug.analyzers.render.registry import check_format, render_text
@@ -77,7 +78,7 @@ def run_compare(run_a: str, run_b: str, *, fmt: str | None = None, output: Path 
     if is_ab_dir(run_b):  # B measured by profplug ab: the what-if against its CI
         return _compare_with_ab(run_a, run_b, fmt=fmt, output=output, html=html,
                                 options=options, labels=labels, read=read)
-    check_format(Comparison, fmt)
+    fmt = check_format(Comparison, fmt)
     opt = options or StallOptions()
     # the same analyses as `profplug report`, so each side is that run's report
     run = report_analyses(whatif, cross_rank, predicted=trace_out is not None)
@@ -102,7 +103,7 @@ def run_compare(run_a: str, run_b: str, *, fmt: str | None = None, output: Path 
         backend.close()
     cmp = comparison(rep_a, rep_b, paths_a, paths_b,
                      (labels[0] or run_label(run_a), labels[1] or run_label(run_b)), opt, read)
-    if fmt != "table":  # the table leads with them itself
+    if fmt != Format.TABLE:  # the table leads with them itself
         for m in cmp.mismatches:
             print(f"profplug: warning: {one_line(m)}", file=sys.stderr)
     write_text(render_text(cmp, fmt), output)
@@ -161,7 +162,7 @@ def _compare_with_ab(run_a: str, run_b: str, *, fmt: str, output: Path | None,
                      labels: tuple[str | None, str | None], read: ReadOptions | None) -> int:
     """``compare A AB_DIR``: A's what-if at ab's unprofiled device step against ab's
     measured policy (``compare.ab_runs``)."""
-    check_format(AbComparison, fmt)
+    fmt = check_format(AbComparison, fmt)
     check_outputs((stdout_or(output), html), [*run_paths(run_a), Path(run_b)])
     doc = load_ab(Path(run_b))
     policy = pick_policy(doc)

@@ -133,8 +133,7 @@ class Run:
 
     def render(self, fmt: str = "table") -> str:
         """The report as ``profplug report -f FMT`` writes it: table, json or csv."""
-        check_format(Report, fmt)
-        return render_text(self.report(), fmt)
+        return render_text(self.report(), check_format(Report, fmt))
 
     def render_html(self, path: str | Path) -> Path:
         """Write the report's HTML page (``profplug report --html``) to ``path``, whole or not

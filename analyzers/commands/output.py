@@ -14,6 +14,7 @@ from typing import BinaryIO, TextIO
 from profplug.analyzers.commands.outpaths import is_stdout
 from profplug.analyzers.core.atomicfile import write_atomic, write_output
 from profplug.analyzers.core.errors import ProfplugError, one_line
+from profplug.analyzers.core.vocabulary import Format
 from profplug.analyzers.render.chrometrace.export import TraceAsk, render_trace
 from profplug.analyzers.render.registry import PAGE, render_text
 from profplug.analyzers.report.analysis import Report
@@ -28,7 +29,8 @@ def write_text(text: str, output: Path | None) -> None:
     write_output(output, text)  # whole or not at all: the old file stays on a failure
 
 
-FORMAT_OF_SUFFIX = MappingProxyType({".json": "json", ".csv": "csv"})  # -o FILE's extension, when -f is not given
+# -o FILE's extension, when -f is not given
+FORMAT_OF_SUFFIX = MappingProxyType({".json": Format.JSON, ".csv": Format.CSV})
 
 
 def output_format(fmt: str | None, output: Path | None) -> str:
@@ -37,12 +39,12 @@ def output_format(fmt: str | None, output: Path | None) -> str:
     if fmt is not None:
         return fmt
     if output is None or is_stdout(output):
-        return "table"
+        return Format.TABLE
     suffix = output.suffix.lower()
     if suffix in (".html", ".htm"):
         raise ProfplugError(f"-o {one_line(output)}: the HTML page is written by --html "
                             f"{one_line(output)}; -o takes the table, JSON or CSV")
-    return FORMAT_OF_SUFFIX.get(suffix, "table")
+    return FORMAT_OF_SUFFIX.get(suffix, Format.TABLE)
 
 
 def write_page(result: object, path: Path) -> None:

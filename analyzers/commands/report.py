@@ -19,6 +19,7 @@ from profplug.analyzers.commands.output import (
     write_trace,
 )
 from profplug.analyzers.core.errors import one_line
+from profplug.analyzers.core.vocabulary import Format
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.render.chrometrace.export import TraceAsk
 from profplug.analyzers.render.registry import check_format, render_text
@@ -58,7 +59,7 @@ def run_report(paths: PathsLike, *, fmt: str | None = None, output: Path | None 
     objects: the report then keeps its Timelines and the what-if its predicted ones.
     """
     fmt = output_format(fmt, output)
-    check_format(Report, fmt)
+    fmt = check_format(Report, fmt)
     files = check_paths(paths)
     check_outputs((stdout_or(output), html, check_trace_out(trace_out)), files)
     check_cache(None if read is None else read.cache_dir, files)
@@ -84,7 +85,7 @@ def run_report(paths: PathsLike, *, fmt: str | None = None, output: Path | None 
     if missing:  # profplug run: ranks of the world that left no trace (SIGKILL, OOM...)
         print(f"profplug: warning: missing ranks: {one_line(missing)} (run.json: no trace "
               "for them)", file=sys.stderr)
-    if fmt != "table":  # the table shows them itself
+    if fmt != Format.TABLE:  # the table shows them itself
         for p in problems:
             print(f"profplug: warning: {one_line(p)}", file=sys.stderr)
     trace_problems = any(r.warnings or r.skipped for r in rep.ranks) or bool(rep.lost)

@@ -182,7 +182,7 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str | Non
         unprofiled_us = cal[0]
     unprofiled_us = unprofiled_step_us(unprofiled_us, split_paths(paths))
     fmt = output_format(fmt, output)
-    check_format(WhatIfResult, fmt)
+    fmt = check_format(WhatIfResult, fmt)
     if unprofiled_us is not None and not MIN_STEP_US <= unprofiled_us <= MAX_STEP_US:  # NaN
         raise ProfplugError("--unprofiled takes the measured unprofiled step time in us "
                             f"(from {MIN_STEP_US:g}, 1 ns, to {MAX_STEP_US:g}, one hour; got "

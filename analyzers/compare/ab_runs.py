@@ -19,6 +19,7 @@ from profplug.analyzers.ab.result import SCHEMA_VERSION
 from profplug.analyzers.compare.answer import Answer, whatif_answer_ab
 from profplug.analyzers.compare.guard import guard, with_caveat
 from profplug.analyzers.core.errors import ProfplugError
+from profplug.analyzers.core.vocabulary import SyncPolicy
 from profplug.analyzers.whatif import figures
 from profplug.analyzers.whatif.result import WhatIfResult
 
@@ -80,10 +81,10 @@ def pick_policy(doc: dict[str, Any], policy: str | None = None) -> str:
         if policy not in policies:
             raise ProfplugError(f"ab.json has no policy {policy!r} ({', '.join(policies)})")
         return policy
-    if "event" in policies:
-        return "event"
-    rest = [p for p in policies if p != "device"]
-    if not rest or "device" not in policies:
+    if SyncPolicy.EVENT in policies:
+        return SyncPolicy.EVENT
+    rest = [p for p in policies if p != SyncPolicy.DEVICE]
+    if not rest or SyncPolicy.DEVICE not in policies:
         raise ProfplugError("ab.json needs a device policy and another one to compare a "
                             "what-if with")
     return rest[0]

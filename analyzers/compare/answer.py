@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from profplug.analyzers.compare.noise import pipeline_step_us, spread_pct
+from profplug.analyzers.core.vocabulary import Basis, SyncKind
 from profplug.analyzers.steps.runstep import run_step
 from profplug.analyzers.steps.stats import center
 from profplug.analyzers.whatif import figures
@@ -97,7 +98,7 @@ def _prediction(rep_a: Report, separate: bool = False
     traced run, so the band for a separate traced run; else the what-if's own (against an
     ab directory: calibrated on ab's device step, the band for an unprofiled run)."""
     w = rep_a.run.get(WhatIfResult.key)
-    if not isinstance(w, WhatIfResult) or not any(r.basis == "step" for r in w.ranks):
+    if not isinstance(w, WhatIfResult) or not any(r.basis == Basis.STEP for r in w.ranks):
         return None
     p = figures.prediction(w, figures.Target.TRACED if separate else None)
     if p is None or p.band_pct is None:  # withheld: peer ranks missing
@@ -121,7 +122,7 @@ def whatif_answer(rep_a: Report, rep_b: Report) -> Answer | None:
     if pred is None or steps.size == 0:
         return None
     step = run_step(rep_b.ranks)
-    y = float(step["us"]) if step["basis"] == "step" and step["us"] else center(steps)
+    y = float(step["us"]) if step["basis"] == Basis.STEP and step["us"] else center(steps)
     s = spread_pct(steps) / 100.0
     ans = _answer(pred, y, y * (1.0 - s), y * (1.0 + s), "step spread")
     da, db = device_syncs_per_step(rep_a.ranks), device_syncs_per_step(rep_b.ranks)
@@ -134,7 +135,7 @@ def whatif_answer(rep_a: Report, rep_b: Report) -> Answer | None:
 def device_syncs_per_step(ranks: Iterable[RankResult]) -> dict[int, float]:
     """Per rank with steps, its device-wide synchronize calls per step (a full analysis's
     ranks: a brief one counts no syncs)."""
-    return {r.rank: sum(s.count for s in r.syncs if s.kind == "device") / r.steps.n_steps
+    return {r.rank: sum(s.count for s in r.syncs if s.kind == SyncKind.DEVICE) / r.steps.n_steps
             for r in ranks if r.steps is not None and r.steps.n_steps}
 
 

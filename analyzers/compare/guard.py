@@ -21,6 +21,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from profplug.analyzers.core.vocabulary import Basis
 from profplug.analyzers.graph.dropset import FALLBACK_NOTE
 from profplug.analyzers.whatif.result import WhatIfResult
 
@@ -75,7 +76,7 @@ def not_device_run(rep_a: Report) -> str:
     ranks = list(getattr(w, "ranks", []))
     fallback = str(getattr(w, "drop_note", "") or "").startswith(FALLBACK_NOTE[:60])
     per_step = max((r.dropped_calls / max(r.n_steps, 1) for r in ranks
-                    if getattr(r, "basis", "") == "step"), default=0.0)
+                    if getattr(r, "basis", "") == Basis.STEP), default=0.0)
     if not any(r.dropped_calls for r in ranks) or (fallback and per_step < 0.5):
         return "nothing"
     return "fallback" if fallback else ""

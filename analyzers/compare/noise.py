@@ -40,6 +40,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from profplug.analyzers.core.vocabulary import Word
 from profplug.analyzers.steps.stats import center, scaled_mad
 
 if TYPE_CHECKING:
@@ -51,6 +52,13 @@ SEED = 20_261_201
 LEVEL = 0.95
 MIN_STEPS = 3  # fewer steps in a run: no test (no spread to speak of)
 SHOWN = 1  # decimals of a step in us as compare's text prints it
+
+
+class Series(Word):
+    """What a run's per-step series is made of (the module's doc)."""
+
+    GPU_PERIOD = "gpu period"
+    HOST_STEP = "host step"
 
 
 def ns(us: float) -> int:
@@ -67,34 +75,35 @@ def shown_diff_us(a_us: float, b_us: float, decimals: int = SHOWN) -> float:
     return (units(b_us) - units(a_us)) / scale
 
 
-def rank_step_ns(r: RankResult) -> tuple[np.ndarray, str]:
+def rank_step_ns(r: RankResult) -> tuple[np.ndarray, Series | None]:
     """One rank's per-step times (whole ns) and their basis: ``"gpu period"`` (the diff of
     the complete steps' GPU starts, in int64), else ``"host step"`` (the step ranges), else
-    empty."""
+    empty (None)."""
     starts = np.asarray(r.step_starts_ns, dtype=np.int64)
     if starts.size >= 2:
-        return np.diff(starts), "gpu period"
+        return np.diff(starts), Series.GPU_PERIOD
     if r.steps is not None and r.steps.step_us:
-        return np.array([ns(x) for x in r.steps.step_us], dtype=np.int64), "host step"
-    return np.zeros(0, dtype=np.int64), ""
+        return np.array([ns(x) for x in r.steps.step_us], dtype=np.int64), Series.HOST_STEP
+    return np.zeros(0, dtype=np.int64), None
 
 
-def pipeline_step_ns(rep: Report) -> tuple[np.ndarray, str]:
+def pipeline_step_ns(rep: Report) -> tuple[np.ndarray, Series | None]:
     """Per step, the slowest rank's time (whole ns), and the basis (see the module
     docstring); GPU periods when every rank that has steps has them, else host steps."""
     series = [rank_step_ns(r) for r in rep.ranks]
     series = [(x, b) for x, b in series if x.size]
     if not series:
-        return np.zeros(0, dtype=np.int64), ""
-    gpu = [x for x, b in series if b == "gpu period"]
-    use, basis = (gpu, "gpu period") if len(gpu) == len(series) else (
-        [x for x, b in series if b == "host step"] or gpu,
-        "host step" if any(b == "host step" for _, b in series) else "gpu period")
+        return np.zeros(0, dtype=np.int64), None
+    gpu = [x for x, b in series if b == Series.GPU_PERIOD]
+    use, basis = (gpu, Series.GPU_PERIOD) if len(gpu) == len(series) else (
+        [x for x, b in series if b == Series.HOST_STEP] or gpu,
+        Series.HOST_STEP if any(b == Series.HOST_STEP for _, b in series)
+        else Series.GPU_PERIOD)
     n = min(x.size for x in use)
     return np.max(np.stack([x[:n] for x in use]), axis=0), basis
 
 
-def pipeline_step_us(rep: Report) -> tuple[np.ndarray, str]:
+def pipeline_step_us(rep: Report) -> tuple[np.ndarray, Series | None]:
     """:func:`pipeline_step_ns` in us (the division last)."""
     x, basis = pipeline_step_ns(rep)
     return x / 1000.0, basis
@@ -147,7 +156,7 @@ def rank_interval(d: np.ndarray, level: float = LEVEL) -> tuple[float, float]:
 class NoiseTest:
     """B - A of two runs' steps against their noise (us; % of the slower run's step)."""
 
-    basis: str  # "gpu period" | "host step"
+    basis: Series
     n_a: int
     n_b: int
     step_a_us: float  # the steps compared (the printed ones)
@@ -189,7 +198,7 @@ class NoiseTest:
 
 
 def noise_test(a_ns: Sequence[int] | np.ndarray, b_ns: Sequence[int] | np.ndarray,
-               basis: str = "gpu period", steps_ns: tuple[int, int] | None = None,
+               basis: Series = Series.GPU_PERIOD, steps_ns: tuple[int, int] | None = None,
                resamples: int = RESAMPLES, seed: int | None = None) -> NoiseTest | None:
     """:class:`NoiseTest` of two per-step series (whole ns); ``steps_ns``: the two steps
     compared (default: the series' centers). None when either series has fewer than
@@ -223,7 +232,7 @@ def runs_noise(rep_a: Report, rep_b: Report, steps_us: tuple[float, float] | Non
     or one run has GPU periods and the other only host steps."""
     xa, ba = pipeline_step_ns(rep_a)
     xb, bb = pipeline_step_ns(rep_b)
-    if ba != bb:
+    if ba is None or ba != bb:  # None: no series, too few steps
         return None
     steps = None if steps_us is None else (ns(steps_us[0]), ns(steps_us[1]))
     return noise_test(xa, xb, ba, steps)
@@ -233,7 +242,7 @@ def ranks_noise(ra: RankResult, rb: RankResult) -> NoiseTest | None:
     """:func:`noise_test` of one rank in two runs, against that rank's steps."""
     xa, ba = rank_step_ns(ra)
     xb, bb = rank_step_ns(rb)
-    if ba != bb or not ba:
+    if ba is None or ba != bb:
         return None
     steps = None
     if ra.steps is not None and rb.steps is not None and ra.steps.n_steps and rb.steps.n_steps:

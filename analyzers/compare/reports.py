@@ -46,6 +46,7 @@ from profplug.analyzers.compare.noise import (
     shown_diff_us,
 )
 from profplug.analyzers.compare.process_speed import ProcessSpeed, process_speed
+from profplug.analyzers.core.vocabulary import Basis, SyncKind
 from profplug.analyzers.stalls.gaps import CAUSES
 from profplug.analyzers.stalls.result import GPU_TIME_FIELDS, GpuTime, RankResult, flat_dict
 from profplug.analyzers.steps.runstep import compare_steps_line, run_step
@@ -171,11 +172,11 @@ def _side_dict(side: RankSide | None) -> dict[str, Any] | None:
 def rank_side(r: RankResult) -> RankSide:
     """The numbers of one rank, rounded like the JSON report (us)."""
     steps = r.steps if r.steps is not None and r.steps.n_steps else None
-    counts = {"device": 0, "event": 0, "stream_wait": 0}
+    counts: dict[str, int] = dict.fromkeys(SyncKind, 0)
     blocked = 0.0
     for s in r.syncs:
         counts[s.kind] = counts.get(s.kind, 0) + s.count
-        if s.kind in ("device", "event"):
+        if s.kind in (SyncKind.DEVICE, SyncKind.EVENT):
             blocked += s.host_blocked_us
     return RankSide(
         step_us=steps.period_us if steps else None,
@@ -253,7 +254,7 @@ def compare(rep_a: Report, rep_b: Report, label_a: str = "A", label_b: str = "B"
         assert speed is not None
         warns.append(speed.sentence(label_a, label_b))
     sa, sb = run_step(rep_a.ranks), run_step(rep_b.ranks)
-    steps = (sa["us"], sb["us"]) if (sa["basis"] == sb["basis"] == "step" and sa["us"]
+    steps = (sa["us"], sb["us"]) if (sa["basis"] == sb["basis"] == Basis.STEP and sa["us"]
                                      and sb["us"]) else None  # B - A of the printed steps
     answer = with_caveat(whatif_answer(rep_a, rep_b), caveat)
     if differ and answer is not None:

@@ -12,9 +12,11 @@ from types import MappingProxyType
 
 import numpy as np
 from profplug.analyzers.core.memo import Memo, read_only
+from profplug.analyzers.core.vocabulary import SyncKind
 
 NONE, DEVICE, EVENT, STREAM_WAIT, LAUNCH = 0, 1, 2, 3, 4
-KIND_LABELS = MappingProxyType({DEVICE: "device", EVENT: "event", STREAM_WAIT: "stream_wait"})
+KIND_LABELS = MappingProxyType({DEVICE: SyncKind.DEVICE, EVENT: SyncKind.EVENT,
+                                STREAM_WAIT: SyncKind.STREAM_WAIT})
 
 DEVICE_SYNC = frozenset({
     "cudaDeviceSynchronize", "cuCtxSynchronize", "hipDeviceSynchronize", "hipCtxSynchronize",

@@ -20,6 +20,7 @@ from profplug.analyzers.core.errors import ProfplugError
 from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.optional import Ok, Outcome, TaskError
 from profplug.analyzers.core.timeline import Timeline
+from profplug.analyzers.core.vocabulary import Basis
 from profplug.analyzers.crossrank import critical
 from profplug.analyzers.crossrank.lanes import (
     LaneAsk,
@@ -123,7 +124,7 @@ def _shares(d: dict[Any, int], total: int) -> dict[str, float]:
 
 
 def _summary(sites: dict[tuple[int, int], str], ranks: list[int], paths: list[critical.StepPath],
-             basis: str) -> CriticalPath:
+             basis: Basis) -> CriticalPath:
     cat_ns: Counter[int] = Counter()
     rank_ns: Counter[int] = Counter()
     site_ns: Counter[tuple[int, str, int]] = Counter()
@@ -158,7 +159,7 @@ def _summary(sites: dict[tuple[int, int], str], ranks: list[int], paths: list[cr
                     "to its last blocking sync, then the op that sync waited for), a stream "
                     "wait, or the matched peer kernel's start (a NCCL kernel's wait is slack)"
                     "; docs/crossrank.md"),
-        basis=basis, n_steps=len(paths) if basis == "step" else 0, length_us=us(total),
+        basis=basis, n_steps=len(paths) if basis == Basis.STEP else 0, length_us=us(total),
         by_category=_shares({critical.CATEGORIES[i]: cat_ns[i]
                              for i in range(len(critical.CATEGORIES))}, total),
         by_rank=_shares(dict(sorted(rank_ns.items())), total),

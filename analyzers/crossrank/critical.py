@@ -40,17 +40,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from profplug.analyzers.core.timeline import Timeline
+from profplug.analyzers.core.vocabulary import Basis
 from profplug.analyzers.crossrank.critical_walk import Chain, Segment, replay
 from profplug.analyzers.graph.matching import Matching
 from profplug.analyzers.graph.pathgraph import (
     CATEGORIES,
-    COMPUTE,
-    DEV_SYNC,
-    EVT_SYNC,
-    HOST_LAUNCH,
-    OTHER,
-    PEER_WAIT,
-    TRANSFER,
+    Category,
     Partners,
     RankGraph,
     rank_graph,
@@ -58,8 +53,7 @@ from profplug.analyzers.graph.pathgraph import (
 )
 from profplug.analyzers.stalls.per_step import StepSpans
 
-__all__ = ["CATEGORIES", "COMPUTE", "DEV_SYNC", "EVT_SYNC", "HOST_LAUNCH", "OTHER", "PEER_WAIT",
-           "TRANSFER", "Segment", "StepEnds", "StepPath", "Walk", "critical_paths",
+__all__ = ["CATEGORIES", "Category", "Segment", "StepEnds", "StepPath", "Walk", "critical_paths",
            "entries", "plan_walks", "rank_chain", "replay_walks", "step_ends"]
 
 
@@ -112,7 +106,7 @@ def step_ends(tl: Timeline, sp: StepSpans) -> StepEnds:
                     end_op, end_ns)
 
 
-def plan_walks(ends: list[StepEnds], offset_ns: np.ndarray) -> tuple[list[Walk], str]:
+def plan_walks(ends: list[StepEnds], offset_ns: np.ndarray) -> tuple[list[Walk], Basis]:
     """The walk of every step common to the ranks (or of the whole run), and the basis."""
     windows: dict[int, list[tuple[int, int, int, int]]] = defaultdict(list)
     for i, se in enumerate(ends):
@@ -129,15 +123,15 @@ def plan_walks(ends: list[StepEnds], offset_ns: np.ndarray) -> tuple[list[Walk],
         hi, _, i, j = max((x[1], -x[2], x[2], x[3]) for x in w)
         walks.append((num, min(x[0] for x in w), hi, i, j))
     if walks:
-        return walks, "step"
+        return walks, Basis.STEP
     last = [(se.end_ns + int(offset_ns[i]), i, se.end_op) for i, se in enumerate(ends)
             if se.end_op >= 0]
     if not last:
-        return [], "window"
+        return [], Basis.WINDOW
     hi, i, j = max(last)
     lo = min(se.first_start + int(offset_ns[k]) for k, se in enumerate(ends)
              if se.first_start is not None)
-    return [(None, lo, hi, i, j)], "window"
+    return [(None, lo, hi, i, j)], Basis.WINDOW
 
 
 Entries = dict[int, list[tuple[int, int]]]  # rank position -> (op, bound)
@@ -188,7 +182,7 @@ def replay_walks(walks: list[Walk], chains: dict[int, Chain],
 
 
 def critical_paths(timelines: list[Timeline], m: Matching, spans: list[StepSpans], tol: int
-                   ) -> tuple[list[StepPath], str]:
+                   ) -> tuple[list[StepPath], Basis]:
     """The path of every step common to the ranks (or of the whole run); and the basis:
     every rank's graph built in turn, in this process."""
     walks, basis = plan_walks([step_ends(tl, sp) for tl, sp in zip(timelines, spans,

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import IntEnum
 
 from profplug.analyzers.graph.events import HOST, LAUNCH, PEER, STREAM, STREAM_WAIT, SYNC
 from profplug.analyzers.graph.pathgraph import (
     CE,
     CS,
-    DEV_SYNC,
-    EVT_SYNC,
+    DEVICE_SYNC,
+    EVENT_SYNC,
     HOST_LAUNCH,
     OE,
     OS,
@@ -36,9 +37,19 @@ from profplug.analyzers.graph.pathgraph import (
 )
 
 LO = -(2**63)  # a segment from the walk's bound
-CARRIED = -3  # the call the walk carries
-KEEP = -4  # the carried call stays
-END, EXIT = -1, -2  # no next node; the next node is on the partner's rank
+
+
+class Mark(IntEnum):
+    """A recorded step's value that depends on the walk, not the node (the module's doc):
+    negative, never a node id nor an API row."""
+
+    END = -1  # no next node
+    EXIT = -2  # the next node is on the partner's rank
+    CARRIED = -3  # the call the walk carries
+    KEEP = -4  # the carried call stays
+
+
+END, EXIT, CARRIED, KEEP = map(int, Mark)  # as ints, named as the members: the loop's globals
 _NEVER = 2**63 - 1
 
 
@@ -103,7 +114,7 @@ class Chain:
             elif kind == CE:
                 nxt = u
                 if k == SYNC:
-                    cat = DEV_SYNC if g.a_dev[i] else EVT_SYNC
+                    cat = DEVICE_SYNC if g.a_dev[i] else EVENT_SYNC
                     a, call, sets = min(int(g.t[u]), t), i, -1
                 else:
                     blocking = bool(g.sync_call[i])

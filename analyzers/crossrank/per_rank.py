@@ -27,6 +27,7 @@ import numpy as np
 from profplug.analyzers.core.errors import ClocksApart, ProfplugError
 from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.timeline import Timeline, launch_times, launch_tops
+from profplug.analyzers.core.vocabulary import Basis
 from profplug.analyzers.crossrank.bubbles import Binding, RankBubbles, rank_bubbles
 from profplug.analyzers.crossrank.critical import (
     StepEnds,
@@ -93,7 +94,7 @@ class Plan:
 
     m: Matching
     walks: list[Walk]
-    basis: str
+    basis: Basis
     asks: list[RankAsk] = field(default_factory=list)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from profplug.analyzers.core.vocabulary import Basis
 from profplug.analyzers.crossrank.bubbles import RankBubbles
 from profplug.analyzers.crossrank.drain import RankDrain
 from profplug.analyzers.crossrank.swimlane import Swimlane
@@ -32,7 +33,7 @@ class CriticalPath:
     """Shares of the steps' critical paths (see ``critical``), summed over the steps."""
 
     definition: str
-    basis: str  # "step" | "window"
+    basis: Basis
     n_steps: int
     length_us: float  # total length of the paths
     by_category: dict[str, float]

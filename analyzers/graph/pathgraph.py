@@ -4,7 +4,7 @@ dropped, two kinds of recorded waits added, and per node its binding edge and ho
 The client's memory is the limit at scale (docs/scale.md): the model and the graph are
 dropped once the binding edges are known, what the walk needs is kept as compact arrays
 (int32 node ids, int8 kinds; no Python list per event), and the binding edges are chosen
-one block of nodes at a time. See ``critical`` for the rules.
+one block of nodes at a time (the rules: ``critical``).
 
 No longest-path pass is run: the path is read at the recorded times (the recorded run is a
 fixed point of the rules: ``critical``), where a node's binding edge is its in-edge that
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import IntEnum
 from itertools import pairwise
 from types import MappingProxyType
 
@@ -39,14 +40,38 @@ from profplug.analyzers.graph.longest_path import first_in_edges, jump
 from profplug.analyzers.graph.matching import Matching
 from profplug.analyzers.graph.model import DROP_NONE, DropSpec, Model, build_model, coupled
 
-CATEGORIES = ("compute", "transfer", "peer_wait", "host_launch", "device_sync", "event_sync",
-              "other")
-COMPUTE, TRANSFER, PEER_WAIT, HOST_LAUNCH, DEV_SYNC, EVT_SYNC, OTHER = range(7)
-CS, CE, OS, OE, SRC = range(5)  # node kinds: call start/end, op start/end, the source
-# tie order of binding edges at one node (lower first)
+
+class Category(IntEnum):
+    """A critical-path segment's time: its code (int8), its word (:data:`CATEGORIES`)."""
+
+    COMPUTE = 0
+    TRANSFER = 1
+    PEER_WAIT = 2
+    HOST_LAUNCH = 3
+    DEVICE_SYNC = 4
+    EVENT_SYNC = 5
+    OTHER = 6
+
+
+class NodeKind(IntEnum):
+    """A node of a rank's graph (:meth:`RankGraph.node`)."""
+
+    CS = 0  # a call's start
+    CE = 1  # a call's end
+    OS = 2  # an op's start
+    OE = 3  # an op's end
+    SRC = 4  # the source (and a partner's start)
+
+
+CATEGORIES = tuple(c.name.lower() for c in Category)
+# the codes as plain ints, named as their members: numpy columns keep their dtype, and the
+# walk's per-node loop reads a global, not an enum's attribute (a lookup per use)
+COMPUTE, TRANSFER, PEER_WAIT, HOST_LAUNCH, DEVICE_SYNC, EVENT_SYNC, OTHER = map(int, Category)
+CS, CE, OS, OE, SRC = map(int, NodeKind)
 _NEVER = -(2**62)  # an edge that does not bind (negatable without overflow)
-_PRIORITY = MappingProxyType({STREAM: 0, STREAM_WAIT: 1, LAUNCH: 2, SYNC: 0, CALL: 1, PEER: 1, HOST: 0,
-                              ANCHOR: 3})  # RUN: 0 (every kind not listed)
+# tie order of binding edges at one node (lower first; RUN and every kind not listed: 0)
+_PRIORITY = MappingProxyType({STREAM: 0, STREAM_WAIT: 1, LAUNCH: 2, SYNC: 0, CALL: 1, PEER: 1,
+                              HOST: 0, ANCHOR: 3})
 _BLOCK = 1 << 16  # edges per block of the binding choice
 Edges = tuple[np.ndarray, np.ndarray, np.ndarray, int]  # src, dst, weight, kind
 
@@ -317,8 +342,7 @@ class RankGraph:
 def rank_graph(tl: Timeline, pos: int, partners: Partners, comm_ops: np.ndarray,
                offset_ns: np.ndarray, tol: int, memo: Memo | None = None) -> RankGraph:
     """Rank position ``pos``'s :class:`RankGraph`: its model and graph on their own, the
-    partners' starts as extra nodes, its binding edges and host runs (``memo``: the
-    caller's, ``core.memo``)."""
+    partners' starts as extra nodes, its binding edges and host runs (``memo``: the caller's)."""
     md = build_model([tl], DropSpec(kinds=DROP_NONE), matching=_alone(tl.rank), memo=memo)
     trim_large(md.n_events)  # the build's temporaries: the graph starts from what is live
     na, no = int(md.a_start.size), int(md.o_start.size)

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 from profplug.analyzers.core.timeline import Timeline
+from profplug.analyzers.core.vocabulary import TraceKind
 from profplug.analyzers.steps import stats
 
 EPOCH = "wall clock (epoch ns)"
@@ -37,7 +38,7 @@ TWO_RUNS = "check that every trace is of one run"
 def clock_of(tl: Timeline) -> str:
     """The clock a rank's timestamps are on: ranks with the same string share it."""
     files = ", ".join(tl.files)
-    if tl.source == "nsys":
+    if tl.source == TraceKind.NSYS:
         return f"the session clock of {files}"
     if tl.metadata.get("clock") == "epoch":
         return EPOCH
@@ -63,7 +64,7 @@ def align(timelines: list[Timeline], edges: np.ndarray) -> Alignment:
     if n < 2:
         return Alignment(off, SINGLE)
     if all(tl.files == timelines[0].files for tl in timelines):  # true of the format in hand
-        return Alignment(off, ONE_REPORT if timelines[0].source == "nsys" else ONE_FILE)
+        return Alignment(off, ONE_REPORT if timelines[0].source == TraceKind.NSYS else ONE_FILE)
     clocks = [clock_of(tl) for tl in timelines]
     out = Alignment(off, MEDIAN_END)
     roots = _offsets(timelines, _pair_medians(timelines, edges), clocks, out)

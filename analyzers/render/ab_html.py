@@ -17,6 +17,7 @@ import numpy as np
 from profplug.analyzers.ab.overlay import line as whatif_line
 from profplug.analyzers.ab.stats import pipeline_steps
 from profplug.analyzers.ab.switched import kept_steps
+from profplug.analyzers.core.vocabulary import SyncPolicy
 from profplug.analyzers.render.ab_svg import ci_svg, dist_svg, runs_svg, speedup_svg
 from profplug.analyzers.render.ab_table import CLOCKS, design_lines, outputs_line
 from profplug.analyzers.render.crossrank_svg import legend
@@ -86,7 +87,7 @@ def plot_data(res: AbResult) -> dict[str, Any]:
     summary = [{"policy": s.policy, "median": s.median_step_us,
                 "ci": s.ci95_us, "rounds": s.round_medians_us,
                 "speedup": s.speedup_vs_device, "speedup_ci": s.speedup_ci95,
-                "round_ratios": [] if s.policy == "device" else [
+                "round_ratios": [] if s.policy == SyncPolicy.DEVICE else [
                     (k, round(d / v, 4)) for k, (d, v) in enumerate(
                         zip(dev, s.round_medians_us, strict=False)) if d and v]}
                for s in res.summary]
@@ -109,7 +110,7 @@ def _summary_table(res: AbResult) -> str:
     for s in res.summary:
         few = "too few rounds" if s.median_step_us is not None else "-"
         ci = few if not s.ci95_us else f"{s.ci95_us[0]:,.1f} - {s.ci95_us[1]:,.1f}"
-        sp = "1.00x" if s.policy == "device" else (
+        sp = "1.00x" if s.policy == SyncPolicy.DEVICE else (
             "-" if s.speedup_vs_device is None else f"{s.speedup_vs_device:.3f}x")
         spci = (f"{s.speedup_ci95[0]:.3f} - {s.speedup_ci95[1]:.3f}x" if s.speedup_ci95
                 else few if s.speedup_vs_device is not None else "")

@@ -9,6 +9,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, TextIO
 
 from profplug.analyzers.ab.overlay import line as whatif_line
+from profplug.analyzers.core.vocabulary import SyncPolicy
 from profplug.analyzers.render.text import wrap
 
 if TYPE_CHECKING:
@@ -111,9 +112,9 @@ def _policies(res: AbResult, w: Callable[[str], object]) -> None:
       f"{'95% CI':>13}\n")
     for s in res.summary:
         ok = f"{s.rounds_ok}/{s.rounds}"
-        sp = "1.00x" if s.policy == "device" else (
+        sp = "1.00x" if s.policy == SyncPolicy.DEVICE else (
             "-" if s.speedup_vs_device is None else f"{s.speedup_vs_device:.2f}x")
-        spci = "" if s.policy == "device" else _ci(s.speedup_ci95, ".2f") + (
+        spci = "" if s.policy == SyncPolicy.DEVICE else _ci(s.speedup_ci95, ".2f") + (
             "x" if s.speedup_ci95 else "")
         w(f"{s.policy:<8} {ok:>5} {_us(s.median_step_us):>11} {_ci(s.ci95_us):>17} "
           f"{sp:>8} {spci:>13}\n")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TextIO
 
+from profplug.analyzers.core.vocabulary import Basis
 from profplug.analyzers.render.crossrank_svg import lead_svg, queue_svg, rank_legend, swimlane_svg
 from profplug.analyzers.render.escape import e as _e
 from profplug.analyzers.render.palette import COLORS, legend_html
@@ -60,7 +61,7 @@ def _critical(res: CrossRankResult) -> str:
         f"<tr>{_td(t['rank'], 'd')}{_td(t['category'])}{_td(t['callsite'])}"
         f"{_td(round(100 * t['share'], 2), '.1f')}{_td(t['steps'], 'd')}</tr>"
         for t in cp.top_callsites)
-    what = f"{cp.n_steps} step(s)" if cp.basis == "step" else "the GPU window"
+    what = f"{cp.n_steps} step(s)" if cp.basis == Basis.STEP else "the GPU window"
     return (f"<h3>Critical path</h3><p class=\"sub\">Over {what}, {cp.length_us:,.1f} us in "
             f"all: {_e(cp.definition)}. Shares in % of the path.</p>"
             '<div style="display:flex;gap:2em;flex-wrap:wrap">'

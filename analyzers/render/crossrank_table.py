@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TextIO
 
+from profplug.analyzers.core.vocabulary import Basis
 from profplug.analyzers.render.text import wrap
 from profplug.analyzers.steps import stats
 
@@ -50,7 +51,7 @@ def render_crossrank_table(res: CrossRankResult, out: TextIO) -> None:
           f"{_pct(b.transfer_ns, win):>8} {_pct(b.wait_ns, win):>6} {_pct(b.idle_ns, win):>6} "
           f"{_pct(b.bubble_ns, win):>6} {per:>9}  {waits}\n")
     cp = res.critical_path
-    what = f"{cp.n_steps} step(s)" if cp.basis == "step" else "the GPU window (no steps)"
+    what = f"{cp.n_steps} step(s)" if cp.basis == Basis.STEP else "the GPU window (no steps)"
     w(f"\ncritical path over {what}, {cp.length_us:,.1f} us\n")
     cats = sorted(((v, k) for k, v in cp.by_category.items() if v), reverse=True)
     for line in _wrap("share of the critical path by category: "

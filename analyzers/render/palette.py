@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from profplug.analyzers.core.vocabulary import SyncPolicy
 from profplug.analyzers.render.escape import e
 
 COLORS: Mapping[str, str] = MappingProxyType({
@@ -72,7 +73,7 @@ LABELS: Mapping[str, str] = MappingProxyType({
 RANK_COLORS = ("#1a1acc", "#80001a", "#00664d", "#cc00cc", "#1a4d00")
 RANK_DASHES = ("", "6 3", "2 2")
 GREY = "#9d9d9d"
-POLICIES = ("device", "event", "none")
+POLICIES = tuple(SyncPolicy)
 
 
 def rank_style(i: int) -> tuple[str, str]:

@@ -18,6 +18,7 @@ from profplug.analyzers.ab.result import AbResult
 from profplug.analyzers.compare.ab_runs import AbComparison
 from profplug.analyzers.compare.reports import Comparison
 from profplug.analyzers.core.errors import ProfplugError
+from profplug.analyzers.core.vocabulary import Format
 from profplug.analyzers.crossrank.result import CrossRankResult
 from profplug.analyzers.render import (
     ab_html,
@@ -44,7 +45,7 @@ from profplug.analyzers.whatif.against import AgainstResult, WhatIfAgainst
 from profplug.analyzers.whatif.result import WhatIfResult
 
 Renderer = Callable[[Any, TextIO], None]
-PAGE = "html"  # written with --html, not chosen with --format
+PAGE = Format.HTML  # written with --html, not chosen with --format
 # Run-level results whose page section goes right after the summary, in this order (the
 # others follow the notes): the what-if holds the answer, then the cross-rank bubbles.
 TOP_SECTIONS = (HostOnlyResult.key, WhatIfResult.key, AgainstResult.key, CrossRankResult.key)
@@ -56,9 +57,9 @@ def _report_table(rep: Report, out: TextIO) -> None:
         if isinstance(result, WhatIfResult):  # its finding is the report's headline
             out.write("\n")
             whatif_table.render_whatif_table(result, out, lead=False)
-        elif renderer_for(type(result), "table") is not None:
+        elif renderer_for(type(result), Format.TABLE) is not None:
             out.write("\n")
-            render(result, "table", out)
+            render(result, Format.TABLE, out)
 
 
 def _report_page(rep: Report, out: TextIO) -> None:
@@ -85,38 +86,38 @@ def _compareab_page(cmp: AbComparison, out: TextIO) -> None:
         cmp, out, top=[_section(a) for a in cmp.report_a.run.values()])
 
 
-RENDERERS: Mapping[tuple[type, str], Renderer] = MappingProxyType({
-    (Report, "table"): _report_table,
-    (Report, "json"): jsonout.render_json,
-    (Report, "csv"): csvout.render_csv,
-    (Report, "html"): _report_page,
-    (Comparison, "table"): compare_table.render_compare_table,
-    (Comparison, "json"): jsonout.render_json,
-    (Comparison, "html"): _compare_page,
-    (AbComparison, "table"): compareab_table.render_compareab_table,
-    (AbComparison, "json"): jsonout.render_json,
-    (AbComparison, "html"): _compareab_page,
-    (WhatIfResult, "table"): whatif_table.render_whatif_table,
-    (WhatIfResult, "json"): jsonout.render_run_json,
-    (WhatIfResult, "html"): whatif_html.render_whatif_html,
-    (WhatIfAgainst, "table"): against_table.render_whatif_against_table,
-    (WhatIfAgainst, "json"): jsonout.render_json,
-    (AgainstResult, "table"): against_table.render_against_table,
-    (AgainstResult, "json"): jsonout.render_run_json,
-    (AgainstResult, "html"): whatif_html.render_against_html,
-    (AbResult, "table"): ab_table.render_ab_table,
-    (AbResult, "json"): jsonout.render_json,
-    (AbResult, "html"): ab_html.render_ab_html,
-    (CrossRankResult, "table"): crossrank_table.render_crossrank_table,
-    (CrossRankResult, "json"): jsonout.render_run_json,
-    (CrossRankResult, "html"): crossrank_html.render_crossrank_html,
-    (HostOnlyResult, "table"): hostonly_render.render_hostonly_table,
-    (HostOnlyResult, "json"): jsonout.render_run_json,
-    (HostOnlyResult, "html"): hostonly_render.render_hostonly_html,
+RENDERERS: Mapping[tuple[type, Format], Renderer] = MappingProxyType({
+    (Report, Format.TABLE): _report_table,
+    (Report, Format.JSON): jsonout.render_json,
+    (Report, Format.CSV): csvout.render_csv,
+    (Report, Format.HTML): _report_page,
+    (Comparison, Format.TABLE): compare_table.render_compare_table,
+    (Comparison, Format.JSON): jsonout.render_json,
+    (Comparison, Format.HTML): _compare_page,
+    (AbComparison, Format.TABLE): compareab_table.render_compareab_table,
+    (AbComparison, Format.JSON): jsonout.render_json,
+    (AbComparison, Format.HTML): _compareab_page,
+    (WhatIfResult, Format.TABLE): whatif_table.render_whatif_table,
+    (WhatIfResult, Format.JSON): jsonout.render_run_json,
+    (WhatIfResult, Format.HTML): whatif_html.render_whatif_html,
+    (WhatIfAgainst, Format.TABLE): against_table.render_whatif_against_table,
+    (WhatIfAgainst, Format.JSON): jsonout.render_json,
+    (AgainstResult, Format.TABLE): against_table.render_against_table,
+    (AgainstResult, Format.JSON): jsonout.render_run_json,
+    (AgainstResult, Format.HTML): whatif_html.render_against_html,
+    (AbResult, Format.TABLE): ab_table.render_ab_table,
+    (AbResult, Format.JSON): jsonout.render_json,
+    (AbResult, Format.HTML): ab_html.render_ab_html,
+    (CrossRankResult, Format.TABLE): crossrank_table.render_crossrank_table,
+    (CrossRankResult, Format.JSON): jsonout.render_run_json,
+    (CrossRankResult, Format.HTML): crossrank_html.render_crossrank_html,
+    (HostOnlyResult, Format.TABLE): hostonly_render.render_hostonly_table,
+    (HostOnlyResult, Format.JSON): jsonout.render_run_json,
+    (HostOnlyResult, Format.HTML): hostonly_render.render_hostonly_html,
 })
 
 
-def renderer_for(result_type: type, fmt: str) -> Renderer | None:
+def renderer_for(result_type: type, fmt: Format) -> Renderer | None:
     """The renderer of ``fmt`` for ``result_type`` (or the nearest base class), or None."""
     for t in result_type.__mro__:
         fn = RENDERERS.get((t, fmt))
@@ -125,30 +126,32 @@ def renderer_for(result_type: type, fmt: str) -> Renderer | None:
     return None
 
 
-def formats(result_type: type) -> list[str]:
+def formats(result_type: type) -> list[Format]:
     """The ``--format`` choices of a result type, in registry order (the page is not one)."""
     found = [f for t in result_type.__mro__ for (rt, f) in RENDERERS if rt is t and f != PAGE]
     return list(dict.fromkeys(found))
 
 
-def check_format(result_type: type, fmt: str) -> None:
-    """Raise a one-line ProfplugError unless ``fmt`` is a ``--format`` of ``result_type``."""
+def check_format(result_type: type, fmt: str) -> Format:
+    """``fmt`` as a :class:`Format`; a one-line ProfplugError unless it is a ``--format`` of
+    ``result_type``."""
     if fmt not in formats(result_type):
         raise ProfplugError(f"unknown format {fmt!r} (choose from "
                             f"{', '.join(formats(result_type))})")
+    return Format(fmt)
 
 
-def render(result: object, fmt: str, out: TextIO) -> None:
+def render(result: object, fmt: Format, out: TextIO) -> None:
     """Write ``result`` in format ``fmt`` (``check_format`` first for user-given formats)."""
     fn = renderer_for(type(result), fmt)
     if fn is None:
         raise ProfplugError(f"no {fmt} renderer for {type(result).__name__}")
-    if fmt == "table":  # trace strings on a terminal: control characters shown escaped
+    if fmt == Format.TABLE:  # trace strings on a terminal: control characters shown escaped
         out = PrintableWriter(out)  # type: ignore[assignment]  # renderers only write()
     fn(result, out)
 
 
-def render_text(result: object, fmt: str) -> str:
+def render_text(result: object, fmt: Format) -> str:
     buf = io.StringIO()
     render(result, fmt, buf)
     return buf.getvalue()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING, TextIO
 
+from profplug.analyzers.core.vocabulary import SyncKind
 from profplug.analyzers.render.text import PrintableWriter, wrap
 from profplug.analyzers.stalls.callsites import display_name
 from profplug.analyzers.stalls.gaps import CAUSES
@@ -128,7 +129,7 @@ def _rank_detail(r: RankResult, out: TextIO) -> None:
         w(f"other: {n} gap(s): {reason}\n")
     if r.stream_waits:
         n = sum(s.count for s in r.stream_waits)  # GPU-side records
-        calls = sum(s.count for s in r.syncs if s.kind == "stream_wait")  # as the sync table
+        calls = sum(s.count for s in r.syncs if s.kind == SyncKind.STREAM_WAIT)  # as the sync table
         linked = sum(s.linked for s in r.stream_waits)
         idle = sum(s.gpu_idle_us for s in r.stream_waits)
         rec = f"{calls} calls, {n} with a GPU-side record" if calls != n else str(n)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
+from profplug.analyzers.core.vocabulary import Basis
 from profplug.analyzers.render.text import wrap
 from profplug.analyzers.whatif import figures
 
@@ -74,7 +75,7 @@ def _rank_rows(res: WhatIfResult, w: Callable[[str], object]) -> None:
     w(f"{'rank':>4} {'per':>4} {'recorded':>8} {'replayed':>8} {'err%':>5} "
       f"{'predicted':>9} {'+-%':>5} {'saving':>8} {'%':>4} {'direct':>7} {'indirect':>8}\n")
     for r in res.ranks:
-        per = "step" if r.basis == "step" else "win"
+        per = "step" if r.basis == Basis.STEP else "win"
         w(f"{r.rank:>4} {per:>4} {_n(r.recorded_us):>8} {_n(r.replayed_us):>8} "
           f"{r.model_error_pct:>+5.1f} {_n(r.predicted_us):>9} "
           f"{_band(figures.band_pct(r, target)):>5} "

@@ -8,6 +8,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from profplug.analyzers.core import classify
+from profplug.analyzers.core.vocabulary import SyncKind
 from profplug.analyzers.stalls.callsites import UNANNOTATED, display_name
 from profplug.analyzers.stalls.gaps import CAUSES
 from profplug.analyzers.stalls.rank import RankResult
@@ -47,7 +48,7 @@ def unit_of(per: str) -> str:
 
 
 def device_calls(r: RankResult) -> int:
-    return sum(s.count for s in r.syncs if s.kind == "device")
+    return sum(s.count for s in r.syncs if s.kind == SyncKind.DEVICE)
 
 
 def top_device_site(r: RankResult) -> str | None:

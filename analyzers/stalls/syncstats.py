@@ -8,12 +8,13 @@ from dataclasses import dataclass
 import numpy as np
 from profplug.analyzers.core import classify
 from profplug.analyzers.core.timeline import Timeline
+from profplug.analyzers.core.vocabulary import SyncKind
 
 
 @dataclass
 class SyncStat:
     api: str
-    kind: str  # device | event | stream_wait
+    kind: SyncKind
     count: int
     host_blocked_us: float
     host_blocked_p50_us: float
@@ -52,7 +53,7 @@ def sync_stats(tl: Timeline, api_kind: np.ndarray, call_api: list[str], c_start:
         for api in sorted(set(sw_names)):
             sel = np.array([n == api for n in sw_names])
             d = (tl.api_end_ns[sw] - tl.api_start_ns[sw])[sel]
-            out.append(SyncStat(api, "stream_wait", int(sel.sum()), _us(d.sum()),
+            out.append(SyncStat(api, SyncKind.STREAM_WAIT, int(sel.sum()), _us(d.sum()),
                                 *_p50_p99(d), 0.0))
     out.sort(key=lambda s: (-s.idle_caused_us, -s.host_blocked_us, s.api))
     return out

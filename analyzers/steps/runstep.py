@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
+from profplug.analyzers.core.vocabulary import Basis
 from profplug.analyzers.steps.stats import STATISTIC
 
 
@@ -46,16 +47,16 @@ def step_object(per_rank: Mapping[int, float], basis: str | None,
             "per_rank_us": {str(k): round(float(v), 3) for k, v in sorted(per_rank.items())}}
 
 
-def per_rank_steps(ranks: Iterable[RankSteps]) -> tuple[dict[int, float], str | None]:
+def per_rank_steps(ranks: Iterable[RankSteps]) -> tuple[dict[int, float], Basis | None]:
     """({rank: its step}, basis) of a report's ranks: the step where any rank has steps,
     else the GPU window of every rank with GPU work."""
     ranks = [r for r in ranks if r.has_gpu_work]
     steps = {r.rank: float(r.steps.period_us) for r in ranks
              if r.steps is not None and r.steps.n_steps}
     if steps:
-        return steps, "step"
+        return steps, Basis.STEP
     if ranks:
-        return {r.rank: float(r.total("window_us")) for r in ranks}, "window"
+        return {r.rank: float(r.total("window_us")) for r in ranks}, Basis.WINDOW
     return {}, None
 
 
@@ -69,8 +70,8 @@ def whatif_steps(res: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """(step, predicted_step) of a ``WhatIfResult``: its ranks' ``recorded_us`` and
     ``predicted_us``, on the ranks' basis; calibrated on an unprofiled step, basis
     "unprofiled" (``recorded_us`` is then the given step)."""
-    ranks = [r for r in res.ranks if r.basis == "step"] or list(res.ranks)
-    basis = ranks[0].basis if ranks else None
+    ranks = [r for r in res.ranks if r.basis == Basis.STEP] or list(res.ranks)
+    basis: str | None = ranks[0].basis if ranks else None  # the JSON's word, or None
     if basis is not None and getattr(res, "calibrated_on_us", None) is not None:
         basis = f"unprofiled {basis}"
     return (step_object({r.rank: r.recorded_us for r in ranks}, basis),

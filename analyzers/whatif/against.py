@@ -38,6 +38,7 @@ from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.names import FUNCTIONS
 from profplug.analyzers.core.ranges import SYNCHRONIZE
 from profplug.analyzers.core.timeline import Timeline
+from profplug.analyzers.core.vocabulary import Basis
 from profplug.analyzers.graph import dropset
 from profplug.analyzers.graph.model import DropSpec, build_model
 from profplug.analyzers.stalls.rank import StallOptions, analyze_rank
@@ -275,7 +276,7 @@ def against(res: WhatIfResult, timelines: list[Timeline], other: list[Timeline],
         host = [round(_median_us([a[(NEXT, 0, "start")] for a in x[:n]]), 3) if n else None
                 for x in (pa, ma)]
         out.append(RankAgainst(
-            rank=r, predicted_us=w.predicted_us if w is not None and w.basis == "step"
+            rank=r, predicted_us=w.predicted_us if w is not None and w.basis == Basis.STEP
             and not nothing else None,
             band_pct=figures.band_pct(w, Target.TRACED) if w is not None and not nothing
             else None,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 from profplug.analyzers.core.timeline import Timeline
+from profplug.analyzers.core.vocabulary import Basis
 from profplug.analyzers.stalls.rank import RankResult
 from profplug.analyzers.steps import stats
 from profplug.analyzers.whatif import step_figures
@@ -46,7 +47,7 @@ def host_cadence_us(predicted: Timeline, recorded: RankResult) -> float:
 
 def apply_bound(ranks: list[RankWhatIf], coupled: bool) -> None:
     """Hold each rank's prediction to its bound, in place (see the module docstring)."""
-    stepped = [r for r in ranks if r.basis == "step" and r.host_cadence_us > 0]
+    stepped = [r for r in ranks if r.basis == Basis.STEP and r.host_cadence_us > 0]
     shared = max((r.host_cadence_us for r in stepped), default=0.0)
     for r in ranks:
         r.replay_predicted_us = r.predicted_us

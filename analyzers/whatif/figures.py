@@ -29,6 +29,7 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any, Protocol
 
+from profplug.analyzers.core.vocabulary import Basis
 from profplug.analyzers.whatif.peers import PEERS_MISSING
 
 TINY_PCT = 0.5  # a change of the replay under this share of the step: nothing dropped
@@ -52,7 +53,7 @@ TARGET_WORDS = MappingProxyType({Target.REPLAY: "the same run replayed (the mode
 
 class _Rank(Protocol):
     rank: int
-    basis: str
+    basis: Basis
     recorded_us: float
     replayed_us: float
     predicted_us: float
@@ -88,7 +89,7 @@ def band_pct(r: _Rank, target: Target) -> float | None:
 
 def stepped(res: _Result) -> list[Any]:
     """The ranks the pipeline's figures are taken over: those per step (else all)."""
-    return [r for r in res.ranks if r.basis == "step"] or list(res.ranks)
+    return [r for r in res.ranks if r.basis == Basis.STEP] or list(res.ranks)
 
 
 def pipeline_rank(res: _Result) -> Any | None:
@@ -143,7 +144,7 @@ class Prediction:
     """The pipeline's prediction in figures (us): see the module docstring."""
 
     rank: int
-    basis: str  # "step" | "window"
+    basis: Basis
     recorded_us: float  # the rank's recorded step (or the given unprofiled step)
     run_step_us: float  # the run's step: the largest recorded step
     predicted_us: float

@@ -8,6 +8,7 @@ it; nothing to drop when dropping them moves no step."""
 
 from __future__ import annotations
 
+from profplug.analyzers.core.vocabulary import Basis
 from profplug.analyzers.stalls.phrases import (
     SMALL_PCT,
     dominant_idle,
@@ -82,7 +83,7 @@ def finding(
     pred = figures.prediction(res, target)
     if pred is None:
         return nothing_to_drop(res) + "."
-    per = "step" if pred.basis == "step" else "GPU window"
+    per = "step" if pred.basis == Basis.STEP else "GPU window"
     unit = unit_of(per)
     cal = pred.calibrated
     of = (

@@ -17,6 +17,7 @@ from dataclasses import dataclass, fields, replace
 from functools import cache
 
 import numpy as np
+from profplug.analyzers.core import vocabulary
 from profplug.analyzers.core.errors import ProfplugError
 from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.memtrim import trim_large
@@ -188,13 +189,13 @@ def _links(m: Model, r: Replay, rank: int, keep: np.ndarray
     return m.a_kind[alo:ahi][keep], launch
 
 
-def _time_ns(rs: RankResult, basis: str, recorded: RankResult | None = None) -> float:
+def _time_ns(rs: RankResult, basis: vocabulary.Basis, recorded: RankResult | None = None) -> float:
     """The step time (a replay's over ``recorded``'s steps), else the GPU window; ns."""
     return step_figures.step_ns(rs, basis, recorded)
 
 
-def _idle(rs: RankResult, basis: str) -> dict[str, float]:
-    if basis == "step" and rs.steps is not None and rs.steps.n_steps:
+def _idle(rs: RankResult, basis: vocabulary.Basis) -> dict[str, float]:
+    if basis == vocabulary.Basis.STEP and rs.steps is not None and rs.steps.n_steps:
         return {c: round(rs.steps.idle_per_step_us.get(c, 0.0), 3) for c in CAUSES}
     return {c: round(v, 3) for c, v in rs.idle_by_cause_us().items()}
 
@@ -209,7 +210,7 @@ class _Replayed:
     ``window``), its steps, recorded and replayed time, direct idle (ns), idle by cause."""
 
     rs: RankResult
-    basis: str
+    basis: vocabulary.Basis
     n_steps: int
     rec_ns: float
     replayed_ns: float
@@ -230,8 +231,8 @@ def _recorded_side(tl: Timeline, m: Model, opt: StallOptions, rs: RankResult | N
         ot = m.o_top[olo:ohi]
         rs = analyze_rank(tl, opt, brief=True, api_kind=m.a_kind[alo:ahi],
                           launch=launch_times(m.a_start, ot, m.o_start[olo:ohi]))
-    basis = "step" if rs.steps is not None and rs.steps.n_steps else "window"
-    n_steps = rs.steps.n_steps if basis == "step" and rs.steps is not None else 1
+    basis = vocabulary.Basis.STEP if step_figures.has_steps(rs) else vocabulary.Basis.WINDOW
+    n_steps = rs.steps.n_steps if basis == vocabulary.Basis.STEP and rs.steps is not None else 1
     # direct: gaps charged (by the stall analysis) to a call the replay drops
     dropped_call = m.a_dropped[alo + rs.call_row]
     g = rs.gaps
@@ -252,7 +253,7 @@ def _replayed(tl: Timeline, m: Model, rec: Replay, opt: StallOptions,
     r = side if isinstance(side, _Replayed) else _recorded_side(tl, m, opt, side)
     alo, ahi = m.rank_a[tl.rank]
     olo, ohi = m.rank_o[tl.rank]
-    if r.basis == "step" and all(bool((x[lo:hi] == y[lo:hi]).all()) for x, y, lo, hi in (
+    if step_figures.has_steps(r.rs) and all(bool((x[lo:hi] == y[lo:hi]).all()) for x, y, lo, hi in (
             (rec.o_start, m.o_start, olo, ohi), (rec.o_end, m.o_end, olo, ohi),
             (rec.a_start, m.a_start, alo, ahi), (rec.a_end, m.a_end, alo, ahi))):
         replayed = r.rec_ns  # the replay reproduced the rank: its steps are the recorded ones
@@ -282,7 +283,7 @@ def _rank_result(tl: Timeline, m: Model, rec: Replay | _Replayed, drp: Replay,
     pred_tl = _predicted_timeline(tl, m, drp, _main_thread(m, tl.rank), True,
                                   annotations=False)
     pred_rs = analyze_rank(pred_tl, opt, brief=True, api_kind=kinds, launch=launch)
-    cadence = host_cadence_us(pred_tl, rs) if basis == "step" else 0.0
+    cadence = host_cadence_us(pred_tl, rs) if basis == vocabulary.Basis.STEP else 0.0
     if keep is not None:  # the replay's own times, as its figures read them
         keep[tl.rank] = pred_tl
     del pred_tl
@@ -291,7 +292,7 @@ def _rank_result(tl: Timeline, m: Model, rec: Replay | _Replayed, drp: Replay,
     saving = rec_ns - times["predicted"]
     us = 1000.0
     return RankWhatIf(
-        rank=tl.rank, basis=basis, n_steps=n_steps if basis == "step" else 0,
+        rank=tl.rank, basis=basis, n_steps=n_steps if basis == vocabulary.Basis.STEP else 0,
         recorded_us=round(rec_ns / us, 3), replayed_us=round(times["replayed"] / us, 3),
         model_error_pct=round(100.0 * (times["replayed"] - rec_ns) / rec_ns, 2)
         if rec_ns else 0.0,
@@ -302,7 +303,7 @@ def _rank_result(tl: Timeline, m: Model, rec: Replay | _Replayed, drp: Replay,
         recorded_idle_by_cause_us=r.idle_us,
         predicted_idle_by_cause_us=_idle(pred_rs, basis),
         between_steps_idle_us=rs.steps.between_steps_idle_us
-        if basis == "step" and rs.steps is not None else 0.0,
+        if basis == vocabulary.Basis.STEP and rs.steps is not None else 0.0,
         host_cadence_us=cadence)
 
 

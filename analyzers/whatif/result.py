@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
+from profplug.analyzers.core.vocabulary import Basis
 from profplug.analyzers.steps.stats import STATISTIC
 from profplug.analyzers.whatif import figures
 
@@ -18,7 +19,7 @@ class RankWhatIf:
     """One rank: recorded vs replayed vs predicted time per step (or per window), in us."""
 
     rank: int
-    basis: str  # "step": mean step time over complete steps; "window": GPU window
+    basis: Basis  # step: mean step time over complete steps; window: GPU window
     n_steps: int
     recorded_us: float  # measured in the trace
     replayed_us: float  # the model replaying the trace as recorded

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 from profplug.analyzers.core.timeline import Timeline
+from profplug.analyzers.core.vocabulary import Basis
 from profplug.analyzers.stalls.gaps import CAUSES, Gaps
 from profplug.analyzers.stalls.per_step import per_step_ns, step_time
 from profplug.analyzers.stalls.rank import RankResult
@@ -47,10 +48,10 @@ def end_basis(recorded: RankResult) -> np.ndarray:
     return keep
 
 
-def step_ns(rs: RankResult, basis: str, recorded: RankResult | None = None) -> float:
+def step_ns(rs: RankResult, basis: Basis, recorded: RankResult | None = None) -> float:
     """The step (basis "step") or the GPU window, in ns, of the trace (``recorded`` None)
     or of a replay of ``recorded`` (see the module docstring)."""
-    if basis != "step" or not has_steps(rs):
+    if basis != Basis.STEP or not has_steps(rs):
         return rs.total("window_us") * 1000.0
     if recorded is None or not has_steps(recorded):
         assert rs.steps is not None
@@ -63,7 +64,7 @@ def step_ns(rs: RankResult, basis: str, recorded: RankResult | None = None) -> f
     return rec_ns - stats.center(shorter, end_basis(recorded))
 
 
-def replayed_ns(tl: Timeline, basis: str, recorded: RankResult) -> float:
+def replayed_ns(tl: Timeline, basis: Basis, recorded: RankResult) -> float:
     """:func:`step_ns` of a replayed timeline without its stall analysis: the figure needs
     only the replay's steps (their spans and last-op ends) or its GPU window, not the idle
     gaps by cause, so the replay as recorded is not analyzed a second time."""
@@ -74,7 +75,7 @@ def replayed_ns(tl: Timeline, basis: str, recorded: RankResult) -> float:
         sel = tl.gpu_device == d
         window_us += round(float(int(tl.gpu_end_ns[sel].max()) - int(tl.gpu_start_ns[sel].min()))
                            / 1000.0, 3)
-    if basis != "step" or steps is None or steps.n_steps == 0:
+    if basis != Basis.STEP or steps is None or steps.n_steps == 0:
         return window_us * 1000.0
     if not has_steps(recorded):
         return steps.period_us * 1000.0
@@ -87,7 +88,7 @@ def replayed_ns(tl: Timeline, basis: str, recorded: RankResult) -> float:
     return rec_ns - stats.center(shorter, end_basis(recorded))
 
 
-def direct_ns(rs: RankResult, basis: str, charged: np.ndarray,
+def direct_ns(rs: RankResult, basis: Basis, charged: np.ndarray,
               blocked_ns: np.ndarray | None = None) -> float:
     """GPU idle per step (or per window) in the gaps ``charged`` (a mask over ``rs.gaps``).
     ``blocked_ns``: per sync call (``rs.call_*``), the time it blocked the host: the idle
@@ -98,7 +99,7 @@ def direct_ns(rs: RankResult, basis: str, charged: np.ndarray,
     dur = np.where(charged, g.end_ns - g.start_ns, 0)
     if blocked_ns is not None and charged.any():
         dur = _capped(dur, g.call, charged, blocked_ns)
-    if basis != "step" or not has_steps(rs):
+    if basis != Basis.STEP or not has_steps(rs):
         return float(dur.sum())
     assert rs.steps is not None
     per = per_step_ns(rs.step_starts_ns, rs.step_ends_ns, g.start_ns, dur)

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from profplug.analyzers.core.errors import ProfplugError
+from profplug.analyzers.core.vocabulary import TraceKind
 from profplug.cli.app import app
 
 
@@ -53,8 +54,9 @@ def run(
     from profplug.session.launch import RunOptions
     from profplug.session.launch import run as launch
 
+    kind = TraceKind.parse(trace, "--trace", ProfplugError)
     rc = launch(RunOptions(
-        out=output, command=list(command), trace=trace, sync=sync, patches=patch,
+        out=output, command=list(command), trace=kind, sync=sync, patches=patch,
         step_fns=list(step_fn or []), sync_sites=list(sync_site or []), skip=skip,
         steps=steps, cpu_ops=cpu_ops, nsys=nsys, report=not no_report, force=force,
     ))

@@ -35,6 +35,7 @@ from typing import Any
 
 from profplug.analyzers.core.atomicfile import replace_text
 from profplug.analyzers.core.errors import ProfplugError
+from profplug.analyzers.core.vocabulary import StepTiming, TraceKind
 from profplug.config import ENV_SWITCH_EVERY, ENV_SWITCH_ORDER, SYNC_POLICIES
 from profplug.session import outcome
 from profplug.session.launch import RunOptions, clear_outputs, prepare_out
@@ -65,7 +66,7 @@ class AbOptions:
     html: Path | None = None
     whatif: str | None = None
     force: bool = False
-    timing: str = "events"
+    timing: StepTiming = StepTiming.EVENTS
 
 
 def _prepare(out: Path, force: bool) -> None:
@@ -193,7 +194,7 @@ def _launch(opts: AbOptions, k: int, p: Planned) -> dict[str, Any]:
         env |= {ENV_SWITCH_EVERY: str(p.every), ENV_SWITCH_ORDER: ",".join(p.block_order)}
     t0 = time.monotonic()
     rc = launch_run(RunOptions(
-        out=run_dir, command=list(opts.command), trace="none", sync=policy_of(order[0]),
+        out=run_dir, command=list(opts.command), trace=TraceKind.NONE, sync=policy_of(order[0]),
         patches=opts.patches, step_fns=list(opts.step_fns),
         sync_sites=list(opts.sync_sites), skip=opts.skip,
         steps=opts.steps, report=False, step_timing=opts.timing, digest=True,
@@ -308,7 +309,7 @@ def run_ab(opts: AbOptions) -> int:
         every = 0
     plan = (switched_plan(policies, opts.rounds, every) if every
             else separate_plan(policies, opts.rounds, opts.order, seed))
-    RunOptions(out=opts.out, command=opts.command, trace="none", patches=opts.patches,
+    RunOptions(out=opts.out, command=opts.command, trace=TraceKind.NONE, patches=opts.patches,
                step_fns=opts.step_fns, sync_sites=opts.sync_sites, skip=opts.skip,
                steps=opts.steps).config()  # checks
     _prepare(opts.out, opts.force)

@@ -50,6 +50,7 @@ from typing import Any
 import profplug.steps as _steps
 from profplug import digests
 from profplug.analyzers.core import ranges
+from profplug.analyzers.core.vocabulary import WindowMode
 from profplug.annotation import mark
 from profplug.config import Config, env_rank
 from profplug.session import statusfile
@@ -84,9 +85,9 @@ class Session:
     def on_step_begin(self, index: int) -> None:
         if self.flush_started:
             return
-        if self.window.mode == "run":  # a whole-run recording began before the first step
+        if self.window.mode is WindowMode.RUN:  # a whole-run recording began before the first step
             self._discard("run")
-        self.window.mode = "steps"
+        self.window.mode = WindowMode.STEPS
         self.clocks.step_begins(index, window_opened=self.window.first_step is not None)
         if index == self.plan.skip - 1:
             self.recorder.prepare()
@@ -100,7 +101,7 @@ class Session:
     def on_step_end(self, index: int) -> None:
         self.clocks.step_ends()
         w = self.window
-        if w.mode != "steps" or w.first_step is None or not self.recorder.running:
+        if w.mode is not WindowMode.STEPS or w.first_step is None or not self.recorder.running:
             return
         w.steps = index - w.first_step + 1
         if w.steps >= self.plan.steps:
@@ -123,7 +124,7 @@ class Session:
         session stops listening: one call is all it needs)."""
         _steps.remove_listener(on_activity=self.on_activity)
         if self.window.mode is None and not self.flush_started:
-            self.window.mode = "run"
+            self.window.mode = WindowMode.RUN
             self._start()
 
     # -- internals ------------------------------------------------------------------------

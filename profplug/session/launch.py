@@ -22,10 +22,10 @@ from typing import Any
 from profplug.analyzers.core.atomicfile import replace_text
 from profplug.analyzers.core.errors import ProfplugError, ToolMissingError
 from profplug.analyzers.core.version import __version__
+from profplug.analyzers.core.vocabulary import StepTiming, TraceKind
 from profplug.config import (
     ENV_OWNER_PID,
     SYNC_CHOICES,
-    TRACES,
     Config,
     is_step_fn_path,
     parse_patches,
@@ -49,7 +49,7 @@ class RunOptions:
 
     out: Path
     command: list[str]
-    trace: str = "kineto"
+    trace: TraceKind = TraceKind.KINETO
     sync: str = "keep"
     patches: str = "megatron,transformers,synchronize"
     step_fns: list[str] = field(default_factory=list)
@@ -61,12 +61,13 @@ class RunOptions:
     report: bool = True
     force: bool = False
     extra_env: dict[str, str] = field(default_factory=dict)
-    step_timing: str = "off"  # off | host | events (profplug ab: events)
+    step_timing: StepTiming = StepTiming.OFF  # profplug ab: events
     digest: bool = False  # profplug.digest on (profplug ab)
 
+    def __post_init__(self) -> None:  # a word given as a plain str becomes its member
+        self.trace = TraceKind.parse(self.trace, "--trace", ProfplugError)
+
     def config(self) -> Config:
-        if self.trace not in TRACES:
-            raise ProfplugError(f"--trace must be one of {', '.join(TRACES)}, got {self.trace!r}")
         if self.sync not in SYNC_CHOICES:
             raise ProfplugError(f"--sync must be one of {', '.join(SYNC_CHOICES)}")
         if self.skip < 0 or self.steps < 1:
@@ -269,14 +270,14 @@ def write_run_json(out: Path, info: dict[str, Any]) -> None:
                                  *outcome.sync_site_warnings(ranks)],
             "step_fns": outcome.step_fn_summary(step_fns, ranks),
             "no_window": no_window}
-    if options.get("trace", "kineto") != "none":
+    if options.get("trace", TraceKind.KINETO) != TraceKind.NONE:
         try:
             from profplug.analyzers.steps.observer import observer_from_ranks
 
             info["observer"] = observer_from_ranks(ranks)
         except Exception as exc:  # never lose run.json over a summary
             info["observer"] = {"error": f"{type(exc).__name__}: {exc}"}
-    if info.get("options", {}).get("trace", "kineto") == "kineto":
+    if info.get("options", {}).get("trace", TraceKind.KINETO) == TraceKind.KINETO:
         info = {**info, "missing_ranks": missing_ranks(out, ranks)}
     versions = dict(next((r.get("versions") for r in ranks if r.get("versions")), {}) or {})
     versions["profplug"] = __version__
@@ -296,7 +297,7 @@ def run(opts: RunOptions) -> int:
         raise ProfplugError("no command given: profplug run -o DIR -- CMD ...")
     config = opts.config()
     opts = replace(opts, step_fns=list(config.step_fns))  # paths made absolute
-    nsys = nsys_for_run(opts.nsys) if opts.trace == "nsys" else None
+    nsys = nsys_for_run(opts.nsys) if opts.trace is TraceKind.NSYS else None
     prepare_out(opts.out, opts.force)
     env = child_env(config, opts.extra_env)
     cmd = nsys_command(nsys, opts.out, opts.command) if nsys else list(opts.command)
@@ -323,7 +324,7 @@ def run(opts: RunOptions) -> int:
 
 def _collect_traces(opts: RunOptions, nsys: str | None, info: dict[str, Any]) -> list[Path]:
     """The run's traces (nsys's report exported to SQLite first), noted in ``info``."""
-    traces: list[Path] = [opts.out / "kineto"] if opts.trace == "kineto" else []
+    traces: list[Path] = [opts.out / "kineto"] if opts.trace is TraceKind.KINETO else []
     if nsys:
         rep = opts.out / "nsys" / "report.nsys-rep"
         sqlite = opts.out / "nsys" / "report.sqlite"
@@ -348,7 +349,7 @@ def _summarize(opts: RunOptions, traces: list[Path], rc: int) -> int:
     no_trace = outcome.trace_problem(opts.out, opts.trace, run_json["ranks"])
     if opts.report and traces and not no_trace:
         _report(traces, opts.out / "report.html")
-    for line in outcome.nsys_views(opts.out) if opts.trace == "nsys" else []:
+    for line in outcome.nsys_views(opts.out) if opts.trace is TraceKind.NSYS else []:
         print(f"profplug: {line}", file=sys.stderr)
     for line in outcome.failure_lines(run_json["ranks"]):
         print(f"profplug: {line}", file=sys.stderr)

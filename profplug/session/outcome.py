@@ -9,6 +9,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from profplug.analyzers.core.vocabulary import TraceKind, WindowMode
+
 LOST_REASON = "no final status: killed before it could write one (SIGKILL, OOM killer?)"
 
 
@@ -128,11 +130,11 @@ def step_fn_warnings(requested: list[str], ranks: list[dict[str, Any]]) -> list[
 NO_WINDOW_EXIT = 7  # ``profplug run``'s status when the job exited 0 but nothing was profiled
 
 
-def traces_written(out: Path, trace: str) -> bool:
+def traces_written(out: Path, trace: TraceKind) -> bool:
     """Whether the run left a trace: a Kineto rank file, or nsys's report (or its export)."""
-    if trace == "kineto":
+    if trace is TraceKind.KINETO:
         return any((out / "kineto").glob("rank*.json.gz"))
-    if trace == "nsys":
+    if trace is TraceKind.NSYS:
         return any((out / "nsys" / f"report{ext}").is_file() for ext in (".nsys-rep", ".sqlite"))
     return True  # --trace none: no trace asked for
 
@@ -149,10 +151,10 @@ def startup_failures(out: Path) -> list[tuple[str, str]]:
     return found
 
 
-def trace_problem(out: Path, trace: str, ranks: list[dict[str, Any]]) -> str | None:
+def trace_problem(out: Path, trace: TraceKind, ranks: list[dict[str, Any]]) -> str | None:
     """Why no trace was written, in one line; None when one was (or none was asked for).
     No rank at all is nothing profiled too (nsys may leave an empty report)."""
-    if traces_written(out, trace) and (ranks or trace == "none"):
+    if traces_written(out, trace) and (ranks or trace is TraceKind.NONE):
         return None
     failed = startup_failures(out)
     if failed:
@@ -179,7 +181,7 @@ def window_problem(ranks: list[dict[str, Any]], options: dict[str, Any]) -> str 
     if not records:
         return None
     windows = [r["window"] for r in records]
-    if any(w.get("mode") == "run" or w.get("first_step") is not None for w in windows):
+    if any(w.get("mode") == WindowMode.RUN or w.get("first_step") is not None for w in windows):
         return None
     skip = int(options.get("skip", windows[0].get("skip") or 0))
     seen = max(int(w.get("steps_seen") or 0) for w in windows)

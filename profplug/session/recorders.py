@@ -26,6 +26,7 @@ import torch
 import torch.autograd.profiler as _tprof
 
 from profplug.analyzers.core.atomicfile import replace_bytes, write_atomic
+from profplug.analyzers.core.vocabulary import TraceKind
 
 
 def _experimental_config(cuda: bool) -> Any:
@@ -260,10 +261,10 @@ class NullRecorder(Recorder):
         return None
 
 
-def recorder_for(trace: str, cpu_ops: bool = False) -> Recorder:
+def recorder_for(trace: TraceKind, cpu_ops: bool = False) -> Recorder:
     """The recorder of ``--trace`` ``kineto``, ``nsys`` or ``none``."""
-    if trace == "kineto":
+    if trace is TraceKind.KINETO:
         return KinetoRecorder(cpu_ops=cpu_ops)
-    if trace == "nsys":
+    if trace is TraceKind.NSYS:
         return NsysRecorder()
     return NullRecorder()

@@ -30,6 +30,8 @@ from typing import Any
 
 import torch
 
+from profplug.analyzers.core.vocabulary import StepTiming
+
 CLOCK_EVENT = "cuda_event"
 CLOCK_HOST = "host"
 
@@ -81,7 +83,7 @@ class StepTimer:
     __slots__ = ("_clock", "_dev", "_key", "_raw", "_records", "_stream", "clock", "events",
                  "host", "marks", "mode", "n", "resolves")
 
-    def __init__(self, n: int, mode: str = "events") -> None:
+    def __init__(self, n: int, mode: StepTiming = StepTiming.EVENTS) -> None:
         if n < 1:
             raise ValueError("a step timer needs at least one step")
         self.n = n
@@ -97,7 +99,7 @@ class StepTimer:
         self._stream: Any = None
         self.resolves = 0  # Stream look-ups (1 at window start; 1 more per stream switch)
         self.clock = CLOCK_HOST
-        if mode == "events" and _cuda_in_use():
+        if mode == StepTiming.EVENTS and _cuda_in_use():
             self._dev = _device()
             self._raw = _raw_stream_fn()
             self._resolve(self._raw(self._dev))

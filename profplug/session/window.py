@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from profplug.analyzers.core.vocabulary import StepTiming, WindowMode
 from profplug.config import Config
 from profplug.session.steptimer import StepTimer
 
@@ -20,7 +21,7 @@ class WindowPlan:
 
     skip: int
     steps: int
-    clock: str  # the window's step timer: "off", "host" or "events"
+    clock: StepTiming  # the window's step timer
     observe: bool  # a profiler records: the untraced steps around the window are timed
 
     @classmethod
@@ -28,8 +29,8 @@ class WindowPlan:
         """A traced run times its window (``events``) even with step timing off: the same
         clock as the untraced steps."""
         clock = config.step_timing
-        if clock == "off" and traced:
-            clock = "events"
+        if clock == StepTiming.OFF and traced:
+            clock = StepTiming.EVENTS
         return cls(config.skip, config.steps, clock, traced)
 
     @property
@@ -52,7 +53,7 @@ class WindowPlan:
 class Window:
     """The window being recorded, or the last one; a fresh one replaces a window given up."""
 
-    mode: str | None = None  # "steps" or "run" (from the first p2p/synchronize call)
+    mode: WindowMode | None = None  # run: from the first p2p/synchronize call
     first_step: int | None = None  # set when the window opens
     steps: int = 0  # steps recorded
     saved: bool = False  # its trace file is written
@@ -76,10 +77,10 @@ class StepClocks:
             return
         if (index == plan.warmup_steps and plan.untraced_before >= 1
                 and self.untraced["before"] is None):
-            self._untraced["before"] = StepTimer(plan.untraced_before, "events")
+            self._untraced["before"] = StepTimer(plan.untraced_before, StepTiming.EVENTS)
         if (index == plan.untraced_after_from and self.untraced["after"] is None
                 and window_opened):
-            self._untraced["after"] = StepTimer(plan.steps, "events")
+            self._untraced["after"] = StepTimer(plan.steps, StepTiming.EVENTS)
         for key, timer in list(self._untraced.items()):
             timer.mark()
             if timer.complete:  # "before": at the begin of step skip - 1
@@ -94,7 +95,7 @@ class StepClocks:
 
     def open_window(self) -> None:
         """The window's timer (its CUDA events made now, before the ranks meet)."""
-        if self.plan.clock != "off":
+        if self.plan.clock != StepTiming.OFF:
             self.window = StepTimer(self.plan.steps, self.plan.clock)
 
     def mark(self) -> None:

@@ -12,10 +12,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 KINDS = ("unit", "integration", "runtime", "robustness")
 # tests/unit/'s own modules: each checks the whole project, not one package
-PROJECT_CHECKS = {"test_architecture.py", "test_doc_links.py", "test_docs_recipes.py",
-                  "test_import_names.py", "test_lint.py", "test_module_references.py", "test_module_state.py",
-                  "test_scheduling.py", "test_setup_docs.py", "test_tests_mirror_the_code.py",
-                  "test_typecheck.py"}
+PROJECT_CHECKS = frozenset({
+    "test_architecture.py",
+    "test_doc_links.py",
+    "test_docs_recipes.py",
+    "test_import_names.py",
+    "test_lint.py",
+    "test_module_references.py",
+    "test_module_state.py",
+    "test_scheduling.py",
+    "test_setup_docs.py",
+    "test_tests_mirror_the_code.py",
+    "test_typecheck.py",
+    "test_words_compared_as_types.py",
+})
 # a mirrored folder's package: tests/unit/analyzers/X -> analyzers/X, tests/unit/profplug/X ->
 # profplug/X
 # tests/unit/analyzers/ itself: the public API of profplug.analyzers (its names, the front object)

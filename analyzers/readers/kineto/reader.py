@@ -32,6 +32,7 @@ from profplug.analyzers.core.timeline import (
     Timeline,
     TimelineBuilder,
 )
+from profplug.analyzers.core.vocabulary import TraceKind
 from profplug.analyzers.readers import commops
 from profplug.analyzers.readers.kineto.decode import Args, Event, Header
 from profplug.analyzers.readers.kineto.stream import EventStream
@@ -266,7 +267,7 @@ class _Rows:
                 self.b.cols[k] = np.concatenate(parts) if parts else []  # type: ignore[assignment]  # build() takes arrays too
                 parts.clear()  # one column's parts at a time: the peak is not twice the rank
             trim()  # the freed parts and decoded events: the nesting sort starts from the rank
-        tl = self.b.build(rank=rank, source="kineto", files=[str(path)], rank_rule=rule,
+        tl = self.b.build(rank=rank, source=TraceKind.KINETO, files=[str(path)], rank_rule=rule,
                           has_gpu_sync_records=self.has_sync,
                           metadata={"distributedInfo": dist,
                                     "deviceProperties": header.deviceProperties or [],

@@ -31,6 +31,7 @@ from profplug.analyzers.core.cpus import (
 )
 from profplug.analyzers.core.errors import TraceError
 from profplug.analyzers.core.timeline import Timeline
+from profplug.analyzers.core.vocabulary import TraceKind
 from profplug.analyzers.readers.blocks import regular_file
 from profplug.analyzers.readers.nsys.comm import fill_comm, nccl_peers
 from profplug.analyzers.readers.nsys.fetch import Fetcher
@@ -119,7 +120,7 @@ def _process_timeline(ex: Export, t: Tables, p: int, rank_rule: tuple[int, str],
         {k: np.zeros(0, dtype=np.int32 if k == "name" else I64) for k in API_COLS}
     gpu, gm = t.gpu, t.gpu["pid"] == p
     tl = Timeline(
-        rank=rank, source="nsys", files=[str(ex.path)], rank_rule=rule, names=t.syms.names,
+        rank=rank, source=TraceKind.NSYS, files=[str(ex.path)], rank_rule=rule, names=t.syms.names,
         gpu_start_ns=gpu["start"][gm], gpu_end_ns=gpu["end"][gm],
         gpu_device=gpu["device"][gm], gpu_stream=gpu["stream"][gm],
         gpu_kind=gpu["kind"][gm], gpu_name=gpu["name"][gm], gpu_corr=gpu["corr"][gm],

@@ -1,13 +1,14 @@
 """The recipes of a doc page as code, applied to a scratch copy of the project.
 
-A fenced block right after a marker comment is one step of a recipe:
+A fenced block right after a caption line (text the reader sees, not a comment) is one step
+of a recipe:
 
-- ``<!-- recipe: PATH -->``: the block is a new file at PATH (a module, or a toy trace);
-- ``<!-- recipe: PATH, imports -->``: its lines go right after PATH's last top-level import;
-- ``<!-- recipe: PATH, in NAME -->``: its lines are entries added at the end of the tuple,
-  list or dict NAME (module level) of PATH (in a ``.toml`` file, the list ``NAME = [...]``);
-- ``<!-- recipe: PATH, before NAME -->``: the block goes right before the module-level
-  statement that assigns NAME.
+- ```PATH``, a new file:``: the block is a new file at PATH (a module, or a toy trace);
+- ```PATH``, with its imports:``: its lines go right after PATH's last top-level import;
+- ```PATH``, in ``NAME``:``: its lines are entries added at the end of the tuple, list or
+  dict NAME (module level) of PATH (in a ``.toml`` file, the list ``NAME = [...]``);
+- ```PATH``, before ``NAME``:``: the block goes right before the module-level statement
+  that assigns NAME.
 
 Blocks may be indented (inside a list item): they are dedented. ``apply`` refuses a new file
 that exists and an anchor that is not there, so a recipe that no longer fits the code fails
@@ -26,7 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 _MARKED = re.compile(
-    r"^[ \t]*<!-- recipe: (?P<path>[^,\s]+)(?:, (?P<how>imports|in \w+|before \w+))? -->[ \t]*\n"
+    r"^[ \t]*`(?P<path>[^`\s]+)`, (?:a new (?P<file>file)|with its (?P<imports>imports)"
+    r"|(?P<where>in|before) `(?P<name>\w+)`):[ \t]*\n"
     r"(?:[ \t]*\n)*(?P<indent>[ \t]*)```[\w-]*\n(?P<code>.*?)\n[ \t]*```", re.M | re.S)
 
 
@@ -46,9 +48,14 @@ class Step:
 def steps(page: Path = ARCHITECTURE) -> list[Step]:
     """Every marked block of ``page``, in page order."""
     text = page.read_text()
-    return [Step(m["path"], m["how"] or "file", textwrap.dedent(m["code"]),
+    return [Step(m["path"], _how(m), textwrap.dedent(m["code"]),
                  text.count("\n", 0, m.start()) + 1)
             for m in _MARKED.finditer(text)]
+
+
+def _how(m: re.Match[str]) -> str:
+    """A caption's step kind: "file", "imports", "in NAME" or "before NAME"."""
+    return m["file"] or m["imports"] or f"{m['where']} {m['name']}"
 
 
 def code_of(path: str, page: Path = ARCHITECTURE) -> str:

@@ -23,7 +23,6 @@ and the rounds read the spec (``tests/unit/analyzers/core/test_analysis_keys.py`
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
@@ -135,15 +134,18 @@ class AnalysisSpec:
 
 
 def check_picklable(fn: Callable[..., Any], what: str) -> None:
-    """Raise a one-line TypeError unless ``fn`` pickles by name: ``part`` travels to the
-    worker processes (the local pool pickles it; a lambda or a function defined inside
-    another one does not pickle), so it must be a module-level function."""
-    try:
-        pickle.dumps(fn)
-    except (pickle.PicklingError, AttributeError, TypeError):
-        name = getattr(fn, "__qualname__", repr(fn))
+    """Raise a one-line TypeError unless ``fn`` is found by name: ``part`` travels to the
+    worker processes by its module and qualified name (the local pool pickles it that way),
+    so a lambda or a function defined inside another one cannot travel: it must be a
+    module-level function (or an instance of a module-level class)."""
+    if isinstance(fn, type) or not callable(fn):
+        return
+    name = getattr(fn, "__qualname__", None)
+    if name is None:  # an instance: its class must be found by name
+        name = type(fn).__qualname__
+    if "<lambda>" in name or "<locals>" in name:
         raise TypeError(f"{what} {name} does not pickle: make it a module-level function "
-                        "(worker processes import it by name)") from None
+                        "(worker processes import it by name)")
 
 
 def as_spec(analysis: AnalysisSpec | Callable[..., Any]) -> AnalysisSpec:

@@ -124,7 +124,7 @@ def test_one_source_says_nothing_of_clocks(tmp_path) -> None:
 
 
 def _refuses(error: type[ProfplugError]):
-    def run(timelines: object, options: object, ranks: object) -> None:
+    def run(timelines: object, options: object, ranks: object, memo: object) -> None:
         raise error("aligner: ranks 0 and 1 cannot share an axis")
     return run
 

@@ -44,7 +44,7 @@ from profplug.analyzers.stalls.rank import StallOptions, analyze_rank
 from profplug.analyzers.steps.stats import outlier_mask
 from profplug.analyzers.whatif import figures
 from profplug.analyzers.whatif.figures import Target
-from profplug.analyzers.whatif.predict import _main_thread, _predicted_timeline
+from profplug.analyzers.whatif.predicted_timeline import predicted_timeline_with_annotations
 from profplug.analyzers.whatif.result import WhatIfResult
 from profplug.analyzers.whatif.simulate import replay, times_only
 
@@ -295,5 +295,4 @@ def predicted_timelines(timelines: list[Timeline], drop: DropSpec | None = None
         spec, _ = dropset.resolve(timelines, drop or DropSpec())
         m = build_model(timelines, spec)
         r = times_only(replay(m, drop=True))
-        return [_predicted_timeline(tl, m, r, _main_thread(m, tl.rank), True)
-                for tl in timelines if tl.n_gpu]
+        return [predicted_timeline_with_annotations(tl, m, r) for tl in timelines if tl.n_gpu]

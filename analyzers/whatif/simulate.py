@@ -85,8 +85,13 @@ def _longest_path(
 ) -> tuple[np.ndarray, Callable[[], np.ndarray], list[int], list[int]]:
     """:func:`longest_path` with the binding edges left to a function (called on need)."""
     visited = _visited(g, m, runs)
-    root, offset_ns, folded, derived = visited.root, visited.off, visited.folded, visited.rn
-    visited_nodes, edge_kind, edge_dst = visited.proc, visited.e_kind, visited.e_dst
+    root, offset_ns, folded, derived = (
+        visited.root,
+        visited.offset_ns,
+        visited.folded,
+        visited.derived,
+    )
+    visited_nodes, edge_kind, edge_dst = visited.nodes, visited.e_kind, visited.e_dst
     source = int(numbered(visited_nodes, np.array([g.source]))[0])
     kahn = Kahn(
         visited_nodes.size,

@@ -205,8 +205,9 @@ def _p2p_peer(op: Op, ring: list[int], me_at: int) -> tuple[int, str] | None:
     if len(ring) == 2:
         return ring[1 - me_at], R_OTHER_RANK
     if len(ring) > 2:
-        next_or_previous = ring[(me_at + 1) % len(ring)] if op.kind == COMM_SEND else ring[me_at - 1]
-        return next_or_previous, R_RING
+        if op.kind == COMM_SEND:
+            return ring[(me_at + 1) % len(ring)], R_RING
+        return ring[me_at - 1], R_RING
     return None
 
 

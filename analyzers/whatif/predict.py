@@ -129,18 +129,8 @@ def _whatif(
     try:
         model, recorded_replay, dropped_replay = _model_and_replays(timelines, rule, host)
         replay_s = time.perf_counter() - t0
-        given = {r.rank: r for r in ranks or []}
-        results = []
-        for tl in timelines:
-            if not tl.n_gpu:
-                continue
-            figures, timeline = _predicted_rank(
-                tl, model, recorded_replay, dropped_replay, stall_options, given.get(tl.rank)
-            )
-            results.append(figures)
-            if predicted is not None:
-                predicted[tl.rank] = timeline
-            del timeline  # one rank's predicted timeline at a time unless kept
+        results = _ranks_predicted(timelines, model, recorded_replay, dropped_replay,
+                                   stall_options, ranks, predicted)
     except RuntimeError as exc:
         raise ProfplugError(f"what-if: {exc}") from None
     except OverflowError:  # readers keep times within +-2^62 ns; a hand-made timeline may not
@@ -188,6 +178,27 @@ def _model_and_replays(
     model = replay_only(model, keep=RESULTS_READ)
     trim_large(model.n_events)
     return model, recorded_replay, times_only(replay(model, True, graph=graph_without_dropped))
+
+
+def _ranks_predicted(timelines: list[Timeline], model: Model, recorded_replay: Replay,
+                     dropped_replay: Replay, options: StallOptions,
+                     ranks: list[RankResult] | None, predicted: dict[int, Timeline] | None
+                     ) -> list[RankWhatIf]:
+    """Each rank's figures (the ranks with GPU work, in order); ``ranks``: their recorded
+    stall analyses when the caller has them; ``predicted``: where their predicted timelines
+    go, None: not kept."""
+    given = {r.rank: r for r in ranks or []}
+    results = []
+    for tl in timelines:
+        if not tl.n_gpu:
+            continue
+        figures, timeline = _predicted_rank(tl, model, recorded_replay, dropped_replay,
+                                            options, given.get(tl.rank))
+        results.append(figures)
+        if predicted is not None:
+            predicted[tl.rank] = timeline
+        del timeline  # one rank's predicted timeline at a time unless kept
+    return results
 
 
 def _predicted_rank(

@@ -51,6 +51,11 @@ class RecordedSide:
     direct_ns: float  # GPU idle in gaps that started inside a dropped call, per step
     idle_by_cause_us: dict[str, float]  # per step (or in the window), by cause
 
+    @property
+    def per_step(self) -> bool:
+        """Whether the figures are per step (the basis ``"step"``), not the GPU window's."""
+        return self.basis == "step"
+
 
 @dataclass(frozen=True)
 class ReplayedSide:
@@ -86,7 +91,7 @@ def recorded_side(tl: Timeline, model: Model, stalls: RankResult) -> RecordedSid
         n_steps=stalls.steps.n_steps if stalls.steps is not None and has_steps else 0,
         recorded_ns=step_figures.step_ns(stalls, basis),
         direct_ns=_direct_ns(tl, model, stalls, basis),
-        idle_by_cause_us=_idle_by_cause_us(stalls, basis),
+        idle_by_cause_us=_idle_by_cause_us(stalls, has_steps),
     )
 
 
@@ -103,9 +108,10 @@ def _direct_ns(tl: Timeline, model: Model, stalls: RankResult, basis: str) -> fl
     return step_figures.direct_ns(stalls, basis, charged, blocked_ns)
 
 
-def _idle_by_cause_us(stalls: RankResult, basis: str) -> dict[str, float]:
-    """GPU idle by cause: per step on the step basis, else in the window; us, 3 decimals."""
-    if basis == "step" and stalls.steps is not None and stalls.steps.n_steps:
+def _idle_by_cause_us(stalls: RankResult, per_step: bool) -> dict[str, float]:
+    """GPU idle by cause: per step (``per_step``, when the analysis has steps), else in the
+    window; us, 3 decimals."""
+    if per_step and stalls.steps is not None and stalls.steps.n_steps:
         return {c: round(stalls.steps.idle_per_step_us.get(c, 0.0), 3) for c in CAUSES}
     return {c: round(v, 3) for c, v in stalls.idle_by_cause_us().items()}
 
@@ -115,7 +121,7 @@ def with_replayed_time(
 ) -> ReplayedSide:
     """Step 2: ``side`` with the step time of ``recorded_replay`` (the replay as recorded):
     the recorded step when the replay reproduced the rank, else read from its steps."""
-    if side.basis == "step" and _reproduced(model, recorded_replay, tl.rank):
+    if side.per_step and _reproduced(model, recorded_replay, tl.rank):
         replayed_ns = side.recorded_ns
     else:
         replayed_ns = step_figures.replayed_ns(
@@ -159,7 +165,7 @@ def predict_rank(
         api_kind=None if links is None else links.api_kind,
         launch=None if links is None else links.launch_ns,
     )
-    cadence_us = host_cadence_us(timeline, recorded.stalls) if recorded.basis == "step" else 0.0
+    cadence_us = host_cadence_us(timeline, recorded.stalls) if recorded.per_step else 0.0
     predicted_ns = step_figures.step_ns(stalls, recorded.basis, recorded.stalls)
     figures = _rank_figures(tl.rank, model, replayed, predicted_ns, stalls, cadence_us)
     return RankPrediction(figures, timeline)
@@ -203,9 +209,9 @@ def _rank_figures(
         indirect_us=round((saving_ns - direct_ns) / NS_PER_US, 3),
         dropped_calls=int(np.count_nonzero(model.a_dropped[call_first:call_end])),
         recorded_idle_by_cause_us=recorded.idle_by_cause_us,
-        predicted_idle_by_cause_us=_idle_by_cause_us(predicted_stalls, recorded.basis),
+        predicted_idle_by_cause_us=_idle_by_cause_us(predicted_stalls, recorded.per_step),
         between_steps_idle_us=steps.between_steps_idle_us
-        if recorded.basis == "step" and steps is not None
+        if recorded.per_step and steps is not None
         else 0.0,
         host_cadence_us=cadence_us,
     )

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_crossrank.py            # 8, 16, 32, 64 stages
     .venv/bin/python benchmarks/bench_crossrank.py 64 --layers 40
 
-Each run is ``tests/pipeline_synth.py``'s PP decode loop (one stage per rank, ``layers``
+Each run is ``tests/synth/pipeline.py``'s PP decode loop (one stage per rank, ``layers``
 compute kernels per stage per step, a device-wide synchronize after every send/recv, stage 5
 slow), written as one Kineto file per rank and read back (``read s``, not part of the
 analysis). ``cross-rank s`` = ``crossrank.cross_rank`` on the timelines with the ranks'
@@ -30,7 +30,7 @@ from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.stalls.rank import StallOptions, analyze_rank
 
 
-def _best(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
+def _best(fn, repeat: int) -> float:
     out = []
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -67,7 +67,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--layers", type=int, default=40)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args(argv)
-    from pipeline_synth import PipelineSpec, write
+    from synth.pipeline import PipelineSpec, write
 
     print(f"{'ranks':>5} {'steps':>5} {'GPU ops':>9} {'API calls':>10} {'read s':>7} "
           f"{'cross-rank s':>12} {'report s':>8}  parts (facts/plan/parts/join s)")

@@ -5,7 +5,7 @@
 
 Builds a realistic export (2 ranks of a pipeline decode loop: kernel launches, NCCL
 kernels, event record / stream wait, cudaDeviceSynchronize, NVTX ranges, SYNCHRONIZATION
-rows) with tests/nsys_synth.py, then doubles every table in SQL (rows copied with times
+rows) with tests/synth/nsys.py, then doubles every table in SQL (rows copied with times
 and correlation ids shifted) until the file reaches ``--size-mb``. Each command runs in
 a fresh child process; wall time and the child's peak RSS (wait4) are printed as a table.
 ``nsys`` is ``--nsys``, else $PROFPLUG_NSYS, else PATH; its rows are skipped when absent.
@@ -40,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from nsys_synth import NsysExport  # noqa: E402
+from synth import NsysExport  # noqa: E402
 
 TIMED_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL",
                 "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",

@@ -15,6 +15,7 @@ peak (tracemalloc, a separate pass: it slows the lists' pass many times) per edg
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 import tracemalloc
 from pathlib import Path
@@ -23,7 +24,11 @@ from typing import Any
 import numpy as np
 from profplug.analyzers.graph import longest_path
 from profplug.analyzers.scale.load import load_timelines
-from profplug.analyzers.whatif import joined_replay, rounds
+from profplug.analyzers.whatif import joined_replay
+
+# the four steps of the what-if's rounds in one process: the tests' helper
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from rounds_in_one_process import whatif_in_rounds
 
 
 def joined_graph(run: Path, ranks: int) -> dict[str, Any]:
@@ -31,16 +36,16 @@ def joined_graph(run: Path, ranks: int) -> dict[str, Any]:
     got: dict[str, Any] = {}
     real = joined_replay.longest_path, joined_replay.longest_path_by_levels
 
-    def capture(n, src, dst, w, sources):  # type: ignore[no-untyped-def]
+    def capture(n, src, dst, w, sources):
         got.update(n=n, src=src, dst=dst, w=w, sources=list(sources))
         return longest_path.longest_path(n, src, dst, w, sources)
 
     # the joined graph as solve() hands it to the solver, whichever pass its width picks
-    joined_replay.longest_path = joined_replay.longest_path_by_levels = capture  # type: ignore[assignment]
+    joined_replay.longest_path = joined_replay.longest_path_by_levels = capture
     try:
-        rounds.whatif_in_rounds(load_timelines([str(f) for f in files], progress=False))
+        whatif_in_rounds(load_timelines([str(f) for f in files], progress=False))
     finally:
-        joined_replay.longest_path, joined_replay.longest_path_by_levels = real  # type: ignore[assignment]
+        joined_replay.longest_path, joined_replay.longest_path_by_levels = real
     return got
 
 

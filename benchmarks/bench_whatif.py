@@ -4,7 +4,7 @@ parsing), in us per event (API calls + GPU ops), on:
 - ``synthetic xK``: a synthetic 30-step PP=2 decode loop replicated K = 1, 2, 4 times (a replica
   is the run's timelines repeated back to back in time, correlation ids and row indices
   offset, so the model sees K times the events with the same structure);
-- ``pipeline-N``: 8- and 16-stage synthetic pipelines (``tests/pipeline_synth.py``);
+- ``pipeline-N``: 8- and 16-stage synthetic pipelines (``tests/synth/pipeline.py``);
 - the sample runs (``sample_traces/``), or the runs given on the command line;
 - ``pp2_infer_kineto/device x40``: that real two-rank sample tiled 40 times back to back, 50 ms
   of nothing between copies (each rank replicated as in ``synthetic xK``; the tiled trace of
@@ -50,9 +50,9 @@ try:
     from profplug.analyzers.scale.load import load_timelines
     from profplug.analyzers.stalls.rank import analyze_rank
 except ModuleNotFoundError:  # a --baseline checkout from before the packages by idea
-    from profplug.analyzers.load import load_timelines  # type: ignore[no-redef]
-    from profplug.analyzers.stalls import analyze_rank  # type: ignore[no-redef]
-    from profplug.analyzers.timeline import Timeline  # type: ignore[no-redef]
+    from profplug.analyzers.load import load_timelines
+    from profplug.analyzers.stalls import analyze_rank
+    from profplug.analyzers.timeline import Timeline
 from profplug.analyzers.whatif import whatif
 
 NCCL = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
@@ -149,7 +149,7 @@ def cases(tmp: Path, runs: list[str]) -> list[dict[str, object]]:
     """The cases as plain data (name, trace paths, copies), written under ``tmp``."""
     if runs:
         return [{"name": Path(r).name, "paths": [r], "k": 1} for r in runs]
-    from pipeline_synth import PipelineSpec, write
+    from synth.pipeline import PipelineSpec, write
 
     for d in ("synthetic", "pp8", "pp16"):
         (tmp / d).mkdir()

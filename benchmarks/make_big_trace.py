@@ -279,7 +279,7 @@ def _ids(e: dict[str, Any]) -> tuple[int, int, int]:
     a = e.get("args") or {}
     vals = (a.get("correlation", e.get("id", 0)), a.get("wait_on_cuda_event_record_corr_id", 0),
             a.get("External id", 0))
-    return tuple(v if isinstance(v, int) else 0 for v in vals)  # type: ignore[return-value]
+    return tuple(v if isinstance(v, int) else 0 for v in vals)
 
 
 def write_rank(path: Path, block: list[dict[str, Any]], period_ns: int,

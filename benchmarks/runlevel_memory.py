@@ -23,10 +23,8 @@ def main() -> None:
     ap.add_argument("dir")
     ap.add_argument("-j", "--jobs", type=int, default=None)
     a = ap.parse_args()
-    from profplug.analyzers.core.classify import tables_kept
-    from profplug.analyzers.core.timeline import links_kept
+    from profplug.analyzers.core.memo import Memo
     from profplug.analyzers.crossrank.analysis import cross_rank_analysis
-    from profplug.analyzers.graph.matching import matches_kept
     from profplug.analyzers.scale.load import load_ranks
     from profplug.analyzers.stalls.rank import StallOptions
     from profplug.analyzers.whatif import whatif_analysis
@@ -43,16 +41,16 @@ def main() -> None:
     print(f"{'timelines (held)':<34} {tl_bytes / 1e6:>8.1f} {tl_bytes / events:>8.0f}")
     print(f"{'stall gaps (held)':<34} {gap_bytes / 1e6:>8.1f} {gap_bytes / events:>8.0f}")
     tracemalloc.start()
-    with matches_kept(), links_kept(), tables_kept():
-        for name, fn in (("cross_rank (traced peak)", cross_rank_analysis()),
-                         ("what-if (traced peak)", whatif_analysis())):
-            base = tracemalloc.get_traced_memory()[0]
-            tracemalloc.reset_peak()
-            t0 = time.perf_counter()
-            fn(tls, opt, ranks=got.stalls)
-            s = time.perf_counter() - t0
-            peak = tracemalloc.get_traced_memory()[1] - base
-            print(f"{name:<34} {peak / 1e6:>8.1f} {peak / events:>8.0f} {s:>6.1f}")
+    memo = Memo()  # the report's: both analyses share it
+    for name, fn in (("cross_rank (traced peak)", cross_rank_analysis()),
+                     ("what-if (traced peak)", whatif_analysis())):
+        base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        t0 = time.perf_counter()
+        fn(tls, opt, ranks=got.stalls, memo=memo)
+        s = time.perf_counter() - t0
+        peak = tracemalloc.get_traced_memory()[1] - base
+        print(f"{name:<34} {peak / 1e6:>8.1f} {peak / events:>8.0f} {s:>6.1f}")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from types import MappingProxyType
 from typing import Any
 
 
@@ -50,7 +51,7 @@ _checkout_analyzers()
 
 from profplug.analyzers.core.version import __version__ as __version__  # noqa: E402
 
-_LAZY = {
+_LAZY = MappingProxyType({
     "annotate": "profplug.annotation",
     "patch": "profplug.patching",
     "unpatch": "profplug.patching",
@@ -59,7 +60,7 @@ _LAZY = {
     "digest": "profplug.digests",
     "current_policy": "profplug.policy",
     "p2p": None,
-}
+})
 
 
 def __getattr__(name: str) -> Any:

@@ -23,14 +23,15 @@ import functools
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, ParamSpec, TypeVar
 
 import torch
 import torch.autograd.profiler as _tprof
 
 from profplug.analyzers.core import ranges
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _NOOP = "".format  # a C callable that takes any arguments and returns "" (falsy)
 _CACHE_MAX = 4096
@@ -73,14 +74,17 @@ class Range:
     __slots__ = ()
     name: str = ""
     _attrs: Any = None
+    # the current mode's pair, set on each per-name subclass by _install
+    __enter__: ClassVar[Callable[[Range], object]]
+    __exit__: ClassVar[Callable[..., object]]
 
-    def __call__(self, fn: F) -> F:
+    def __call__(self, fn: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
             with self:
                 return fn(*args, **kwargs)
 
-        return wrapper  # type: ignore[return-value]
+        return wrapper
 
     def __repr__(self) -> str:
         return f"<profplug range {self.name!r}>"
@@ -115,14 +119,14 @@ class Range:
 def _install(cls: type[Range]) -> None:
     """Give ``cls`` the enter/exit pair of the current mode."""
     if not _hooked:
-        cls.__enter__, cls.__exit__ = Range._enter_check, Range._exit_check  # type: ignore[attr-defined]
+        cls.__enter__, cls.__exit__ = Range._enter_check, Range._exit_check
     elif _profiling:
-        cls.__enter__, cls.__exit__ = Range._enter_prof, Range._exit_prof  # type: ignore[attr-defined]
+        cls.__enter__, cls.__exit__ = Range._enter_prof, Range._exit_prof
     elif NVTX_TOOL_ATTACHED:
-        cls.__enter__ = functools.partial(_DOMAIN.push_range, cls._attrs)  # type: ignore[attr-defined]
-        cls.__exit__ = Range._exit_nvtx  # type: ignore[attr-defined]
+        cls.__enter__ = functools.partial(_DOMAIN.push_range, cls._attrs)
+        cls.__exit__ = Range._exit_nvtx
     else:
-        cls.__enter__, cls.__exit__ = _NOOP, _NOOP  # type: ignore[attr-defined]
+        cls.__enter__, cls.__exit__ = _NOOP, _NOOP
 
 
 def _set_profiling(on: bool) -> None:
@@ -156,8 +160,8 @@ def _hook_torch_profiler() -> None:
         stop()
         _set_profiling(False)
 
-    on_start.__profplug__ = True  # type: ignore[attr-defined]
-    on_stop.__profplug__ = True  # type: ignore[attr-defined]
+    on_start.__profplug__ = True  # type: ignore[attr-defined]  # a marker on a function
+    on_stop.__profplug__ = True  # type: ignore[attr-defined]  # a marker on a function
     _tprof._run_on_profiler_start = on_start
     _tprof._run_on_profiler_stop = on_stop
     _hooked = True

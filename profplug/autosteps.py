@@ -41,7 +41,7 @@ import torch
 
 import profplug.steps as _steps
 from profplug import scriptsteps
-from profplug.config import parse_step_fn
+from profplug.config import is_step_fn_path, parse_step_fn
 
 if TYPE_CHECKING:
     from profplug.libraries import Library
@@ -96,7 +96,7 @@ def step_wrapper(fn: Callable[..., Any], target: Target) -> Callable[..., Any]:
             finally:
                 _active = outer
 
-        async_wrapper.__profplug_step__ = target  # type: ignore[attr-defined]
+        async_wrapper.__profplug_step__ = target  # type: ignore[attr-defined]  # a marker
         return async_wrapper
 
     @functools.wraps(fn)
@@ -112,7 +112,7 @@ def step_wrapper(fn: Callable[..., Any], target: Target) -> Callable[..., Any]:
         finally:
             _active = outer
 
-    wrapper.__profplug_step__ = target  # type: ignore[attr-defined]
+    wrapper.__profplug_step__ = target  # type: ignore[attr-defined]  # a marker on a function
     return wrapper
 
 
@@ -176,7 +176,7 @@ def patch_step_fn(spec: str) -> Target:
             if why is not None:
                 target.error = why
         return target
-    if scriptsteps.is_path(module_name):
+    if is_step_fn_path(module_name):
         name = scriptsteps.module_name_for(module_name)
         if name is None:
             target.error = (f"{module_name} is neither the script that runs nor a file under "
@@ -218,7 +218,8 @@ def _wrap_overrides(cls: type, targets: list[Target]) -> None:
 
 
 def _subclasses(cls: type) -> list[type]:
-    out, todo = [], list(cls.__subclasses__())
+    out: list[type] = []
+    todo: list[type] = list(cls.__subclasses__())
     while todo:
         sub = todo.pop()
         out.append(sub)
@@ -241,7 +242,7 @@ def _patch_class(lib_name: str, module: ModuleType) -> None:
         _wrap_overrides(cls, targets)
     previous = base.__dict__.get("__init_subclass__")
 
-    def init_subclass(cls: type, **kwargs: Any) -> None:
+    def init_subclass(cls: type, /, **kwargs: Any) -> None:
         if previous is not None:
             previous.__get__(None, cls)(**kwargs)
         else:
@@ -249,8 +250,8 @@ def _patch_class(lib_name: str, module: ModuleType) -> None:
         if lib_name in _libraries:
             _wrap_overrides(cls, targets)
 
-    init_subclass.__profplug_step__ = targets[0]  # type: ignore[attr-defined]
-    base.__init_subclass__ = classmethod(init_subclass)  # type: ignore[assignment]
+    init_subclass.__profplug_step__ = targets[0]  # type: ignore[attr-defined]  # a marker
+    base.__init_subclass__ = classmethod(init_subclass)
     _replaced.append((base, "__init_subclass__", _ABSENT if previous is None else previous))
     for t in targets:
         t.patched = True

@@ -198,8 +198,9 @@ def summary(read: bool = True) -> dict[str, Any] | None:
         return out
     steps: list[int | None] = [None] * (max((c[0] for c in state.calls), default=-1) + 1)
     for step, salt, device, index in state.calls:
-        d = BASIS if steps[step] is None else steps[step]
-        steps[step] = (fold(d, values[device][index]) + salt) & MASK
+        so_far = steps[step]
+        start = BASIS if so_far is None else so_far
+        steps[step] = (fold(start, values[device][index]) + salt) & MASK
     total = BASIS
     for i, d in enumerate(steps):
         if d is not None:

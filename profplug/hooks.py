@@ -76,7 +76,7 @@ class _Finder:
                 break
         loader = getattr(spec, "loader", None)
         exec_module = getattr(loader, "exec_module", None)
-        if exec_module is None:
+        if loader is None or exec_module is None:
             return spec
 
         def exec_and_fire(module: ModuleType) -> None:
@@ -85,7 +85,7 @@ class _Finder:
             _drain()
 
         try:
-            loader.exec_module = exec_and_fire  # type: ignore[union-attr]
+            loader.exec_module = exec_and_fire
         except (AttributeError, TypeError):
             pass
         return spec

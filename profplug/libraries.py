@@ -26,6 +26,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from profplug.analyzers.core import names
@@ -142,7 +143,7 @@ TRANSFORMERS = Library(
     moved=lambda module: transformers_moved(module),
 )
 
-LIBRARIES = {lib.name: lib for lib in (MEGATRON, TRANSFORMERS)}
+LIBRARIES = MappingProxyType({lib.name: lib for lib in (MEGATRON, TRANSFORMERS)})
 
 
 def transformers_moved(module: Any) -> str | None:

@@ -29,7 +29,8 @@ from profplug import policy as _policy
 from profplug.analyzers.core import ranges
 from profplug.annotation import annotate
 from profplug.config import sync_policy
-from profplug.syncpoint import after_wait, original_synchronize  # noqa: F401 (a public name here)
+from profplug.syncpoint import after_wait
+from profplug.syncpoint import original_synchronize as original_synchronize  # public here too
 
 __all__ = [
     "broadcast_from_last_pipeline_stage",

@@ -28,7 +28,7 @@ import sys
 import threading
 from collections.abc import Callable
 from types import FrameType, ModuleType
-from typing import Any
+from typing import Any, Literal
 
 from profplug.config import is_step_fn_path as is_path
 
@@ -102,7 +102,7 @@ def _check() -> None:
 
 def _local(prev_local: Any) -> Any:
     """The trace function of the script's module-level frame (chaining ``prev_local``)."""
-    def trace(frame: FrameType, event: str, arg: Any) -> Any:
+    def trace(frame: FrameType, event: TraceEvent, arg: Any) -> Any:
         nonlocal prev_local
         if prev_local is not None:
             prev_local = prev_local(frame, event, arg)
@@ -114,6 +114,10 @@ def _local(prev_local: Any) -> Any:
     return trace
 
 
+# what sys.settrace passes a trace function (typeshed's _typeshed.TraceFunction)
+TraceEvent = Literal["call", "line", "return", "exception", "opcode"]
+
+
 def _install(g: dict[str, Any]) -> str | None:
     if _state:
         return None
@@ -121,7 +125,7 @@ def _install(g: dict[str, Any]) -> str | None:
         return "the script's functions are watched from the main thread only"
     prev = sys.gettrace()
 
-    def global_trace(frame: FrameType, event: str, arg: Any) -> Any:
+    def global_trace(frame: FrameType, event: TraceEvent, arg: Any) -> Any:
         local = prev(frame, event, arg) if prev is not None else None
         if event == "call" and frame.f_globals is g and frame.f_code.co_name == "<module>":
             _state["frame"] = frame

@@ -145,7 +145,7 @@ def _wrapper(state: SiteState, original: Callable[..., Any]) -> Callable[..., An
             digest(out)
         return out
 
-    wrapper.__profplug__ = True  # type: ignore[attr-defined]
+    wrapper.__profplug__ = True  # type: ignore[attr-defined]  # a marker on a function
     return wrapper
 
 

@@ -47,16 +47,16 @@ _open: Step | None = None
 _on_begin: tuple[Listener, ...] = ()
 _on_end: tuple[Listener, ...] = ()
 _on_switch: tuple[SwitchListener, ...] = ()
+_on_activity: tuple[Callable[[], None], ...] = ()
 _attached: list[Any] = []
 
 
-def _no_activity() -> None:
-    return None
-
-
-# Called by profplug's p2p functions and synchronize wrapper on every call; a session sets
-# it to start a whole-run recording at the first call (then resets it to a no-op).
-on_activity: Callable[[], None] = _no_activity
+def on_activity() -> None:
+    """A p2p or synchronize call through profplug (its wrappers call this on every call):
+    the activity listeners run (a rank's session starts a whole-run recording at the first
+    one, then stops listening)."""
+    for cb in _on_activity:
+        cb()
 
 
 class Step:
@@ -183,24 +183,30 @@ def detach(prof: Any) -> None:
 
 
 def add_listener(on_begin: Listener | None = None, on_end: Listener | None = None,
-                 on_switch: SwitchListener | None = None) -> None:
+                 on_switch: SwitchListener | None = None,
+                 on_activity: Callable[[], None] | None = None) -> None:
     """Session hooks: ``on_begin(i)`` before step i's range opens, ``on_end(i)`` after it
-    closes, ``on_switch(old, new, dropped)`` when a higher source takes control."""
-    global _on_begin, _on_end, _on_switch
+    closes, ``on_switch(old, new, dropped)`` when a higher source takes control,
+    ``on_activity()`` at each p2p or synchronize call (:func:`on_activity`)."""
+    global _on_begin, _on_end, _on_switch, _on_activity
     if on_begin is not None:
         _on_begin = (*_on_begin, on_begin)
     if on_end is not None:
         _on_end = (*_on_end, on_end)
     if on_switch is not None:
         _on_switch = (*_on_switch, on_switch)
+    if on_activity is not None:
+        _on_activity = (*_on_activity, on_activity)
 
 
 def remove_listener(on_begin: Listener | None = None, on_end: Listener | None = None,
-                    on_switch: SwitchListener | None = None) -> None:
-    global _on_begin, _on_end, _on_switch
+                    on_switch: SwitchListener | None = None,
+                    on_activity: Callable[[], None] | None = None) -> None:
+    global _on_begin, _on_end, _on_switch, _on_activity
     _on_begin = tuple(cb for cb in _on_begin if cb != on_begin)
     _on_end = tuple(cb for cb in _on_end if cb != on_end)
     _on_switch = tuple(cb for cb in _on_switch if cb != on_switch)
+    _on_activity = tuple(cb for cb in _on_activity if cb != on_activity)
 
 
 def _reset() -> None:

@@ -58,7 +58,8 @@ _local = threading.local()  # .site: the innermost declared site running on this
 def original_synchronize() -> Any:
     """``torch.cuda.synchronize`` as torch defines it, even while profplug patches it."""
     fn = torch.cuda.synchronize
-    return fn.__wrapped__ if getattr(fn, "__profplug__", False) else fn
+    marked = getattr(fn, "__profplug__", False)
+    return fn.__wrapped__ if marked else fn  # type: ignore[attr-defined]  # set by functools.wraps
 
 
 def _release_completed() -> None:
@@ -134,13 +135,13 @@ def _in_site(call: Any, device: Any) -> None:
 
 def _wrap_accelerator(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
-    def synchronize(device: Any = None) -> None:
+    def synchronize(device: Any = None) -> Any:
         call = getattr(_local, "site", None)
         if call is None:
             return original(device)
         return _in_site(call, device)
 
-    synchronize.__profplug__ = True  # type: ignore[attr-defined]
+    synchronize.__profplug__ = True  # type: ignore[attr-defined]  # a marker on a function
     return synchronize
 
 
@@ -149,7 +150,7 @@ def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
     sites: dict[tuple[Any, int], Any] = {}
 
     @functools.wraps(original)
-    def synchronize(device: Any = None) -> None:
+    def synchronize(device: Any = None) -> Any:
         call = getattr(_local, "site", None)
         if call is not None:  # a declared site's synchronize: the policy decides
             return _in_site(call, device)
@@ -166,7 +167,7 @@ def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
         with rng:
             return original(device)
 
-    synchronize.__profplug__ = True  # type: ignore[attr-defined]
+    synchronize.__profplug__ = True  # type: ignore[attr-defined]  # a marker on a function
     return synchronize
 
 
@@ -188,9 +189,10 @@ def _patch_accelerator() -> None:
     global _accel_original
     accel = getattr(torch, "accelerator", None)
     fn = getattr(accel, "synchronize", None)
-    if _accel_original is None and fn is not None and not getattr(fn, "__profplug__", False):
+    if (_accel_original is None and accel is not None and fn is not None
+            and not getattr(fn, "__profplug__", False)):
         _accel_original = fn
-        accel.synchronize = _wrap_accelerator(fn)  # type: ignore[union-attr]
+        accel.synchronize = _wrap_accelerator(fn)
 
 
 def cover(namespace: dict[str, Any]) -> None:
@@ -224,8 +226,9 @@ def unpatch(call_site_ranges: bool = False, for_sites: bool = False) -> None:
     if getattr(torch.cuda.synchronize, "__profplug__", False):
         torch.cuda.synchronize = _original
     accel = getattr(torch, "accelerator", None)
-    if _accel_original is not None and getattr(accel.synchronize, "__profplug__", False):
-        accel.synchronize = _accel_original  # type: ignore[union-attr]
+    if (_accel_original is not None and accel is not None
+            and getattr(accel.synchronize, "__profplug__", False)):
+        accel.synchronize = _accel_original
     while _replaced:
         namespace, name, original = _replaced.pop()
         if getattr(namespace.get(name), "__profplug__", False):

@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests")]
 
-from nsys_synth import NsysExport  # noqa: E402
+from synth import NsysExport  # noqa: E402
 
 NSYS_SEED = ROOT / "sample_traces" / "pp2_infer_nsys" / "device" / "report.sqlite.gz"
 BASE_NS = 1_764_000_000_000_000_000

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 from attack_inputs import kineto_bytes, launch_pairs
-from nsys_synth import NsysExport
+from synth import NsysExport
 
 Build = Callable[[Path], list[str]]
 

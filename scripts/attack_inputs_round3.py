@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from attack_inputs import ROOT, kineto_bytes, launch_pairs, write
-from nsys_synth import NsysExport
+from synth import NsysExport
 
 Build = Callable[[Path], list[str]]
 AB_SAMPLE = ROOT / "sample_traces" / "ab_h200_megatron_pp1" / "ab.json"
@@ -85,7 +85,7 @@ def nsys_processes(case: str) -> Build:
     def build(d: Path) -> list[str]:
         db = d / "report.sqlite"
         if case == "two VMs":
-            ex = _nsys(None, None, vm=0)  # type: ignore[arg-type]
+            ex = _nsys(None, None, vm=0)
             _nsys(db, None, t0=5000.0, vm=1, ex=ex)
         elif case == "top bit":  # own: globalPid with bit 63 set (negative int64)
             _nsys(db, None, vm=-128)

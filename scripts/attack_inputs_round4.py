@@ -13,7 +13,7 @@ from typing import Any
 
 from attack_inputs import kineto_bytes, launch_pairs
 from attack_inputs_round3 import _ab
-from nsys_synth import NsysExport
+from synth import NsysExport
 
 Build = Any
 

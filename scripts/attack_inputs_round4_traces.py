@@ -11,8 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from attack_inputs import ROOT
-from nsys_synth import NsysExport
-from synth import KinetoTrace
+from synth import KinetoTrace, NsysExport
 
 Build = Callable[[Path], list[str]]
 I64_MAX = 2**63 - 1

@@ -19,8 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests")]
 
-from pipeline_synth import PipelineSpec, pipeline  # noqa: E402
 from synth import KinetoTrace, sync_loop  # noqa: E402
+from synth.pipeline import PipelineSpec, pipeline  # noqa: E402
 
 SAMPLES = ROOT / "sample_traces"
 PP2 = SAMPLES / "pp2_infer_kineto"

@@ -191,8 +191,8 @@ def row(item: str, name: str, r: dict[str, object], files: str, d: Path) -> str:
         line = POST[name](d, str(r["text"]))
     line = line.replace(str(d), "<dir>").replace(str(attack_inputs_round5.ROOT), "<repo>")
     line = line.replace("|", "/").replace("`", "'")[:160]
-    return (f"| {item} | {name} | {r['exit']} | {float(r['wall_s']):.2f} | "  # type: ignore[arg-type]
-            f"{float(r['rss_mb']):.0f} | {'yes' if r['traceback'] else 'no'} | "  # type: ignore[arg-type]
+    return (f"| {item} | {name} | {r['exit']} | {float(r['wall_s']):.2f} | "
+            f"{float(r['rss_mb']):.0f} | {'yes' if r['traceback'] else 'no'} | "
             f"{files.replace(str(d), '<dir>')} | `{line}` |")
 
 
@@ -240,7 +240,7 @@ def signal_tries(sig: str, base: str, tries: int = 12) -> str:
             if extra and os.environ.get("ATTACK_DEBUG"):
                 print(extra, file=sys.stderr)
             codes.add(r["exit"])
-            spans.append(float(r["wall_s"]))  # type: ignore[arg-type]
+            spans.append(float(r["wall_s"]))
             tb = tb or bool(r["traceback"])
         files = f"outputs whole after {whole}/{tries} tries; {left} other files left"
         return (f"| 1 | {sig} as report.html starts to change ({tries} tries) | "

@@ -40,11 +40,6 @@ def pytest_configure(config: pytest.Config) -> None:
     for proc in procs:
         proc.wait()  # a failed import fails again, visibly, in the test that needs it
 
-HERE = Path(__file__).parent
-sys.path.insert(0, str(HERE))  # `from synth import ...`
-sys.path.insert(0, str(HERE / "robustness"))  # `from bad_inputs import ...`
-sys.path.insert(0, str(HERE.parent))  # `from tests.runtime._dist import ...`
-
 # Under pytest-xdist (`-n N`), each worker's torchrun jobs rendezvous on a port of their own
 # (torchrun reads its options from PET_* variables; the default 29500 would be shared).
 _worker = os.environ.get("PYTEST_XDIST_WORKER", "")

@@ -24,8 +24,8 @@ def one_process(paths: list[Path], run: Iterable[object], monkeypatch: pytest.Mo
                 **kw: object) -> analysis.Report:
     """``analyze(paths, run=run, **kw)`` with no analysis run where the ranks are read."""
     with monkeypatch.context() as m:
-        m.setattr(placement, "rounds_for", lambda *a, **k: None)
-        return analysis.analyze(paths, run=run, jobs=1, progress=False, **kw)  # type: ignore[arg-type]
+        m.setattr(placement, "rounds_for", lambda *a, **k: [])
+        return analysis.analyze(paths, run=run, jobs=1, progress=False, **kw)
 
 
 def blank(text: str) -> str:
@@ -35,7 +35,7 @@ def blank(text: str) -> str:
 
 def report_json(rep: object) -> str:
     """The JSON of a report (keys sorted), its timings blanked."""
-    return blank(json.dumps(rep.to_dict(), sort_keys=True))  # type: ignore[attr-defined]
+    return blank(json.dumps(rep.to_dict(), sort_keys=True))
 
 
 def page(rep: object) -> str:
@@ -52,12 +52,12 @@ class Spy:
         real = load.gather
 
         def first(*a: object, **k: object) -> list[FileResult]:
-            out = real(*a, **k)  # type: ignore[arg-type]
+            out = real(*a, **k)
             self.first += out
             return out
 
         def second(*a: object, **k: object) -> list[FileResult]:
-            out = real(*a, **k)  # type: ignore[arg-type]
+            out = real(*a, **k)
             self.second += out
             return out
 

@@ -59,4 +59,4 @@ def reached_some_not_all(run: dict[str, Any]) -> bool:
     """A switched run in which some labels' policies reached the job and others did not:
     the job follows the policy it starts with, not the switch."""
     got = reached(run)
-    return bool(got) and any(got.values()) and not all(got.values())
+    return got is not None and any(got.values()) and not all(got.values())

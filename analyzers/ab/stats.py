@@ -43,7 +43,8 @@ def pipeline_steps(ranks_step_us: Sequence[Sequence[float]]) -> np.ndarray:
     if not arrays:
         return np.zeros(0)
     n = min(a.size for a in arrays)
-    return np.max(np.stack([a[:n] for a in arrays]), axis=0)
+    slowest: np.ndarray = np.max(np.stack([a[:n] for a in arrays]), axis=0)
+    return slowest
 
 
 def run_median(ranks_step_us: Sequence[Sequence[float]]) -> float | None:

@@ -33,9 +33,7 @@ from profplug.analyzers.compare.against_run import (
 )
 from profplug.analyzers.compare.process_speed import withhold_against
 from profplug.analyzers.compare.reports import Comparison, compare
-from profplug.analyzers.core.analysis_spec import AnalysisSpec
 from profplug.analyzers.core.errors import ProfplugError, one_line
-from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.render.chrometrace.export import TraceAsk
 from profplug.analyzers.render.registry import check_format, render_text
@@ -45,12 +43,11 @@ from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.report.run_meta import find_run_meta
 from profplug.analyzers.report.runsets import check_one_run
 from profplug.analyzers.scale.pathargs import run_paths
-from profplug.analyzers.stalls.rank import RankResult, StallOptions
+from profplug.analyzers.stalls.rank import StallOptions
 from profplug.analyzers.whatif import (
-    DropSpec,
     WhatIfResult,
-    whatif_unprofiled,
 )
+from profplug.analyzers.whatif.analysis import Unprofiled, whatif_analysis
 
 
 def run_label(run: str) -> str:
@@ -90,7 +87,8 @@ def run_compare(run_a: str, run_b: str, *, fmt: str | None = None, output: Path 
     check_outputs((stdout_or(output), html, check_trace_out(trace_out)), [*paths_a, *paths_b])
     check_cache(None if read is None else read.cache_dir, [*paths_a, *paths_b])
     find_run_meta(paths_a), find_run_meta(paths_b)  # a bad run.json: said before the read
-    check_one_run(paths_a, "compare"), check_one_run(paths_b, "compare")
+    check_one_run(paths_a, "compare")
+    check_one_run(paths_b, "compare")
     backend = open_backend(jobs, dask)
     try:
         # each big run's run-level analyses where its ranks are read, as its report
@@ -102,10 +100,8 @@ def run_compare(run_a: str, run_b: str, *, fmt: str | None = None, output: Path 
                         for which, label, p in (("A", run_a, paths_a), ("B", run_b, paths_b)))
     finally:
         backend.close()
-    cmp = compare(rep_a, rep_b, labels[0] or run_label(run_a), labels[1] or run_label(run_b))
-    cmp.against = withhold_against(  # A's what-if lined up with B by call (timelines)
-        compare_against(rep_a.run.get("whatif"), paths_a, paths_b, cmp.label_b, opt, read),
-        cmp.speed, cmp.label_a, cmp.label_b, say=False)  # the warnings say it once
+    cmp = comparison(rep_a, rep_b, paths_a, paths_b,
+                     (labels[0] or run_label(run_a), labels[1] or run_label(run_b)), opt, read)
     if fmt != "table":  # the table leads with them itself
         for m in cmp.mismatches:
             print(f"profplug: warning: {one_line(m)}", file=sys.stderr)
@@ -116,6 +112,19 @@ def run_compare(run_a: str, run_b: str, *, fmt: str | None = None, output: Path 
         write_trace([(cmp.label_a, rep_a), (cmp.label_b, rep_b)], trace_out,
                     trace or TraceAsk())
     return 0
+
+
+def comparison(rep_a: Report, rep_b: Report, paths_a: list[Path], paths_b: list[Path],
+               labels: tuple[str, str], options: StallOptions,
+               read: ReadOptions | None = None) -> Comparison:
+    """Two runs' reports side by side per rank (``compare.reports.compare``), with A's
+    what-if lined up with B by call (``against``, from the runs' timelines under
+    ``paths_a`` and ``paths_b``): what ``profplug compare`` writes."""
+    cmp = compare(rep_a, rep_b, labels[0], labels[1])
+    cmp.against = withhold_against(
+        compare_against(rep_a.run.get(WhatIfResult.key), paths_a, paths_b, cmp.label_b, options, read),
+        cmp.speed, cmp.label_a, cmp.label_b, say=False)  # the warnings say it once
+    return cmp
 
 
 def _side(which: str, run: str, read: Callable[[], Report]) -> Report:
@@ -160,12 +169,7 @@ def _compare_with_ab(run_a: str, run_b: str, *, fmt: str, output: Path | None,
     ratio = speedup_ci(doc, policy)
     opt = options or StallOptions()
 
-    def at_ab_speed(timelines: list[Timeline], o: StallOptions,
-                    ranks: list[RankResult] | None) -> WhatIfResult:
-        return whatif_unprofiled(timelines, dev_us, DropSpec(), o, step_ci_us=dev_ci,
-                                 ratio_ci=ratio)
-
-    unprofiled = AnalysisSpec(name="whatif", label="what-if", run=at_ab_speed)
+    unprofiled = whatif_analysis(unprofiled=Unprofiled(dev_us, dev_ci, ratio))
 
     rep_a = analyze(run_paths(run_a), opt, read=read, run=[unprofiled])
     res = compare_ab(rep_a, doc, labels[0] or run_label(run_a), labels[1] or run_label(run_b),

@@ -13,9 +13,10 @@ import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import ParamSpec, TypeVar
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 ROOT = Path(__file__).resolve().parent
 
 # (file under analyzers/, message start): known harmless, not shown.
@@ -43,10 +44,10 @@ def line_for(w: warnings.WarningMessage) -> str | None:
     return f"profplug: warning: {w.category.__name__} in {where}:{w.lineno}: {msg}"
 
 
-def own_warnings(fn: F) -> F:
+def own_warnings(fn: Callable[P, R]) -> Callable[P, R]:
     """Run ``fn`` with warnings caught; print each distinct one as our own line (stderr)."""
     @functools.wraps(fn)
-    def run(*args: Any, **kw: Any) -> Any:
+    def run(*args: P.args, **kw: P.kwargs) -> R:
         if os.environ.get("PROFPLUG_DEBUG") == "1":
             return fn(*args, **kw)
         with warnings.catch_warnings(record=True) as caught:
@@ -60,4 +61,4 @@ def own_warnings(fn: F) -> F:
                     if line is not None and line not in seen:
                         seen.add(line)
                         print(line, file=sys.stderr)
-    return run  # type: ignore[return-value]
+    return run

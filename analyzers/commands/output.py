@@ -8,6 +8,7 @@ import io
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import MappingProxyType
 from typing import BinaryIO, TextIO
 
 from profplug.analyzers.commands.outpaths import is_stdout
@@ -27,7 +28,7 @@ def write_text(text: str, output: Path | None) -> None:
     write_output(output, text)  # whole or not at all: the old file stays on a failure
 
 
-FORMAT_OF_SUFFIX = {".json": "json", ".csv": "csv"}  # -o FILE's extension, when -f is not given
+FORMAT_OF_SUFFIX = MappingProxyType({".json": "json", ".csv": "csv"})  # -o FILE's extension, when -f is not given
 
 
 def output_format(fmt: str | None, output: Path | None) -> str:
@@ -68,7 +69,7 @@ def progress_flag(quiet: bool) -> bool | None:
     return False if quiet else None
 
 
-def _text_into(fh: BinaryIO, gz: bool) -> tuple[TextIO, BinaryIO | None]:
+def _text_into(fh: BinaryIO, gz: bool) -> tuple[io.TextIOWrapper, BinaryIO | None]:
     """A text stream into the binary file ``fh`` and, with ``gz``, the gzip stream between
     them: level 1 (the merged trace is hundreds of MB; most of the gain is in level 1), by
     ISA-L when ``isal`` is installed (``profplug[fast-gzip]``: ~5x less CPU than zlib, the
@@ -76,7 +77,7 @@ def _text_into(fh: BinaryIO, gz: bool) -> tuple[TextIO, BinaryIO | None]:
     if not gz:
         return io.TextIOWrapper(fh, encoding="utf-8", newline="\n"), None
     try:
-        from isal import igzip as gzmod  # type: ignore[import-not-found]
+        from isal import igzip as gzmod
     except ImportError:
         gzmod = gzip
     packed: BinaryIO = gzmod.open(fh, "wb", compresslevel=1)

@@ -57,6 +57,7 @@ from profplug.analyzers.whatif import (
     whatif_unprofiled,
 )
 from profplug.analyzers.whatif.against import AgainstResult, WhatIfAgainst, against
+from profplug.analyzers.whatif.finding import whatif_headline
 from profplug.analyzers.whatif.unprofiled import MAX_STEP_US, MIN_STEP_US, parse_ci
 
 UNPROFILED_AUTO = "auto"
@@ -124,11 +125,11 @@ def _whatif_in_rounds(files: list[Path], drop: DropSpec, opt: StallOptions,
     of traces runs it (no timeline travels: docs/scale.md), with the report its page draws;
     None below, where the timelines travel and it runs here."""
     forced = whatif_analysis(drop)
-    if rounds_for([forced], False, files) is None:
+    if not rounds_for([forced], files):
         return None
     rep = analyze(files, opt, run=[forced], read=read, backend=backend,
                   progress=progress_flag(quiet), keep_gaps=html is not None, gaps_per_device=GAPS_KEPT)
-    res = rep.run.get("whatif")
+    res = rep.run.get(WhatIfResult.key)
     if not isinstance(res, WhatIfResult):
         raise ProfplugError(next((w for w in rep.warnings  # its failure's line
                                   if w.startswith(("what-if", "--drop-at"))),
@@ -227,7 +228,7 @@ def run_whatif(paths: PathsLike, *, drop: DropSpec | None = None, fmt: str | Non
         if html is not None:
             rep = analyze_timelines(timelines, opt, steps=(read or ReadOptions()).steps)
             rep.meta = find_run_meta(files)
-            rep.add(res)
+            rep.add(res, whatif_headline)
     out = res if other is None or against_run is None else WhatIfAgainst(
         res, _against(res, timelines, other, files, against_run, opt))
     write_text(render_text(out, fmt), output)
@@ -247,6 +248,6 @@ def _write_trace(timelines: list[Timeline], res: WhatIfResult, opt: StallOptions
     analyses and the cross-rank one drawn in (``--trace-out``)."""
     traced = analyze_timelines(timelines, opt, run=[CROSS_RANK_SPEC],
                                steps=(read or ReadOptions()).steps)
-    traced.add(res)
+    traced.add(res, whatif_headline)
     traced.timelines = timelines
     write_trace([("", traced)], path, trace or TraceAsk())

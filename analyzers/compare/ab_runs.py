@@ -115,7 +115,7 @@ def compare_ab(rep_a: Report, doc: dict[str, Any], label_a: str, label_b: str,
                policy: str, calibrated_on_us: float) -> AbComparison:
     ans = whatif_answer_ab(rep_a, doc, policy)
     if ans is None:
-        w = rep_a.run.get("whatif")
+        w = rep_a.run.get(WhatIfResult.key)
         if isinstance(w, WhatIfResult) and w.ranks and figures.nothing_to_drop(w):
             raise ProfplugError(f"{label_a}: dropping {w.dropped()} changes no step in its "
                                 "replay: nothing to drop, no prediction to set against ab")

@@ -96,7 +96,7 @@ def _prediction(rep_a: Report, separate: bool = False
     predictions, nothing to drop, or the band withheld. ``separate``: B is one separate
     traced run, so the band for a separate traced run; else the what-if's own (against an
     ab directory: calibrated on ab's device step, the band for an unprofiled run)."""
-    w = rep_a.run.get("whatif")
+    w = rep_a.run.get(WhatIfResult.key)
     if not isinstance(w, WhatIfResult) or not any(r.basis == "step" for r in w.ranks):
         return None
     p = figures.prediction(w, figures.Target.TRACED if separate else None)

@@ -6,7 +6,7 @@
 - **Other tools** (:func:`tools_differ`): A traced by Kineto, B by Nsight Systems: each
   tool's own cost and clock are in the difference.
 - **A is not a device run** (:func:`not_device_run`): A's what-if found no device-wide
-  synchronize inside a pipeline send/recv to drop (``whatif.dropset``: the policy's call
+  synchronize inside a pipeline send/recv to drop (``graph.dropset``: the policy's call
   sites). It then falls back to every device-wide synchronize: fewer than one dropped per
   two steps (an event run's closing synchronize), it predicts nothing; more, it predicts
   dropping all of them, not the send/recv policy, and says so.
@@ -18,9 +18,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from profplug.analyzers.graph.dropset import FALLBACK_NOTE
+from profplug.analyzers.whatif.result import WhatIfResult
 
 if TYPE_CHECKING:
     from profplug.analyzers.compare.answer import Answer
@@ -49,7 +51,7 @@ def same_run(rep_a: Report, rep_b: Report) -> bool:
     return key is not None and key == files_fingerprint(fb)
 
 
-TOOL_NAMES = {"kineto": "Kineto (torch.profiler)", "nsys": "Nsight Systems"}
+TOOL_NAMES = MappingProxyType({"kineto": "Kineto (torch.profiler)", "nsys": "Nsight Systems"})
 
 
 def tools_differ(rep_a: Report, rep_b: Report) -> tuple[str, str] | None:
@@ -67,7 +69,7 @@ def not_device_run(rep_a: Report) -> str:
     run); else why not: ``"nothing"`` (what it drops is fewer than one call per two steps:
     the profiler's closing synchronize, say), or ``"fallback"`` (it drops every device-wide
     synchronize instead, ``dropset.FALLBACK_NOTE``)."""
-    w: Any = rep_a.run.get("whatif")
+    w: Any = rep_a.run.get(WhatIfResult.key)
     if w is None:
         return ""
     ranks = list(getattr(w, "ranks", []))

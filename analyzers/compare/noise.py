@@ -63,7 +63,8 @@ def shown_diff_us(a_us: float, b_us: float, decimals: int = SHOWN) -> float:
     printed numbers, so that a reader's subtraction gives the printed difference."""
     def units(x: float) -> int:
         return int(Decimal(f"{x:.{decimals}f}").scaleb(decimals))
-    return (units(b_us) - units(a_us)) / 10 ** decimals
+    scale: int = 10 ** decimals
+    return (units(b_us) - units(a_us)) / scale
 
 
 def rank_step_ns(r: RankResult) -> tuple[np.ndarray, str]:
@@ -109,7 +110,8 @@ def spread_pct(steps: Sequence[float] | np.ndarray) -> float:
 def block_length(n: int) -> int:
     """Steps per bootstrap block: n^(1/3) rounded (1 up to 3 steps, 2 up to 15, 3 up to 42,
     4 up to 91 ...)."""
-    return max(1, round(n ** (1.0 / 3.0)))
+    cube_root: float = n ** (1.0 / 3.0)
+    return max(1, round(cube_root))
 
 
 def own_rng(x: np.ndarray, seed: int | None = None) -> np.random.Generator:
@@ -129,7 +131,8 @@ def block_medians(x: np.ndarray, rng: np.random.Generator, resamples: int = RESA
     k = -(-n // b)  # blocks per replicate
     starts = rng.integers(0, n, size=(resamples, k))
     idx = (starts[:, :, None] + np.arange(b)[None, None, :]) % n
-    return np.median(x[idx.reshape(resamples, k * b)[:, :n]], axis=1)
+    medians: np.ndarray = np.median(x[idx.reshape(resamples, k * b)[:, :n]], axis=1)
+    return medians
 
 
 def rank_interval(d: np.ndarray, level: float = LEVEL) -> tuple[float, float]:

@@ -59,8 +59,8 @@ def signals_held() -> Iterator[None]:
     finally:
         for s, handler in before.items():
             signal.signal(s, signal.SIG_DFL if handler is None else handler)
-        for s in dict.fromkeys(came):
-            os.kill(os.getpid(), s)
+        for signum in dict.fromkeys(came):
+            os.kill(os.getpid(), signum)
 
 
 @contextlib.contextmanager

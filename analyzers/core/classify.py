@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from types import MappingProxyType
 
 import numpy as np
-from profplug.analyzers.core.memo import ScopedMemo
+from profplug.analyzers.core.memo import Memo, read_only
 
 NONE, DEVICE, EVENT, STREAM_WAIT, LAUNCH = 0, 1, 2, 3, 4
-KIND_LABELS = {DEVICE: "device", EVENT: "event", STREAM_WAIT: "stream_wait"}
+KIND_LABELS = MappingProxyType({DEVICE: "device", EVENT: "event", STREAM_WAIT: "stream_wait"})
 
 DEVICE_SYNC = frozenset({
     "cudaDeviceSynchronize", "cuCtxSynchronize", "hipDeviceSynchronize", "hipCtxSynchronize",
@@ -47,35 +48,25 @@ def sync_kind(name: str) -> int:
     return NONE
 
 
-# within tables_kept(): per symbol table (a timeline's ``names``, append-only once read), its
-# lookups, kept while the list is the same object of the same length (read-only); on exit the
-# tables are let go (a long report over many ranks keeps none alive)
-_TABLES: ScopedMemo[dict[tuple[int, str], tuple[list[str], int, np.ndarray]]] = ScopedMemo(dict)
-# within: kinds_for_symbols and comm_for_symbols classify each symbol table once (a what-if
-# asks ~5 times per rank: stall analyses, rank model, matching)
-tables_kept = _TABLES.kept
+def _per_symbol(names: list[str], what: str, memo: Memo | None) -> np.ndarray:
+    """``what`` ("sync kinds" or "NCCL kernels") per symbol of ``names``; with ``memo``, once
+    per table (a timeline's ``names``, append-only once read) and length, then read-only."""
+    if memo is None:
+        return _classified(names, what)
+    return memo.get(what, (names,), lambda: read_only(_classified(names, what)),
+                    version=len(names))
 
 
-def _per_symbol(names: list[str], what: str) -> np.ndarray:
-    kept = _TABLES.store
-    key = (id(names), what)
-    got = kept.get(key) if kept is not None else None
-    if got is not None and got[0] is names and got[1] == len(names):
-        return got[2]
-    if what == "kind":
-        out = np.fromiter((sync_kind(n) for n in names), dtype=np.int8, count=len(names))
-    else:
-        out = np.fromiter((is_comm_kernel(n) for n in names), dtype=bool, count=len(names))
-    if kept is not None:
-        out.flags.writeable = False  # shared by every caller within: read (index) only
-        kept[key] = (names, len(names), out)
-    return out
+def _classified(names: list[str], what: str) -> np.ndarray:
+    if what == "sync kinds":
+        return np.fromiter((sync_kind(n) for n in names), dtype=np.int8, count=len(names))
+    return np.fromiter((is_comm_kernel(n) for n in names), dtype=bool, count=len(names))
 
 
-def kinds_for_symbols(names: list[str]) -> np.ndarray:
-    """An int8 lookup: symbol id -> sync kind (one pass over the symbol table; within
-    :func:`tables_kept`, once per table, read-only)."""
-    return _per_symbol(names, "kind")
+def kinds_for_symbols(names: list[str], memo: Memo | None = None) -> np.ndarray:
+    """An int8 lookup: symbol id -> sync kind (one pass over the symbol table; with a
+    ``memo``, once per table, read-only)."""
+    return _per_symbol(names, "sync kinds", memo)
 
 
 def is_comm_kernel(name: str) -> bool:
@@ -83,10 +74,10 @@ def is_comm_kernel(name: str) -> bool:
     return "nccl" in low or "rccl" in low
 
 
-def comm_for_symbols(names: list[str]) -> np.ndarray:
-    """A bool lookup: symbol id -> NCCL/RCCL kernel (within :func:`tables_kept`: once per
-    table, read-only)."""
-    return _per_symbol(names, "comm")
+def comm_for_symbols(names: list[str], memo: Memo | None = None) -> np.ndarray:
+    """A bool lookup: symbol id -> NCCL/RCCL kernel (with a ``memo``: once per table,
+    read-only)."""
+    return _per_symbol(names, "NCCL kernels", memo)
 
 
 # How strongly a kind holds the host, weakest first: a call's top-level kind is the strongest
@@ -114,9 +105,10 @@ def top_level_kinds(api_kind: np.ndarray, api_top: np.ndarray) -> np.ndarray:
     return out
 
 
-def call_kinds(names: list[str], api_name: np.ndarray, api_top: np.ndarray) -> np.ndarray:
+def call_kinds(names: list[str], api_name: np.ndarray, api_top: np.ndarray,
+               memo: Memo | None = None) -> np.ndarray:
     """Per host API call (its symbol ``api_name`` in ``names``), the sync kind of its
     top-level call, on the top-level call only (:func:`top_level_kinds`; ``api_top``: the
     nesting column, ``Timeline.api_tops()``)."""
-    own = kinds_for_symbols(names)[api_name] if api_name.size else np.zeros(0, dtype=np.int8)
+    own = kinds_for_symbols(names, memo)[api_name] if api_name.size else np.zeros(0, dtype=np.int8)
     return top_level_kinds(own, api_top)

@@ -20,7 +20,7 @@ BUDGET_S = 10.0  # for all the names of one trace
 Matches = list[tuple[int, str | None]]  # (name index, the first group or None)
 
 try:  # optional: linear-time matching
-    import re2 as _re2  # type: ignore[import-not-found]
+    import re2 as _re2
 except ImportError:  # pragma: no cover - depends on the environment
     _re2 = None
 

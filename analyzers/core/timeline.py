@@ -48,15 +48,16 @@ from __future__ import annotations
 
 import json
 import re
-import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, BinaryIO, ClassVar
 
 import numpy as np
 from profplug.analyzers.core.atomicfile import write_atomic
-from profplug.analyzers.core.memo import ScopedMemo
+from profplug.analyzers.core.memo import Memo, read_only
 
 KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET = 0, 1, 2
 KIND_NAMES = ("kernel", "memcpy", "memset")
@@ -164,16 +165,12 @@ class Timeline:
             self.api_top = top_level(self.api_start_ns, self.api_end_ns, self.api_tid)
         return self.api_top
 
-    def api_is_top(self) -> np.ndarray:
-        """Per API call, True when no other call of its thread encloses it."""
-        return self.api_tops() == np.arange(self.api_start_ns.size)
-
     def skip(self, reason: str, n: int = 1) -> None:
         if n:
             self.skipped[reason] = self.skipped.get(reason, 0) + n
 
     # ---- save / load (the timeline is a value) -----------------------------------------
-    _ARRAYS = (
+    _ARRAYS = tuple((
         "gpu_start_ns gpu_end_ns gpu_device gpu_stream gpu_kind gpu_name gpu_corr "
         "api_start_ns api_end_ns api_tid api_name api_corr api_top "
         "ann_start_ns ann_end_ns ann_tid ann_name "
@@ -181,10 +178,11 @@ class Timeline:
         "gsync_wait_stream gsync_wait_corr step_start_ns step_end_ns step_num "
         "comm_start_ns comm_end_ns comm_tid comm_kind comm_peer comm_group comm_seq comm_name "
         "comm_src"
-    ).split()
-    _DTYPES: ClassVar[dict[str, Any]] = {"gpu_kind": np.int8, "gsync_kind": np.int8, "gpu_name": np.int32,
-               "api_name": np.int32, "ann_name": np.int32, "comm_kind": np.int8,
-               "comm_group": np.int32, "comm_name": np.int32, "comm_src": np.int8}
+    ).split())
+    _DTYPES: ClassVar[Mapping[str, Any]] = MappingProxyType({
+        "gpu_kind": np.int8, "gsync_kind": np.int8, "gpu_name": np.int32, "api_name": np.int32,
+        "ann_name": np.int32, "comm_kind": np.int8, "comm_group": np.int32,
+        "comm_name": np.int32, "comm_src": np.int8})
 
     def save(self, path: str | Path | BinaryIO, *, compress: bool = True) -> None:
         """Write the timeline as a numpy ``.npz`` (arrays) with a JSON header; no pickle.
@@ -236,18 +234,17 @@ def top_level(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray
     return top
 
 
-_LINKS: ScopedMemo[dict[int, tuple[weakref.ref[Timeline], np.ndarray, np.ndarray, np.ndarray]]] \
-    = ScopedMemo(dict)
-links_kept = _LINKS.kept  # within: launch_calls runs once per live timeline and corr. columns
-
-
-def launch_calls(tl: Timeline) -> np.ndarray:
+def launch_calls(tl: Timeline, memo: Memo | None = None) -> np.ndarray:
     """Per GPU op, the index of the host API call that launched it (same correlation id);
-    -1 when the trace has none."""
-    kept = _LINKS.store
-    got = kept.get(k := id(tl)) if kept is not None else None
-    if got is not None and got[0]() is tl and got[1] is tl.api_corr and got[2] is tl.gpu_corr:
-        return got[3]
+    -1 when the trace has none. ``memo``: computed once per timeline and correlation
+    columns while the caller keeps it (then read-only)."""
+    if memo is None:
+        return _launch_calls(tl)
+    return memo.get("launch calls", (tl, tl.api_corr, tl.gpu_corr),
+                    lambda: read_only(_launch_calls(tl)))
+
+
+def _launch_calls(tl: Timeline) -> np.ndarray:
     out = np.full(tl.n_gpu, -1, dtype=I64)
     if tl.api_corr.size and tl.gpu_corr.size:
         order = np.argsort(tl.api_corr, kind="stable")
@@ -256,17 +253,14 @@ def launch_calls(tl: Timeline) -> np.ndarray:
         ok = (sc[pos] == tl.gpu_corr) & (tl.gpu_corr >= 0)
         del sc
         out[ok] = order[pos[ok]]
-    if kept is not None:
-        out.flags.writeable = False
-        kept[k] = (weakref.ref(tl, lambda _: kept.pop(k, None)), tl.api_corr, tl.gpu_corr, out)
     return out
 
 
-def launch_tops(tl: Timeline) -> np.ndarray:
+def launch_tops(tl: Timeline, memo: Memo | None = None) -> np.ndarray:
     """Per GPU op, the top-level host call whose tree launched it (:func:`launch_calls`
     through the nesting column: a kernel of a ``cuLaunchKernel`` inside ``cudaLaunchKernel``
     was launched when the outer call began); -1 when the trace has none."""
-    calls = launch_calls(tl)
+    calls = launch_calls(tl, memo)
     if tl.api_start_ns.size == 0:
         return calls
     return np.where(calls >= 0, tl.api_tops()[np.maximum(calls, 0)], -1)
@@ -391,5 +385,6 @@ class TimelineBuilder(SymbolTable):
 
     def build(self, **meta: Any) -> Timeline:
         dtypes = Timeline._DTYPES
-        arrays = {k: np.asarray(v, dtype=dtypes.get(k, I64)) for k, v in self.cols.items()}
+        arrays: dict[str, Any] = {k: np.asarray(v, dtype=dtypes.get(k, I64))  # column fields
+                                  for k, v in self.cols.items()}
         return Timeline(names=self.names, **arrays, **meta)

@@ -55,7 +55,8 @@ class StepBubbles:
 
     @property
     def bubble_ns(self) -> np.ndarray:
-        return self.idle_ns + self.wait_ns
+        total: np.ndarray = self.idle_ns + self.wait_ns
+        return total
 
 
 @dataclass

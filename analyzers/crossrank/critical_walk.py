@@ -119,9 +119,13 @@ class Chain:
                 cat, stop = -1, True
         s = len(self.cat)
         self.at[v] = s
-        for col, x in ((self.cat, cat), (self.a, a), (self.b, b), (self.call, call),
-                       (self.sets, sets), (self.stop, stop), (self.nxt, nxt)):
-            col.append(x)  # type: ignore[attr-defined]
+        self.cat.append(cat)
+        self.a.append(a)
+        self.b.append(b)
+        self.call.append(call)
+        self.sets.append(sets)
+        self.stop.append(stop)
+        self.nxt.append(nxt)
         return s
 
     def trace(self, g: RankGraph, v: int, lo: int) -> None:

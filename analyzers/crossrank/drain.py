@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.timeline import Timeline, at_or, launch_calls
 from profplug.analyzers.stalls.per_step import StepSpans
 
@@ -46,15 +47,18 @@ class Queue:
             kk = np.maximum(k, 0)
             return np.where(k >= 0, area[kk] + w[kk] * (x - self.t[kk]), 0.0)
 
-        return upto(np.asarray(hi)) - upto(np.asarray(lo))
+        between: np.ndarray = upto(np.asarray(hi)) - upto(np.asarray(lo))
+        return between
 
     def mean(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         span = np.maximum(np.asarray(hi) - np.asarray(lo), 1)
-        return self._integral(self.depth, lo, hi) / span
+        mean: np.ndarray = self._integral(self.depth, lo, hi) / span
+        return mean
 
     def empty_ns(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        return np.rint(self._integral((self.depth == 0).astype(np.int64), lo, hi)
-                       ).astype(np.int64)
+        empty: np.ndarray = np.rint(self._integral((self.depth == 0).astype(np.int64), lo, hi)
+                                    ).astype(np.int64)
+        return empty
 
     def max(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         out = np.zeros(np.shape(lo), dtype=np.int64)
@@ -84,8 +88,8 @@ class RankDrain:
     queue: Queue
 
 
-def rank_drain(tl: Timeline, spans: StepSpans) -> RankDrain:
-    calls = launch_calls(tl)
+def rank_drain(tl: Timeline, spans: StepSpans, memo: Memo | None = None) -> RankDrain:
+    calls = launch_calls(tl, memo)
     linked = calls >= 0
     launch = tl.api_start_ns[calls[linked]]  # (a rank may have no host calls at all)
     start, end = tl.gpu_start_ns[linked], tl.gpu_end_ns[linked]

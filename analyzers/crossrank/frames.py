@@ -15,11 +15,11 @@ def _result(x: Any) -> CrossRankResult:
     """A CrossRankResult, or the one in a Report's run-level results."""
     if isinstance(x, CrossRankResult):
         return x
-    res = getattr(x, "run", {}).get(CrossRankResult.key)
+    res: CrossRankResult | None = getattr(x, "run", {}).get(CrossRankResult.key)
     if res is None:
         raise KeyError("the report has no cross_rank result (analyze(..., "
                        "run=[cross_rank_analysis()]))")
-    return res  # type: ignore[no-any-return]
+    return res
 
 
 def bubbles_frame(rep: Any) -> pd.DataFrame:

@@ -110,5 +110,6 @@ def lane_row(tl: Timeline, offset: int, bubbles: RankBubbles, gaps: tuple[np.nda
     qt = queue.t + offset
     qs = (qt >= lo) & (qt < hi)
     starts = np.array([lo_k - offset for lo_k, _ in ask.windows], dtype=np.int64)
+    gap_s, gap_e, gap_cause = gaps
     return LaneRow(counts, lo, hi, s[ops], e[ops], w[ops], comm[ops], unmatched[ops],
-                   *gaps, qt[qs], queue.depth[qs], queue.at(starts))
+                   gap_s, gap_e, gap_cause, qt[qs], queue.depth[qs], queue.at(starts))

@@ -24,7 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from profplug.analyzers.core.errors import ProfplugError
+from profplug.analyzers.core.errors import ClocksApart, ProfplugError
+from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.timeline import Timeline, launch_times, launch_tops
 from profplug.analyzers.crossrank.bubbles import Binding, RankBubbles, rank_bubbles
 from profplug.analyzers.crossrank.critical import (
@@ -48,27 +49,24 @@ from profplug.analyzers.stalls.per_step import step_spans
 
 @dataclass
 class RankFacts:
-    """One rank's first-round part: its matching input, its steps for the walks, its size
-    (API calls + GPU ops)."""
+    """One rank's first-round part: its matching input and its steps for the walks."""
 
     rank: int
-    n_gpu: int
-    n_events: int
     view: CommView
     ends: StepEnds
-    # the what-if's first-round part (``whatif.rounds.RankReductions``) when asked, or the
-    # one-line failure of making it
-    whatif: object = None
-    # with ``--drop-at``, before its call site is resolved: the rank's sync call sites
-    # (``whatif.dropat.site_counts``)
-    sites: object = None
 
 
-def rank_facts(tl: Timeline) -> RankFacts:
-    """:class:`RankFacts` of one rank (where it is read)."""
-    spans = step_spans(tl, launch_times(tl, launch_tops(tl)))
-    return RankFacts(tl.rank, tl.n_gpu, tl.n_events, comm_view(tl),
-                     step_ends(tl, spans))
+def rank_ends(tl: Timeline, view: CommView | None = None, memo: Memo | None = None
+              ) -> StepEnds:
+    """One rank's steps for the walks (where it is read): its steps' spans and last ops
+    (``memo``: the caller's, ``core.memo``)."""
+    return step_ends(tl, step_spans(tl, launch_times(tl, launch_tops(tl, memo))))
+
+
+def rank_facts(tl: Timeline, memo: Memo | None = None) -> RankFacts:
+    """:class:`RankFacts` of one rank (where it is read; ``memo``: the caller's,
+    ``core.memo``)."""
+    return RankFacts(tl.rank, comm_view(tl, memo), rank_ends(tl, memo=memo))
 
 
 @dataclass
@@ -119,20 +117,22 @@ def rank_rules(m: Matching) -> list[str]:
     return [RULES[int(c.argmax())] if c.any() else "unmatched" for c in counts]
 
 
-def plan(facts: list[RankFacts], tol: int, m: Matching | None = None) -> Plan:
+def plan(facts: list[RankFacts], tol: int, m: Matching | None = None,
+         parts: list[Partners] | None = None) -> Plan:
     """Match the ranks' views, plan the walks, and ask each rank for its part. Raises the
     cross-rank analysis's one-line error for ranks that cannot share a clock. ``m``: the
-    matching, when the caller has it (the same as the views': ``commview``)."""
+    matching, when the caller has it (the same as the views': ``commview``); ``parts``: its
+    partners (``pathgraph.partners``), when the caller has them."""
     m = m if m is not None else match_views([f.view for f in facts])
     if m.clock_refused:  # ranks that cannot be put on one time axis (clocks.py)
-        raise ProfplugError(f"cross-rank analysis not run: {m.clock_refused}")
+        raise ClocksApart(f"cross-rank analysis not run: {m.clock_refused}")
     walks, basis = plan_walks([f.ends for f in facts], m.offset_ns)
 
     def start_of(pos: int, ops: np.ndarray) -> np.ndarray:
         v = facts[pos].view
         return v.tl.gpu_start_ns[np.searchsorted(v.op_index, ops)]
 
-    parts = partners(m, start_of)
+    parts = parts if parts is not None else partners(m, start_of)
     ends, starts = entries(walks, parts) if walks else ({}, {})
     rules = rank_rules(m)
     asks = [RankAsk(pos, facts[pos].rank, own_matching(m, pos), rules[pos], parts[pos],
@@ -162,23 +162,23 @@ def _binding(tl: Timeline, ask: RankAsk) -> Binding:
     return Binding(pos, op, start)
 
 
-def rank_part(tl: Timeline, ask: RankAsk) -> RankPart:
+def rank_part(tl: Timeline, ask: RankAsk, memo: Memo | None = None) -> RankPart:
     """One rank's :class:`RankPart` (where it is read): its graph first (the peak of a
     worker's memory, docs/scale.md), then what is small."""
     chain = Chain(ask.pos, int(tl.api_start_ns.size), tl.n_gpu)
     if ask.ends or ask.starts:
-        g = asked_graph(tl, ask)
+        g = asked_graph(tl, ask, memo)
         chain = rank_chain(g, ask.ends, ask.starts)
         del g
-    spans = step_spans(tl, launch_times(tl, launch_tops(tl)))
+    spans = step_spans(tl, launch_times(tl, launch_tops(tl, memo)))
     bub = rank_bubbles(tl, ask.pos, ask.m, _binding(tl, ask), spans, ask.rule)
-    return RankPart(bub, rank_drain(tl, spans), chain, chain_labels(tl, chain))
+    return RankPart(bub, rank_drain(tl, spans, memo), chain, chain_labels(tl, chain))
 
 
-def asked_graph(tl: Timeline, ask: RankAsk) -> RankGraph:
+def asked_graph(tl: Timeline, ask: RankAsk, memo: Memo | None = None) -> RankGraph:
     """The rank's graph as its ask describes it (``pathgraph.rank_graph``)."""
     return rank_graph(tl, ask.pos, ask.partners, ask.m.comm_ops[ask.pos], ask.m.offset_ns,
-                      ask.tol)
+                      ask.tol, memo)
 
 
 def chain_labels(tl: Timeline, chain: Chain) -> dict[int, str]:

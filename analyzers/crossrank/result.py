@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from profplug.analyzers.crossrank.bubbles import RankBubbles
 from profplug.analyzers.crossrank.drain import RankDrain
 from profplug.analyzers.crossrank.swimlane import Swimlane
+from profplug.analyzers.readers.clocks import TWO_RUNS
 from profplug.analyzers.steps import stats
 
 SCHEMA_VERSION = 1
@@ -80,6 +81,13 @@ class CrossRankResult:
         raise KeyError(rank)
 
     # ---- fields the report adds to each rank's JSON ------------------------------------
+    def run_warnings(self) -> list[str]:
+        """Its warnings about the whole run (ranks of two runs: ``readers.clocks.TWO_RUNS``),
+        taken from its own for the report's, which states them first."""
+        two = [w for w in self.warnings if TWO_RUNS in w]
+        self.warnings = [w for w in self.warnings if w not in two]
+        return two
+
     def rank_fields(self, rank: int) -> dict[str, Any]:
         """``comm_transfer_us``, ``comm_wait_us`` (they add up to ``comm_us``) and
         ``bubble_us`` (= ``idle_us + comm_wait_us``) of one rank."""

@@ -57,7 +57,8 @@ class Swimlane:
 
 
 def _us(x: np.ndarray, origin: int) -> list[float]:
-    return np.round((x - origin) / 1000.0, 3).tolist()
+    rounded: list[float] = np.round((x - origin) / 1000.0, 3).tolist()
+    return rounded
 
 
 def swimlane(timelines: list[Timeline], m: Matching, bubbles: list[RankBubbles],

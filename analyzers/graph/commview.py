@@ -20,15 +20,17 @@ Every choice matching makes on a view is the one it makes on the full timeline: 
 keep their relative order (ties in its sorts break the same way), symbol ids keep theirs,
 and the clock alignment reads the same kernels' ends. :func:`match_views` then renumbers
 the kernels of the edges and ``comm_ops`` through ``op_index``: the result equals
-``match(timelines)`` field by field (tests/unit/analyzers/test_commview.py).
+``match(timelines)`` field by field (tests/unit/analyzers/graph/test_commview.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from profplug.analyzers.core import classify
+from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.timeline import Timeline, launch_calls
 from profplug.analyzers.graph.matching import Matching, match
 
@@ -64,12 +66,12 @@ def array_bytes(tl: Timeline) -> int:
     return sum(int(getattr(tl, k).nbytes) for k in Timeline._ARRAYS)
 
 
-def comm_view(tl: Timeline) -> CommView:
+def comm_view(tl: Timeline, memo: Memo | None = None) -> CommView:
     """The :class:`CommView` of one rank's full timeline (built where the rank is read)."""
-    comm = classify.comm_for_symbols(tl.names)[tl.gpu_name] if tl.n_gpu else \
+    comm = classify.comm_for_symbols(tl.names, memo)[tl.gpu_name] if tl.n_gpu else \
         np.zeros(0, dtype=bool)
     ops = np.flatnonzero(comm).astype(np.int64)
-    calls = launch_calls(tl)[ops]
+    calls = launch_calls(tl, memo)[ops]
     api = np.unique(calls[calls >= 0])  # ascending: the calls keep their order
     group = tl.comm_group
     syms = np.unique(np.concatenate([
@@ -78,7 +80,7 @@ def comm_view(tl: Timeline) -> CommView:
     def sym(a: np.ndarray) -> np.ndarray:  # old symbol id -> new (same order), -1 stays
         return np.where(a >= 0, np.searchsorted(syms, a), -1).astype(a.dtype)
 
-    cols: dict[str, np.ndarray] = {k: getattr(tl, k)[ops] for k in _GPU}
+    cols: dict[str, Any] = {k: getattr(tl, k)[ops] for k in _GPU}  # Timeline's column fields
     cols |= {k: getattr(tl, k)[api] for k in _API}
     cols |= {k: getattr(tl, k).copy() for k in _KEEP}
     cols["gpu_name"], cols["api_name"] = sym(cols["gpu_name"]), sym(cols["api_name"])

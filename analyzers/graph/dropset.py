@@ -39,7 +39,7 @@ from functools import lru_cache
 
 import numpy as np
 from profplug.analyzers.core import classify
-from profplug.analyzers.core.memo import ScopedMemo
+from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.names import FUNCTIONS
 from profplug.analyzers.core.ranges import SYNC_SITE
 from profplug.analyzers.core.timeline import Timeline
@@ -65,8 +65,8 @@ class DropSpec:
     callsite: str | None = None  # only calls at this call site (callsites.enclosing label)
 
 
-def dropped_calls(tl: Timeline, kind: np.ndarray, blocking: np.ndarray, drop: DropSpec
-                  ) -> np.ndarray:
+def dropped_calls(tl: Timeline, kind: np.ndarray, blocking: np.ndarray, drop: DropSpec,
+                  memo: Memo | None = None) -> np.ndarray:
     """Per API call of ``tl``: True when the prediction drops it. ``kind``: each call's
     ``classify`` kind (top-level calls: the strongest among themselves and their nested
     calls); ``blocking``: the top-level calls the model makes wait (host-blocking
@@ -77,12 +77,12 @@ def dropped_calls(tl: Timeline, kind: np.ndarray, blocking: np.ndarray, drop: Dr
     if drop.kinds == DROP_NONE:
         return np.zeros(blocking.size, dtype=bool)
     if drop.kinds in (DROP_DEVICE, DROP_POLICY):
-        cand = blocking & (kind == classify.DEVICE)
+        cand: np.ndarray = blocking & (kind == classify.DEVICE)
     else:
         cand = blocking.copy()
     if drop.kinds == DROP_POLICY and drop.callsite is None and cand.any():
         inside = np.zeros(cand.size, dtype=bool)
-        inside[tl.api_tops()[policy_mask(tl)]] = True  # a nested sync marks its top call
+        inside[tl.api_tops()[policy_mask(tl, memo)]] = True  # a nested sync marks its top call
         cand &= inside
     if drop.callsite is not None and cand.any():
         idx = np.nonzero(cand)[0]
@@ -102,32 +102,23 @@ def _pipeline_name(name: str) -> bool:
     return is_pipeline_range(name)
 
 
-_KEPT: ScopedMemo[dict[int, tuple[Timeline, np.ndarray]]] = ScopedMemo(dict)  # id(tl) -> mask
-# within: policy_mask is computed once per timeline (one what-if asks for it in resolve,
-# build_model and every rank's dropped_calls); forgotten on exit
-masks_kept = _KEPT.kept
-
-
-def policy_mask(tl: Timeline) -> np.ndarray:
+def policy_mask(tl: Timeline, memo: Memo | None = None) -> np.ndarray:
     """Per API call of ``tl``: True for a device-wide synchronize inside a pipeline send/recv
-    range of its own thread."""
-    kept = _KEPT.store
-    got = kept.get(id(tl)) if kept is not None else None
-    if got is not None and got[0] is tl:
-        return got[1].copy()
-    out = _policy_mask(tl)
-    if kept is not None:
-        kept[id(tl)] = (tl, out)
-    return out.copy()
+    range of its own thread (``memo``: computed once per timeline while the caller keeps it;
+    one what-if asks for it in resolve, build_model and every rank's dropped_calls)."""
+    if memo is None:
+        return _policy_mask(tl, None)
+    return memo.get("policy mask", (tl,), lambda: _policy_mask(tl, memo)).copy()
 
 
-def _policy_mask(tl: Timeline) -> np.ndarray:
+def _policy_mask(tl: Timeline, memo: Memo | None) -> np.ndarray:
     n = int(tl.api_start_ns.size)
     out = np.zeros(n, dtype=bool)
     if n == 0 or tl.ann_start_ns.size == 0:
         return out
     # the symbol table's kinds (classify: once per table)
-    cand = np.nonzero(classify.kinds_for_symbols(tl.names)[tl.api_name] == classify.DEVICE)[0]
+    cand = np.nonzero(classify.kinds_for_symbols(tl.names, memo)[tl.api_name]
+                      == classify.DEVICE)[0]
     if cand.size == 0:
         return out
     names = tl.names  # the annotations' distinct symbols (np.unique's, on a list)
@@ -150,7 +141,8 @@ def _policy_mask(tl: Timeline) -> np.ndarray:
     return out
 
 
-def resolve(timelines: list[Timeline], drop: DropSpec) -> tuple[DropSpec, str | None]:
+def resolve(timelines: list[Timeline], drop: DropSpec, memo: Memo | None = None
+            ) -> tuple[DropSpec, str | None]:
     """The drop rule to replay with, and a note when it is not the one asked for: the
     ``policy`` rule falls back to ``device-sync`` when no rank has a synchronize inside a
     pipeline send/recv; with ``--drop-at`` the named call site's device-wide synchronizes
@@ -159,7 +151,7 @@ def resolve(timelines: list[Timeline], drop: DropSpec) -> tuple[DropSpec, str | 
         return drop, None
     if drop.callsite is not None:
         return replace(drop, kinds=DROP_DEVICE), None
-    if any(policy_mask(tl).any() for tl in timelines):
+    if any(policy_mask(tl, memo).any() for tl in timelines):
         return drop, None
     return replace(drop, kinds=DROP_DEVICE), FALLBACK_NOTE
 

@@ -24,9 +24,12 @@ edge and its ``run`` edge weighs its recorded duration.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 from profplug.analyzers.graph.model import Model
+
+OpIds = TypeVar("OpIds", np.ndarray, int)  # one op id or an array of them
 
 KINDS = ("anchor", "host", "call", "sync", "launch", "stream", "stream_wait", "run", "peer")
 ANCHOR, HOST, CALL, SYNC, LAUNCH, STREAM, STREAM_WAIT, RUN, PEER = range(len(KINDS))
@@ -65,10 +68,10 @@ class Graph:
     def source(self) -> int:
         return 2 * self.n_a + 2 * self.n_o
 
-    def op_start(self, o: np.ndarray | int) -> np.ndarray | int:
+    def op_start(self, o: OpIds) -> OpIds:
         return 2 * self.n_a + o
 
-    def op_end(self, o: np.ndarray | int) -> np.ndarray | int:
+    def op_end(self, o: OpIds) -> OpIds:
         return 2 * self.n_a + self.n_o + o
 
 
@@ -254,7 +257,7 @@ def _drop_syncs_by_mask(g: Graph, m: Model) -> None:
 
 
 def keep_edges(g: Graph, keep: np.ndarray, extra: tuple[np.ndarray, np.ndarray, np.ndarray,
-                                                         int] | None = None) -> None:
+                                                         np.ndarray] | None = None) -> None:
     """Keep ``g``'s edges where ``keep`` (bool per edge), ``extra`` edges ``(src, dst, w,
     kind)`` appended, in place: each column replaced in turn, so that one column more than
     the graph is live at a time. ``parts`` is the caller's to set."""

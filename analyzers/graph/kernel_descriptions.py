@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from profplug.analyzers.core import classify
+from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.timeline import COMM_COLL, Timeline, at_or, groups, launch_calls
 
 
@@ -54,15 +55,15 @@ class RankKernels:
     (``tid``, -1 none) and whether a call launched it (``linked``); their descriptions
     (``ops``) and the kernels none describes (``bare``: (kernel, launch order))."""
 
-    def __init__(self, pos: int, tl: Timeline) -> None:
+    def __init__(self, pos: int, tl: Timeline, memo: Memo | None) -> None:
         self.pos, self.tl = pos, tl
         comm = (
-            classify.comm_for_symbols(tl.names)[tl.gpu_name]
+            classify.comm_for_symbols(tl.names, memo)[tl.gpu_name]
             if tl.n_gpu
             else np.zeros(0, dtype=bool)
         )
         kernels = np.nonzero(comm)[0]
-        calls = launch_calls(tl)[kernels]
+        calls = launch_calls(tl, memo)[kernels]
         launch_ns = at_or(tl.api_start_ns, calls, tl.gpu_start_ns[kernels])
         order = np.lexsort((tl.gpu_start_ns[kernels], launch_ns))
         self.kernels = kernels[order]

@@ -41,7 +41,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
-from profplug.analyzers.core.memo import ScopedMemo
+from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.timeline import COMM_COLL, COMM_RECV, COMM_SEND, Timeline
 from profplug.analyzers.graph.coupling import Edges, couple, couple_two
 from profplug.analyzers.graph.kernel_descriptions import Op, RankKernels, base_name, describes
@@ -94,30 +94,19 @@ class Matching:
         return RULES[int(np.bincount(per_kernel).argmax())]
 
 
-_KEPT: ScopedMemo[list[tuple[list[Timeline], Matching]]] = ScopedMemo(list)
-# within: match of the same timelines (the same objects, in order) runs once and its result
-# (read only) is shared: a report's cross-rank analysis and critical path and its what-if
-# match once, not twice; forgotten on exit
-matches_kept = _KEPT.kept
+def match(timelines: list[Timeline], memo: Memo | None = None) -> Matching:
+    """Match every NCCL kernel of ``timelines`` (one per rank) with its partners. ``memo``:
+    the same timelines (the same objects, in order) are matched once while the caller keeps
+    it, and the result (read only) is shared: a report's cross-rank analysis and critical
+    path and its what-if match once, not twice."""
+    if memo is None:
+        return _match(timelines, None)
+    return memo.get("matching", tuple(timelines), lambda: _match(timelines, memo))
 
 
-def match(timelines: list[Timeline]) -> Matching:
-    """Match every NCCL kernel of ``timelines`` (one per rank) with its partners."""
-    kept = _KEPT.store
-    if kept is None:
-        return _match(timelines)
-    for tls, got in kept:
-        if len(tls) == len(timelines) and all(a is b for a, b in zip(tls, timelines,
-                                                                      strict=True)):
-            return got
-    out = _match(timelines)
-    kept.append((list(timelines), out))
-    return out
-
-
-def _match(timelines: list[Timeline]) -> Matching:
+def _match(timelines: list[Timeline], memo: Memo | None) -> Matching:
     ranks = [tl.rank for tl in timelines]
-    rs = [RankKernels(i, tl) for i, tl in enumerate(timelines)]
+    rs = [RankKernels(i, tl, memo) for i, tl in enumerate(timelines)]
     pos_of = {r: i for i, r in enumerate(ranks)}
     edges = Edges()
     counts: Counter[str] = Counter()
@@ -160,10 +149,10 @@ def _match_p2p(rs: list[RankKernels], ranks: list[int], pos_of: dict[int, int],
                          "order, the rest are left unmatched")
         src_pos, dst_pos = pos_of[src], pos_of[dst]
         for (_, send, send_rule), (_, recv, recv_rule) in zip(sends, recvs, strict=False):
-            rule = max(send_rule, recv_rule)  # the weaker of the two sides' rules
-            edges.append((src_pos, send, dst_pos, recv, rule, 1))
-            edges.append((dst_pos, recv, src_pos, send, rule, -1))
-            counts[P2P_RULES[rule]] += 1
+            weaker = max(send_rule, recv_rule)  # the weaker of the two sides' rules
+            edges.append((src_pos, send, dst_pos, recv, weaker, 1))
+            edges.append((dst_pos, recv, src_pos, send, weaker, -1))
+            counts[P2P_RULES[weaker]] += 1
     if counts[R_RING]:
         notes.append("some sends/recvs name no peer (a trace from before profplug put the "
                      "peer in its range names): each was taken to go to the next rank in rank"
@@ -244,7 +233,8 @@ def _match_bare(rs: list[RankKernels], ranks: list[int], edges: Edges,
                          + f": the first {n} are matched in order")
         rule = RULES.index(R_ORDER if p2p else C_NAME)
         if len(members) == 2 and n:  # the usual: every pair's edges at once
-            edges.extend(couple_two(*members, per[members[0]][:n], per[members[1]][:n], rule))
+            edges.extend(couple_two(members[0], members[1], per[members[0]][:n],
+                                    per[members[1]][:n], rule))
             counts[RULES[rule]] += n
             continue
         for k in range(n):

@@ -38,6 +38,7 @@ from functools import cache
 from typing import Any
 
 import numpy as np
+from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.timeline import Timeline, groups
 from profplug.analyzers.graph.dropset import DROP_ALL, DROP_DEVICE, DROP_NONE, DropSpec, resolve
 from profplug.analyzers.graph.host import drop_cuts
@@ -127,14 +128,15 @@ def _host_seqs(rm: RankModel) -> tuple[list[tuple[int, np.ndarray]], np.ndarray,
 
 
 def build_model(timelines: list[Timeline], drop: DropSpec | None = None, *,
-                matching: Matching | None = None) -> Model:
+                matching: Matching | None = None, memo: Memo | None = None) -> Model:
     """The dependency model of all ranks (see the module docstring); ``matching``: the NCCL
     kernels matched across the ranks with GPU work, when the caller has it. The ``policy``
     drop falls back to every device-wide synchronize when no rank has one in a pipeline
-    send/recv (``dropset.resolve``; ``whatif`` also reports that)."""
-    drop, _ = resolve(timelines, drop or DropSpec())
-    rank_models = [RankModel(tl, drop) for tl in timelines]
-    m = _joined(timelines, rank_models, matching)
+    send/recv (``dropset.resolve``; ``whatif`` also reports that). ``memo``: the caller's
+    (``core.memo``), for what the model asks of each timeline more than once."""
+    drop, _ = resolve(timelines, drop or DropSpec(), memo)
+    rank_models = [RankModel(tl, drop, memo) for tl in timelines]
+    m = _joined(timelines, rank_models, matching, memo)
     # the ranks' parts go first (the loops' names with them, in ``_joined``): each wide
     # array is then freed as its narrow copy is made
     del rank_models
@@ -207,13 +209,14 @@ def _launches(rank_models: list[RankModel], a_base: list[int]) -> tuple[np.ndarr
 
 
 def _nccl(timelines: list[Timeline], o_start: np.ndarray, o_end: np.ndarray, o_base: list[int],
-          notes: list[str], warns: list[str], matching: Matching | None
+          notes: list[str], warns: list[str], matching: Matching | None, memo: Memo | None
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per op (global): its matched NCCL partner (-1: none), the clock offset (ns) and the
     transfer (ns). Matched NCCL kernels end together (the transfer completes on both sides);
     the clock offset: the partner's clock minus this rank's (pairs.py), so only durations
     and order are used."""
-    peer, clock = match_nccl(timelines, o_base, int(o_start.size), notes, warns, matching)
+    peer, clock = match_nccl(timelines, o_base, int(o_start.size), notes, warns, matching,
+                             memo)
     paired = peer >= 0
     clock, xfer, n_late = coupled(o_start, o_end, o_start[np.maximum(peer, 0)], paired, clock)
     if n_late:
@@ -223,8 +226,8 @@ def _nccl(timelines: list[Timeline], o_start: np.ndarray, o_end: np.ndarray, o_b
     return peer, clock, xfer
 
 
-def _joined(timelines: list[Timeline], rank_models: list[RankModel], matching: Matching | None
-            ) -> Model:
+def _joined(timelines: list[Timeline], rank_models: list[RankModel], matching: Matching | None,
+            memo: Memo | None) -> Model:
     """The ranks' parts joined into one :class:`Model` (global indices), not narrowed."""
     a_base = np.cumsum([0] + [rm.tl.api_start_ns.size for rm in rank_models]).tolist()
     o_base = np.cumsum([0] + [rm.tl.n_gpu for rm in rank_models]).tolist()
@@ -234,7 +237,7 @@ def _joined(timelines: list[Timeline], rank_models: list[RankModel], matching: M
     o_top, o_off = _launches(rank_models, a_base)
     o_start = _cat([rm.tl.gpu_start_ns for rm in rank_models])
     o_end = _cat([rm.tl.gpu_end_ns for rm in rank_models])
-    peer, clock, xfer = _nccl(timelines, o_start, o_end, o_base, notes, warns, matching)
+    peer, clock, xfer = _nccl(timelines, o_start, o_end, o_base, notes, warns, matching, memo)
     return Model(
         a_rank=_cat([_same(rm.tl.api_start_ns.size, rm.tl.rank) for rm in rank_models]),
         a_start=_cat([rm.tl.api_start_ns for rm in rank_models]),

@@ -14,32 +14,35 @@ from __future__ import annotations
 
 import numpy as np
 from profplug.analyzers.core import classify
+from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.graph.matching import Matching, match
 
 
-def _has_comm(tl: Timeline) -> bool:
+def _has_comm(tl: Timeline, memo: Memo | None) -> bool:
     """Whether ``tl`` has a NCCL/RCCL kernel (the matching's own test,
     ``kernel_descriptions.RankKernels``)."""
-    comm = classify.comm_for_symbols(tl.names)
+    comm = classify.comm_for_symbols(tl.names, memo)
     return bool(comm.any() and comm[tl.gpu_name].any())
 
 
 def match_nccl(timelines: list[Timeline], o_base: list[int], n_ops: int,
-               notes: list[str], warns: list[str], matching: Matching | None = None
-               ) -> tuple[np.ndarray, np.ndarray]:
+               notes: list[str], warns: list[str], matching: Matching | None = None,
+               memo: Memo | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per GPU op of the run, its coupled NCCL kernel (-1 none) and that partner's clock
     minus this op's rank's clock (ns).
 
     GPU op ``o`` of ``timelines[k]`` is op ``o_base[k] + o`` of the run (``n_ops`` in all);
-    ``matching``: ``match`` of the timelines with GPU work, when the caller has it.
+    ``matching``: ``match`` of the timelines with GPU work, when the caller has it;
+    ``memo``: the caller's (``core.memo``).
     """
     peer = np.full(n_ops, -1, dtype=np.int64)
     clock = np.zeros(n_ops, dtype=np.int64)
     with_gpu = [k for k, tl in enumerate(timelines) if tl.n_gpu]
-    if matching is None and not any(_has_comm(timelines[k]) for k in with_gpu):
+    if matching is None and not any(_has_comm(timelines[k], memo) for k in with_gpu):
         return peer, clock  # no NCCL kernel on any rank: nothing to couple or to warn about
-    matched = matching if matching is not None else match([timelines[k] for k in with_gpu])
+    matched = (matching if matching is not None
+               else match([timelines[k] for k in with_gpu], memo))
     if matched.e_pos.size == 0:
         pair_notes(matched, notes, warns)
         return peer, clock

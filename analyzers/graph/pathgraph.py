@@ -17,9 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
+from types import MappingProxyType
 
 import numpy as np
 from profplug.analyzers.core import classify
+from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.memtrim import trim_large
 from profplug.analyzers.core.timeline import Timeline, at_or, launch_calls
 from profplug.analyzers.graph.events import (
@@ -43,8 +45,8 @@ COMPUTE, TRANSFER, PEER_WAIT, HOST_LAUNCH, DEV_SYNC, EVT_SYNC, OTHER = range(7)
 CS, CE, OS, OE, SRC = range(5)  # node kinds: call start/end, op start/end, the source
 # tie order of binding edges at one node (lower first)
 _NEVER = -(2**62)  # an edge that does not bind (negatable without overflow)
-_PRIORITY = {STREAM: 0, STREAM_WAIT: 1, LAUNCH: 2, SYNC: 0, CALL: 1, PEER: 1, HOST: 0,
-             ANCHOR: 3}  # RUN: 0 (every kind not listed)
+_PRIORITY = MappingProxyType({STREAM: 0, STREAM_WAIT: 1, LAUNCH: 2, SYNC: 0, CALL: 1, PEER: 1, HOST: 0,
+                              ANCHOR: 3})  # RUN: 0 (every kind not listed)
 _BLOCK = 1 << 16  # edges per block of the binding choice
 Edges = tuple[np.ndarray, np.ndarray, np.ndarray, int]  # src, dst, weight, kind
 
@@ -278,7 +280,7 @@ class RankGraph:
     and the only edges between ranks are the ``peer`` edges into a matched NCCL kernel's
     end, whose source (the partner's start) is one extra node at its recorded time: so a
     rank's graph, built alone, binds every node as the run's one graph does
-    (``tests/unit/analyzers/test_critical_path.py``), and the client holds one rank's model
+    (``tests/unit/analyzers/crossrank/test_critical_path.py``), and the client holds one rank's model
     and graph at a time (docs/scale.md)."""
 
     pos: int
@@ -313,10 +315,11 @@ class RankGraph:
 
 
 def rank_graph(tl: Timeline, pos: int, partners: Partners, comm_ops: np.ndarray,
-               offset_ns: np.ndarray, tol: int) -> RankGraph:
+               offset_ns: np.ndarray, tol: int, memo: Memo | None = None) -> RankGraph:
     """Rank position ``pos``'s :class:`RankGraph`: its model and graph on their own, the
-    partners' starts as extra nodes, its binding edges and host runs."""
-    md = build_model([tl], DropSpec(kinds=DROP_NONE), matching=_alone(tl.rank))
+    partners' starts as extra nodes, its binding edges and host runs (``memo``: the
+    caller's, ``core.memo``)."""
+    md = build_model([tl], DropSpec(kinds=DROP_NONE), matching=_alone(tl.rank), memo=memo)
     trim_large(md.n_events)  # the build's temporaries: the graph starts from what is live
     na, no = int(md.a_start.size), int(md.o_start.size)
     mine = partners.op
@@ -334,7 +337,7 @@ def rank_graph(tl: Timeline, pos: int, partners: Partners, comm_ops: np.ndarray,
     rec = NodeTimes([md.a_start, md.a_end, md.o_start, md.o_end,
                      np.zeros(1, dtype=np.int64), np.asarray(partners.p_start, dtype=np.int64)])
     o_launch = at_or(md.a_start, md.o_top, 0) + np.where(md.o_top >= 0, md.o_off, 0)
-    a_kind = classify.kinds_for_symbols(tl.names)[tl.api_name] if tl.api_name.size \
+    a_kind = classify.kinds_for_symbols(tl.names, memo)[tl.api_name] if tl.api_name.size \
         else np.zeros(0, dtype=np.int8)
     sync_call = (a_kind == classify.DEVICE) | (a_kind == classify.EVENT)
     _unneeded_by_graph(md)
@@ -369,5 +372,5 @@ def rank_graph(tl: Timeline, pos: int, partners: Partners, comm_ops: np.ndarray,
     comm = np.asarray(comm_ops, dtype=np.int64)
     run_cat[comm] = np.where(paired[comm], TRANSFER, OTHER)
     return RankGraph(pos, na, no, t, b_kind, b_src, host_runs(b_kind, b_src, na, sync_call),
-                     launch_calls(tl), run_cat, o_launch + off, sync_call,
+                     launch_calls(tl, memo), run_cat, o_launch + off, sync_call,
                      a_kind == classify.DEVICE, partners.p_pos, partners.p_op)

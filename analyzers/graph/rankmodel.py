@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 from profplug.analyzers.core import classify
+from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.timeline import (
     SYNC_EVENT_SYNC,
     SYNC_STREAM_SYNC,
@@ -38,16 +39,16 @@ class RankModel:
     waits (``dep_op`` waits for ``dep_on``), what each host-blocking call waits for
     (``wait_call`` waits for ``wait_op``), its base cost and wake-up, the dropped calls."""
 
-    def __init__(self, tl: Timeline, drop: DropSpec) -> None:
+    def __init__(self, tl: Timeline, drop: DropSpec, memo: Memo | None = None) -> None:
         self.tl = tl
         self.top = tl.api_tops()
         # the report's kinds: a top-level call is the strongest sync among itself and the
         # calls nested in it, a nested call none (classify.top_level_kinds)
-        self.kind = classify.call_kinds(tl.names, tl.api_name, self.top)
+        self.kind = classify.call_kinds(tl.names, tl.api_name, self.top, memo)
         self.is_top = self.top == np.arange(tl.api_start_ns.size)
         self.notes: list[str] = []  # trace-specific assumptions
         self.warns: list[str] = []
-        self.o_api = launch_calls(tl)  # per op its launching call, -1 none
+        self.o_api = launch_calls(tl, memo)  # per op its launching call, -1 none
         self.launch = launch_times(tl, self.o_api)
         n_unlinked = int((self.o_api < 0).sum())
         if n_unlinked:
@@ -66,7 +67,7 @@ class RankModel:
         self.base, self.omin, self.wake = _blocking_costs(
             tl, self.blocking, self.wait_call, self.wait_op, self.o_api
         )
-        self.dropped = dropped_calls(tl, self.kind, self.blocking, drop)
+        self.dropped = dropped_calls(tl, self.kind, self.blocking, drop, memo)
 
     # ---- cudaStreamWaitEvent -> op dependencies ---------------------------------------
     def _stream_waits(self, streams: Streams) -> tuple[np.ndarray, np.ndarray]:

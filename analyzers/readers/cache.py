@@ -41,9 +41,11 @@ import stat
 import tempfile
 import zipfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import BinaryIO
+from types import MappingProxyType
+from typing import Any, BinaryIO
 
 import numpy as np
 from profplug.analyzers.core import atomicfile
@@ -163,8 +165,21 @@ def witness(path: Path) -> list[tuple[int, int, int, int] | None]:
     return out
 
 
+@dataclass(frozen=True)
+class EntryKey:
+    """An entry's key (hex) and the stamps of its files taken just before they were hashed
+    (:func:`witness`): :func:`read_cached` writes the entry only if none changed since."""
+
+    key: str
+    stamps: tuple[tuple[int, int, int, int] | None, ...]
+
+
 def cache_key(path: Path, index: int, reader: Reader, options: ReadOptions) -> str:
     """The entry's key (hex): trace identity + reader version + read options."""
+    return _keyed(path, index, reader, options).key
+
+
+def _keyed(path: Path, index: int, reader: Reader, options: ReadOptions) -> EntryKey:
     p = path.resolve()
     seen = witness(p)  # before the hashing: read_cached saves only if no file changed since
     content = file_identity(p)
@@ -175,14 +190,7 @@ def cache_key(path: Path, index: int, reader: Reader, options: ReadOptions) -> s
              "reader": reader.name, "reader_version": reader_fingerprint(), "index": index,
              "steps": repr(options.steps), "max_decompressed": options.max_decompressed}
     key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
-    if len(_WITNESSED) > 4096:  # keys computed and never read through (a bound, not a cache)
-        _WITNESSED.clear()
-    _WITNESSED[key] = seen
-    return key
-
-
-# per key computed in this process, the stamps of its files before they were hashed
-_WITNESSED: dict[str, list[tuple[int, int, int, int] | None]] = {}
+    return EntryKey(key, tuple(seen))
 
 
 def entry_path(cache_dir: str | Path, path: Path, key: str) -> Path:
@@ -238,13 +246,13 @@ def load_entry(entry: Path, path: Path | None = None, key: str | None = None
     return tls
 
 
-_TABLES = {t: [k for k in Timeline._ARRAYS if k.startswith(t + "_")]
-           for t in ("gpu", "api", "ann", "gsync", "step", "comm")}
+_TABLES = MappingProxyType({t: tuple(k for k in Timeline._ARRAYS if k.startswith(t + "_"))
+                            for t in ("gpu", "api", "ann", "gsync", "step", "comm")})
 _NAME_IDS = ("gpu_name", "api_name", "ann_name", "comm_name")
-_ENUMS = {"gpu_kind": len(KIND_NAMES), "comm_kind": len(COMM_KINDS),
-          "comm_src": len(COMM_SOURCES)}
-_HEADER = {"rank": int, "source": str, "rank_rule": str, "files": list, "names": list,
-           "warnings": list, "skipped": dict, "metadata": dict, "has_gpu_sync_records": bool}
+_ENUMS = MappingProxyType({"gpu_kind": len(KIND_NAMES), "comm_kind": len(COMM_KINDS),
+                           "comm_src": len(COMM_SOURCES)})
+_HEADER = MappingProxyType({"rank": int, "source": str, "rank_rule": str, "files": list, "names": list,
+                            "warnings": list, "skipped": dict, "metadata": dict, "has_gpu_sync_records": bool})
 
 
 def timeline_problem(tl: Timeline) -> str | None:
@@ -297,7 +305,7 @@ def save_entry(entry: Path, timelines: list[Timeline], path: Path | None = None,
     """Write an entry atomically (temporary file in the same folder, then rename), naming
     its source (``path`` and ``key``). A cache that cannot be written is skipped silently:
     it only makes the next run slower."""
-    blobs: dict[str, np.ndarray] = {}
+    blobs: dict[str, Any] = {}  # np.savez's keyword arrays
     if path is not None and key is not None:
         blobs["source"] = _source(path, key)
     for i, tl in enumerate(timelines):
@@ -354,17 +362,18 @@ def unusable(cache_dir: str | Path) -> str | None:
     return None
 
 
-def entry_key(reader: Reader, path: Path, index: int, options: ReadOptions) -> str | None:
-    """The key of ``path``'s entry (:func:`cache_key`); None when the file cannot be
-    stat'ed or read (the reader will say what is wrong with it)."""
+def entry_key(reader: Reader, path: Path, index: int, options: ReadOptions
+              ) -> EntryKey | None:
+    """The key of ``path``'s entry (:func:`cache_key`) with its files' stamps; None when the
+    file cannot be stat'ed or read (the reader will say what is wrong with it)."""
     try:
-        return cache_key(path, index, reader, options)
+        return _keyed(path, index, reader, options)
     except OSError:
         return None
 
 
 def read_cached(reader: Reader, path: Path, index: int, options: ReadOptions,
-                cache_dir: str | Path | None, key: str | None = None
+                cache_dir: str | Path | None, key: EntryKey | None = None
                 ) -> tuple[list[Timeline], bool, str | None]:
     """``reader.read(path, index, options)`` through the cache in ``cache_dir`` (None: no
     cache); also whether it was a hit, and the entry's key (None without the cache: the
@@ -372,19 +381,15 @@ def read_cached(reader: Reader, path: Path, index: int, options: ReadOptions,
     the entry's key when the caller has it (:func:`entry_key`)."""
     if cache_dir is None:
         return reader.read(path, index, options), False, None
-    key = key or entry_key(reader, path, index, options)
-    if key is None:
+    keyed = key or entry_key(reader, path, index, options)
+    if keyed is None:
         return reader.read(path, index, options), False, None
-    entry = entry_path(cache_dir, path, key)
-    hit = load_entry(entry, path, key)
+    entry = entry_path(cache_dir, path, keyed.key)
+    hit = load_entry(entry, path, keyed.key)
     if hit is not None:
-        return hit, True, key
-    hashed = _WITNESSED.pop(key, None)
-    before = hashed or witness(path.resolve())
+        return hit, True, keyed.key
     timelines = reader.read(path, index, options)
-    # written only when no file it was read from changed since it was hashed (a key made
-    # elsewhere: since the read started, and the key made again here says the same)
-    if witness(path.resolve()) == before and (
-            hashed is not None or entry_key(reader, path, index, options) == key):
-        save_entry(entry, timelines, path, key)
-    return timelines, False, key
+    # written only when no file it was read from changed since it was hashed
+    if tuple(witness(path.resolve())) == keyed.stamps:
+        save_entry(entry, timelines, path, keyed.key)
+    return timelines, False, keyed.key

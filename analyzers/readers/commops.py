@@ -107,7 +107,8 @@ def _ints(v: Any) -> list[int] | None:
     else:
         return None
     out = [_int(x, 0, MAX_RANK) for x in items]
-    return None if any(x is None for x in out) else out  # type: ignore[return-value]
+    ranks = [x for x in out if x is not None]
+    return ranks if len(ranks) == len(out) else None
 
 
 def _int(v: Any, lo: int = -MAX_RANK, hi: int = MAX_RANK) -> int | None:

@@ -12,13 +12,14 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from types import MappingProxyType
 
 from profplug.analyzers.core.errors import ProfplugError, TraceError
 
 ENV = "PROFPLUG_MAX_DECOMPRESSED"
 DEFAULT_MAX_DECOMPRESSED = 2 << 30  # 2 GiB of JSON (or SQLite) per compressed file
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_UNITS = MappingProxyType({"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40})
 
 
 def parse_size(text: str) -> int:

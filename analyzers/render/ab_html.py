@@ -57,7 +57,8 @@ def _pipeline(run: dict[str, Any]) -> np.ndarray:
 
 def plot_data(res: AbResult) -> dict[str, Any]:
     """What the page's plots draw (small: quantiles and histogram counts, not every step)."""
-    runs, pooled = [], {p: [] for p in res.policies}
+    runs: list[dict[str, Any]] = []
+    pooled: dict[str, list[np.ndarray]] = {p: [] for p in res.policies}
     for r in res.runs:
         steps = _pipeline(r)
         q = np.percentile(steps, [5, 25, 50, 75, 95]).round(3).tolist() if steps.size else None

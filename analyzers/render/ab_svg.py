@@ -306,10 +306,10 @@ def dist_svg(data: dict[str, Any]) -> str:
         out.append(f'<path data-policy="{e(p)}" d="{"".join(d)}" fill="{color}" '
                    f'fill-opacity="0.35" stroke="{color}" stroke-width="1.2"><title>{e(p)}: '
                    f"{sum(hist[p]):,} steps</title></path>")
-    placed = place_labels([(sx(v), f"{name} {v:,.1f}") for key, _, name in WHATIF_MARKS
-                           if (v := marks.get(key)) is not None], LABEL_W, LABEL_W + PLOT_W)
-    drawn = [(key, dash, name, v) for key, dash, name in WHATIF_MARKS
-             if (v := marks.get(key)) is not None]
+    placed = place_labels([(sx(at), f"{name} {at:,.1f}") for key, _, name in WHATIF_MARKS
+                           if (at := marks.get(key)) is not None], LABEL_W, LABEL_W + PLOT_W)
+    drawn = [(key, dash, name, at) for key, dash, name in WHATIF_MARKS
+             if (at := marks.get(key)) is not None]
     for (key, dash, name, v), (row, anchor) in zip(drawn, placed, strict=True):
         x = sx(v)
         ty = TOP + 12 + 16 * row

@@ -5,6 +5,7 @@ and CI, per rank, the output check, the what-if, failed runs. Fits an 80-column 
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import MappingProxyType
 from typing import TYPE_CHECKING, TextIO
 
 from profplug.analyzers.ab.overlay import line as whatif_line
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
     from profplug.analyzers.ab.result import AbResult
 
 WIDTH = 80
-CLOCKS = {"cuda_event": "CUDA events", "host": "host wall time", "mixed": "mixed clocks"}
+CLOCKS = MappingProxyType({"cuda_event": "CUDA events", "host": "host wall time", "mixed": "mixed clocks"})
 
 
 def _us(x: float | None) -> str:

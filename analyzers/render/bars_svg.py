@@ -6,8 +6,10 @@ Hovering a part shows its value (``<title>``). Times in us.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from profplug.analyzers.crossrank.result import CrossRankResult
 from profplug.analyzers.render.escape import e
 from profplug.analyzers.stalls.gaps import CAUSES
 
@@ -21,9 +23,9 @@ LABEL_W, BAR_W, PCT_W, ROW_H, BAR_H = 170, 600, 170, 34, 18
 def _comm_parts(rep: Report, rank: int, comm_us: float) -> dict[str, float]:
     """NCCL time as ``comm``, or, where the cross-rank analysis split it, as ``transfer`` and
     ``peer_wait`` (the same quantities, in the same colours, as in the swimlane)."""
-    xr = rep.run.get("cross_rank")
+    xr = rep.run.get(CrossRankResult.key)
     try:
-        wait = float(xr.rank_fields(rank)["comm_wait_us"]) if xr is not None else None
+        wait = float(xr.rank_fields(rank)["comm_wait_us"]) if xr is not None else None  # type: ignore[attr-defined]  # optional (RunAnalysis): caught below
     except (KeyError, AttributeError, TypeError):
         wait = None
     if wait is None or comm_us <= 0:
@@ -53,7 +55,7 @@ def bars_data(runs: list[tuple[str, Report]]) -> list[tuple[str, dict[str, float
     return rows
 
 
-def bars_svg(runs: list[tuple[str, Report]], colors: dict[str, str]) -> str:
+def bars_svg(runs: list[tuple[str, Report]], colors: Mapping[str, str]) -> str:
     """The SVG; empty when no rank has GPU work."""
     rows = bars_data(runs)
     if not rows:

@@ -89,7 +89,7 @@ def _clauses(text: str) -> list[str]:
 
 
 def render_compare_table(cmp: Comparison, out: TextIO) -> None:
-    out = PrintableWriter(out)  # type: ignore[assignment]  # run labels: no escapes
+    out = PrintableWriter(out)  # type: ignore[assignment]  # renderers only write(); run labels: no escapes
     w = out.write
     la, lb = _clip(cmp.label_a, LABEL_W), _clip(cmp.label_b, LABEL_W)
     w(f"profplug compare · A = {cmp.label_a} · B = {cmp.label_b}\n")

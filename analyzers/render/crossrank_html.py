@@ -6,6 +6,7 @@ window bars. Trace strings reach the HTML through ``escape.e`` only.
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TextIO
 
 from profplug.analyzers.render.crossrank_svg import lead_svg, queue_svg, rank_legend, swimlane_svg
@@ -17,8 +18,8 @@ from profplug.analyzers.steps import stats
 if TYPE_CHECKING:
     from profplug.analyzers.crossrank.result import CrossRankResult
 
-XR_COLORS = {k: COLORS[k] for k in ("compute", "transfer", "peer_wait", "comm_unmatched",
-                                    *CAUSES, "handoff", "path")}
+XR_COLORS = MappingProxyType({k: COLORS[k] for k in ("compute", "transfer", "peer_wait", "comm_unmatched",
+                                                     *CAUSES, "handoff", "path")})
 SWIM_KEYS = ("compute", "transfer", "peer_wait", "comm_unmatched", *CAUSES)
 
 

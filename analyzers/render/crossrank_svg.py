@@ -13,7 +13,7 @@ from the trace reaches the SVG through ``escape.e`` only.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -47,7 +47,8 @@ def coverage(s: np.ndarray, e_: np.ndarray, width: int) -> np.ndarray:
         xs = np.sort(x)
         csum = np.concatenate([[0.0], np.cumsum(xs)])
         n = np.searchsorted(xs, edges, side="left")
-        return n * edges - csum[n]
+        below_edges: np.ndarray = n * edges - csum[n]
+        return below_edges
 
     return np.diff(below(s) - below(z))
 
@@ -59,7 +60,7 @@ def dominant(parts: dict[str, tuple[np.ndarray, np.ndarray]], width: int) -> np.
         np.zeros((0, width))
     if cov.size == 0:
         return np.full(width, -1, dtype=np.int64)
-    best = np.argmax(cov, axis=0)
+    best: np.ndarray = np.argmax(cov, axis=0)
     best[cov.max(axis=0) <= 1e-9] = -1
     return best
 
@@ -122,7 +123,7 @@ def rank_legend(names: Sequence[str]) -> str:
 
 
 # ------------------------------------------------------------------------------ swimlane
-def swimlane_svg(sw: Swimlane, colors: dict[str, str]) -> str:
+def swimlane_svg(sw: Swimlane, colors: Mapping[str, str]) -> str:
     """The swimlane of ``sw`` (see the module docstring)."""
     n = len(sw.rows)
     width = plot_width(n)
@@ -234,8 +235,8 @@ def queue_svg(sw: Swimlane) -> str:
             if ys[j] != ys[j - 1]:
                 d.append(f"H{LABEL_W + j}V{ys[j]:.1f}")
         d.append(f"H{LABEL_W + width}")
-        c, dash = rank_style(i)
-        out.append(f'<path d="{"".join(d)}" stroke="{c}" stroke-dasharray="{dash}" '
+        color, dash = rank_style(i)
+        out.append(f'<path d="{"".join(d)}" stroke="{color}" stroke-dasharray="{dash}" '
                    f'stroke-width="1.5" fill="none"><title>{e(sw.rows[i])}: GPU ops queued'
                    "</title></path>")
     out.append(_axis(TOP + plot_h + 2, hi, width, "us"))

@@ -30,7 +30,7 @@ def _cells(r: HostRank) -> list[str]:
     return out
 
 
-HEAD = ["rank", "source", "steps", "step us", "min us", "max us", "p2p calls", "syncs issued"]
+HEAD = ("rank", "source", "steps", "step us", "min us", "max us", "p2p calls", "syncs issued")
 
 
 def render_hostonly_table(res: HostOnlyResult, out: TextIO) -> None:

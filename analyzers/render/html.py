@@ -304,7 +304,7 @@ def render_html(rep: Report, out: TextIO, *, compare: Comparison | None = None,
     if not gpu:  # a short page: what there is (the host-only section), notes, metadata
         body += [*top, notes_html(runs), *sections]
         body += [_meta(label, x) for label, x in runs if x.meta]
-        _write(out, title, body, {"causes": list(CAUSES), "colors": COLORS,
+        _write(out, title, body, {"causes": list(CAUSES), "colors": dict(COLORS),
                                   "timeline": tl})
         return
     body.append("<h2>Per rank</h2><p class=\"sub\">step us: the median over a rank's "
@@ -326,7 +326,7 @@ def render_html(rep: Report, out: TextIO, *, compare: Comparison | None = None,
     body.append(notes_html(runs))
     body += sections
     body += [_meta(label, x) for label, x in runs if x.meta]
-    _write(out, title, body, {"causes": list(CAUSES), "colors": COLORS, "timeline": tl})
+    _write(out, title, body, {"causes": list(CAUSES), "colors": dict(COLORS), "timeline": tl})
 
 
 def _step_p(rep: Report) -> str:

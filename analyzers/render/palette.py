@@ -19,15 +19,18 @@ A colour names one quantity, and a quantity has one colour, whatever the figure:
   :data:`RANK_COLORS` and, past those, the same colours dashed (:data:`RANK_DASHES`).
 
 A policy, a rank and a quantity never share a colour, nor one of a hue and lightness close
-to another's (``tests/unit/analyzers/test_palette.py`` measures it: CIE76 distance in Lab,
+to another's (``tests/unit/analyzers/render/test_palette.py`` measures it: CIE76 distance in Lab,
 halved for two colours of one hue family).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
 from profplug.analyzers.render.escape import e
 
-COLORS: dict[str, str] = {
+COLORS: Mapping[str, str] = MappingProxyType({
     # GPU time
     "compute": "#4c78a8",
     "comm": "#72b7b2",
@@ -52,9 +55,9 @@ COLORS: dict[str, str] = {
     "measured": "#17becf",
     "run_a": "#525252",
     "run_b": "#1a3366",
-}
+})
 
-LABELS: dict[str, str] = {
+LABELS: Mapping[str, str] = MappingProxyType({
     "compute": "compute", "comm": "comm (NCCL)", "transfer": "NCCL transfer",
     "peer_wait": "NCCL peer wait", "comm_unmatched": "NCCL unmatched",
     "device_sync": "device_sync", "event_sync": "event_sync", "host_bound": "host_bound",
@@ -62,7 +65,7 @@ LABELS: dict[str, str] = {
     "path": "critical path", "policy_device": "device", "policy_event": "event",
     "policy_none": "none", "predicted": "predicted (what-if)", "measured": "measured",
     "run_a": "run A steps", "run_b": "run B steps",
-}
+})
 
 # dark hues no quantity nor policy above uses (indigo, maroon, dark teal, magenta, forest):
 # a rank's line is never read as an idle cause or a policy; rank 5 on: the same, dashed

@@ -10,7 +10,8 @@ its table and HTML renderers here.
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, TextIO
 
 from profplug.analyzers.ab.result import AbResult
@@ -46,7 +47,7 @@ Renderer = Callable[[Any, TextIO], None]
 PAGE = "html"  # written with --html, not chosen with --format
 # Run-level results whose page section goes right after the summary, in this order (the
 # others follow the notes): the what-if holds the answer, then the cross-rank bubbles.
-TOP_SECTIONS = ("host_only", "whatif", "against", "cross_rank")
+TOP_SECTIONS = (HostOnlyResult.key, WhatIfResult.key, AgainstResult.key, CrossRankResult.key)
 
 
 def _report_table(rep: Report, out: TextIO) -> None:
@@ -84,7 +85,7 @@ def _compareab_page(cmp: AbComparison, out: TextIO) -> None:
         cmp, out, top=[_section(a) for a in cmp.report_a.run.values()])
 
 
-RENDERERS: dict[tuple[type, str], Renderer] = {
+RENDERERS: Mapping[tuple[type, str], Renderer] = MappingProxyType({
     (Report, "table"): _report_table,
     (Report, "json"): jsonout.render_json,
     (Report, "csv"): csvout.render_csv,
@@ -112,7 +113,7 @@ RENDERERS: dict[tuple[type, str], Renderer] = {
     (HostOnlyResult, "table"): hostonly_render.render_hostonly_table,
     (HostOnlyResult, "json"): jsonout.render_run_json,
     (HostOnlyResult, "html"): hostonly_render.render_hostonly_html,
-}
+})
 
 
 def renderer_for(result_type: type, fmt: str) -> Renderer | None:
@@ -143,7 +144,7 @@ def render(result: object, fmt: str, out: TextIO) -> None:
     if fn is None:
         raise ProfplugError(f"no {fmt} renderer for {type(result).__name__}")
     if fmt == "table":  # trace strings on a terminal: control characters shown escaped
-        out = PrintableWriter(out)  # type: ignore[assignment]
+        out = PrintableWriter(out)  # type: ignore[assignment]  # renderers only write()
     fn(result, out)
 
 

@@ -36,7 +36,7 @@ def _clip(s: str, n: int) -> str:
 
 
 def render_table(rep: Report, out: TextIO) -> None:
-    out = PrintableWriter(out)  # type: ignore[assignment]  # trace strings: no escapes
+    out = PrintableWriter(out)  # type: ignore[assignment]  # renderers only write(); trace strings: no escapes
     w = out.write
     for msg in input_warnings(rep):  # what the input lacks qualifies the finding: first
         w(f"warning: {msg}\n")  # one line each (greppable), as before
@@ -135,16 +135,18 @@ def _rank_detail(r: RankResult, out: TextIO) -> None:
         _para(out, f"stream waits: {rec} ({linked} linked to their event), stream stalled "
               f"{_num(r.stream_wait_us)} us, of which whole-GPU idle {_num(idle)} us")
         if linked < n:
-            rec = sum(s.record_only for s in r.stream_waits)
+            record_only = sum(s.record_only for s in r.stream_waits)
             w(f"  {n - linked} wait(s) could not be linked to the awaited event"
-              + (f" ({rec}: record call found, its stream not in the trace)" if rec else "")
+              + (f" ({record_only}: record call found, its stream not in the trace)"
+                 if record_only else "")
               + "\n")
     if r.syncs:
         w(f"\n{'sync API':<26} {'kind':<11} {'count':>6} {'blocked us':>11} "
           f"{'p99 us':>9} {'idle us':>11}\n")
-        for s in r.syncs:
-            w(f"{_clip(s.api, 26):<26} {s.kind:<11} {s.count:>6} {_num(s.host_blocked_us):>11} "
-              f"{_num(s.host_blocked_p99_us):>9} {_num(s.idle_caused_us):>11}\n")
+        for sync in r.syncs:
+            w(f"{_clip(sync.api, 26):<26} {sync.kind:<11} {sync.count:>6} "
+              f"{_num(sync.host_blocked_us):>11} {_num(sync.host_blocked_p99_us):>9} "
+              f"{_num(sync.idle_caused_us):>11}\n")
     if r.callsites:
         w(f"\n{'costliest call sites':<48} {'count':>6} {'idle us':>11} {'/step':>10}\n")
         for c in r.callsites[:TOP_CALLSITES]:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import re
 import textwrap
+from types import MappingProxyType
 from typing import TextIO
 
 from profplug.analyzers.core.errors import CONTROL_ESCAPES
 
-_KEEP_NEWLINES = {c: v for c, v in CONTROL_ESCAPES.items() if c != 0x0A}
+_KEEP_NEWLINES = MappingProxyType({c: v for c, v in CONTROL_ESCAPES.items() if c != 0x0A})
 
 
 class PrintableWriter:

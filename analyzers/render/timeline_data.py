@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from profplug.analyzers.crossrank.result import CrossRankResult
 from profplug.analyzers.stalls.gaps import CAUSES, Spans
 
 if TYPE_CHECKING:
@@ -85,7 +86,7 @@ def timeline_data(runs: list[tuple[str, Report]], max_gaps: int | None = None
         if not starts:
             continue
         origin = min(starts)
-        xr = rep.run.get("cross_rank")
+        xr = rep.run.get(CrossRankResult.key)
         for r in rep.ranks:
             waits = _waits(xr, r.rank)
             split = split or waits is not None
@@ -156,7 +157,8 @@ def step_starts(runs: list[tuple[str, Report]]) -> list[float]:
     if rep is None or not starts or not rep.ranks:
         return []
     most = max(rep.ranks, key=lambda r: r.step_starts_ns.size)
-    return np.round((most.step_starts_ns - min(starts)) / 1000.0, 3).tolist()
+    rounded: list[float] = np.round((most.step_starts_ns - min(starts)) / 1000.0, 3).tolist()
+    return rounded
 
 
 def initial_view(steps: list[float], n: int = VIEW_STEPS) -> list[float] | None:
@@ -188,7 +190,8 @@ def _row(r: RankResult, dev: int, ws: int, we: int, origin: int, y: int, max_gap
     gs, ge = g.start_ns[sel], g.end_ns[sel]
 
     def us(a: np.ndarray) -> list[float]:
-        return np.round((a - origin) / 1000.0, 3).tolist()
+        rounded: list[float] = np.round((a - origin) / 1000.0, 3).tolist()
+        return rounded
 
     bs = np.concatenate(([ws], ge))
     be = np.concatenate((gs, [we]))

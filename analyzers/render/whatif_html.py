@@ -37,7 +37,7 @@ def render_whatif_html(res: WhatIfResult, out: TextIO) -> None:
                         (res.ranks[0].predicted_idle_by_cause_us if res.ranks else {}))
     assumptions = "".join(f"<li>{e(a)}</li>" for a in res.assumptions)
     warnings = "".join(f"<li>{e(x)}</li>" for x in warnings_of(res))
-    from profplug.analyzers.report.finding import finding
+    from profplug.analyzers.whatif.finding import finding
 
     lead = f'<p class="finding">{e(finding(res))}</p>' if res.ranks else ""
     bound = "".join(

@@ -52,7 +52,7 @@ def render_whatif_table(res: WhatIfResult, out: TextIO, lead: bool = True) -> No
 def _head(res: WhatIfResult, w: Callable[[str], object], lead: bool = True) -> None:
     """The finding, what was dropped, the warnings (first: they say how far to trust what
     follows), the drop note and the replay's size and time."""
-    from profplug.analyzers.report.finding import finding
+    from profplug.analyzers.whatif.finding import finding
 
     if res.ranks and lead:  # the finding first, in the report's words
         for line in _wrap(finding(res), "", ""):

@@ -12,15 +12,14 @@ from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from profplug.analyzers.core.analysis_spec import AnalysisSpec, as_spec
-from profplug.analyzers.core.classify import tables_kept
+from profplug.analyzers.core.analysis_spec import AnalysisSpec, HeadlineFn, as_spec
+from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.memtrim import trim_large
-from profplug.analyzers.core.optional import isolated
-from profplug.analyzers.core.timeline import Timeline, links_kept
+from profplug.analyzers.core.optional import CLOCKS, Ok, TaskError, guarded
+from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.graph.dropset import DropSpec
-from profplug.analyzers.graph.matching import matches_kept
 from profplug.analyzers.readers import clocks
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.report.finding import headline, no_steps_warning
@@ -34,12 +33,7 @@ from profplug.analyzers.scale.load import (
     load_ranks,
     load_timelines,
 )
-from profplug.analyzers.scale.placement import (
-    Placement,
-    Rounds,
-    place,
-    scratch_cache,
-)
+from profplug.analyzers.scale.placement import Placement, place, scratch_cache
 from profplug.analyzers.scale.result_cache import MISS, ResultCache
 from profplug.analyzers.stalls.rank import RankResult, StallOptions, flat_dict
 from profplug.analyzers.stalls.sanity import check_sum_rule
@@ -67,6 +61,22 @@ class RunAnalysis(Protocol):
         ...
 
 
+@runtime_checkable
+class AddsReportFields(Protocol):
+    """A run-level result that adds fields to the top of the JSON report, after ``step``
+    (the what-if's ``predicted_step``)."""
+
+    def report_fields(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class SaysOfTheRun(Protocol):
+    """A run-level result with warnings about the whole run, which the report states first
+    and the result no longer holds (the cross-rank analysis's ranks of two runs)."""
+
+    def run_warnings(self) -> list[str]: ...
+
+
 # A run-level analysis: its spec (``core.analysis_spec.AnalysisSpec``; the report's own are
 # listed in ``report.registry``), or a plain function ``f(timelines, options)`` run in one
 # process. Any exception it raises becomes one warning line of the report (``optional``):
@@ -86,6 +96,13 @@ class Report:
     # every rank's Timeline, kept when asked (``analyze(keep_timelines=True)``: the merged
     # trace draws the recorded ops); not in the JSON
     timelines: list[Timeline] = field(default_factory=list, repr=False, compare=False)
+    # the analyses' say in the finding (``AnalysisSpec.headline``), by their results' keys,
+    # in registry order; not in the JSON
+    headlines: list[tuple[str, HeadlineFn]] = field(default_factory=list, repr=False,
+                                                    compare=False)
+    # an analysis put every rank on one clock, or said why it cannot
+    # (``AnalysisSpec.aligns_clocks``): the mixed-sources warning is then moot
+    clocks_judged: bool = False
 
     def rank(self, r: int) -> RankResult:
         for x in self.ranks:
@@ -93,24 +110,27 @@ class Report:
                 return x
         raise KeyError(r)
 
-    def add(self, result: RunAnalysis) -> None:
-        """Attach a run-level result under its key."""
+    def add(self, result: RunAnalysis, headline: HeadlineFn | None = None) -> None:
+        """Attach a run-level result under its key, with its analysis's say in the finding
+        (``AnalysisSpec.headline``)."""
         self.run[result.key] = result
+        if headline is not None:
+            self.headlines.append((result.key, headline))
 
     def headline(self) -> str:
-        """The finding in one sentence (``headline.headline``); a window that never opened
-        (run.json) instead, when no trace has GPU work to blame."""
+        """The finding in one sentence (``finding.headline``, with the analyses' say); a
+        window that never opened (run.json) instead, when no trace has GPU work to blame."""
         never = observer.no_window(self.meta)
         if never and not any(r.has_gpu_work for r in self.ranks):
             return never
-        res = self.run.get("whatif")
-        return headline(self.ranks, res if isinstance(res, WhatIfResult) else None)
+        said = [(fn, self.run[key]) for key, fn in self.headlines if key in self.run]
+        return headline(self.ranks, said)
 
     def to_dict(self) -> dict[str, Any]:
-        w = self.run.get("whatif")
-        pred = {} if not isinstance(w, WhatIfResult) else {"predicted_step": w.predicted_step()}
+        tops = {k: v for a in self.run.values() if isinstance(a, AddsReportFields)
+                for k, v in a.report_fields().items()}
         return {"version": SCHEMA_VERSION, "headline": self.headline(),
-                "step": run_step(self.ranks), **pred, "warnings": list(self.warnings),
+                "step": run_step(self.ranks), **tops, "warnings": list(self.warnings),
                 "tolerance_us": self.options.tolerance_ns / 1000.0,
                 "ranks": [self._rank_json(r) for r in self.ranks],
                 **{key: a.to_dict() for key, a in self.run.items()}}
@@ -127,7 +147,7 @@ class Report:
             at = keys.index("idle_us") + 1
             d = {**{k: d[k] for k in keys[:at]}, **extra, **{k: d[k] for k in keys[at:]}}
             if d.get("steps") is not None:
-                d["steps"] = {**d["steps"], **a.step_fields(r.rank)}  # type: ignore[attr-defined]
+                d["steps"] = {**d["steps"], **a.step_fields(r.rank)}  # type: ignore[attr-defined]  # comes with rank_fields
         return d
 
 
@@ -183,29 +203,34 @@ def ranks_report(ranks: list[RankResult], options: StallOptions, steps: StepRule
 
 
 def run_whole(rep: Report, specs: list[AnalysisSpec], tls: list[Timeline],
-              results: ResultCache | None = None) -> None:
+              results: ResultCache | None = None, memo: Memo | None = None) -> None:
     """Run ``specs`` in this process over every rank's Timeline (their results, or their
-    one-line failures, into ``rep``); ``results``: a cached result is used, a new one kept."""
-    # once for the cross-rank analysis and the what-if: the matching, launch calls, kinds
-    with matches_kept(), links_kept(), tables_kept():
-        n_events = sum(tl.n_events for tl in tls)
-        for spec in specs:
-            result = MISS if results is None else results.get(spec)
-            failed = None
-            if result is MISS:
-                result, failed = isolated(spec.label, spec.run, tls, rep.options, rep.ranks)
-                if failed is None and results is not None:
-                    results.put(spec, result)
-            _add(rep, result, failed)
-            trim_large(n_events)  # its graph and replay: the next starts from what is live
+    one-line failures, into ``rep``); ``results``: a cached result is used, a new one kept;
+    ``memo``: the report's (``core.memo``), default one for these specs: the cross-rank
+    analysis and the what-if share the matching, launch calls and kinds."""
+    memo = memo or Memo()
+    n_events = sum(tl.n_events for tl in tls)
+    for spec in specs:
+        result = MISS if results is None else results.get(spec)
+        failed = None
+        if result is MISS:
+            got = guarded(spec.run, tls, rep.options, rep.ranks, memo)
+            result, failed = (got.value, None) if isinstance(got, Ok) else (None, got)
+            if failed is None and results is not None:
+                results.put(spec, result)
+        _add(rep, spec, result, failed)
+        trim_large(n_events)  # its graph and replay: the next starts from what is live
 
 
-def _add(rep: Report, result: RunAnalysis | None, failed: str | None) -> None:
+def _add(rep: Report, spec: AnalysisSpec, result: Any, failed: TaskError | None) -> None:
     """A run-level analysis's result into ``rep``, or its failure as a warning line."""
     if failed is not None:
-        rep.warnings.append(failed)
+        rep.warnings.append(failed.line(spec.label))
     elif result is not None:
-        rep.add(result)
+        rep.add(result, spec.headline)
+    if spec.aligns_clocks and (result is not None or (failed is not None
+                                                      and failed.kind == CLOCKS)):
+        rep.clocks_judged = True
 
 
 def callsite_failures(ranks: list[RankResult]) -> list[str]:
@@ -244,28 +269,28 @@ def analyze(paths: PathsLike, options: StallOptions | None = None, *,
     read = (read or ReadOptions()).with_step_range(step_range)
     opt = options or StallOptions()
     specs = [as_spec(a) for a in run]
-    where = place(specs, keep_gaps, files, in_rounds=not keep_timelines)
+    where = place(specs, files, in_rounds=not keep_timelines)
     backend = backend or LocalBackend(jobs)
     rounds = where.rounds
-    with scratch_cache(read, backend) if rounds is not None else nullcontext(read) as rd:
+    with scratch_cache(read, backend) if rounds else nullcontext(read) as rd:
         whole = bool(where.whole) or keep_timelines
         got = load_ranks(files, read=rd, stall=opt, keep_timelines=whole,
                          backend=backend, progress=progress, keep_gaps=keep_gaps or whole,
-                         extra=None if rounds is None else run_level.first_round(rounds.drop),
+                         steps=run_level.first_round(rounds) if rounds else (),
                          gaps_per_device=None if whole else gaps_per_device,
                          parts=where.parts)
-        rep = None if rounds is None else _rounds_report(got, opt, specs, rounds, read.steps,
-                                                          backend)
-        if rep is None and rounds is not None:
+        rep = _rounds_report(got, opt, specs, where, read.steps, backend, keep_gaps) \
+            if rounds else None
+        if rep is None and rounds:
             # the analyses need the timelines after all: the ranks read again, analyzed
             # with their gaps (the what-if's direct cost)
             again = load_ranks(files, read=rd, backend=backend, progress=False)
             results = None if rd is not read else _result_cache(again, opt, read.steps)
             rep = ranks_report(analyze_ranks(again.timelines, opt), opt, read.steps)
-            _run_specs(rep, specs, where, got, again.timelines, results)
+            _run_specs(rep, specs, where.by_rank, got, again.timelines, results)
         elif rep is None:
             rep = ranks_report(got.stalls, opt, read.steps)
-            _run_specs(rep, specs, where, got, got.timelines,
+            _run_specs(rep, specs, where.by_rank, got, got.timelines,
                        _result_cache(got, opt, read.steps))
             if keep_timelines:
                 rep.timelines = got.timelines
@@ -279,16 +304,16 @@ def _result_cache(got: LoadedRanks, opt: StallOptions, steps: StepRule) -> Resul
     return ResultCache(got.cache_dir, got.cache_keys, (opt, steps))
 
 
-def _run_specs(rep: Report, specs: list[AnalysisSpec], where: Placement, got: LoadedRanks,
-               tls: list[Timeline], results: ResultCache | None) -> None:
-    """Each of ``specs`` in order: joined from its parts (by rank), else over ``tls`` (the
-    memos of one report shared by all: the matching, launch calls, kinds)."""
-    with matches_kept(), links_kept(), tables_kept():
-        for spec in specs:
-            if spec in where.by_rank:
-                _join(rep, spec, got)
-            else:
-                run_whole(rep, [spec], tls, results)
+def _run_specs(rep: Report, specs: list[AnalysisSpec], by_rank: list[AnalysisSpec],
+               got: LoadedRanks, tls: list[Timeline], results: ResultCache | None) -> None:
+    """Each of ``specs`` in order: joined from its parts (``by_rank``), else over ``tls`` (one
+    memo of the report shared by all: the matching, launch calls, kinds)."""
+    memo = Memo()
+    for spec in specs:
+        if spec in by_rank:
+            _join(rep, spec, got)
+        else:
+            run_whole(rep, [spec], tls, results, memo)
 
 
 def _finished(rep: Report, got: LoadedRanks, files: list[Path]) -> Report:
@@ -297,50 +322,47 @@ def _finished(rep: Report, got: LoadedRanks, files: list[Path]) -> Report:
     rep.warnings[:0] = got.lost
     rep.meta = find_run_meta(files)
     rep.warnings += observer.meta_warnings(rep.meta)
-    xr = rep.run.get("cross_rank")
-    if xr is not None:  # ranks of two runs: the report's own warning, first, not the section's
-        two = [w for w in getattr(xr, "warnings", []) if clocks.TWO_RUNS in w]
-        xr.warnings = [w for w in xr.warnings if w not in two]
-        rep.warnings[:0] = two
-    mixed = clocks.sources_warning(rep.ranks, "cross_rank" in rep.run
-                                   or any("different clocks" in w for w in rep.warnings))
+    for a in rep.run.values():  # about the whole run: the report's own warnings, first
+        if isinstance(a, SaysOfTheRun):
+            rep.warnings[:0] = a.run_warnings()
+    mixed = clocks.sources_warning(rep.ranks, rep.clocks_judged)
     if mixed is not None:
         rep.warnings.append(mixed)
     return rep
 
 
 def _rounds_report(got: LoadedRanks, opt: StallOptions, specs: list[AnalysisSpec],
-                   rounds: Rounds, steps: StepRule, backend: Backend) -> Report | None:
-    """The report of ranks read with ``run_level.Facts``: the analyses in rounds, the others
-    joined from their parts; None when the analyses need the timelines after all (a run
-    without GPU work; a what-if whose ranks' coupled replay has a cycle, within the size it
-    runs at in one process)."""
-    facts = [f for _, fs in got.extras for f in fs or []]  # type: ignore[attr-defined]
-    if not facts:
-        return None
-    limit = None if rounds.whatif is None else rounds.whatif.max_events
-    tasks = {f.rank: task for task, fs in got.extras for f in fs or []}  # type: ignore[attr-defined]
+                   where: Placement, steps: StepRule, backend: Backend,
+                   keep_gaps: bool) -> Report | None:
+    """The report of ranks read with ``run_level.first_round``: the analyses in rounds, the
+    others joined from their parts or run over the Timelines sent back; None when an
+    analysis needs the timelines after all (a run without GPU work; a what-if whose ranks'
+    coupled replay has a cycle, within the size it runs at in one process)."""
     out = run_level.run_rounds(
-        facts, tasks, backend, opt, [r.rank for r in got.stalls],
-        cross=rounds.cross is not None, n_events=got.n_events, drop=rounds.drop,
-        cycle_falls_back=limit is None or got.n_events <= limit, lanes=rounds.lanes)
+        where.rounds, got.values.get(run_level.FIRST, {}), got.tasks, backend, opt,
+        [r.rank for r in got.stalls], n_events=got.n_events, keep_gaps=keep_gaps)
     if out.fallback:
         return None
     rep = ranks_report(got.stalls, opt, steps)
+    memo = Memo()  # the report's: what the analyses run here share (the matching, kinds)
     for spec in specs:
-        if spec is rounds.cross:
-            _add(rep, *out.cross)
-        elif spec is rounds.whatif:
-            _add(rep, *out.whatif)
-        elif spec.join is not None:
+        if spec in where.rounds:
+            done = out.done.get(spec.name)
+            if done is not None:
+                _add(rep, spec, done.result, done.error)
+        elif spec in where.by_rank:
             _join(rep, spec, got)
+        else:
+            run_whole(rep, [spec], got.timelines, None, memo)
     return rep
 
 
 def _join(rep: Report, spec: AnalysisSpec, got: LoadedRanks) -> None:
     """A by-rank analysis's result from the parts its ranks sent, into ``rep``."""
     if spec.join is not None:
-        _add(rep, *isolated(spec.label, spec.join, got.parts.get(spec.name, []), rep.ranks))
+        got_ = guarded(spec.join, got.parts.get(spec.name, []), rep.ranks)
+        _add(rep, spec, got_.value if isinstance(got_, Ok) else None,
+             got_ if isinstance(got_, TaskError) else None)
 
 
 def whatif_paths(paths: PathsLike, drop: DropSpec | None = None,

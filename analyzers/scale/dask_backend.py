@@ -31,6 +31,7 @@ import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from profplug.analyzers.core.cpus import usable_cpus
@@ -128,7 +129,9 @@ def connection_args(scheme: str, address: str) -> dict[str, Any]:
     from distributed.security import Security
 
     sec = Security()
-    if scheme == "tls" and not (sec.tls_ca_file or sec.tls_client_cert):
+    # set from Dask's config in Security's __init__ (no declared attributes)
+    ca, cert = getattr(sec, "tls_ca_file", None), getattr(sec, "tls_client_cert", None)
+    if scheme == "tls" and not (ca or cert):
         raise ProfplugError(f"--dask {address}: tls:// needs Dask's TLS settings "
                             "(distributed.comm.tls.ca-file, .client.cert/.key)")
     return sec.get_connection_args("client") if scheme == "tls" else {}
@@ -178,15 +181,15 @@ def unpack(res: FileResult) -> FileResult:
     """The client side of ``_packed``."""
     if not res.timelines or isinstance(res.timelines[0], Timeline):
         return res
-    tls = [Timeline.load(io.BytesIO(b)) for b in res.timelines]  # type: ignore[arg-type]
+    tls = [Timeline.load(io.BytesIO(b)) for b in res.timelines]
     return replace(res, timelines=tls)
 
 
 # a LocalCluster's settings: a task of a worker that died goes to another worker once
 # (``ALLOWED_FAILURES``); no GPU monitoring (NVML), which the analysis never reads and which
 # costs each worker memory on a GPU machine
-LOCAL_CONFIG = {"distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
-                "distributed.diagnostics.nvml": False}
+LOCAL_CONFIG = MappingProxyType({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
+                                 "distributed.diagnostics.nvml": False})
 
 
 _open: weakref.WeakSet[DaskBackend] = weakref.WeakSet()
@@ -214,6 +217,7 @@ class DaskBackend:
             raise ProfplugError("--dask needs Dask: pip install 'profplug[dask]'") from None
         self.address = address
         self.cluster: Any = None
+        self.client: Any = None  # distributed's Client (untyped)
         n = parse_local(address)
         # its workers see this machine's temporary folder (a LocalCluster): a report's
         # scratch cache can serve them (placement.scratch_cache)
@@ -253,7 +257,7 @@ class DaskBackend:
 
         todo = list(enumerate(tasks))[::-1]
         slots = max(1, self.n_threads)
-        running: dict[str, tuple[int, Any]] = {}  # key: (task index, future)
+        running: dict[object, tuple[int, Any]] = {}  # Dask's key: (task index, future)
         done = as_completed()
 
         def submit() -> None:

@@ -9,9 +9,11 @@ are siblings behind one protocol; the analyses never know where they ran.
 What travels back (a :class:`FileResult`): per rank the ``RankResult`` (per-gap and
 per-sync-call rows, never per event; its idle gaps only with ``keep_gaps``) and, only when
 ``keep_timeline`` is set, the Timeline
-(run-level analyses, the what-if and the cross-rank matching, read every event), and
-the value of the task's ``extra`` (a run-level analysis's per-rank part made where the rank
-was read: ``scale/run_level.py``). A worker
+(run-level analyses, the what-if and the cross-rank matching, read every event), the
+by-rank analyses' parts, and per rank the value of each of the task's ``steps`` (the
+analyses in rounds: ``scale/run_level.py``) as ``Ok`` or ``TaskError`` (``core.optional``):
+a step that fails costs its analysis, not the file's read. A reader's error comes back as
+``FileResult.error``, a ``TaskError`` the client raises (``gather``). A worker
 that dies twice on a file (killed, out of memory) leaves ``FileResult.lost``: a one-line
 reason, and the rest of the run stands. Several big ranks read in one process (one Nsight
 file holds every rank) are analyzed a forked process each (:func:`analyze_ranks`).
@@ -24,13 +26,16 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
+from multiprocessing import connection
+from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
-from profplug.analyzers.core.analysis_spec import GPU_FREE, PartFn
+from profplug.analyzers.core.analysis_spec import GPU_FREE, PartFn, RankStep
 from profplug.analyzers.core.cpus import usable_cpus
 from profplug.analyzers.core.errors import ProfplugError, TraceError
-from profplug.analyzers.core.memtrim import trim
+from profplug.analyzers.core.memtrim import trim, trim_large
+from profplug.analyzers.core.optional import FAILED, Outcome, TaskError, guarded
 from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.readers.cache import entry_key, read_cached
@@ -39,6 +44,10 @@ from profplug.analyzers.readers.registry import reader_for
 from profplug.analyzers.scale.result_cache import load_stalls, save_stalls, stalls_entry
 from profplug.analyzers.stalls.gaps import NO_GAPS, longest
 from profplug.analyzers.stalls.rank import RankResult, StallOptions, analyze_rank
+
+# A step run on each rank a task reads: (the rank it is for, None: every rank; its name; the
+# step). Its value travels back per rank as ``Ok`` or ``TaskError``, never an exception.
+TaskStep = tuple["int | None", str, RankStep]
 
 
 @dataclass(frozen=True)
@@ -53,21 +62,29 @@ class RankTask:
     # send each rank's idle gaps back (RankResult.gaps: one row per gap; the HTML timeline,
     # gaps_frame and the cross-rank swimlane read them); False: an empty Gaps
     keep_gaps: bool = True
-    # a run-level analysis's per-rank part, run on the file's timelines where they were
-    # read (``scale.run_level``: its facts, then its parts); its value travels back. One
-    # with ``takes_stalls`` set is called with the file's stall analyses too (their gaps
-    # all there; a list it may empty once it has what it needs: a worker's peak memory)
-    extra: Callable[..., object] | None = None
+    # the steps of run-level analyses in rounds (``scale.run_level``) run on the file's
+    # ranks where they were read; each value travels back (``FileResult.values``). A step
+    # whose ``needs_stalls`` is set is called with its rank's stall analysis
+    steps: tuple[TaskStep, ...] = ()
     # with ``keep_gaps``: at most this many gaps per device travel, the longest
     # (``gaps.longest``: what a page draws); None: all
     gaps_per_device: int | None = None
-    send_stalls: bool = True  # False: the stall analyses stay here (the extra used them)
+    send_stalls: bool = True  # False: the stall analyses stay here (the steps used them)
     # run-level analyses' per-rank parts made here, each rank's value sent back:
     # (name, part function, applies) of ``core.analysis_spec.AnalysisSpec``
     parts: tuple[tuple[str, PartFn, str], ...] = ()
 
 
-@dataclass
+@dataclass(frozen=True)
+class StepValue:
+    """One rank's value of a task's step (``RankTask.steps``)."""
+
+    rank: int
+    name: str
+    value: Outcome
+
+
+@dataclass(frozen=True)
 class FileResult:
     """What a task sends back: per rank of the file its stalls and (maybe) its Timeline."""
 
@@ -77,73 +94,111 @@ class FileResult:
     timelines: list[Timeline] = field(default_factory=list)
     n_ranks: int = 0
     cached: bool = False  # read from the per-rank cache
-    error: ProfplugError | None = None  # the reader's one-line error (raised by the client)
+    error: TaskError | None = None  # the reader's one-line error (raised by the client)
     lost: str | None = None  # the worker died twice: why, in one line
     key: str | None = None  # its per-rank cache entry's key (None: read without the cache)
-    extra: object = None  # the task's ``extra`` of its timelines
+    values: tuple[StepValue, ...] = ()  # the task's steps' values, per rank
     # name -> (rank, its part) per rank of the file
     parts: dict[str, list[tuple[int, object]]] = field(default_factory=dict)
     n_events: int = 0  # API calls + GPU ops of its ranks
 
 
 def run_task(task: RankTask) -> FileResult:
-    """Read ``task.path`` and analyze each of its ranks (on whatever process runs it)."""
+    """Read ``task.path`` and analyze each of its ranks (on whatever process runs it): the
+    stall analyses kept by an earlier run when they are all it needs (:func:`_kept_only`),
+    else the file read (:func:`_read`), its ranks analyzed (:func:`_stalls`), their parts
+    and steps made (:func:`_parts`, :func:`_steps`)."""
     path = task.path
     size = path.stat().st_size if path.is_file() else 0
-    reader = reader_for(path)
     try:
+        reader = reader_for(path)
         if reader is None:  # trace_files only yields readable names
             raise TraceError(f"{path}: unknown trace format")
-        where = task.read.cache_dir
-        key = None if where is None else entry_key(reader, path, task.index, task.read)
-        kept = entry = None
-        if key is not None and where is not None and task.stall is not None:
-            entry = stalls_entry(where, key, task.stall)
-            if not task.keep_timeline and task.extra is None:
-                # the ranks' stall analyses, kept by an earlier run: no read at all, unless
-                # a part needs the timelines
-                kept = load_stalls(entry)
-                if kept is not None and not _parts_need_read(task, kept):
-                    return FileResult(str(path), size, _as_sent(task, kept), [], len(kept),
-                                      True, key=key,
-                                      parts={n: [(s.rank, None) for s in kept]
-                                             for n, _, _ in task.parts})
-        tls, hit, key = read_cached(reader, path, task.index, task.read, where, key)
-        for tl in tls:  # ids reused, clocks apart: one warning each (not kept in the cache);
-            # the rule rather than the exception: refused
-            bad, warns = correlation_check(tl)
-            if bad is not None:
-                raise TraceError(f"{path}: rank {tl.rank}: {bad}")
-            tl.warnings += [w for w in warns if w not in tl.warnings]
+        keyed = None if task.read.cache_dir is None else \
+            entry_key(reader, path, task.index, task.read)
+        key = None if keyed is None else keyed.key
+        entry = None if key is None or task.read.cache_dir is None or task.stall is None \
+            else stalls_entry(task.read.cache_dir, key, task.stall)
+        done, kept = _kept_only(task, entry, size, key)
+        if done is not None:
+            return done
+        tls, hit, key = read_cached(reader, path, task.index, task.read,
+                                    task.read.cache_dir, keyed)
+        _check_correlations(path, tls)
         trim()  # what the read freed: the analysis starts from the timelines alone
-        if entry is not None and kept is None:
-            # loaded after the read, not before: their decoding's peak is under the read's,
-            # and the read's is not raised by them
-            kept = load_stalls(entry)
-        if kept is not None:
-            stalls = kept
-        elif task.stall is None:
-            stalls = []
-        else:
-            # several big ranks in one file (Nsight) read in this process: a fork per rank
-            stalls = analyze_ranks(tls, task.stall)
-            if entry is not None:
-                save_stalls(entry, stalls)
+        stalls = kept if kept is not None else _stalls(task, tls, entry)
         sent = _as_sent(task, stalls)
-        parts = {name: [(tl.rank, part(tl)) for tl in tls] for name, part, _ in task.parts}
-        if task.extra is None:
-            extra = None
-        elif getattr(task.extra, "takes_stalls", False):
-            extra = task.extra(tls, stalls)
-        else:
-            del stalls
-            extra = task.extra(tls)
+        parts = _parts(task, tls)
+        values = _steps(task, tls, stalls)
+        del stalls
         trim()  # the analysis' temporaries: what is sent back (a Timeline's npz) adds to less
     except ProfplugError as exc:  # a value, so that no backend retries a bad trace
-        return FileResult(str(path), size, error=exc)
+        return FileResult(str(path), size, error=TaskError.of(exc, str(path)))
     return FileResult(str(path), size, sent, tls if task.keep_timeline else [],
-                      len(tls), hit, key=key, extra=extra,
+                      len(tls), hit, key=key, values=values,
                       n_events=sum(t.n_events for t in tls), parts=parts)
+
+
+def _kept_only(task: RankTask, entry: Path | None, size: int, key: str | None
+               ) -> tuple[FileResult | None, list[RankResult] | None]:
+    """The result from the ranks' stall analyses kept by an earlier run, when they are all
+    the task needs (no timeline, no step, no part that needs the file read); else None, and
+    the stall analyses when they were loaded."""
+    if entry is None or task.keep_timeline or task.steps:
+        return None, None
+    kept = load_stalls(entry)
+    if kept is None or _parts_need_read(task, kept):
+        return None, kept
+    return FileResult(str(task.path), size, _as_sent(task, kept), [], len(kept), True,
+                      key=key, parts={n: [(s.rank, None) for s in kept]
+                                      for n, _, _ in task.parts}), kept
+
+
+def _check_correlations(path: Path, tls: list[Timeline]) -> None:
+    """Each rank's correlation check: ids reused, clocks apart are one warning each (not
+    kept in the cache); the rule rather than the exception is refused (TraceError)."""
+    for tl in tls:
+        bad, warns = correlation_check(tl)
+        if bad is not None:
+            raise TraceError(f"{path}: rank {tl.rank}: {bad}")
+        tl.warnings += [w for w in warns if w not in tl.warnings]
+
+
+def _stalls(task: RankTask, tls: list[Timeline], entry: Path | None) -> list[RankResult]:
+    """The ranks' stall analyses: kept in the cache's ``entry`` (loaded after the read, not
+    before: their decoding's peak is under the read's), else made and kept there."""
+    if task.stall is None:
+        return []
+    kept = load_stalls(entry) if entry is not None else None
+    if kept is not None:
+        return kept
+    # several big ranks in one file (Nsight) read in this process: a fork per rank
+    stalls = analyze_ranks(tls, task.stall)
+    if entry is not None:
+        save_stalls(entry, stalls)
+    return stalls
+
+
+def _parts(task: RankTask, tls: list[Timeline]) -> dict[str, list[tuple[int, object]]]:
+    """The by-rank analyses' parts, per rank (``RankTask.parts``)."""
+    return {name: [(tl.rank, part(tl)) for tl in tls] for name, part, _ in task.parts}
+
+
+def _steps(task: RankTask, tls: list[Timeline], stalls: list[RankResult]
+           ) -> tuple[StepValue, ...]:
+    """Each rank's values of the task's steps, in order, each rank's freed memory given back
+    between them (a worker's peak: docs/scale.md); a step that fails is its ``TaskError``."""
+    by_rank = {s.rank: s for s in stalls}
+    out = []
+    for tl in tls:
+        for rank, name, step in task.steps:
+            if rank is not None and rank != tl.rank:
+                continue
+            stall = by_rank.get(tl.rank) if step.needs_stalls else None
+            out.append(StepValue(tl.rank, name, guarded(step, tl, stall)))
+            trim_large(tl.n_events)
+        by_rank.pop(tl.rank, None)
+    return tuple(out)
 
 
 def _parts_need_read(task: RankTask, kept: list[RankResult]) -> bool:
@@ -242,7 +297,7 @@ def gather(tasks: Sequence[RankTask], backend: Backend, *, fn: TaskFn = run_task
             on_done(res)
     for r in out:
         if r is not None and r.error is not None:
-            raise r.error
+            raise r.error.error()
     return [r for r in out if r is not None]
 
 
@@ -250,29 +305,80 @@ def gather(tasks: Sequence[RankTask], backend: Backend, *, fn: TaskFn = run_task
 # ``analyze_rank`` is pure Python and numpy over one Timeline, so ranks are independent. When
 # the ranks read in one process are big (``PARALLEL_MIN_ROWS`` host calls + GPU ops or more),
 # several, and the platform can fork, each is analyzed in a forked child (which sees the
-# Timelines without copying them) and only its small RankResult comes back.
+# Timelines without copying them: :class:`ForkedRanks`) and only its small RankResult comes
+# back.
 PARALLEL_MIN_ROWS = 4_000_000  # smaller runs are analyzed in this process
 
-_WORK: list[Timeline] = []  # the Timelines a forked child analyzes, by index
+
+@dataclass(frozen=True)
+class ForkedRanks:
+    """Ranks analyzed in ``jobs`` forked children: each child starts from this object, which
+    it inherits with the Timelines (never pickled: a forked process's target is not sent),
+    analyzes every ``jobs``-th rank and sends back each ``RankResult`` (or its
+    ``TaskError``) through its pipe."""
+
+    timelines: list[Timeline]
+    opt: StallOptions
+    jobs: int
+
+    def results(self) -> list[RankResult]:
+        """Every rank's stall analysis, in order; a child that died: ``BrokenProcessPool``
+        (as a pool's would), a rank whose analysis raised: its error."""
+        ctx = mp.get_context("fork")
+        pipes, children = [], []
+        for k in range(self.jobs):
+            recv, send = ctx.Pipe(duplex=False)
+            child = ctx.Process(target=self._child, args=(k, send), daemon=True)
+            child.start()
+            send.close()
+            pipes.append(recv)
+            children.append(child)
+        try:
+            got = _received(pipes)
+        finally:
+            for child in children:
+                child.join()
+        if len(got) < len(self.timelines):
+            raise BrokenProcessPool("a process analyzing a rank died (killed, or out of "
+                                    "memory)")
+        out = []
+        for i in range(len(self.timelines)):
+            value = got[i]
+            if isinstance(value, TaskError):
+                raise value.error() if value.kind != FAILED else RuntimeError(value.message)
+            out.append(value.value)
+        return out
+
+    def _child(self, k: int, send: Connection) -> None:
+        """In the child: ranks ``k``, ``k + jobs``, ... analyzed, each result sent."""
+        for i in range(k, len(self.timelines), self.jobs):
+            send.send((i, guarded(analyze_rank, self.timelines[i], self.opt)))
+        send.close()
 
 
-def _one(args: tuple[int, StallOptions]) -> RankResult:
-    i, opt = args
-    return analyze_rank(_WORK[i], opt)
+def _received(pipes: list[Connection]) -> dict[int, Outcome]:
+    """Every (rank index, value) the children send, read as each arrives (a child never
+    waits on another's reader), until every pipe is closed."""
+    out: dict[int, Outcome] = {}
+    live = list(pipes)
+    while live:
+        for ready in connection.wait(live):
+            recv = cast(Connection, ready)  # wait() gives back the pipes it was given
+            try:
+                i, value = recv.recv()
+            except EOFError:
+                live.remove(recv)
+                continue
+            out[i] = value
+    return out
 
 
 def analyze_ranks(timelines: list[Timeline], opt: StallOptions, *,
                   jobs: int | None = None) -> list[RankResult]:
     """``[analyze_rank(t, opt) for t in timelines]``, on up to ``jobs`` processes."""
-    global _WORK
     n = min(len(timelines), jobs or usable_cpus())
     rows = sum(t.api_start_ns.size + t.gpu_start_ns.size for t in timelines)
     if (n <= 1 or rows < PARALLEL_MIN_ROWS or mp.parent_process() is not None
             or "fork" not in mp.get_all_start_methods()):
         return [analyze_rank(t, opt) for t in timelines]
-    _WORK = timelines
-    try:
-        with ProcessPoolExecutor(n, mp_context=mp.get_context("fork")) as pool:
-            return list(pool.map(_one, [(i, opt) for i in range(len(timelines))]))
-    finally:
-        _WORK = []
+    return ForkedRanks(timelines, opt, n).results()

@@ -38,11 +38,12 @@ def file_key(path: str | os.PathLike[str]) -> str | None:
 def files_fingerprint(files: Iterable[str | os.PathLike[str]]) -> str | None:
     """The fingerprint of these trace files (None: one of them cannot be read, or none)."""
     keys = [file_key(f) for f in files]
-    if not keys or any(k is None for k in keys):
+    known = [k for k in keys if k is not None]
+    if not keys or len(known) < len(keys):
         return None
     h = hashlib.blake2b(digest_size=16)
-    for k in sorted(keys):  # type: ignore[type-var]
-        h.update(bytes.fromhex(k))  # type: ignore[arg-type]
+    for k in sorted(known):
+        h.update(bytes.fromhex(k))
     return h.hexdigest()
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from profplug.analyzers.core.analysis_spec import PartFn
 from profplug.analyzers.core.errors import TraceError, one_line
+from profplug.analyzers.core.optional import Outcome
 from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.readers.blocks import kind_of
@@ -18,7 +19,14 @@ from profplug.analyzers.readers.cache import is_cache_dir, unusable
 from profplug.analyzers.readers.limits import max_decompressed
 from profplug.analyzers.readers.nsys.source import EXPORT_SUFFIXES, REPORT_SUFFIXES
 from profplug.analyzers.readers.registry import SUFFIXES, reader_for
-from profplug.analyzers.scale.dispatch import Backend, FileResult, LocalBackend, RankTask, gather
+from profplug.analyzers.scale.dispatch import (
+    Backend,
+    FileResult,
+    LocalBackend,
+    RankTask,
+    TaskStep,
+    gather,
+)
 from profplug.analyzers.scale.progress import Progress
 from profplug.analyzers.stalls.rank import RankResult, StallOptions
 from profplug.analyzers.steps.rule import check_matched
@@ -166,10 +174,11 @@ def settled(read: ReadOptions | None) -> ReadOptions:
     if opt.cache_dir is None and os.environ.get(CACHE_ENV):
         opt = replace(opt, cache_dir=os.environ[CACHE_ENV])
     if opt.cache_dir is not None:  # the same folder for workers started elsewhere
-        opt = replace(opt, cache_dir=os.path.abspath(os.path.expanduser(opt.cache_dir)))
-        why = unusable(opt.cache_dir)
+        cache_dir = os.path.abspath(os.path.expanduser(opt.cache_dir))
+        opt = replace(opt, cache_dir=cache_dir)
+        why = unusable(cache_dir)
         if why is not None:  # a cache that cannot work is said once, then read without it
-            print(f"profplug: warning: --cache {one_line(opt.cache_dir)}: cannot write there "
+            print(f"profplug: warning: --cache {one_line(cache_dir)}: cannot write there "
                   f"({one_line(why)}); reading without the cache", file=sys.stderr)
             opt = replace(opt, cache_dir=None)
     return opt
@@ -187,8 +196,9 @@ class LoadedRanks:
     # run was not read whole through the cache (``scale.result_cache`` keeps run-level results)
     cache_keys: list[str] | None = None
     cache_dir: str | None = None
-    # per file read: its task and its ``extra`` value (``dispatch.RankTask.extra``)
-    extras: list[tuple[RankTask, object]] = field(default_factory=list)
+    # the tasks' steps' values (``dispatch.RankTask.steps``): step name -> rank -> value
+    values: dict[str, dict[int, Outcome]] = field(default_factory=dict)
+    tasks: dict[int, RankTask] = field(default_factory=dict)  # rank -> the task that read it
     n_events: int = 0  # API calls + GPU ops of every rank read
     # run-level analyses' per-rank parts (``dispatch.RankTask.parts``): name -> one per rank,
     # in rank order
@@ -199,15 +209,15 @@ def load_ranks(paths: PathsLike, *, read: ReadOptions | None = None,
                stall: StallOptions | None = None, keep_timelines: bool = True,
                backend: Backend | None = None, jobs: int | None = None,
                progress: bool | None = None, keep_gaps: bool = True,
-               extra: Callable[..., object] | None = None,
+               steps: tuple[TaskStep, ...] = (),
                gaps_per_device: int | None = None,
                parts: tuple[tuple[str, PartFn, str], ...] = ()) -> LoadedRanks:
     """Read every trace under ``paths`` and, with ``stall``, analyze each rank where it was
     read; one task per file on ``backend`` (default: the local pool of up to ``jobs``
     processes). ``keep_timelines`` False: only the per-rank results come back;
     ``keep_gaps`` False: without their per-gap rows (``gaps_per_device``: with at most so
-    many per device, the longest: ``gaps.longest``); ``extra``: run on each file's
-    timelines where they were read, its value kept per file (``dispatch.RankTask``);
+    many per device, the longest: ``gaps.longest``); ``steps``: run on each file's ranks
+    where they were read, their values kept per rank (``dispatch.RankTask.steps``);
     ``parts``: run-level analyses' parts made where each rank is read (``LoadedRanks.parts``).
     ``progress``: the progress line on stderr (default: when stderr is a terminal).
     Raises TraceError when a file cannot be read, two files claim the same rank, or every
@@ -216,7 +226,7 @@ def load_ranks(paths: PathsLike, *, read: ReadOptions | None = None,
     skipped: list[str] = []
     opt = settled(read)
     files = trace_files(paths, skipped, opt.cache_dir)
-    tasks = [RankTask(f, i, opt, stall, keep_timelines, keep_gaps, extra, gaps_per_device,
+    tasks = [RankTask(f, i, opt, stall, keep_timelines, keep_gaps, steps, gaps_per_device,
                       parts=parts) for i, f in enumerate(files)]
     bar = Progress(len(files), sum(_size(f) for f in files),
                    sys.stderr.isatty() if progress is None else progress)
@@ -237,12 +247,17 @@ def load_ranks(paths: PathsLike, *, read: ReadOptions | None = None,
         for first in (timelines[:1], stalls[:1]):
             for x in first:
                 x.warnings.append(line)
-    keys = [r.key for r in results]
-    whole = len(results) == len(files) and not lost and all(keys)
+    keys = [r.key for r in results if r.key]
+    whole = len(results) == len(files) and not lost and len(keys) == len(results)
     by_path = {str(t.path): t for t in tasks}
-    extras = [(by_path[r.path], r.extra) for r in results if r.lost is None]
-    return LoadedRanks(stalls, timelines, lost, keys if whole else None,  # type: ignore[arg-type]
-                       opt.cache_dir, extras, sum(r.n_events for r in results),
+    values: dict[str, dict[int, Outcome]] = {}
+    task_of: dict[int, RankTask] = {}
+    for r in results:
+        for v in r.values:
+            values.setdefault(v.name, {})[v.rank] = v.value
+            task_of[v.rank] = by_path[r.path]
+    return LoadedRanks(stalls, timelines, lost, keys if whole else None,
+                       opt.cache_dir, values, task_of, sum(r.n_events for r in results),
                        _parts_by_rank(results, [name for name, _, _ in parts]))
 
 

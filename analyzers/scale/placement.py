@@ -11,13 +11,12 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from profplug.analyzers.core.analysis_spec import CROSS_RANK, WHATIF, AnalysisSpec, PartFn
+from profplug.analyzers.core.analysis_spec import AnalysisSpec, PartFn
 from profplug.analyzers.core.errors import ProfplugError
-from profplug.analyzers.graph.dropset import DropSpec
 from profplug.analyzers.readers.base import ReadOptions
 from profplug.analyzers.scale.dispatch import Backend
 from profplug.analyzers.scale.load import trace_files
@@ -40,7 +39,7 @@ def scratch_cache(read: ReadOptions, backend: Backend) -> Iterator[ReadOptions]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-ROUNDS_MIN_BYTES = 500_000_000  # with a what-if: below, the timelines travel
+ROUNDS_MIN_BYTES = 500_000_000  # below, the timelines travel
 ROUNDS_ENV = "PROFPLUG_ROUNDS_MIN_BYTES"  # another threshold (0: always, when it can)
 FORMER_ROUNDS_ENV = "PROFPLUG_SPREAD_MIN_BYTES"  # its former name: read when it is unset
 
@@ -70,57 +69,37 @@ def _note_former_name() -> None:
 class Placement:
     """Where each run-level analysis of a report runs (``core.analysis_spec``): ``whole``
     in one process on every rank's Timeline (they travel to the client), ``by_rank`` as
-    parts made where each rank is read, ``rounds`` the two-round protocol of
-    ``scale.run_level`` (None: none; then ``whole`` is empty)."""
+    parts made where each rank is read, ``rounds`` in rounds where the ranks are read
+    (``scale.run_level``; empty: none)."""
 
     whole: list[AnalysisSpec]
     by_rank: list[AnalysisSpec]
-    rounds: Rounds | None = None
+    rounds: list[AnalysisSpec] = field(default_factory=list)
 
     @property
     def parts(self) -> tuple[tuple[str, PartFn, str], ...]:
         """What each rank's task makes of the ``by_rank`` analyses (``dispatch.RankTask``)."""
-        return tuple((s.name, s.part, s.applies) for s in self.by_rank)  # type: ignore[misc]
+        return tuple((s.name, s.part, s.applies) for s in self.by_rank)  # type: ignore[misc]  # by_rank: specs with a part
 
 
-@dataclass
-class Rounds:
-    """The run-level analyses that run in rounds where the ranks are read (``run_level``)."""
-
-    cross: AnalysisSpec | None
-    whatif: AnalysisSpec | None
-    lanes: bool = False  # the cross-rank analysis with its swimlane (a page draws it)
-
-    @property
-    def drop(self) -> DropSpec | None:
-        """The drop rule of the what-if made where the ranks are read, None: no what-if."""
-        return None if self.whatif is None else self.whatif.drop
-
-
-def place(specs: list[AnalysisSpec], keep_gaps: bool, files: list[Path],
-          in_rounds: bool = True) -> Placement:
-    """Where each of ``specs`` runs: by rank when it has a part and a join; in rounds when
-    every other analysis can (:func:`rounds_for`) and ``in_rounds``; else in one process."""
+def place(specs: list[AnalysisSpec], files: list[Path], in_rounds: bool = True) -> Placement:
+    """Where each of ``specs`` runs: by rank when it has a part and a join; in rounds when it
+    declares them, ``in_rounds`` and the run is big enough (:func:`rounds_for`); else in one
+    process. An analysis that runs whole does not keep the others from their rounds."""
     by_rank = [s for s in specs if s.part is not None and s.join is not None]
     rest = [s for s in specs if s not in by_rank]
-    rounds = rounds_for(rest, keep_gaps, files) if in_rounds else None
-    return Placement([] if rounds is not None else rest, by_rank, rounds)
+    rounds = rounds_for(rest, files) if in_rounds else []
+    return Placement([s for s in rest if s not in rounds], by_rank, rounds)
 
 
-def rounds_for(run: list[AnalysisSpec], keep_gaps: bool,
-              files: list[Path]) -> Rounds | None:
-    """The analyses of ``run`` when they run in rounds where the ranks are read, so that no
-    timeline travels: when every analysis can (``in_rounds``): the cross-rank analysis (with
-    its swimlane when ``keep_gaps``: a page draws both, each rank's row made where it is
-    read), a what-if on a run of at least ``ROUNDS_MIN_BYTES`` of traces (below, in one
-    process: docs/scale.md)."""
-    cross = next((a for a in run if a.in_rounds == CROSS_RANK), None)
-    whatif = next((a for a in run if a.in_rounds == WHATIF), None)
-    rest = [a for a in run if a is not cross and a is not whatif]
-    if rest or (cross is None and whatif is None):
-        return None
-    if whatif is not None and sum(f.stat().st_size for f in trace_files(files)) < \
-            min_bytes():
-        return None
-    return Rounds(cross, whatif, lanes=keep_gaps and cross is not None)
-
+def rounds_for(run: list[AnalysisSpec], files: list[Path]) -> list[AnalysisSpec]:
+    """The analyses of ``run`` that run in rounds where the ranks are read, so that no
+    timeline of theirs travels: those that declare ``rounds``; none when one of them runs in
+    rounds on big runs only (``big_runs_only``: the what-if) and the run has less than
+    :func:`min_bytes` of traces (below, the timelines travel and all run in one process:
+    docs/scale.md)."""
+    declared = [a for a in run if a.rounds is not None]
+    if any(a.rounds.big_runs_only for a in declared if a.rounds is not None) and \
+            sum(f.stat().st_size for f in trace_files(files)) < min_bytes():
+        return []
+    return declared

@@ -136,8 +136,9 @@ def load_stalls(entry: Path) -> list[RankResult] | None:
 
 def _columns(*arrays: object) -> bool:
     """1-D integer arrays of one length."""
-    return all(isinstance(a, np.ndarray) and a.ndim == 1 and a.dtype.kind in "iu"
-               for a in arrays) and len({a.size for a in arrays}) <= 1  # type: ignore[union-attr]
+    cols = [a for a in arrays if isinstance(a, np.ndarray) and a.ndim == 1
+            and a.dtype.kind in "iu"]
+    return len(cols) == len(arrays) and len({a.size for a in cols}) <= 1
 
 
 def stalls_problem(s: RankResult) -> str | None:

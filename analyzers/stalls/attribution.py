@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 from profplug.analyzers.core import classify
 from profplug.analyzers.core.errors import TraceError
-from profplug.analyzers.core.timeline import Timeline, groups
+from profplug.analyzers.core.memo import Memo
+from profplug.analyzers.core.timeline import Timeline, groups, launch_times, launch_tops
 from profplug.analyzers.stalls.callmatch import SortedCalls
 from profplug.analyzers.stalls.gaps import (
     C_DEVICE,
@@ -155,13 +156,18 @@ def by_device(tl: Timeline) -> list[tuple[int, Any]]:
     return out
 
 
-def _joined(parts: list[tuple[np.ndarray, ...]]) -> Gaps:
+GapColumns = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _joined(parts: list[GapColumns]) -> Gaps:
     """The devices' gap columns (start/end ns, device, cause, call) as one Gaps (one device,
     the usual: its arrays, no copy)."""
     if len(parts) == 1:
         return Gaps(*parts[0])
     if parts:
-        return Gaps(*(np.concatenate([p[i] for p in parts]) for i in range(5)))
+        start, end, device, cause, call = (np.concatenate([p[i] for p in parts])
+                                           for i in range(5))
+        return Gaps(start, end, device, cause, call)
     z = np.zeros(0, dtype=np.int64)
     return Gaps(z, z, z, z.astype(np.int8), z)
 
@@ -187,18 +193,21 @@ class Attribution:
 
 
 def attribute(tl: Timeline, tolerance_ns: int, *, api_kind: np.ndarray | None = None,
-              launch: np.ndarray | None = None) -> Attribution:
+              launch: np.ndarray | None = None, memo: Memo | None = None) -> Attribution:
     """Charge every idle gap of ``tl`` (``tolerance_ns``: the host/GPU clock slack, ns).
     ``api_kind`` (``classify.call_kinds``) and ``launch`` (the ops' launch times,
-    ``per_step.step_spans``): when the caller knows them (the what-if's replays)."""
-    api_kind = classify.call_kinds(tl.names, tl.api_name, tl.api_tops()) if api_kind is None \
-        else api_kind
+    ``per_step.step_spans``): when the caller knows them (the what-if's replays); else
+    through ``memo`` when given (the caller's, ``core.memo``)."""
+    api_kind = classify.call_kinds(tl.names, tl.api_name, tl.api_tops(), memo) \
+        if api_kind is None else api_kind
+    if launch is None and memo is not None:
+        launch = launch_times(tl, launch_tops(tl, memo))
     calls = SyncCalls.of(tl, api_kind)
     rule = CauseRule(tl, calls, int(tolerance_ns))
     sel = by_device(tl)
     devices: list[DeviceStalls] = []
     intervals: dict[int, DeviceIntervals] = {}
-    parts: list[tuple[np.ndarray, ...]] = []
+    parts: list[GapColumns] = []
     reasons: dict[str, int] = {}
     for dev, ops in sel:
         iv = intervals[dev] = device_intervals(tl.gpu_start_ns[ops], tl.gpu_end_ns[ops])

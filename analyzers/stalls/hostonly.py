@@ -17,6 +17,7 @@ Per rank (us; host clock):
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import numpy as np
@@ -25,8 +26,8 @@ from profplug.analyzers.core.classify import KIND_LABELS, kinds_for_symbols
 from profplug.analyzers.core.timeline import COMM_COLL, COMM_RECV, COMM_SEND, Timeline
 from profplug.analyzers.steps.stats import STATISTIC, summarize
 
-SYNC_RANGES = {"profplug.sync.device": "sync.device", "profplug.sync.event": "sync.event",
-               "profplug.synchronize": "synchronize"}
+SYNC_RANGES = MappingProxyType({"profplug.sync.device": "sync.device", "profplug.sync.event": "sync.event",
+                                "profplug.synchronize": "synchronize"})
 
 
 @dataclass
@@ -89,7 +90,7 @@ def host_rank(tl: Timeline) -> HostRank:
 
 
 def host_only(timelines: list[Timeline], options: object = None,
-              ranks: object = None) -> HostOnlyResult | None:
+              ranks: object = None, memo: object = None) -> HostOnlyResult | None:
     """The summary when no rank has GPU work; None otherwise (the report has GPU tables)."""
     if not timelines or any(tl.n_gpu for tl in timelines):
         return None

@@ -70,4 +70,5 @@ def within(us: np.ndarray, ue: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np
         part = np.where((i < us.size) & (us[j] < t), t - us[j], 0)
         return cum[i] + part
 
-    return before(hi) - before(lo)
+    covered: np.ndarray = before(hi) - before(lo)
+    return covered

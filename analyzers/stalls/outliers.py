@@ -20,20 +20,20 @@ table and the HTML page), never silently dropped:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from types import MappingProxyType
 
 import numpy as np
 from profplug.analyzers.core.ranges import STEP
 from profplug.analyzers.core.timeline import COMM_RECV, COMM_SEND, STEP_RE, Timeline
 from profplug.analyzers.stalls.callsites import UNANNOTATED, display_name, enclosing
 from profplug.analyzers.stalls.gaps import CAUSES, Gaps
-from profplug.analyzers.stalls.per_step import StepStats, gap_steps
+from profplug.analyzers.stalls.per_step import OutlierStep, StepStats, gap_steps
 
-WORDS = {"busy": "GPU busy",
-         "device_sync": "GPU idle in device-wide synchronizes",
-         "event_sync": "GPU idle in host-blocking stream/event waits",
-         "host_bound": "GPU idle waiting for launches (host-bound)",
-         "other": "GPU idle the trace cannot attribute"}
+WORDS = MappingProxyType({"busy": "GPU busy",
+                          "device_sync": "GPU idle in device-wide synchronizes",
+                          "event_sync": "GPU idle in host-blocking stream/event waits",
+                          "host_bound": "GPU idle waiting for launches (host-bound)",
+                          "other": "GPU idle the trace cannot attribute"})
 
 
 def _peer(tl: Timeline, row: int) -> int | None:
@@ -52,14 +52,14 @@ def _peer(tl: Timeline, row: int) -> int | None:
 
 def describe(tl: Timeline, steps: StepStats, span_s: np.ndarray, span_e: np.ndarray,
              gaps: Gaps, call_site: Sequence[str], call_row: np.ndarray
-             ) -> list[dict[str, Any]]:
+             ) -> list[OutlierStep]:
     """The outlier steps of ``steps`` (see the module docstring), in step order."""
     if not steps.outlier_steps:
         return []
     k = gap_steps(span_s, span_e, gaps.start_ns)
     order = np.argsort(k, kind="stable")  # the gaps of one step are one slice of it
     k_sorted = k[order]
-    out = []
+    out: list[OutlierStep] = []
     for i in steps.outlier_steps:
         period_us = steps.period_us_per_step[i]
         sl = order[np.searchsorted(k_sorted, i, "left"):np.searchsorted(k_sorted, i, "right")]

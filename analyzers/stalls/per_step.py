@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
+from typing import TypedDict
 
 import numpy as np
 from profplug.analyzers.core.timeline import Timeline, launch_times, launch_tops
@@ -29,6 +30,18 @@ from profplug.analyzers.stalls.gaps import Gaps
 from profplug.analyzers.steps.stats import STATISTIC, StepSummary, center_rows, median, summarize
 
 I64_MAX, I64_MIN = int(np.iinfo(np.int64).max), int(np.iinfo(np.int64).min)
+
+
+class OutlierStep(TypedDict):
+    """One outlier step described (``stalls.outliers``)."""
+
+    step: int  # the trace's step number
+    step_us: float
+    dominant: str  # the largest part of the step, in words
+    dominant_cause: str  # "busy" or one of gaps.CAUSES
+    dominant_us: float
+    callsite: str | None
+    peer: int | None  # the rank its synchronize waited on
 
 
 @dataclass
@@ -48,8 +61,7 @@ class StepStats:
     period_us_per_step: list[float] = field(default_factory=list)  # the series
     outlier_steps: list[int] = field(default_factory=list)  # indices into the series
     # (internal: the JSON gives the trace's step numbers, :meth:`json_dict`)
-    # the outlier steps described (outliers.py): step, step_us, dominant, callsite
-    outliers: list[dict[str, object]] = field(default_factory=list)
+    outliers: list[OutlierStep] = field(default_factory=list)  # described (outliers.py)
     # the time outlier steps slower than the step time add beyond it: a pause between groups
     # of steps (a server between requests), a slow first step; not step time (docs/costs.md)
     between_steps_idle_us: float = 0.0
@@ -224,7 +236,8 @@ def _series_us(period: np.ndarray, period_us: np.ndarray) -> list[float]:
     2^40 ns (x / 1000 of a whole x is then already the double round(x / 1000, 3) gives);
     past that (18 min), each rounded."""
     if period_us.size == 0 or float(np.abs(period).max()) < 2.0 ** 40:
-        return period_us.tolist()
+        exact: list[float] = period_us.tolist()
+        return exact
     return [round(x / 1000.0, 3) for x in period.tolist()]
 
 

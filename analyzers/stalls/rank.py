@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 from profplug.analyzers.core.errors import ProfplugError
+from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.stalls.attribution import Attribution, attribute
 from profplug.analyzers.stalls.detail import Detail, detail
@@ -66,8 +67,8 @@ class StallOptions:
 
 
 def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bool = False,
-                 api_kind: np.ndarray | None = None, launch: np.ndarray | None = None
-                 ) -> RankResult:
+                 api_kind: np.ndarray | None = None, launch: np.ndarray | None = None,
+                 memo: Memo | None = None) -> RankResult:
     """Attribute every idle gap of one rank's timeline (see the module docstring). ``brief``:
     the attribution only (``stalls.attribution``: GPU window and busy time, gaps, the step
     time), without ``stalls.detail`` (no call sites, sync/stream-wait stats, outlier texts,
@@ -75,9 +76,10 @@ def analyze_rank(tl: Timeline, options: StallOptions | None = None, *, brief: bo
     host-range figures left empty). ``api_kind``: the calls' top-level sync kinds
     (``classify.call_kinds``) and ``launch``: the ops' launch times
     (``per_step.step_spans``), when the caller knows them (the what-if's replays of an
-    analyzed timeline)."""
+    analyzed timeline); ``memo``: the caller's (``core.memo``), for what its other analyses
+    of ``tl`` ask too (the kinds, the launches)."""
     opt = options or StallOptions()
-    att = attribute(tl, opt.tolerance_ns, api_kind=api_kind, launch=launch)
+    att = attribute(tl, opt.tolerance_ns, api_kind=api_kind, launch=launch, memo=memo)
     return rank_stalls(tl, att, None if brief else detail(tl, att))
 
 

@@ -15,8 +15,9 @@ measured run, ``result`` holds the values; the renderers are in ``render/whatif_
 
 from profplug.analyzers.graph.dropset import DROP_POLICY
 from profplug.analyzers.graph.model import DROP_ALL, DROP_DEVICE, DropSpec, build_model
+from profplug.analyzers.whatif.analysis import whatif_analysis
 from profplug.analyzers.whatif.costs import HostCosts
-from profplug.analyzers.whatif.predict import whatif, whatif_analysis
+from profplug.analyzers.whatif.predict import whatif
 from profplug.analyzers.whatif.result import RankWhatIf, WhatIfResult
 from profplug.analyzers.whatif.simulate import replay
 from profplug.analyzers.whatif.unprofiled import whatif_unprofiled

@@ -34,10 +34,10 @@ from itertools import pairwise
 from typing import Any, ClassVar
 
 import numpy as np
-from profplug.analyzers.core import classify
+from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.names import FUNCTIONS
 from profplug.analyzers.core.ranges import SYNCHRONIZE
-from profplug.analyzers.core.timeline import Timeline, links_kept
+from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.graph import dropset
 from profplug.analyzers.graph.model import DropSpec, build_model
 from profplug.analyzers.stalls.rank import StallOptions, analyze_rank
@@ -311,8 +311,8 @@ def predicted_timelines(timelines: list[Timeline], drop: DropSpec | None = None
                         ) -> list[Timeline]:
     """Per rank with GPU work, the dropped replay as a Timeline with the annotations moved
     along with the replayed calls (``whatif --against``)."""
-    with dropset.masks_kept(), links_kept(), classify.tables_kept():
-        spec, _ = dropset.resolve(timelines, drop or DropSpec())
-        m = build_model(timelines, spec)
-        r = times_only(replay(m, drop=True))
-        return [predicted_timeline_with_annotations(tl, m, r) for tl in timelines if tl.n_gpu]
+    memo = Memo()  # once per timeline: policy masks, launch calls, symbol kinds
+    spec, _ = dropset.resolve(timelines, drop or DropSpec(), memo)
+    m = build_model(timelines, spec, memo=memo)
+    r = times_only(replay(m, drop=True))
+    return [predicted_timeline_with_annotations(tl, m, r) for tl in timelines if tl.n_gpu]

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from profplug.analyzers.core import classify
+from profplug.analyzers.core.memo import Memo
 
 if TYPE_CHECKING:
     from profplug.analyzers.core.timeline import Timeline
@@ -78,14 +79,14 @@ class HostCosts:
                                       m.o_off), o_end=o_end)
 
 
-def comm_floors(timelines: list[Timeline]) -> np.ndarray:
+def comm_floors(timelines: list[Timeline], memo: Memo | None = None) -> np.ndarray:
     """Per GPU op of the run, in the model's order (timelines in order, each one's ops as
     stored): a NCCL kernel's floor (the shortest duration of a kernel of its name on its
     rank, ns), -1 for every other op."""
     parts = []
     for tl in timelines:
         out = np.full(tl.n_gpu, -1, dtype=np.int64)
-        comm = classify.comm_for_symbols(tl.names)[tl.gpu_name] if tl.n_gpu else out >= 0
+        comm = classify.comm_for_symbols(tl.names, memo)[tl.gpu_name] if tl.n_gpu else out >= 0
         idx = np.nonzero(comm)[0]
         if idx.size:
             dur = (tl.gpu_end_ns - tl.gpu_start_ns)[idx]

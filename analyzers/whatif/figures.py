@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from profplug.analyzers.whatif.peers import PEERS_MISSING
@@ -44,9 +45,9 @@ class Target(str, Enum):
     UNPROFILED = "unprofiled"
 
 
-TARGET_WORDS = {Target.REPLAY: "the same run replayed (the model's own error)",
-                Target.TRACED: "a separate traced run",
-                Target.UNPROFILED: "an unprofiled run (profplug ab)"}
+TARGET_WORDS = MappingProxyType({Target.REPLAY: "the same run replayed (the model's own error)",
+                                 Target.TRACED: "a separate traced run",
+                                 Target.UNPROFILED: "an unprofiled run (profplug ab)"})
 
 
 class _Rank(Protocol):

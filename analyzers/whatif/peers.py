@@ -6,6 +6,7 @@ wrong (rank 0 alone of a 2-rank decode: 2.5% predicted instead of 38.6%).
 from __future__ import annotations
 
 from profplug.analyzers.core.classify import comm_for_symbols
+from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.timeline import Timeline
 
 PEERS_MISSING = "peer ranks missing"
@@ -22,19 +23,19 @@ def world_size(tl: Timeline) -> int | None:
     return _world_size(tl)
 
 
-def lone_comm(tl: Timeline) -> bool:
+def lone_comm(tl: Timeline, memo: Memo | None = None) -> bool:
     """Whether ``tl`` runs a NCCL kernel (what a lone rank is warned about)."""
-    return bool(tl.n_gpu and (comm := comm_for_symbols(tl.names)).any() and
+    return bool(tl.n_gpu and (comm := comm_for_symbols(tl.names, memo)).any() and
                 comm[tl.gpu_name].any())
 
 
-def missing_peers(timelines: list[Timeline]) -> str | None:
+def missing_peers(timelines: list[Timeline], memo: Memo | None = None) -> str | None:
     """A warning when ranks of the run are missing (by ``distributedInfo.world_size``, or a
     lone rank running NCCL kernels) and the given ranks run NCCL kernels (without any, no
     wait for a peer is in the trace: nothing the missing ranks would change), else None."""
     return peers_warning([t.rank for t in timelines],
                          [w for t in timelines if (w := _world_size(t)) is not None],
-                         any(lone_comm(t) for t in timelines))
+                         any(lone_comm(t, memo) for t in timelines))
 
 
 def peers_warning(ranks: list[int], sizes: list[int], comm: bool) -> str | None:

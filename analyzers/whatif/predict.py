@@ -17,11 +17,10 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from profplug.analyzers.core import classify
-from profplug.analyzers.core.analysis_spec import WHATIF, AnalysisSpec
 from profplug.analyzers.core.errors import ProfplugError
+from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.memtrim import trim_large
-from profplug.analyzers.core.timeline import Timeline, links_kept
+from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.graph import dropset
 from profplug.analyzers.graph.dropat import resolve_callsite
 from profplug.analyzers.graph.events import DROPPED_GRAPH_READS, build_graph, dropped_graph
@@ -99,16 +98,15 @@ def _rank_result(
 
 def whatif(timelines: list[Timeline], drop: DropSpec | None = None,
            options: StallOptions | None = None, *, host: HostCosts | None = None,
-           ranks: list[RankResult] | None = None, keep_predicted: bool = False
-           ) -> WhatIfResult:
+           ranks: list[RankResult] | None = None, keep_predicted: bool = False,
+           memo: Memo | None = None) -> WhatIfResult:
     """Replay the run as recorded and without the dropped synchronizes; compare per rank.
 
     ``host``: the predicted run's host costs relative to the trace's (default: the same);
     ``ranks``: the recorded timelines' stall analyses when the caller has them (a report);
-    ``keep_predicted``: keep each rank's predicted timeline (``WhatIfResult.predicted``)."""
-    # once per timeline: policy masks, launch calls, symbol kinds
-    with dropset.masks_kept(), links_kept(), classify.tables_kept():
-        return _whatif(timelines, drop, options, host, ranks, {} if keep_predicted else None)
+    ``keep_predicted``: keep each rank's predicted timeline (``WhatIfResult.predicted``);
+    ``memo``: the caller's (``core.memo``; what-ifs of one run share it), else its own."""
+    return _whatif(timelines, drop, options, host, ranks, {} if keep_predicted else None, memo)
 
 
 def _whatif(
@@ -118,16 +116,18 @@ def _whatif(
     host: HostCosts | None,
     ranks: list[RankResult] | None,
     predicted: dict[int, Timeline] | None,
+    memo: Memo | None,
 ) -> WhatIfResult:
     """:func:`whatif`; ``predicted``: an empty dict that takes each rank's predicted
     timeline, None: not kept."""
-    stall_options = options or StallOptions()
+    stall_options, memo = options or StallOptions(), memo or Memo()
     if not timelines or not any(t.n_gpu for t in timelines):
         raise ProfplugError("what-if: no GPU work in the given traces")
-    rule, drop_note = _resolved_rule(timelines, asked or DropSpec())
+    rule, drop_note = _resolved_rule(timelines, asked or DropSpec(), memo)
     t0 = time.perf_counter()
     try:
-        model, recorded_replay, dropped_replay = _model_and_replays(timelines, rule, host)
+        model, recorded_replay, dropped_replay = _model_and_replays(timelines, rule, host,
+                                                                    memo)
         replay_s = time.perf_counter() - t0
         results = _ranks_predicted(timelines, model, recorded_replay, dropped_replay,
                                    stall_options, ranks, predicted)
@@ -139,13 +139,15 @@ def _whatif(
             f"what-if: {files}: times too far apart to replay (beyond the int64 nanosecond range)"
         ) from None
     warnings = [*model.warnings, *recorded_replay.warnings, *dropped_replay.warnings]
-    return _run_result(timelines, rule, drop_note, model, results, warnings, replay_s, predicted)
+    return _run_result(timelines, rule, drop_note, model, results, warnings, replay_s, predicted,
+                       memo)
 
 
-def _resolved_rule(timelines: list[Timeline], asked: DropSpec) -> tuple[DropSpec, str | None]:
+def _resolved_rule(timelines: list[Timeline], asked: DropSpec, memo: Memo
+                   ) -> tuple[DropSpec, str | None]:
     """The drop rule the replay applies (``dropset.resolve``: ``policy`` falls back when no
     rank has such a call) and the note saying why it is not the one asked for (None)."""
-    rule, drop_note = dropset.resolve(timelines, asked)
+    rule, drop_note = dropset.resolve(timelines, asked, memo)
     if rule.callsite is None:
         return rule, drop_note
     # --drop-at: the name as the report prints it, or a unique part, among the call sites
@@ -155,13 +157,13 @@ def _resolved_rule(timelines: list[Timeline], asked: DropSpec) -> tuple[DropSpec
 
 
 def _model_and_replays(
-    timelines: list[Timeline], rule: DropSpec, host: HostCosts | None
+    timelines: list[Timeline], rule: DropSpec, host: HostCosts | None, memo: Memo
 ) -> tuple[Model, Replay, Replay]:
     """The run's model and its two replays (times only): as recorded, and without the calls
     ``rule`` drops, at ``host``'s costs when given. Without ``host`` one graph serves both
     replays, and the model keeps only what the rank figures read once it exists (the
     client's memory); other host costs change every weight, so each replay builds its own."""
-    model = build_model(timelines, rule)
+    model = build_model(timelines, rule, memo=memo)
     if host is not None:
         return (
             model,
@@ -227,13 +229,14 @@ def _run_result(
     warnings: list[str],
     replay_s: float,
     predicted: dict[int, Timeline] | None,
+    memo: Memo,
 ) -> WhatIfResult:
     """The run's result: the ranks' figures held to the data-flow bound, with their bands;
     ``warnings``: the model's and the replays'."""
     coupled = bool((model.o_peer >= 0).any())
     apply_bound(results, coupled)
     set_bands(results, coupled=coupled)
-    peers_note = missing_peers(timelines)
+    peers_note = missing_peers(timelines, memo)
     if peers_note:
         withhold_bands(results)
     bound = bound_note(results)
@@ -253,23 +256,3 @@ def _run_result(
         predicted=predicted,
     )
 
-
-def whatif_analysis(drop: DropSpec | None = None, *, max_events: int | None = None,
-                    cache_key: str | None = None, keep_predicted: bool = False
-                    ) -> AnalysisSpec:
-    """:func:`whatif` as a run-level analysis of a report:
-    ``analyze(paths, run=[whatif_analysis()])`` puts its result in ``Report.run["whatif"]``.
-    Its rounds can run where the ranks are read (``in_rounds``: ``whatif.rounds``).
-    ``max_events``: its limit in one process (``AnalysisSpec.max_events``); ``cache_key``:
-    what its result is cached under (default: its drop rule); ``keep_predicted``: with the
-    predicted timelines (``--trace-out``; in one process only, never cached)."""
-    drop = drop or DropSpec()
-
-    def run(timelines: list[Timeline], options: StallOptions,
-            ranks: list[RankResult] | None) -> WhatIfResult:
-        return whatif(timelines, drop, options, ranks=ranks, keep_predicted=keep_predicted)
-
-    return AnalysisSpec(name="whatif", label="what-if", run=run,
-                        cache_key=None if keep_predicted else cache_key or f"whatif {drop!r}",
-                        in_rounds=None if keep_predicted else WHATIF, drop=drop,
-                        max_events=max_events)

@@ -82,6 +82,10 @@ class WhatIfResult:
                 return x
         raise KeyError(r)
 
+    def report_fields(self) -> dict[str, Any]:
+        """What it adds to the top of a report's JSON (after ``step``)."""
+        return {"predicted_step": self.predicted_step()}
+
     def predicted_step(self) -> dict[str, Any]:
         """The run's predicted step (``runstep``'s step object) with the prediction's figures
         (``figures``: its rank, band and what it is for, the speedup, nothing to drop): the

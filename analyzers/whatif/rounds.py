@@ -27,11 +27,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
-from profplug.analyzers.core import classify
 from profplug.analyzers.core.errors import ProfplugError
+from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.memtrim import trim_large
-from profplug.analyzers.core.timeline import Timeline, links_kept
-from profplug.analyzers.graph.dropat import most_common, resolve_in, site_counts
+from profplug.analyzers.core.timeline import Timeline
+from profplug.analyzers.graph.dropat import most_common, resolve_in
 from profplug.analyzers.graph.dropset import DROP_DEVICE, DROP_POLICY, FALLBACK_NOTE, policy_mask
 from profplug.analyzers.graph.events import DROPPED_GRAPH_READS, build_graph, dropped_graph
 from profplug.analyzers.graph.matching import Matching
@@ -101,11 +101,12 @@ REDUCE_READS = ("a_start", "o_start", "threads", "o_order", "a_dropped", *DROPPE
 
 
 def rank_model(tl: Timeline, kinds: str, nothing: bool = False,
-               callsite: str | None = None) -> Model:
+               callsite: str | None = None, memo: Memo | None = None) -> Model:
     """One rank's model on its own (no partner) by the rule ``kinds`` (``policy`` falls back
     on this rank alone), at ``callsite`` only when given (``--drop-at``, resolved over the
     run: ``dropat``); ``nothing``: no call dropped (:func:`_nothing_dropped`)."""
-    m = build_model([tl], DropSpec(kinds=kinds, callsite=callsite), matching=_alone(tl.rank))
+    m = build_model([tl], DropSpec(kinds=kinds, callsite=callsite), matching=_alone(tl.rank),
+                    memo=memo)
     trim_large(m.n_events)  # the build's temporaries: the graph starts from what is live
     return _nothing_dropped(m) if nothing else m
 
@@ -114,24 +115,24 @@ def rank_reductions(tl: Timeline, kinds: str, ops: np.ndarray,
                     callsite: str | None = None) -> RankReductions:
     """:class:`RankReductions` of one rank; ``ops``: its NCCL kernels (``commview``);
     ``callsite``: the resolved ``--drop-at`` (``kinds`` then not ``policy``)."""
-    with links_kept(), classify.tables_kept():
-        policy = kinds == DROP_POLICY and bool(policy_mask(tl).any())
-        m = rank_model(tl, kinds, callsite=callsite)
-        mk = _nothing_dropped(m) if kinds == DROP_POLICY and not policy else None
-        # one graph at a time, its variants made from it in place (a worker's memory:
-        # docs/scale.md); once it exists, the model's inputs to it go
-        g = build_graph(m, drop=False)
-        m = only(m, REDUCE_READS)
-        mk = only(mk, REDUCE_READS) if mk is not None else None
-        trim_large(m.n_events)
-        g = cut(g, ops)  # in place: a column more than the graph, once the model's inputs went
-        rec = reduce(g, m, ops, is_cut=True)
-        trim_large(m.n_events)  # each reduction's pass starts from what is live
-        # nothing dropped: only the host gaps' weights change (a copy of the weights)
-        kept = reduce(dropped_graph(g, mk), mk, ops, is_cut=True) if mk is not None else None
-        trim_large(m.n_events)
-        drop = reduce(dropped_graph(g, m, in_place=True), m, ops, is_cut=True)
-        del g
+    memo = Memo()  # this rank's: its kinds, launches and policy mask once
+    policy = kinds == DROP_POLICY and bool(policy_mask(tl, memo).any())
+    m = rank_model(tl, kinds, callsite=callsite, memo=memo)
+    mk = _nothing_dropped(m) if kinds == DROP_POLICY and not policy else None
+    # one graph at a time, its variants made from it in place (a worker's memory:
+    # docs/scale.md); once it exists, the model's inputs to it go
+    g = build_graph(m, drop=False)
+    m = only(m, REDUCE_READS)
+    mk = only(mk, REDUCE_READS) if mk is not None else None
+    trim_large(m.n_events)
+    g = cut(g, ops)  # in place: a column more than the graph, once the model's inputs went
+    rec = reduce(g, m, ops, is_cut=True)
+    trim_large(m.n_events)  # each reduction's pass starts from what is live
+    # nothing dropped: only the host gaps' weights change (a copy of the weights)
+    kept = reduce(dropped_graph(g, mk), mk, ops, is_cut=True) if mk is not None else None
+    trim_large(m.n_events)
+    drop = reduce(dropped_graph(g, m, in_place=True), m, ops, is_cut=True)
+    del g
     return RankReductions(tl.rank, policy, world_size(tl), list(m.assumptions),
                           list(m.warnings), rec, drop, kept)
 
@@ -239,30 +240,30 @@ def plan(red: list[RankReductions], m: Matching, parts: list[Partners], ops: lis
 def rank_whatif(tl: Timeline, ask: WhatIfAsk) -> RankWhatIf:
     """One rank's result (where it is read): both replays of its graph with its kernels'
     ends at the solved times, compared as ``predict`` does."""
-    with links_kept(), classify.tables_kept():
-        # the recorded side of the result first: its stall analysis (the brief one, its
-        # kinds and launches its own, as the model's) on the timeline alone, before the model
-        # and the graph exist; the replay made, it goes before the other is made (a worker's
-        # memory: docs/scale.md)
-        rs = analyze_rank(tl, ask.options, brief=True)
-        trim_large(tl.n_events)
-        m = rank_model(tl, ask.kinds, ask.nothing, ask.callsite)
-        side = _recorded_side(tl, m, ask.options, rs)
-        del rs
-        # one graph for both replays, anchored, then made the dropped one in place
-        g = build_graph(m, drop=False)
-        m = replay_only(m, keep=DROPPED_GRAPH_READS + _RESULTS_READ)
-        trim_large(m.n_events)
-        g = anchored(g, ask.ops, ask.rec_ends)  # in place, once the model's inputs went
-        rec = _replayed(tl, m, times_only(replay(m, False, graph=g)), ask.options, side)
-        del side
-        g = reanchored(dropped_graph(g, m, in_place=True), ask.drop_ends)
-        m = replay_only(m, keep=_RESULTS_READ)
-        trim_large(m.n_events)
-        drp = times_only(replay(m, True, graph=g))
-        del g
-        trim_large(m.n_events)
-        return _rank_result(tl, m, rec, drp, ask.options)
+    memo = Memo()  # this rank's: its kinds, launches and policy mask once
+    # the recorded side of the result first: its stall analysis (the brief one, its
+    # kinds and launches its own, as the model's) on the timeline alone, before the model
+    # and the graph exist; the replay made, it goes before the other is made (a worker's
+    # memory: docs/scale.md)
+    rs = analyze_rank(tl, ask.options, brief=True, memo=memo)
+    trim_large(tl.n_events)
+    m = rank_model(tl, ask.kinds, ask.nothing, ask.callsite, memo)
+    side = _recorded_side(tl, m, ask.options, rs)
+    del rs
+    # one graph for both replays, anchored, then made the dropped one in place
+    g = build_graph(m, drop=False)
+    m = replay_only(m, keep=DROPPED_GRAPH_READS + _RESULTS_READ)
+    trim_large(m.n_events)
+    g = anchored(g, ask.ops, ask.rec_ends)  # in place, once the model's inputs went
+    rec = _replayed(tl, m, times_only(replay(m, False, graph=g)), ask.options, side)
+    del side
+    g = reanchored(dropped_graph(g, m, in_place=True), ask.drop_ends)
+    m = replay_only(m, keep=_RESULTS_READ)
+    trim_large(m.n_events)
+    drp = times_only(replay(m, True, graph=g))
+    del g
+    trim_large(m.n_events)
+    return _rank_result(tl, m, rec, drp, ask.options)
 
 
 def joined(p: WhatIfPlan, results: list[RankWhatIf], all_ranks: list[int],
@@ -294,29 +295,3 @@ def resolved_at(drop: DropSpec, counts: list[Counter[str]]) -> DropSpec:
     assert drop.callsite is not None
     return DropSpec(kinds, resolve_in(drop.callsite, most_common(counts), kinds))
 
-
-def whatif_in_rounds(timelines: list[Timeline], drop: DropSpec | None = None,
-                    options: StallOptions | None = None) -> WhatIfResult:
-    """The four steps in one process (tests; ``scale.run_level`` runs 1 and 3 on the workers): the
-    result ``predict.whatif`` gives, on a run without a cycle."""
-    from profplug.analyzers.graph.commview import comm_view, match_views
-    from profplug.analyzers.graph.pathgraph import partners
-
-    t0 = time.perf_counter()
-    drop, opt = drop or DropSpec(), options or StallOptions()
-    gpu = [tl for tl in timelines if tl.n_gpu]
-    views = [comm_view(tl) for tl in gpu]
-    m = match_views(views)
-    parts = partners(m, lambda pos, o: gpu[pos].gpu_start_ns[o])
-    ops = [v.op_index for v in views]
-    if drop.callsite is not None:  # --drop-at: resolved over the ranks' call sites
-        drop = resolved_at(drop, [site_counts(tl, drop.kinds) for tl in gpu])
-    red = [rank_reductions(tl, drop.kinds, o, drop.callsite)
-           for tl, o in zip(gpu, ops, strict=True)]
-    p = plan(red, m, parts, ops, [v.tl.gpu_start_ns for v in views],
-             [v.tl.gpu_end_ns for v in views], drop, opt)
-    res = [rank_whatif(tl, a) for tl, a in zip(gpu, p.asks, strict=True)]
-    sizes = [w for r in red if (w := r.world_size) is not None]
-    return joined(p, res, [tl.rank for tl in timelines], sizes,
-                  any(o.size for o in ops),
-                  sum(tl.n_events for tl in timelines), t0)

@@ -58,7 +58,8 @@ def _edge_of(g: Graph, kind: int, base: int, n: int) -> np.ndarray:
 
 def _at(x: np.ndarray, e: np.ndarray) -> np.ndarray:
     """``x[e]`` where ``e >= 0``, else 0 (one temporary)."""
-    return x[np.maximum(e, 0)]
+    picked: np.ndarray = x[np.maximum(e, 0)]
+    return picked
 
 
 def _listed(p: np.ndarray) -> np.ndarray:

@@ -32,10 +32,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from profplug.analyzers.core.classify import tables_kept
 from profplug.analyzers.core.errors import ProfplugError, one_line
-from profplug.analyzers.core.timeline import Timeline, links_kept
-from profplug.analyzers.graph.matching import matches_kept
+from profplug.analyzers.core.memo import Memo
+from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.graph.model import DROP_NONE, DropSpec
 from profplug.analyzers.stalls.rank import RankResult, StallOptions, analyze_rank
 from profplug.analyzers.whatif.costs import HostCosts, comm_floors
@@ -50,23 +49,23 @@ MIN_STEP_US = 1e-3  # and 1 ns at least (1e-308 made the predicted speedup overf
 S_MIN, S_MAX = 0.05, 4.0
 
 
-def host_costs(tls: list[Timeline], s: float) -> HostCosts:
+def host_costs(tls: list[Timeline], s: float, memo: Memo | None = None) -> HostCosts:
     """Host costs at scale ``s``, unpaired NCCL kernels' waits scaled with them."""
-    return HostCosts(s, s, comm_floor_ns=comm_floors(tls))
+    return HostCosts(s, s, comm_floor_ns=comm_floors(tls, memo))
 
 
 def _device_replay(tls: list[Timeline], s: float, options: StallOptions | None,
-                   ranks: list[RankResult] | None = None) -> dict[int, float]:
+                   ranks: list[RankResult] | None, memo: Memo | None) -> dict[int, float]:
     """Each rank's step replayed at host scale ``s`` (one ``s`` for every rank), nothing
     dropped."""
-    return {r.rank: r.predicted_us for r in _device_ranks(tls, s, options, ranks)}
+    return {r.rank: r.predicted_us for r in _device_ranks(tls, s, options, ranks, memo)}
 
 
 def _device_ranks(tls: list[Timeline], s: float, options: StallOptions | None,
-                  ranks: list[RankResult] | None = None) -> list[RankWhatIf]:
+                  ranks: list[RankResult] | None, memo: Memo | None) -> list[RankWhatIf]:
     """Each rank's replay at host scale ``s``, nothing dropped (its idle by cause too)."""
-    return whatif(tls, DropSpec(kinds=DROP_NONE), options, host=host_costs(tls, s),
-                  ranks=ranks).ranks
+    return whatif(tls, DropSpec(kinds=DROP_NONE), options, host=host_costs(tls, s, memo),
+                  ranks=ranks, memo=memo).ranks
 
 
 def _mean(per_rank: dict[int, float]) -> float:
@@ -76,27 +75,31 @@ def _mean(per_rank: dict[int, float]) -> float:
 
 def fit_host_scale(tls: list[Timeline], step_us: float, options: StallOptions | None = None,
                    rel_tol: float = 1e-3, max_iter: int = 20,
-                   ranks: list[RankResult] | None = None) -> tuple[float, float]:
+                   ranks: list[RankResult] | None = None, memo: Memo | None = None
+                   ) -> tuple[float, float]:
     """(s, the replayed step at s): the host scale at which the traced run, nothing dropped,
     replays at ``step_us`` (regula falsi on s; the step grows with s). ``ranks``: the
     timelines' stall analyses, made once here when not given (every step of the search
-    replays the same recorded run)."""
-    s, per_rank = fit_per_rank(tls, step_us, options, rel_tol, max_iter, ranks)
+    replays the same recorded run); ``memo``: the caller's (``core.memo``), default this
+    search's own (its what-ifs share the matching, launch calls and kinds)."""
+    s, per_rank = fit_per_rank(tls, step_us, options, rel_tol, max_iter, ranks, memo)
     return s, _mean(per_rank)
 
 
 def fit_per_rank(tls: list[Timeline], step_us: float, options: StallOptions | None = None,
                  rel_tol: float = 1e-3, max_iter: int = 20,
-                 ranks: list[RankResult] | None = None) -> tuple[float, dict[int, float]]:
+                 ranks: list[RankResult] | None = None, memo: Memo | None = None
+                 ) -> tuple[float, dict[int, float]]:
     """:func:`fit_host_scale`, with each rank's own replayed step at that one scale."""
     if ranks is None:
         ranks = _recorded(tls, options)
+    memo = memo or Memo()
     lo, hi = S_MIN, S_MAX
-    at_lo = _device_replay(tls, lo, options, ranks)
+    at_lo = _device_replay(tls, lo, options, ranks, memo)
     f_lo = _mean(at_lo) - step_us
     if f_lo >= 0:  # even a host 20x faster is slower than measured: the GPU work alone is
         return lo, at_lo
-    at_hi = _device_replay(tls, hi, options, ranks)
+    at_hi = _device_replay(tls, hi, options, ranks, memo)
     f_hi = _mean(at_hi) - step_us
     if f_hi <= 0:
         return hi, at_hi
@@ -104,7 +107,7 @@ def fit_per_rank(tls: list[Timeline], step_us: float, options: StallOptions | No
     side = 0
     for _ in range(max_iter):
         s = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
-        at = _device_replay(tls, s, options, ranks)
+        at = _device_replay(tls, s, options, ranks, memo)
         f = _mean(at) - step_us
         if abs(f) <= rel_tol * step_us:
             break
@@ -150,16 +153,19 @@ def _rank(r: RankWhatIf, step_us: float, replayed_us: float, cal_pct: float,
 
 def calibration_band(tls: list[Timeline], res: WhatIfResult, step_ci_us: tuple[float, float],
                      drop: DropSpec | None = None, options: StallOptions | None = None,
-                     ranks: list[RankResult] | None = None) -> dict[int, float]:
+                     ranks: list[RankResult] | None = None, memo: Memo | None = None
+                     ) -> dict[int, float]:
     """Per rank, +-% of the prediction that the calibration step's uncertainty carries: the
     prediction made at each end of ``step_ci_us`` (the unprofiled device step's 95% CI),
     its largest distance from ``res``'s, over ``res``'s prediction."""
     out = {r.rank: 0.0 for r in res.ranks}
     if ranks is None:
         ranks = _recorded(tls, options)
+    memo = memo or Memo()
     for end in step_ci_us:
-        s, _ = fit_host_scale(tls, float(end), options, ranks=ranks)
-        other = whatif(tls, drop, options, host=host_costs(tls, s), ranks=ranks)
+        s, _ = fit_host_scale(tls, float(end), options, ranks=ranks, memo=memo)
+        other = whatif(tls, drop, options, host=host_costs(tls, s, memo), ranks=ranks,
+                       memo=memo)
         for r in res.ranks:
             if r.predicted_us > 0:
                 d = 100.0 * abs(other.rank(r.rank).predicted_us - r.predicted_us) / r.predicted_us
@@ -170,7 +176,8 @@ def calibration_band(tls: list[Timeline], res: WhatIfResult, step_ci_us: tuple[f
 def whatif_unprofiled(tls: list[Timeline], step_us: float, drop: DropSpec | None = None,
                       options: StallOptions | None = None,
                       step_ci_us: tuple[float, float] | None = None,
-                      ratio_ci: tuple[float, float] | None = None) -> WhatIfResult:
+                      ratio_ci: tuple[float, float] | None = None,
+                      memo: Memo | None = None) -> WhatIfResult:
     """The what-if at the host speed of an unprofiled run whose step (with the
     synchronizes) took ``step_us``: ``recorded_us`` = ``step_us``, ``replayed_us`` = the
     calibrated replay of the trace, ``predicted_us`` = the unprofiled step without the
@@ -178,10 +185,9 @@ def whatif_unprofiled(tls: list[Timeline], step_us: float, drop: DropSpec | None
     band then carries the prediction's change across it (:func:`calibration_band`) instead
     of ``UNPROFILED_BAND_PCT``; ``ratio_ci``: the measured speedup's 95% CI of a run paired
     with that step (``profplug ab``'s): the band carries its half-width instead (the module
-    docstring)."""
-    # ~10 what-ifs of one run: its matching, launch calls and symbol kinds once
-    with matches_kept(), links_kept(), tables_kept():
-        return _unprofiled(tls, step_us, drop, options, step_ci_us, ratio_ci)
+    docstring); ``memo``: the caller's (``core.memo``), default this call's own: its ~10
+    what-ifs of one run share the matching, launch calls and symbol kinds."""
+    return _unprofiled(tls, step_us, drop, options, step_ci_us, ratio_ci, memo or Memo())
 
 
 def _unprofiled(
@@ -190,24 +196,26 @@ def _unprofiled(
     drop: DropSpec | None,
     options: StallOptions | None,
     step_ci_us: tuple[float, float] | None,
-    ratio_ci: tuple[float, float] | None = None,
+    ratio_ci: tuple[float, float] | None,
+    memo: Memo,
 ) -> WhatIfResult:
-    """:func:`whatif_unprofiled`, its caches kept by the caller."""
+    """:func:`whatif_unprofiled`; ``memo``: shared by its what-ifs."""
     stalls = _recorded(tls, options)
     ci_note = _ci_note(step_us, step_ci_us)
     usable_ci = None if ci_note else step_ci_us
-    host_scale, replayed_by_rank = fit_per_rank(tls, step_us, options, ranks=stalls)
+    host_scale, replayed_by_rank = fit_per_rank(tls, step_us, options, ranks=stalls, memo=memo)
     replayed_us = _mean(replayed_by_rank)
     idle_by_rank = {
         r.rank: r.predicted_idle_by_cause_us
-        for r in _device_ranks(tls, host_scale, options, stalls)
+        for r in _device_ranks(tls, host_scale, options, stalls, memo)
     }
-    res = whatif(tls, drop, options, host=host_costs(tls, host_scale), ranks=stalls)
+    res = whatif(tls, drop, options, host=host_costs(tls, host_scale, memo), ranks=stalls,
+                 memo=memo)
     paired_pct = ratio_pct(ratio_ci)
     if paired_pct is not None:
         calibration_pct = {r.rank: paired_pct for r in res.ranks}
     elif usable_ci:
-        calibration_pct = calibration_band(tls, res, usable_ci, drop, options, stalls)
+        calibration_pct = calibration_band(tls, res, usable_ci, drop, options, stalls, memo)
     else:
         calibration_pct = {r.rank: UNPROFILED_BAND_PCT for r in res.ranks}
     ranks = [

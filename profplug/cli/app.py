@@ -7,6 +7,7 @@ runs ``main`` as ``__main__``: an app defined there would be a second one, with 
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 
 import typer
 
@@ -21,9 +22,17 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-ARGV: list[str] = []  # this process's command-line arguments, set by ``cli.main.main``
+@dataclass(frozen=True)
+class Invocation:
+    """What ``cli.main.main`` was given: the app's context object (``ctx.obj``), passed to
+    the app with each call, so that a command reads its own call's arguments."""
+
+    argv: tuple[str, ...]
 
 
-def command_line() -> str:
-    """The command as it was given (a merged trace's metadata), quoted for a shell."""
-    return shlex.join(["profplug", *ARGV])
+def command_line(ctx: typer.Context) -> str:
+    """The command as it was given (a merged trace's metadata), quoted for a shell: the
+    arguments of ``ctx``'s call through ``cli.main.main`` (none when the app was called
+    another way)."""
+    given = ctx.obj.argv if isinstance(ctx.obj, Invocation) else ()
+    return shlex.join(["profplug", *given])

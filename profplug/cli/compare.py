@@ -29,6 +29,7 @@ from profplug.cli.options import (
 
 @app.command()
 def compare(
+    ctx: typer.Context,
     run_a: Annotated[str, typer.Argument(help="Run A: directory, trace file, or f1,f2,...")],
     run_b: Annotated[str, typer.Argument(help="Run B: directory, trace file, or f1,f2,...")],
     fmt: Annotated[str | None, typer.Option(
@@ -64,6 +65,6 @@ def compare(
                        read=ReadOptions(nsys=nsys).with_step_range(step_range)
                        .with_max_decompressed(max_decompressed).with_cache(cache),
                        whatif=whatif, cross_rank=cross_rank, jobs=jobs, dask=dask,
-                       quiet=quiet, trace_out=trace_out, trace=trace_ask(trace_full, trace_steps))
+                       quiet=quiet, trace_out=trace_out, trace=trace_ask(trace_full, trace_steps, ctx))
     if code:
         raise typer.Exit(code)

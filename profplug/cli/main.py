@@ -9,7 +9,7 @@ import typer
 
 from profplug.analyzers.core.errors import ProfplugError, one_line
 from profplug.cli import ab, compare, report, run, whatif
-from profplug.cli.app import ARGV, app
+from profplug.cli.app import Invocation, app
 
 
 def _version(value: bool) -> None:
@@ -57,13 +57,13 @@ def _from_ctrl_c(exc: BaseException) -> bool:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; user errors print one line on stderr and return a non-zero code."""
     given = sys.argv[1:] if argv is None else list(argv)
-    ARGV[:] = given
     empty = _empty_argument(given)
     if empty is not None:
         print(f"profplug: error: {empty}", file=sys.stderr)
         return 2
     try:
-        app(args=argv, prog_name="profplug")  # standalone: exits through SystemExit
+        # standalone: exits through SystemExit
+        app(args=argv, prog_name="profplug", obj=Invocation(tuple(given)))
     except SystemExit as exc:
         code = exc.code
         if code == 130 and _from_ctrl_c(exc):  # typer turns a Ctrl-C into a silent 130

@@ -61,9 +61,10 @@ TraceSteps = Annotated[int | None, typer.Option(
                                  "second), the same span on every rank.")]
 
 
-def trace_ask(full: bool, steps: int | None) -> TraceAsk:
-    """What ``--trace-out`` writes, with the command line for its metadata."""
+def trace_ask(full: bool, steps: int | None, ctx: typer.Context) -> TraceAsk:
+    """What ``--trace-out`` writes, with the command line for its metadata (``ctx``: the
+    command's, which carries what ``cli.main.main`` was given)."""
     from profplug.analyzers.render.chrometrace.export import TraceAsk
     from profplug.cli.app import command_line
 
-    return TraceAsk(full=full, steps=steps, command=command_line())
+    return TraceAsk(full=full, steps=steps, command=command_line(ctx))

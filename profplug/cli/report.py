@@ -32,6 +32,7 @@ from profplug.cli.options import (
 
 @app.command()
 def report(
+    ctx: typer.Context,
     paths: Annotated[list[Path], typer.Argument(help=RUN_PATHS)],
     fmt: Annotated[str | None, typer.Option(
         "--format", "-f", help="table | json | csv (default: from -o's extension, .json or .csv; else "
@@ -70,6 +71,6 @@ def report(
                       .with_max_decompressed(max_decompressed).with_cache(cache), jobs=jobs,
                       whatif=whatif, strict=strict, cross_rank=cross_rank, dask=dask,
                       quiet=quiet, drop=DropSpec(drop), trace_out=trace_out,
-                      trace=trace_ask(trace_full, trace_steps))
+                      trace=trace_ask(trace_full, trace_steps, ctx))
     if code:
         raise typer.Exit(code)

@@ -31,6 +31,7 @@ from profplug.cli.options import (
 
 @app.command()
 def whatif(
+    ctx: typer.Context,
     paths: Annotated[list[Path], typer.Argument(help=RUN_PATHS)],
     drop: Drop = "policy",
     drop_at: Annotated[str | None, typer.Option(
@@ -79,6 +80,6 @@ def whatif(
                       read=ReadOptions(nsys=nsys).with_step_range(step_range)
                       .with_max_decompressed(max_decompressed).with_cache(cache),
                       dask=dask, quiet=quiet, against_run=against, trace_out=trace_out,
-                      trace=trace_ask(trace_full, trace_steps))
+                      trace=trace_ask(trace_full, trace_steps, ctx))
     if code:
         raise typer.Exit(code)

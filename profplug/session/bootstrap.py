@@ -64,8 +64,8 @@ def _on_torch(config: Config) -> None:
 
         patch_synchronize()
     session = Session(config)  # the rank's one session: its hooks below keep it
-    steps.add_listener(session.on_step_begin, session.on_step_end, session.on_switch)
-    steps.on_activity = session.on_activity
+    steps.add_listener(session.on_step_begin, session.on_step_end, session.on_switch,
+                       on_activity=session.on_activity)
     install(session)
     exitcode.install(session.end)
     try:

@@ -59,10 +59,6 @@ from profplug.session.statusfile import ProcessEnd, rank
 from profplug.session.window import StepClocks, Window, WindowPlan
 
 
-def _noop() -> None:
-    return None
-
-
 class Session:
     """Drives one recorder from step/activity events and flushes it exactly once."""
 
@@ -123,8 +119,9 @@ class Session:
         self._discard(f"{dropped} steps from {old} ({new} took control)")
 
     def on_activity(self) -> None:
-        """First p2p/synchronize call: record the whole run unless steps take over."""
-        _steps.on_activity = _noop
+        """First p2p/synchronize call: record the whole run unless steps take over (the
+        session stops listening: one call is all it needs)."""
+        _steps.remove_listener(on_activity=self.on_activity)
         if self.window.mode is None and not self.flush_started:
             self.window.mode = "run"
             self._start()

@@ -16,7 +16,7 @@ import functools
 import sys
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from profplug.session.statusfile import ProcessEnd
@@ -63,7 +63,7 @@ def install(end: ProcessEnd) -> None:
     original_exit = sys.exit
 
     @functools.wraps(original_exit)
-    def exit(status: object = None) -> None:
+    def exit(status: str | int | None = None) -> NoReturn:
         record(status)
         original_exit(status)
 

@@ -169,16 +169,26 @@ def nsys_command(nsys: str, out: Path, command: list[str]) -> list[str]:
     ]
 
 
-def _run_forwarding_signals(cmd: list[str], env: dict[str, str],
-                            got: list[int] | None = None,
-                            pid: list[int] | None = None, quiet: bool = False) -> int:
+@dataclass(frozen=True)
+class JobEnd:
+    """How a launched job ended: its exit status (``128 + N`` when signal N ended it, and
+    ``128 + SIGINT`` when interrupted even if it then exited cleanly), its process id, and
+    the signals profplug received while it ran."""
+
+    status: int
+    pid: int
+    signals: tuple[int, ...]
+
+
+def _run_forwarding_signals(cmd: list[str], env: dict[str, str], quiet: bool = False
+                            ) -> JobEnd:
     """Run ``cmd`` as an argument list (never a shell; output streams through).
 
     SIGTERM is forwarded at once. SIGINT is forwarded only if the job is still running
     SIGINT_GRACE_S later (a terminal's Ctrl-C already reached the whole process group; a
-    ``kill -INT`` aimed at profplug did not), or at once on a second SIGINT. Signals
-    received are appended to ``got``, the job's process id to ``pid``. ``quiet``: progress
-    bars filtered out of the output that does not go to a terminal (``session.progress``).
+    ``kill -INT`` aimed at profplug did not), or at once on a second SIGINT. ``quiet``:
+    progress bars filtered out of the output that does not go to a terminal
+    (``session.progress``).
     """
     out, err = progress.quiet_streams() if quiet else (False, False)
     try:
@@ -188,9 +198,7 @@ def _run_forwarding_signals(cmd: list[str], env: dict[str, str],
         raise ToolMissingError(f"{cmd[0]}: command not found") from None
     except PermissionError:
         raise ProfplugError(f"{cmd[0]}: permission denied") from None
-    if pid is not None:
-        pid.append(proc.pid)
-    received: list[int] = [] if got is None else got
+    received: list[int] = []
     pending: list[float] = []  # when a SIGINT still to forward arrived
 
     def forward(signum: int, frame: Any) -> None:
@@ -222,7 +230,7 @@ def _run_forwarding_signals(cmd: list[str], env: dict[str, str],
     rc = 128 - rc if rc < 0 else rc
     if signal.SIGINT in received and rc == 0:
         rc = 128 + signal.SIGINT  # interrupted, even if the job exited cleanly
-    return rc
+    return JobEnd(rc, proc.pid, tuple(received))
 
 
 def _env_summary(env: dict[str, str]) -> dict[str, str]:
@@ -305,14 +313,12 @@ def run(opts: RunOptions) -> int:
         "python": sys.version.split()[0],
         "started": time.time(),
     }
-    got: list[int] = []
-    pid: list[int] = []
-    rc = _run_forwarding_signals(cmd, env, got, pid, quiet=nsys is not None)
-    info.update(ended=time.time(), exit_status=rc, job_pid=pid[0] if pid else None,
-                signals=[signal.Signals(s).name for s in got])
+    job = _run_forwarding_signals(cmd, env, quiet=nsys is not None)
+    info.update(ended=time.time(), exit_status=job.status, job_pid=job.pid,
+                signals=[signal.Signals(s).name for s in job.signals])
     traces = _collect_traces(opts, nsys, info)
     write_run_json(opts.out, info)
-    return _summarize(opts, traces, rc)
+    return _summarize(opts, traces, job.status)
 
 
 def _collect_traces(opts: RunOptions, nsys: str | None, info: dict[str, Any]) -> list[Path]:

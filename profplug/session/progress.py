@@ -54,7 +54,7 @@ def _last_state(line: bytes) -> bytes:
 def _pump(source: IO[bytes], fd: int) -> None:
     f = CarriageFilter()
     try:
-        while chunk := source.read1(1 << 16):  # type: ignore[attr-defined]
+        while chunk := source.read1(1 << 16):  # type: ignore[attr-defined]  # a pipe: BufferedReader
             _write(fd, f.feed(chunk))
         _write(fd, f.close())
     finally:
@@ -72,7 +72,7 @@ def _write(fd: int, data: bytes) -> None:
 
 def quiet_streams() -> tuple[bool, bool]:
     """Whether to filter the child's stdout and stderr: each one not a terminal."""
-    return tuple(not _isatty(fd) for fd in (1, 2))  # type: ignore[return-value]
+    return not _isatty(1), not _isatty(2)
 
 
 def _isatty(fd: int) -> bool:

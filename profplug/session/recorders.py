@@ -35,11 +35,12 @@ def _experimental_config(cuda: bool) -> Any:
     # effect (see sample_traces/README.md); both default on.
     sync_events = cuda and os.environ.get("PROFPLUG_KINETO_SYNC_EVENTS", "1") != "0"
     all_threads = os.environ.get("PROFPLUG_KINETO_ALL_THREADS", "1") != "0"
-    for kwargs in (
+    options: tuple[dict[str, Any], ...] = (
         {"enable_cuda_sync_events": sync_events, "profile_all_threads": all_threads},
         {"enable_cuda_sync_events": sync_events},
         {},
-    ):
+    )
+    for kwargs in options:
         try:
             return _ExperimentalConfig(**kwargs)
         except TypeError:
@@ -142,7 +143,8 @@ class KinetoRecorder(Recorder):
         self.prepare()
         _tprof._run_on_profiler_start()  # profplug.annotate follows this hook
         try:
-            torch.autograd._enable_profiler(self.config, self.activities, self.scopes)
+            torch.autograd._enable_profiler(self.config, self.activities,  # type: ignore[call-arg]  # torch's .pyi lacks the binding's scopes
+                                            self.scopes)
         except TypeError:  # no record scopes in this torch: every op is recorded
             torch.autograd._enable_profiler(self.config, self.activities)
         self.running = True

@@ -67,9 +67,12 @@ def _c_record(ev: Any) -> Callable[[Any], None]:
     looks the current stream up when given none); ``ev.record`` for anything else."""
     base = getattr(torch._C, "_CudaEventBase", None)
     rec = getattr(base, "record", None) if base is not None else None
-    if rec is not None and isinstance(ev, base):
-        return rec.__get__(ev)
-    return ev.record
+    bound: Callable[[Any], None]  # torch declares no types for either
+    if base is not None and rec is not None and isinstance(ev, base):
+        bound = rec.__get__(ev)
+    else:
+        bound = ev.record
+    return bound
 
 
 class StepTimer:

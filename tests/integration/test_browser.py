@@ -181,9 +181,9 @@ def test_hovering_a_gap_names_its_sync_and_call_site(chromium: Any, tmp_path: Pa
 def test_cross_rank_section_draws_its_plots(chromium: Any, tmp_path: Path) -> None:
     # given the report page of a synthetic 4-stage pipeline with the cross-rank analysis and a
     # hostile annotation around one of rank 0's launches
-    from pipeline_synth import PipelineSpec, write
     from profplug.analyzers.crossrank import cross_rank_analysis
     from profplug.analyzers.render.registry import render_text
+    from synth.pipeline import PipelineSpec, write
 
     paths, _ = write(PipelineSpec(stages=4, steps=5, slow_stage=1), tmp_path / "run")
     doc = json.loads(paths[0].read_text())

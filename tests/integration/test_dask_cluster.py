@@ -16,7 +16,6 @@ import added_analysis
 import cloudpickle
 import pytest
 from added_analysis import BY_RANK, added
-from pipeline_synth import PipelineSpec, write
 from profplug.analyzers.commands.report import run_report
 from profplug.analyzers.core.errors import ProfplugError
 from profplug.analyzers.readers.base import ReadOptions
@@ -30,6 +29,7 @@ from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.stalls.rank import StallOptions
 from profplug.analyzers.whatif import whatif
 from reference import one_process, page
+from synth.pipeline import PipelineSpec, write
 
 TIMES = re.compile(r'"(replay_s|analysis_s)": [0-9.eE+-]+')  # wall times inside the JSON
 
@@ -108,7 +108,7 @@ def test_the_whatif_of_timelines_read_on_the_cluster_is_the_local_one(
     here = load_timelines(run16, jobs=1, progress=False)
     there = load_timelines(run16, backend=cluster, progress=False)
 
-    def js(tls: list) -> str:  # type: ignore[type-arg]
+    def js(tls: list) -> str:
         return TIMES.sub("", json.dumps(whatif(tls).to_dict(), sort_keys=True))
 
     assert js(there) == js(here)

@@ -17,8 +17,7 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 
-from nsys_synth import NsysExport
-from synth import mixed_trace
+from synth import NsysExport, mixed_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 NSYS_SEED = ROOT / "sample_traces" / "pp2_infer_nsys" / "device" / "report.sqlite.gz"

@@ -11,11 +11,10 @@ import json
 from pathlib import Path
 
 import pytest
-from nsys_synth import NsysExport
 from profplug.analyzers.readers.kineto.decode import BAD_CORRELATION
 from profplug.analyzers.readers.kineto.reader import read_kineto
 from profplug.analyzers.readers.nsys.reader import ABSURD, OUT_OF_RANGE, read_nsys
-from synth import KinetoTrace
+from synth import KinetoTrace, NsysExport
 
 from profplug.cli.main import main
 

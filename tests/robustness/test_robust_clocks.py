@@ -12,14 +12,16 @@ import json
 from pathlib import Path
 
 import numpy as np
-from nsys_synth import NsysExport
-from pipeline_synth import PipelineSpec, write
+import pytest
+from profplug.analyzers.core.analysis_spec import AnalysisSpec
+from profplug.analyzers.core.errors import ClocksApart, ProfplugError
 from profplug.analyzers.graph.matching import match
 from profplug.analyzers.readers.clocks import EPOCH, align, clock_of
 from profplug.analyzers.report.analysis import analyze
 from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.scale.load import load_timelines
-from synth import KinetoTrace
+from synth import KinetoTrace, NsysExport
+from synth.pipeline import PipelineSpec, write
 
 from profplug.cli.main import main
 
@@ -119,3 +121,26 @@ def test_one_source_says_nothing_of_clocks(tmp_path) -> None:
     _kineto(tmp_path / "rank1.json", 1)
     rep = analyze([tmp_path], jobs=1, run=report_analyses(None))
     assert not [w for w in rep.warnings if "clocks cannot be compared" in w]
+
+
+def _refuses(error: type[ProfplugError]):
+    def run(timelines: object, options: object, ranks: object) -> None:
+        raise error("aligner: ranks 0 and 1 cannot share an axis")
+    return run
+
+
+@pytest.mark.parametrize("error, said", [(ClocksApart, 0), (ProfplugError, 1)],
+                         ids=["clocks-apart", "another-refusal"])
+def test_an_analysis_that_judged_the_clocks_stands_for_the_mixed_sources_warning(
+        tmp_path: Path, error: type[ProfplugError], said: int) -> None:
+    # given mixed sources and an analysis that aligns clocks, which refuses: with the typed
+    # ClocksApart (its words name no clock), or for another reason
+    _kineto(tmp_path / "rank0.json", 0)
+    _nsys(tmp_path / "rank1.sqlite", 1)
+    spec = AnalysisSpec(name="aligner", label="aligner", run=_refuses(error),
+                        aligns_clocks=True)
+    rep = analyze([tmp_path], jobs=1, run=[spec])
+    # then its refusal is one warning line, and the mixed-sources warning is said only when
+    # the refusal was not about the clocks
+    assert "aligner: ranks 0 and 1 cannot share an axis" in rep.warnings
+    assert len([w for w in rep.warnings if "clocks cannot be compared" in w]) == said

@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nsys_synth import sync_loop_export
 from profplug.analyzers.scale.load import load_timelines
-from synth import sync_loop
+from synth import sync_loop, sync_loop_export
 
 from profplug.cli.main import main
 

@@ -87,15 +87,15 @@ def work(path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     count = {"decoded": 0, "scanned": 0}
     de, di, run = chunks.decode_events, chunks.decode_item, Scan.run
 
-    def decode_events(piece, *exact):  # type: ignore[no-untyped-def]
+    def decode_events(piece, *exact):
         count["decoded"] += len(piece)
         return de(piece, *exact)
 
-    def decode_item(item, *exact):  # type: ignore[no-untyped-def]
+    def decode_item(item, *exact):
         count["decoded"] += len(item)
         return di(item, *exact)
 
-    def scan_run(self, buf, pos, end):  # type: ignore[no-untyped-def]
+    def scan_run(self, buf, pos, end):
         reached, closed = run(self, buf, pos, end)
         count["scanned"] += max(reached - pos, 0)
         return reached, closed
@@ -162,7 +162,7 @@ def test_whitespace_is_not_held(tmp_path: Path, where: str,
     held = [0]
     feed = chunks.EventArray.feed
 
-    def tracked(self, data, final=False):  # type: ignore[no-untyped-def]
+    def tracked(self, data, final=False):
         out = feed(self, data, final)
         held[0] = max(held[0], len(self.buf))
         return out

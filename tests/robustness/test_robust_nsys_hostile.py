@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 from hostile_inputs import hot_wal, recursive_view, seed_export, small_export, sql
-from nsys_synth import NsysExport
 from profplug.analyzers.core.errors import TraceError
 from profplug.analyzers.readers.nsys import reader, source
 from profplug.analyzers.readers.nsys.reader import read_nsys
+from synth import NsysExport
 
 
 def names(tls: list) -> set[str]:

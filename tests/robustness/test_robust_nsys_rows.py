@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nsys_synth import NsysExport
 from profplug.analyzers.readers.nsys.reader import ABSURD, read_nsys
+from synth import NsysExport
 
 HOUR_US = 3_600_000_000.0
 

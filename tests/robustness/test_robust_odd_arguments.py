@@ -52,7 +52,7 @@ def test_the_output_format_follows_the_extension_unless_given(tmp_path: Path, na
     trace = sync_loop(tmp_path / "rank0.json")
     out = tmp_path / name
     assert main(["report", str(trace), "-o", str(out), "-q"]) == 0
-    assert check(out.read_text())  # type: ignore[operator]
+    assert check(out.read_text())
     assert main(["report", str(trace), "-o", str(out), "-f", "table", "-q"]) == 0
     assert "profplug stall report" in out.read_text()  # -f given: as asked
 

@@ -11,8 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
-from nsys_synth import sync_loop_export
-from synth import one_error, run_folder, sync_loop
+from synth import one_error, run_folder, sync_loop, sync_loop_export
 
 from profplug.cli.main import main
 

@@ -17,7 +17,7 @@ from typing import Any
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-_PRELOAD = ["torch", "torch.distributed", "tests.runtime._dist"]
+_PRELOAD = ["torch", "torch.distributed", "runtime._dist"]
 
 
 def _entry(rank: int, world: int, init_file: str, fn: Callable[..., Any], args: tuple) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.runtime._dist import run_ranks
+from runtime._dist import run_ranks
 
 CU = "megatron.core.inference.communication_utils"
 MW = "megatron.core.inference.model_inference_wrappers.abstract_model_inference_wrapper"

@@ -5,13 +5,10 @@ subclasses created later), and each outermost call is one step."""
 from __future__ import annotations
 
 import importlib
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
+from shared_jobs import megatron_start_up
 
 import profplug
 import profplug.steps as steps
@@ -53,7 +50,7 @@ def stub_wrapper(base: type) -> type:
     """``base`` (a real Megatron wrapper class) with the model and its set-up stubbed; its
     run_one_forward_step is inherited, i.e. whatever the patch made of it."""
 
-    class Stub(base):  # type: ignore[valid-type, misc]
+    class Stub(base):
         def __init__(self) -> None:  # the real one needs a GPTModel and process groups
             self.pp_group = _Group()
             self.inference_context = _Context()
@@ -104,28 +101,13 @@ def test_run_one_forward_step_is_one_step_per_outermost_call(mw) -> None:
     assert steps.count() == 4
 
 
-def test_vlm_override_is_patched_when_imported_after_the_patch(tmp_path) -> None:
-    """In a fresh process: patch first, then import the VLM wrapper (it defines its own
-    run_one_forward_step); the class-creation hook wraps it, unpatch unwraps it."""
+def test_vlm_override_is_patched_when_imported_after_the_patch(tmp_path_factory) -> None:
+    """In a fresh process, under the start-up hook (``jobs/megatron_start_up.py``, shared with
+    test_patch.py): Megatron-Core patched first, then the VLM wrapper imported (it defines its
+    own run_one_forward_step); the class-creation hook wraps it, unpatch unwraps it."""
     pytest.importorskip(AMIW)
-    code = f"""
-import importlib, sys
-import profplug
-profplug.patch(megatron=True, synchronize=False)
-assert {VLM!r} not in sys.modules
-amiw = importlib.import_module({AMIW!r})
-print('base', hasattr(amiw.AbstractModelInferenceWrapper.{METHOD}, '__wrapped__'))
-vlm = importlib.import_module({VLM!r}).VLMInferenceWrapper
-print('vlm', hasattr(vlm.__dict__[{METHOD!r}], '__wrapped__'))
-profplug.unpatch()
-print('after', hasattr(vlm.__dict__[{METHOD!r}], '__wrapped__'))
-"""
-    root = Path(__file__).resolve().parents[2]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PROFPLUG_")}
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=root, env=env, timeout=180)
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert res.stdout.split() == ["base", "True", "vlm", "True", "after", "False"]
+    lines, _ = megatron_start_up(tmp_path_factory)
+    assert lines[1:] == [["base", "True"], ["vlm", "True"], ["after", "False"]]
 
 
 def test_job_steps_win_over_megatron_steps(mw) -> None:

@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 from profplug.analyzers.core import ranges
 
-from tests.runtime._dist import run_ranks
+from runtime._dist import run_ranks
 
 SHAPES = [(1,), (3, 5), (2, 7, 4), (64, 33), (1, 1, 1, 9)]
 DTYPES = [torch.float32, torch.int64, torch.bfloat16]

@@ -10,6 +10,7 @@ import sys
 import pytest
 import torch
 from profplug.analyzers.core import ranges
+from shared_jobs import megatron_start_up
 
 import profplug
 
@@ -121,27 +122,13 @@ def test_megatron_example_imports_and_fails_clearly_without_cuda() -> None:
     assert res.returncode == 1 and "needs CUDA GPUs" in res.stderr
 
 
-def test_startup_hook_patches_megatron_when_the_job_imports_it(tmp_path) -> None:
-    import os
-    from pathlib import Path
-
-    from profplug.session.launch import SITECUSTOMIZE_DIR
-
-    code = (
-        "import sys; assert 'torch' not in sys.modules\n"
-        f"import {MW} as w, {CU} as c\n"
-        "import torch\n"
-        "print(w.recv_from_prev_pipeline_rank_ is c.recv_from_prev_pipeline_rank_,"
-        " getattr(c.send_to_next_pipeline_rank, '__profplug__', False),"
-        " getattr(torch.cuda.synchronize, '__profplug__', False))\n"
-    )
-    env = {**os.environ, "PYTHONPATH": str(SITECUSTOMIZE_DIR), "PROFPLUG_OUT": str(tmp_path)}
-    env.pop("PROFPLUG_OWNER_PID", None)
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                         cwd=Path(__file__).resolve().parents[2])
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert res.stdout.split() == ["True", "True", "True"]
-    assert (tmp_path / "status" / "rank0.json").exists()
+def test_startup_hook_patches_megatron_when_the_job_imports_it(tmp_path_factory) -> None:
+    """A fresh process under the start-up hook imports Megatron-Core's inference modules
+    before torch (``jobs/megatron_start_up.py``, shared with test_megatron_steps.py)."""
+    pytest.importorskip(CU)
+    lines, out = megatron_start_up(tmp_path_factory)
+    assert lines[0] == ["hook", "True", "True", "True"]
+    assert (out / "status" / "rank0.json").exists()
 
 
 def test_megatron_example_is_a_script_that_never_imports_profplug() -> None:

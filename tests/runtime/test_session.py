@@ -62,6 +62,24 @@ def test_a_window_given_up_keeps_only_an_nsys_capture_open(
         "2 steps from megatron (manual took control)"]
 
 
+def test_the_first_activity_opens_a_whole_run_window_and_the_session_stops_listening(
+        session_for, tmp_path) -> None:
+    # given a rank's session listening to the p2p/synchronize calls, as bootstrap registers it
+    s = session_for(tmp_path, trace="none", skip=1, steps=2)
+    steps.add_listener(on_activity=s.on_activity)
+    try:
+        # when the job makes its first p2p call, and more
+        steps.on_activity()
+        assert s.window.mode == "run"
+        # then the session no longer listens (its one call opened the window)
+        assert s.on_activity not in steps._on_activity
+        steps.on_activity()
+        assert s.window.mode == "run"
+    finally:
+        steps.remove_listener(on_activity=s.on_activity)
+    s.flush()
+
+
 def test_only_nsys_ranks_meet_again_before_the_window_stops(session_for, tmp_path) -> None:
     met: dict[str, list[int]] = {}
     for trace in ("nsys", "kineto", "none"):

@@ -219,7 +219,7 @@ def test_a_site_declared_before_its_module_is_imported_waits_for_it(
     monkeypatch.syspath_prepend(str(tmp_path))
     state = sites.declare("latepipe:send")
     assert not state.patched
-    import latepipe  # type: ignore[import-not-found]
+    import latepipe
 
     try:
         assert state.patched and getattr(latepipe.send, "__profplug__", False)
@@ -288,7 +288,7 @@ def test_a_job_importing_a_moved_transformers_is_told_in_one_line(tmp_path) -> N
 class _OnDevice(torch.Tensor):
     """A CPU tensor that stays put when asked to move (``.to(cuda)`` on a CPU build)."""
 
-    def to(self, *args, **kwargs):  # type: ignore[override]
+    def to(self, *args, **kwargs):
         return self
 
 

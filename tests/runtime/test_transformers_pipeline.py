@@ -17,8 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from tests.runtime.conftest import shared_job
+from shared_jobs import shared_job
 
 pytest.importorskip("transformers.distributed.pipeline_parallel")
 pytest.importorskip("accelerate")

@@ -25,7 +25,7 @@ import sys
 from functools import cache
 from pathlib import Path
 
-from pipeline_synth import PipelineSpec, write
+from synth.pipeline import PipelineSpec, write
 
 ROOT = Path(__file__).resolve().parents[2]
 # source folder -> the package it is installed as (pyproject's package-dir)
@@ -409,8 +409,8 @@ def test_the_checks_catch_planted_violations(tmp_path: Path) -> None:
     (tmp_path / "plant" / "ok.py").write_text("import json\n")
     (tmp_path / "plant" / "bad.py").write_text("import torch\n")
     res = import_blocked(["plant.ok", "plant.bad"], [str(tmp_path)])
-    assert list(res["failed"]) == ["plant.bad"]  # type: ignore[arg-type]
-    assert "blocked: torch" in res["failed"]["plant.bad"]  # type: ignore[index]
+    assert list(res["failed"]) == ["plant.bad"]
+    assert "blocked: torch" in res["failed"]["plant.bad"]
 
 
 def test_only_the_dask_backend_imports_dask() -> None:

@@ -3,6 +3,8 @@ a made-up collection with known costs."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from scheduling import DEFAULT_BY_FOLDER, cost_of, module_costs, slice_sizes, worker_order
 
 COSTS = {"a.py": 50.0, "b.py": 30.0, "c.py": 25.0}
@@ -51,3 +53,10 @@ def test_an_unlisted_runtime_module_is_costly_and_the_shipped_costs_are_read() -
     assert cost_of("tests/runtime/test_new_jobs.py", {}) == DEFAULT_BY_FOLDER["tests/runtime/"]
     assert cost_of("tests/unit/test_new.py", {}) == 0.0
     assert module_costs()["tests/runtime/test_ab.py"] > 0
+
+
+def test_every_costed_module_exists() -> None:
+    """A moved or renamed module keeps its cost only under its new path: a stale key would
+    leave the module unscheduled among the cheap ones."""
+    root = Path(__file__).resolve().parents[2]
+    assert [m for m in module_costs() if not (root / m).is_file()] == []

@@ -78,14 +78,14 @@ def _really_ends(buf: bytearray, pos: int, end: int, final: bool) -> bool | None
     or ', "field"' with no event after it, follows; not when an item, an event's field or
     more events follow (then it is a stray byte). None: undecided until more is read; the
     separators read so far after it are then compacted (a run of spaces is never held)."""
-    j = _NEXT.match(buf, pos + 1, end).end()  # type: ignore[union-attr]
+    j = _NEXT.match(buf, pos + 1, end).end()  # type: ignore[union-attr]  # matches "": never None
     if j >= end:
         if final:
             return True
         _compact(buf, pos + 1)
         return None
     if buf[j] == 0x7D:  # '}': the end of the top-level object, if nothing follows it
-        k = _NEXT.match(buf, j + 1, end).end()  # type: ignore[union-attr]
+        k = _NEXT.match(buf, j + 1, end).end()  # type: ignore[union-attr]  # matches "": never None
         if k >= end:
             if final:
                 return True

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -50,7 +51,7 @@ OUT_OF_RANGE = "timestamp out of range"
 MIXED = "timestamp style unlike the trace's (epoch vs relative us)"
 BEGIN_END = "begin/end pair (ph B/E), not read"
 
-GPU_CATS = {"kernel": KIND_KERNEL, "gpu_memcpy": KIND_MEMCPY, "gpu_memset": KIND_MEMSET}
+GPU_CATS = MappingProxyType({"kernel": KIND_KERNEL, "gpu_memcpy": KIND_MEMCPY, "gpu_memset": KIND_MEMSET})
 API_CATS = frozenset({"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver", "runtime",
                       "driver"})
 ANN_CATS = frozenset({"user_annotation"})
@@ -62,8 +63,8 @@ BE_CATS = frozenset({*GPU_CATS, *API_CATS, *ANN_CATS, "cuda_sync"})
 KINETO_CATS = frozenset({*BE_CATS, "cpu_op", "python_function", "gpu_user_annotation",
                          "cpu_instant_event", "overhead", "ac2g", "fwdbwd", "trace",
                          "cuda_profiler_range", "kineto", "gpu_op"})
-SYNC_KINDS = {"Event Sync": SYNC_EVENT_SYNC, "Stream Wait Event": SYNC_STREAM_WAIT_EVENT,
-              "Stream Sync": SYNC_STREAM_SYNC, "Context Sync": SYNC_CONTEXT_SYNC}
+SYNC_KINDS = MappingProxyType({"Event Sync": SYNC_EVENT_SYNC, "Stream Wait Event": SYNC_STREAM_WAIT_EVENT,
+                               "Stream Sync": SYNC_STREAM_SYNC, "Context Sync": SYNC_CONTEXT_SYNC})
 PARAM_COMMS = "record_param_comms"  # torch's cpu_op describing a NCCL call (commops)
 RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
 
@@ -78,8 +79,8 @@ def _as_int(x: int | str, default: int = -1) -> int:
     return int(m.group())
 
 
-_NARROW = {"gpu_kind": np.int8, "gsync_kind": np.int8, "gpu_name": np.int32,
-           "api_name": np.int32, "ann_name": np.int32}
+_NARROW = MappingProxyType({"gpu_kind": np.int8, "gsync_kind": np.int8, "gpu_name": np.int32,
+                            "api_name": np.int32, "ann_name": np.int32})
 _GPU_COLUMNS = ("gpu_start_ns", "gpu_end_ns", "gpu_device", "gpu_stream", "gpu_kind",
                 "gpu_name", "gpu_corr")
 _API_COLUMNS = ("api_start_ns", "api_end_ns", "api_tid", "api_name", "api_corr")
@@ -262,7 +263,7 @@ class _Rows:
         if any(self.packed.values()):
             self.pack()
             for k, parts in self.packed.items():
-                self.b.cols[k] = np.concatenate(parts) if parts else []  # type: ignore[assignment]
+                self.b.cols[k] = np.concatenate(parts) if parts else []  # type: ignore[assignment]  # build() takes arrays too
                 parts.clear()  # one column's parts at a time: the peak is not twice the rank
             trim()  # the freed parts and decoded events: the nesting sort starts from the rank
         tl = self.b.build(rank=rank, source="kineto", files=[str(path)], rank_rule=rule,
@@ -288,13 +289,6 @@ class _Rows:
 
 
 TIME_COLUMNS = tuple(n for n in Timeline._ARRAYS if n.endswith("_ns"))
-
-
-def _to_timeline(path: Path, header: Header, events: list[Event], *, file_index: int,
-                 steps: StepRule = DEFAULT_STEPS) -> Timeline:
-    rows = _Rows()
-    rows.feed(events)
-    return rows.finish(path, header, file_index, steps)
 
 
 def _rank_of(path: Path, dist: dict[str, Any], file_index: int) -> tuple[int, str]:

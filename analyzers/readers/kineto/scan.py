@@ -48,7 +48,7 @@ class Scan:
         closed = False
         while pos < end:
             if in_str:
-                pos = string(buf, pos, end).end()  # type: ignore[union-attr]
+                pos = string(buf, pos, end).end()  # type: ignore[union-attr]  # matches "": never None
                 if pos >= end or buf[pos] != QUOTE:  # cut short (maybe inside an escape)
                     break
                 pos += 1
@@ -57,7 +57,7 @@ class Scan:
                     closed = True
                     break
                 continue
-            pos = skip(buf, pos, end).end()  # type: ignore[union-attr]
+            pos = skip(buf, pos, end).end()  # type: ignore[union-attr]  # matches "": never None
             if pos >= end:
                 break
             c = buf[pos]
@@ -78,7 +78,7 @@ class Scan:
 
 def skip_between(buf: Buf, pos: int, end: int) -> int:
     """The position of the next array item (or of the array's ']') at or after ``pos``."""
-    return _BETWEEN.match(buf, pos, end).end()  # type: ignore[union-attr]
+    return _BETWEEN.match(buf, pos, end).end()  # type: ignore[union-attr]  # matches "": never None
 
 
 def scalar_end(buf: Buf, pos: int, end: int) -> int:

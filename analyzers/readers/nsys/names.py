@@ -31,7 +31,8 @@ class _Symbols(SymbolTable):
             uids = np.nonzero(present)[0]
             dense = np.zeros(hi + 1, dtype=np.int32)
             dense[uids] = self._lookup(uids)
-            return dense[ids]
+            named: np.ndarray = dense[ids]
+            return named
         uids, inv = np.unique(ids, return_inverse=True)
         return self._lookup(uids)[inv]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 from profplug.analyzers.core.errors import TraceError
@@ -29,8 +30,8 @@ NVTX = "NVTX_EVENTS"
 
 NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND = 34, 59, 60
 # ENUM_CUDA_MEMCPY_OPER, as Nsight labels copies.
-COPY_KINDS = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD",
-              7: "DtoA", 8: "DtoD", 9: "HtoH", 10: "PtoP"}
+COPY_KINDS = MappingProxyType({0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD",
+                               7: "DtoA", 8: "DtoD", 9: "HtoH", 10: "PtoP"})
 MEMSET_NAME = "[CUDA memset]"
 I64 = np.int64
 
@@ -159,8 +160,9 @@ def _read_nvtx(rows: NvtxRows | None, syms: _Symbols
                ) -> tuple[dict[str, np.ndarray], dict[int, int]]:
     """NVTX ranges (columns) and rank marks (pid -> rank) from :func:`_nvtx_rows`."""
     marks: dict[int, int] = {}
-    empty = {"start": np.zeros(0, I64), "end": np.zeros(0, I64), "pid": np.zeros(0, I64),
-             "tid": np.zeros(0, I64), "name": np.zeros(0, np.int32)}
+    empty: dict[str, np.ndarray] = {"start": np.zeros(0, I64), "end": np.zeros(0, I64),
+                                    "pid": np.zeros(0, I64), "tid": np.zeros(0, I64),
+                                    "name": np.zeros(0, np.int32)}
     if rows is None:
         return empty, marks
     (s, e, g, et, k), literal = rows

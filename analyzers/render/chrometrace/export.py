@@ -18,6 +18,7 @@ often a warm-up), the same aligned span for all ranks.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, TextIO
 
 import numpy as np
@@ -36,8 +37,8 @@ from profplug.analyzers.whatif.result import WhatIfResult
 
 PID_RUN = 100_000  # pids: run * PID_RUN + 2 * rank + 1 (recorded), + 2 (predicted)
 # the predicted process's name: what stays of the waits once the dropped syncs are gone
-PREDICTED = {"policy": "event waits", "device-sync": "no device-wide syncs",
-             "all-sync": "no host-blocking syncs", "none": "as recorded"}
+PREDICTED = MappingProxyType({"policy": "event waits", "device-sync": "no device-wide syncs",
+                              "all-sync": "no host-blocking syncs", "none": "as recorded"})
 
 
 @dataclass(frozen=True)
@@ -113,15 +114,15 @@ def _steps_span(rep: Report, off: dict[int, int], n: int) -> tuple[int, int, lis
     first = 1 if k > n + 1 else 0
     last = min(first + n, k) - 1
     o = off.get(ref.rank, 0)
-    nums = [ref.steps.number(i) for i in range(first, last + 1)]  # type: ignore[union-attr]
+    nums = [ref.steps.number(i) for i in range(first, last + 1)]  # type: ignore[union-attr]  # ranks: with steps
     return int(ref.step_starts_ns[first]) + o, int(ref.step_ends_ns[last]) + o, nums
 
 
 def _plan(w: TraceWriter, i: int, label: str, rep: Report, ask: TraceAsk) -> _Plan:
     """One run's processes, their windows and its metadata; nothing written yet."""
-    xr = rep.run.get("cross_rank")
+    xr = rep.run.get(CrossRankResult.key)
     xr = xr if isinstance(xr, CrossRankResult) else None
-    wi = rep.run.get("whatif")
+    wi = rep.run.get(WhatIfResult.key)
     wi = wi if isinstance(wi, WhatIfResult) else None
     off, rule = _offsets(xr)
     tls = {tl.rank: tl for tl in rep.timelines}
@@ -162,7 +163,7 @@ def _draw(pl: _Plan) -> None:
         overlay.draw_path(pl.procs, list(xr.ranks), xr.paths)
     if xr is not None and xr.matched is not None and pl.tls:
         overlay.draw_matched(pl.procs, pl.tls, {b.rank: b for b in xr.bubbles}, xr.matched)
-    wi = pl.rep.run.get("whatif")
+    wi = pl.rep.run.get(WhatIfResult.key)
     name = _predicted_name(wi) if isinstance(wi, WhatIfResult) else ""
     for p, pred in pl.predicted:
         p.w.process(p.pid, f"{who}rank {pred.rank} (predicted, {name})", p.pid)

@@ -15,6 +15,7 @@ of them, and the hex in the slice's args (``color``).
 from __future__ import annotations
 
 from itertools import pairwise
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -30,7 +31,7 @@ from profplug.analyzers.stalls.gaps import CAUSES, Spans
 from profplug.analyzers.stalls.rank import RankResult
 
 # Chrome's reserved colour names (catapult's color_scheme.js), the only ``cname`` it takes
-RESERVED = {
+RESERVED = MappingProxyType({
     "thread_state_uninterruptible": (182, 125, 143), "thread_state_iowait": (255, 140, 0),
     "thread_state_running": (126, 200, 148), "thread_state_runnable": (133, 160, 210),
     "thread_state_unknown": (199, 155, 125), "background_memory_dump": (0, 180, 180),
@@ -39,11 +40,11 @@ RESERVED = {
     "olive": (100, 100, 0), "rail_response": (67, 135, 253), "rail_animation": (244, 74, 63),
     "rail_idle": (238, 142, 0), "rail_load": (13, 168, 97), "startup": (230, 230, 0),
     "heap_dump_stack_frame": (128, 128, 128), "cq_build_failed": (238, 136, 136),
-}
+})
 # the critical path's categories as the palette's quantities
-PATH_COLOR = {"compute": "compute", "transfer": "transfer", "peer_wait": "peer_wait",
-              "host_launch": "host_bound", "device_sync": "device_sync",
-              "event_sync": "event_sync", "other": "other"}
+PATH_COLOR = MappingProxyType({"compute": "compute", "transfer": "transfer", "peer_wait": "peer_wait",
+                               "host_launch": "host_bound", "device_sync": "device_sync",
+                               "event_sync": "event_sync", "other": "other"})
 OUTLIER_CNAME = "terrible"
 FLOW_CAT = "profplug"
 
@@ -240,7 +241,7 @@ def draw_matched(procs: dict[int, Proc], tls: dict[int, Timeline],
 def _handoffs(tl: Timeline, b: RankBubbles | None, ops: np.ndarray) -> np.ndarray:
     """Where the NCCL kernels ``ops`` stopped waiting (rank clock), their start when the
     bubbles do not have them."""
-    out = tl.gpu_start_ns[ops].astype(np.int64)
+    out: np.ndarray = tl.gpu_start_ns[ops].astype(np.int64)
     if b is None or b.kernels.size == 0 or ops.size == 0:
         return out
     order = np.argsort(b.kernels, kind="stable")

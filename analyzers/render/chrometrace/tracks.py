@@ -115,6 +115,7 @@ def draw_host(p: Proc, tl: Timeline, annotations: bool = True) -> None:
     """Every CUDA API call (``cuda_runtime``, with its correlation) and, with
     ``annotations``, every host range (``user_annotation``) in the window, one thread per host
     thread of the trace."""
+    tables: list[tuple[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]]
     tables = [("cuda_runtime", tl.api_start_ns, tl.api_end_ns, tl.api_tid, tl.api_name,
                tl.api_corr)]
     if annotations:

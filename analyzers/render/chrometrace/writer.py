@@ -181,4 +181,5 @@ def names_of(ids: np.ndarray, table: Sequence[str], fmt: str = "{}") -> list[str
     uniq, inv = np.unique(ids, return_inverse=True)
     lit = np.array([enc(fmt.format(table[int(i)] if 0 <= i < len(table) else "?"))
                     for i in uniq.tolist()], dtype=object)
-    return lit[inv.reshape(-1)].tolist()
+    literals: list[str] = lit[inv.reshape(-1)].tolist()
+    return literals

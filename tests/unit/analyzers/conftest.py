@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pipeline_synth import PipelineSpec, write
 from profplug.analyzers.readers import registry
+from synth.pipeline import PipelineSpec, write
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     for cls in (registry.KinetoReader, registry.NsysReader):
         real = cls.read
 
-        def counting(self, path, index, options, real=real):  # type: ignore[no-untyped-def]
+        def counting(self, path, index, options, real=real):
             seen.append(path.name)
             return real(self, path, index, options)
 

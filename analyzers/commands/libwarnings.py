@@ -21,11 +21,10 @@ ROOT = Path(__file__).resolve().parent
 
 # (file under analyzers/, message start): known harmless, not shown.
 HARMLESS = (
-    # whatif/predict.py `_scaled`: the float64 branch is computed for every element, also
-    # where the denominator is 0 (0 * inf = NaN), and np.where then takes the exact int64
-    # branch there: the NaN never reaches a result. (whatif/ is being rewritten: the cause
-    # is to be removed there, with np.errstate around the float64 branch.)
-    ("whatif/predict.py", "invalid value encountered in cast"),
+    # whatif/predicted_timeline.py `rescaled_ns`: the float64 branch is computed for every
+    # element, also where the denominator is 0 (0 * inf = NaN), and np.where then takes the
+    # exact int64 branch there: the NaN never reaches a result.
+    ("whatif/predicted_timeline.py", "invalid value encountered in cast"),
 )
 
 

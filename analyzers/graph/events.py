@@ -211,40 +211,49 @@ def dropped_graph(g: Graph, m: Model, *, in_place: bool = False) -> Graph:
     with ``g`` (none is written in place by anyone); ``in_place``: ``g`` itself becomes the
     dropped graph, its columns replaced one at a time (a worker's peak: one column more
     than the graph, not a second graph: docs/scale.md)."""
-    n_a = g.n_a
-    w = g.w if in_place else g.w.copy()
-    host = g.edges(HOST)
-    w[host] = m.a_gap_drop[g.dst[host]]
-    call = g.edges(CALL)
-    c_src = g.src[call]
-    dropped = m.a_dropped[c_src]
-    w_call = w[call] if isinstance(call, slice) else None  # a view: written through
-    if w_call is not None:
-        w_call[dropped] = m.a_omin[c_src[dropped]]
-    else:
-        w[np.asarray(call)[dropped]] = m.a_omin[c_src[dropped]]
-    del c_src, dropped, w_call
+    w = _dropped_weights(g, m, g.w if in_place else g.w.copy())
+    out = g if in_place else Graph(g.n_a, g.n_o, g.src, g.dst, w, g.kind, list(g.parts))
     sync = g.span(SYNC)
-    out = g if in_place else Graph(n_a, g.n_o, g.src, g.dst, w, g.kind, list(g.parts))
     if sync is None:  # a graph built by hand: by mask
-        at = np.nonzero(g.kind == SYNC)[0]
-        gone_at = at[m.a_dropped[g.dst[at] - n_a]]
-        if gone_at.size:
-            keep = np.ones(g.w.size, dtype=bool)
-            keep[gone_at] = False
-            keep_edges(out, keep)
+        _drop_syncs_by_mask(out, m)
         out.parts = []
         return out
     # only the sync block changes length: the rest is kept as it is
-    lo, hi = sync.start, sync.stop
-    ks = ~m.a_dropped[g.dst[lo:hi] - n_a]
-    gone = int(hi - lo - ks.sum())
-    if gone:
+    first, end = sync.start, sync.stop
+    sync_kept = ~m.a_dropped[g.dst[first:end] - g.n_a]
+    n_gone = int(end - first - sync_kept.sum())
+    if n_gone:
         keep = np.ones(g.w.size, dtype=bool)
-        keep[lo:hi] = ks
+        keep[first:end] = sync_kept
         keep_edges(out, keep)
-    out.parts = [(k, a - gone * (a >= hi), b - gone * (b > lo)) for k, a, b in g.parts]
+    out.parts = [(kind, lo - n_gone * (lo >= end), hi - n_gone * (hi > first))
+                 for kind, lo, hi in g.parts]
     return out
+
+
+def _dropped_weights(g: Graph, m: Model, w: np.ndarray) -> np.ndarray:
+    """``w`` (``g``'s weights or a copy), written in place with the drop replay's ``host``
+    gaps and the dropped calls' ``call`` costs (``a_omin``)."""
+    host = g.edges(HOST)
+    w[host] = m.a_gap_drop[g.dst[host]]
+    call = g.edges(CALL)
+    call_src = g.src[call]
+    dropped = m.a_dropped[call_src]
+    if isinstance(call, slice):  # a block: written through a view, no index array made
+        w[call][dropped] = m.a_omin[call_src[dropped]]
+    else:
+        w[call[dropped]] = m.a_omin[call_src[dropped]]
+    return w
+
+
+def _drop_syncs_by_mask(g: Graph, m: Model) -> None:
+    """``g`` without the dropped calls' ``sync`` edges, found by kind (no blocks known)."""
+    syncs = np.nonzero(g.kind == SYNC)[0]
+    gone = syncs[m.a_dropped[g.dst[syncs] - g.n_a]]
+    if gone.size:
+        keep = np.ones(g.w.size, dtype=bool)
+        keep[gone] = False
+        keep_edges(g, keep)
 
 
 def keep_edges(g: Graph, keep: np.ndarray, extra: tuple[np.ndarray, np.ndarray, np.ndarray,

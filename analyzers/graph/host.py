@@ -27,6 +27,8 @@ The drop replay shortens the host gap before the call by ``pre`` and the gap aft
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from profplug.analyzers.core.ranges import STEP
 from profplug.analyzers.core.timeline import KIND_MEMCPY, Timeline, groups
@@ -45,67 +47,110 @@ def drop_cuts(tl: Timeline, threads: list[np.ndarray], dropped: np.ndarray
 
     ``threads``: the top-level calls of each host thread, in order.
     """
-    n = tl.api_start_ns.size
-    pre = np.zeros(n, dtype=np.int64)
-    post = np.zeros(n, dtype=np.int64)
+    n_calls = tl.api_start_ns.size
+    pre_ns = np.zeros(n_calls, dtype=np.int64)
+    post_ns = np.zeros(n_calls, dtype=np.int64)
     if not dropped.any() or tl.ann_start_ns.size == 0:
-        return pre, post
-    s, e = tl.api_start_ns, tl.api_end_ns
+        return pre_ns, post_ns
     is_step = np.array([n == STEP or n.startswith("ProfilerStep#") for n in tl.names],
                        dtype=bool)
     step_range = is_step[tl.ann_name]  # a step is never a call's own range
-    for seq in threads:
-        pos = np.nonzero(dropped[seq])[0]
-        if pos.size == 0:
+    for calls in threads:
+        at_dropped = np.nonzero(dropped[calls])[0]
+        if at_dropped.size == 0:
             continue
-        on_thread = tl.ann_tid == tl.api_tid[seq[0]]
-        sel = np.nonzero(on_thread & ~step_range)[0]
-        if sel.size == 0:
+        on_thread = tl.ann_tid == tl.api_tid[calls[0]]
+        candidates = np.nonzero(on_thread & ~step_range)[0]
+        if candidates.size == 0:
             continue
-        order = sel[np.argsort(tl.ann_start_ns[sel], kind="stable")]
-        a_s, a_e = tl.ann_start_ns[order], tl.ann_end_ns[order]
-        bounds = np.sort(np.concatenate([tl.ann_start_ns[on_thread], tl.ann_end_ns[on_thread]]))
-        _cut_thread(seq, pos, s, e, a_s, a_e, bounds, pre, post)
-    return pre, post
+        by_start = candidates[np.argsort(tl.ann_start_ns[candidates], kind="stable")]
+        ranges = _ThreadRanges(tl.ann_start_ns[by_start], tl.ann_end_ns[by_start], np.sort(
+            np.concatenate([tl.ann_start_ns[on_thread], tl.ann_end_ns[on_thread]])))
+        cuts = _thread_cuts(tl, calls, at_dropped, ranges)
+        if cuts is not None:
+            cut_calls, pre, post = cuts
+            pre_ns[cut_calls], post_ns[cut_calls] = pre, post
+    return pre_ns, post_ns
 
 
-def _cut_thread(seq: np.ndarray, pos: np.ndarray, s: np.ndarray, e: np.ndarray,
-                a_s: np.ndarray, a_e: np.ndarray, bounds: np.ndarray, pre: np.ndarray,
-                post: np.ndarray) -> None:
-    """``pre``/``post`` of the dropped calls ``seq[pos]`` of one thread (see
-    :func:`drop_cuts`), all at once: every (call, annotation) candidate pair is listed, the
-    rules filter them, and each call keeps its outermost range."""
-    none, top = I64_MIN, I64_MAX
-    i = seq[pos]
-    lo = np.where(pos > 0, e[seq[np.maximum(pos - 1, 0)]], none)
-    hi = np.where(pos + 1 < seq.size, s[seq[np.minimum(pos + 1, seq.size - 1)]], top)
-    k0 = np.searchsorted(a_s, lo, side="left")
-    cnt = np.maximum(np.searchsorted(a_s, s[i], side="right") - k0, 0)
-    if not cnt.any():
-        return
-    owner = np.repeat(np.arange(i.size), cnt)  # the annotations starting in [lo, start]
-    k = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt) + np.repeat(k0, cnt)
-    own_dur = (e[i] - s[i])[owner]
-    ok = (e[i][owner] <= a_e[k]) & (a_e[k] <= hi[owner]) \
-        & ((a_e[k] - a_s[k]) - own_dur <= OWN_RANGE_MAX_NS)
-    owner, k = owner[ok], k[ok]
+@dataclass(frozen=True)
+class _ThreadRanges:
+    """A host thread's annotations that may be a call's own range (no step), by start; and
+    every annotation start and end of the thread, sorted (``bounds_ns``: its host events)."""
+
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    bounds_ns: np.ndarray
+
+
+def _thread_cuts(tl: Timeline, calls: np.ndarray, at_dropped: np.ndarray,
+                 ranges: _ThreadRanges) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(calls cut, ``pre``, ``post``) for the dropped calls ``calls[at_dropped]`` of one
+    thread that have an own range (see :func:`drop_cuts`); None: none has."""
+    dropped = calls[at_dropped]
+    last = calls.size - 1
+    prev_end_ns = np.where(at_dropped > 0, tl.api_end_ns[calls[np.maximum(at_dropped - 1, 0)]],
+                           I64_MIN)
+    next_start_ns = np.where(at_dropped < last,
+                             tl.api_start_ns[calls[np.minimum(at_dropped + 1, last)]], I64_MAX)
+    own = _own_ranges(tl, dropped, prev_end_ns, next_start_ns, ranges)
+    if own is None:
+        return None
+    owner, own_range = own
+    cut_calls = dropped[owner]
+    range_start_ns, range_end_ns = ranges.start_ns[own_range], ranges.end_ns[own_range]
+    entry_ns = _entry_ns(tl, cut_calls, prev_end_ns[owner], range_start_ns, range_end_ns,
+                         ranges.bounds_ns)
+    return (cut_calls, tl.api_start_ns[cut_calls] - range_start_ns + entry_ns,
+            range_end_ns - tl.api_end_ns[cut_calls])
+
+
+def _own_ranges(tl: Timeline, dropped: np.ndarray, prev_end_ns: np.ndarray,
+                next_start_ns: np.ndarray, ranges: _ThreadRanges
+                ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per dropped call that has one, its own range: of the ranges that start between the
+    previous call's end and the call's start (every (call, range) pair listed at once),
+    those that end after the call and before the next one, with at most
+    ``OWN_RANGE_MAX_NS`` of host time besides the call; the outermost. (index into
+    ``dropped``, row of ``ranges``) per such call; None: no call has one."""
+    call_start_ns, call_end_ns = tl.api_start_ns[dropped], tl.api_end_ns[dropped]
+    first = np.searchsorted(ranges.start_ns, prev_end_ns, side="left")
+    n_ranges = np.maximum(np.searchsorted(ranges.start_ns, call_start_ns, side="right") - first,
+                          0)
+    if not n_ranges.any():
+        return None
+    owner = np.repeat(np.arange(dropped.size), n_ranges)  # the ranges starting in the window
+    row = (np.arange(int(n_ranges.sum())) - np.repeat(np.cumsum(n_ranges) - n_ranges, n_ranges)
+           + np.repeat(first, n_ranges))
+    call_ns = (call_end_ns - call_start_ns)[owner]
+    end_ns = ranges.end_ns[row]
+    fits = ((call_end_ns[owner] <= end_ns) & (end_ns <= next_start_ns[owner])
+            & ((end_ns - ranges.start_ns[row]) - call_ns <= OWN_RANGE_MAX_NS))
+    owner, row = owner[fits], row[fits]
     if owner.size == 0:
-        return
-    order = np.lexsort((-a_e[k], a_s[k], owner))  # per call: the outermost first
-    owner, k = owner[order], k[order]
-    first = np.concatenate(([True], owner[1:] != owner[:-1]))
-    owner, k = owner[first], k[first]
-    c = i[owner]
-    r_s, r_e = a_s[k], a_e[k]
-    b = np.searchsorted(bounds, r_s, side="left") - 1
-    lo_c = lo[owner]
-    prev = np.maximum(lo_c, np.where(b >= 0, bounds[np.maximum(b, 0)], lo_c))
-    known = prev != none  # no previous host event: no entry
-    overhead = (r_e - r_s) - (e[c] - s[c])
-    entry = np.where(known, np.minimum(np.maximum(r_s - np.where(known, prev, r_s), 0),
-                                       np.maximum(overhead, 0)), 0)
-    pre[c] = s[c] - r_s + entry
-    post[c] = r_e - e[c]
+        return None
+    order = np.lexsort((-ranges.end_ns[row], ranges.start_ns[row], owner))  # outermost first
+    owner, row = owner[order], row[order]
+    outermost = np.concatenate(([True], owner[1:] != owner[:-1]))
+    return owner[outermost], row[outermost]
+
+
+def _entry_ns(tl: Timeline, cut_calls: np.ndarray, prev_end_ns: np.ndarray,
+              range_start_ns: np.ndarray, range_end_ns: np.ndarray, bounds_ns: np.ndarray
+              ) -> np.ndarray:
+    """The host time from the previous host event on the thread (the previous call's end,
+    an annotation's start or end) to the own range's start, at most the range's own
+    overhead (its duration less the call's); 0 without a previous event."""
+    before = np.searchsorted(bounds_ns, range_start_ns, side="left") - 1
+    prev_event_ns = np.maximum(prev_end_ns, np.where(before >= 0, bounds_ns[np.maximum(before, 0)],
+                                                     prev_end_ns))
+    known = prev_event_ns != I64_MIN  # no previous host event: no entry
+    overhead_ns = ((range_end_ns - range_start_ns)
+                   - (tl.api_end_ns[cut_calls] - tl.api_start_ns[cut_calls]))
+    since_ns = range_start_ns - np.where(known, prev_event_ns, range_start_ns)
+    entry: np.ndarray = np.where(
+        known, np.minimum(np.maximum(since_ns, 0), np.maximum(overhead_ns, 0)), 0)
+    return entry
 
 
 def sync_copies(tl: Timeline, o_api: np.ndarray, is_top: np.ndarray) -> np.ndarray:

@@ -37,23 +37,14 @@ the clock offsets (aligned time = rank time + offset), per-rank counts and notes
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
-from profplug.analyzers.core import classify
 from profplug.analyzers.core.memo import Memo
-from profplug.analyzers.core.timeline import (
-    COMM_COLL,
-    COMM_RECV,
-    COMM_SEND,
-    Timeline,
-    at_or,
-    groups,
-    launch_calls,
-)
+from profplug.analyzers.core.timeline import COMM_COLL, COMM_RECV, COMM_SEND, Timeline
 from profplug.analyzers.graph.coupling import Edges, couple, couple_two
+from profplug.analyzers.graph.kernel_descriptions import Op, RankKernels, base_name, describes
 from profplug.analyzers.readers.clocks import MEDIAN_END, ONE_REPORT, SINGLE, align
 from profplug.analyzers.readers.commops import group_members
 
@@ -71,21 +62,6 @@ RULES = (*P2P_RULES, *COLL_RULES)
 CLOCK_ONE = ONE_REPORT
 CLOCK_SINGLE = SINGLE
 CLOCK_MEDIAN = MEDIAN_END
-
-
-@dataclass
-class Op:
-    """One described op of a kernel: rank position, kernel (GPU op index), what it is."""
-
-    pos: int  # index of the rank in the timelines list
-    kernel: int
-    kind: int  # COMM_SEND | COMM_RECV | COMM_COLL
-    peer: int  # global rank, -1 unknown
-    group: str | None
-    seq: int
-    name: str
-    src: int  # comm_src of the description, -1 none
-    order: int  # launch order on the rank
 
 
 @dataclass
@@ -118,96 +94,6 @@ class Matching:
         return RULES[int(np.bincount(per_kernel).argmax())]
 
 
-def _base(name: str) -> str:
-    return name.split("(", 1)[0].strip()
-
-
-def _fits(kind: int, name: str, kernel: str) -> bool:
-    """Whether a description of ``kind``/``name`` can describe kernel ``kernel``."""
-    k = kernel.lower()
-    p2p = "sendrecv" in k or "_send" in k or "_recv" in k
-    if kind != COMM_COLL:
-        return p2p
-    if p2p:
-        return False
-    n = name.replace("_", "").lower()
-    return n in ("barrier", "") or n in k.replace("_", "")
-
-
-class _Rank:
-    """One rank's NCCL kernels and their descriptions."""
-
-    def __init__(self, pos: int, tl: Timeline, memo: Memo | None) -> None:
-        self.pos, self.tl = pos, tl
-        comm = classify.comm_for_symbols(tl.names, memo)[tl.gpu_name] if tl.n_gpu else \
-            np.zeros(0, dtype=bool)
-        self.kernels = np.nonzero(comm)[0]
-        calls = launch_calls(tl, memo)[self.kernels]
-        linked = calls >= 0
-        self.t = at_or(tl.api_start_ns, calls, tl.gpu_start_ns[self.kernels])
-        self.tid = at_or(tl.api_tid, calls, -1)
-        order = np.lexsort((tl.gpu_start_ns[self.kernels], self.t))
-        self.kernels, self.t, self.tid = self.kernels[order], self.t[order], self.tid[order]
-        self.linked = linked[order]
-        self.ops: list[Op] = []
-        self.bare: list[tuple[int, int]] = []  # (kernel, order) with no description
-        self._describe()
-
-    def _describe(self) -> None:
-        tl = self.tl
-        if tl.comm_start_ns.size == 0:  # no description on the rank: every kernel is bare
-            self.bare = [(o, k) for k, o in enumerate(self.kernels.tolist())]
-            return
-        rows_by_tid: dict[int, list[int]] = {}
-        starts_by_tid: dict[int, list[int]] = {}
-        if tl.comm_start_ns.size:
-            for t, of_t in groups(tl.comm_tid):
-                of_t = of_t[np.argsort(tl.comm_start_ns[of_t], kind="stable")]
-                rows_by_tid[int(t)], starts_by_tid[int(t)] = of_t.tolist(), \
-                    tl.comm_start_ns[of_t].tolist()
-        # plain lists: one lookup per kernel and per candidate, not a numpy scalar each
-        c_kind, c_name = tl.comm_kind.tolist(), tl.comm_name.tolist()
-        c_peer, c_group = tl.comm_peer.tolist(), tl.comm_group.tolist()
-        c_src, c_seq = tl.comm_src.tolist(), tl.comm_seq.tolist()
-        # per description its rank among candidates: a known peer/group first, then by source
-        score = [(0 if p >= 0 or (k == COMM_COLL and g >= 0) else 1, s)
-                 for p, k, g, s in zip(c_peer, c_kind, c_group, c_src, strict=True)]
-        names = tl.names
-        fits: dict[tuple[int, int, int], bool] = {}  # (kind, name, kernel name): _fits
-        prev_t: dict[int, int] = {}
-        for k, (o, kn, tid, t, linked) in enumerate(zip(
-                self.kernels.tolist(), tl.gpu_name[self.kernels].tolist(), self.tid.tolist(),
-                self.t.tolist(), self.linked.tolist(), strict=True)):
-            rows = rows_by_tid.get(tid) if linked else None
-            lo = prev_t.get(tid, -(1 << 62))
-            prev_t[tid] = t
-            best: list[int] = []
-            if rows is not None:
-                s = starts_by_tid[tid]  # sorted; kernels come in launch order, so the
-                # (lo, t] windows of one thread do not overlap: linear in all
-                cand = []
-                for r in rows[bisect_right(s, lo):bisect_right(s, t)]:
-                    key = (c_kind[r], c_name[r], kn)
-                    f = fits.get(key)
-                    if f is None:
-                        f = fits[key] = _fits(c_kind[r], names[c_name[r]], names[kn])
-                    if f:
-                        cand.append(r)
-                if len(cand) == 1:  # the usual: one description per kernel
-                    best = cand
-                elif cand:
-                    top = min(score[r] for r in cand)
-                    best = [r for r in cand if score[r] == top]
-            if not best:
-                self.bare.append((o, k))
-                continue
-            for r in best:
-                g = c_group[r]
-                self.ops.append(Op(self.pos, o, c_kind[r], c_peer[r],
-                                   names[g] if g >= 0 else None, c_seq[r],
-                                   names[c_name[r]], c_src[r], k))
-
-
 def match(timelines: list[Timeline], memo: Memo | None = None) -> Matching:
     """Match every NCCL kernel of ``timelines`` (one per rank) with its partners. ``memo``:
     the same timelines (the same objects, in order) are matched once while the caller keeps
@@ -220,7 +106,7 @@ def match(timelines: list[Timeline], memo: Memo | None = None) -> Matching:
 
 def _match(timelines: list[Timeline], memo: Memo | None) -> Matching:
     ranks = [tl.rank for tl in timelines]
-    rs = [_Rank(i, tl, memo) for i, tl in enumerate(timelines)]
+    rs = [RankKernels(i, tl, memo) for i, tl in enumerate(timelines)]
     pos_of = {r: i for i, r in enumerate(ranks)}
     edges = Edges()
     counts: Counter[str] = Counter()
@@ -245,30 +131,12 @@ def _match(timelines: list[Timeline], memo: Memo | None) -> Matching:
                     clock_refused=clock.refused, clock_residual_ns=clock.residual_ns)
 
 
-def _match_p2p(rs: list[_Rank], ranks: list[int], pos_of: dict[int, int],
+def _match_p2p(rs: list[RankKernels], ranks: list[int], pos_of: dict[int, int],
                edges: Edges, counts: Counter[str],
                notes: list[str], warns: list[str]) -> None:
-    ring = sorted(ranks)
-    lanes: dict[tuple[int, int], dict[int, list[tuple[int, int, int]]]] = defaultdict(
-        lambda: {COMM_SEND: [], COMM_RECV: []})
-    rule_ix = {rule: i for i, rule in enumerate(P2P_RULES)}
-    for r in rs:
-        me = ranks[r.pos]
-        i = ring.index(me)
-        for op in r.ops:
-            if op.kind == COMM_COLL:
-                continue
-            peer, rule = op.peer, R_DESCRIBED[op.src] if op.peer >= 0 else ""
-            if peer < 0 and len(ranks) == 2:
-                peer, rule = ring[1 - i], R_OTHER_RANK
-            elif peer < 0 and len(ranks) > 2:
-                peer = ring[(i + 1) % len(ring)] if op.kind == COMM_SEND else ring[i - 1]
-                rule = R_RING
-            elif peer < 0:  # a lone rank: no other rank to match with (its kernels stay
-                continue    # unmatched, and the warning below says so)
-            key = (me, peer) if op.kind == COMM_SEND else (peer, me)
-            lanes[key][op.kind].append((op.order, op.kernel, rule_ix[rule]))
-    for (src, dst), sides in sorted(lanes.items()):
+    """Pair the sends and recvs (module docstring, 2 and 3): edges, counts by rule, a note
+    when a peer was assumed, a warning per lane that does not pair up."""
+    for (src, dst), sides in sorted(_p2p_lanes(rs, ranks).items()):
         sends = sorted(sides[COMM_SEND])
         recvs = sorted(sides[COMM_RECV])
         if src not in pos_of or dst not in pos_of:
@@ -279,11 +147,11 @@ def _match_p2p(rs: list[_Rank], ranks: list[int], pos_of: dict[int, int],
             warns.append(f"{len(sends)} send(s) from rank {src} to {dst} vs {len(recvs)} "
                          f"recv(s): the first {min(len(sends), len(recvs))} are paired in "
                          "order, the rest are left unmatched")
-        a, b = pos_of[src], pos_of[dst]
-        for (_, ks, rule_s), (_, kr, rule_r) in zip(sends, recvs, strict=False):
-            weaker = max(rule_s, rule_r)  # the weaker of the two sides' rules
-            edges.append((a, ks, b, kr, weaker, 1))
-            edges.append((b, kr, a, ks, weaker, -1))
+        src_pos, dst_pos = pos_of[src], pos_of[dst]
+        for (_, send, send_rule), (_, recv, recv_rule) in zip(sends, recvs, strict=False):
+            weaker = max(send_rule, recv_rule)  # the weaker of the two sides' rules
+            edges.append((src_pos, send, dst_pos, recv, weaker, 1))
+            edges.append((dst_pos, recv, src_pos, send, weaker, -1))
             counts[P2P_RULES[weaker]] += 1
     if counts[R_RING]:
         notes.append("some sends/recvs name no peer (a trace from before profplug put the "
@@ -292,7 +160,47 @@ def _match_p2p(rs: list[_Rank], ranks: list[int], pos_of: dict[int, int],
     _match_bare(rs, ranks, edges, counts, warns, p2p=True)
 
 
-def _match_bare(rs: list[_Rank], ranks: list[int], edges: Edges,
+# (sender, receiver) -> per direction its ops: (launch order, kernel, index into P2P_RULES)
+_Lanes = dict[tuple[int, int], dict[int, list[tuple[int, int, int]]]]
+
+
+def _p2p_lanes(rs: list[RankKernels], ranks: list[int]) -> _Lanes:
+    """The described sends and recvs by (sender, receiver), each with the rule that gave
+    its peer; a lone rank's are left out (no other rank to match with: its kernels stay
+    unmatched, and a warning says so)."""
+    ring = sorted(ranks)
+    lanes: _Lanes = defaultdict(lambda: {COMM_SEND: [], COMM_RECV: []})
+    rule_index = {rule: i for i, rule in enumerate(P2P_RULES)}
+    for r in rs:
+        me = ranks[r.pos]
+        me_at = ring.index(me)
+        for op in r.ops:
+            if op.kind == COMM_COLL:
+                continue
+            found = _p2p_peer(op, ring, me_at)
+            if found is None:
+                continue
+            peer, rule = found
+            key = (me, peer) if op.kind == COMM_SEND else (peer, me)
+            lanes[key][op.kind].append((op.order, op.kernel, rule_index[rule]))
+    return lanes
+
+
+def _p2p_peer(op: Op, ring: list[int], me_at: int) -> tuple[int, str] | None:
+    """The peer rank of a send or recv on ``ring[me_at]`` and the rule that gave it (module
+    docstring, 2); None on a lone rank."""
+    if op.peer >= 0:
+        return op.peer, R_DESCRIBED[op.src]
+    if len(ring) == 2:
+        return ring[1 - me_at], R_OTHER_RANK
+    if len(ring) > 2:
+        if op.kind == COMM_SEND:
+            return ring[(me_at + 1) % len(ring)], R_RING
+        return ring[me_at - 1], R_RING
+    return None
+
+
+def _match_bare(rs: list[RankKernels], ranks: list[int], edges: Edges,
                 counts: Counter[str], warns: list[str], *, p2p: bool) -> None:
     """Kernels with no description: k-th of one name with k-th (p2p: two ranks only)."""
     by_name: dict[str, dict[int, list[int]]] = defaultdict(dict)
@@ -304,7 +212,7 @@ def _match_bare(rs: list[_Rank], ranks: list[int], edges: Edges,
         syms, inv = np.unique(tl.gpu_name[bare], return_inverse=True)  # by name symbol
         of_name: dict[str, list[int]] = defaultdict(list)  # base name of this kind: symbols
         for u, sym in enumerate(syms.tolist()):
-            if _fits(COMM_SEND, "", kname := _base(tl.names[sym])) == p2p:
+            if describes(COMM_SEND, "", kname := base_name(tl.names[sym])) == p2p:
                 of_name[kname].append(u)
         for kname, us in of_name.items():  # its kernels, in order
             pick = inv == us[0] if len(us) == 1 else np.isin(inv, us)  # one: no sort
@@ -334,7 +242,7 @@ def _match_bare(rs: list[_Rank], ranks: list[int], edges: Edges,
             counts[RULES[rule]] += 1
 
 
-def _match_coll(rs: list[_Rank], ranks: list[int], pos_of: dict[int, int],
+def _match_coll(rs: list[RankKernels], ranks: list[int], pos_of: dict[int, int],
                 edges: Edges, counts: Counter[str],
                 notes: list[str], warns: list[str]) -> None:
     grouped: dict[str, dict[int, list[Op]]] = defaultdict(lambda: defaultdict(list))

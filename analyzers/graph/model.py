@@ -33,8 +33,9 @@ each rank's slice).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from functools import cache
+from typing import Any
 
 import numpy as np
 from profplug.analyzers.core.memo import Memo
@@ -98,31 +99,32 @@ class Model:
         return int(self.a_start.size + self.o_start.size)
 
 
-def _host_seqs(b: RankModel) -> tuple[list[tuple[int, np.ndarray]], np.ndarray, np.ndarray,
-                                      np.ndarray]:
+def _host_seqs(rm: RankModel) -> tuple[list[tuple[int, np.ndarray]], np.ndarray, np.ndarray,
+                                       np.ndarray]:
     """Per thread its top-level calls in order; per call (local) the previous top-level call,
-    the host gap before it, and that gap in the drop replay."""
-    tl = b.tl
-    n = tl.api_start_ns.size
-    gap = np.zeros(n, dtype=np.int64)
-    prev = np.full(n, -1, dtype=np.int64)
-    seqs = []
-    for t, seq in groups(tl.api_tid, np.nonzero(b.is_top)[0]):
-        seq = seq[np.argsort(tl.api_start_ns[seq], kind="stable")]
-        gap[seq[1:]] = tl.api_start_ns[seq[1:]] - tl.api_end_ns[seq[:-1]]
-        prev[seq[1:]] = seq[:-1]
-        seqs.append((t, seq))
+    the host gap before it, and that gap in the drop replay (ns)."""
+    tl = rm.tl
+    n_calls = tl.api_start_ns.size
+    gap_ns = np.zeros(n_calls, dtype=np.int64)
+    prev = np.full(n_calls, -1, dtype=np.int64)
+    threads = []
+    for tid, calls in groups(tl.api_tid, np.nonzero(rm.is_top)[0]):
+        calls = calls[np.argsort(tl.api_start_ns[calls], kind="stable")]
+        gap_ns[calls[1:]] = tl.api_start_ns[calls[1:]] - tl.api_end_ns[calls[:-1]]
+        prev[calls[1:]] = calls[:-1]
+        threads.append((tid, calls))
     # the cuts are non-zero only at dropped calls (``drop_cuts``): before a dropped call its
     # own ``pre``, after it (the next call on its thread) its ``post``, written in place
     # (no per-call temporary: the model's build is a worker's peak, docs/scale.md)
-    cut, post = drop_cuts(tl, [s for _, s in seqs], b.dropped & b.is_top)
-    for _, seq in seqs:
-        pos = np.flatnonzero(b.dropped[seq[:-1]])
-        cut[seq[pos + 1]] += post[seq[pos]]
-    del post
-    np.subtract(gap, cut, out=cut)
-    np.maximum(cut, 0, out=cut)
-    return seqs, prev, gap, cut
+    cut_ns, post_ns = drop_cuts(tl, [calls for _, calls in threads], rm.dropped & rm.is_top)
+    for _, calls in threads:
+        at_dropped = np.flatnonzero(rm.dropped[calls[:-1]])
+        cut_ns[calls[at_dropped + 1]] += post_ns[calls[at_dropped]]
+    del post_ns
+    gap_drop_ns = cut_ns  # the gap less the cut, in place of the cut
+    np.subtract(gap_ns, cut_ns, out=gap_drop_ns)
+    np.maximum(gap_drop_ns, 0, out=gap_drop_ns)
+    return threads, prev, gap_ns, gap_drop_ns
 
 
 def build_model(timelines: list[Timeline], drop: DropSpec | None = None, *,
@@ -133,11 +135,11 @@ def build_model(timelines: list[Timeline], drop: DropSpec | None = None, *,
     send/recv (``dropset.resolve``; ``whatif`` also reports that). ``memo``: the caller's
     (``core.memo``), for what the model asks of each timeline more than once."""
     drop, _ = resolve(timelines, drop or DropSpec(), memo)
-    rms = [RankModel(tl, drop, memo) for tl in timelines]
-    m = _joined(timelines, rms, matching, memo)
+    rank_models = [RankModel(tl, drop, memo) for tl in timelines]
+    m = _joined(timelines, rank_models, matching, memo)
     # the ranks' parts go first (the loops' names with them, in ``_joined``): each wide
     # array is then freed as its narrow copy is made
-    del rms
+    del rank_models
     return _narrowed(m)
 
 
@@ -174,33 +176,34 @@ class _Host:
     gap_drop: np.ndarray
 
 
-def _host(rms: list[RankModel], a_base: list[int]) -> _Host:
+def _host(rank_models: list[RankModel], a_base: list[int]) -> _Host:
+    """The ranks' host threads joined (``a_base``: per rank its first call's global index)."""
     threads: list[np.ndarray] = []
     thread_key: list[tuple[int, int]] = []
     prevs, gaps, gaps_drop = [], [], []
-    for k, b in enumerate(rms):
-        seqs, prev, gap, gap_drop = _host_seqs(b)
-        for t, seq in seqs:
-            threads.append(_plus(seq, a_base[k]))
-            thread_key.append((b.tl.rank, int(t)))
-        prevs.append(_shift(prev, a_base[k]))
+    for i, rm in enumerate(rank_models):
+        rank_threads, prev, gap, gap_drop = _host_seqs(rm)
+        for tid, calls in rank_threads:
+            threads.append(_plus(calls, a_base[i]))
+            thread_key.append((rm.tl.rank, int(tid)))
+        prevs.append(_shift(prev, a_base[i]))
         gaps.append(gap)
         gaps_drop.append(gap_drop)
     return _Host(threads, thread_key, _cat(prevs), _cat(gaps), _cat(gaps_drop))
 
 
-def _launches(rms: list[RankModel], a_base: list[int]) -> tuple[np.ndarray, np.ndarray]:
+def _launches(rank_models: list[RankModel], a_base: list[int]) -> tuple[np.ndarray, np.ndarray]:
     """Per op (global), the top-level call that launched it (global index, -1: none) and its
     launch offset (ns): its launching call's start to its launch; an op no call launched:
     its recorded start."""
     o_top, o_off = [], []
-    for k, b in enumerate(rms):
-        linked = b.o_api >= 0
-        top = np.full(b.o_api.size, -1, dtype=np.int64)
-        top[linked] = b.top[b.o_api[linked]]
-        off = b.tl.gpu_start_ns.copy()
-        off[linked] = b.launch[linked] - b.tl.api_start_ns[top[linked]]
-        o_top.append(_shift(top, a_base[k]))
+    for i, rm in enumerate(rank_models):
+        linked = rm.o_api >= 0
+        top = np.full(rm.o_api.size, -1, dtype=np.int64)
+        top[linked] = rm.top[rm.o_api[linked]]
+        off = rm.tl.gpu_start_ns.copy()
+        off[linked] = rm.launch[linked] - rm.tl.api_start_ns[top[linked]]
+        o_top.append(_shift(top, a_base[i]))
         o_off.append(off)
     return _cat(o_top), _cat(o_off)
 
@@ -223,45 +226,46 @@ def _nccl(timelines: list[Timeline], o_start: np.ndarray, o_end: np.ndarray, o_b
     return peer, clock, xfer
 
 
-def _joined(timelines: list[Timeline], rms: list[RankModel], matching: Matching | None,
+def _joined(timelines: list[Timeline], rank_models: list[RankModel], matching: Matching | None,
             memo: Memo | None) -> Model:
     """The ranks' parts joined into one :class:`Model` (global indices), not narrowed."""
-    a_base = np.cumsum([0] + [b.tl.api_start_ns.size for b in rms]).tolist()
-    o_base = np.cumsum([0] + [b.tl.n_gpu for b in rms]).tolist()
-    notes = [n for b in rms for n in b.notes]
-    warns = [n for b in rms for n in b.warns]
-    host = _host(rms, a_base)
-    o_top, o_off = _launches(rms, a_base)
-    o_start = _cat([b.tl.gpu_start_ns for b in rms])
-    o_end = _cat([b.tl.gpu_end_ns for b in rms])
+    a_base = np.cumsum([0] + [rm.tl.api_start_ns.size for rm in rank_models]).tolist()
+    o_base = np.cumsum([0] + [rm.tl.n_gpu for rm in rank_models]).tolist()
+    notes = [n for rm in rank_models for n in rm.notes]
+    warns = [n for rm in rank_models for n in rm.warns]
+    host = _host(rank_models, a_base)
+    o_top, o_off = _launches(rank_models, a_base)
+    o_start = _cat([rm.tl.gpu_start_ns for rm in rank_models])
+    o_end = _cat([rm.tl.gpu_end_ns for rm in rank_models])
     peer, clock, xfer = _nccl(timelines, o_start, o_end, o_base, notes, warns, matching, memo)
     return Model(
-        a_rank=_cat([_same(b.tl.api_start_ns.size, b.tl.rank) for b in rms]),
-        a_start=_cat([b.tl.api_start_ns for b in rms]),
-        a_end=_cat([b.tl.api_end_ns for b in rms]),
-        a_dur=_cat([b.tl.api_end_ns - b.tl.api_start_ns for b in rms]),
-        a_top=_cat([_plus(b.top, a_base[k]) for k, b in enumerate(rms)]), a_prev=host.prev,
-        a_gap=host.gap, a_gap_drop=host.gap_drop,
-        a_base=_cat([b.base for b in rms]),
-        a_wake=_cat([b.wake for b in rms]), a_omin=_cat([b.omin for b in rms]),
-        a_blocking=_cat([b.blocking for b in rms], bool),
-        a_dropped=_cat([b.dropped for b in rms], bool),
-        wait_call=_cat([_plus(b.wait_call, a_base[k]) for k, b in enumerate(rms)]),
-        wait_op=_cat([_plus(b.wait_op, o_base[k]) for k, b in enumerate(rms)]),
+        a_rank=_cat([_same(rm.tl.api_start_ns.size, rm.tl.rank) for rm in rank_models]),
+        a_start=_cat([rm.tl.api_start_ns for rm in rank_models]),
+        a_end=_cat([rm.tl.api_end_ns for rm in rank_models]),
+        a_dur=_cat([rm.tl.api_end_ns - rm.tl.api_start_ns for rm in rank_models]),
+        a_top=_cat([_plus(rm.top, a_base[i]) for i, rm in enumerate(rank_models)]),
+        a_prev=host.prev, a_gap=host.gap, a_gap_drop=host.gap_drop,
+        a_base=_cat([rm.base for rm in rank_models]),
+        a_wake=_cat([rm.wake for rm in rank_models]),
+        a_omin=_cat([rm.omin for rm in rank_models]),
+        a_blocking=_cat([rm.blocking for rm in rank_models], bool),
+        a_dropped=_cat([rm.dropped for rm in rank_models], bool),
+        wait_call=_cat([_plus(rm.wait_call, a_base[i]) for i, rm in enumerate(rank_models)]),
+        wait_op=_cat([_plus(rm.wait_op, o_base[i]) for i, rm in enumerate(rank_models)]),
         threads=host.threads, thread_key=host.thread_key,
-        o_rank=_cat([_same(b.tl.n_gpu, b.tl.rank) for b in rms]),
-        o_local=_cat([np.arange(b.tl.n_gpu) for b in rms]),
+        o_rank=_cat([_same(rm.tl.n_gpu, rm.tl.rank) for rm in rank_models]),
+        o_local=_cat([np.arange(rm.tl.n_gpu) for rm in rank_models]),
         o_start=o_start, o_end=o_end, o_top=o_top, o_off=o_off,
-        o_lat=_cat([b.lat for b in rms]), o_gap=_cat([b.gap for b in rms]),
-        o_prev=_cat([_shift(b.prev, o_base[k]) for k, b in enumerate(rms)]),
+        o_lat=_cat([rm.lat for rm in rank_models]), o_gap=_cat([rm.gap for rm in rank_models]),
+        o_prev=_cat([_shift(rm.prev, o_base[i]) for i, rm in enumerate(rank_models)]),
         o_peer=peer, o_xfer=xfer, o_clock=clock,
-        dep_op=_cat([_plus(b.dep_op, o_base[k]) for k, b in enumerate(rms)]),
-        dep_on=_cat([_plus(b.dep_on, o_base[k]) for k, b in enumerate(rms)]),
-        rank_a={b.tl.rank: (a_base[k], a_base[k + 1]) for k, b in enumerate(rms)},
-        rank_o={b.tl.rank: (o_base[k], o_base[k + 1]) for k, b in enumerate(rms)},
+        dep_op=_cat([_plus(rm.dep_op, o_base[i]) for i, rm in enumerate(rank_models)]),
+        dep_on=_cat([_plus(rm.dep_on, o_base[i]) for i, rm in enumerate(rank_models)]),
+        rank_a={rm.tl.rank: (a_base[i], a_base[i + 1]) for i, rm in enumerate(rank_models)},
+        rank_o={rm.tl.rank: (o_base[i], o_base[i + 1]) for i, rm in enumerate(rank_models)},
         assumptions=notes, warnings=warns,
-        o_order=_cat([_plus(b.stream_order, o_base[k]) for k, b in enumerate(rms)]),
-        a_kind=_cat([b.kind for b in rms], np.int8))
+        o_order=_cat([_plus(rm.stream_order, o_base[i]) for i, rm in enumerate(rank_models)]),
+        a_kind=_cat([rm.kind for rm in rank_models], np.int8))
 
 
 def _same(n: int, value: int) -> np.ndarray:
@@ -324,13 +328,9 @@ def replay_only(m: Model, keep: tuple[str, ...] = ()) -> Model:
     given graph and the what-if's per-rank results read stays, and ``keep`` (e.g. what
     ``events.dropped_graph`` reads: ``a_gap_drop``, ``a_omin``). The client's memory is the
     limit of a run-level what-if (docs/scale.md)."""
-    out = object.__new__(Model)  # dataclasses.replace's fields, without its __init__
-    state = dict(m.__dict__)
-    for k in _IN_GRAPH:
-        if k not in keep:
-            state[k] = _empty(state[k].dtype)
-    out.__dict__.update(state)
-    return out
+    emptied: dict[str, Any] = {name: _empty(getattr(m, name).dtype) for name in _IN_GRAPH
+                               if name not in keep}
+    return replace(m, **emptied)
 
 
 def only(m: Model, keep: tuple[str, ...]) -> Model:
@@ -338,15 +338,12 @@ def only(m: Model, keep: tuple[str, ...]) -> Model:
     lists), the rest empty: for a pass that reads a few of them, such as a worker's
     reductions (``rounds.REDUCE_READS``), once the graph is built (a worker's peak:
     docs/scale.md)."""
-    out = object.__new__(Model)
-    state = dict(m.__dict__)
-    for k, v in m.__dict__.items():
-        if isinstance(v, np.ndarray) and k not in keep:
-            state[k] = _empty(v.dtype)
+    emptied: dict[str, Any] = {
+        f.name: _empty(value.dtype) for f in fields(m)
+        if isinstance(value := getattr(m, f.name), np.ndarray) and f.name not in keep}
     if "threads" not in keep:
-        state["threads"], state["thread_key"] = [], []
-    out.__dict__.update(state)
-    return out
+        emptied["threads"], emptied["thread_key"] = [], []
+    return replace(m, **emptied)
 
 
 # the model's index arrays that a replay and the per-rank results read (-1: none)

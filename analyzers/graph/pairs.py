@@ -20,7 +20,8 @@ from profplug.analyzers.graph.matching import Matching, match
 
 
 def _has_comm(tl: Timeline, memo: Memo | None) -> bool:
-    """Whether ``tl`` has a NCCL/RCCL kernel (the matching's own test, ``_Rank``)."""
+    """Whether ``tl`` has a NCCL/RCCL kernel (the matching's own test,
+    ``kernel_descriptions.RankKernels``)."""
     comm = classify.comm_for_symbols(tl.names, memo)
     return bool(comm.any() and comm[tl.gpu_name].any())
 
@@ -40,22 +41,23 @@ def match_nccl(timelines: list[Timeline], o_base: list[int], n_ops: int,
     with_gpu = [k for k, tl in enumerate(timelines) if tl.n_gpu]
     if matching is None and not any(_has_comm(timelines[k], memo) for k in with_gpu):
         return peer, clock  # no NCCL kernel on any rank: nothing to couple or to warn about
-    m = matching if matching is not None else match([timelines[k] for k in with_gpu], memo)
-    if m.e_pos.size == 0:
-        pair_notes(m, notes, warns)
+    matched = (matching if matching is not None
+               else match([timelines[k] for k in with_gpu], memo))
+    if matched.e_pos.size == 0:
+        pair_notes(matched, notes, warns)
         return peer, clock
     base = np.array([o_base[k] for k in with_gpu], dtype=np.int64)
-    start = np.concatenate([tl.gpu_start_ns for tl in timelines])  # run-wide op index
-    off = m.offset_ns
-    g_e = base[m.e_pos] + m.e_op
-    g_f = base[m.f_pos] + m.f_op
-    aligned = start[g_f] + off[m.f_pos]
-    order = np.lexsort((aligned, g_e))  # per op, partners by aligned start
-    last = np.append(g_e[order][1:] != g_e[order][:-1], True)
-    take = order[last]
-    peer[g_e[take]] = g_f[take]
-    clock[g_e[take]] = off[m.e_pos[take]] - off[m.f_pos[take]]
-    pair_notes(m, notes, warns)
+    start_ns = np.concatenate([tl.gpu_start_ns for tl in timelines])  # run-wide op index
+    offset_ns = matched.offset_ns
+    kernel = base[matched.e_pos] + matched.e_op  # per edge, run-wide op indices
+    partner = base[matched.f_pos] + matched.f_op
+    aligned_ns = start_ns[partner] + offset_ns[matched.f_pos]
+    order = np.lexsort((aligned_ns, kernel))  # per op, partners by aligned start
+    last = np.append(kernel[order][1:] != kernel[order][:-1], True)
+    latest = order[last]  # per kernel its edge to the partner that started last
+    peer[kernel[latest]] = partner[latest]
+    clock[kernel[latest]] = offset_ns[matched.e_pos[latest]] - offset_ns[matched.f_pos[latest]]
+    pair_notes(matched, notes, warns)
     return peer, clock
 
 

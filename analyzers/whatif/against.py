@@ -45,8 +45,8 @@ from profplug.analyzers.stalls.rank import StallOptions, analyze_rank
 from profplug.analyzers.steps.stats import outlier_mask
 from profplug.analyzers.whatif import figures
 from profplug.analyzers.whatif.figures import Target
-from profplug.analyzers.whatif.predict import _main_thread, _predicted_timeline
-from profplug.analyzers.whatif.result import WhatIfResult
+from profplug.analyzers.whatif.predicted_timeline import predicted_timeline_with_annotations
+from profplug.analyzers.whatif.result import RankWhatIf, WhatIfResult
 from profplug.analyzers.whatif.simulate import replay, times_only
 
 _CALL = re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(map(re.escape, FUNCTIONS))
@@ -186,34 +186,43 @@ def call_name(name: str) -> str | None:
 
 def step_anchors(tl: Timeline) -> list[dict[Key, int]]:
     """Per steady step (in order), each anchor's offset from the step start (ns)."""
-    order = np.argsort(tl.step_start_ns, kind="stable")
-    st = tl.step_start_ns[order]
-    if st.size < 2:
+    step_start_ns = np.sort(tl.step_start_ns, kind="stable")
+    if step_start_ns.size < 2:
         return []
-    period = np.diff(st)
-    names = [call_name(tl.names[k]) for k in range(len(tl.names))]
-    rows = np.array([i for i, k in enumerate(tl.ann_name.tolist()) if names[k]], dtype=np.int64)
-    rows = rows[np.lexsort((-tl.ann_end_ns[rows], tl.ann_start_ns[rows]))] if rows.size else rows
-    a_s, a_e = tl.ann_start_ns[rows], tl.ann_end_ns[rows]
+    call_of_symbol = [call_name(tl.names[k]) for k in range(len(tl.names))]
+    ranges = _call_ranges(tl, call_of_symbol)
+    range_start_ns, range_end_ns = tl.ann_start_ns[ranges], tl.ann_end_ns[ranges]
+    range_call = [call_of_symbol[k] for k in tl.ann_name[ranges].tolist()]
+    steady = np.nonzero(~outlier_mask(np.diff(step_start_ns)))[0].tolist()
     out = []
-    for i in np.nonzero(~outlier_mask(period))[0].tolist():
-        s0, s1 = int(st[i]), int(st[i + 1])
-        anchors: dict[Key, int] = {(STEP, 0, "start"): 0, (NEXT, 0, "start"): s1 - s0}
-        count: dict[str, int] = {}
-        reach: dict[str, int] = {}  # per call, the end of its latest range: nested = same
-        lo, hi = np.searchsorted(a_s, [s0, s1], side="left")
-        for j in range(int(lo), int(hi)):
-            c = names[tl.ann_name[rows[j]]]
-            assert c is not None
-            if reach.get(c, -1) >= a_e[j]:
+    for i in steady:
+        start_ns, next_ns = int(step_start_ns[i]), int(step_start_ns[i + 1])
+        anchors: dict[Key, int] = {(STEP, 0, "start"): 0, (NEXT, 0, "start"): next_ns - start_ns}
+        calls_so_far: dict[str, int] = {}
+        reach_ns: dict[str, int] = {}  # per call, the end of its latest range: nested = same
+        first, end = np.searchsorted(range_start_ns, [start_ns, next_ns], side="left")
+        for j in range(int(first), int(end)):
+            call = range_call[j]
+            assert call is not None
+            if reach_ns.get(call, -1) >= range_end_ns[j]:
                 continue
-            reach[c] = int(a_e[j])
-            k = count.get(c, 0)
-            count[c] = k + 1
-            anchors[(c, k, "start")] = int(a_s[j]) - s0
-            anchors[(c, k, "end")] = int(a_e[j]) - s0
+            reach_ns[call] = int(range_end_ns[j])
+            ordinal = calls_so_far.get(call, 0)
+            calls_so_far[call] = ordinal + 1
+            anchors[(call, ordinal, "start")] = int(range_start_ns[j]) - start_ns
+            anchors[(call, ordinal, "end")] = int(range_end_ns[j]) - start_ns
         out.append(anchors)
     return out
+
+
+def _call_ranges(tl: Timeline, call_of_symbol: list[str | None]) -> np.ndarray:
+    """The annotation rows named after a p2p function, by start (the outer one first)."""
+    rows = np.array([i for i, k in enumerate(tl.ann_name.tolist()) if call_of_symbol[k]],
+                    dtype=np.int64)
+    if not rows.size:
+        return rows
+    ordered: np.ndarray = rows[np.lexsort((-tl.ann_end_ns[rows], tl.ann_start_ns[rows]))]
+    return ordered
 
 
 def _median_us(values: list[int]) -> float:
@@ -253,7 +262,7 @@ def _measured_step_us(tl: Timeline, options: StallOptions) -> float | None:
 def against(res: WhatIfResult, timelines: list[Timeline], other: list[Timeline],
             label: str, options: StallOptions | None = None) -> AgainstResult:
     """``res`` (the what-if of ``timelines``) against the measured run ``other``."""
-    opt = options or StallOptions()
+    stall_options = options or StallOptions()
     predicted = {tl.rank: tl for tl in predicted_timelines(
         timelines, DropSpec(res.drop, res.callsite))}
     measured = {tl.rank: tl for tl in other if tl.n_gpu}
@@ -267,25 +276,36 @@ def against(res: WhatIfResult, timelines: list[Timeline], other: list[Timeline],
         warnings.append(f"{label} has ranks {sorted(measured)}, the what-if "
                         f"{sorted(predicted)}: compared ranks {ranks}")
     out = []
-    for r in ranks:
-        w = next((x for x in res.ranks if x.rank == r), None)
-        pa, ma = step_anchors(predicted[r]), step_anchors(measured[r])
-        segs = segments(pa, ma)
-        rep = frozenset(k[0] for s in segs for k in (s.start, s.end) if k[1] > 0)
-        n = min(len(pa), len(ma))
-        host = [round(_median_us([a[(NEXT, 0, "start")] for a in x[:n]]), 3) if n else None
-                for x in (pa, ma)]
-        out.append(RankAgainst(
-            rank=r, predicted_us=w.predicted_us if w is not None and w.basis == Basis.STEP
-            and not nothing else None,
-            band_pct=figures.band_pct(w, Target.TRACED) if w is not None and not nothing
-            else None,
-            measured_us=_measured_step_us(measured[r], opt), n_steps=n,
-            predicted_host_us=host[0], measured_host_us=host[1], segments=segs, repeated=rep))
-        if not segs:
-            warnings.append(f"rank {r}: no step ranges or no pipeline send/recv ranges in "
+    for rank in ranks:
+        prediction = None if nothing else next((r for r in res.ranks if r.rank == rank), None)
+        rank_against = _rank_against(rank, prediction, predicted[rank], measured[rank],
+                                     stall_options)
+        out.append(rank_against)
+        if not rank_against.segments:
+            warnings.append(f"rank {rank}: no step ranges or no pipeline send/recv ranges in "
                             "both runs: no segment lined up")
     return AgainstResult(label, out, warnings)
+
+
+def _rank_against(rank: int, prediction: RankWhatIf | None, predicted: Timeline,
+                  measured: Timeline, options: StallOptions) -> RankAgainst:
+    """One rank's :class:`RankAgainst`; ``prediction``: its what-if figures, None when
+    there is no prediction to judge (nothing to drop, or the rank has none)."""
+    predicted_anchors, measured_anchors = step_anchors(predicted), step_anchors(measured)
+    segs = segments(predicted_anchors, measured_anchors)
+    repeated = frozenset(key[0] for seg in segs for key in (seg.start, seg.end) if key[1] > 0)
+    n_steps = min(len(predicted_anchors), len(measured_anchors))
+    host_us = [round(_median_us([a[(NEXT, 0, "start")] for a in run[:n_steps]]), 3)
+               if n_steps else None for run in (predicted_anchors, measured_anchors)]
+    return RankAgainst(
+        rank=rank,
+        predicted_us=prediction.predicted_us
+        if prediction is not None and prediction.basis == Basis.STEP else None,
+        band_pct=figures.band_pct(prediction, Target.TRACED) if prediction is not None
+        else None,
+        measured_us=_measured_step_us(measured, options), n_steps=n_steps,
+        predicted_host_us=host_us[0], measured_host_us=host_us[1], segments=segs,
+        repeated=repeated)
 
 
 def predicted_timelines(timelines: list[Timeline], drop: DropSpec | None = None
@@ -296,5 +316,4 @@ def predicted_timelines(timelines: list[Timeline], drop: DropSpec | None = None
     spec, _ = dropset.resolve(timelines, drop or DropSpec(), memo)
     m = build_model(timelines, spec, memo=memo)
     r = times_only(replay(m, drop=True))
-    return [_predicted_timeline(tl, m, r, _main_thread(m, tl.rank), True)
-            for tl in timelines if tl.n_gpu]
+    return [predicted_timeline_with_annotations(tl, m, r) for tl in timelines if tl.n_gpu]

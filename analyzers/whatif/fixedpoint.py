@@ -43,36 +43,42 @@ MAX_WORK = 1
 MAX_COVER = 0.25
 
 
-def _acyclic_within(g: Graph, t: np.ndarray, ts: np.ndarray, td: np.ndarray,
+def _acyclic_within(g: Graph, t: np.ndarray, flat_src_ns: np.ndarray, flat_dst_ns: np.ndarray,
                     flat: np.ndarray) -> bool:
     """No cycle among the nodes in the time windows of the non-rising edges ``flat``
-    (``t``: per node its time; ``ts``/``td``: per edge of ``flat``, its source's and
-    destination's)."""
-    lo, hi = td, ts
-    if (lo == hi).all():  # every window a single instant (the usual: zero gaps): the
-        src, dst = g.src[flat], g.dst[flat]  # edges inside are those flat edges themselves
-        return _peel(g, src, dst)
-    order = np.argsort(lo, kind="stable")
-    lo, hi = lo[order], np.maximum.accumulate(hi[order])
-    starts = np.concatenate(([True], lo[1:] > hi[:-1])).nonzero()[0]  # merged: overlap or touch
-    w_lo, w_hi = lo[starts], hi[np.concatenate((starts[1:] - 1, [lo.size - 1]))]
-    body = t[:g.source]  # (the source is the last node, at 0)
-    on = body > MIN_NS
-    span = int(body.max(initial=MIN_NS, where=on)) - int(body.min(initial=-MIN_NS, where=on))
-    if int((w_hi - w_lo).sum()) > MAX_COVER * span:
+    (``t``: per node its time, ns; ``flat_src_ns``/``flat_dst_ns``: per edge of ``flat``,
+    its source's and destination's)."""
+    if (flat_dst_ns == flat_src_ns).all():  # every window a single instant (the usual: zero
+        # gaps): the edges inside are those flat edges themselves
+        return _peel(g, g.src[flat], g.dst[flat])
+    window_lo_ns, window_hi_ns = _merged_windows(flat_dst_ns, flat_src_ns)
+    body_ns = t[:g.source]  # (the source is the last node, at 0)
+    timed = body_ns > MIN_NS
+    span_ns = (int(body_ns.max(initial=MIN_NS, where=timed))
+               - int(body_ns.min(initial=-MIN_NS, where=timed)))
+    if int((window_hi_ns - window_lo_ns).sum()) > MAX_COVER * span_ns:
         return False
     # each node's window (-1: in none), once per node; an edge is inside when both its ends
     # are in one window
-    k = np.searchsorted(w_lo, t, side="right") - 1
-    wid = np.where((k >= 0) & (t <= w_hi[np.maximum(k, 0)]), k, -1)
+    k = np.searchsorted(window_lo_ns, t, side="right") - 1
+    window = np.where((k >= 0) & (t <= window_hi_ns[np.maximum(k, 0)]), k, -1)
     del k
-    ins: list[np.ndarray] = []
+    inside: list[np.ndarray] = []
     for first in range(0, g.src.size, _CHUNK):  # a block of edges at a time: few temporaries
-        ks = wid[g.src[first:first + _CHUNK]]
-        ins.append(first + np.nonzero((ks >= 0) & (ks == wid[g.dst[first:first + _CHUNK]]))[0])
-    e = np.concatenate(ins) if ins else np.zeros(0, dtype=np.int64)
-    del ins
-    return _peel(g, g.src[e], g.dst[e])
+        src_window = window[g.src[first:first + _CHUNK]]
+        inside.append(first + np.nonzero(
+            (src_window >= 0) & (src_window == window[g.dst[first:first + _CHUNK]]))[0])
+    edges = np.concatenate(inside) if inside else np.zeros(0, dtype=np.int64)
+    del inside
+    return _peel(g, g.src[edges], g.dst[edges])
+
+
+def _merged_windows(lo_ns: np.ndarray, hi_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The windows ``[lo_ns, hi_ns]`` merged where they overlap or touch, by start."""
+    order = np.argsort(lo_ns, kind="stable")
+    lo_ns, hi_ns = lo_ns[order], np.maximum.accumulate(hi_ns[order])
+    starts = np.concatenate(([True], lo_ns[1:] > hi_ns[:-1])).nonzero()[0]
+    return lo_ns[starts], hi_ns[np.concatenate((starts[1:] - 1, [lo_ns.size - 1]))]
 
 
 def _peel(g: Graph, src: np.ndarray, dst: np.ndarray) -> bool:
@@ -103,24 +109,9 @@ def recorded_fixed_point(g: Graph, rec: np.ndarray, lazy: bool = False
     t[g.source] = 0
     if has_in[g.source]:
         return None
-    # a block of edges at a time (few temporaries: a worker's peak, docs/scale.md)
-    on = np.zeros(n, dtype=bool)
-    flats: list[np.ndarray] = []
-    for lo in range(0, g.src.size, _CHUNK):
-        ts, td = t[g.src[lo:lo + _CHUNK]], t[g.dst[lo:lo + _CHUNK]]
-        val = ts + g.w[lo:lo + _CHUNK]
-        # every node with an in-edge on its equation: no in-edge above its time, and one on
-        # it (the same test as the latest in-edge equal to the time, without an unbuffered
-        # max)
-        if (val > td).any():
-            return None
-        on[g.dst[lo:lo + _CHUNK][val == td]] = True
-        flats.append(lo + np.flatnonzero(ts >= td))
-    if not (on == has_in).all():
+    flat = _flat_edges_if_on_equations(g, t, has_in)
+    if flat is None:
         return None
-    del on
-    flat = np.concatenate(flats) if flats else np.zeros(0, dtype=np.int64)
-    del flats
     if flat.size and not _acyclic_within(g, t, t[g.src[flat]], t[g.dst[flat]], flat):
         return None
 
@@ -132,3 +123,23 @@ def recorded_fixed_point(g: Graph, rec: np.ndarray, lazy: bool = False
         return bind
 
     return (t, binding) if lazy else (t, binding())
+
+
+def _flat_edges_if_on_equations(g: Graph, t: np.ndarray, has_in: np.ndarray
+                                ) -> np.ndarray | None:
+    """The edges that do not rise (source time >= destination time) when every node with an
+    in-edge is on its equation (no in-edge above its time ``t``, and one on it: the same
+    test as the latest in-edge equal to the time, without an unbuffered max); else None. A
+    block of edges at a time (few temporaries: a worker's peak, docs/scale.md)."""
+    on_equation = np.zeros(g.n_nodes, dtype=bool)
+    flats: list[np.ndarray] = []
+    for first in range(0, g.src.size, _CHUNK):
+        src_ns, dst_ns = t[g.src[first:first + _CHUNK]], t[g.dst[first:first + _CHUNK]]
+        via_ns = src_ns + g.w[first:first + _CHUNK]
+        if (via_ns > dst_ns).any():
+            return None
+        on_equation[g.dst[first:first + _CHUNK][via_ns == dst_ns]] = True
+        flats.append(first + np.flatnonzero(src_ns >= dst_ns))
+    if not (on_equation == has_in).all():
+        return None
+    return np.concatenate(flats) if flats else np.zeros(0, dtype=np.int64)

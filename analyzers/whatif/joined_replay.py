@@ -100,30 +100,36 @@ def reduce(g: Graph, m: Model, ops: np.ndarray, is_cut: bool = False) -> Reduced
     """The :class:`Reduced` graph of one rank's model ``m`` and its graph ``g``, the ends
     of ``ops`` (its NCCL kernels, local op ids) cut (``is_cut``: ``g`` is, :func:`cut`)."""
     ops = np.asarray(ops, dtype=np.int64)
-    c = g if is_cut else cut(g, ops)
-    v = _visited(c, m)
-    p = int(v.proc.size)
-    src, dst, w = [v.number(v.e_src)], [v.number(v.e_dst)], [v.e_w]
+    cut_graph = g if is_cut else cut(g, ops)
+    visited = _visited(cut_graph, m)
+    n_visited = int(visited.nodes.size)
+    src = [visited.number(visited.e_src)]
+    dst = [visited.number(visited.e_dst)]
+    w = [visited.e_w]
     # one node per kernel start: its time from its root (a stream run's: from two)
-    x = p + np.arange(ops.size)
-    s = np.asarray(c.op_start(ops), dtype=np.int64)
-    r, off = v.root[s], v.off[s]
-    by_node = np.argsort(v.rn.node, kind="stable")  # a derived root: its run's entry
-    j = numbered(v.rn.node[by_node], r)
-    run = j >= 0
-    j[run] = by_node[j[run]]
-    plain = ~run
-    src += [v.number(r[plain]), v.number(v.rn.h[j[run]]), v.number(v.rn.s[j[run]])]
-    dst += [x[plain], x[run], x[run]]
-    w += [off[plain], off[run] + v.rn.a[j[run]], off[run] + v.rn.b[j[run]]]
-    n = p + int(ops.size)
-    ix = np.int32 if n < 2**31 else np.int64
-    out_src: np.ndarray = np.concatenate(src).astype(ix)
+    start_node = n_visited + np.arange(ops.size)
+    op_start = np.asarray(cut_graph.op_start(ops), dtype=np.int64)
+    root, offset_ns = visited.root[op_start], visited.offset_ns[op_start]
+    derived = visited.derived
+    by_node = np.argsort(derived.node, kind="stable")  # a derived root: its run's entry
+    run = numbered(derived.node[by_node], root)
+    in_run = run >= 0
+    run[in_run] = by_node[run[in_run]]
+    plain = ~in_run
+    src += [visited.number(root[plain]), visited.number(derived.h[run[in_run]]),
+            visited.number(derived.s[run[in_run]])]
+    dst += [start_node[plain], start_node[in_run], start_node[in_run]]
+    w += [offset_ns[plain], offset_ns[in_run] + derived.a[run[in_run]],
+          offset_ns[in_run] + derived.b[run[in_run]]]
+    n = n_visited + int(ops.size)
+    index_dtype = np.int32 if n < 2**31 else np.int64
+    out_src: np.ndarray = np.concatenate(src).astype(index_dtype)
     if (out_src < 0).any():  # every root the pass starts from is a visited node
         raise RuntimeError("what-if: a reduced edge from a node the pass does not visit")
-    return Reduced(n, out_src, np.concatenate(dst).astype(ix), np.concatenate(w),
-                   int(v.number(np.array([c.source]))[0]),
-                   v.number(c.op_end(ops)).astype(ix), x.astype(ix))
+    return Reduced(n, out_src, np.concatenate(dst).astype(index_dtype), np.concatenate(w),
+                   int(visited.number(np.array([cut_graph.source]))[0]),
+                   visited.number(np.asarray(cut_graph.op_end(ops))).astype(index_dtype),
+                   start_node.astype(index_dtype))
 
 
 @dataclass

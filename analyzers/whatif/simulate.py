@@ -23,10 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from profplug.analyzers.graph.events import PEER, Graph, build_graph, dropped_graph
+from profplug.analyzers.graph.events import PEER, Graph, build_graph
 from profplug.analyzers.graph.longest_path import MIN_NS, Kahn, first_in_edges
 from profplug.analyzers.graph.model import Model
 from profplug.analyzers.whatif.fixedpoint import recorded_fixed_point
+from profplug.analyzers.whatif.streamruns import Runs
 from profplug.analyzers.whatif.visited import (
     _CHUNK,
     _numbering,
@@ -61,12 +62,16 @@ class Replay:
 
 
 def _recorded_times(m: Model) -> np.ndarray:
-    return np.concatenate([m.a_start, m.a_end, m.o_start, m.o_end, [0]]).astype(np.int64,
-                                                                              copy=False)
+    """Per graph node its recorded time (ns): call starts, call ends, op starts, op ends, and
+    the source (0)."""
+    return np.concatenate([m.a_start, m.a_end, m.o_start, m.o_end, [0]]).astype(
+        np.int64, copy=False
+    )
 
 
-def longest_path(g: Graph, m: Model, runs: bool = True
-                 ) -> tuple[np.ndarray, np.ndarray, list[int], list[int]]:
+def longest_path(
+    g: Graph, m: Model, runs: bool = True
+) -> tuple[np.ndarray, np.ndarray, list[int], list[int]]:
     """Per node its time and binding edge; the ops forced, the nodes released from a cycle
     that holds no NCCL pairing (see the module docstring). ``runs``: solve runs of ops in
     closed form (``streamruns``); a pass that finds a cycle starts again without, so that
@@ -75,60 +80,119 @@ def longest_path(g: Graph, m: Model, runs: bool = True
     return t, binding(), forced, released
 
 
-def _longest_path(g: Graph, m: Model, runs: bool = True
-                  ) -> tuple[np.ndarray, Callable[[], np.ndarray], list[int], list[int]]:
+def _longest_path(
+    g: Graph, m: Model, runs: bool = True
+) -> tuple[np.ndarray, Callable[[], np.ndarray], list[int], list[int]]:
     """:func:`longest_path` with the binding edges left to a function (called on need)."""
-    n = g.n_nodes
-    vis = _visited(g, m, runs)
-    root, off, folded, rn, proc = vis.root, vis.off, vis.folded, vis.rn, vis.proc
-    e_src, e_w, e_kind, e_dst = vis.e_src, vis.e_w, vis.e_kind, vis.e_dst
-    del vis
-    cid: np.ndarray | None = None  # per node its number: made only to break a cycle
-    src_of = numbered(proc, np.array([g.source]))[0]
-    kahn = Kahn(proc.size, numbered(proc, e_src), numbered(proc, e_dst), e_w, [int(src_of)])
-    del e_src, e_w  # (the client's peak: docs/scale.md)
+    visited = _visited(g, m, runs)
+    root, offset_ns, folded, derived = (
+        visited.root,
+        visited.offset_ns,
+        visited.folded,
+        visited.derived,
+    )
+    visited_nodes, edge_kind, edge_dst = visited.nodes, visited.e_kind, visited.e_dst
+    source = int(numbered(visited_nodes, np.array([g.source]))[0])
+    kahn = Kahn(
+        visited_nodes.size,
+        numbered(visited_nodes, visited.e_src),
+        numbered(visited_nodes, edge_dst),
+        visited.e_w,
+        [source],
+    )
+    del visited  # its edges' sources and weights: the pass holds them (the client's peak:
+    # docs/scale.md)
     forced: list[int] = []
     released: list[int] = []
-    t, indeg = kahn.t, kahn.indeg
-    while kahn.run() < proc.size:
-        if rn.node.size:
+    visit_number: np.ndarray | None = None  # per node its number: made only to break a cycle
+    while kahn.run() < visited_nodes.size:
+        if derived.node.size:  # a cycle: solved again without the runs, node by node
             return _longest_path(g, m, runs=False)
-        if cid is None:
-            cid = _numbering(n, proc)
-        v = _break_cycle(g, m, root, off, cid, np.asarray(indeg), np.asarray(t), forced,
-                         released)
-        cv = int(cid[v])
-        if forced and forced[-1] == v - 2 * g.n_a - g.n_o:  # the peer edge is gone
-            j = forced[-1]
-            s0 = 2 * g.n_a + j
-            t[cv] = t[int(cid[root[s0]])] + int(off[s0]) + int(m.o_end[j] - m.o_start[j])
-            kahn.cut(np.flatnonzero((e_kind == PEER) & (e_dst == v)))
-            indeg[cv] -= 1
-        else:
-            indeg[cv] = 0
-            if t[cv] == MIN_NS:
-                t[cv] = int(_recorded_times(m)[v])
-        if not indeg[cv]:
-            kahn.ready.append(cv)
-    # every root's time into ``off`` (a root's offset is 0): the visited nodes', then the
-    # derived op starts' from their two roots (visited nodes); then each folded node adds
-    # its root's, a piece at a time (no second per-node array: a root is never folded)
-    off[proc] = t
-    del kahn, t, indeg, cid  # the pass's lists (a Python int each)
-    off[rn.node] = np.maximum(off[rn.h] + rn.a, off[rn.s] + rn.b)
-    for lo in range(0, n, _CHUNK):
-        f = np.flatnonzero(folded[lo:lo + _CHUNK])
-        part = off[lo:lo + _CHUNK]
-        part[f] += off[root[lo + f]]
-    t_a = off
+        if visit_number is None:
+            visit_number = _numbering(g.n_nodes, visited_nodes)
+        _release_one(
+            g, m, kahn, root, offset_ns, visit_number, edge_kind, edge_dst, forced, released
+        )
+    offset_ns[visited_nodes] = kahn.t  # a visited node is a root: its offset is its time
+    del kahn, visit_number  # the pass's lists (a Python int each)
+    node_ns = _add_root_times(offset_ns, derived, folded, root)
     # the binding edges on need, from the graph and the times alone: a kept replay (the
     # what-if keeps two) holds no per-node array but its times and the folded mask
-    return t_a, lambda: _binding(g, t_a, np.nonzero(~folded[g.dst])[0], forced,
-                                 _single_in_edges(g), folded), forced, released
+    return (
+        node_ns,
+        lambda: _binding(
+            g, node_ns, np.nonzero(~folded[g.dst])[0], forced, _single_in_edges(g), folded
+        ),
+        forced,
+        released,
+    )
 
 
-def _binding(g: Graph, t: np.ndarray, kept: np.ndarray, forced: list[int], one: np.ndarray,
-             folded: np.ndarray) -> np.ndarray:
+def _release_one(
+    g: Graph,
+    m: Model,
+    kahn: Kahn,
+    root: np.ndarray,
+    offset_ns: np.ndarray,
+    visit_number: np.ndarray,
+    edge_kind: np.ndarray,
+    edge_dst: np.ndarray,
+    forced: list[int],
+    released: list[int],
+) -> None:
+    """Let a pass stuck on a cycle go on: the node :func:`_break_cycle` picks is made ready.
+    A forced kernel's end loses its ``peer`` edge and ends its recorded duration after its
+    start; another node takes the latest of its timed predecessors (its recorded time if
+    none)."""
+    t, indeg = kahn.t, kahn.indeg
+    node = _break_cycle(
+        g, m, root, offset_ns, visit_number, np.asarray(indeg), np.asarray(t), forced, released
+    )
+    number = int(visit_number[node])
+    first_op_end = 2 * g.n_a + g.n_o
+    if forced and forced[-1] == node - first_op_end:  # a forced kernel's end
+        op = forced[-1]
+        start = 2 * g.n_a + op
+        t[number] = (
+            t[int(visit_number[root[start]])]
+            + int(offset_ns[start])
+            + int(m.o_end[op] - m.o_start[op])
+        )
+        kahn.cut(np.flatnonzero((edge_kind == PEER) & (edge_dst == node)))
+        indeg[number] -= 1
+    else:
+        indeg[number] = 0
+        if t[number] == MIN_NS:
+            t[number] = int(_recorded_times(m)[node])
+    if not indeg[number]:
+        kahn.ready.append(number)
+
+
+def _add_root_times(
+    offset_ns: np.ndarray, derived: Runs, folded: np.ndarray, root: np.ndarray
+) -> np.ndarray:
+    """Every node's time, in place of ``offset_ns`` (whose visited nodes hold their times):
+    the derived op starts from their two roots, then each folded node adds its root's, a
+    piece at a time (no second per-node array: a root is never folded)."""
+    node_ns = offset_ns
+    node_ns[derived.node] = np.maximum(
+        node_ns[derived.h] + derived.a, node_ns[derived.s] + derived.b
+    )
+    for first in range(0, node_ns.size, _CHUNK):
+        folded_here = np.flatnonzero(folded[first : first + _CHUNK])
+        piece = node_ns[first : first + _CHUNK]
+        piece[folded_here] += node_ns[root[first + folded_here]]
+    return node_ns
+
+
+def _binding(
+    g: Graph,
+    t: np.ndarray,
+    kept: np.ndarray,
+    forced: list[int],
+    one: np.ndarray,
+    folded: np.ndarray,
+) -> np.ndarray:
     """Per node, the edge that gave its time (the lowest-numbered of several), -1 none: a
     folded node's one in-edge; else an in-edge whose source time plus weight is the node's
     time (a forced kernel's peer edge excluded)."""
@@ -146,80 +210,104 @@ def _binding(g: Graph, t: np.ndarray, kept: np.ndarray, forced: list[int], one: 
     return out
 
 
-def _break_cycle(g: Graph, m: Model, root: np.ndarray, off: np.ndarray, cid: np.ndarray,
-                 indeg: np.ndarray, t: np.ndarray, forced: list[int], released: list[int]
-                 ) -> int:
+def _break_cycle(
+    g: Graph,
+    m: Model,
+    root: np.ndarray,
+    offset_ns: np.ndarray,
+    visit_number: np.ndarray,
+    indeg: np.ndarray,
+    t: np.ndarray,
+    forced: list[int],
+    released: list[int],
+) -> int:
     """The node that a stuck pass releases (see the module docstring): the end of the
     earliest started matched NCCL kernel that cannot end (appended to ``forced``), else the
-    earliest recorded waiting node (appended to ``released``)."""
-    o_s0, o_e0 = 2 * g.n_a, 2 * g.n_a + g.n_o
+    earliest recorded waiting node (appended to ``released``). ``t``, ``indeg``: the pass's,
+    per visited node (``visit_number``)."""
+    first_op_start, first_op_end = 2 * g.n_a, 2 * g.n_a + g.n_o
     paired = np.zeros(g.n_o, dtype=bool)
-    paired[g.dst[g.kind == PEER] - o_e0] = True
-    ends, starts = np.arange(o_e0, o_e0 + g.n_o), np.arange(o_s0, o_s0 + g.n_o)
-    waiting_end = np.zeros(g.n_o, dtype=bool)
-    ce = cid[ends]
-    waiting_end[ce >= 0] = indeg[ce[ce >= 0]] > 0
-    cs = cid[root[starts]]
-    started = (cs >= 0) & (indeg[np.maximum(cs, 0)] == 0)
-    stuck = np.nonzero(paired & waiting_end & started)[0]
+    paired[g.dst[g.kind == PEER] - first_op_end] = True
+    end_nodes = np.arange(first_op_end, first_op_end + g.n_o)
+    start_nodes = np.arange(first_op_start, first_op_start + g.n_o)
+    end_waits = np.zeros(g.n_o, dtype=bool)
+    end_number = visit_number[end_nodes]
+    end_waits[end_number >= 0] = indeg[end_number[end_number >= 0]] > 0
+    start_root_number = visit_number[root[start_nodes]]
+    started = (start_root_number >= 0) & (indeg[np.maximum(start_root_number, 0)] == 0)
+    stuck = np.nonzero(paired & end_waits & started)[0]
     if stuck.size:
-        st = t[cid[root[o_s0 + stuck]]] + off[o_s0 + stuck]
-        j = int(stuck[np.argmin(st)])
-        forced.append(j)
-        return o_e0 + j
-    proc = np.nonzero(cid >= 0)[0]
-    waiting = proc[indeg[cid[proc]] > 0]
-    v = int(waiting[np.argmin(_recorded_times(m)[waiting])])
-    released.append(v)
-    return v
+        start_ns = t[visit_number[root[first_op_start + stuck]]] + offset_ns[first_op_start + stuck]
+        op = int(stuck[np.argmin(start_ns)])
+        forced.append(op)
+        return first_op_end + op
+    visited_nodes = np.nonzero(visit_number >= 0)[0]
+    waiting = visited_nodes[indeg[visit_number[visited_nodes]] > 0]
+    node = int(waiting[np.argmin(_recorded_times(m)[waiting])])
+    released.append(node)
+    return node
 
 
 def _cycle_warnings(m: Model, forced: list[int], released: list[int]) -> list[str]:
-    out = []
-    for j in forced:
-        q = int(m.o_peer[j])
-        out.append(f"contradictory NCCL pairing (a cycle in the replay): rank {m.o_rank[j]} op "
-                   f"#{m.o_local[j]} and its partner, rank {m.o_rank[q]} op #{m.o_local[q]}, "
-                   "wait for each other through the host; the first keeps its recorded "
-                   "duration")
+    """One warning per forced NCCL kernel, and one for the nodes released otherwise."""
+    warnings = []
+    for op in forced:
+        partner = int(m.o_peer[op])
+        warnings.append(
+            f"contradictory NCCL pairing (a cycle in the replay): rank "
+            f"{m.o_rank[op]} op #{m.o_local[op]} and its partner, rank "
+            f"{m.o_rank[partner]} op #{m.o_local[partner]}, wait for each other "
+            "through the host; the first keeps its recorded duration"
+        )
     if released:
-        out.append(f"{len(released)} event(s) in a dependency cycle that no NCCL pairing "
-                   "explains were timed from their timed predecessors (or as recorded)")
-    return out
+        warnings.append(
+            f"{len(released)} event(s) in a dependency cycle that no NCCL pairing "
+            "explains were timed from their timed predecessors (or as recorded)"
+        )
+    return warnings
 
 
-def replay(m: Model, drop: bool, recorded: Graph | None = None, *,
-           graph: Graph | None = None) -> Replay:
-    """Replay the model; ``drop``: the model's dropped calls do not wait; ``recorded``: the
-    graph of ``m`` as recorded (``build_graph(m, False)``), when the caller has it;
-    ``graph``: the graph to replay, built for ``drop`` (``m`` may then be
-    ``model.replay_only``)."""
-    if graph is not None:
-        g = graph
-    elif recorded is None:
-        g = build_graph(m, drop)
-    else:
-        g = dropped_graph(recorded, m) if drop else recorded
-    fp = None if drop else recorded_fixed_point(g, _recorded_times(m), lazy=True)
-    if fp is not None:  # the recorded times are the replay (fixedpoint.py): no pass needed
-        t, binding = fp
+def replay(m: Model, drop: bool, *, graph: Graph | None = None) -> Replay:
+    """Replay the model; ``drop``: the model's dropped calls do not wait; ``graph``: the
+    graph to replay, built for ``drop`` (``m`` may then be ``model.replay_only``), else it is
+    built here."""
+    g = build_graph(m, drop) if graph is None else graph
+    fixed_point = None if drop else recorded_fixed_point(g, _recorded_times(m), lazy=True)
+    if fixed_point is not None:  # the recorded times are the replay (fixedpoint.py): no pass
+        node_ns, binding = fixed_point
         forced: list[int] = []
         released: list[int] = []
     else:
-        t, binding, forced, released = _longest_path(g, m)
-    n_a, n_o = g.n_a, g.n_o
-    top_s, top_e = t[:n_a], t[n_a:2 * n_a]
-    at = m.a_top
-    is_top = at == np.arange(n_a)
+        node_ns, binding, forced, released = _longest_path(g, m)
+    call_start_ns, call_end_ns = _call_times(m, node_ns, g.n_a)
+    first_op_start, first_op_end = 2 * g.n_a, 2 * g.n_a + g.n_o
+    return Replay(
+        call_start_ns,
+        call_end_ns,
+        node_ns[first_op_start:first_op_end],
+        node_ns[first_op_end:-1],
+        g,
+        node_ns,
+        binding,
+        forced,
+        _cycle_warnings(m, forced, released),
+    )
+
+
+def _call_times(m: Model, node_ns: np.ndarray, n_calls: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each call's replayed start and end (ns): a top-level call's from its nodes; a nested
+    call moves with its top-level call and stays inside it; an end never before its start."""
+    top_start_ns, top_end_ns = node_ns[:n_calls], node_ns[n_calls : 2 * n_calls]
+    top = m.a_top
+    is_top = top == np.arange(n_calls)
     if is_top.all():  # no nested call
-        a_s, a_e = top_s, top_e
-    else:  # a nested call moves with its top-level call and stays inside it
-        shift = top_s[at] - m.a_start[at]
-        te = top_e[at]
-        a_s = np.where(is_top, top_s, np.minimum(m.a_start + shift, te))
-        a_e = np.where(is_top, top_e, np.minimum(m.a_end + shift, te))
-    return Replay(a_s, np.maximum(a_e, a_s), t[2 * n_a:2 * n_a + n_o], t[2 * n_a + n_o:-1],
-                  g, t, binding, forced, _cycle_warnings(m, forced, released))
+        start_ns, end_ns = top_start_ns, top_end_ns
+    else:
+        shift_ns = top_start_ns[top] - m.a_start[top]
+        its_top_end_ns = top_end_ns[top]
+        start_ns = np.where(is_top, top_start_ns, np.minimum(m.a_start + shift_ns, its_top_end_ns))
+        end_ns = np.where(is_top, top_end_ns, np.minimum(m.a_end + shift_ns, its_top_end_ns))
+    return start_ns, np.maximum(end_ns, start_ns)
 
 
 def _no_binding() -> np.ndarray:
@@ -231,6 +319,14 @@ def times_only(r: Replay) -> Replay:
     figures read, its times, and nothing per edge."""
     g = r.graph
     none = np.zeros(0, dtype=np.int64)
-    return Replay(r.a_start, r.a_end, r.o_start, r.o_end,
-                  Graph(g.n_a, g.n_o, none, none, none, np.zeros(0, dtype=np.int8)), r.t,
-                  _no_binding, r.forced, r.warnings)
+    return Replay(
+        r.a_start,
+        r.a_end,
+        r.o_start,
+        r.o_end,
+        Graph(g.n_a, g.n_o, none, none, none, np.zeros(0, dtype=np.int8)),
+        r.t,
+        _no_binding,
+        r.forced,
+        r.warnings,
+    )

@@ -190,52 +190,97 @@ def whatif_unprofiled(tls: list[Timeline], step_us: float, drop: DropSpec | None
     return _unprofiled(tls, step_us, drop, options, step_ci_us, ratio_ci, memo or Memo())
 
 
-def _unprofiled(tls: list[Timeline], step_us: float, drop: DropSpec | None,
-                options: StallOptions | None, step_ci_us: tuple[float, float] | None,
-                ratio_ci: tuple[float, float] | None, memo: Memo) -> WhatIfResult:
-    ranks = _recorded(tls, options)
-    ci_note = None
-    if step_ci_us is not None and not step_ci_us[0] <= step_us <= step_ci_us[1]:
-        ci_note = (f"unprofiled-ci: the given 95% CI {step_ci_us[0]:,.1f}-"
-                   f"{step_ci_us[1]:,.1f} us does not hold the given step {step_us:,.1f} us: "
-                   f"not used (the band carries +-{UNPROFILED_BAND_PCT:.0f}% instead)")
-        step_ci_us = None
-    s, replayed_by_rank = fit_per_rank(tls, step_us, options, ranks=ranks, memo=memo)
-    replayed = _mean(replayed_by_rank)
-    idle = {r.rank: r.predicted_idle_by_cause_us
-            for r in _device_ranks(tls, s, options, ranks, memo)}
-    res = whatif(tls, drop, options, host=host_costs(tls, s, memo), ranks=ranks, memo=memo)
-    paired = ratio_pct(ratio_ci)
-    if paired is not None:
-        cal = {r.rank: paired for r in res.ranks}
+def _unprofiled(
+    tls: list[Timeline],
+    step_us: float,
+    drop: DropSpec | None,
+    options: StallOptions | None,
+    step_ci_us: tuple[float, float] | None,
+    ratio_ci: tuple[float, float] | None,
+    memo: Memo,
+) -> WhatIfResult:
+    """:func:`whatif_unprofiled`; ``memo``: shared by its what-ifs."""
+    stalls = _recorded(tls, options)
+    ci_note = _ci_note(step_us, step_ci_us)
+    usable_ci = None if ci_note else step_ci_us
+    host_scale, replayed_by_rank = fit_per_rank(tls, step_us, options, ranks=stalls, memo=memo)
+    replayed_us = _mean(replayed_by_rank)
+    idle_by_rank = {
+        r.rank: r.predicted_idle_by_cause_us
+        for r in _device_ranks(tls, host_scale, options, stalls, memo)
+    }
+    res = whatif(tls, drop, options, host=host_costs(tls, host_scale, memo), ranks=stalls,
+                 memo=memo)
+    paired_pct = ratio_pct(ratio_ci)
+    if paired_pct is not None:
+        calibration_pct = {r.rank: paired_pct for r in res.ranks}
+    elif usable_ci:
+        calibration_pct = calibration_band(tls, res, usable_ci, drop, options, stalls, memo)
     else:
-        cal = (calibration_band(tls, res, step_ci_us, drop, options, ranks, memo) if step_ci_us
-               else {r.rank: UNPROFILED_BAND_PCT for r in res.ranks})
-    scaled = [_rank(r, step_us, replayed_by_rank.get(r.rank, replayed), cal[r.rank],
-                    idle.get(r.rank)) for r in res.ranks]
-    each = ", ".join(f"rank {k} {v:,.1f}" for k, v in sorted(replayed_by_rank.items()))
-    note = (f"unprofiled: the host's costs of every rank are scaled by {s:.3f} (one scale "
-            f"for all ranks), at which the traced run replays at the given unprofiled step "
-            f"({step_us:,.1f} us, the mean over ranks; replayed {replayed:,.1f}"
-            + (f": {each}" if len(replayed_by_rank) > 1 else "")
-            + "); every rank's prediction is made at the same scale. direct_us is "
-            "still the traced run's")
-    if paired is not None and ratio_ci is not None:
-        note += (f"; the band carries the measured speedup's 95% CI ({ratio_ci[0]:.3f}-"
-                 f"{ratio_ci[1]:.3f}x, paired with the step): +-{paired:.1f}%")
-    elif step_ci_us:
-        note += (f"; the band carries the prediction's change over the step's 95% CI "
-                 f"({step_ci_us[0]:,.1f}-{step_ci_us[1]:,.1f} us): up to "
-                 f"{max(cal.values(), default=0.0):.1f}%")
+        calibration_pct = {r.rank: UNPROFILED_BAND_PCT for r in res.ranks}
+    ranks = [
+        _rank(
+            r,
+            step_us,
+            replayed_by_rank.get(r.rank, replayed_us),
+            calibration_pct[r.rank],
+            idle_by_rank.get(r.rank),
+        )
+        for r in res.ranks
+    ]
+    note = _scale_note(host_scale, step_us, replayed_by_rank)
+    if paired_pct is not None and ratio_ci is not None:
+        note += (
+            f"; the band carries the measured speedup's 95% CI ({ratio_ci[0]:.3f}-"
+            f"{ratio_ci[1]:.3f}x, paired with the step): +-{paired_pct:.1f}%"
+        )
+    elif usable_ci:
+        note += (
+            f"; the band carries the prediction's change over the step's 95% CI "
+            f"({usable_ci[0]:,.1f}-{usable_ci[1]:,.1f} us): up to "
+            f"{max(calibration_pct.values(), default=0.0):.1f}%"
+        )
     warnings = list(res.warnings) + ([ci_note] if ci_note else [])
-    if s in (S_MIN, S_MAX):
-        warnings.append(f"unprofiled: no host scale in [{S_MIN}, {S_MAX}] replays the trace "
-                        f"at {step_us:,.1f} us (the GPU work alone takes longer, or the "
-                        "number is not this job's): the band carries the replay's miss")
-    return replace(res, ranks=scaled, assumptions=[*res.assumptions, note], warnings=warnings,
-                   calibrated_on_us=round(step_us, 3),
-                   max_model_error_pct=max((abs(r.model_error_pct) for r in scaled),
-                                           default=0.0))
+    if host_scale in (S_MIN, S_MAX):
+        warnings.append(
+            f"unprofiled: no host scale in [{S_MIN}, {S_MAX}] replays the trace "
+            f"at {step_us:,.1f} us (the GPU work alone takes longer, or the "
+            "number is not this job's): the band carries the replay's miss"
+        )
+    return replace(
+        res,
+        ranks=ranks,
+        assumptions=[*res.assumptions, note],
+        warnings=warnings,
+        calibrated_on_us=round(step_us, 3),
+        max_model_error_pct=max((abs(r.model_error_pct) for r in ranks), default=0.0),
+    )
+
+
+def _ci_note(step_us: float, step_ci_us: tuple[float, float] | None) -> str | None:
+    """The warning when the given 95% CI does not hold the given step (the CI is then not
+    used), else None."""
+    if step_ci_us is None or step_ci_us[0] <= step_us <= step_ci_us[1]:
+        return None
+    return (
+        f"unprofiled-ci: the given 95% CI {step_ci_us[0]:,.1f}-"
+        f"{step_ci_us[1]:,.1f} us does not hold the given step {step_us:,.1f} us: "
+        f"not used (the band carries +-{UNPROFILED_BAND_PCT:.0f}% instead)"
+    )
+
+
+def _scale_note(host_scale: float, step_us: float, replayed_by_rank: dict[int, float]) -> str:
+    """The assumption that says at which host scale the prediction is made."""
+    each = ", ".join(f"rank {k} {v:,.1f}" for k, v in sorted(replayed_by_rank.items()))
+    return (
+        f"unprofiled: the host's costs of every rank are scaled by {host_scale:.3f} (one "
+        f"scale for all ranks), at which the traced run replays at the given unprofiled "
+        f"step ({step_us:,.1f} us, the mean over ranks; replayed "
+        f"{_mean(replayed_by_rank):,.1f}"
+        + (f": {each}" if len(replayed_by_rank) > 1 else "")
+        + "); every rank's prediction is made at the same scale. direct_us is "
+        "still the traced run's"
+    )
 
 
 def ratio_pct(ci: tuple[float, float] | None) -> float | None:

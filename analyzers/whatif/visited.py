@@ -21,35 +21,38 @@ def _host_fold(g: Graph, threads: list[np.ndarray], single: np.ndarray, src1: np
     """Fold the host threads' chains in one prefix sum: along a thread (start, end, next
     start, ...) every node whose one predecessor is the node before it continues its
     segment; a segment starts at a node that waits (two or more predecessors: its own root)
-    or at the thread's first start (its root: the source). ``root``/``off`` are updated in
-    place for the nodes of the threads; a thread a piece at a time (``_CHUNK`` nodes: few
+    or at the thread's first start (its root: the source). ``single``: per node whether it
+    has one in-edge; ``src1``: that edge's source. ``root``/``off`` are updated in place for
+    the nodes of the threads; a thread a piece at a time (``_CHUNK`` nodes: few
     temporaries), the open segment carried from one piece to the next."""
     for calls in threads:
-        last, cs_end, adj_open, root_open = -1, 0, 0, 0  # nothing open at a thread's start
+        # nothing open at a thread's start: the last node, its offset sum, the open
+        # segment's offset and root
+        last, sum_end, open_adjust, open_root = -1, 0, 0, 0
         for lo in range(0, calls.size, _CHUNK // 2):
-            c = calls[lo:lo + _CHUNK // 2]
-            seq = np.empty(2 * c.size, dtype=root.dtype)
-            seq[0::2], seq[1::2] = c, g.n_a + c  # start, end, next start, ...
-            sg, rg = single[seq], src1[seq]  # read before written (src1 may be root)
-            cont = sg.copy()
-            cont[1:] &= rg[1:] == seq[:-1]  # the one predecessor is the node before
-            cont[0] &= bool(rg[0] == last)  # (a thread's first start: never)
-            new = ~cont
-            head = np.flatnonzero(new)  # the segments' first nodes (few: the waits)
-            sh = sg[head]
-            og = off[seq]
-            base = np.where(sh, og[head], 0)  # a head's own one step (from the source)
-            og[new] = 0  # the one in-edge's weight (root/off: one step so far)
-            cs = np.cumsum(og, out=og)
-            cs += cs_end
+            piece = calls[lo:lo + _CHUNK // 2]
+            nodes = np.empty(2 * piece.size, dtype=root.dtype)
+            nodes[0::2], nodes[1::2] = piece, g.n_a + piece  # start, end, next start, ...
+            one_in, pred = single[nodes], src1[nodes]  # read before written (src1 may be root)
+            continues = one_in.copy()
+            continues[1:] &= pred[1:] == nodes[:-1]  # the one predecessor is the node before
+            continues[0] &= bool(pred[0] == last)  # (a thread's first start: never)
+            starts = ~continues
+            head = np.flatnonzero(starts)  # the segments' first nodes (few: the waits)
+            head_one_in = one_in[head]
+            step = off[nodes]
+            head_step = np.where(head_one_in, step[head], 0)  # a head's own one step
+            step[starts] = 0  # the one in-edge's weight (root/off: one step so far)
+            offset_sum = np.cumsum(step, out=step)
+            offset_sum += sum_end
             # per segment (the open one from the piece before first) its offset and root
-            adj = np.concatenate(([adj_open], cs[head] - base))
-            roots = np.concatenate(([root_open], np.where(sh, rg[head], seq[head])))
-            seg = np.cumsum(new, dtype=root.dtype)  # 0: the open segment
-            off[seq] = cs - adj[seg]
-            root[seq] = roots[seg]
-            last, cs_end = int(seq[-1]), int(cs[-1])
-            adj_open, root_open = int(adj[-1]), int(roots[-1])
+            adjust = np.concatenate(([open_adjust], offset_sum[head] - head_step))
+            roots = np.concatenate(([open_root], np.where(head_one_in, pred[head], nodes[head])))
+            segment = np.cumsum(starts, dtype=root.dtype)  # 0: the open segment
+            off[nodes] = offset_sum - adjust[segment]
+            root[nodes] = roots[segment]
+            last, sum_end = int(nodes[-1]), int(offset_sum[-1])
+            open_adjust, open_root = int(adjust[-1]), int(roots[-1])
 
 
 _CHUNK = 1 << 16  # edges per piece where a pass over every edge would make big temporaries
@@ -89,16 +92,16 @@ def _fold(g: Graph, threads: list[np.ndarray] | None = None, indeg: np.ndarray |
 @dataclass
 class Visited:
     """The nodes a pass visits and its edges between them (``_visited``): per node its root
-    and offset (``_fold``), whether it is folded, the derived op starts (``streamruns``);
-    the visited nodes (``proc``, ascending: :meth:`number` gives a node's number among
-    them) and the edges into them from visited nodes (``e_*``: source, weight, kind,
-    destination; node ids of ``g``)."""
+    and offset (``_fold``, ns), whether it is folded, the derived op starts
+    (``streamruns``); the visited nodes (``nodes``, ascending: :meth:`number` gives a node's
+    number among them) and the edges into them from visited nodes (``e_*``: source, weight,
+    kind, destination; node ids of ``g``)."""
 
     root: np.ndarray
-    off: np.ndarray
+    offset_ns: np.ndarray
     folded: np.ndarray
-    rn: Runs
-    proc: np.ndarray
+    derived: Runs
+    nodes: np.ndarray
     e_src: np.ndarray
     e_w: np.ndarray
     e_kind: np.ndarray
@@ -106,7 +109,7 @@ class Visited:
 
     def number(self, nodes: np.ndarray) -> np.ndarray:
         """Per node its number among the visited nodes, -1 for one not visited."""
-        return numbered(self.proc, nodes)
+        return numbered(self.nodes, nodes)
 
 
 def numbered(keys: np.ndarray, nodes: np.ndarray) -> np.ndarray:
@@ -121,12 +124,12 @@ def numbered(keys: np.ndarray, nodes: np.ndarray) -> np.ndarray:
     return np.where(keys[pos] == nodes, pos, -1)
 
 
-def _numbering(n: int, proc: np.ndarray) -> np.ndarray:
-    """Per node (of ``n``) its number among ``proc``, -1 none: the whole array (the rare
+def _numbering(n: int, nodes: np.ndarray) -> np.ndarray:
+    """Per node (of ``n``) its number among ``nodes``, -1 none: the whole array (the rare
     cycle-breaking path)."""
-    cid = np.full(n, -1, dtype=np.int64)
-    cid[proc] = np.arange(proc.size)
-    return cid
+    number = np.full(n, -1, dtype=np.int64)
+    number[nodes] = np.arange(nodes.size)
+    return number
 
 
 def _visited(g: Graph, m: Model, runs: bool = True) -> Visited:
@@ -140,30 +143,32 @@ def _visited(g: Graph, m: Model, runs: bool = True) -> Visited:
     del counts
     trim_large(n // 2)  # the count's two per-node/per-edge temporaries: holes otherwise
     # the in-edges found again on need (_binding)
-    root, off, _ = _fold(g, m.threads, indeg, edges=False)
+    root, offset_ns, _ = _fold(g, m.threads, indeg, edges=False)
     folded = root != np.arange(n, dtype=root.dtype)
-    rn = stream_runs(g, root, off, m.o_order, indeg) if runs else no_runs()
+    derived = stream_runs(g, root, offset_ns, m.o_order, indeg) if runs else no_runs()
     del indeg
     trim_large(n // 2)  # the runs' per-op temporaries
-    derived = np.zeros(n, dtype=bool)
-    derived[rn.node] = True
-    visit = ~(folded | derived)
-    proc = np.flatnonzero(visit)  # the nodes the pass visits, renumbered 0..P-1
-    kept = np.nonzero(visit[g.dst])[0]
+    is_derived = np.zeros(n, dtype=bool)
+    is_derived[derived.node] = True
+    visit = ~(folded | is_derived)
+    nodes = np.flatnonzero(visit)  # the nodes the pass visits, renumbered 0..P-1
+    edges_in = np.nonzero(visit[g.dst])[0]
     del visit
-    k_src = g.src[kept]
-    e_src, e_w = root[k_src], g.w[kept] + off[k_src]
-    e_kind, e_dst = g.kind[kept], g.dst[kept]
-    via = derived[e_src]  # an edge out of a derived op: one from each of its two roots
-    del derived
-    if via.any():
-        by_node = np.argsort(rn.node, kind="stable")
-        j = by_node[numbered(rn.node[by_node], e_src[via])]
-        e_src = np.concatenate([e_src[~via], rn.h[j], rn.s[j]])
-        e_w = np.concatenate([e_w[~via], e_w[via] + rn.a[j], e_w[via] + rn.b[j]])
-        e_kind = np.concatenate([e_kind[~via], e_kind[via], e_kind[via]])
-        e_dst = np.concatenate([e_dst[~via], e_dst[via], e_dst[via]])
-    return Visited(root, off, folded, rn, proc, e_src, e_w, e_kind, e_dst)
+    edge_src = g.src[edges_in]
+    e_src, e_w = root[edge_src], g.w[edges_in] + offset_ns[edge_src]
+    e_kind, e_dst = g.kind[edges_in], g.dst[edges_in]
+    from_derived = is_derived[e_src]  # an edge out of a derived op: one from each of its roots
+    del is_derived
+    if from_derived.any():
+        by_node = np.argsort(derived.node, kind="stable")
+        run = by_node[numbered(derived.node[by_node], e_src[from_derived])]
+        plain = ~from_derived
+        e_src = np.concatenate([e_src[plain], derived.h[run], derived.s[run]])
+        e_w = np.concatenate([e_w[plain], e_w[from_derived] + derived.a[run],
+                              e_w[from_derived] + derived.b[run]])
+        e_kind = np.concatenate([e_kind[plain], e_kind[from_derived], e_kind[from_derived]])
+        e_dst = np.concatenate([e_dst[plain], e_dst[from_derived], e_dst[from_derived]])
+    return Visited(root, offset_ns, folded, derived, nodes, e_src, e_w, e_kind, e_dst)
 
 
 def _single_in_edges(g: Graph, single: np.ndarray | None = None) -> np.ndarray:

@@ -88,7 +88,6 @@ PURE_CACHES: Mapping[tuple[str, str], str] = MappingProxyType({
     ("analyzers/scale/result_cache.py", "analyzer_fingerprint"): "the source, hashed once",
     ("analyzers/scale/result_cache.py", "_result_types"): "result classes by key",
     ("analyzers/scale/result_cache.py", "_stalls_decoder"): "one msgspec decoder",
-    ("analyzers/whatif/predict.py", "_fields"): "a dataclass's field names",
 })
 
 # Resources this process opened, so that they are closed at exit: they hold no result.

@@ -215,7 +215,7 @@ def test_step_boundaries_in_a_long_host_gap_keep_their_place() -> None:
     # int64 when multiplied)
     from types import SimpleNamespace
 
-    from profplug.analyzers.whatif.predict import _shift
+    from profplug.analyzers.whatif.predicted_timeline import moved_with_calls
 
     rec = SimpleNamespace(a_start=np.array([0, 15_000_000_000]),
                           a_end=np.array([1_000, 15_000_001_000]))
@@ -223,8 +223,8 @@ def test_step_boundaries_in_a_long_host_gap_keep_their_place() -> None:
                            a_end=np.array([1_000, 7_500_001_000]))
     t = np.array([500, 5_000_000_000, 15_000_000_500], dtype=np.int64)
     # when replayed as recorded, and with the gap halved
-    same = _shift(rec, rec, [0, 1], t)
-    shorter = _shift(rec, half, [0, 1], t)
+    same = moved_with_calls(rec, rec, [0, 1], t)
+    shorter = moved_with_calls(rec, half, [0, 1], t)
     # then the boundary stays put, or keeps its fraction (1/3) of the gap: no wrap-around
     assert same.tolist() == t.tolist()
     assert shorter.tolist() == [500, 1_000 + round(4_999_999_000 * 7_499_999_000

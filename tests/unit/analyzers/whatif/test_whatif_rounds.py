@@ -21,7 +21,6 @@ from profplug.analyzers.report.analysis import analyze_timelines
 from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.whatif import DropSpec, joined_replay, rounds, whatif
 from profplug.analyzers.whatif.joined_replay import Link, Reduced, reduce, solve
-from profplug.analyzers.whatif.predict import _with
 from profplug.analyzers.whatif.result import WhatIfResult
 from rounds_in_one_process import whatif_in_rounds
 from synth.pipeline import PipelineSpec, write
@@ -76,7 +75,7 @@ def test_the_parts_give_the_drop_at_whatif_of_a_real_run(sample: str, query: str
 
 def _without_annotations(tl: Timeline) -> Timeline:
     z = np.zeros(0, dtype=np.int64)
-    return _with(tl, ann_start_ns=z, ann_end_ns=z, ann_tid=z,
+    return replace(tl, ann_start_ns=z, ann_end_ns=z, ann_tid=z,
                  ann_name=np.zeros(0, dtype=tl.ann_name.dtype))
 
 

@@ -116,7 +116,7 @@ def test_replay_reproduces_each_recorded_step_and_the_reports_step(run: Path) ->
     from profplug.analyzers.report.analysis import analyze_timelines
     from profplug.analyzers.stalls.per_step import step_spans
     from profplug.analyzers.whatif import whatif_analysis
-    from profplug.analyzers.whatif.predict import _predicted_timeline
+    from profplug.analyzers.whatif.predicted_timeline import replayed_timeline
     from profplug.analyzers.whatif.simulate import replay
 
     tls = [t for t in load_timelines([run], jobs=1, progress=False) if t.n_gpu]
@@ -124,10 +124,8 @@ def test_replay_reproduces_each_recorded_step_and_the_reports_step(run: Path) ->
     rec = replay(m, drop=False)
     assert not rec.forced and not rec.warnings
     for tl in tls:
-        main = max((s for (rk, _), s in zip(m.thread_key, m.threads, strict=True)
-                    if rk == tl.rank), key=len)
         a = step_spans(tl)
-        b = step_spans(_predicted_timeline(tl, m, rec, main, False, annotations=False))
+        b = step_spans(replayed_timeline(tl, m, rec))
         assert b.span_s.size == a.span_s.size
         pa, pb = np.diff(a.span_s), np.diff(b.span_s)
         assert (np.abs(pb - pa) <= 0.01 * pa).all()  # every step within 1%

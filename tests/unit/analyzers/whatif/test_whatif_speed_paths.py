@@ -1,5 +1,5 @@
 """The what-if's third speed round's shortcuts give the answers of the paths they skip:
-the predicted run's stall analysis with the model's nesting and launches (``predict._links``)
+the predicted run's stall analysis with the model's nesting and launches (``model_links.replayed_links``)
 and with its own; the step statistic's plain-list path and the array path; the dropped graph
 cut by blocks and by mask; the steps' reductions by reduceat/bincount and the .at ones."""
 
@@ -21,7 +21,8 @@ from profplug.analyzers.scale.load import load_timelines
 from profplug.analyzers.stalls import per_step
 from profplug.analyzers.stalls.rank import analyze_rank
 from profplug.analyzers.steps import stats
-from profplug.analyzers.whatif import predict
+from profplug.analyzers.whatif.model_links import replayed_links
+from profplug.analyzers.whatif.predicted_timeline import kept_calls, predicted_timeline
 from profplug.analyzers.whatif.simulate import Replay, replay
 from synth import KinetoTrace, nested
 from synth.pipeline import PipelineSpec, write
@@ -39,11 +40,8 @@ def _pipeline(tmp_path: Path) -> list[Timeline]:
 
 
 def _predicted(tl: Timeline, m: Model, drp: Replay) -> tuple[Timeline, np.ndarray]:
-    alo, ahi = m.rank_a[tl.rank]
-    main = max((s for (r, _), s in zip(m.thread_key, m.threads, strict=True) if r == tl.rank),
-               key=len)
-    keep = ~m.a_dropped[m.a_top[alo:ahi]]
-    return predict._predicted_timeline(tl, m, drp, main, True, annotations=False), keep
+    keep = kept_calls(m, tl.rank)
+    return predicted_timeline(tl, m, drp, keep), keep
 
 
 @pytest.mark.parametrize("run", [_nested, _pipeline])
@@ -54,9 +52,10 @@ def test_the_predicted_runs_links_are_what_its_own_analysis_finds(tmp_path: Path
     drp = replay(m, True)
     for tl in tls:
         ptl, keep = _predicted(tl, m, drp)
-        kinds, launch = predict._links(m, drp, tl.rank, keep)
+        links = replayed_links(m, drp, tl.rank, keep)
         # then the replay kept the nesting: the model's kinds and launches are taken ...
-        assert kinds is not None and launch is not None
+        assert links is not None
+        kinds, launch = links
         # ... and they are those that the predicted timeline's own nesting column and
         # correlation lookup give
         own = classify.top_level_kinds(classify.kinds_for_symbols(ptl.names)[ptl.api_name],
@@ -84,7 +83,7 @@ def test_a_nested_call_pushed_to_its_top_level_calls_end_is_not_taken_as_nested(
     a_s[c] = drp.a_end[t]
     moved = replace(drp, a_start=a_s)
     # then the shortcut is refused: the predicted run's analysis finds its own nesting
-    assert predict._links(m, moved, 0, ~m.a_dropped[m.a_top]) == (None, None)
+    assert replayed_links(m, moved, 0, ~m.a_dropped[m.a_top]) is None
 
 
 def test_the_step_statistic_from_lists_is_the_array_paths() -> None:

@@ -33,8 +33,6 @@ from profplug.analyzers.whatif.model_links import RESULTS_READ
 from profplug.analyzers.whatif.peers import missing_peers
 from profplug.analyzers.whatif.rank_prediction import (
     RankPrediction,
-    RecordedSide,
-    ReplayedSide,
     brief_stalls,
     predict_rank,
     recorded_side,
@@ -64,36 +62,6 @@ ASSUMPTIONS = (
     "median per step; saving = recorded - predicted step; indirect = saving - direct "
     "(docs/costs.md)",
 )
-
-
-# rounds.rank_whatif (outside this rewrite) takes a rank's figures through these names
-# and arguments; each is the step of ``rank_prediction`` that it names.
-_RESULTS_READ = RESULTS_READ
-
-
-def _recorded_side(
-    tl: Timeline, model: Model, options: StallOptions, stalls: RankResult
-) -> RecordedSide:
-    """:func:`~.rank_prediction.recorded_side` (``options``: not read)."""
-    return recorded_side(tl, model, stalls)
-
-
-def _replayed(
-    tl: Timeline, model: Model, recorded_replay: Replay, options: StallOptions, side: RecordedSide
-) -> ReplayedSide:
-    """:func:`~.rank_prediction.with_replayed_time` (``options``: not read)."""
-    return with_replayed_time(tl, model, recorded_replay, side)
-
-
-def _rank_result(
-    tl: Timeline,
-    model: Model,
-    replayed: ReplayedSide,
-    dropped_replay: Replay,
-    options: StallOptions,
-) -> RankWhatIf:
-    """The figures of :func:`~.rank_prediction.predict_rank`."""
-    return predict_rank(tl, model, replayed, dropped_replay, options).figures
 
 
 def whatif(timelines: list[Timeline], drop: DropSpec | None = None,

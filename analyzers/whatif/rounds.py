@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from profplug.analyzers.core.errors import ProfplugError
@@ -50,13 +50,13 @@ from profplug.analyzers.whatif.joined_replay import (
     reduce,
     solve,
 )
+from profplug.analyzers.whatif.model_links import RESULTS_READ
 from profplug.analyzers.whatif.peers import peers_warning, world_size
-from profplug.analyzers.whatif.predict import (
-    _RESULTS_READ,
-    ASSUMPTIONS,
-    _rank_result,
-    _recorded_side,
-    _replayed,
+from profplug.analyzers.whatif.predict import ASSUMPTIONS
+from profplug.analyzers.whatif.rank_prediction import (
+    predict_rank,
+    recorded_side,
+    with_replayed_time,
 )
 from profplug.analyzers.whatif.result import RankWhatIf, WhatIfResult
 from profplug.analyzers.whatif.simulate import replay, times_only
@@ -88,11 +88,7 @@ class RankReductions:
 
 def _nothing_dropped(m: Model) -> Model:
     """``m`` with no call dropped (each host gap as ``model._host_seqs`` makes it then)."""
-    out = object.__new__(Model)
-    out.__dict__.update(m.__dict__)
-    out.a_dropped = np.zeros_like(m.a_dropped)
-    out.a_gap_drop = np.maximum(m.a_gap, 0)
-    return out
+    return replace(m, a_dropped=np.zeros_like(m.a_dropped), a_gap_drop=np.maximum(m.a_gap, 0))
 
 
 # what a rank's reductions read of its model once its graph is built: the sizes, the
@@ -248,22 +244,22 @@ def rank_whatif(tl: Timeline, ask: WhatIfAsk) -> RankWhatIf:
     rs = analyze_rank(tl, ask.options, brief=True, memo=memo)
     trim_large(tl.n_events)
     m = rank_model(tl, ask.kinds, ask.nothing, ask.callsite, memo)
-    side = _recorded_side(tl, m, ask.options, rs)
+    side = recorded_side(tl, m, rs)
     del rs
     # one graph for both replays, anchored, then made the dropped one in place
     g = build_graph(m, drop=False)
-    m = replay_only(m, keep=DROPPED_GRAPH_READS + _RESULTS_READ)
+    m = replay_only(m, keep=DROPPED_GRAPH_READS + RESULTS_READ)
     trim_large(m.n_events)
     g = anchored(g, ask.ops, ask.rec_ends)  # in place, once the model's inputs went
-    rec = _replayed(tl, m, times_only(replay(m, False, graph=g)), ask.options, side)
+    rec = with_replayed_time(tl, m, times_only(replay(m, False, graph=g)), side)
     del side
     g = reanchored(dropped_graph(g, m, in_place=True), ask.drop_ends)
-    m = replay_only(m, keep=_RESULTS_READ)
+    m = replay_only(m, keep=RESULTS_READ)
     trim_large(m.n_events)
     drp = times_only(replay(m, True, graph=g))
     del g
     trim_large(m.n_events)
-    return _rank_result(tl, m, rec, drp, ask.options)
+    return predict_rank(tl, m, rec, drp, ask.options).figures
 
 
 def joined(p: WhatIfPlan, results: list[RankWhatIf], all_ranks: list[int],

@@ -29,6 +29,12 @@ def _root(version: Annotated[bool, typer.Option(
 
 # Each module registers its command on `app` (cli/app.py) when imported.
 _COMMANDS = (report, compare, whatif, run, ab)
+# The click command typer makes of `app`, made once, now that every command is registered:
+# calling `app(...)` makes it again on every call (typer reads each command's signature
+# anew), the most of an in-process `main()` call on a small run. With
+# pretty_exceptions_enable=False, typer's exception hook (which `app(...)` installs) prints
+# what Python's own does.
+_CLI = typer.main.get_command(app)
 
 
 def _empty_argument(argv: list[str]) -> str | None:
@@ -63,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         # standalone: exits through SystemExit
-        app(args=argv, prog_name="profplug", obj=Invocation(tuple(given)))
+        _CLI(args=argv, prog_name="profplug", obj=Invocation(tuple(given)))
     except SystemExit as exc:
         code = exc.code
         if code == 130 and _from_ctrl_c(exc):  # typer turns a Ctrl-C into a silent 130

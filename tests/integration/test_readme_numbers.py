@@ -49,6 +49,7 @@ SAMPLES_README = ROOT / "sample_traces/README.md"
 MARKED_PAGES = [SAMPLES_README, *sorted((ROOT / "benchmarks").glob("*/README.md"))]
 TABLE = ROOT / "tests/data/readme_numbers.json"
 SAMPLES = ROOT / "sample_traces"
+GOLDEN = ROOT / "tests/golden"
 MARK = re.compile(r"(?P<num>(?:(?<=[\s(])[+-])?\d[\d,]*(?:\.\d+)?)(?P<unit>%|x| us)?(?P<bold>\**)"
                   r"<!-- n:(?P<id>[\w.]+) -->")
 NUMBER = r"[+-]?\d[\d,]*(?:\.\d+)?"
@@ -77,6 +78,10 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> str:
 def _doc(source: str, tmp: str) -> dict[str, Any]:
     kind, sample = source.split(":", 1)
     out = Path(tmp) / source.replace("/", "_").replace(":", "_").replace("|", "__")
+    if kind == "report" and (GOLDEN / sample / "report.json").is_file():
+        # the report test_golden_outputs.py holds the code to, byte for byte (the what-if
+        # replay's wall time written as 0): computed once in the suite, there
+        return json.loads((GOLDEN / sample / "report.json").read_text())
     if kind == "report":
         assert main(["report", str(_where(sample)), "-f", "json", "-o",
                      str(out.with_suffix(".json"))]) == 0

@@ -62,7 +62,7 @@ def test_out_of_memory_names_the_inputs(monkeypatch, capsys) -> None:
     def boom(**_: Any) -> None:
         raise MemoryError
 
-    monkeypatch.setattr("profplug.cli.main.app", boom)
+    monkeypatch.setattr("profplug.cli.main._CLI", boom)
     assert main(["ab-report", "x"]) == 3
     assert "out of memory (the inputs need more" in capsys.readouterr().err
 

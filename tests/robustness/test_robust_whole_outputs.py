@@ -111,14 +111,21 @@ write_atomic(sys.argv[1], slow)
 """
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_while_an_output_is_replaced_leaves_it_whole(tmp_path: Path,
                                                               sig: signal.Signals) -> None:
     target = tmp_path / "report.json"
     old = b"o" * 1_000_000
     target.write_bytes(old)
+    # SIGINT's default action in the child whatever the suite's own (a suite started in the
+    # background ignores SIGINT, and a child that inherits SIG_IGN keeps ignoring it)
     proc = subprocess.Popen([sys.executable, "-c", _SLOW_WRITER, str(target)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=_default_sigint)
     assert proc.stdout is not None
     assert proc.stdout.readline() == b"writing\n"  # inside the write: the temporary exists
     proc.send_signal(sig)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.optional import Outcome, TaskError
@@ -44,6 +44,17 @@ JoinFn = Callable[[list[Any], list[Any]], Any]  # (parts by rank, ranks' stalls)
 HeadlineFn = Callable[[list[Any], Any], "str | None"]
 # (a rank's Timeline, its ``graph.commview.CommView``) -> its first-round part (picklable)
 FirstPart = Callable[[Any, Any], object]
+
+
+@runtime_checkable
+class AddsRankFields(Protocol):
+    """A run-level result that adds fields to each rank's JSON object and row (the
+    cross-rank analysis's ``comm_transfer_us``, ``comm_wait_us``, ``bubble_us``):
+    ``rank_fields(rank)`` after its ``idle_us``, ``step_fields(rank)`` into its ``steps``."""
+
+    def rank_fields(self, rank: int) -> dict[str, Any]: ...
+
+    def step_fields(self, rank: int) -> dict[str, Any]: ...
 
 
 class RankStep(Protocol):

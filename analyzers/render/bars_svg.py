@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from profplug.analyzers.core.analysis_spec import AddsRankFields
 from profplug.analyzers.crossrank.result import CrossRankResult
 from profplug.analyzers.render.escape import e
 from profplug.analyzers.stalls.gaps import CAUSES
@@ -25,8 +26,9 @@ def _comm_parts(rep: Report, rank: int, comm_us: float) -> dict[str, float]:
     ``peer_wait`` (the same quantities, in the same colours, as in the swimlane)."""
     xr = rep.run.get(CrossRankResult.key)
     try:
-        wait = float(xr.rank_fields(rank)["comm_wait_us"]) if xr is not None else None  # type: ignore[attr-defined]  # optional (RunAnalysis): caught below
-    except (KeyError, AttributeError, TypeError):
+        wait = float(xr.rank_fields(rank)["comm_wait_us"]) \
+            if isinstance(xr, AddsRankFields) else None
+    except (KeyError, TypeError):
         wait = None
     if wait is None or comm_us <= 0:
         return {"comm": comm_us}

@@ -14,7 +14,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from profplug.analyzers.core.analysis_spec import AnalysisSpec, HeadlineFn, as_spec
+from profplug.analyzers.core.analysis_spec import (
+    AddsRankFields,
+    AnalysisSpec,
+    HeadlineFn,
+    as_spec,
+)
 from profplug.analyzers.core.memo import Memo
 from profplug.analyzers.core.memtrim import trim_large
 from profplug.analyzers.core.optional import CLOCKS, Ok, TaskError, guarded
@@ -49,9 +54,8 @@ SCHEMA_VERSION = 1
 class RunAnalysis(Protocol):
     """The result of an analysis over all ranks of a run (what-if, cross-rank, host-only).
 
-    A result may also add fields to each rank's JSON object: ``rank_fields(rank)`` (placed
-    after ``idle_us``) and ``step_fields(rank)`` (into the rank's ``steps`` object); the
-    cross-rank result does (``comm_transfer_us``, ``comm_wait_us``, ``bubble_us``).
+    A result may also add fields to each rank's JSON object
+    (``core.analysis_spec.AddsRankFields``), as the cross-rank result does.
     """
 
     key: ClassVar[str]  # its key in Report.run and in the JSON report
@@ -139,15 +143,14 @@ class Report:
         """A rank's JSON: ``rank_dict``, plus the fields run-level results add to it."""
         d = rank_dict(r)
         for a in self.run.values():
-            fields_of = getattr(a, "rank_fields", None)
-            if fields_of is None or not r.has_gpu_work:
+            if not isinstance(a, AddsRankFields) or not r.has_gpu_work:
                 continue
-            extra = fields_of(r.rank)
+            extra = a.rank_fields(r.rank)
             keys = list(d)
             at = keys.index("idle_us") + 1
             d = {**{k: d[k] for k in keys[:at]}, **extra, **{k: d[k] for k in keys[at:]}}
             if d.get("steps") is not None:
-                d["steps"] = {**d["steps"], **a.step_fields(r.rank)}  # type: ignore[attr-defined]  # comes with rank_fields
+                d["steps"] = {**d["steps"], **a.step_fields(r.rank)}
         return d
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
+from profplug.analyzers.core.analysis_spec import AddsRankFields
 from profplug.analyzers.stalls.gaps import CAUSES
 
 if TYPE_CHECKING:
@@ -27,9 +28,8 @@ def ranks_frame(rep: Report) -> pd.DataFrame:
                "step_us": r.steps.period_us if r.steps and r.steps.n_steps else None}
         row.update({f"{c}_us": v for c, v in r.idle_by_cause_us().items()})
         for a in rep.run.values():  # e.g. cross_rank: comm_transfer_us, comm_wait_us, bubble
-            fields_of = getattr(a, "rank_fields", None)
-            if fields_of is not None and r.has_gpu_work:
-                row.update(fields_of(r.rank))
+            if isinstance(a, AddsRankFields) and r.has_gpu_work:
+                row.update(a.rank_fields(r.rank))
         rows.append(row)
     return pd.DataFrame(rows)
 

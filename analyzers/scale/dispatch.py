@@ -242,8 +242,30 @@ def lost(task: RankTask, why: str) -> FileResult:
                                                "this report")
 
 
+# A run whose files hold less than this (bytes as read: ``trace_bytes``) is read and analyzed
+# in this process when the number of processes is left to the backend: below it, starting a
+# pool (a process forked per CPU, every result pickled back) costs more than the other cores
+# save (benchmarks/bench_local_pool.py measures both sides).
+POOL_MIN_BYTES = 32 << 20
+INFLATE = 10  # a .gz trace (Kineto JSON, Nsight SQLite) holds about 10x its size on disk
+
+
+def trace_bytes(path: Path) -> int:
+    """About how many bytes reading ``path`` parses: its size, ``INFLATE`` times that for a
+    ``.gz``, and at least ``POOL_MIN_BYTES`` for an ``.nsys-rep`` (exported to SQLite by
+    ``nsys`` first, a process of its own for seconds); 0 for a missing file."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return 0
+    if path.name.endswith(".nsys-rep"):
+        return max(size, POOL_MIN_BYTES)
+    return size * INFLATE if path.name.endswith(".gz") else size
+
+
 class LocalBackend:
-    """This process (one task, or ``jobs`` 1), else a pool of up to ``jobs`` processes."""
+    """This process (one task, ``jobs`` 1, or left out on a run smaller than
+    ``POOL_MIN_BYTES``), else a pool of up to ``jobs`` processes (left out: one per CPU)."""
 
     name = "local"
     shares_disk = True  # its processes see this machine's temporary folder
@@ -253,7 +275,8 @@ class LocalBackend:
 
     def map(self, fn: TaskFn, tasks: Sequence[RankTask]) -> Iterator[tuple[int, FileResult]]:
         n = min(len(tasks), self.jobs or usable_cpus())
-        if n <= 1 or mp.parent_process() is not None:
+        small = self.jobs is None and sum(trace_bytes(t.path) for t in tasks) < POOL_MIN_BYTES
+        if n <= 1 or small or mp.parent_process() is not None:
             for i, t in enumerate(tasks):
                 yield i, fn(t)
             return

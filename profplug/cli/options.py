@@ -17,7 +17,8 @@ Output = Annotated[Path | None, typer.Option("-o", "--output",
 Html = Annotated[Path | None, typer.Option("--html", help="Also write an HTML report.")]
 Tolerance = Annotated[float, typer.Option(
     "--tolerance-us", help="Clock slack when matching a gap to a sync call (>= 0).")]
-Jobs = Annotated[int | None, typer.Option("--jobs", "-j", help="Parallel parsers.")]
+Jobs = Annotated[int | None, typer.Option(
+    "--jobs", "-j", help="Parallel parsers (default: one per CPU; none for a run under 32 MB).")]
 StepRange = Annotated[str | None, typer.Option(
     "--step-range", help="The host range that marks a step in the traces: its exact name "
                          "(a record_function or NVTX range, e.g. decode_step) or re:REGEX. "

@@ -175,3 +175,41 @@ def test_without_gaps_the_per_rank_report_is_the_same(run8: list[Path]) -> None:
     assert sum(r.gaps.start_ns.size for r in lean_x.ranks) == 0
     assert sum(r.gaps.start_ns.size for r in full_x.ranks) > 0
     assert report_json(lean_x) == report_json(full_x)
+
+
+def _where_read(task: RankTask) -> FileResult:
+    """No reading: the pid of the process the task ran on, carried in ``size_bytes``."""
+    return FileResult(str(task.path), os.getpid())
+
+
+def test_a_small_run_is_read_in_this_process_unless_jobs_are_given(tmp_path: Path) -> None:
+    # given two small files, and two whose sizes add up to the pool's threshold (sparse)
+    small = [tmp_path / f"small{i}.json" for i in range(2)]
+    big = [tmp_path / f"big{i}.json" for i in range(2)]
+    for f in small:
+        f.write_text("{}")
+    for f in big:
+        with open(f, "wb") as out:
+            out.truncate(dispatch.POOL_MIN_BYTES // 2)
+    opt = ReadOptions()
+
+    def pids(files: list[Path], backend: LocalBackend) -> set[int]:
+        tasks = [RankTask(f, i, opt, StallOptions(), False) for i, f in enumerate(files)]
+        return {r.size_bytes for r in gather(tasks, backend, fn=_where_read)}
+
+    # then the small run stays in this process when the number of processes is left out,
+    # and goes to the pool when it is given or the run is big enough
+    assert pids(small, LocalBackend()) == {os.getpid()}
+    assert os.getpid() not in pids(small, LocalBackend(2))
+    if dispatch.usable_cpus() > 1:
+        assert os.getpid() not in pids(big, LocalBackend())
+
+
+def test_trace_bytes_count_what_reading_parses(tmp_path: Path) -> None:
+    plain, gz, rep = tmp_path / "r.json", tmp_path / "r.json.gz", tmp_path / "report.nsys-rep"
+    for f in (plain, gz, rep):
+        f.write_bytes(b"x" * 1000)
+    assert dispatch.trace_bytes(plain) == 1000
+    assert dispatch.trace_bytes(gz) == 1000 * dispatch.INFLATE
+    assert dispatch.trace_bytes(rep) == dispatch.POOL_MIN_BYTES  # nsys exports it first
+    assert dispatch.trace_bytes(tmp_path / "missing.json") == 0

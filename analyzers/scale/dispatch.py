@@ -242,30 +242,24 @@ def lost(task: RankTask, why: str) -> FileResult:
                                                "this report")
 
 
-# A run whose files hold less than this (bytes as read: ``trace_bytes``) is read and analyzed
-# in this process when the number of processes is left to the backend: below it, starting a
-# pool (a process forked per CPU, every result pickled back) costs more than the other cores
-# save (benchmarks/bench_local_pool.py measures both sides).
+# Below this many bytes read (``trace_bytes``), a run is read here when ``jobs`` is left out:
+# a pool's start-up costs more than the other cores save (benchmarks/bench_local_pool.py).
 POOL_MIN_BYTES = 32 << 20
 INFLATE = 10  # a .gz trace (Kineto JSON, Nsight SQLite) holds about 10x its size on disk
 
 
 def trace_bytes(path: Path) -> int:
-    """About how many bytes reading ``path`` parses: its size, ``INFLATE`` times that for a
-    ``.gz``, and at least ``POOL_MIN_BYTES`` for an ``.nsys-rep`` (exported to SQLite by
-    ``nsys`` first, a process of its own for seconds); 0 for a missing file."""
-    try:
-        size = path.stat().st_size
-    except OSError:
-        return 0
-    if path.name.endswith(".nsys-rep"):
+    """Bytes reading ``path`` parses, about: its size (``INFLATE`` x for a ``.gz``; at least
+    ``POOL_MIN_BYTES`` for an ``.nsys-rep``, which nsys exports first); missing: 0."""
+    size = path.stat().st_size if path.is_file() else 0
+    if size and path.name.endswith(".nsys-rep"):
         return max(size, POOL_MIN_BYTES)
     return size * INFLATE if path.name.endswith(".gz") else size
 
 
 class LocalBackend:
-    """This process (one task, ``jobs`` 1, or left out on a run smaller than
-    ``POOL_MIN_BYTES``), else a pool of up to ``jobs`` processes (left out: one per CPU)."""
+    """This process (one task, ``jobs`` 1, or ``jobs`` left out on a small run), else a pool
+    of up to ``jobs`` processes (left out: one per CPU)."""
 
     name = "local"
     shares_disk = True  # its processes see this machine's temporary folder
@@ -295,8 +289,7 @@ class LocalBackend:
 
 def _pooled(fn: TaskFn, tasks: Sequence[RankTask], which: Sequence[int], n: int,
             broken: list[int]) -> Iterator[tuple[int, FileResult]]:
-    """Run ``tasks[which]`` on ``n`` processes; those lost with a broken pool go to
-    ``broken``."""
+    """Run ``tasks[which]`` on ``n`` processes; those a broken pool lost go to ``broken``."""
     with ProcessPoolExecutor(max_workers=n) as pool:
         pending: dict[Future[FileResult], int] = {pool.submit(fn, tasks[i]): i for i in which}
         while pending:

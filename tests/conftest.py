@@ -34,7 +34,9 @@ _WARM = ("import torch, torch.distributed.run, torch.autograd.profiler; "
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Compile once (see _WARM) in the main process, when torch has no bytecode yet."""
+    """Compile once (see _WARM) in the main process, when torch has no bytecode yet; beside
+    it, while the second core would wait for the first, fill the type check's mypy cache
+    (tests/mypy_check.py: its test's own run is then incremental)."""
     spec = importlib.util.find_spec("torch")
     if os.environ.get("PYTEST_XDIST_WORKER") or spec is None or spec.origin is None:
         return
@@ -43,6 +45,11 @@ def pytest_configure(config: pytest.Config) -> None:
     procs = [subprocess.Popen([sys.executable, "-W", "ignore", "-c", code],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
              for code in _WARM]
+    cache = getattr(config, "cache", None)
+    if cache is not None and not (cache.mkdir("mypy") / "cache").exists():
+        from mypy_check import run_mypy
+
+        run_mypy(cache.mkdir("mypy"))  # its result is the test's to read, from its own run
     for proc in procs:
         proc.wait()  # a failed import fails again, visibly, in the test that needs it
 

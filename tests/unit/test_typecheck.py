@@ -1,41 +1,21 @@
 """The shipped package type-checks: ``mypy --strict`` (``[tool.mypy]`` in pyproject.toml) over
-profplug/ and analyzers/, with zero errors, and every ``# type: ignore`` in the repository
-names the error it silences and says why.
-
-mypy cannot follow ``[tool.setuptools.package-dir]`` (analyzers/ installs as
-``profplug.analyzers``), so it runs on a tree of links laid out as the package installs. The
-same run checks one planted module with two errors, to show that the check sees the tree
-and can fail. Its cache (``.pytest_cache/d/mypy``) makes a second run incremental; a fresh
-clone's first run checks everything (torch's stubs included). ``scripts/typecheck.sh`` runs
+profplug/ and analyzers/ (tests/mypy_check.py: the installed layout, a planted module), with
+zero errors, and every ``# type: ignore`` in the repository names the error it silences and
+says why. Its cache (``.pytest_cache/d/mypy``) makes a second run incremental; in a fresh
+environment tests/conftest.py fills it before the tests start. ``scripts/typecheck.sh`` runs
 this module alone.
 """
 
 from __future__ import annotations
 
-import fcntl
 import io
 import re
-import subprocess
-import sys
 import tokenize
 from pathlib import Path
 
 import pytest
+from mypy_check import INSTALLED_AS, PLANTED, ROOT, run_mypy
 
-ROOT = Path(__file__).resolve().parents[2]
-INSTALLED_AS = "profplug/analyzers"  # analyzers/ in the tree (errors name it back)
-PLANTED = "_planted_type_error.py"  # in the tree's profplug/, never in the repository
-PLANTED_TEXT = '''"""Two errors the check must report (tests/unit/test_typecheck.py)."""
-from profplug.analyzers.core.timeline import Timeline
-
-
-def rank_of(tl: Timeline) -> str:
-    return tl.rank
-
-
-def untyped(x):
-    return x
-'''
 PLANTED_CODES = ["return-value", "no-untyped-def"]
 # a type-ignore comment: an error code, then a comment saying why
 IGNORE = re.compile(r"#\s*type:\s*ignore\b(?P<rest>.*)")
@@ -43,35 +23,12 @@ EXPLAINED = re.compile(r"\[[a-z-]+(,\s*[a-z-]+)*\]\s*#\s*\S")
 CHECKED_FOLDERS = ("profplug", "analyzers", "tests", "benchmarks", "scripts", "examples")
 
 
-def installed_tree(into: Path) -> Path:
-    """``into``/profplug: links to profplug/'s entries and to analyzers/ as its
-    ``analyzers`` (made anew), plus the planted module."""
-    pkg = into / "profplug"
-    if pkg.exists():
-        for entry in pkg.iterdir():
-            entry.unlink()
-    pkg.mkdir(parents=True, exist_ok=True)
-    for entry in (ROOT / "profplug").iterdir():
-        if entry.name != "__pycache__":
-            (pkg / entry.name).symlink_to(entry)
-    (pkg / "analyzers").symlink_to(ROOT / "analyzers")
-    (pkg / PLANTED).write_text(PLANTED_TEXT)
-    return into
-
-
 @pytest.fixture(scope="module")
 def mypy_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
              ) -> tuple[list[str], str]:
     """mypy's error lines (paths as in the repository) and its summary line."""
     cache = getattr(request.config, "cache", None)
-    home = cache.mkdir("mypy") if cache is not None else tmp_path_factory.mktemp("mypy")
-    with open(home / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # a second pytest worker (a stolen test) waits
-        tree = installed_tree(home / "tree")
-        res = subprocess.run(
-            [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
-             "--cache-dir", str(home / "cache"), "-p", "profplug"],
-            cwd=tree, capture_output=True, text=True, timeout=600)
+    res = run_mypy(cache.mkdir("mypy") if cache is not None else tmp_path_factory.mktemp("mypy"))
     assert res.returncode in (0, 1), res.stdout + res.stderr  # 2: mypy itself failed
     lines = res.stdout.splitlines()
     errors = [line.replace(INSTALLED_AS, "analyzers", 1) for line in lines

@@ -80,8 +80,16 @@ class KinetoTrace:
             d["baseTimeNanoseconds"] = BASE_NS
         return d
 
+    def to_json(self) -> str:
+        """The document as torch writes it, one event per line (``json``'s C encoder: an
+        ``indent`` would take its pure-Python one, ~8x slower on the suite's ~1,400 files)."""
+        events = "[\n  " + ",\n  ".join(json.dumps(e) for e in self.events) + "\n]"
+        return "{" + ", ".join(f"{json.dumps(k)}: " + (events if k == "traceEvents" else
+                                                     json.dumps(v))
+                               for k, v in self.to_dict().items()) + "}"
+
     def write(self, path: Path) -> Path:
-        data = json.dumps(self.to_dict(), indent=1).encode()
+        data = self.to_json().encode()
         if path.name.endswith(".gz"):
             data = gzip.compress(data)
         path.write_bytes(data)

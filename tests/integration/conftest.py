@@ -10,12 +10,12 @@ from __future__ import annotations
 import io
 import os
 import shutil
-import struct
 import subprocess
-import zlib
 from pathlib import Path
 
+import numpy as np
 import pytest
+from PIL import Image
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run",
@@ -41,50 +41,9 @@ class Chromium:
 
     @staticmethod
     def colour_pixels(png: bytes, hex_colour: str) -> int:
-        _w, _h, ch, px = read_png(png)
-        rgb = bytes(int(hex_colour[i:i + 2], 16) for i in (1, 3, 5))
-        return sum(1 for i in range(0, len(px), ch) if px[i:i + 3] == rgb)
-
-
-def read_png(data: bytes) -> tuple[int, int, int, bytes]:
-    """(width, height, channels, raw pixel rows) of an 8-bit RGB/RGBA PNG."""
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    pos, idat = 8, b""
-    w = h = ch = 0
-    while pos < len(data):
-        (n,) = struct.unpack(">I", data[pos:pos + 4])
-        kind, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + n]
-        if kind == b"IHDR":
-            w, h, depth, color = struct.unpack(">IIBB", body[:10])
-            assert depth == 8 and color in (2, 6)
-            ch = 3 if color == 2 else 4
-        elif kind == b"IDAT":
-            idat += body
-        pos += 12 + n
-    raw = zlib.decompress(idat)
-    stride = w * ch
-    out = io.BytesIO()
-    prev = bytearray(stride)
-    for y in range(h):
-        f = raw[y * (stride + 1)]
-        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
-        for i in range(stride):
-            a = line[i - ch] if i >= ch else 0
-            b = prev[i]
-            c = prev[i - ch] if i >= ch else 0
-            if f == 1:
-                line[i] = (line[i] + a) & 255
-            elif f == 2:
-                line[i] = (line[i] + b) & 255
-            elif f == 3:
-                line[i] = (line[i] + (a + b) // 2) & 255
-            elif f == 4:
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-        out.write(line)
-        prev = line
-    return w, h, ch, out.getvalue()
+        pixels = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+        rgb = [int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)]
+        return int(np.all(pixels == rgb, axis=-1).sum())
 
 
 def _install_chromium() -> str | None:

@@ -1,5 +1,6 @@
 import importlib.util
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -53,11 +54,27 @@ def pytest_configure(config: pytest.Config) -> None:
     for proc in procs:
         proc.wait()  # a failed import fails again, visibly, in the test that needs it
 
-# Under pytest-xdist (`-n N`), each worker's torchrun jobs rendezvous on a port of their own
-# (torchrun reads its options from PET_* variables; the default 29500 would be shared).
+
+# Outside a test (a module's fixtures), each pytest worker's torchrun jobs rendezvous on a port
+# of their own; inside one, on a free port of the test's own (_torchrun_port).
 _worker = os.environ.get("PYTEST_XDIST_WORKER", "")
 if _worker.startswith("gw") and "PET_MASTER_PORT" not in os.environ:
     os.environ["PET_MASTER_PORT"] = str(29500 + 11 * (1 + int(_worker[2:] or 0)))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(autouse=True)
+def _torchrun_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's torchrun jobs rendezvous on a free port of their own (torchrun reads its
+    options from PET_* variables): the default 29500 would be shared by pytest's workers, and
+    a port kept per worker may still be held by the launcher of the worker's previous job,
+    which a stopped job (SIGTERM, SIGINT) can outlive its test by seconds."""
+    monkeypatch.setenv("PET_MASTER_PORT", str(_free_port()))
 
 
 @pytest.fixture(scope="session")

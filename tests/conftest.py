@@ -19,7 +19,7 @@ sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 # Every Python process the suite starts skips the shutdown collections over torch's objects
-# (tests/fast_exit/sitecustomize.py: ~0.55 CPU-s a process, ~100 processes).
+# (tests/fast_exit/sitecustomize.py; benchmarks/2026-12-07/README.md, "Suite time, round 3").
 FAST_EXIT = Path(__file__).resolve().parent / "fast_exit"
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [str(FAST_EXIT), *filter(None, [os.environ.get("PYTHONPATH")])])

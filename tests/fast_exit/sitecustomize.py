@@ -2,13 +2,14 @@
 imports it: at exit, ``gc.freeze()`` moves every live object to the collector's permanent
 generation, and the interpreter's shutdown collections no longer walk torch's object graph.
 
-A process that imported torch spends ~0.55 CPU-s in those collections after its last line
-(0.9 CPU-s for ``import torch``, 1.45 with the shutdown); the suite starts ~100 such processes
-(torchrun launchers, their ranks, pytest's workers). Nothing a job or profplug writes depends
-on it: ``atexit`` handlers (profplug's status files and traces) and finalizers of objects
-freed by reference counting still run; only cyclic garbage left at exit is not collected,
-which CPython never promises to finalize at shutdown. ``profplug run`` keeps this module
-running: it chains the ``sitecustomize`` it finds on the job's path."""
+A process that imported torch spends more than half of its start-up's CPU time again in
+those collections after its last line, and the suite starts ~100 such processes (torchrun
+launchers, their ranks, pytest's workers): benchmarks/2026-12-07/README.md, "Suite time,
+round 3". Nothing a job or profplug writes depends on it: ``atexit`` handlers (profplug's
+status files and traces) and finalizers of objects freed by reference counting still run;
+only cyclic garbage left at exit is not collected, which CPython never promises to finalize
+at shutdown. ``profplug run`` keeps this module running: it chains the ``sitecustomize`` it
+finds on the job's path."""
 
 import atexit
 import gc

@@ -1,3 +1,4 @@
+import gc
 import importlib.util
 import os
 import socket
@@ -85,6 +86,12 @@ def samples() -> ModuleType:
     import sample_cache
 
     return sample_cache
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection imported (torch, pandas, every test module) lives to the end: frozen,
+    the collector's full passes during the tests no longer walk it."""
+    gc.freeze()
 
 
 # Longest first on every worker (tests/scheduling.py): under `pytest -n N --dist worksteal`

@@ -48,10 +48,11 @@ def pytest_configure(config: pytest.Config) -> None:
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
              for code in _WARM]
     cache = getattr(config, "cache", None)
-    if cache is not None and not (cache.mkdir("mypy") / "cache").exists():
+    home = cache.mkdir("mypy") if cache is not None else None
+    if home is not None and not (home / "cache").exists():
         from mypy_check import run_mypy
 
-        run_mypy(cache.mkdir("mypy"))  # its result is the test's to read, from its own run
+        run_mypy(home)  # its result is the test's to read, from its own run
     for proc in procs:
         proc.wait()  # a failed import fails again, visibly, in the test that needs it
 

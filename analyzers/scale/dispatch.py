@@ -269,8 +269,8 @@ class LocalBackend:
 
     def map(self, fn: TaskFn, tasks: Sequence[RankTask]) -> Iterator[tuple[int, FileResult]]:
         n = min(len(tasks), self.jobs or usable_cpus())
-        small = self.jobs is None and sum(trace_bytes(t.path) for t in tasks) < POOL_MIN_BYTES
-        if n <= 1 or small or mp.parent_process() is not None:
+        if n <= 1 or mp.parent_process() is not None or (
+                self.jobs is None and sum(trace_bytes(t.path) for t in tasks) < POOL_MIN_BYTES):
             for i, t in enumerate(tasks):
                 yield i, fn(t)
             return

@@ -36,7 +36,7 @@ def _fire(name: str, module: ModuleType) -> None:
         try:
             cb(module)
         except Exception as exc:  # a broken hook must not break the user's import
-            print(f"profplug: hook for {name} failed: {exc!r}", file=sys.stderr)
+            sys.stderr.write(f"profplug: hook for {name} failed: {exc!r}\n")
 
 
 def _initializing(name: str) -> bool:

@@ -70,7 +70,7 @@ def _check_sites(name: str, module: ModuleType) -> None:
         lib, [s["error"] for s in sites.states() if s["name"] in mine and s["error"]]
     )
     if line:
-        print(line, file=sys.stderr)
+        sys.stderr.write(line + "\n")
 
 
 def _moved(name: str, package: ModuleType) -> None:
@@ -79,7 +79,7 @@ def _moved(name: str, package: ModuleType) -> None:
     check = LIBRARIES[name].moved
     line = check(package) if check is not None else None
     if line:
-        print(line, file=sys.stderr)
+        sys.stderr.write(line + "\n")
 
 
 def patch_megatron(steps: bool = True) -> None:

@@ -73,7 +73,7 @@ def _on_torch(config: Config) -> None:
 
         switcher.install()  # profplug ab --switch-every: after the session's listener
     except ValueError as exc:
-        print(f"profplug: policy switching off: {exc}", file=sys.stderr)
+        sys.stderr.write(f"profplug: policy switching off: {exc}\n")
     if config.step_fns:
         from profplug.autosteps import patch_step_fn
 
@@ -102,7 +102,7 @@ def activate(environ: dict[str, str] | None = None) -> bool:
     try:
         config = Config.from_env(env)
     except ValueError as exc:
-        print(f"profplug: not activated: {exc}", file=sys.stderr)
+        sys.stderr.write(f"profplug: not activated: {exc}\n")
         return False
     if not config.active:
         return False

@@ -190,7 +190,7 @@ class Session:
                     self.window.saved = self.recorder.write_empty(
                         self.trace_path(), {"profplugWindow": self._window()})
             except Exception as exc:  # never hide the job's own failure behind ours
-                print(f"profplug: could not write the trace: {exc}", file=sys.stderr)
+                sys.stderr.write(f"profplug: could not write the trace: {exc}\n")
             finally:
                 self._write_status(reason, cuda_calls=cuda_calls)
 

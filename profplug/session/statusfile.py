@@ -110,7 +110,7 @@ def write(out: Path, rec: dict[str, Any]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         replace_text(path, json.dumps(rec, indent=1))
     except OSError as exc:
-        print(f"profplug: could not write {path}: {exc}", file=sys.stderr)
+        sys.stderr.write(f"profplug: could not write {path}: {exc}\n")
 
 
 def versions(cuda_calls: bool = True) -> dict[str, Any]:

@@ -35,8 +35,11 @@ try:
         with profplug.step():
             x = torch.tanh(x @ w)
             torch.cuda.synchronize() if torch.cuda.is_available() else None
-        print(f"step {i} rank {os.environ.get('RANK', '-')} pid {os.getpid()} "
-              f"sum {x.sum().item():.10f}", flush=True)
+        # one write per line: under torchrun (python -u) print() writes the text and its
+        # newline separately, and the two ranks' lines would interleave
+        sys.stdout.write(f"step {i} rank {os.environ.get('RANK', '-')} pid {os.getpid()} "
+                         f"sum {x.sum().item():.10f}\\n")
+        sys.stdout.flush()
         if n > 1000:
             time.sleep(0.01)
 except KeyboardInterrupt:
@@ -178,15 +181,22 @@ def test_sigkill_loses_only_that_rank(tmp_path: Path, job: str,
                              "--skip", "1", "--steps", "100000", "--", TORCHRUN,
                              "--nproc-per-node", "2", job, "1000000"], cwd=ROOT, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    pids: dict[int, int] = {}
     try:
         lines = read_until(proc, "step 20 ", 2)
         pids = {int(ln.split(" rank ")[1].split()[0]): int(ln.split(" pid ")[1].split()[0])
                 for ln in lines}
+        assert sorted(pids) == [0, 1], lines
         os.kill(pids[1], signal.SIGKILL)
         stdout, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
+            for pid in pids.values():  # torchrun starts each rank in a session of its own
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
     assert proc.returncode != 0
     assert "profplug: warning: missing ranks: [1]" in err
     run = json.loads((out / "run.json").read_text())

@@ -43,7 +43,7 @@ try:
 
     activate()
 except Exception as exc:  # never break the user's interpreter
-    print(f"profplug: start-up failed: {exc!r}", file=sys.stderr)
+    sys.stderr.write(f"profplug: start-up failed: {exc!r}\n")
     _record_failure(exc)
 finally:
     _chain()

@@ -15,11 +15,19 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 import torch
 import torch.distributed as dist
 
 import profplug
+
+
+def say(line: str) -> None:
+    """One line to stdout in one write: two ranks print at once, and print() writes the text
+    and its newline separately when stdout is unbuffered (torchrun runs python -u)."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 def main() -> None:
@@ -57,13 +65,13 @@ def main() -> None:
             if world > 1:
                 dist.broadcast(y, 1)
             x = y
-    print(f"rank {rank} sum {float(x.sum()):.6f}", flush=True)
+    say(f"rank {rank} sum {float(x.sum()):.6f}")
     if args.show_patches:  # what profplug's startup hook patched (profplug run's --patch)
         import profplug.p2p as p2p
 
-        print(f"patches rank={rank} synchronize="
-              f"{getattr(torch.cuda.synchronize, '__profplug__', False)} "
-              f"sync={p2p.default_sync()}", flush=True)
+        say(f"patches rank={rank} synchronize="
+            f"{getattr(torch.cuda.synchronize, '__profplug__', False)} "
+            f"sync={p2p.default_sync()}")
     if world > 1:
         dist.destroy_process_group()
 

@@ -19,11 +19,11 @@ import pytest
 sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
-# Every Python process the suite starts skips the shutdown collections over torch's objects
-# (tests/fast_exit/sitecustomize.py; benchmarks/2026-12-07/README.md, "Suite time, round 3").
-FAST_EXIT = Path(__file__).resolve().parent / "fast_exit"
+# Every Python process the suite starts has its cycle collector skip the objects its imports
+# left behind (torch's), at full passes and at exit (tests/lean_gc/sitecustomize.py).
+LEAN_GC = Path(__file__).resolve().parent / "lean_gc"
 os.environ["PYTHONPATH"] = os.pathsep.join(
-    [str(FAST_EXIT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    [str(LEAN_GC), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 # What the suite's processes import, compiled by two processes before the tests start: else
 # the first jobs (a torchrun launcher and its ranks on each pytest worker) would all compile
@@ -91,8 +91,12 @@ def samples() -> ModuleType:
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """What collection imported (torch, pandas, every test module) lives to the end: frozen,
-    the collector's full passes during the tests no longer walk it."""
+    the collector's full passes during the tests no longer walk it. From here on this worker
+    collects with the defaults: lean_gc's freezing after each full pass ends (a worker lives
+    through every test, and a test's cyclic garbage must not outlive it)."""
     gc.freeze()
+    gc.callbacks[:] = [cb for cb in gc.callbacks
+                       if getattr(cb, "__name__", "") != "freeze_survivors"]
 
 
 # Longest first on every worker (tests/scheduling.py): under `pytest -n N --dist worksteal`

@@ -24,6 +24,16 @@ MAX_HEAD = 64 << 20  # bytes of fields before (or after) the event array
 TRACE_EVENTS = re.compile(rb'"traceEvents"\s*:\s*\[')
 HEADER_KEYS = frozenset(Header.__struct_fields__)
 _WS = b" \t\r\n"
+_LEADING_WS = re.compile(rb"[ \t\r\n]*")
+BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark, allowed before the object
+OPEN_BRACE = 0x7B
+HEAD_STEP = 64 << 10  # bytes of a block taken into the head at a time
+
+
+def _after_ws(view: memoryview, pos: int) -> int:
+    """The position of the first byte at or after ``pos`` that is not JSON whitespace."""
+    m = _LEADING_WS.match(view, pos)
+    return m.end() if m else pos
 
 
 class EventStream:
@@ -46,9 +56,9 @@ class EventStream:
         head, first = self._head(blocks)
         self._decode_fields(head + b"}", "before traceEvents")
         arr = EventArray(self.skip)
-        batches = arr.feed(first)
+        for part in first:
+            yield from arr.feed(part)
         del first  # copied into the array's buffer
-        yield from batches
         for block in blocks:
             if arr.closed:
                 break
@@ -68,40 +78,46 @@ class EventStream:
         if self.blocks.note:
             self.warnings.insert(0, self.blocks.note)
 
-    def _head(self, blocks: Iterator[bytes | memoryview]) -> tuple[bytes, bytes]:
-        """(the object text before "traceEvents", without its last ','; the bytes after
-        the array's '['). Leading whitespace is not kept; the rest is capped at MAX_HEAD."""
+    def _head(self, blocks: Iterator[bytes | memoryview]
+              ) -> tuple[bytes, list[bytes | memoryview]]:
+        """(the object text before "traceEvents", without its last ','; what follows the
+        array's '[' in the block where it was found, in parts). Leading whitespace is not
+        kept; the rest is capped at MAX_HEAD. A block is taken into the head ``HEAD_STEP``
+        bytes at a time: the '[' is usually in its first kilobytes, and the events after it
+        are handed on as a view of the block, not copied here."""
         head = bytearray()
         scan = Scan(1)  # inside the top-level object
         scanned = 1  # head[:scanned] is scanned; scan holds the state there
         for block in blocks:
-            if not head:
-                if bytes(block[:1]) != b"{":  # leading whitespace, a byte order mark
-                    block = bytes(block).lstrip(_WS)
-                    if block.startswith(b"\xef\xbb\xbf"):
-                        block = block[3:].lstrip(_WS)
-                    if not block:
-                        continue
-                if bytes(block[:1]) != b"{":
+            view = memoryview(block)
+            if not head:  # leading whitespace, a byte order mark
+                start = _after_ws(view, 0)
+                if view[start:start + 3] == BOM:
+                    start = _after_ws(view, start + 3)
+                if start == len(view):
+                    continue
+                if view[start] != OPEN_BRACE:
                     raise TraceError(f"{self.path}: not a Kineto trace (not a JSON object)")
-            head += block
-            while (m := TRACE_EVENTS.search(head, scanned)) is not None:
-                scanned, closed = scan.run(head, scanned, m.start())
+                view = view[start:]
+            for off in range(0, len(view), HEAD_STEP):
+                head += view[off:off + HEAD_STEP]
+                while (m := TRACE_EVENTS.search(head, scanned)) is not None:
+                    scanned, closed = scan.run(head, scanned, m.start())
+                    if closed:
+                        self._no_events(head)
+                    if scanned == m.start() and scan.depth == 1 and not scan.in_str:
+                        text = bytes(head[:m.start()]).rstrip(_WS).rstrip(b",")
+                        return text, [bytes(head[m.end():]), view[off + HEAD_STEP:]]
+                    scanned, closed = scan.run(head, scanned, m.end())  # in a string/value
+                    if closed:
+                        self._no_events(head)
+                # keep a margin: a match may straddle the end of what was read
+                scanned, closed = scan.run(head, scanned, max(scanned, len(head) - 64))
                 if closed:
                     self._no_events(head)
-                if scanned == m.start() and scan.depth == 1 and not scan.in_str:
-                    text = bytes(head[:m.start()]).rstrip(_WS).rstrip(b",")
-                    return text, bytes(head[m.end():])
-                scanned, closed = scan.run(head, scanned, m.end())  # inside a string/value
-                if closed:
-                    self._no_events(head)
-            # keep a margin: a match may straddle the end of what was read
-            scanned, closed = scan.run(head, scanned, max(scanned, len(head) - 64))
-            if closed:
-                self._no_events(head)
-            if len(head) > MAX_HEAD:
-                raise TraceError(f"{self.path}: not a Kineto trace (no traceEvents array in "
-                                 f"the first {MAX_HEAD >> 20} MiB)")
+                if len(head) > MAX_HEAD:
+                    raise TraceError(f"{self.path}: not a Kineto trace (no traceEvents array "
+                                     f"in the first {MAX_HEAD >> 20} MiB)")
         if not head:
             raise TraceError(f"{self.path}: not a Kineto trace (only whitespace)")
         self._no_events(head)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.readers import blocks
-from profplug.analyzers.readers.kineto import reader
+from profplug.analyzers.readers.kineto import reader, stream
 from profplug.analyzers.readers.kineto.decode import Event
 from profplug.analyzers.readers.kineto.stream import EventStream
 from profplug.analyzers.steps.rule import DEFAULT_STEPS
@@ -57,6 +57,23 @@ def test_tiny_blocks_give_the_whole_file_timeline(tmp_path: Path, name: str,
     streamed = reader.read_kineto(path)
     _assert_same(streamed, _whole(path))
     assert streamed.n_gpu == 43 and streamed.step_num.size == 39
+
+
+@pytest.mark.parametrize("lead", [b"", b" \n\t", b"\xef\xbb\xbf\n"])
+@pytest.mark.parametrize("block", [blocks.BLOCK, 100])
+def test_trace_events_is_found_wherever_it_falls_among_the_heads_pieces(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lead: bytes, block: int) -> None:
+    # given headers whose length puts '"traceEvents": [' at every offset across a boundary
+    # of the pieces a block is taken in (64 bytes here), after whitespace or a byte order mark
+    monkeypatch.setattr(stream, "HEAD_STEP", 64)
+    monkeypatch.setattr(blocks, "BLOCK", block)
+    body = _many_steps().write(tmp_path / "base.json").read_bytes().lstrip()
+    assert body[:1] == b"{"
+    for pad in range(30, 100):
+        path = tmp_path / f"t{pad}.json"
+        path.write_bytes(lead + b'{"pad": "' + b"x" * pad + b'", ' + body[1:])
+        # when it is streamed, then it reads as the whole file does
+        _assert_same(reader.read_kineto(path), _whole(path))
 
 
 def test_fields_after_the_event_array_are_read(tmp_path: Path) -> None:

@@ -4,9 +4,12 @@ each checked to exist before anything is read."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from profplug.analyzers.core.errors import ProfplugError, TraceError
-from profplug.analyzers.scale.load import PathsLike, as_paths
+
+if TYPE_CHECKING:  # scale.load imports numpy: `profplug run` reads only FLAG_VALUES here
+    from profplug.analyzers.scale.load import PathsLike
 
 # Words users put after a flag that takes no value ("--strict true"): a path or a command
 # (``profplug run``) spelled like this gets a hint, not "no such file" or a run of /bin/true.
@@ -16,6 +19,8 @@ FLAG_VALUES = frozenset({"true", "false", "yes", "no", "on", "off", "1", "0"})
 def split_paths(paths: PathsLike) -> list[Path]:
     """The paths, one that does not exist and holds commas split there (``f1,f2``: the
     files of one run, the same syntax in every command)."""
+    from profplug.analyzers.scale.load import as_paths
+
     out: list[Path] = []
     for p in as_paths(paths):
         s = str(p)
@@ -27,6 +32,8 @@ def check_paths(paths: PathsLike, error: type[ProfplugError] = TraceError) -> li
     """The paths (:func:`split_paths`), each of which must exist (else ``error``, a
     TraceError as the readers raise by default); a missing ``true`` (``--strict true``) is
     told that flags take no value."""
+    from profplug.analyzers.scale.load import as_paths
+
     out = split_paths(paths)
     if not out or any(not str(p) for p in as_paths(paths)):  # ",", ",,", "" from the API
         given = ", ".join(repr(str(p)) for p in as_paths(paths)) or "none"

@@ -25,6 +25,7 @@ import sys
 from functools import cache
 from pathlib import Path
 
+from parsed_source import parsed
 from synth.pipeline import PipelineSpec, write
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,7 +59,7 @@ def imports(path: Path, name: str, known: set[str] | None = None) -> list[tuple[
     known = known or set()
     is_pkg = path.name == "__init__.py"
     out: list[tuple[str, int]] = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             out += [(a.name, node.lineno) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -194,7 +195,7 @@ def hung_attributes(folder: Path) -> list[str]:
     analysis described by attributes rather than by its spec)."""
     out = []
     for f in sorted(folder.rglob("*.py")):
-        tree = ast.parse(f.read_text(), str(f))
+        tree = parsed(f)
         fns = {n.name for n in ast.walk(tree)
                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
         for node in ast.walk(tree):

@@ -14,6 +14,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from parsed_source import parsed
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {"profplug": "profplug", "analyzers": "profplug.analyzers"}
 HELPER_FOLDERS = ("tests", "benchmarks", "scripts")  # their own .py files import by file name
@@ -46,7 +48,7 @@ def renaming_imports(root: Path, folders: tuple[str, ...] = CHECKED) -> list[str
         for f in sorted((root / folder).rglob("*.py")):
             if ".venv" in f.parts:
                 continue
-            for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            for node in ast.walk(parsed(f)):
                 if isinstance(node, ast.Import):
                     named = [(a.name, a.asname) for a in node.names]
                 elif isinstance(node, ast.ImportFrom) and node.module and not node.level:

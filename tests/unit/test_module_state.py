@@ -14,6 +14,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
 
+from parsed_source import parsed
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("analyzers", "profplug")
 
@@ -100,7 +102,7 @@ PROCESS_RESOURCES: Mapping[tuple[str, str], str] = MappingProxyType({
 def _modules() -> Iterator[tuple[str, ast.Module]]:
     for pkg in PACKAGES:
         for path in sorted((ROOT / pkg).rglob("*.py")):
-            yield path.relative_to(ROOT).as_posix(), ast.parse(path.read_text())
+            yield path.relative_to(ROOT).as_posix(), parsed(path)
 
 
 def _name(node: ast.expr) -> str:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from parsed_source import parsed
+
 ROOT = Path(__file__).resolve().parents[4] / "analyzers"
 
 
@@ -14,7 +16,7 @@ def _keys() -> dict[str, str]:
     """Every analysis result's key (``key: ClassVar[str] = "..."``) -> its package."""
     out = {}
     for f in ROOT.rglob("*.py"):
-        for node in ast.walk(ast.parse(f.read_text())):
+        for node in ast.walk(parsed(f)):
             if (
                 isinstance(node, ast.AnnAssign)
                 and isinstance(node.target, ast.Name)
@@ -67,7 +69,7 @@ def test_no_module_names_another_packages_analysis_by_its_key() -> None:
     bad = []
     for f in ROOT.rglob("*.py"):
         package = f.relative_to(ROOT).parts[0]
-        for line, text in _named(ast.parse(f.read_text())):
+        for line, text in _named(parsed(f)):
             if text in keys and keys[text] != package:
                 bad.append(
                     f"analyzers/{f.relative_to(ROOT)}:{line}: {text!r} (the key of an "

@@ -28,17 +28,21 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 # What the suite's processes import, compiled by two processes before the tests start: else
 # the first jobs (a torchrun launcher and its ranks on each pytest worker) would all compile
 # torch at once, each for itself (measured: the first Megatron test took 51 CPU-s, 27 warm).
+# The second also compiles sympy and networkx, which torch's compiler stack (Megatron-Core,
+# transformers) imports last: the first, the longest, then finds them compiled.
 _WARM = ("import torch, torch.distributed.run, torch.autograd.profiler; "
          "import megatron.core.inference.model_inference_wrappers.gpt.gpt_inference_wrapper, "
          "megatron.core.pipeline_parallel.p2p_communication",
          "import pandas, numpy, msgspec, hypothesis, distributed, profplug.cli.main, "
-         "profplug.analyzers.report.analysis, profplug.analyzers.commands.ab_report")
+         "profplug.analyzers.report.analysis, profplug.analyzers.commands.ab_report, "
+         "sympy, networkx")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Compile once (see _WARM) in the main process, when torch has no bytecode yet; beside
-    it, while the second core would wait for the first, fill the type check's mypy cache
-    (tests/mypy_check.py: its test's own run is then incremental)."""
+    """Compile once (see _WARM) in the main process, when torch has no bytecode yet. Beside
+    it, at low priority and not waited for, fill the type check's mypy cache
+    (tests/mypy_check.py, under its lock: the test's own run waits for it, then is
+    incremental); it takes a core when the compiling leaves one, then the tests' idle time."""
     spec = importlib.util.find_spec("torch")
     if os.environ.get("PYTEST_XDIST_WORKER") or spec is None or spec.origin is None:
         return
@@ -50,9 +54,9 @@ def pytest_configure(config: pytest.Config) -> None:
     cache = getattr(config, "cache", None)
     home = cache.mkdir("mypy") if cache is not None else None
     if home is not None and not (home / "cache").exists():
-        from mypy_check import run_mypy
-
-        run_mypy(home)  # its result is the test's to read, from its own run
+        subprocess.Popen([sys.executable, str(Path(__file__).with_name("mypy_check.py")),
+                          str(home)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         preexec_fn=lambda: os.nice(10))
     for proc in procs:
         proc.wait()  # a failed import fails again, visibly, in the test that needs it
 

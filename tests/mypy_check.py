@@ -57,3 +57,7 @@ def run_mypy(home: Path) -> subprocess.CompletedProcess[str]:
             [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
              "--cache-dir", str(home / "cache"), "-p", "profplug"],
             cwd=tree, capture_output=True, text=True, timeout=600)
+
+
+if __name__ == "__main__":  # tests/conftest.py: fill the cache in HOME, in the background
+    run_mypy(Path(sys.argv[1]))

@@ -39,6 +39,7 @@ from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.report.run_meta import find_run_meta
 from profplug.analyzers.scale import load
 from profplug.analyzers.scale.load import SKIP_NAMES, LoadedRanks
+from profplug.analyzers.scale.pathargs import as_paths
 from profplug.analyzers.stalls.rank import RankResult, StallOptions, analyze_rank
 from profplug.analyzers.whatif import DropSpec, WhatIfResult
 from profplug.analyzers.whatif import whatif as run_whatif
@@ -83,7 +84,7 @@ def _key(paths: Any) -> tuple[str, ...] | None:
     """The paths as given (their spelling is in the outputs), or None when any is outside
     sample_traces/ (those are read as usual, every time)."""
     out = []
-    for p in load.as_paths(paths):
+    for p in as_paths(paths):
         full = (p if p.is_absolute() else Path.cwd() / p).resolve()
         if not full.is_relative_to(SAMPLES):
             return None

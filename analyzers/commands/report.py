@@ -28,8 +28,7 @@ from profplug.analyzers.report.analysis import Report, analyze
 from profplug.analyzers.report.registry import report_analyses
 from profplug.analyzers.report.run_meta import find_run_meta
 from profplug.analyzers.report.runsets import check_one_run
-from profplug.analyzers.scale.load import PathsLike
-from profplug.analyzers.scale.pathargs import check_paths
+from profplug.analyzers.scale.pathargs import PathsLike, check_paths
 from profplug.analyzers.stalls.rank import StallOptions
 from profplug.analyzers.whatif import (
     DropSpec,

@@ -44,8 +44,8 @@ from profplug.analyzers.report.registry import check_drop
 from profplug.analyzers.report.run_meta import find_run_meta
 from profplug.analyzers.report.runsets import check_one_run
 from profplug.analyzers.scale.dispatch import Backend
-from profplug.analyzers.scale.load import PathsLike, load_timelines
-from profplug.analyzers.scale.pathargs import check_paths, split_paths
+from profplug.analyzers.scale.load import load_timelines
+from profplug.analyzers.scale.pathargs import PathsLike, check_paths, split_paths
 from profplug.analyzers.scale.placement import rounds_for
 from profplug.analyzers.stalls.rank import StallOptions, analyze_rank
 from profplug.analyzers.steps.observer import untraced_step_us

@@ -10,7 +10,8 @@ from profplug.analyzers.compare.ab_runs import is_ab_dir
 from profplug.analyzers.core.errors import ProfplugError, TraceError
 from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.readers.base import ReadOptions
-from profplug.analyzers.scale.load import PathsLike, as_paths, load_timelines
+from profplug.analyzers.scale.load import load_timelines
+from profplug.analyzers.scale.pathargs import PathsLike, as_paths
 from profplug.analyzers.stalls.rank import StallOptions
 from profplug.analyzers.whatif.against import AgainstResult, against
 from profplug.analyzers.whatif.result import WhatIfResult

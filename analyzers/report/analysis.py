@@ -31,13 +31,8 @@ from profplug.analyzers.report.finding import headline, no_steps_warning
 from profplug.analyzers.report.run_meta import find_run_meta
 from profplug.analyzers.scale import run_level
 from profplug.analyzers.scale.dispatch import Backend, LocalBackend, analyze_ranks
-from profplug.analyzers.scale.load import (
-    LoadedRanks,
-    PathsLike,
-    as_paths,
-    load_ranks,
-    load_timelines,
-)
+from profplug.analyzers.scale.load import LoadedRanks, load_ranks, load_timelines
+from profplug.analyzers.scale.pathargs import PathsLike, as_paths
 from profplug.analyzers.scale.placement import Placement, place, scratch_cache
 from profplug.analyzers.scale.result_cache import MISS, ResultCache
 from profplug.analyzers.stalls.rank import RankResult, StallOptions, flat_dict

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from profplug.analyzers.scale.load import PathsLike, as_paths
+from profplug.analyzers.scale.pathargs import PathsLike, as_paths
 from profplug.analyzers.steps import observer
 
 MAX_META_DEPTH = 32  # run.json nests 3 deep; deeper: ignored, as unreadable

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -27,21 +27,14 @@ from profplug.analyzers.scale.dispatch import (
     TaskStep,
     gather,
 )
+from profplug.analyzers.scale.pathargs import PathsLike, as_paths
 from profplug.analyzers.scale.progress import Progress
 from profplug.analyzers.stalls.rank import RankResult, StallOptions
 from profplug.analyzers.steps.rule import check_matched
 
 SKIP_NAMES = ("run.json", "ab.json")  # what profplug run / profplug ab write beside traces
 # What the Python API takes as "paths": one path (str or Path) or several.
-PathsLike = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
 KNOWN_SUFFIXES = f"{', '.join(SUFFIXES[:-1])} or {SUFFIXES[-1]}"  # for error messages
-
-
-def as_paths(paths: PathsLike) -> list[Path]:
-    """One path or several, as a list: a str is one path, never a sequence of characters."""
-    if isinstance(paths, (str, os.PathLike)):
-        return [Path(paths)]
-    return [Path(p) for p in paths]
 
 
 def _run_artifact(f: Path) -> bool:

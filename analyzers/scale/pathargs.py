@@ -3,24 +3,29 @@ each checked to exist before anything is read."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from profplug.analyzers.core.errors import ProfplugError, TraceError
 
-if TYPE_CHECKING:  # scale.load imports numpy: `profplug run` reads only FLAG_VALUES here
-    from profplug.analyzers.scale.load import PathsLike
+PathsLike = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
 
 # Words users put after a flag that takes no value ("--strict true"): a path or a command
 # (``profplug run``) spelled like this gets a hint, not "no such file" or a run of /bin/true.
 FLAG_VALUES = frozenset({"true", "false", "yes", "no", "on", "off", "1", "0"})
 
 
+def as_paths(paths: PathsLike) -> list[Path]:
+    """One path or several, as a list: a str is one path, never a sequence of characters."""
+    if isinstance(paths, (str, os.PathLike)):
+        return [Path(paths)]
+    return [Path(p) for p in paths]
+
+
 def split_paths(paths: PathsLike) -> list[Path]:
     """The paths, one that does not exist and holds commas split there (``f1,f2``: the
     files of one run, the same syntax in every command)."""
-    from profplug.analyzers.scale.load import as_paths
-
     out: list[Path] = []
     for p in as_paths(paths):
         s = str(p)
@@ -32,8 +37,6 @@ def check_paths(paths: PathsLike, error: type[ProfplugError] = TraceError) -> li
     """The paths (:func:`split_paths`), each of which must exist (else ``error``, a
     TraceError as the readers raise by default); a missing ``true`` (``--strict true``) is
     told that flags take no value."""
-    from profplug.analyzers.scale.load import as_paths
-
     out = split_paths(paths)
     if not out or any(not str(p) for p in as_paths(paths)):  # ",", ",,", "" from the API
         given = ", ".join(repr(str(p)) for p in as_paths(paths)) or "none"

@@ -8,7 +8,8 @@ import pytest
 from profplug.analyzers import analyze, load_timelines, whatif_paths
 from profplug.analyzers.core.errors import TraceError
 from profplug.analyzers.report.run_meta import find_run_meta
-from profplug.analyzers.scale.load import as_paths, trace_files
+from profplug.analyzers.scale.load import trace_files
+from profplug.analyzers.scale.pathargs import as_paths
 from synth import write_run
 
 

@@ -15,19 +15,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 import torch
 import torch.distributed as dist
+from ranklines import say
 
 import profplug
-
-
-def say(line: str) -> None:
-    """One line to stdout in one write: two ranks print at once, and print() writes the text
-    and its newline separately when stdout is unbuffered (torchrun runs python -u)."""
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
 
 
 def main() -> None:

@@ -20,6 +20,7 @@ from megatron.core.inference import communication_utils as comm
 from megatron.core.inference.model_inference_wrappers.gpt.gpt_inference_wrapper import (
     GPTInferenceWrapper,
 )
+from ranklines import say
 
 HIDDEN, VOCAB, BATCH = 8, 11, 2
 
@@ -71,13 +72,6 @@ class Wrapper(GPTInferenceWrapper):
 
     def _forward(self, inference_input):
         return self.model(inference_input["tokens"])
-
-
-def say(line: str) -> None:
-    """One line to stdout in one write: two ranks print at once, and print() writes the text
-    and its newline separately when stdout is unbuffered, so their lines could interleave."""
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
 
 
 def main() -> None:

@@ -23,14 +23,8 @@ import time
 
 import torch
 import torch.distributed as dist
+from ranklines import say
 from stepmod import Decoder
-
-
-def say(line: str) -> None:
-    """One line to stdout in one write: two ranks print at once, and print() writes the text
-    and its newline separately when stdout is unbuffered, so their lines could interleave."""
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
 
 
 def main() -> None:

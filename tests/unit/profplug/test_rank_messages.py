@@ -2,8 +2,8 @@
 
 torchrun starts every rank with ``python -u``: stdout and stderr are unbuffered, and print()
 writes its text and its newline in two calls. Two ranks printing at once then interleave
-into one garbled line and an empty one (seen: a job's "step 20 rank 0 ..." and "step 20 rank
-1 ..." on one line). One write of a whole line to a pipe is atomic (under PIPE_BUF bytes).
+into one garbled line and an empty one. One write of a whole line to a pipe is atomic (under
+PIPE_BUF bytes).
 
 Rank-side code is everything in ``profplug/`` but the command line (``profplug/cli/``) and
 the launcher's modules, which run in profplug's own single process."""

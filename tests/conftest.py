@@ -27,7 +27,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 
 # What the suite's processes import, compiled by two processes before the tests start: else
 # the first jobs (a torchrun launcher and its ranks on each pytest worker) would all compile
-# torch at once, each for itself (measured: the first Megatron test took 51 CPU-s, 27 warm).
+# torch at once, each for itself.
 # The second also compiles sympy and networkx, which torch's compiler stack (Megatron-Core,
 # transformers) imports last: the first, the longest, then finds them compiled.
 _WARM = ("import torch, torch.distributed.run, torch.autograd.profiler; "

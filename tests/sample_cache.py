@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import profplug.analyzers.commands.whatif
 import pytest
+from profplug.analyzers.compare import against_run
 from profplug.analyzers.core.timeline import Timeline
 from profplug.analyzers.crossrank import CrossRankResult
 from profplug.analyzers.crossrank import cross_rank as run_cross_rank
@@ -174,6 +175,8 @@ def _cached_load_ranks(paths: Any, **kw: Any) -> LoadedRanks:
 
 
 LOADERS: list[tuple[Any, str, Any]] = [(analysis, "load_ranks", _cached_load_ranks),
+                                       (analysis, "load_timelines", _cached_load),
+                                       (against_run, "load_timelines", _cached_load),
                                        (profplug.analyzers.commands.whatif, "load_timelines", _cached_load)]
 
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sample_cache
 
 from profplug.cli.main import main
 
@@ -66,6 +67,12 @@ KINETO_LINE = re.compile(r"^(\| (tune|held-out) \| kineto \| |\| kineto \| h\d|"
 SWITCH_LINE = re.compile(r"^(\| (tune|held-out) \| kineto \| h\S+ \| \d+ \(|"
                          r"(tune|held-out) kineto \(same process\): )")
 SAMPLE_LINE = re.compile(r"^(\| (kineto|nsys) \| pp2_\w+ \| |samples (kineto|nsys)( --unprofiled)?: )")
+
+@pytest.fixture(autouse=True)
+def _samples_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The commands these tests run read each sample run once per session."""
+    sample_cache.reading_once(monkeypatch)
+
 
 @pytest.fixture(scope="module")
 def outputs(tmp_path_factory: pytest.TempPathFactory) -> str:

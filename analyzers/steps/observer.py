@@ -123,11 +123,13 @@ def observer_from_ranks(ranks: list[dict[str, Any]]) -> dict[str, Any] | None:
         return None
     slowest = max(per, key=lambda x: x["traced_us"])
     traced = slowest["traced_us"]
-    untraced = max(x["untraced_us"] for x in per)
+    baseline = max(per, key=lambda x: x["untraced_us"])
+    untraced = baseline["untraced_us"]
     pct = round(100.0 * (traced - untraced) / untraced, 1) if untraced > 0 else None
     obs: dict[str, Any] = {
         "statistic": STATISTIC, "traced_us": traced, "untraced_us": untraced,
-        "overhead_pct": pct, "rank": slowest["rank"], "clock": slowest["clock"], "ranks": per,
+        "overhead_pct": pct, "rank": slowest["rank"], "clock": slowest["clock"],
+        "untraced_from": baseline["untraced_from"], "ranks": per,
     }
     obs["line"] = observer_line(obs)
     obs["warning"] = observer_warning(obs)
@@ -135,9 +137,12 @@ def observer_from_ranks(ranks: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def observer_line(obs: dict[str, Any]) -> str:
+    """The traced and untraced medians (us) and their difference; an untraced median taken
+    after the window says so (the profiler's export ran during those steps)."""
     pct = obs.get("overhead_pct")
     z = f" ({pct:+.1f}%)" if isinstance(pct, (int, float)) else ""
-    return (f"traced steps: median {obs['traced_us']:,.1f} us; untraced: "
+    after = " (after the window)" if obs.get("untraced_from") == "after" else ""
+    return (f"traced steps: median {obs['traced_us']:,.1f} us; untraced{after}: "
             f"{obs['untraced_us']:,.1f} us{z}")
 
 

@@ -31,7 +31,7 @@ def test_untraced_steps_around_the_window_are_timed(session_for, tmp_path, monke
     obs = observer_from_ranks([status])
     # 2 steps before the window are too few for a baseline alone: the ones after it (10, 11)
     assert obs is not None and obs["line"] == (
-        "traced steps: median 7.5 us; untraced: 10.5 us (-28.6%)")
+        "traced steps: median 7.5 us; untraced (after the window): 10.5 us (-28.6%)")
 
 
 def test_a_run_without_a_profiler_times_no_untraced_steps(session_for, tmp_path) -> None:

@@ -73,7 +73,8 @@ def test_script_function_half_built_module_and_torch_function_under_torchrun(tmp
         assert (u["before"]["steps"], u["after"]["steps"], r["timing"]["steps"]) == (2, 4, 4)
         assert u["before"]["clock"] == u["after"]["clock"] == r["timing"]["clock"] == "host"
     obs = run["observer"]
-    line = (f"traced steps: median {obs['traced_us']:,.1f} us; untraced: "
+    assert obs["untraced_from"] == "after"  # 2 steps before the window: too few alone
+    line = (f"traced steps: median {obs['traced_us']:,.1f} us; untraced (after the window): "
             f"{obs['untraced_us']:,.1f} us ({obs['overhead_pct']:+.1f}%)")
     assert obs["line"] == line and f"profplug: {line}" in res.stderr
     assert f"observer effect: {line}" in res.stdout  # the report's table

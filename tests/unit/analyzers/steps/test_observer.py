@@ -32,7 +32,8 @@ RANKS = [
     {"rank": 1, "timing": _timing([50, 50, 50]),
      "untraced": {"before": None, "after": _timing([40])}},
 ]
-LINE = "traced steps: median 107.5 us; untraced: 87.0 us (+23.6%)"
+# rank 0 has the larger untraced median, from the steps after its window
+LINE = "traced steps: median 107.5 us; untraced (after the window): 87.0 us (+23.6%)"
 WARNING = ("the traced steps are 24% slower than the untraced ones (over 20%): the per-step "
            "figures describe a slower job than the real one")
 
@@ -43,6 +44,7 @@ def test_observer_is_the_slowest_ranks_medians() -> None:
     assert (obs["traced_us"], obs["untraced_us"], obs["overhead_pct"], obs["rank"]) == (
         107.5, 87.0, 23.6, 0)
     assert obs["statistic"] == "median" and obs["line"] == LINE and obs["warning"] == WARNING
+    assert obs["untraced_from"] == "after"
     assert [(r["rank"], r["traced_us"], r["untraced_us"], r["untraced_steps_before"],
              r["untraced_steps_after"]) for r in obs["ranks"]] == [
         (0, 107.5, 87.0, 2, 4), (1, 50.0, 40.0, 0, 1)]
@@ -63,6 +65,8 @@ def test_steps_before_the_window_are_the_baseline_when_there_are_enough() -> Non
     # then the figure is the median of the steps before the window, not of the pooled ones
     assert obs is not None and obs["ranks"][0]["untraced_from"] == "before"
     assert obs["untraced_us"] == 413.0 and obs["overhead_pct"] == 62.2
+    assert obs["untraced_from"] == "before"
+    assert obs["line"] == "traced steps: median 670.0 us; untraced: 413.0 us (+62.2%)"
 
 
 def test_no_warning_at_or_under_20_percent_and_none_without_untraced_steps() -> None:

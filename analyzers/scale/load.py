@@ -33,7 +33,6 @@ from profplug.analyzers.stalls.rank import RankResult, StallOptions
 from profplug.analyzers.steps.rule import check_matched
 
 SKIP_NAMES = ("run.json", "ab.json")  # what profplug run / profplug ab write beside traces
-# What the Python API takes as "paths": one path (str or Path) or several.
 KNOWN_SUFFIXES = f"{', '.join(SUFFIXES[:-1])} or {SUFFIXES[-1]}"  # for error messages
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from profplug.analyzers.core.errors import ProfplugError, TraceError
 
+# What the Python API takes as "paths": one path (str or Path) or several.
 PathsLike = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
 
 # Words users put after a flag that takes no value ("--strict true"): a path or a command

@@ -86,12 +86,19 @@ def _series(timing: Any) -> list[float]:
     return [float(x) for x in timing.get("step_us") or [] if isinstance(x, (int, float))]
 
 
+def _untraced(r: dict[str, Any]) -> tuple[dict[str, Any], list[float], list[float]]:
+    """One rank record's ``untraced`` object and its step series before and after the
+    window, us."""
+    untraced_rec = r.get("untraced")
+    untraced_rec = untraced_rec if isinstance(untraced_rec, dict) else {}
+    return (untraced_rec, _series(untraced_rec.get("before")),
+            _series(untraced_rec.get("after")))
+
+
 def rank_series(r: dict[str, Any]) -> tuple[list[float], list[float], str]:
     """One rank record's traced steps, the untraced steps that are its baseline (the
     module docstring) and where those come from ("before" | "after"), us."""
-    untraced_rec = r.get("untraced")
-    untraced_rec = untraced_rec if isinstance(untraced_rec, dict) else {}
-    before, after = _series(untraced_rec.get("before")), _series(untraced_rec.get("after"))
+    _, before, after = _untraced(r)
     use, source = (before, "before") if len(before) >= MIN_BEFORE_STEPS else (after, "after")
     if not use and before:
         use, source = before, "before"
@@ -100,9 +107,7 @@ def rank_series(r: dict[str, Any]) -> tuple[list[float], list[float], str]:
 
 def _rank(r: dict[str, Any]) -> dict[str, Any] | None:
     traced, use, source = rank_series(r)
-    untraced_rec = r.get("untraced")
-    untraced_rec = untraced_rec if isinstance(untraced_rec, dict) else {}
-    before, after = _series(untraced_rec.get("before")), _series(untraced_rec.get("after"))
+    untraced_rec, before, after = _untraced(r)
     if not traced or not use:
         return None
     clocks = {t.get("clock") for t in (r.get("timing"), untraced_rec.get("before"),

@@ -68,6 +68,7 @@ SWITCH_LINE = re.compile(r"^(\| (tune|held-out) \| kineto \| h\S+ \| \d+ \(|"
                          r"(tune|held-out) kineto \(same process\): )")
 SAMPLE_LINE = re.compile(r"^(\| (kineto|nsys) \| pp2_\w+ \| |samples (kineto|nsys)( --unprofiled)?: )")
 
+
 @pytest.fixture(autouse=True)
 def _samples_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """The commands these tests run read each sample run once per session."""

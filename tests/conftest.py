@@ -30,12 +30,16 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 # torch at once, each for itself.
 # The second also compiles sympy and networkx, which torch's compiler stack (Megatron-Core,
 # transformers) imports last: the first, the longest, then finds them compiled.
+# The second then rewrites the test modules' asserts for every worker
+# (tests/asserts_rewritten.py).
 _WARM = ("import torch, torch.distributed.run, torch.autograd.profiler; "
          "import megatron.core.inference.model_inference_wrappers.gpt.gpt_inference_wrapper, "
          "megatron.core.pipeline_parallel.p2p_communication",
          "import pandas, numpy, msgspec, hypothesis, distributed, profplug.cli.main, "
          "profplug.analyzers.report.analysis, profplug.analyzers.commands.ab_report, "
-         "sympy, networkx")
+         "sympy, networkx; import runpy; "
+         f"runpy.run_path({str(Path(__file__).with_name('asserts_rewritten.py'))!r}, "
+         "run_name='__main__')")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -14,6 +14,7 @@ KINDS = ("unit", "integration", "runtime", "robustness")
 # tests/unit/'s own modules: each checks the whole project, not one package
 PROJECT_CHECKS = frozenset({
     "test_architecture.py",
+    "test_asserts_rewritten.py",
     "test_doc_links.py",
     "test_docs_recipes.py",
     "test_import_names.py",

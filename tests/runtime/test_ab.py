@@ -298,7 +298,7 @@ def test_ctrl_c_stops_after_the_current_run_and_keeps_what_ran(tmp_path) -> None
     out = tmp_path / "ab"
     cmd = [sys.executable, "-m", "profplug", "ab", "-o", str(out), "--rounds", "3",
            "--skip", "1", "--steps", "2", "--", sys.executable, str(JOBS / "ab_job.py"),
-           "--steps", "100000000"]
+           "--steps", "100000000", "--pause-ms", "10"]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     try:

@@ -2,19 +2,22 @@
 process). Every step is a ``profplug.step()`` and every rank digests its step's output.
 
     python ab_job.py --steps 12 [--plant-policy event --plant-step 5 --plant-rank 1]
-        [--fail-round 1 --fail-policy event] [--show-patches]
+        [--fail-round 1 --fail-policy event] [--show-patches] [--pause-ms 10]
 
 ``--plant-*``: under that sync policy (``profplug.current_policy()``, asked every step:
 what ``profplug ab`` sets) that rank's output of that step is changed: a planted
 policy-dependent result.
 ``--fail-*``: in that round and policy (``PROFPLUG_AB_ROUND``/``PROFPLUG_AB_POLICY``) rank
 ``--plant-rank`` raises at step 3.
+``--pause-ms``: each step sleeps that long after its work (a long job that waits for a signal
+without keeping a core busy).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import time
 
 import torch
 import torch.distributed as dist
@@ -32,6 +35,7 @@ def main() -> None:
     ap.add_argument("--fail-round", type=int, default=-1)
     ap.add_argument("--fail-policy", default="")
     ap.add_argument("--show-patches", action="store_true")
+    ap.add_argument("--pause-ms", type=float, default=0.0)
     args = ap.parse_args()
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1:
@@ -58,6 +62,8 @@ def main() -> None:
             if world > 1:
                 dist.broadcast(y, 1)
             x = y
+        if args.pause_ms:
+            time.sleep(args.pause_ms / 1000)
     say(f"rank {rank} sum {float(x.sum()):.6f}")
     if args.show_patches:  # what profplug's startup hook patched (profplug run's --patch)
         import profplug.p2p as p2p

@@ -87,6 +87,18 @@ def _torchrun_port(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PET_MASTER_PORT", str(_free_port()))
 
 
+@pytest.fixture(autouse=True)
+def _samples_read_once(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a module marked ``samples_read_once``, the commands its tests run (in this process)
+    read each shipped sample run once per session (``sample_cache.reading_once``): for modules
+    that read the samples through the CLI or the front object, not for what tests reading
+    itself."""
+    if request.node.get_closest_marker("samples_read_once") is not None:
+        import sample_cache
+
+        sample_cache.reading_once(monkeypatch)
+
+
 @pytest.fixture(scope="session")
 def samples() -> ModuleType:
     """The shipped sample runs, each read and analyzed once per session: ``samples.report(run)``,

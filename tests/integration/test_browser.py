@@ -24,7 +24,7 @@ from synth import build_rank, write_run
 
 from profplug.cli.main import main
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.samples_read_once]
 
 HOSTILE = ("<img src=x onerror=\"document.documentElement.setAttribute('data-pwned','1')\">"
            "<script>document.documentElement.setAttribute('data-pwned','1')</script>")

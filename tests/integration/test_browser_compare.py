@@ -14,7 +14,7 @@ import pytest
 
 from profplug.cli.main import main
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.samples_read_once]
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 
 

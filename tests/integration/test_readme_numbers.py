@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sample_cache
 
 from profplug.cli.main import main
 
@@ -69,10 +68,7 @@ SWITCH_LINE = re.compile(r"^(\| (tune|held-out) \| kineto \| h\S+ \| \d+ \(|"
 SAMPLE_LINE = re.compile(r"^(\| (kineto|nsys) \| pp2_\w+ \| |samples (kineto|nsys)( --unprofiled)?: )")
 
 
-@pytest.fixture(autouse=True)
-def _samples_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The commands these tests run read each sample run once per session."""
-    sample_cache.reading_once(monkeypatch)
+pytestmark = pytest.mark.samples_read_once  # the commands these tests run
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,8 @@ from profplug.analyzers.stalls.gaps import CAUSES
 from profplug.analyzers.stalls.result import us
 from trace_events import names, slices_of, violations
 
+pytestmark = pytest.mark.samples_read_once  # the commands these tests run
+
 ST = Path(__file__).resolve().parents[2] / "sample_traces"
 MCORE = Path("/work/shared/traces/mcore_pp2_client")
 RUNS = [ST / "pp2_infer_kineto/device", ST / "pp2_infer_nsys/device",

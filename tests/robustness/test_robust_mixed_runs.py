@@ -13,9 +13,12 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
 from synth import KinetoTrace, one_error, two_ranks
 
 from profplug.cli.main import main
+
+pytestmark = pytest.mark.samples_read_once  # the commands these tests run
 
 ROOT = Path(__file__).resolve().parents[2]
 PP2 = ROOT / "sample_traces" / "pp2_infer_kineto"

@@ -19,6 +19,8 @@ from profplug.analyzers import ProfplugError, open_run
 
 from profplug.cli.main import main
 
+pytestmark = pytest.mark.samples_read_once  # the commands these tests run
+
 ROOT = Path(__file__).resolve().parents[3]
 INIT = ROOT / "analyzers" / "__init__.py"
 DEVICE = "sample_traces/pp2_infer_kineto/device"

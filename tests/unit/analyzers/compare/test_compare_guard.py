@@ -11,6 +11,8 @@ import pytest
 
 from profplug.cli.main import main
 
+pytestmark = pytest.mark.samples_read_once  # the commands these tests run
+
 SAMPLES = Path(__file__).resolve().parents[4] / "sample_traces"
 DEV, EVT = SAMPLES / "pp2_infer_kineto" / "device", SAMPLES / "pp2_infer_kineto" / "event"
 AB = SAMPLES / "ab_h200_decode_loop"

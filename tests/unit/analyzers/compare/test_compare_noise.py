@@ -20,6 +20,8 @@ from synth import write_run
 
 from profplug.cli.main import main
 
+pytestmark = pytest.mark.samples_read_once  # the commands these tests run
+
 SAMPLES = Path(__file__).resolve().parents[4] / "sample_traces"
 
 

@@ -11,12 +11,15 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pytest
 from profplug.analyzers.render.ab_svg import CHAR_W, place_labels
 from profplug.analyzers.render.compare_html import edge_marks, inliers, scale
 from profplug.analyzers.render.crossrank_svg import inlier_top
 from profplug.analyzers.render.palette import COLORS, RANK_COLORS, rank_style, run_keys
 
 from profplug.cli.main import main
+
+pytestmark = pytest.mark.samples_read_once  # the commands these tests run
 
 SAMPLES = Path(__file__).resolve().parents[4] / "sample_traces"
 STEPS = np.array([7000.0, 7100, 6900, 7050, 7200, 6950, 7020, 385_000])

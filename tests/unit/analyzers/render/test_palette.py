@@ -10,10 +10,13 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
 from profplug.analyzers.render.palette import COLORS, RANK_COLORS, policy_color
 from profplug.analyzers.stalls.gaps import CAUSES
 
 from profplug.cli.main import main
+
+pytestmark = pytest.mark.samples_read_once  # the commands these tests run
 
 SAMPLES = Path(__file__).resolve().parents[4] / "sample_traces"
 KEY = re.compile(r'<span class="key" data-key="([^"]+)" data-color="([^"]+)"><i style="'

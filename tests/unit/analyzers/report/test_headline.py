@@ -19,6 +19,8 @@ from synth import KinetoTrace, write_run
 
 from profplug.cli.main import main
 
+pytestmark = pytest.mark.samples_read_once  # the commands these tests run
+
 ROOT = Path(__file__).resolve().parents[4]
 SITE = "recv_from_prev_pipeline_rank_ > sync.device"
 

@@ -18,6 +18,8 @@ from profplug.analyzers.whatif import whatif, whatif_unprofiled
 
 from profplug.cli.main import main
 
+pytestmark = pytest.mark.samples_read_once  # the commands these tests run
+
 ROOT = Path(__file__).resolve().parents[4]
 SAMPLES = ROOT / "sample_traces"
 DEVICE = SAMPLES / "pp2_infer_kineto" / "device"

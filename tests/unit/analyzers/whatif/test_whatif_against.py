@@ -23,6 +23,8 @@ from synth.pipeline import PipelineSpec, write
 
 from profplug.cli.main import main
 
+pytestmark = pytest.mark.samples_read_once  # the commands these tests run
+
 ROOT = Path(__file__).resolve().parents[4]
 SEND, RECV = "send_to_next_pipeline_rank", "recv_from_prev_pipeline_rank_"
 WHERE = [f"before {RECV}", f"in {RECV}", f"after {RECV} (until {SEND})", f"in {SEND}",

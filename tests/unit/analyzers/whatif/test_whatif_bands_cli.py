@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[4]
 TRACED = ROOT / "sample_traces/ab_h200_decode_loop/traced_device"
 EVENT = ROOT / "sample_traces/pp2_infer_kineto/event"
 
-pytestmark = pytest.mark.skipif(not TRACED.is_dir(), reason="no sample traces here")
+pytestmark = [pytest.mark.skipif(not TRACED.is_dir(), reason="no sample traces here"),
+              pytest.mark.samples_read_once]  # the commands these tests run
 
 
 def _json(tmp_path: Path, *args: str) -> dict:

@@ -91,7 +91,7 @@ def _torchrun_port(monkeypatch: pytest.MonkeyPatch) -> None:
 def _samples_read_once(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """In a module marked ``samples_read_once``, the commands its tests run (in this process)
     read each shipped sample run once per session (``sample_cache.reading_once``): for modules
-    that read the samples through the CLI or the front object, not for what tests reading
+    that read the samples through the CLI or the front object, not for tests of the reading
     itself."""
     if request.node.get_closest_marker("samples_read_once") is not None:
         import sample_cache

@@ -12,7 +12,8 @@ input would fail loudly instead of changing what the next test sees.
 - ``stalls(run)``: its per-rank report alone (no run-level analysis, as ``analyze(run)``);
 - ``whatif(run, drop)``: its what-if; ``cross_rank(run)``: its cross-rank analysis;
 - ``reading_once(monkeypatch)``: the CLI's own reading of sample traces goes through the
-  cache for the rest of a test (``main(["report", run, ...])`` reads each run once);
+  cache for the rest of a test (``main(["report", run, ...])`` reads each run once); a test
+  module asks for it with the ``samples_read_once`` mark (tests/conftest.py);
 - ``sample_run_dirs()``: every sample run's directory; ``sample_device_event_pairs()``: the
   (device run, event run) pairs among them.
 """

@@ -26,9 +26,10 @@ from pathlib import Path
 
 import figures_seen
 import pytest
-import sample_cache
 
 from profplug.cli.main import main
+
+pytestmark = pytest.mark.samples_read_once  # the commands these tests run
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_traces"
@@ -146,7 +147,6 @@ def test_every_output_of_a_pair_states_each_figure_once(pair: tuple[Path, Path],
                                                           monkeypatch: pytest.MonkeyPatch
                                                           ) -> None:
     monkeypatch.chdir(ROOT)
-    sample_cache.reading_once(monkeypatch)
     a, b = map(str, pair)
     seen = figures_seen.Seen()
     rep, dropped = _traced_outputs(Path(a), seen, tmp_path)
@@ -204,7 +204,6 @@ def test_every_output_of_the_ab_sample_states_each_figure_once(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
         ) -> None:
     monkeypatch.chdir(ROOT)
-    sample_cache.reading_once(monkeypatch)
     seen = figures_seen.Seen()
     traced = AB / "traced_device"
     _traced_outputs(traced, seen, tmp_path)

@@ -22,9 +22,10 @@ import re
 from pathlib import Path
 
 import pytest
-import sample_cache
 
 from profplug.cli.main import main
+
+pytestmark = pytest.mark.samples_read_once  # the commands these tests run
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_traces"
@@ -95,7 +96,6 @@ def _whatif_key(report_json: str) -> str:
 def test_report_and_whatif_outputs_match_goldens(run: str, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)  # paths in the outputs are relative to the repository
-    sample_cache.reading_once(monkeypatch)  # the CLI reads each sample run once
     texts = {}
     for name, args in REPORT_OUTPUTS.items():
         texts[name] = _output([a.format(run=run) for a in args], tmp_path / name)
@@ -110,7 +110,6 @@ def test_report_and_whatif_outputs_match_goldens(run: str, tmp_path: Path,
 def test_compare_outputs_match_goldens(a: str, b: str, tmp_path: Path,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
-    sample_cache.reading_once(monkeypatch)
     stem = Path(a).relative_to("sample_traces").parent.as_posix().replace("/", "__")
     for ext, args in COMPARE_OUTPUTS.items():
         text = _output([x.format(a=a, b=b) for x in args], tmp_path / f"compare.{ext}")

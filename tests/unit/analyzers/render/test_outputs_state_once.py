@@ -9,7 +9,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-import sample_cache
 
 from profplug.cli.main import main
 
@@ -18,12 +17,11 @@ DEVICE = ROOT / "sample_traces/pp2_infer_kineto/device"
 EVENT = ROOT / "sample_traces/pp2_infer_kineto/event"
 AB = ROOT / "sample_traces/ab_h200_decode_loop"
 
-pytestmark = pytest.mark.skipif(not DEVICE.is_dir(), reason="no sample traces here")
+pytestmark = [pytest.mark.skipif(not DEVICE.is_dir(), reason="no sample traces here"),
+              pytest.mark.samples_read_once]  # the commands these tests run
 
 
-def test_a_report_prints_its_headline_once(tmp_path: Path,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    sample_cache.reading_once(monkeypatch)
+def test_a_report_prints_its_headline_once(tmp_path: Path) -> None:
     out = tmp_path / "r.txt"
     assert main(["report", str(DEVICE), "-o", str(out)]) == 0
     text = " ".join(out.read_text().split())
@@ -31,9 +29,7 @@ def test_a_report_prints_its_headline_once(tmp_path: Path,
     assert text.count("Predicted with event-based waits") == 1
 
 
-def test_stream_waits_are_the_calls_the_sync_table_counts(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    sample_cache.reading_once(monkeypatch)
+def test_stream_waits_are_the_calls_the_sync_table_counts(tmp_path: Path) -> None:
     out = tmp_path / "r.txt"
     assert main(["report", str(DEVICE), "-o", str(out)]) == 0
     text = out.read_text()
@@ -43,9 +39,7 @@ def test_stream_waits_are_the_calls_the_sync_table_counts(
     assert said == table == [160, 160]
 
 
-def test_the_against_results_are_on_the_page(tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    sample_cache.reading_once(monkeypatch)
+def test_the_against_results_are_on_the_page(tmp_path: Path) -> None:
     page = tmp_path / "w.html"
     assert main(["whatif", str(DEVICE), "--against", str(EVENT), "--html", str(page), "-o",
                  str(tmp_path / "w.txt")]) == 0

@@ -1,16 +1,20 @@
 """The browser tests' ``chromium`` fixture: headless Chromium, from Debian's ``chromium``
 package (installed when missing and possible: CI runs as root; else each browser test is
-skipped, with the reason). ``chromium.open(page, tmp, *args)`` loads a page offline
+skipped, with the reason). One pytest worker installs it, without the packages Debian only
+recommends beside it (printing, desktop services, fonts the pages do not use), while the
+others wait for it (a lock), then find it. ``chromium.open(page, tmp, *args)`` loads a page offline
 (``--dump-dom`` or ``--screenshot=FILE`` among ``args``); ``chromium.console_errors(stderr)``
 lists the script errors it logged; ``chromium.colour_pixels(png, "#rrggbb")`` counts the
 pixels of one colour on a screenshot."""
 
 from __future__ import annotations
 
+import fcntl
 import io
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -47,14 +51,18 @@ class Chromium:
 
 
 def _install_chromium() -> str | None:
+    """``apt-get install chromium`` (after ``apt-get update`` if that alone fails), by one
+    worker at a time: a second one, started while the first holds dpkg's lock, would fail."""
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
         return None
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for cmd in (["apt-get", "install", "-y", "-q", "chromium"],
-                ["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "chromium"]):
-        subprocess.run(cmd, env=env, capture_output=True, timeout=600, check=False)
-        if shutil.which("chromium"):
-            break
+    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "chromium"]
+    with open(Path(tempfile.gettempdir()) / "profplug-tests-chromium.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for cmd in (install, ["apt-get", "update", "-q"], install):
+            if shutil.which("chromium"):
+                break
+            subprocess.run(cmd, env=env, capture_output=True, timeout=600, check=False)
     return shutil.which("chromium")
 
 

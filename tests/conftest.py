@@ -124,8 +124,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 # and ab jobs, Chromium, the page-number checks), so the long jobs run side by side from the
 # start and the end of the run is short tests only; one worker: the costly modules first.
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    from scheduling import module_costs, worker_order
+    from scheduling import module_costs, modules_together, worker_order
 
     workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
     items[:] = worker_order(items, workers, lambda it: it.nodeid.split("::", 1)[0],
-                            module_costs())
+                            module_costs(), modules_together())

@@ -7,8 +7,10 @@ collection, and a worker that runs out steals the second half of the longest que
 :func:`worker_order` lays the collection out so that each slice starts with its share of the
 costly modules (costliest first, each to the slice with the least cost so far; largest
 processing time first), then the cheap tests fill every slice to its size. A module's tests
-stay together and in their order, so its module-scoped fixtures are made once. Costs:
-``tests/data/module_costs.json``.
+stay together and in their order, so its module-scoped fixtures are made once. Modules listed
+``together`` (they load the same thing once per process: Megatron-Core imported in the
+worker, the forkserver of tests/runtime/_dist.py) go to one slice as one unit, costs added,
+in the listed order. Costs and groups: ``tests/data/module_costs.json``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,11 @@ def module_costs(path: Path = COSTS) -> dict[str, float]:
     return {k: float(v) for k, v in json.loads(path.read_text())["modules"].items()}
 
 
+def modules_together(path: Path = COSTS) -> list[list[str]]:
+    """The groups of modules one worker runs back to back, from ``path``."""
+    return [list(g) for g in json.loads(path.read_text()).get("together", [])]
+
+
 def cost_of(module: str, costs: dict[str, float]) -> float:
     """``module``'s cost: its figure, else its folder's default, else 0."""
     if module in costs:
@@ -46,20 +53,29 @@ def slice_sizes(n_items: int, workers: int) -> list[int]:
 
 
 def worker_order(items: Sequence[T], workers: int, module: Callable[[T], str],
-                 costs: dict[str, float]) -> list[T]:
+                 costs: dict[str, float], together: Sequence[Sequence[str]] = ()) -> list[T]:
     """``items`` (in collection order) reordered for ``workers`` workers: see above."""
     groups: dict[str, list[T]] = {}
     for it in items:
         groups.setdefault(module(it), []).append(it)
-    costly = sorted((m for m in groups if cost_of(m, costs) > 0),
-                    key=lambda m: -cost_of(m, costs))  # stable: collection order on ties
+    # a unit: one module, or the collected modules of a `together` group, in its order
+    units: dict[str, list[str]] = {m: [m] for m in groups}
+    for listed in together:
+        present = [m for m in listed if m in groups]
+        for m in present:
+            del units[m]
+        if present:
+            units[present[0]] = present
+    cost = {u: sum(cost_of(m, costs) for m in ms) for u, ms in units.items()}
+    costly = sorted((u for u in units if cost[u] > 0),
+                    key=lambda u: -cost[u])  # stable: collection order on ties
     slices: list[list[T]] = [[] for _ in range(workers)]
     load = [0.0] * workers
-    for m in costly:
+    for u in costly:
         k = min(range(workers), key=lambda k: load[k])
-        slices[k] += groups[m]
-        load[k] += cost_of(m, costs)
-    cheap = [it for m, group in groups.items() if m not in costly for it in group]
+        slices[k] += [it for m in units[u] for it in groups[m]]
+        load[k] += cost[u]
+    cheap = [it for u, ms in units.items() if u not in costly for m in ms for it in groups[m]]
     out: list[T] = []
     for k, size in enumerate(slice_sizes(len(items), workers)):
         take = len(cheap) if k == workers - 1 else max(0, size - len(slices[k]))

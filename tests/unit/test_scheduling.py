@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scheduling import DEFAULT_BY_FOLDER, cost_of, module_costs, slice_sizes, worker_order
+from scheduling import (
+    DEFAULT_BY_FOLDER,
+    cost_of,
+    module_costs,
+    modules_together,
+    slice_sizes,
+    worker_order,
+)
 
 COSTS = {"a.py": 50.0, "b.py": 30.0, "c.py": 25.0}
 
@@ -40,6 +47,18 @@ def test_a_modules_tests_stay_together_and_in_order() -> None:
         assert [order[i] for i in at] == [t for t in collection() if module(t) == m]
 
 
+def test_modules_listed_together_run_on_one_worker_in_their_order_costs_added() -> None:
+    # given c.py (25) and u.py (cheap) together, listed u.py first, and a listed module that
+    # is not collected
+    order = worker_order(collection(), 2, module, COSTS, [["u.py", "c.py", "gone.py"]])
+    # then the unit costs 25: a.py (50) opens worker 0's slice, b.py (30) worker 1's, and the
+    # unit follows b.py (30 against 50), u.py then c.py; v.py, the one cheap module left,
+    # fills worker 0's slice
+    assert [module(t) for t in order] == (["a.py"] * 2 + ["v.py"] * 4 + ["b.py"] * 3
+                                          + ["u.py"] * 6 + ["c.py"])
+    assert sorted(order) == sorted(collection())
+
+
 def test_worksteals_slices_are_equal_in_size() -> None:
     assert slice_sizes(10, 3) == [3, 3, 4] and sum(slice_sizes(1397, 2)) == 1397
 
@@ -60,3 +79,5 @@ def test_every_costed_module_exists() -> None:
     leave the module unscheduled among the cheap ones."""
     root = Path(__file__).resolve().parents[2]
     assert [m for m in module_costs() if not (root / m).is_file()] == []
+    listed = [m for group in modules_together() for m in group]
+    assert listed and [m for m in listed if not (root / m).is_file()] == []

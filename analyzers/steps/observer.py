@@ -95,19 +95,25 @@ def _untraced(r: dict[str, Any]) -> tuple[dict[str, Any], list[float], list[floa
             _series(untraced_rec.get("after")))
 
 
+def _baseline(before: list[float], after: list[float]) -> tuple[list[float], str]:
+    """The untraced steps that are a rank's baseline (the module docstring) and where they
+    come from ("before" | "after")."""
+    if len(before) >= MIN_BEFORE_STEPS or (before and not after):
+        return before, "before"
+    return after, "after"
+
+
 def rank_series(r: dict[str, Any]) -> tuple[list[float], list[float], str]:
-    """One rank record's traced steps, the untraced steps that are its baseline (the
-    module docstring) and where those come from ("before" | "after"), us."""
+    """One rank record's traced steps, its baseline steps and where those come from
+    ("before" | "after"), us."""
     _, before, after = _untraced(r)
-    use, source = (before, "before") if len(before) >= MIN_BEFORE_STEPS else (after, "after")
-    if not use and before:
-        use, source = before, "before"
-    return _series(r.get("timing")), use, source
+    return (_series(r.get("timing")), *_baseline(before, after))
 
 
 def _rank(r: dict[str, Any]) -> dict[str, Any] | None:
-    traced, use, source = rank_series(r)
     untraced_rec, before, after = _untraced(r)
+    traced = _series(r.get("timing"))
+    use, source = _baseline(before, after)
     if not traced or not use:
         return None
     clocks = {t.get("clock") for t in (r.get("timing"), untraced_rec.get("before"),

@@ -55,17 +55,16 @@ def slice_sizes(n_items: int, workers: int) -> list[int]:
 def worker_order(items: Sequence[T], workers: int, module: Callable[[T], str],
                  costs: dict[str, float], together: Sequence[Sequence[str]] = ()) -> list[T]:
     """``items`` (in collection order) reordered for ``workers`` workers: see above."""
-    groups: dict[str, list[T]] = {}
+    by_module: dict[str, list[T]] = {}
     for it in items:
-        groups.setdefault(module(it), []).append(it)
-    # a unit: one module, or the collected modules of a `together` group, in its order
-    units: dict[str, list[str]] = {m: [m] for m in groups}
-    for listed in together:
-        present = [m for m in listed if m in groups]
-        for m in present:
-            del units[m]
-        if present:
-            units[present[0]] = present
+        by_module.setdefault(module(it), []).append(it)
+    # a unit: one module, or the collected modules of a `together` group (in the group's
+    # order), at its first member's place in the collection
+    group_of = {m: [x for x in listed if x in by_module] for listed in together for m in listed}
+    units: dict[str, list[str]] = {}
+    for m in by_module:
+        members = group_of.get(m, [m])
+        units.setdefault(members[0], members)
     cost = {u: sum(cost_of(m, costs) for m in ms) for u, ms in units.items()}
     costly = sorted((u for u in units if cost[u] > 0),
                     key=lambda u: -cost[u])  # stable: collection order on ties
@@ -73,9 +72,9 @@ def worker_order(items: Sequence[T], workers: int, module: Callable[[T], str],
     load = [0.0] * workers
     for u in costly:
         k = min(range(workers), key=lambda k: load[k])
-        slices[k] += [it for m in units[u] for it in groups[m]]
+        slices[k] += [it for m in units[u] for it in by_module[m]]
         load[k] += cost[u]
-    cheap = [it for u, ms in units.items() if u not in costly for m in ms for it in groups[m]]
+    cheap = [it for u, ms in units.items() if cost[u] <= 0 for m in ms for it in by_module[m]]
     out: list[T] = []
     for k, size in enumerate(slice_sizes(len(items), workers)):
         take = len(cheap) if k == workers - 1 else max(0, size - len(slices[k]))

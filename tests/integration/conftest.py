@@ -2,10 +2,10 @@
 package (installed when missing and possible: CI runs as root; else each browser test is
 skipped, with the reason). One pytest worker installs it, without the packages Debian only
 recommends beside it (printing, desktop services, fonts the pages do not use), while the
-others wait for it (a lock), then find it. ``chromium.open(page, tmp, *args)`` loads a page offline
-(``--dump-dom`` or ``--screenshot=FILE`` among ``args``); ``chromium.console_errors(stderr)``
-lists the script errors it logged; ``chromium.colour_pixels(png, "#rrggbb")`` counts the
-pixels of one colour on a screenshot."""
+others wait for it (a lock), then find it. ``chromium.open(page, tmp, *args)`` loads a page
+offline (``--dump-dom`` or ``--screenshot=FILE`` among ``args``);
+``chromium.console_errors(stderr)`` lists the script errors it logged;
+``chromium.colour_pixels(png, "#rrggbb")`` counts the pixels of one colour on a screenshot."""
 
 from __future__ import annotations
 
